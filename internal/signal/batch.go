@@ -1,0 +1,277 @@
+package signal
+
+import (
+	"math"
+
+	"github.com/sluice-dev/sluice/internal/unsafex"
+)
+
+// Str locates a byte string in a batch arena: offset in the high 32 bits,
+// length in the low 32 bits. The zero Str is the empty string.
+type Str uint64
+
+// MakeStr builds a Str from an offset and a length.
+func MakeStr(off, n int) Str { return Str(uint64(off)<<32 | uint64(uint32(n))) }
+
+// Off is the offset of s in the arena.
+func (s Str) Off() int { return int(s >> 32) }
+
+// Len is the length of s in bytes.
+func (s Str) Len() int { return int(uint32(s)) }
+
+// Range is a half-open range [Start, End) of indexes.
+type Range struct{ Start, End uint32 }
+
+// Len is the number of elements in r.
+func (r Range) Len() int { return int(r.End - r.Start) }
+
+// Attrs is a flat, columnar list of attribute key/value pairs. A record's
+// attribute set is a Range into it. Val holds, by Type: a Str for string,
+// bytes, array and map; the int64 bits for int; the float64 bits for double;
+// 0 or 1 for bool; 0 for empty.
+type Attrs struct {
+	Key  []KeyID
+	Type []ValueType
+	Val  []uint64
+}
+
+// Len is the number of pairs.
+func (a *Attrs) Len() int { return len(a.Key) }
+
+// Append adds one pair.
+func (a *Attrs) Append(k KeyID, t ValueType, v uint64) {
+	a.Key = append(a.Key, k)
+	a.Type = append(a.Type, t)
+	a.Val = append(a.Val, v)
+}
+
+func (a *Attrs) reset() {
+	a.Key, a.Type, a.Val = a.Key[:0], a.Type[:0], a.Val[:0]
+}
+
+// Resource is one OTLP Resource with the schema URL of its Resource* wrapper.
+type Resource struct {
+	Attrs        Range
+	DroppedAttrs uint32
+	SchemaURL    Str
+}
+
+// Scope is one OTLP InstrumentationScope with the schema URL of its Scope*
+// wrapper.
+type Scope struct {
+	Name, Version Str
+	Attrs         Range
+	DroppedAttrs  uint32
+	SchemaURL     Str
+}
+
+// Common is what every batch has: the arena, the key table, the attribute
+// store, and the resources and scopes its records point to.
+type Common struct {
+	Buf       []byte
+	Keys      KeyTable
+	Attrs     Attrs
+	Resources []Resource
+	Scopes    []Scope
+	// Msgs holds raw OTLP protobuf messages that have no columns of their
+	// own (exemplars, span events, span links); records hold Ranges into it.
+	Msgs []Str
+
+	gen uint64 // bumped by Reset, so copiers notice a refilled source
+}
+
+// Reset empties the batch for reuse, keeping its capacity.
+func (c *Common) Reset() {
+	c.gen++
+	c.Buf = c.Buf[:0]
+	c.Keys.reset()
+	c.Attrs.reset()
+	c.Resources = c.Resources[:0]
+	c.Scopes = c.Scopes[:0]
+	c.Msgs = c.Msgs[:0]
+}
+
+// Bytes returns the bytes of s. The slice aliases the arena: it is valid
+// until the batch is reset or its arena grows, and must not be modified.
+func (c *Common) Bytes(s Str) []byte {
+	off := s.Off()
+	return c.Buf[off : off+s.Len() : off+s.Len()]
+}
+
+// String returns s as a string that aliases the arena (see unsafex.String):
+// valid until the batch is reset or its arena grows.
+func (c *Common) String(s Str) string { return unsafex.String(c.Bytes(s)) }
+
+// AppendBytes copies b into the arena and returns its Str.
+func (c *Common) AppendBytes(b []byte) Str {
+	off := len(c.Buf)
+	c.Buf = append(c.Buf, b...)
+	return MakeStr(off, len(b))
+}
+
+// AppendString copies s into the arena and returns its Str.
+func (c *Common) AppendString(s string) Str {
+	off := len(c.Buf)
+	c.Buf = append(c.Buf, s...)
+	return MakeStr(off, len(s))
+}
+
+// AttrString returns the string value of attribute i (string, bytes, array
+// and map values), aliasing the arena.
+func (c *Common) AttrString(i int) string { return c.String(Str(c.Attrs.Val[i])) }
+
+// AttrInt returns the value of int attribute i.
+func (c *Common) AttrInt(i int) int64 { return int64(c.Attrs.Val[i]) }
+
+// AttrDouble returns the value of double attribute i.
+func (c *Common) AttrDouble(i int) float64 { return math.Float64frombits(c.Attrs.Val[i]) }
+
+// AttrBool returns the value of bool attribute i.
+func (c *Common) AttrBool(i int) bool { return c.Attrs.Val[i] != 0 }
+
+// FindAttr returns the index in c.Attrs of the last pair in r whose key is
+// key, or -1. The last one wins because OTLP requires unique keys and the
+// collector's own maps keep the last duplicate too.
+func (c *Common) FindAttr(r Range, key string) int {
+	id, ok := c.Keys.ids[key]
+	if !ok {
+		return -1
+	}
+	for i := int(r.End) - 1; i >= int(r.Start); i-- {
+		if c.Attrs.Key[i] == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// ServiceName returns the string value of the "service.name" attribute of
+// resource r, or "".
+func (c *Common) ServiceName(r uint32) string {
+	i := c.FindAttr(c.Resources[r].Attrs, "service.name")
+	if i < 0 || c.Attrs.Type[i] != ValueString {
+		return ""
+	}
+	return c.AttrString(i)
+}
+
+// copier copies records from one batch's Common into another's, remapping
+// keys, resources and scopes and copying strings. It caches what it has
+// copied for the current source, so a resource shared by many records is
+// copied once.
+type copier struct {
+	src      *Common
+	srcGen   uint64
+	keyMap   []KeyID  // src KeyID -> dst KeyID + 1 (0: not mapped yet)
+	resMap   []uint32 // src resource -> dst resource + 1
+	scopeMap []uint32 // src scope -> dst scope + 1
+}
+
+func (cp *copier) bind(src *Common) {
+	// A source is identified by its address and generation: a batch that
+	// was reset and refilled gets fresh maps even at the same address.
+	if cp.src == src && cp.srcGen == src.gen {
+		return
+	}
+	cp.src, cp.srcGen = src, src.gen
+	cp.keyMap = resize(cp.keyMap, src.Keys.Len())
+	cp.resMap = resize(cp.resMap, len(src.Resources))
+	cp.scopeMap = resize(cp.scopeMap, len(src.Scopes))
+}
+
+// forget drops the cache; call it when dst is reset.
+func (cp *copier) forget() { cp.src = nil }
+
+// grow extends a map slice so that index i is valid; a source may gain keys,
+// resources or scopes after the copier was bound to it.
+func grow[T KeyID | uint32](s []T, i int) []T {
+	if i < len(s) {
+		return s
+	}
+	return append(s, make([]T, i+1-len(s))...)
+}
+
+func resize[T KeyID | uint32](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+func (cp *copier) key(dst *Common, k KeyID) KeyID {
+	cp.keyMap = grow(cp.keyMap, int(k))
+	if m := cp.keyMap[k]; m != 0 {
+		return m - 1
+	}
+	id := dst.Keys.IDString(cp.src.Keys.Name(k))
+	cp.keyMap[k] = id + 1
+	return id
+}
+
+func (cp *copier) str(dst *Common, s Str) Str {
+	if s.Len() == 0 {
+		return 0
+	}
+	return dst.AppendBytes(cp.src.Bytes(s))
+}
+
+// attrs copies the attribute range r of the source and returns the new range.
+func (cp *copier) attrs(dst *Common, r Range) Range {
+	start := uint32(dst.Attrs.Len())
+	src := &cp.src.Attrs
+	for i := r.Start; i < r.End; i++ {
+		t := src.Type[i]
+		v := src.Val[i]
+		switch t {
+		case ValueString, ValueBytes, ValueArray, ValueMap:
+			v = uint64(cp.str(dst, Str(v)))
+		}
+		dst.Attrs.Append(cp.key(dst, src.Key[i]), t, v)
+	}
+	return Range{start, uint32(dst.Attrs.Len())}
+}
+
+// msgs copies the message range r of the source and returns the new range.
+func (cp *copier) msgs(dst *Common, r Range) Range {
+	start := uint32(len(dst.Msgs))
+	for _, m := range cp.src.Msgs[r.Start:r.End] {
+		dst.Msgs = append(dst.Msgs, cp.str(dst, m))
+	}
+	return Range{start, uint32(len(dst.Msgs))}
+}
+
+func (cp *copier) resource(dst *Common, r uint32) uint32 {
+	cp.resMap = grow(cp.resMap, int(r))
+	if m := cp.resMap[r]; m != 0 {
+		return m - 1
+	}
+	sr := cp.src.Resources[r]
+	dst.Resources = append(dst.Resources, Resource{
+		Attrs:        cp.attrs(dst, sr.Attrs),
+		DroppedAttrs: sr.DroppedAttrs,
+		SchemaURL:    cp.str(dst, sr.SchemaURL),
+	})
+	id := uint32(len(dst.Resources) - 1)
+	cp.resMap[r] = id + 1
+	return id
+}
+
+func (cp *copier) scope(dst *Common, s uint32) uint32 {
+	cp.scopeMap = grow(cp.scopeMap, int(s))
+	if m := cp.scopeMap[s]; m != 0 {
+		return m - 1
+	}
+	ss := cp.src.Scopes[s]
+	dst.Scopes = append(dst.Scopes, Scope{
+		Name:         cp.str(dst, ss.Name),
+		Version:      cp.str(dst, ss.Version),
+		Attrs:        cp.attrs(dst, ss.Attrs),
+		DroppedAttrs: ss.DroppedAttrs,
+		SchemaURL:    cp.str(dst, ss.SchemaURL),
+	})
+	id := uint32(len(dst.Scopes) - 1)
+	cp.scopeMap[s] = id + 1
+	return id
+}
