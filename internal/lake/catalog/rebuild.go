@@ -1,0 +1,342 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Footer metadata keys written by the lake writer.
+const (
+	MetaTable         = "sluice.table"
+	MetaTenant        = "sluice.tenant"
+	MetaLevel         = "sluice.level"
+	MetaSchemaVersion = "sluice.schema_version"
+	MetaMinTime       = "sluice.min_time" // decimal unix ns
+	MetaMaxTime       = "sluice.max_time" // decimal unix ns
+)
+
+// timeColumns names each table's event-time column, used when a footer
+// lacks the min/max keys. Tables not listed use "timestamp".
+var timeColumns = map[string]string{
+	"logs":    "timestamp",
+	"metrics": "timestamp",
+	"traces":  "start_timestamp",
+}
+
+// SchemaHash identifies a schema by its column descriptors: hex of xxhash64
+// over the sorted descriptors, each followed by "\n". Column order does not
+// change the hash. ParquetSchemaHash defines the descriptors for files.
+func SchemaHash(columns []string) string {
+	sorted := slices.Clone(columns)
+	slices.Sort(sorted)
+	var h xxhash.Digest
+	for _, c := range sorted {
+		_, _ = h.WriteString(c)
+		_, _ = h.WriteString("\n")
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// ParquetSchemaHash is SchemaHash over "<dotted leaf path> <type>" for each
+// leaf column of s, so a type change is a schema change. The lake writer and
+// Rebuild must both use it, or rebuilt rows would not match the hashes the
+// writer recorded.
+func ParquetSchemaHash(s *parquet.Schema) string {
+	cols := s.Columns()
+	desc := make([]string, len(cols))
+	for i, path := range cols {
+		leaf, _ := s.Lookup(path...)
+		desc[i] = strings.Join(path, ".") + " " + leaf.Node.Type().String()
+	}
+	return SchemaHash(desc)
+}
+
+// RebuildStats reports what Rebuild found.
+type RebuildStats struct {
+	Files    int   // *.parquet files considered
+	Segments int   // segments catalogued
+	Rows     int64 // sum of catalogued rows
+	Bytes    int64 // sum of catalogued file sizes
+	Skipped  int   // hidden/temporary files and directories ignored
+	Failed   []RebuildFailure
+}
+
+// RebuildFailure is a file Rebuild could not catalogue.
+type RebuildFailure struct {
+	Path string // relative to the lake root, slash-separated
+	Err  error
+}
+
+// Rebuild recreates the segment rows from the Parquet files under root.
+// Footers are read first, then all segment rows are replaced in one
+// transaction, so readers see either the old or the new set. Files that
+// cannot be read or disagree with their path go to RebuildStats.Failed and
+// are left out. Services and MetricNames come from the dictionaries of
+// top-level service_name and metric_name columns when those are fully
+// dictionary-encoded, else stay unknown. Rows of files the old catalog had marked replaced stay
+// replaced; queue positions and leases are kept. Writers and upkeep must be
+// stopped while it runs: a segment added between the walk and the commit
+// would be dropped. progress, if not nil, is called after each file.
+func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, total int)) (RebuildStats, error) {
+	var st RebuildStats
+	paths, skipped, err := lakeFiles(root)
+	if err != nil {
+		return st, fmt.Errorf("catalog: rebuild %q: %w", root, err)
+	}
+	st.Files, st.Skipped = len(paths), skipped
+	segs := make([]Segment, 0, len(paths))
+	for i, rel := range paths {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("catalog: rebuild %q: %w", root, err)
+		}
+		s, err := readSegment(root, rel)
+		if err != nil {
+			st.Failed = append(st.Failed, RebuildFailure{Path: rel, Err: err})
+		} else {
+			segs = append(segs, s)
+		}
+		if progress != nil {
+			progress(i+1, len(paths))
+		}
+	}
+	err = c.inTx(ctx, func(tx *sql.Tx) error {
+		replaced, err := replacedPaths(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for i := range segs {
+			segs[i].ReplacedAt = replaced[segs[i].Path]
+		}
+		// Names first: foreign keys cascade too, but not if a connection
+		// was opened without them.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM segment_names`); err != nil {
+			return fmt.Errorf("clear segment names: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM segments`); err != nil {
+			return fmt.Errorf("clear segments: %w", err)
+		}
+		return c.insertSegments(ctx, tx, segs, nil, c.now(), true)
+	})
+	if err != nil {
+		return st, fmt.Errorf("catalog: rebuild %q: %w", root, err)
+	}
+	st.Segments = len(segs)
+	for i := range segs {
+		st.Rows += segs[i].Rows
+		st.Bytes += segs[i].Bytes
+	}
+	return st, nil
+}
+
+func replacedPaths(ctx context.Context, tx *sql.Tx) (map[string]time.Time, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT path, replaced_ns FROM segments WHERE replaced_ns IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("read replaced segments: %w", err)
+	}
+	defer rows.Close()
+	m := make(map[string]time.Time)
+	for rows.Next() {
+		var p string
+		var ns int64
+		if err := rows.Scan(&p, &ns); err != nil {
+			return nil, fmt.Errorf("read replaced segments: %w", err)
+		}
+		m[p] = time.Unix(0, ns).UTC()
+	}
+	return m, rows.Err()
+}
+
+// hidden follows the Hive/Spark convention: names starting with "." or "_"
+// (".tmp-x.parquet", "_tmp/", "_SUCCESS") are not data.
+func hidden(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
+// lakeFiles returns the sorted slash-separated paths of all visible
+// *.parquet files under root.
+func lakeFiles(root string) (paths []string, skipped int, err error) {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		if hidden(d.Name()) {
+			skipped++
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".parquet") || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, filepath.ToSlash(rel))
+		return nil
+	})
+	slices.Sort(paths)
+	return paths, skipped, err
+}
+
+// readSegment builds a Segment from the path and the footer of one file.
+func readSegment(root, rel string) (Segment, error) {
+	pt, err := parsePath(rel)
+	if err != nil {
+		return Segment{}, err
+	}
+	f, err := os.Open(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		return Segment{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Segment{}, fmt.Errorf("stat %q: %w", rel, err)
+	}
+	pf, err := parquet.OpenFile(f, fi.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return Segment{}, fmt.Errorf("read footer of %q: %w", rel, err)
+	}
+	s := Segment{
+		Table: pt.table, Tenant: pt.tenant, Day: pt.day, Hour: pt.hour, Path: rel,
+		Rows: pf.NumRows(), Bytes: fi.Size(), Created: fi.ModTime().UTC(),
+	}
+	for _, kv := range [...]struct{ key, want string }{{MetaTable, pt.table}, {MetaTenant, pt.tenant}} {
+		// A missing key is accepted so files from other writers can be
+		// imported; a present one must agree with the path.
+		if v, ok := pf.Lookup(kv.key); ok && v != kv.want {
+			return Segment{}, fmt.Errorf("%q: footer %s=%q disagrees with path (%q)", rel, kv.key, v, kv.want)
+		}
+	}
+	if v, ok := pf.Lookup(MetaLevel); ok {
+		if s.Level, err = strconv.Atoi(v); err != nil || s.Level < 0 {
+			return Segment{}, fmt.Errorf("%q: footer %s=%q: want a non-negative integer", rel, MetaLevel, v)
+		}
+	}
+	s.SchemaHash = ParquetSchemaHash(pf.Schema())
+	s.Services = dictionaryValues(pf, "service_name")
+	s.MetricNames = dictionaryValues(pf, "metric_name")
+	if s.MinTime, s.MaxTime, err = timeRange(pf, pt.table, rel); err != nil {
+		return Segment{}, err
+	}
+	if err := checkTimes(s.MinTime, s.MaxTime, s.Day, s.Hour); err != nil {
+		return Segment{}, fmt.Errorf("%q: %w", rel, err)
+	}
+	return s, nil
+}
+
+// maxRebuildNames bounds the pruning names Rebuild records per segment and
+// kind; beyond it the names are left unknown rather than bloat the index.
+const maxRebuildNames = 1024
+
+// dictionaryValues returns the distinct values of a top-level string column
+// from its dictionary pages, reading one page per row group. It returns nil
+// (unknown) unless every data page of the column is dictionary-encoded: a
+// writer that fell back to plain encoding has values outside the dictionary.
+func dictionaryValues(pf *parquet.File, column string) []string {
+	leaf, ok := pf.Schema().Lookup(column)
+	if !ok || leaf.Node.Type().Kind() != parquet.ByteArray {
+		return nil
+	}
+	var values []string
+	meta := pf.Metadata().RowGroups
+	for i, rg := range pf.RowGroups() {
+		if !dictionaryOnly(meta[i].Columns[leaf.ColumnIndex].MetaData.EncodingStats) {
+			return nil
+		}
+		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		page, err := pages.ReadPage()
+		pages.Close()
+		if err != nil {
+			return nil
+		}
+		dict := page.Dictionary()
+		if dict == nil || len(values)+dict.Len() > maxRebuildNames {
+			return nil
+		}
+		for j := range dict.Len() {
+			values = append(values, dict.Index(int32(j)).String())
+		}
+	}
+	return uniqueSorted(values)
+}
+
+func dictionaryOnly(stats []format.PageEncodingStats) bool {
+	data := false
+	for _, st := range stats {
+		if st.PageType != format.DataPage && st.PageType != format.DataPageV2 {
+			continue
+		}
+		if st.Encoding != format.RLEDictionary && st.Encoding != format.PlainDictionary {
+			return false
+		}
+		data = true
+	}
+	return data
+}
+
+// timeRange takes min/max from the footer keys, falling back to the time
+// column's column-chunk statistics.
+func timeRange(pf *parquet.File, table, rel string) (minT, maxT int64, err error) {
+	minS, okMin := pf.Lookup(MetaMinTime)
+	maxS, okMax := pf.Lookup(MetaMaxTime)
+	if okMin && okMax {
+		if minT, err = strconv.ParseInt(minS, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("%q: footer %s: %w", rel, MetaMinTime, err)
+		}
+		if maxT, err = strconv.ParseInt(maxS, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("%q: footer %s: %w", rel, MetaMaxTime, err)
+		}
+		return minT, maxT, nil
+	}
+	col := timeColumns[table]
+	if col == "" {
+		col = "timestamp"
+	}
+	found := false
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, cc := range rg.Columns {
+			md := &cc.MetaData
+			if len(md.PathInSchema) != 1 || md.PathInSchema[0] != col {
+				continue
+			}
+			lo, hi := md.Statistics.MinValue, md.Statistics.MaxValue
+			if lo == nil || hi == nil {
+				lo, hi = md.Statistics.Min, md.Statistics.Max // pre-2.x writers
+			}
+			if len(lo) != 8 || len(hi) != 8 {
+				return 0, 0, fmt.Errorf("%q: no footer time keys and no int64 statistics for column %q", rel, col)
+			}
+			l, h := int64(binary.LittleEndian.Uint64(lo)), int64(binary.LittleEndian.Uint64(hi))
+			if !found || l < minT {
+				minT = l
+			}
+			if !found || h > maxT {
+				maxT = h
+			}
+			found = true
+		}
+	}
+	if !found {
+		return 0, 0, fmt.Errorf("%q: no footer time keys and no statistics for time column %q", rel, col)
+	}
+	return minT, maxT, nil
+}
