@@ -1,0 +1,88 @@
+// Package queue owns sluice's durable write-ahead queue: the on-disk log
+// between receivers and the lake writer (and other sinks). A receiver
+// acknowledges its client only after Append returns, which is after the
+// data is fsynced; a consumer reads from a Position, delivers downstream,
+// commits the position it covers there (the lake catalog), and calls
+// Release so whole segments below it are deleted. After a crash the
+// consumer replays from its committed position.
+//
+// The design follows VictoriaMetrics' lib/persistentqueue (a directory of
+// segment files named by offset) with group commit, per-record CRCs and
+// recovery that never refuses to start on damaged bytes.
+//
+// # Concurrency
+//
+// Queue methods are safe for concurrent use. Appends are serialized on one
+// mutex while they encode and write(2) into the active segment; the fsync
+// runs outside the mutex. The first appender that needs durability becomes
+// the fsync leader and syncs everything written so far; appenders that
+// arrive meanwhile wait and are usually covered by the next leader's single
+// fsync (group commit). GroupCommitDelay makes a leader wait before
+// syncing to gather more.
+//
+// A Reader belongs to one goroutine. Any number of Readers may run next to
+// appenders; each has its own file handle and read-ahead buffer, takes the
+// queue mutex only when it changes segment or has caught up, and waits on
+// a channel that is closed when the durable end advances. Payloads returned
+// by Next alias the reader's buffer and are valid until the next call.
+//
+// # On-disk format
+//
+// Dir holds segment files named "%020d.seg" after the Position of their
+// first record. A segment is a 32-byte header followed by records:
+//
+//	header: "SLQS" | version uint16 = 1 | 0 uint16 | base uint64 |
+//	        first record ordinal uint64 | 0 uint32 | CRC32C(header[0:28]) uint32
+//	record: length uint32 | CRC32C(position uint64 | length uint32 | payload) uint32 | payload
+//
+// All integers are little endian; CRCs use the Castagnoli polynomial.
+// Positions count record bytes only (headers take none): the record at
+// file offset off of a segment with base b has Position b+off-32, and the
+// position after it is that plus 8+length. Positions therefore compare
+// with < across segments, and Release/replay work on plain numbers.
+//
+// # Invariants
+//
+//  1. Positions only grow. A new segment starts at the end of the previous
+//     one, or higher: never below a base that ever existed in Dir (even one
+//     recovery removed) nor below Options.Start.
+//  2. A record lies entirely in one segment; records are contiguous within
+//     a segment, and the records of one Append are contiguous.
+//  3. A record's CRC covers its position, so a record copied or left over
+//     elsewhere (reused disk blocks, another segment) never validates, and
+//     resynchronizing after corruption cannot resurrect stale data.
+//  4. Append returns nil only after the bytes of its records, the header of
+//     every segment holding them, and the directory entries of those
+//     segments are fsynced. After a failed fsync (or a failed undo of a
+//     failed write) nothing more is acknowledged until the queue is
+//     reopened (ErrFailed), because the kernel may have dropped the dirty
+//     pages. At most one fsync runs at a time: Linux reports a writeback
+//     error to one fsync only, so a concurrent one could succeed over
+//     lost pages.
+//  5. A segment is fsynced before its successor is created, so only the
+//     last segment can have a torn tail. Recovery therefore scans only the
+//     last segment and reads only the headers of the others: recovery time
+//     is bounded by SegmentBytes, not by the size of the queue.
+//  6. Readers never see past the durable end. Recovery fsyncs what it keeps
+//     before any reader runs, so a position a reader delivered downstream
+//     is never taken back by a later power loss and reused.
+//  7. Recovery never fails because of segment contents. In the last
+//     segment an invalid record followed by a valid one is corruption
+//     (skipped, counted in Stats.CorruptRecords/CorruptBytes, logged with
+//     file and offset); an invalid record with nothing valid after it is a
+//     torn tail (truncated, counted in Stats.TornBytes). A last segment
+//     with a torn header and no records is removed; any segment with a bad
+//     header is skipped whole and counted. Readers resynchronize the same
+//     way inside sealed segments: to the next valid record, else to the
+//     segment's end.
+//  8. Data is deleted only by Release (whole segments below the committed
+//     position) and by DropOldest (whole oldest segments, counted in
+//     Stats.DroppedRecords/DroppedBytes and logged). A reader positioned in
+//     deleted data skips to the oldest stored position and reports the
+//     skipped bytes in Reader.Lost. Under Backpressure, Append returns
+//     ErrFull and deletes nothing.
+//
+// Not covered by the CRCs: a bit flip in a sealed segment's header is
+// detected (header CRC) but the segment is then skipped whole; record
+// ordinals (Stats.Records) are approximate after such damage.
+package queue

@@ -1,0 +1,29 @@
+package queue
+
+import "errors"
+
+var (
+	// ErrFull is returned by Append under the Backpressure policy when the
+	// batch does not fit under Options.MaxBytes. It is retryable: the caller
+	// answers HTTP 429 / gRPC RESOURCE_EXHAUSTED and the client retries later.
+	ErrFull = errors.New("queue: full")
+
+	// ErrClosed is returned by every call on a closed Queue and by Reader.Next
+	// once its Queue is closed. Permanent.
+	ErrClosed = errors.New("queue: closed")
+
+	// ErrCorrupt marks on-disk bytes that fail validation (bad header, CRC
+	// mismatch, impossible length). The queue counts, logs and skips such
+	// data instead of returning it; the error shows up wrapped in logs.
+	ErrCorrupt = errors.New("queue: corrupt data")
+
+	// ErrTooLarge is returned by Append for a record or batch that could
+	// never fit (record larger than a segment, batch larger than half of
+	// MaxBytes). Permanent for that input.
+	ErrTooLarge = errors.New("queue: record or batch too large")
+
+	// ErrFailed wraps the cause after a write or fsync error whose outcome on
+	// disk is unknown. The queue refuses further appends (readers keep
+	// working) until it is closed and reopened, which re-runs recovery.
+	ErrFailed = errors.New("queue: failed")
+)

@@ -1,0 +1,732 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// flushBytes bounds the encode buffer: a large batch is written in chunks so
+// the buffer the queue keeps does not grow to the largest batch ever seen.
+const flushBytes = 1 << 20
+
+// Queue is a durable, segmented write-ahead log. See the package doc for the
+// concurrency rules and on-disk invariants.
+type Queue struct {
+	opts      Options
+	fs        fileSystem
+	log       *slog.Logger
+	segData   int64 // record bytes a segment holds: SegmentBytes - header
+	maxRecord int
+
+	// appendMu serializes the write phase of Append (encode, write,
+	// rotate), so a batch stays contiguous even while rotation waits for a
+	// running fsync with mu released. Lock order: appendMu, then mu.
+	appendMu   sync.Mutex
+	mu         sync.Mutex
+	cond       sync.Cond // broadcast when syncing ends or synced advances
+	segs       []*segment
+	active     file   // write handle of segs[len(segs)-1]
+	retired    []file // sealed write handles a running fsync may still use
+	writeEnd   Position
+	nextRecord uint64 // ordinal of the next record appended
+	bytes      int64  // on-disk bytes of all segments
+	syncing    bool   // an fsync leader runs outside mu
+	dirDirty   bool   // a segment was created since the last directory sync
+	closed     bool
+	err        error // sticky, wraps ErrFailed
+	wbuf       []byte
+	wrecs      uint64 // records encoded in wbuf
+	scratch    [12]byte
+	corruptAt  map[Position]bool // corrupt regions already counted and logged
+
+	// Read by readers without mu.
+	synced   atomic.Uint64 // durable end: readers never pass it
+	first    atomic.Uint64 // base of the oldest stored segment
+	notify   atomic.Pointer[chan struct{}]
+	waiters  atomic.Int64 // readers about to wait on notify
+	isClosed atomic.Bool
+
+	appends, appendedRecords, fsyncs atomic.Uint64
+	droppedRecords, droppedBytes     atomic.Uint64
+	corruptRecords, corruptBytes     atomic.Uint64
+	tornBytes                        atomic.Uint64
+}
+
+// segment is the in-memory description of one segment file. Fields are
+// guarded by Queue.mu except base, path and badHeader, which never change.
+type segment struct {
+	base        Position
+	firstRecord uint64
+	path        string
+	size        int64 // record bytes (file size - header), clamped to the next base
+	sealed      bool  // no more appends; size is final
+	badHeader   bool  // header unreadable: the whole file is skipped
+}
+
+func (s *segment) end() Position { return s.base + Position(s.size) }
+
+// Stats is a snapshot of the queue's counters.
+type Stats struct {
+	Bytes    int64  // on-disk bytes of all segments, headers included
+	Records  uint64 // records stored (approximate after corruption)
+	Segments int
+	First    Position // oldest stored position
+	Last     Position // durable end: position after the last acknowledged record
+
+	Appends         uint64 // successful Append calls since Open
+	AppendedRecords uint64 // records in them
+	Fsyncs          uint64 // file fsyncs since Open; Appends/Fsyncs is the group-commit factor
+
+	DroppedRecords uint64 // deleted by DropOldest, never read by a Release
+	DroppedBytes   uint64
+	CorruptRecords uint64 // corrupt regions skipped by recovery and readers
+	CorruptBytes   uint64
+	TornBytes      uint64 // torn tail bytes truncated by recovery
+}
+
+// Open creates opts.Dir if needed, recovers the segments in it and returns a
+// queue ready for appends. Recovery never fails on segment contents, only on
+// I/O errors.
+func Open(opts Options) (*Queue, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		opts:      opts,
+		fs:        opts.fs,
+		log:       opts.Logger.With("queue", opts.Dir),
+		segData:   opts.SegmentBytes - segmentHeaderSize,
+		maxRecord: int(opts.SegmentBytes - segmentHeaderSize - recordHeaderSize),
+	}
+	q.cond.L = &q.mu
+	ch := make(chan struct{})
+	q.notify.Store(&ch)
+	if err := q.fs.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("queue: create dir %q: %w", opts.Dir, err)
+	}
+	if err := q.recover(); err != nil {
+		q.closeFiles()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) path(base Position) string { return filepath.Join(q.opts.Dir, segmentName(base)) }
+
+func (q *Queue) activeSeg() *segment { return q.segs[len(q.segs)-1] }
+
+// recover rebuilds the segment list. Sealed segments are only stat'ed and
+// their headers read (invariant 5 says they are durable and complete); the
+// last segment is scanned record by record, which bounds recovery time by
+// SegmentBytes, not by the queue size.
+func (q *Queue) recover() error {
+	names, err := q.fs.ReadDir(q.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("queue: read dir %q: %w", q.opts.Dir, err)
+	}
+	for _, name := range names {
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
+		}
+		q.segs = append(q.segs, &segment{base: base, path: filepath.Join(q.opts.Dir, name), sealed: true})
+	}
+	slices.SortFunc(q.segs, func(a, b *segment) int { return cmpPos(a.base, b.base) })
+	for _, s := range q.segs[:max(len(q.segs)-1, 0)] {
+		if err := q.loadSealed(s); err != nil {
+			return err
+		}
+	}
+	// floor keeps positions monotonic when recovery removes the newest
+	// file: the next segment may not start below any base ever used.
+	floor := q.opts.Start
+	for len(q.segs) > 0 {
+		last := q.activeSeg()
+		keep, err := q.recoverLast(last)
+		if err != nil {
+			return err
+		}
+		if keep {
+			break
+		}
+		floor = max(floor, last.base)
+	}
+	// Overlaps only come from damaged or hand-made files; the later segment
+	// wins so positions stay unique.
+	for i := 0; i+1 < len(q.segs); i++ {
+		s, next := q.segs[i], q.segs[i+1]
+		if s.end() > next.base {
+			q.log.Warn("queue: segment overlaps the next one; clamping", "file", s.path, "end", s.end(), "next_base", next.base)
+			s.size = int64(next.base - s.base)
+		}
+		if s.badHeader {
+			s.firstRecord = next.firstRecord
+		}
+	}
+	if q.active != nil {
+		// Invariant 5 before sealing it below; also invariant 6.
+		if err := q.active.Sync(); err != nil {
+			return fmt.Errorf("queue: fsync segment %q: %w", q.activeSeg().path, err)
+		}
+	}
+	if q.active == nil || q.writeEnd < floor {
+		if err := q.startSegmentLocked(max(q.writeEnd, floor)); err != nil {
+			return err
+		}
+	}
+	// Invariant 6: whatever recovery hands to readers is durable before any
+	// reader can see it, so a later power loss cannot take back a position
+	// a reader has already delivered downstream.
+	if err := q.active.Sync(); err != nil {
+		return fmt.Errorf("queue: fsync segment %q: %w", q.activeSeg().path, err)
+	}
+	if err := q.fs.SyncDir(q.opts.Dir); err != nil {
+		return fmt.Errorf("queue: fsync dir %q: %w", q.opts.Dir, err)
+	}
+	q.synced.Store(uint64(q.writeEnd))
+	q.first.Store(uint64(q.segs[0].base))
+	return nil
+}
+
+func cmpPos(a, b Position) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (q *Queue) loadSealed(s *segment) error {
+	f, err := q.fs.OpenFile(s.path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("queue: open segment %q: %w", s.path, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("queue: stat segment %q: %w", s.path, err)
+	}
+	q.bytes += size
+	s.size = max(size-segmentHeaderSize, 0)
+	h, err := readHeader(f, s)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		s.badHeader = true
+		q.corruptRecords.Add(1)
+		q.corruptBytes.Add(uint64(size))
+		q.log.Error("queue: skipping segment with a corrupt header", "file", s.path, "offset", 0, "bytes", size, "err", err)
+		return nil
+	}
+	s.firstRecord = h.firstRecord
+	return nil
+}
+
+func readHeader(f file, s *segment) (segmentHeader, error) {
+	var b [segmentHeaderSize]byte
+	n, err := f.ReadAt(b[:], 0)
+	if n < len(b) {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return segmentHeader{}, fmt.Errorf("queue: read header of %q: %w", s.path, err)
+		}
+		return segmentHeader{}, fmt.Errorf("queue: segment %q: %w: %d header bytes", s.path, ErrCorrupt, n)
+	}
+	h, err := parseSegmentHeader(b[:])
+	if err != nil {
+		return h, fmt.Errorf("queue: segment %q: %w", s.path, err)
+	}
+	if h.base != s.base {
+		return h, fmt.Errorf("queue: segment %q: %w: header base %d differs from file name", s.path, ErrCorrupt, h.base)
+	}
+	return h, nil
+}
+
+// recoverLast scans the last segment, truncates a torn tail and makes the
+// segment the active one. It returns keep=false after removing a segment
+// that holds nothing (crash while it was being created), so that the caller
+// recovers the one before it.
+func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
+	f, err := q.fs.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return false, fmt.Errorf("queue: open segment %q: %w", s.path, err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return false, fmt.Errorf("queue: stat segment %q: %w", s.path, err)
+	}
+	h, err := readHeader(f, s)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			f.Close()
+			return false, err
+		}
+		if size <= segmentHeaderSize {
+			// Invariant 4: a file is only acknowledged into after its header
+			// is durable, so a short or torn header means nothing in it was
+			// ever acknowledged.
+			f.Close()
+			q.log.Warn("queue: removing segment torn while being created", "file", s.path, "bytes", size)
+			if err := q.fs.Remove(s.path); err != nil {
+				return false, fmt.Errorf("queue: remove torn segment %q: %w", s.path, err)
+			}
+			q.segs = q.segs[:len(q.segs)-1]
+			return false, nil
+		}
+		f.Close()
+		s.badHeader = true
+		s.size = size - segmentHeaderSize
+		q.bytes += size
+		q.corruptRecords.Add(1)
+		q.corruptBytes.Add(uint64(size))
+		q.log.Error("queue: skipping segment with a corrupt header", "file", s.path, "offset", 0, "bytes", size, "err", err)
+		if len(q.segs) > 1 {
+			s.firstRecord = q.segs[len(q.segs)-2].firstRecord
+		}
+		q.writeEnd, q.nextRecord = s.end(), s.firstRecord
+		return true, nil // Open starts a fresh segment after it
+	}
+	s.firstRecord = h.firstRecord
+	var sc segmentScanner
+	sc.reset(f, s.base, size)
+	off := int64(segmentHeaderSize)
+	var records uint64
+	for off < size {
+		_, next, st, err := sc.record(off)
+		if err != nil {
+			f.Close()
+			return false, fmt.Errorf("queue: read segment %q at offset %d: %w", s.path, off, err)
+		}
+		if st == recordOK {
+			records++
+			off = next
+			continue
+		}
+		p, found, err := sc.resync(off)
+		if err != nil {
+			f.Close()
+			return false, fmt.Errorf("queue: read segment %q at offset %d: %w", s.path, off, err)
+		}
+		if found {
+			q.noteCorrupt(s.path, sc.pos(off), off, p-off, "corrupt record")
+			off = p
+			continue
+		}
+		q.tornBytes.Add(uint64(size - off))
+		q.log.Warn("queue: truncating torn tail", "file", s.path, "offset", off, "bytes", size-off)
+		if err := f.Truncate(off); err != nil {
+			f.Close()
+			return false, fmt.Errorf("queue: truncate segment %q to %d: %w", s.path, off, err)
+		}
+		size = off
+	}
+	s.size = size - segmentHeaderSize
+	s.sealed = false
+	q.bytes += size
+	q.active = f
+	q.writeEnd = s.end()
+	q.nextRecord = s.firstRecord + records
+	return true, nil
+}
+
+// startSegmentLocked creates a new active segment at base. The previous
+// active segment, if any, must already be durable (invariant 5).
+func (q *Queue) startSegmentLocked(base Position) error {
+	path := q.path(base)
+	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("queue: create segment %q: %w", path, err)
+	}
+	hdr := appendSegmentHeader(nil, segmentHeader{base: base, firstRecord: q.nextRecord})
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		f.Close()
+		// Best effort: a leftover header-only file is removed by recovery.
+		_ = q.fs.Remove(path)
+		return fmt.Errorf("queue: write header of %q: %w", path, err)
+	}
+	if q.active != nil {
+		q.activeSeg().sealed = true
+		if q.syncing {
+			q.retired = append(q.retired, q.active)
+		} else if err := q.active.Close(); err != nil {
+			q.log.Warn("queue: close sealed segment", "file", q.activeSeg().path, "err", err)
+		}
+	}
+	q.segs = append(q.segs, &segment{base: base, firstRecord: q.nextRecord, path: path})
+	q.active = f
+	q.writeEnd = base
+	q.bytes += segmentHeaderSize
+	q.dirDirty = true
+	return nil
+}
+
+// Append writes recs as consecutive records and returns the position after
+// the last one once all of them are fsynced. Concurrent callers share
+// fsyncs. The slices are not retained. On error nothing is acknowledged,
+// though some of the records may still turn up later (at-least-once).
+func (q *Queue) Append(recs ...[]byte) (end Position, err error) {
+	need := int64(0)
+	for _, r := range recs {
+		if len(r) > q.maxRecord {
+			return 0, fmt.Errorf("%w: record of %d bytes, max %d", ErrTooLarge, len(r), q.maxRecord)
+		}
+		need += recordHeaderSize + int64(len(r))
+	}
+	// Room for the headers of the segments the batch may open.
+	need += segmentHeaderSize * (1 + need/q.segData)
+	if need > q.opts.MaxBytes/2 {
+		return 0, fmt.Errorf("%w: batch of %d bytes, max %d", ErrTooLarge, need, q.opts.MaxBytes/2)
+	}
+
+	q.appendMu.Lock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	end, err = q.writeLocked(recs, need)
+	q.appendMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if err := q.waitDurableLocked(end); err != nil {
+		return 0, err
+	}
+	q.appends.Add(1)
+	q.appendedRecords.Add(uint64(len(recs)))
+	return end, nil
+}
+
+// writeLocked is Append's write phase; the caller holds appendMu and mu.
+func (q *Queue) writeLocked(recs [][]byte, need int64) (Position, error) {
+	if q.closed {
+		return 0, ErrClosed
+	}
+	if q.err != nil {
+		return 0, q.err
+	}
+	if q.bytes+need > q.opts.MaxBytes {
+		if q.opts.Full == Backpressure {
+			return 0, ErrFull
+		}
+		for q.bytes+need > q.opts.MaxBytes && len(q.segs) > 1 {
+			q.dropOldestLocked()
+		}
+		if q.bytes+need > q.opts.MaxBytes {
+			return 0, ErrFull // unreachable while MaxBytes >= 2*SegmentBytes
+		}
+	}
+	for _, r := range recs {
+		size := int64(recordHeaderSize + len(r))
+		if used := q.activeSeg().size + int64(len(q.wbuf)); used > 0 && used+size > q.segData {
+			if err := q.flushLocked(); err != nil {
+				return 0, err
+			}
+			if err := q.rotateLocked(); err != nil {
+				return 0, err
+			}
+		}
+		q.wbuf = appendRecord(q.wbuf, &q.scratch, q.writeEnd+Position(len(q.wbuf)), r)
+		q.wrecs++
+		if len(q.wbuf) >= flushBytes {
+			if err := q.flushLocked(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := q.flushLocked(); err != nil {
+		return 0, err
+	}
+	// appendMu kept other appenders out, so writeEnd is exactly the end of
+	// this batch.
+	return q.writeEnd, nil
+}
+
+// flushLocked writes the encode buffer at the end of the active segment.
+func (q *Queue) flushLocked() error {
+	if len(q.wbuf) == 0 {
+		return nil
+	}
+	s := q.activeSeg()
+	off := segmentHeaderSize + s.size
+	_, err := q.active.WriteAt(q.wbuf, off)
+	n, recs := len(q.wbuf), q.wrecs
+	q.wbuf, q.wrecs = q.wbuf[:0], 0
+	if cap(q.wbuf) > 4*flushBytes {
+		q.wbuf = nil // a huge single record passed through; do not keep its buffer
+	}
+	if err != nil {
+		err = fmt.Errorf("queue: write segment %q at offset %d: %w", s.path, off, err)
+		// Cut off a partial write so that later records do not land behind
+		// half a record. If even that fails the file's state is unknown.
+		if terr := q.active.Truncate(off); terr != nil {
+			return q.failLocked(fmt.Errorf("%w; truncate back: %w", err, terr))
+		}
+		return err
+	}
+	s.size += int64(n)
+	q.bytes += int64(n)
+	q.writeEnd += Position(n)
+	q.nextRecord += recs
+	return nil
+}
+
+// rotateLocked seals the active segment and starts the next one. The sealed
+// segment is fsynced first, so that only the last segment can ever have a
+// torn tail (invariant 5). That costs appenders one fsync's wait per
+// SegmentBytes. The caller holds appendMu.
+func (q *Queue) rotateLocked() error {
+	// Never fsync a file while a leader does: Linux reports a writeback
+	// error to one fsync only, so a concurrent one could succeed over lost
+	// pages (invariant 4).
+	for q.syncing {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return ErrClosed
+	}
+	if q.err != nil {
+		return q.err
+	}
+	s := q.activeSeg()
+	err := q.active.Sync()
+	q.fsyncs.Add(1)
+	if err != nil {
+		return q.failLocked(fmt.Errorf("queue: fsync segment %q: %w", s.path, err))
+	}
+	if q.dirDirty {
+		// The segment's own directory entry must be durable too before its
+		// records count as acknowledged.
+		if err := q.fs.SyncDir(q.opts.Dir); err != nil {
+			return q.failLocked(fmt.Errorf("queue: fsync dir %q: %w", q.opts.Dir, err))
+		}
+		q.dirDirty = false
+	}
+	q.publishLocked(q.writeEnd)
+	q.cond.Broadcast()
+	return q.startSegmentLocked(q.writeEnd)
+}
+
+// waitDurableLocked returns once everything before end is fsynced. One
+// waiter at a time becomes the leader and fsyncs everything written so far
+// with mu released; the others wait for it and usually find their data
+// covered (group commit).
+func (q *Queue) waitDurableLocked(end Position) error {
+	for Position(q.synced.Load()) < end {
+		if q.err != nil {
+			return q.err
+		}
+		if q.syncing {
+			q.cond.Wait()
+			continue
+		}
+		q.syncing = true
+		if d := q.opts.GroupCommitDelay; d > 0 {
+			q.mu.Unlock()
+			time.Sleep(d)
+			q.mu.Lock()
+		}
+		target, f, path, syncDir := q.writeEnd, q.active, q.activeSeg().path, q.dirDirty
+		q.dirDirty = false
+		q.mu.Unlock()
+		err := f.Sync()
+		if err != nil {
+			err = fmt.Errorf("queue: fsync segment %q: %w", path, err)
+		} else if syncDir {
+			if err = q.fs.SyncDir(q.opts.Dir); err != nil {
+				err = fmt.Errorf("queue: fsync dir %q: %w", q.opts.Dir, err)
+			}
+		}
+		q.mu.Lock()
+		q.fsyncs.Add(1)
+		q.syncing = false
+		if err != nil {
+			q.failLocked(err)
+		} else {
+			q.publishLocked(target)
+		}
+		for _, rf := range q.retired {
+			_ = rf.Close() // synced before it was retired; nothing to lose
+		}
+		clear(q.retired)
+		q.retired = q.retired[:0]
+		q.cond.Broadcast()
+	}
+	return nil
+}
+
+// failLocked makes err sticky: after an unknown outcome on disk (failed
+// fsync or failed undo of a write) nothing more may be acknowledged, because
+// the kernel may have dropped dirty pages we can no longer resend.
+func (q *Queue) failLocked(err error) error {
+	if q.err == nil {
+		q.err = fmt.Errorf("%w: %w", ErrFailed, err)
+		q.log.Error("queue: failed; appends refused until reopened", "err", err)
+	}
+	return q.err
+}
+
+// publishLocked makes data before end visible to readers and wakes them.
+func (q *Queue) publishLocked(end Position) {
+	if end <= Position(q.synced.Load()) {
+		return
+	}
+	q.synced.Store(uint64(end))
+	// Only pay for a new channel when someone waits. A reader announces
+	// itself before it loads synced, so either it sees the new end or we
+	// see it here (both sides use sequentially consistent atomics).
+	if q.waiters.Load() > 0 {
+		ch := make(chan struct{})
+		close(*q.notify.Swap(&ch))
+	}
+}
+
+// noteCorrupt counts and logs a corrupt region once per Queue, however many
+// readers (or recovery) run into it.
+func (q *Queue) noteCorrupt(path string, pos Position, off, n int64, what string) {
+	q.mu.Lock()
+	seen := q.corruptAt[pos]
+	if !seen {
+		if q.corruptAt == nil {
+			q.corruptAt = make(map[Position]bool)
+		}
+		q.corruptAt[pos] = true
+	}
+	q.mu.Unlock()
+	if seen {
+		return
+	}
+	q.corruptRecords.Add(1)
+	q.corruptBytes.Add(uint64(n))
+	q.log.Error("queue: skipping "+what, "file", path, "offset", off, "bytes", n)
+}
+
+func (q *Queue) dropOldestLocked() {
+	s, next := q.segs[0], q.segs[1]
+	q.segs = slices.Delete(q.segs, 0, 1)
+	fileBytes := s.size + segmentHeaderSize
+	q.bytes -= fileBytes
+	q.first.Store(uint64(next.base))
+	recs := next.firstRecord - s.firstRecord
+	q.droppedRecords.Add(recs)
+	q.droppedBytes.Add(uint64(fileBytes))
+	q.log.Warn("queue: full, dropping oldest segment", "file", s.path, "records", recs, "bytes", fileBytes)
+	if err := q.fs.Remove(s.path); err != nil {
+		q.log.Error("queue: remove dropped segment", "file", s.path, "err", err)
+	}
+}
+
+// Release tells the queue that everything before upTo is committed
+// downstream. Whole segments that end at or before upTo are deleted; the
+// active segment is never deleted.
+func (q *Queue) Release(upTo Position) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	var paths []string
+	for len(q.segs) > 1 && q.segs[1].base <= upTo {
+		s := q.segs[0]
+		q.bytes -= s.size + segmentHeaderSize
+		paths = append(paths, s.path)
+		q.segs = slices.Delete(q.segs, 0, 1)
+	}
+	q.first.Store(uint64(q.segs[0].base))
+	q.mu.Unlock()
+
+	// No directory fsync: a deletion lost in a crash only brings back data
+	// below a committed position, which the consumer skips.
+	var errs []error
+	for _, p := range paths {
+		if err := q.fs.Remove(p); err != nil {
+			errs = append(errs, fmt.Errorf("queue: remove segment %q: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns a snapshot of the queue's size and counters.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	st := Stats{
+		Bytes:    q.bytes,
+		Segments: len(q.segs),
+		First:    q.segs[0].base,
+	}
+	if first := q.segs[0].firstRecord; q.nextRecord > first {
+		st.Records = q.nextRecord - first
+	}
+	q.mu.Unlock()
+	st.Last = Position(q.synced.Load())
+	st.Appends = q.appends.Load()
+	st.AppendedRecords = q.appendedRecords.Load()
+	st.Fsyncs = q.fsyncs.Load()
+	st.DroppedRecords = q.droppedRecords.Load()
+	st.DroppedBytes = q.droppedBytes.Load()
+	st.CorruptRecords = q.corruptRecords.Load()
+	st.CorruptBytes = q.corruptBytes.Load()
+	st.TornBytes = q.tornBytes.Load()
+	return st
+}
+
+// Close waits for a running fsync, makes everything written durable, and
+// closes the files. Blocked readers return ErrClosed. Idempotent.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	q.isClosed.Store(true)
+	for q.syncing {
+		q.cond.Wait()
+	}
+	var err error
+	if q.err == nil && q.writeEnd > Position(q.synced.Load()) {
+		// Appenders still waiting for their fsync get it from here.
+		if err = q.active.Sync(); err == nil && q.dirDirty {
+			err = q.fs.SyncDir(q.opts.Dir)
+		}
+		q.fsyncs.Add(1)
+		if err != nil {
+			err = q.failLocked(fmt.Errorf("queue: fsync segment %q on close: %w", q.activeSeg().path, err))
+		} else {
+			q.publishLocked(q.writeEnd)
+		}
+	}
+	if cerr := q.closeFiles(); err == nil {
+		err = cerr
+	}
+	q.cond.Broadcast()
+	// Leave a closed channel behind so no reader can block on it later.
+	ch := make(chan struct{})
+	close(ch)
+	close(*q.notify.Swap(&ch))
+	return err
+}
+
+func (q *Queue) closeFiles() error {
+	var errs []error
+	for _, f := range q.retired {
+		errs = append(errs, f.Close())
+	}
+	q.retired = nil
+	if q.active != nil {
+		if err := q.active.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("queue: close segment %q: %w", q.activeSeg().path, err))
+		}
+		q.active = nil
+	}
+	return errors.Join(errs...)
+}
