@@ -1,0 +1,180 @@
+package otlpreceiver
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to zero fields.
+const (
+	DefaultGRPCAddr              = "localhost:4317"
+	DefaultHTTPAddr              = "localhost:4318"
+	DefaultTenantName            = "default"
+	DefaultMaxRequestBytes       = 16 << 20
+	DefaultReadTimeout           = 30 * time.Second
+	DefaultWriteTimeout          = 60 * time.Second
+	DefaultIdleTimeout           = 2 * time.Minute
+	DefaultMaxConcurrentRequests = 32
+
+	maxMaxRequestBytes = 1 << 30 // gRPC sizes are ints; far beyond any sane OTLP request
+	maxHeaderBytes     = 64 << 10
+	maxTenantLen       = 64
+)
+
+// TLSConfig names PEM files. Certificates are loaded once, in New.
+type TLSConfig struct {
+	CertFile, KeyFile string
+	// ClientCAFile, when set, requires clients to present a certificate
+	// signed by one of these CAs (mutual TLS).
+	ClientCAFile string
+}
+
+// Config is the user configuration of a Receiver. Zero durations and sizes
+// take the defaults above; an empty address disables that transport, so
+// start from DefaultConfig to get both.
+type Config struct {
+	GRPCAddr string // "" disables gRPC
+	HTTPAddr string // "" disables HTTP
+
+	// TenantHeader names the header (gRPC metadata key, case-insensitive)
+	// carrying the tenant; "" sends everything to DefaultTenant.
+	TenantHeader  string
+	DefaultTenant string // "" means "default"
+
+	// BearerToken, when set, is required as "Authorization: Bearer <token>".
+	BearerToken string
+
+	TLS *TLSConfig // nil serves plaintext
+
+	// MaxRequestBytes bounds a request body both on the wire and after
+	// decompression.
+	MaxRequestBytes int64
+
+	// ReadTimeout bounds reading one whole request (headers and body);
+	// WriteTimeout bounds the rest of the exchange (Consume and the
+	// response, HTTP only); IdleTimeout closes idle keep-alive connections.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// MaxConcurrentRequests bounds requests being read or consumed at once
+	// (so memory is about MaxConcurrentRequests × 2 × MaxRequestBytes at
+	// worst); beyond it requests get 429 / RESOURCE_EXHAUSTED at once.
+	MaxConcurrentRequests int
+}
+
+// DefaultConfig has both transports on their OTLP ports on localhost.
+func DefaultConfig() Config {
+	return Config{GRPCAddr: DefaultGRPCAddr, HTTPAddr: DefaultHTTPAddr}
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.DefaultTenant == "" {
+		c.DefaultTenant = DefaultTenantName
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxConcurrentRequests == 0 {
+		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	return c
+}
+
+// Validate reports the first problem of a config after defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.GRPCAddr == "" && c.HTTPAddr == "" {
+		return errors.New("otlp receiver: both grpc and http are disabled")
+	}
+	if c.TenantHeader != "" && !isToken(c.TenantHeader) {
+		return fmt.Errorf("otlp receiver: tenant header %q is not a valid header name", c.TenantHeader)
+	}
+	if !validTenant(c.DefaultTenant) {
+		return fmt.Errorf("otlp receiver: default tenant %q must match [A-Za-z0-9._-]{1,%d}", c.DefaultTenant, maxTenantLen)
+	}
+	if strings.ContainsAny(c.BearerToken, " \t\r\n") {
+		return errors.New("otlp receiver: bearer token must not contain whitespace")
+	}
+	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > maxMaxRequestBytes {
+		return fmt.Errorf("otlp receiver: max request bytes %d out of range (0, %d]", c.MaxRequestBytes, maxMaxRequestBytes)
+	}
+	if c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("otlp receiver: timeouts must not be negative")
+	}
+	if c.MaxConcurrentRequests < 0 {
+		return fmt.Errorf("otlp receiver: max concurrent requests %d is negative", c.MaxConcurrentRequests)
+	}
+	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
+		return errors.New("otlp receiver: tls needs both cert file and key file")
+	}
+	return nil
+}
+
+// loadTLS builds the server TLS config, reading files now so that a bad
+// path fails at start-up rather than at the first handshake.
+func (t *TLSConfig) load() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load tls key pair %q, %q: %w", t.CertFile, t.KeyFile, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		pem, err := os.ReadFile(t.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read client ca %q: %w", t.ClientCAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client ca %q: no PEM certificates", t.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// validTenant is [A-Za-z0-9._-]{1,64}, without regexp: it runs per request.
+// "." and ".." are refused since tenants become path segments in the lake.
+func validTenant(s string) bool {
+	if len(s) == 0 || len(s) > maxTenantLen || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is a valid HTTP header name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>@,;:\\\"/[]?={}", c) >= 0 {
+			return false
+		}
+	}
+	return textproto.CanonicalMIMEHeaderKey(s) != ""
+}

@@ -1,0 +1,127 @@
+package otlpreceiver
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Transport names, also the "transport" label values.
+const (
+	TransportGRPC = "grpc"
+	TransportHTTP = "http"
+)
+
+type transportID uint8
+
+const (
+	tGRPC transportID = iota
+	tHTTP
+	numTransports
+)
+
+var transportNames = [numTransports]string{TransportGRPC, TransportHTTP}
+
+// outcome is the "outcome" label of sluice_receiver_requests_total.
+type outcome uint8
+
+const (
+	outcomeAccepted outcome = iota
+	outcomeInvalid
+	outcomeBackpressure
+	outcomeTooLarge
+	outcomeUnauthorized
+	outcomeError
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	"accepted", "rejected_invalid", "rejected_backpressure",
+	"rejected_too_large", "rejected_unauthorized", "error",
+}
+
+const numKinds = int(signal.KindTraces) + 1
+
+// metrics holds the receiver's collectors. Series without the tenant label
+// are resolved once here so that the hot path does no label hashing.
+type metrics struct {
+	requests *prometheus.CounterVec
+	bytes    [numTransports][numKinds]prometheus.Counter
+	latency  [numTransports][numKinds]prometheus.Observer
+	inFlight prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_receiver_requests_total",
+		Help: "OTLP export requests by transport, signal, tenant and outcome.",
+	}, []string{"transport", "signal", "tenant", "outcome"})
+	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_receiver_request_bytes_total",
+		Help: "Decompressed OTLP request body bytes read.",
+	}, []string{"transport", "signal"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_receiver_request_duration_seconds",
+		Help:    "Time from request start to response, including Consume.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"transport", "signal"})
+	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_receiver_in_flight_requests",
+		Help: "Requests being read or consumed now.",
+	})
+	if reg != nil {
+		var err error
+		if requests, err = register(reg, requests); err != nil {
+			return nil, err
+		}
+		if bytes, err = register(reg, bytes); err != nil {
+			return nil, err
+		}
+		if latency, err = register(reg, latency); err != nil {
+			return nil, err
+		}
+		if inFlight, err = register(reg, inFlight); err != nil {
+			return nil, err
+		}
+	}
+	m := &metrics{requests: requests, inFlight: inFlight}
+	for t := range numTransports {
+		for k := range numKinds {
+			kind := signal.Kind(k).String()
+			m.bytes[t][k] = bytes.WithLabelValues(transportNames[t], kind)
+			m.latency[t][k] = latency.WithLabelValues(transportNames[t], kind)
+		}
+	}
+	return m, nil
+}
+
+// register registers c, reusing an identical collector that is already
+// registered, so that two receivers can share one registry.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// observe records one finished request. tenant must be "" unless it was
+// authenticated and validated: it is the only label fed by clients.
+func (m *metrics) observe(t transportID, k signal.Kind, tenant string, o outcome, bodyBytes int, start time.Time) {
+	if int(k) >= numKinds {
+		k = signal.KindUnknown
+	}
+	m.requests.WithLabelValues(transportNames[t], k.String(), tenant, outcomeNames[o]).Inc()
+	if bodyBytes > 0 {
+		m.bytes[t][k].Add(float64(bodyBytes))
+	}
+	m.latency[t][k].Observe(time.Since(start).Seconds())
+}

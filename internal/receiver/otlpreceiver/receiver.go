@@ -1,0 +1,293 @@
+package otlpreceiver
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Request is one OTLP export request handed to a Consumer.
+type Request struct {
+	Tenant string
+	Kind   signal.Kind
+	// Body is an Export{Logs,Metrics,Trace}ServiceRequest protobuf,
+	// decompressed (and converted from OTLP/JSON when sent as JSON). It is
+	// only valid until Consume returns: the buffer is reused afterwards.
+	Body      []byte
+	Transport string // TransportGRPC or TransportHTTP
+}
+
+// Result is an OTLP partial success; the zero Result is full success.
+type Result struct {
+	RejectedRecords int64
+	Message         string
+}
+
+// Consumer takes ownership of a request's data. It returns only once the
+// data is durable (or rejected); its error is classified by classify:
+// *BackpressureError / ErrBackpressure, ErrInvalid, or anything else
+// (retryable). Consume is called concurrently.
+type Consumer interface {
+	Consume(ctx context.Context, req *Request) (Result, error)
+}
+
+// Receiver serves OTLP over gRPC and HTTP. Create it with New.
+type Receiver struct {
+	cfg      Config
+	consumer Consumer
+	log      *slog.Logger
+	metrics  *metrics
+	tlsConf  *tls.Config
+
+	// sem bounds in-flight requests; a slot is taken before a body is read.
+	sem chan struct{}
+
+	grpcTenantKey string // TenantHeader lowercased, as gRPC metadata keys are
+	bearer        []byte // "Bearer <token>", nil when auth is off
+
+	consumeFailed, readFailed, serveFailed throttledLog
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	grpcSrv  *grpc.Server
+	httpSrv  *http.Server
+	grpcAddr net.Addr
+	httpAddr net.Addr
+	serving  sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New validates cfg and builds a Receiver; nothing listens until Start.
+// reg may be nil (no metrics are exported), log may be nil (slog.Default).
+func New(cfg Config, c Consumer, reg prometheus.Registerer, log *slog.Logger) (*Receiver, error) {
+	if c == nil {
+		return nil, errors.New("otlp receiver: nil consumer")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "otlpreceiver")
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("otlp receiver: register metrics: %w", err)
+	}
+	r := &Receiver{
+		cfg:           cfg,
+		consumer:      c,
+		log:           log,
+		metrics:       m,
+		sem:           make(chan struct{}, cfg.MaxConcurrentRequests),
+		grpcTenantKey: strings.ToLower(cfg.TenantHeader),
+	}
+	if cfg.BearerToken != "" {
+		r.bearer = []byte("Bearer " + cfg.BearerToken)
+	}
+	if cfg.TLS != nil {
+		if r.tlsConf, err = cfg.TLS.load(); err != nil {
+			return nil, fmt.Errorf("otlp receiver: %w", err)
+		}
+	}
+	r.consumeFailed = throttledLog{log: log, msg: "otlp consume failed"}
+	r.readFailed = throttledLog{log: log, msg: "otlp request body unreadable"}
+	r.serveFailed = throttledLog{log: log, msg: "otlp server error"}
+	return r, nil
+}
+
+// Start binds the enabled listeners, failing fast if one cannot bind, and
+// serves in the background until Shutdown. ctx bounds start-up only.
+func (r *Receiver) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errors.New("otlp receiver: already started")
+	}
+	if r.stopped {
+		return errors.New("otlp receiver: shut down")
+	}
+	var lc net.ListenConfig
+	var grpcLn, httpLn net.Listener
+	var err error
+	if r.cfg.GRPCAddr != "" {
+		if grpcLn, err = lc.Listen(ctx, "tcp", r.cfg.GRPCAddr); err != nil {
+			return fmt.Errorf("otlp receiver: listen grpc on %q: %w", r.cfg.GRPCAddr, err)
+		}
+	}
+	if r.cfg.HTTPAddr != "" {
+		if httpLn, err = lc.Listen(ctx, "tcp", r.cfg.HTTPAddr); err != nil {
+			if grpcLn != nil {
+				_ = grpcLn.Close()
+			}
+			return fmt.Errorf("otlp receiver: listen http on %q: %w", r.cfg.HTTPAddr, err)
+		}
+	}
+	r.started = true
+	if grpcLn != nil {
+		r.grpcSrv = r.newGRPCServer()
+		r.grpcAddr = grpcLn.Addr()
+		r.serving.Go(func() {
+			if err := r.grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				r.log.Error("otlp grpc server stopped", "addr", r.grpcAddr.String(), "err", err)
+			}
+		})
+		r.log.Info("otlp grpc listening", "addr", r.grpcAddr.String(), "tls", r.tlsConf != nil)
+	}
+	if httpLn != nil {
+		r.httpSrv = r.newHTTPServer()
+		r.httpAddr = httpLn.Addr()
+		r.serving.Go(func() {
+			var err error
+			if r.tlsConf != nil {
+				err = r.httpSrv.ServeTLS(httpLn, "", "")
+			} else {
+				err = r.httpSrv.Serve(httpLn)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				r.log.Error("otlp http server stopped", "addr", r.httpAddr.String(), "err", err)
+			}
+		})
+		r.log.Info("otlp http listening", "addr", r.httpAddr.String(), "tls", r.tlsConf != nil)
+	}
+	return nil
+}
+
+// GRPCAddr is the bound gRPC address, nil before Start or when disabled.
+func (r *Receiver) GRPCAddr() net.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.grpcAddr
+}
+
+// HTTPAddr is the bound HTTP address, nil before Start or when disabled.
+func (r *Receiver) HTTPAddr() net.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.httpAddr
+}
+
+// Shutdown stops accepting, then waits for in-flight requests to finish
+// until ctx is done, after which connections are closed (their contexts,
+// and so Consume's, are cancelled). It is idempotent; later calls wait for
+// the first and return its result.
+func (r *Receiver) Shutdown(ctx context.Context) error {
+	r.shutdownOnce.Do(func() { r.shutdownErr = r.shutdown(ctx) })
+	return r.shutdownErr
+}
+
+func (r *Receiver) shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	r.stopped = true
+	grpcSrv, httpSrv := r.grpcSrv, r.httpSrv
+	r.mu.Unlock()
+
+	var errs []error
+	grpcDone := make(chan struct{})
+	if grpcSrv != nil {
+		go func() {
+			grpcSrv.GracefulStop()
+			close(grpcDone)
+		}()
+	} else {
+		close(grpcDone)
+	}
+	if httpSrv != nil {
+		if err := httpSrv.Shutdown(ctx); err != nil {
+			_ = httpSrv.Close()
+			errs = append(errs, fmt.Errorf("drain http: %w", err))
+		}
+	}
+	select {
+	case <-grpcDone:
+	case <-ctx.Done():
+		grpcSrv.Stop()
+		<-grpcDone
+		errs = append(errs, fmt.Errorf("drain grpc: %w", ctx.Err()))
+	}
+	r.serving.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("otlp receiver: shutdown: %w", err)
+	}
+	return nil
+}
+
+// authorized compares in constant time so the token cannot be guessed
+// byte by byte from response latency.
+func (r *Receiver) authorized(header string) bool {
+	if r.bearer == nil {
+		return true
+	}
+	// The scheme is case-insensitive (RFC 9110), the token is not.
+	if len(header) != len(r.bearer) || !strings.EqualFold(header[:7], "Bearer ") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(header[7:]), r.bearer[7:]) == 1
+}
+
+// tenant resolves the tenant from the header value ("" = absent).
+func (r *Receiver) tenant(v string) (string, bool) {
+	if r.cfg.TenantHeader == "" || v == "" {
+		return r.cfg.DefaultTenant, true
+	}
+	return v, validTenant(v)
+}
+
+// acquire takes an in-flight slot without waiting: queueing here would only
+// hold more memory while downstream is already slow.
+func (r *Receiver) acquire() bool {
+	select {
+	case r.sem <- struct{}{}:
+		r.metrics.inFlight.Inc()
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *Receiver) release() {
+	<-r.sem
+	r.metrics.inFlight.Dec()
+}
+
+// consume calls the consumer and logs failures that are the server's
+// problem (not the client's), rate-limited.
+func (r *Receiver) consume(ctx context.Context, req *Request) (Result, errorClass, time.Duration, error) {
+	res, err := r.consumer.Consume(ctx, req)
+	if err == nil {
+		return res, 0, 0, nil
+	}
+	class, retry := classify(err)
+	if class == classRetryable && ctx.Err() == nil {
+		r.consumeFailed.warn(slog.String("transport", req.Transport), slog.String("signal", req.Kind.String()),
+			slog.String("tenant", req.Tenant), slog.Any("err", err))
+	}
+	return res, class, retry, err
+}
+
+func outcomeOf(class errorClass) outcome {
+	switch class {
+	case classInvalid:
+		return outcomeInvalid
+	case classBackpressure:
+		return outcomeBackpressure
+	}
+	return outcomeError
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what the tests need (the
+# Python readers used for independent cross-checks), then vets and tests
+# every package. Nothing is skipped: a test that cannot find its tools fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v go >/dev/null || { echo "test.sh: Go is not installed" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "test.sh: python3 is not installed" >&2; exit 1; }
+
+venv="${SLUICE_VENV:-.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "== creating Python venv $venv"
+  python3 -m venv "$venv"
+fi
+if ! cmp -s tests/requirements.txt "$venv/.requirements.installed"; then
+  echo "== installing tests/requirements.txt into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/requirements.txt
+  cp tests/requirements.txt "$venv/.requirements.installed"
+fi
+export SLUICE_PYTHON="$PWD/$venv/bin/python"
+
+# The real OpenTelemetry load generator, for the receiver and run tests.
+export SLUICE_TELEMETRYGEN="${SLUICE_TELEMETRYGEN:-$PWD/.tools/bin/telemetrygen}"
+if [ ! -x "$SLUICE_TELEMETRYGEN" ]; then
+  echo "== installing telemetrygen into .tools/bin (about a minute)"
+  GOBIN="$PWD/.tools/bin" go install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v0.161.0
+  export SLUICE_TELEMETRYGEN="$PWD/.tools/bin/telemetrygen"
+fi
+# Tests refuse to skip for missing tools when this is set.
+export SLUICE_REQUIRE_ALL=1
+
+echo "== go vet"
+go vet ./...
+echo "== go test"
+go test -count=1 -timeout 30m ./... 2>&1 | tee /tmp/sluice-test.$$.log
+status=${PIPESTATUS[0]}
+passed=$(grep -c '^ok ' /tmp/sluice-test.$$.log || true)
+failed=$(grep -c '^FAIL' /tmp/sluice-test.$$.log || true)
+rm -f /tmp/sluice-test.$$.log
+echo "packages: $passed passed, $failed failed"
+exit "$status"
