@@ -1,5 +1,7 @@
 package signal
 
+import "github.com/cespare/xxhash/v2"
+
 // KeyID identifies an interned attribute key within one KeyTable.
 type KeyID uint32
 
@@ -7,8 +9,9 @@ type KeyID uint32
 // (the compiler elides the conversion in a map index expression); only the
 // first sight of a key copies it.
 type KeyTable struct {
-	names []string
-	ids   map[string]KeyID
+	names  []string
+	hashes []uint64 // xxhash of each name, for series ids
+	ids    map[string]KeyID
 }
 
 // maxRetainedKeys bounds how many keys Reset keeps as a cache across batches,
@@ -37,9 +40,13 @@ func (t *KeyTable) add(key string) KeyID {
 	}
 	id := KeyID(len(t.names))
 	t.names = append(t.names, key)
+	t.hashes = append(t.hashes, xxhash.Sum64String(key))
 	t.ids[key] = id
 	return id
 }
+
+// Hash returns the xxhash64 of the key for id.
+func (t *KeyTable) Hash(id KeyID) uint64 { return t.hashes[id] }
 
 // Name returns the key for id.
 func (t *KeyTable) Name(id KeyID) string { return t.names[id] }
@@ -52,6 +59,7 @@ func (t *KeyTable) Len() int { return len(t.names) }
 func (t *KeyTable) reset() {
 	if len(t.names) > maxRetainedKeys {
 		t.names = t.names[:0]
+		t.hashes = t.hashes[:0]
 		clear(t.ids)
 	}
 }

@@ -60,6 +60,8 @@ type Metrics struct {
 	descSrc *Common // source whose descriptors descMap maps
 	descGen uint64
 	descMap []uint32 // src desc -> dst desc + 1
+
+	seriesScratch seriesScratch
 }
 
 // Len is the number of data points.

@@ -1,0 +1,31 @@
+package otlp
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps one of them
+// with %w and says what failed and where; test with errors.Is.
+var (
+	// ErrTruncated: a varint, fixed-width value or length-delimited field
+	// runs past the end of its message.
+	ErrTruncated = errors.New("otlp: truncated protobuf")
+	// ErrMalformed: bytes that are not protobuf at all (varint longer than
+	// 10 bytes, wire type 6 or 7, field number 0, unbalanced groups).
+	ErrMalformed = errors.New("otlp: malformed protobuf")
+	// ErrWireType: a known field arrived with the wrong wire type.
+	ErrWireType = errors.New("otlp: wrong wire type")
+	// ErrInvalidUTF8: a string field (name, key, value, body) is not UTF-8.
+	ErrInvalidUTF8 = errors.New("otlp: string field not valid UTF-8")
+	// ErrIDLength: a trace id is not 16 bytes or a span id not 8 (0 means
+	// absent and is fine).
+	ErrIDLength = errors.New("otlp: bad trace or span id length")
+	// ErrTooDeep: AnyValue arrays and maps nested deeper than maxDepth.
+	ErrTooDeep = errors.New("otlp: values nested too deeply")
+	// ErrTooLarge: the batch arena would pass 4 GiB, the limit of a Str.
+	ErrTooLarge = errors.New("otlp: batch arena full")
+	// ErrWrongKind: the request is valid OTLP of another signal.
+	ErrWrongKind = errors.New("otlp: wrong signal kind")
+	// ErrNotOTLP: Sniff found neither OTLP JSON nor OTLP protobuf.
+	ErrNotOTLP = errors.New("not an OTLP export request")
+	// ErrJSON: OTLP JSON that does not parse or does not fit the schema.
+	ErrJSON = errors.New("otlp: invalid OTLP JSON")
+)

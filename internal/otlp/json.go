@@ -1,0 +1,116 @@
+package otlp
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// The JSON path is the slow one: pdata parses OTLP JSON, marshals protobuf,
+// and the protobuf decoder fills the batch. It accepts one request or many
+// (JSON lines as the Collector's file exporter writes them, or simply
+// concatenated objects).
+
+// DecodeLogsJSON appends the records of one or more OTLP JSON logs requests
+// to dst. On error dst is left as it was.
+func DecodeLogsJSON(dst *signal.Logs, js []byte) error {
+	m, n := markCommon(&dst.Common), dst.Len()
+	var u plog.JSONUnmarshaler
+	var pm plog.ProtoMarshaler
+	err := eachJSONDoc(js, func(doc []byte) error {
+		ld, err := u.UnmarshalLogs(doc)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrJSON, err)
+		}
+		pb, err := pm.MarshalLogs(ld)
+		if err != nil {
+			return err
+		}
+		return DecodeLogs(dst, pb)
+	})
+	if err != nil {
+		m.restore(&dst.Common)
+		truncateLogs(dst, n)
+	}
+	return err
+}
+
+// DecodeMetricsJSON is DecodeLogsJSON for metrics.
+func DecodeMetricsJSON(dst *signal.Metrics, js []byte) error {
+	m, n, nd := markCommon(&dst.Common), dst.Len(), len(dst.Descs)
+	nu, nf := len(dst.U64), len(dst.F64)
+	var u pmetric.JSONUnmarshaler
+	var pm pmetric.ProtoMarshaler
+	err := eachJSONDoc(js, func(doc []byte) error {
+		md, err := u.UnmarshalMetrics(doc)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrJSON, err)
+		}
+		pb, err := pm.MarshalMetrics(md)
+		if err != nil {
+			return err
+		}
+		return DecodeMetrics(dst, pb)
+	})
+	if err != nil {
+		m.restore(&dst.Common)
+		truncateMetrics(dst, n)
+		dst.Descs = dst.Descs[:nd]
+		dst.U64, dst.F64 = dst.U64[:nu], dst.F64[:nf]
+	}
+	return err
+}
+
+// DecodeTracesJSON is DecodeLogsJSON for traces.
+func DecodeTracesJSON(dst *signal.Spans, js []byte) error {
+	m, n := markCommon(&dst.Common), dst.Len()
+	var u ptrace.JSONUnmarshaler
+	var pm ptrace.ProtoMarshaler
+	err := eachJSONDoc(js, func(doc []byte) error {
+		td, err := u.UnmarshalTraces(doc)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrJSON, err)
+		}
+		pb, err := pm.MarshalTraces(td)
+		if err != nil {
+			return err
+		}
+		return DecodeTraces(dst, pb)
+	})
+	if err != nil {
+		m.restore(&dst.Common)
+		truncateSpans(dst, n)
+	}
+	return err
+}
+
+// eachJSONDoc calls fn for every top-level JSON value in js.
+func eachJSONDoc(js []byte, fn func(doc []byte) error) error {
+	r := jsonReader{b: js}
+	for line := 1; ; line++ {
+		r.ws()
+		if r.i < len(r.b) && r.b[r.i] == 0xef { // a UTF-8 byte order mark
+			if len(r.b)-r.i >= 3 && r.b[r.i+1] == 0xbb && r.b[r.i+2] == 0xbf {
+				r.i += 3
+				r.ws()
+			}
+		}
+		if r.i >= len(r.b) {
+			return nil
+		}
+		start := r.i
+		if r.b[start] != '{' {
+			return fmt.Errorf("document %d: %w", line, r.errorf("want an object"))
+		}
+		if err := r.skip(0); err != nil {
+			return fmt.Errorf("document %d: %w", line, err)
+		}
+		if err := fn(r.b[start:r.i]); err != nil {
+			return fmt.Errorf("document %d: %w", line, err)
+		}
+	}
+}
