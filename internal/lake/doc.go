@@ -1,0 +1,35 @@
+// Package lake writes signal batches into the Parquet lake and reads lake
+// files back into batches.
+//
+// Layout: <root>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet, with
+// tables logs, metrics and traces; docs/schema.md describes every column.
+//
+// Invariants:
+//
+//  1. Lossless: ReadLogs/ReadMetrics/ReadSpans give back every field of every
+//     record that WriteLogs/WriteMetrics/WriteSpans took, attributes with
+//     their original keys and value types (order within a set is not kept;
+//     of duplicate keys within one set the last wins, as in OTLP maps).
+//  2. Attribute column names are injective: prefix ("resource.", "scope.",
+//     "attr.") + key with '%' → "%25" and '#' → "%23" + type suffix ("" for
+//     string, "#int", "#double", ...). A name decodes to exactly one
+//     (scope, key, type).
+//  3. Partition time: a record's own time when it is > 0 and at most
+//     MaxFutureSkew past Now(); else (logs) its observed time under the same
+//     rule; else Now(). The stored timestamp columns are never altered.
+//  4. A file is visible under its final name only once it is complete and
+//     fsynced; commit(Segment) runs after that, and a commit error removes
+//     the file. A failure at any step leaves no file behind.
+//  5. Buffered memory is bounded: a partition rolls into a file when its
+//     estimate reaches TargetFileBytes, and when the total over all open
+//     partitions exceeds MaxBufferedBytes the largest is flushed.
+//  6. A failed flush drops that partition's buffered rows (nothing of them
+//     is committed) and returns the error; the caller replays from what the
+//     catalog did not record, so no row is committed twice or lost.
+//  7. Nested values (array and map attributes, non-string bodies, span
+//     events and links, exemplars, metric metadata) are stored as OTLP JSON
+//     by package otlp's codecs and converted back to protobuf on read.
+//
+// Concurrency: a Writer is used by one goroutine at a time. A File is used by
+// one goroutine at a time; distinct Files may be read concurrently.
+package lake

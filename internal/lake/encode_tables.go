@@ -1,0 +1,371 @@
+package lake
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// chunkRows is how many rows are handed to the column writers at a time;
+// small enough that pages close near their target size.
+const chunkRows = 1024
+
+// serviceRanks ranks the resources of c by service name, for sorting.
+func (e *encoder) serviceRanks(c *signal.Common) []int32 {
+	idx := make([]int32, len(c.Resources))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		return cmp.Compare(c.String(e.resService[a]), c.String(e.resService[b]))
+	})
+	rank := make([]int32, len(c.Resources))
+	var r int32
+	for i, ri := range idx {
+		if i > 0 && c.String(e.resService[ri]) != c.String(e.resService[idx[i-1]]) {
+			r++
+		}
+		rank[ri] = r
+	}
+	return rank
+}
+
+func (e *encoder) identityPerm(n int) []int32 {
+	e.perm = slices.Grow(e.perm[:0], n)[:n]
+	for i := range e.perm {
+		e.perm[i] = int32(i)
+	}
+	return e.perm
+}
+
+// chunks runs fill over the sorted rows in chunks and writes them, closing
+// a row group every rgRows rows.
+func (e *encoder) chunks(pw *parquet.Writer, perm []int32, rgRows int, fill func(rows []int32) error) error {
+	inGroup := 0
+	step := min(chunkRows, rgRows)
+	for a := 0; a < len(perm); a += step {
+		rows := perm[a:min(a+step, len(perm))]
+		e.startChunk(len(rows))
+		if err := fill(rows); err != nil {
+			return err
+		}
+		if err := e.writeChunk(pw); err != nil {
+			return err
+		}
+		if inGroup += len(rows); inGroup >= rgRows {
+			if err := pw.Flush(); err != nil {
+				return err
+			}
+			inGroup = 0
+		}
+	}
+	return nil
+}
+
+func (e *encoder) encodeLogs(pw func(*parquet.Schema) (*parquet.Writer, error), l *signal.Logs, ptime []int64, rgRows int) (*parquet.Writer, *parquet.Schema, error) {
+	schema, err := e.begin(TableLogs, logCols, &l.Common, l.Attr)
+	if err != nil {
+		return nil, nil, err
+	}
+	rank := e.serviceRanks(&l.Common)
+	perm := e.identityPerm(l.Len())
+	slices.SortFunc(perm, func(a, b int32) int {
+		if c := cmp.Compare(rank[l.Resource[a]], rank[l.Resource[b]]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ptime[a], ptime[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	w, err := pw(schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &l.Common
+	cols := e.cols
+	err = e.chunks(w, perm, rgRows, func(rows []int32) error {
+		for ri, r := range rows {
+			e.common(c, l.Resource[r], l.Scope[r], ri)
+			cols[lTimestamp].time(l.Time[r])
+			cols[lObserved].time(l.ObservedTime[r])
+			cols[lSeverityNumber].i32(l.SeverityNum[r])
+			cols[lSeverityText].str(c.Bytes(l.SeverityText[r]))
+			switch bt := l.BodyType[r]; bt {
+			case signal.ValueString:
+				// A string body is stored verbatim; the empty string
+				// is kept apart from "no body" by body_type.
+				cols[lBody].opt(parquet.ByteArrayValue(c.Bytes(signal.Str(l.Body[r]))))
+				cols[lBodyType].addNull()
+			case signal.ValueEmpty:
+				cols[lBody].addNull()
+				cols[lBodyType].strReqOpt(typeNames[bt])
+			default:
+				off := len(e.scratch)
+				var err error
+				if e.scratch, err = appendAnyValueJSON(e.scratch, c, bt, l.Body[r]); err != nil {
+					return err
+				}
+				cols[lBody].opt(parquet.ByteArrayValue(e.scratch[off:len(e.scratch):len(e.scratch)]))
+				cols[lBodyType].strReqOpt(typeNames[min(int(bt), len(typeNames)-1)])
+			}
+			cols[lTraceID].str(e.hexID(l.TraceID[r][:]))
+			cols[lSpanID].str(e.hexID(l.SpanID[r][:]))
+			cols[lFlags].u32(l.Flags[r])
+			cols[lEventName].str(c.Bytes(l.EventName[r]))
+			cols[lDropped].u32(l.DroppedAttrs[r])
+			if err := e.recordAttrs(c, l.Attr[r], ri, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return w, schema, err
+}
+
+// typeNames are the body_type values, by signal.ValueType.
+var typeNames = func() [][]byte {
+	var s [][]byte
+	for t := signal.ValueEmpty; t <= signal.ValueMap; t++ {
+		s = append(s, []byte(t.String()))
+	}
+	return s
+}()
+
+// strReqOpt stores a non-empty constant in an optional column.
+func (c *colBuf) strReqOpt(b []byte) { c.opt(parquet.ByteArrayValue(b)) }
+
+var (
+	metricTypeNames  [][]byte
+	temporalityNames [][]byte
+)
+
+func init() {
+	for t := signal.MetricUnknown; t <= signal.MetricSummary; t++ {
+		metricTypeNames = append(metricTypeNames, []byte(t.String()))
+	}
+	for t := signal.TemporalityUnspecified; t <= signal.TemporalityCumulative; t++ {
+		temporalityNames = append(temporalityNames, []byte(t.String()))
+	}
+}
+
+func (e *encoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, error), m *signal.Metrics, rgRows int, sk *sketcher) (*parquet.Writer, *parquet.Schema, error) {
+	// Metric metadata lives in Attrs too but has its own JSON column, so
+	// only point attribute sets are flattened.
+	schema, err := e.begin(TableMetrics, metricCols, &m.Common, m.Attr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &m.Common
+	// Rank descriptors by name so the sort compares integers.
+	didx := make([]int32, len(m.Descs))
+	for i := range didx {
+		didx[i] = int32(i)
+	}
+	slices.SortFunc(didx, func(a, b int32) int {
+		return cmp.Compare(c.String(m.Descs[a].Name), c.String(m.Descs[b].Name))
+	})
+	drank := make([]int32, len(m.Descs))
+	var rk int32
+	for i, di := range didx {
+		if i > 0 && c.String(m.Descs[di].Name) != c.String(m.Descs[didx[i-1]].Name) {
+			rk++
+		}
+		drank[di] = rk
+	}
+	perm := e.identityPerm(m.Len())
+	slices.SortFunc(perm, func(a, b int32) int {
+		if c := cmp.Compare(drank[m.Desc[a]], drank[m.Desc[b]]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(m.SeriesID[a], m.SeriesID[b]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(m.Time[a], m.Time[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	// Metadata JSON once per descriptor.
+	metaJSON := make([]signal.Range, len(m.Descs)) // into e.arena as byte offsets
+	for i, d := range m.Descs {
+		if d.Metadata.Len() == 0 {
+			continue
+		}
+		off := len(e.arena)
+		if e.arena, err = otlp.AppendAttrsJSON(e.arena, c, d.Metadata); err != nil {
+			return nil, nil, err
+		}
+		metaJSON[i] = signal.Range{Start: uint32(off), End: uint32(len(e.arena))}
+	}
+	w, err := pw(schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	cols := e.cols
+	err = e.chunks(w, perm, rgRows, func(rows []int32) error {
+		for ri, r := range rows {
+			d := &m.Descs[m.Desc[r]]
+			e.common(c, m.Resource[r], m.Scope[r], ri)
+			cols[mTimestamp].time(m.Time[r])
+			cols[mStart].time(m.StartTime[r])
+			cols[mName].str(c.Bytes(d.Name))
+			cols[mType].strReq(metricTypeNames[min(int(d.Type), len(metricTypeNames)-1)])
+			cols[mDescription].str(c.Bytes(d.Description))
+			cols[mUnit].str(c.Bytes(d.Unit))
+			cols[mTemporality].strReq(temporalityNames[min(int(d.Temporality), len(temporalityNames)-1)])
+			cols[mMonotonic].boolean(d.Monotonic)
+			cols[mSeriesID].u64(m.SeriesID[r])
+			switch m.NumberType[r] {
+			case signal.ValueInt:
+				cols[mValue].optF64(float64(int64(m.Number[r])))
+				cols[mValueInt].optI64(int64(m.Number[r]))
+			case signal.ValueDouble:
+				cols[mValue].optF64(math.Float64frombits(m.Number[r]))
+				cols[mValueInt].addNull()
+			default:
+				cols[mValue].addNull()
+				cols[mValueInt].addNull()
+			}
+			cols[mFlags].u32(m.Flags[r])
+			isDist := d.Type == signal.MetricHistogram || d.Type == signal.MetricExponentialHistogram || d.Type == signal.MetricSummary
+			if isDist {
+				cols[mCount].optU64(m.Count[r])
+			} else {
+				cols[mCount].addNull()
+			}
+			has := m.Has[r]
+			optHas(&cols[mSum], has&signal.HasSum != 0, m.Sum[r])
+			optHas(&cols[mMin], has&signal.HasMin != 0, m.Min[r])
+			optHas(&cols[mMax], has&signal.HasMax != 0, m.Max[r])
+			br := m.BucketCounts[r]
+			cols[mBucketCounts].listU64(m.U64[br.Start:br.End])
+			fr := m.Bounds[r]
+			cols[mBounds].listF64(m.F64[fr.Start:fr.End])
+			if d.Type == signal.MetricExponentialHistogram {
+				cols[mExpScale].optI32(m.Scale[r])
+				cols[mExpZeroCount].optU64(m.ZeroCount[r])
+				cols[mExpZeroThreshold].optF64(m.ZeroThreshold[r])
+				cols[mExpPosOffset].optI32(m.PosOffset[r])
+				cols[mExpNegOffset].optI32(m.NegOffset[r])
+			} else {
+				cols[mExpScale].addNull()
+				cols[mExpZeroCount].addNull()
+				cols[mExpZeroThreshold].addNull()
+				cols[mExpPosOffset].addNull()
+				cols[mExpNegOffset].addNull()
+			}
+			pr := m.PosCounts[r]
+			cols[mExpPosCounts].listU64(m.U64[pr.Start:pr.End])
+			nr := m.NegCounts[r]
+			cols[mExpNegCounts].listU64(m.U64[nr.Start:nr.End])
+			qr := m.Quantiles[r]
+			q := m.F64[qr.Start:qr.End]
+			cols[mQuantiles].listF64Stride(q, 0)
+			cols[mQuantileValues].listF64Stride(q, 1)
+			if er := m.Exemplars[r]; er.Len() > 0 {
+				off := len(e.scratch)
+				var err error
+				if e.scratch, err = appendMsgsJSON(e.scratch, c, nestedExemplar, er, &e.msgs); err != nil {
+					return err
+				}
+				cols[mExemplars].opt(parquet.ByteArrayValue(e.scratch[off:len(e.scratch):len(e.scratch)]))
+			} else {
+				cols[mExemplars].addNull()
+			}
+			if mj := metaJSON[m.Desc[r]]; mj.End > mj.Start {
+				cols[mMetadata].opt(parquet.ByteArrayValue(e.arena[mj.Start:mj.End:mj.End]))
+			} else {
+				cols[mMetadata].addNull()
+			}
+			if b, ok := sk.encode(m, int(r), d.Type, &e.scratch); ok {
+				cols[mSketch].optBytes(b)
+			} else {
+				cols[mSketch].addNull()
+			}
+			if err := e.recordAttrs(c, m.Attr[r], ri, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return w, schema, err
+}
+
+func optHas(c *colBuf, has bool, v float64) {
+	if has {
+		c.optF64(v)
+	} else {
+		c.addNull()
+	}
+}
+
+func (e *encoder) encodeSpans(pw func(*parquet.Schema) (*parquet.Writer, error), s *signal.Spans, ptime []int64, rgRows int) (*parquet.Writer, *parquet.Schema, error) {
+	schema, err := e.begin(TableTraces, spanCols, &s.Common, s.Attr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &s.Common
+	rank := e.serviceRanks(c)
+	perm := e.identityPerm(s.Len())
+	slices.SortFunc(perm, func(a, b int32) int {
+		if c := cmp.Compare(rank[s.Resource[a]], rank[s.Resource[b]]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ptime[a], ptime[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	w, err := pw(schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	cols := e.cols
+	err = e.chunks(w, perm, rgRows, func(rows []int32) error {
+		for ri, r := range rows {
+			e.common(c, s.Resource[r], s.Scope[r], ri)
+			cols[tTraceID].str(e.hexID(s.TraceID[r][:]))
+			cols[tSpanID].str(e.hexID(s.SpanID[r][:]))
+			cols[tParentSpanID].str(e.hexID(s.ParentSpanID[r][:]))
+			cols[tTraceState].str(c.Bytes(s.TraceState[r]))
+			cols[tName].str(c.Bytes(s.Name[r]))
+			cols[tKind].i32(s.Kind[r])
+			cols[tStart].time(s.StartTime[r])
+			cols[tEnd].time(s.EndTime[r])
+			cols[tDuration].i64(s.EndTime[r] - s.StartTime[r])
+			cols[tStatusCode].i32(s.StatusCode[r])
+			cols[tStatusMessage].str(c.Bytes(s.StatusMessage[r]))
+			cols[tFlags].u32(s.Flags[r])
+			for _, x := range [2]struct {
+				col  int
+				kind nestedKind
+				r    signal.Range
+			}{{tEvents, nestedEvent, s.Events[r]}, {tLinks, nestedLink, s.Links[r]}} {
+				if x.r.Len() == 0 {
+					cols[x.col].addNull()
+					continue
+				}
+				off := len(e.scratch)
+				var err error
+				if e.scratch, err = appendMsgsJSON(e.scratch, c, x.kind, x.r, &e.msgs); err != nil {
+					return err
+				}
+				cols[x.col].opt(parquet.ByteArrayValue(e.scratch[off:len(e.scratch):len(e.scratch)]))
+			}
+			cols[tDropped].u32(s.DroppedAttrs[r])
+			cols[tDroppedEvents].u32(s.DroppedEvents[r])
+			cols[tDroppedLinks].u32(s.DroppedLinks[r])
+			if err := e.recordAttrs(c, s.Attr[r], ri, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return w, schema, err
+}

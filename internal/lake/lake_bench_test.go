@@ -1,0 +1,208 @@
+package lake
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+const benchRows = 100_000
+
+// corpusPayloads returns the raw protobuf of every corpus file of kind.
+func corpusPayloads(b *testing.B, kind string) [][]byte {
+	var out [][]byte
+	for _, f := range corpusFiles(b, kind) {
+		out = append(out, readCorpus(b, f))
+	}
+	return out
+}
+
+// repeatLogs decodes the corpus and repeats its records up to n rows.
+func benchLogs(b *testing.B) (*signal.Logs, [][]byte) {
+	pbs := corpusPayloads(b, "logs")
+	one := new(signal.Logs)
+	for _, pb := range pbs {
+		if err := otlp.DecodeLogs(one, pb); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l := new(signal.Logs)
+	for l.Len() < benchRows {
+		for i := range one.Len() {
+			l.CopyFrom(one, i)
+		}
+	}
+	return l, pbs
+}
+
+func benchMetrics(b *testing.B) (*signal.Metrics, [][]byte) {
+	pbs := corpusPayloads(b, "metrics")
+	one := new(signal.Metrics)
+	for _, pb := range pbs {
+		if err := otlp.DecodeMetrics(one, pb); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m := new(signal.Metrics)
+	for m.Len() < benchRows {
+		for i := range one.Len() {
+			m.CopyFrom(one, i)
+		}
+	}
+	return m, pbs
+}
+
+// benchNow is after every corpus record, so no partition time is replaced.
+var benchNow = func() time.Time { return time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC) }
+
+// runWrite times write over b.N iterations and reports rows/s and bytes
+// allocated per row. One Writer serves every iteration, flushed after each,
+// as a long-running ingester uses it: its buffers are warm after the first.
+func runWrite(b *testing.B, rows int, write func(w *Writer) error) {
+	root := filepath.Join(b.TempDir(), "lake")
+	w, err := NewWriter(Options{Root: root, Now: benchNow}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var ms0, ms1 runtime.MemStats
+	var files, fileBytes int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	runtime.ReadMemStats(&ms0)
+	for i := 0; i < b.N; i++ {
+		s0 := w.Stats()
+		if err := write(w); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		s := w.Stats()
+		files, fileBytes = s.Files-s0.Files, s.FileBytes-s0.FileBytes
+		b.StopTimer()
+		_ = os.RemoveAll(root)
+		b.StartTimer()
+	}
+	runtime.ReadMemStats(&ms1)
+	b.StopTimer()
+	total := float64(rows) * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/row")
+	b.ReportMetric(float64(fileBytes)/float64(rows), "file_B/row")
+	b.ReportMetric(float64(files), "files")
+}
+
+// BenchmarkWriteLogs: a decoded batch → sorted, encoded, zstd Parquet files.
+func BenchmarkWriteLogs(b *testing.B) {
+	l, _ := benchLogs(b)
+	runWrite(b, l.Len(), func(w *Writer) error { return w.WriteLogs("bench", l) })
+}
+
+// BenchmarkWriteLogsFromProto includes decoding: OTLP file bytes → Parquet.
+func BenchmarkWriteLogsFromProto(b *testing.B) {
+	_, pbs := benchLogs(b)
+	one := new(signal.Logs)
+	rows := 0
+	reps := 0
+	for rows < benchRows {
+		for _, pb := range pbs {
+			one.Reset()
+			if err := otlp.DecodeLogs(one, pb); err != nil {
+				b.Fatal(err)
+			}
+			rows += one.Len()
+		}
+		reps++
+	}
+	batch := new(signal.Logs)
+	runWrite(b, rows, func(w *Writer) error {
+		for range reps {
+			for _, pb := range pbs {
+				batch.Reset()
+				if err := otlp.DecodeLogs(batch, pb); err != nil {
+					return err
+				}
+				if err := w.WriteLogs("bench", batch); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func BenchmarkWriteMetrics(b *testing.B) {
+	m, _ := benchMetrics(b)
+	runWrite(b, m.Len(), func(w *Writer) error { return w.WriteMetrics("bench", m) })
+}
+
+// writeBenchFile writes one file of the batch and returns its path.
+func writeBenchFile(b *testing.B, write func(w *Writer) error) []string {
+	root := b.TempDir()
+	var paths []string
+	w, err := NewWriter(Options{Root: root, Now: benchNow}, func(s Segment) error {
+		paths = append(paths, filepath.Join(root, filepath.FromSlash(s.Path)))
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := write(w); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return paths
+}
+
+func runRead(b *testing.B, paths []string, read func(f *File) (int, error)) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	rows := 0
+	for i := 0; i < b.N; i++ {
+		rows = 0
+		for _, p := range paths {
+			f, err := OpenFile(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := read(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows += n
+			_ = f.Close()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+func BenchmarkReadLogs(b *testing.B) {
+	l, _ := benchLogs(b)
+	paths := writeBenchFile(b, func(w *Writer) error { return w.WriteLogs("bench", l) })
+	dst := new(signal.Logs)
+	runRead(b, paths, func(f *File) (int, error) {
+		dst.Reset()
+		err := f.ReadLogs(dst)
+		return dst.Len(), err
+	})
+}
+
+func BenchmarkReadMetrics(b *testing.B) {
+	m, _ := benchMetrics(b)
+	paths := writeBenchFile(b, func(w *Writer) error { return w.WriteMetrics("bench", m) })
+	dst := new(signal.Metrics)
+	runRead(b, paths, func(f *File) (int, error) {
+		dst.Reset()
+		err := f.ReadMetrics(dst)
+		return dst.Len(), err
+	})
+}

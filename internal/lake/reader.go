@@ -1,0 +1,1255 @@
+package lake
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// ErrNotLakeFile is returned for Parquet files without sluice footer
+// metadata or with columns this package does not understand.
+var ErrNotLakeFile = errors.New("lake: not a sluice lake file")
+
+// File is an opened lake Parquet file. Reads append to caller batches; the
+// streaming Next* methods read one row group per call.
+type File struct {
+	name                string
+	closer              io.Closer
+	pf                  *parquet.File
+	table               string
+	cols                []readCol
+	nattr               int
+	nextRG              int
+	vbuf                []parquet.Value
+	t                   *rowTmp
+	sink                msgSink
+	addMsg              func([]byte)
+	sigBuf              []byte
+	prevRes             []byte
+	prevSc              []byte
+	resIDs              map[string]uint32
+	scIDs               map[string]uint32
+	descIDs             map[string]uint32
+	slotKey             []signal.KeyID
+	prevResID, prevScID uint32
+}
+
+// readCol is the role of one leaf column.
+type readCol struct {
+	fixed int // fixed column index, or -1 for attribute and unknown columns
+	kind  colKind
+	slot  int // attribute slot, or -1
+	scope attrScope
+	key   string
+	typ   signal.ValueType
+}
+
+// OpenFile opens the lake file at path.
+func OpenFile(path string) (*File, error) {
+	r, err := openLocal(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	f, err := OpenReader(r, r.Size(), path)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	f.closer = r
+	return f, nil
+}
+
+// OpenObject opens the lake file at p in a Store.
+func OpenObject(s Store, p string) (*File, error) {
+	r, err := s.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", p, err)
+	}
+	f, err := OpenReader(r, r.Size(), p)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	f.closer = r
+	return f, nil
+}
+
+// OpenReader opens a lake file held by r; name is used in errors. The
+// caller keeps r open while the File is used.
+func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, err = nil, fmt.Errorf("open %q: corrupt parquet: %v", name, p)
+		}
+	}()
+	pf, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", name, err)
+	}
+	f = &File{name: name, pf: pf}
+	table, _ := pf.Lookup(MetaTable)
+	fixed := fixedColsOf(table)
+	if fixed == nil {
+		return nil, fmt.Errorf("open %q: %w: table %q", name, ErrNotLakeFile, table)
+	}
+	f.table = table
+	byName := make(map[string]int, len(fixed))
+	for i, c := range fixed {
+		byName[c.name] = i
+	}
+	schema := pf.Schema()
+	for leafIdx, p := range schema.Columns() {
+		leaf, _ := schema.Lookup(p...)
+		if leaf.ColumnIndex != leafIdx {
+			return nil, fmt.Errorf("open %q: %w: column order", name, ErrNotLakeFile)
+		}
+		rc := readCol{fixed: -1, slot: -1}
+		if i, ok := byName[p[0]]; ok {
+			rc.fixed, rc.kind = i, fixed[i].kind
+			if !sameLayout(leaf, p, fixed[i].kind) {
+				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
+			}
+		} else if s, key, t, ok := parseColumnName(p[0]); ok && len(p) == 1 {
+			if leaf.MaxRepetitionLevel != 0 || leaf.MaxDefinitionLevel != 1 || leaf.Node.Type().Kind() != attrKind(t) {
+				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
+			}
+			rc.slot, rc.scope, rc.key, rc.typ = f.nattr, s, key, t
+			f.nattr++
+		}
+		// Other columns are ignored: files may gain columns.
+		f.cols = append(f.cols, rc)
+	}
+	f.t = tmpPool.Get().(*rowTmp)
+	f.vbuf = f.t.vbuf
+	f.addMsg = f.sink.add
+	return f, nil
+}
+
+func attrKind(t signal.ValueType) parquet.Kind {
+	switch t {
+	case signal.ValueInt:
+		return parquet.Int64
+	case signal.ValueDouble:
+		return parquet.Double
+	case signal.ValueBool, signal.ValueEmpty:
+		return parquet.Boolean
+	}
+	return parquet.ByteArray
+}
+
+func sameLayout(leaf parquet.LeafColumn, p []string, k colKind) bool {
+	var kind parquet.Kind
+	rep, def := 0, 0
+	switch k {
+	case kTime, kOptInt64, kOptUint64:
+		kind, def = parquet.Int64, 1
+	case kInt64, kUint64:
+		kind = parquet.Int64
+	case kInt32, kUint32:
+		kind = parquet.Int32
+	case kOptInt32:
+		kind, def = parquet.Int32, 1
+	case kBool:
+		kind = parquet.Boolean
+	case kDict, kStr, kOptBytes:
+		kind, def = parquet.ByteArray, 1
+	case kDictReq:
+		kind = parquet.ByteArray
+	case kOptDouble:
+		kind, def = parquet.Double, 1
+	case kListU64:
+		kind, rep, def = parquet.Int64, 1, 1
+	case kListF64:
+		kind, rep, def = parquet.Double, 1, 1
+	}
+	if rep == 1 && len(p) != 3 || rep == 0 && len(p) != 1 {
+		return false
+	}
+	return leaf.Node.Type().Kind() == kind && leaf.MaxRepetitionLevel == rep && leaf.MaxDefinitionLevel == def
+}
+
+// Table is the table of the file: logs, metrics or traces.
+func (f *File) Table() string { return f.table }
+
+// NumRows is the number of rows in the file.
+func (f *File) NumRows() int64 { return f.pf.NumRows() }
+
+// Lookup returns a footer key/value.
+func (f *File) Lookup(key string) (string, bool) { return f.pf.Lookup(key) }
+
+// tmpPool keeps read scratch between files: compaction opens many.
+var tmpPool = sync.Pool{New: func() any { return &rowTmp{vbuf: make([]parquet.Value, 1024)} }}
+
+// Close releases the file.
+func (f *File) Close() error {
+	if f.t != nil {
+		f.t.slotCols = f.t.slotCols[:0]
+		tmpPool.Put(f.t)
+		f.t, f.vbuf = nil, nil
+	}
+	if f.closer != nil {
+		err := f.closer.Close()
+		f.closer = nil
+		return err
+	}
+	return nil
+}
+
+// Rewind makes the Next* methods start again from the first row group.
+func (f *File) Rewind() { f.nextRG = 0 }
+
+func (f *File) want(table string) error {
+	if f.t == nil {
+		return fmt.Errorf("read %q: file is closed", f.name)
+	}
+	if f.table != table {
+		return fmt.Errorf("read %q: file holds %s, not %s", f.name, f.table, table)
+	}
+	return nil
+}
+
+// ReadLogs appends every record of the file to dst.
+func (f *File) ReadLogs(dst *signal.Logs) error {
+	if err := f.want(TableLogs); err != nil {
+		return err
+	}
+	f.startCall()
+	for i := range f.pf.RowGroups() {
+		if err := f.readGroup(i, &dst.Common, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NextLogs appends the records of the next row group to dst; io.EOF after
+// the last one.
+func (f *File) NextLogs(dst *signal.Logs) error {
+	if err := f.want(TableLogs); err != nil {
+		return err
+	}
+	return f.next(&dst.Common, dst)
+}
+
+// ReadMetrics appends every data point of the file to dst.
+func (f *File) ReadMetrics(dst *signal.Metrics) error {
+	if err := f.want(TableMetrics); err != nil {
+		return err
+	}
+	f.startCall()
+	for i := range f.pf.RowGroups() {
+		if err := f.readGroup(i, &dst.Common, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NextMetrics is NextLogs for metrics.
+func (f *File) NextMetrics(dst *signal.Metrics) error {
+	if err := f.want(TableMetrics); err != nil {
+		return err
+	}
+	return f.next(&dst.Common, dst)
+}
+
+// ReadSpans appends every span of the file to dst.
+func (f *File) ReadSpans(dst *signal.Spans) error {
+	if err := f.want(TableTraces); err != nil {
+		return err
+	}
+	f.startCall()
+	for i := range f.pf.RowGroups() {
+		if err := f.readGroup(i, &dst.Common, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NextSpans is NextLogs for spans.
+func (f *File) NextSpans(dst *signal.Spans) error {
+	if err := f.want(TableTraces); err != nil {
+		return err
+	}
+	return f.next(&dst.Common, dst)
+}
+
+func (f *File) next(c *signal.Common, dst any) error {
+	if f.nextRG >= len(f.pf.RowGroups()) {
+		return io.EOF
+	}
+	f.startCall()
+	i := f.nextRG
+	f.nextRG++
+	return f.readGroup(i, c, dst)
+}
+
+// startCall forgets the resources, scopes and descriptors shared so far:
+// a call may append to a batch that was reset in between.
+func (f *File) startCall() {
+	clear(f.resIDs)
+	clear(f.scIDs)
+	clear(f.descIDs)
+	if f.resIDs == nil {
+		f.resIDs = make(map[string]uint32)
+		f.scIDs = make(map[string]uint32)
+		f.descIDs = make(map[string]uint32)
+	}
+	f.prevRes, f.prevSc = f.prevRes[:0], f.prevSc[:0]
+	f.slotKey = f.slotKey[:0]
+}
+
+// entry is one non-null attribute value of one row.
+type entry struct {
+	row  uint32
+	slot uint32
+	val  uint64
+}
+
+// rowTmp holds per-row values of one row group that are assembled after
+// all columns were read. Strings in arena unless noted.
+type rowTmp struct {
+	arena      []byte
+	svc        []signal.Str
+	svcOK      []bool
+	scName     []signal.Str
+	scVersion  []signal.Str
+	scURL      []signal.Str
+	scDropped  []uint32
+	resURL     []signal.Str
+	resDropped []uint32
+	resEnt     []entry
+	scEnt      []entry
+	recEnt     []entry // strings already in the destination arena
+	sorted     []entry
+	starts     []int32
+	cursor     []int32
+	slotCols   []readCol
+	prevAttr   []signal.Str // per attribute slot: last string kept in arena
+	prevFixed  [numCommonCols]signal.Str
+	prevDesc   [6]signal.Str
+	vbuf       []parquet.Value
+
+	// logs
+	bodyType []signal.Str
+	bodyNull []bool
+	// metrics
+	name, desc, unit, mtype, temp, meta []signal.Str
+	mono                                []bool
+	valueInt                            []uint64
+	valueIntOK                          []bool
+	quant, quantVal                     []signal.Range // into f64
+	f64                                 []float64
+}
+
+func (t *rowTmp) reset(n, nattr int) {
+	t.arena = t.arena[:0]
+	t.prevAttr = resize(t.prevAttr, nattr)
+	t.prevFixed = [numCommonCols]signal.Str{}
+	t.prevDesc = [6]signal.Str{}
+	t.svc = resize(t.svc, n)
+	t.svcOK = resize(t.svcOK, n)
+	t.scName = resize(t.scName, n)
+	t.scVersion = resize(t.scVersion, n)
+	t.scURL = resize(t.scURL, n)
+	t.scDropped = resize(t.scDropped, n)
+	t.resURL = resize(t.resURL, n)
+	t.resDropped = resize(t.resDropped, n)
+	t.resEnt, t.scEnt, t.recEnt = t.resEnt[:0], t.scEnt[:0], t.recEnt[:0]
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+func (t *rowTmp) str(b []byte) signal.Str {
+	off := len(t.arena)
+	t.arena = append(t.arena, b...)
+	return signal.MakeStr(off, len(b))
+}
+
+// strRun is str for columns whose values repeat row after row (resource and
+// scope fields, sorted together): a value equal to the previous one shares
+// its Str, which also lets assemble compare rows by Str alone.
+func (t *rowTmp) strRun(prev *signal.Str, b []byte) signal.Str {
+	if p := *prev; p.Len() == len(b) && p != 0 && bytes.Equal(t.bytes(p), b) {
+		return p
+	}
+	*prev = t.str(b)
+	return *prev
+}
+
+func (t *rowTmp) bytes(s signal.Str) []byte {
+	return t.arena[s.Off() : s.Off()+s.Len()]
+}
+
+var errRows = errors.New("column row count does not match the row group")
+
+// readGroup appends row group i to dst (a *signal.Logs, *signal.Metrics or
+// *signal.Spans whose Common is c).
+func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("read %q: corrupt parquet: %v", f.name, p)
+		}
+	}()
+	rg := f.pf.RowGroups()[i]
+	nr := rg.NumRows()
+	if nr < 0 || nr > math.MaxInt32 || nr > f.pf.NumRows() {
+		return fmt.Errorf("read %q: bad row count %d", f.name, nr)
+	}
+	n := int(nr)
+	for len(f.slotKey) < f.nattr {
+		f.slotKey = append(f.slotKey, 0)
+	}
+	for j := range f.cols {
+		if rc := &f.cols[j]; rc.slot >= 0 {
+			f.slotKey[rc.slot] = c.Keys.IDString(rc.key)
+		}
+	}
+	f.t.reset(n, f.nattr)
+	var base int
+	switch d := dst.(type) {
+	case *signal.Logs:
+		base = d.Len()
+		for range n {
+			d.AppendRecord(0, 0)
+		}
+		f.t.bodyType = resize(f.t.bodyType, n)
+		f.t.bodyNull = resize(f.t.bodyNull, n)
+	case *signal.Metrics:
+		base = d.Len()
+		for range n {
+			d.AppendPoint(0, 0, 0)
+		}
+		t := f.t
+		t.name, t.desc, t.unit = resize(t.name, n), resize(t.desc, n), resize(t.unit, n)
+		t.mtype, t.temp, t.meta = resize(t.mtype, n), resize(t.temp, n), resize(t.meta, n)
+		t.mono = resize(t.mono, n)
+		t.valueInt, t.valueIntOK = resize(t.valueInt, n), resize(t.valueIntOK, n)
+		t.quant, t.quantVal = resize(t.quant, n), resize(t.quantVal, n)
+		t.f64 = t.f64[:0]
+	case *signal.Spans:
+		base = d.Len()
+		for range n {
+			d.AppendSpan(0, 0)
+		}
+	}
+	chunks := rg.ColumnChunks()
+	if len(chunks) != len(f.cols) {
+		return fmt.Errorf("read %q: row group %d has %d columns, want %d", f.name, i, len(chunks), len(f.cols))
+	}
+	for j := range f.cols {
+		rc := &f.cols[j]
+		if rc.fixed < 0 && rc.slot < 0 {
+			continue
+		}
+		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
+			return fmt.Errorf("read %q: row group %d column %d: %w", f.name, i, j, err)
+		}
+	}
+	if err := f.assemble(c, base, n, dst); err != nil {
+		return fmt.Errorf("read %q: row group %d: %w", f.name, i, err)
+	}
+	return nil
+}
+
+// readColumn reads every value of one column chunk.
+func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
+	pages := cc.Pages()
+	defer pages.Close()
+	row := 0
+	repeated := rc.kind.isList() && rc.fixed >= 0
+	for {
+		page, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		vr := page.Values()
+		for {
+			k, rerr := vr.ReadValues(f.vbuf)
+			if k > 0 {
+				vals := f.vbuf[:k]
+				if repeated {
+					row, err = f.consumeList(rc, vals, row, n, c, base, dst)
+				} else {
+					if row+k > n {
+						parquet.Release(page)
+						return errRows
+					}
+					err = f.consume(rc, vals, row, c, base, dst)
+					row += k
+				}
+				if err != nil {
+					parquet.Release(page)
+					return err
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				parquet.Release(page)
+				return rerr
+			}
+			if k == 0 {
+				parquet.Release(page)
+				return io.ErrNoProgress
+			}
+		}
+		parquet.Release(page)
+	}
+	if row != n {
+		return errRows
+	}
+	return nil
+}
+
+// consume stores one buffer of values of a non-repeated column, starting at
+// row (relative to the row group).
+func (f *File) consume(rc *readCol, vals []parquet.Value, row int, c *signal.Common, base int, dst any) error {
+	t := f.t
+	if rc.slot >= 0 {
+		return f.consumeAttr(rc, vals, row, c)
+	}
+	switch rc.fixed {
+	case cServiceName:
+		for i, v := range vals {
+			if !v.IsNull() {
+				t.svc[row+i], t.svcOK[row+i] = t.strRun(&t.prevFixed[cServiceName], v.ByteArray()), true
+			}
+		}
+		return nil
+	case cScopeName:
+		runStrs(t, &t.prevFixed[cScopeName], t.scName[row:], vals)
+		return nil
+	case cScopeVersion:
+		runStrs(t, &t.prevFixed[cScopeVersion], t.scVersion[row:], vals)
+		return nil
+	case cScopeSchemaURL:
+		runStrs(t, &t.prevFixed[cScopeSchemaURL], t.scURL[row:], vals)
+		return nil
+	case cResourceSchemaURL:
+		runStrs(t, &t.prevFixed[cResourceSchemaURL], t.resURL[row:], vals)
+		return nil
+	case cScopeDropped:
+		u32s(t.scDropped[row:], vals)
+		return nil
+	case cResourceDropped:
+		u32s(t.resDropped[row:], vals)
+		return nil
+	}
+	b := base + row
+	switch d := dst.(type) {
+	case *signal.Logs:
+		return f.consumeLogs(d, rc.fixed, vals, b, row)
+	case *signal.Metrics:
+		return f.consumeMetrics(d, rc.fixed, vals, b, row)
+	case *signal.Spans:
+		return f.consumeSpans(d, rc.fixed, vals, b)
+	}
+	return nil
+}
+
+func runStrs(t *rowTmp, prev *signal.Str, dst []signal.Str, vals []parquet.Value) {
+	for i, v := range vals {
+		if !v.IsNull() {
+			dst[i] = t.strRun(prev, v.ByteArray())
+		}
+	}
+}
+
+func tmpStrs(t *rowTmp, dst []signal.Str, vals []parquet.Value) {
+	for i, v := range vals {
+		if !v.IsNull() {
+			dst[i] = t.str(v.ByteArray())
+		}
+	}
+}
+
+func u32s(dst []uint32, vals []parquet.Value) {
+	for i, v := range vals {
+		dst[i] = v.Uint32()
+	}
+}
+
+func i64s(dst []int64, vals []parquet.Value) {
+	for i, v := range vals {
+		dst[i] = v.Int64() // 0 for null
+	}
+}
+
+func i32s(dst []int32, vals []parquet.Value) {
+	for i, v := range vals {
+		dst[i] = v.Int32()
+	}
+}
+
+func strs(c *signal.Common, dst []signal.Str, vals []parquet.Value) {
+	for i, v := range vals {
+		if !v.IsNull() {
+			dst[i] = c.AppendBytes(v.ByteArray())
+		}
+	}
+}
+
+var errBadID = errors.New("bad hex id")
+
+func (f *File) consumeLogs(d *signal.Logs, col int, vals []parquet.Value, b, row int) error {
+	k := len(vals)
+	switch col {
+	case lTimestamp:
+		i64s(d.Time[b:b+k], vals)
+	case lObserved:
+		i64s(d.ObservedTime[b:b+k], vals)
+	case lSeverityNumber:
+		i32s(d.SeverityNum[b:b+k], vals)
+	case lSeverityText:
+		strs(&d.Common, d.SeverityText[b:b+k], vals)
+	case lBody:
+		for i, v := range vals {
+			if v.IsNull() {
+				f.t.bodyNull[row+i] = true
+			} else {
+				d.Body[b+i] = uint64(d.AppendBytes(v.ByteArray()))
+			}
+		}
+	case lBodyType:
+		tmpStrs(f.t, f.t.bodyType[row:], vals)
+	case lTraceID:
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 32 || hexDecode(d.TraceID[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case lSpanID:
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 16 || hexDecode(d.SpanID[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case lFlags:
+		u32s(d.Flags[b:b+k], vals)
+	case lEventName:
+		strs(&d.Common, d.EventName[b:b+k], vals)
+	case lDropped:
+		u32s(d.DroppedAttrs[b:b+k], vals)
+	}
+	return nil
+}
+
+func hexDecode(dst, src []byte) error {
+	_, err := hex.Decode(dst, src)
+	return err
+}
+
+func (f *File) consumeSpans(d *signal.Spans, col int, vals []parquet.Value, b int) error {
+	k := len(vals)
+	switch col {
+	case tTraceID:
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 32 || hexDecode(d.TraceID[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case tSpanID, tParentSpanID:
+		ids := d.SpanID
+		if col == tParentSpanID {
+			ids = d.ParentSpanID
+		}
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 16 || hexDecode(ids[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case tTraceState:
+		strs(&d.Common, d.TraceState[b:b+k], vals)
+	case tName:
+		strs(&d.Common, d.Name[b:b+k], vals)
+	case tKind:
+		i32s(d.Kind[b:b+k], vals)
+	case tStart:
+		i64s(d.StartTime[b:b+k], vals)
+	case tEnd:
+		i64s(d.EndTime[b:b+k], vals)
+	case tStatusCode:
+		i32s(d.StatusCode[b:b+k], vals)
+	case tStatusMessage:
+		strs(&d.Common, d.StatusMessage[b:b+k], vals)
+	case tFlags:
+		u32s(d.Flags[b:b+k], vals)
+	case tEvents, tLinks:
+		kind, rs := nestedEvent, d.Events
+		if col == tLinks {
+			kind, rs = nestedLink, d.Links
+		}
+		for i, v := range vals {
+			if v.IsNull() {
+				m := uint32(len(d.Msgs))
+				rs[b+i] = signal.Range{Start: m, End: m}
+				continue
+			}
+			r, err := parseMsgsJSON(&d.Common, kind, v.ByteArray(), &f.sink, f.addMsg)
+			if err != nil {
+				return err
+			}
+			rs[b+i] = r
+		}
+	case tDropped:
+		u32s(d.DroppedAttrs[b:b+k], vals)
+	case tDroppedEvents:
+		u32s(d.DroppedEvents[b:b+k], vals)
+	case tDroppedLinks:
+		u32s(d.DroppedLinks[b:b+k], vals)
+	}
+	return nil
+}
+
+func (f *File) consumeMetrics(d *signal.Metrics, col int, vals []parquet.Value, b, row int) error {
+	t := f.t
+	k := len(vals)
+	switch col {
+	case mTimestamp:
+		i64s(d.Time[b:b+k], vals)
+	case mStart:
+		i64s(d.StartTime[b:b+k], vals)
+	case mName:
+		runStrs(t, &t.prevDesc[0], t.name[row:], vals)
+	case mType:
+		runStrs(t, &t.prevDesc[1], t.mtype[row:], vals)
+	case mDescription:
+		runStrs(t, &t.prevDesc[2], t.desc[row:], vals)
+	case mUnit:
+		runStrs(t, &t.prevDesc[3], t.unit[row:], vals)
+	case mTemporality:
+		runStrs(t, &t.prevDesc[4], t.temp[row:], vals)
+	case mMetadata:
+		runStrs(t, &t.prevDesc[5], t.meta[row:], vals)
+	case mMonotonic:
+		for i, v := range vals {
+			t.mono[row+i] = v.Boolean()
+		}
+	case mSeriesID:
+		for i, v := range vals {
+			d.SeriesID[b+i] = v.Uint64()
+		}
+	case mValue:
+		for i, v := range vals {
+			if !v.IsNull() {
+				d.NumberType[b+i] = signal.ValueDouble
+				d.Number[b+i] = math.Float64bits(v.Double())
+			}
+		}
+	case mValueInt:
+		for i, v := range vals {
+			if !v.IsNull() {
+				t.valueInt[row+i], t.valueIntOK[row+i] = v.Uint64(), true
+			}
+		}
+	case mFlags:
+		u32s(d.Flags[b:b+k], vals)
+	case mCount:
+		for i, v := range vals {
+			d.Count[b+i] = v.Uint64()
+		}
+	case mSum, mMin, mMax:
+		dstF, bit := d.Sum, signal.HasSum
+		if col == mMin {
+			dstF, bit = d.Min, signal.HasMin
+		} else if col == mMax {
+			dstF, bit = d.Max, signal.HasMax
+		}
+		for i, v := range vals {
+			if !v.IsNull() {
+				dstF[b+i] = v.Double()
+				d.Has[b+i] |= bit
+			}
+		}
+	case mExpScale:
+		i32s(d.Scale[b:b+k], vals)
+	case mExpZeroCount:
+		for i, v := range vals {
+			d.ZeroCount[b+i] = v.Uint64()
+		}
+	case mExpZeroThreshold:
+		for i, v := range vals {
+			d.ZeroThreshold[b+i] = v.Double()
+		}
+	case mExpPosOffset:
+		i32s(d.PosOffset[b:b+k], vals)
+	case mExpNegOffset:
+		i32s(d.NegOffset[b:b+k], vals)
+	case mExemplars:
+		for i, v := range vals {
+			if v.IsNull() {
+				m := uint32(len(d.Msgs))
+				d.Exemplars[b+i] = signal.Range{Start: m, End: m}
+				continue
+			}
+			r, err := parseMsgsJSON(&d.Common, nestedExemplar, v.ByteArray(), &f.sink, f.addMsg)
+			if err != nil {
+				return err
+			}
+			d.Exemplars[b+i] = r
+		}
+	case mSketch:
+		// Derived from the buckets; not part of the batch.
+	}
+	return nil
+}
+
+// consumeList stores one buffer of a LIST column; a value with repetition
+// level 0 starts a row, definition level 1 is an element.
+func (f *File) consumeList(rc *readCol, vals []parquet.Value, row, n int, c *signal.Common, base int, dst any) (int, error) {
+	d, ok := dst.(*signal.Metrics)
+	if !ok {
+		return row, nil
+	}
+	t := f.t
+	var ranges []signal.Range
+	u64 := true
+	switch rc.fixed {
+	case mBucketCounts:
+		ranges = d.BucketCounts
+	case mExpPosCounts:
+		ranges = d.PosCounts
+	case mExpNegCounts:
+		ranges = d.NegCounts
+	case mBounds:
+		ranges, u64 = d.Bounds, false
+	case mQuantiles:
+		ranges, u64 = t.quant, false
+	case mQuantileValues:
+		ranges, u64 = t.quantVal, false
+	default:
+		return row, nil
+	}
+	tmp := rc.fixed == mQuantiles || rc.fixed == mQuantileValues
+	for _, v := range vals {
+		if v.RepetitionLevel() == 0 {
+			if row >= n {
+				return row, errRows
+			}
+			var at uint32
+			switch {
+			case tmp:
+				at = uint32(len(t.f64))
+			case u64:
+				at = uint32(len(d.U64))
+			default:
+				at = uint32(len(d.F64))
+			}
+			if tmp {
+				ranges[row] = signal.Range{Start: at, End: at}
+			} else {
+				ranges[base+row] = signal.Range{Start: at, End: at}
+			}
+			row++
+		} else if row == 0 {
+			return row, errRows
+		}
+		if v.DefinitionLevel() != 1 {
+			continue
+		}
+		switch {
+		case tmp:
+			t.f64 = append(t.f64, v.Double())
+			ranges[row-1].End++
+		case u64:
+			d.U64 = append(d.U64, v.Uint64())
+			ranges[base+row-1].End++
+		default:
+			d.F64 = append(d.F64, v.Double())
+			ranges[base+row-1].End++
+		}
+	}
+	return row, nil
+}
+
+// consumeAttr collects the non-null values of an attribute column.
+func (f *File) consumeAttr(rc *readCol, vals []parquet.Value, row int, c *signal.Common) error {
+	t := f.t
+	rec := rc.scope == scopeRecord
+	for i, v := range vals {
+		if v.IsNull() {
+			continue
+		}
+		var x uint64
+		switch rc.typ {
+		case signal.ValueString, signal.ValueBytes:
+			if rec {
+				x = uint64(c.AppendBytes(v.ByteArray()))
+			} else {
+				x = uint64(t.strRun(&t.prevAttr[rc.slot], v.ByteArray()))
+			}
+		case signal.ValueInt:
+			x = v.Uint64()
+		case signal.ValueDouble:
+			x = math.Float64bits(v.Double())
+		case signal.ValueBool:
+			if v.Boolean() {
+				x = 1
+			}
+		case signal.ValueEmpty:
+		default: // array, map: JSON → AnyValue protobuf
+			if rec {
+				off := len(c.Buf)
+				var err error
+				if c.Buf, err = otlp.AppendAnyValueProto(c.Buf, v.ByteArray()); err != nil {
+					c.Buf = c.Buf[:off]
+					return err
+				}
+				x = uint64(signal.MakeStr(off, len(c.Buf)-off))
+			} else {
+				x = uint64(t.strRun(&t.prevAttr[rc.slot], v.ByteArray()))
+			}
+		}
+		e := entry{row: uint32(row + i), slot: uint32(rc.slot), val: x}
+		switch rc.scope {
+		case scopeResource:
+			t.resEnt = append(t.resEnt, e)
+		case scopeScope:
+			t.scEnt = append(t.scEnt, e)
+		default:
+			t.recEnt = append(t.recEnt, e)
+		}
+	}
+	return nil
+}
+
+// byRow sorts entries by row (stably: column order within a row) and
+// returns them with starts[r]..starts[r+1] bounding row r.
+func (t *rowTmp) byRow(ents []entry, n int) ([]entry, []int32) {
+	t.starts = resize(t.starts, n+1)
+	for _, e := range ents {
+		t.starts[e.row+1]++
+	}
+	for r := range n {
+		t.starts[r+1] += t.starts[r]
+	}
+	t.sorted = resize(t.sorted, len(ents))
+	t.cursor = resize(t.cursor, n)
+	cursor := t.cursor
+	copy(cursor, t.starts[:n])
+	for _, e := range ents {
+		t.sorted[cursor[e.row]] = e
+		cursor[e.row]++
+	}
+	return t.sorted, t.starts
+}
+
+// assemble builds resources, scopes, record attributes and the fields that
+// depend on several columns.
+func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
+	t := f.t
+	var resOf, scOf []uint32
+	var rec []signal.Range
+	switch d := dst.(type) {
+	case *signal.Logs:
+		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
+		for r := range n {
+			bt := t.bodyType[r]
+			if bt == 0 {
+				d.BodyType[base+r] = signal.ValueString
+				continue
+			}
+			vt, ok := signal.ParseValueType(string(t.bytes(bt)))
+			if !ok {
+				return fmt.Errorf("bad body_type %q", t.bytes(bt))
+			}
+			if vt == signal.ValueEmpty || t.bodyNull[r] {
+				d.BodyType[base+r], d.Body[base+r] = signal.ValueEmpty, 0
+				continue
+			}
+			typ, v, err := parseAnyValueJSON(c, c.Bytes(signal.Str(d.Body[base+r])))
+			if err != nil {
+				return err
+			}
+			d.BodyType[base+r], d.Body[base+r] = typ, v
+		}
+	case *signal.Metrics:
+		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
+		if err := f.assembleMetrics(d, base, n); err != nil {
+			return err
+		}
+	case *signal.Spans:
+		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
+	}
+
+	// Resources.
+	ents, starts := t.byRow(t.resEnt, n)
+	for r := range n {
+		row := ents[starts[r]:starts[r+1]]
+		if r > 0 && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
+			t.resDropped[r] == t.resDropped[r-1] && sameEntries(row, ents[starts[r-1]:starts[r]]) {
+			resOf[r] = resOf[r-1]
+			continue
+		}
+		sig := f.sigBuf[:0]
+		if t.svcOK[r] {
+			sig = append(sig, 1)
+			sig = appendLenBytes(sig, t.bytes(t.svc[r]))
+		} else {
+			sig = append(sig, 0)
+		}
+		sig = appendLenBytes(sig, t.bytes(t.resURL[r]))
+		sig = strconv.AppendUint(sig, uint64(t.resDropped[r]), 10)
+		sig = f.appendEntSig(sig, row)
+		f.sigBuf = sig
+		if len(f.prevRes) > 0 && bytes.Equal(sig, f.prevRes) {
+			resOf[r] = f.prevResID
+			continue
+		}
+		id, ok := f.resIDs[string(sig)]
+		if !ok {
+			var err error
+			if id, err = f.newResource(c, r, row); err != nil {
+				return err
+			}
+			f.resIDs[string(sig)] = id
+		}
+		f.prevRes = append(f.prevRes[:0], sig...)
+		f.prevResID = id
+		resOf[r] = id
+	}
+	// Scopes.
+	ents, starts = t.byRow(t.scEnt, n)
+	for r := range n {
+		row := ents[starts[r]:starts[r+1]]
+		if r > 0 && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
+			t.scDropped[r] == t.scDropped[r-1] && sameEntries(row, ents[starts[r-1]:starts[r]]) {
+			scOf[r] = scOf[r-1]
+			continue
+		}
+		sig := f.sigBuf[:0]
+		sig = appendLenBytes(sig, t.bytes(t.scName[r]))
+		sig = appendLenBytes(sig, t.bytes(t.scVersion[r]))
+		sig = appendLenBytes(sig, t.bytes(t.scURL[r]))
+		sig = strconv.AppendUint(sig, uint64(t.scDropped[r]), 10)
+		sig = f.appendEntSig(sig, row)
+		f.sigBuf = sig
+		if len(f.prevSc) > 0 && bytes.Equal(sig, f.prevSc) {
+			scOf[r] = f.prevScID
+			continue
+		}
+		id, ok := f.scIDs[string(sig)]
+		if !ok {
+			start := uint32(c.Attrs.Len())
+			if err := f.appendEnts(c, row, false); err != nil {
+				return err
+			}
+			c.Scopes = append(c.Scopes, signal.Scope{
+				Name:         c.AppendBytes(t.bytes(t.scName[r])),
+				Version:      c.AppendBytes(t.bytes(t.scVersion[r])),
+				Attrs:        signal.Range{Start: start, End: uint32(c.Attrs.Len())},
+				DroppedAttrs: t.scDropped[r],
+				SchemaURL:    c.AppendBytes(t.bytes(t.scURL[r])),
+			})
+			id = uint32(len(c.Scopes) - 1)
+			f.scIDs[string(sig)] = id
+		}
+		f.prevSc = append(f.prevSc[:0], sig...)
+		f.prevScID = id
+		scOf[r] = id
+	}
+	// Record attributes: strings are already in the destination arena.
+	ents, starts = t.byRow(t.recEnt, n)
+	for r := range n {
+		start := uint32(c.Attrs.Len())
+		for _, e := range ents[starts[r]:starts[r+1]] {
+			c.Attrs.Append(f.slotKey[e.slot], f.slotType(e.slot), e.val)
+		}
+		rec[r] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	}
+	return nil
+}
+
+func (f *File) slotType(slot uint32) signal.ValueType {
+	return f.attrCols()[slot].typ
+}
+
+// attrCols returns the attribute columns by slot.
+func (f *File) attrCols() []readCol {
+	if len(f.t.slotCols) != f.nattr {
+		f.t.slotCols = f.t.slotCols[:0]
+		for _, rc := range f.cols {
+			if rc.slot >= 0 {
+				f.t.slotCols = append(f.t.slotCols, rc)
+			}
+		}
+	}
+	return f.t.slotCols
+}
+
+// sameEntries reports whether two rows hold the same values; strings
+// compare by Str, which strRun made equal for equal consecutive values.
+func sameEntries(a, b []entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].slot != b[i].slot || a[i].val != b[i].val {
+			return false
+		}
+	}
+	return true
+}
+
+func appendLenBytes(dst, b []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(b)), 10)
+	dst = append(dst, ':')
+	return append(dst, b...)
+}
+
+// appendEntSig appends a signature of resource or scope entries (values in
+// the tmp arena).
+func (f *File) appendEntSig(sig []byte, row []entry) []byte {
+	cols := f.attrCols()
+	for _, e := range row {
+		sig = strconv.AppendUint(sig, uint64(e.slot), 10)
+		sig = append(sig, '=')
+		switch cols[e.slot].typ {
+		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
+			sig = appendLenBytes(sig, f.t.bytes(signal.Str(e.val)))
+		default:
+			sig = strconv.AppendUint(sig, e.val, 16)
+			sig = append(sig, ';')
+		}
+	}
+	return sig
+}
+
+// appendEnts appends resource or scope entries (values in the tmp arena) to
+// c.Attrs, copying strings and converting JSON to protobuf.
+func (f *File) appendEnts(c *signal.Common, row []entry, _ bool) error {
+	cols := f.attrCols()
+	for _, e := range row {
+		typ := cols[e.slot].typ
+		v := e.val
+		switch typ {
+		case signal.ValueString, signal.ValueBytes:
+			v = uint64(c.AppendBytes(f.t.bytes(signal.Str(v))))
+		case signal.ValueArray, signal.ValueMap:
+			off := len(c.Buf)
+			var err error
+			if c.Buf, err = otlp.AppendAnyValueProto(c.Buf, f.t.bytes(signal.Str(v))); err != nil {
+				c.Buf = c.Buf[:off]
+				return err
+			}
+			v = uint64(signal.MakeStr(off, len(c.Buf)-off))
+		}
+		c.Attrs.Append(f.slotKey[e.slot], typ, v)
+	}
+	return nil
+}
+
+func (f *File) newResource(c *signal.Common, r int, row []entry) (uint32, error) {
+	t := f.t
+	start := uint32(c.Attrs.Len())
+	if t.svcOK[r] {
+		c.Attrs.Append(c.Keys.IDString("service.name"), signal.ValueString, uint64(c.AppendBytes(t.bytes(t.svc[r]))))
+	}
+	if err := f.appendEnts(c, row, true); err != nil {
+		return 0, err
+	}
+	c.Resources = append(c.Resources, signal.Resource{
+		Attrs:        signal.Range{Start: start, End: uint32(c.Attrs.Len())},
+		DroppedAttrs: t.resDropped[r],
+		SchemaURL:    c.AppendBytes(t.bytes(t.resURL[r])),
+	})
+	return uint32(len(c.Resources) - 1), nil
+}
+
+func (f *File) assembleMetrics(d *signal.Metrics, base, n int) error {
+	t := f.t
+	for r := range n {
+		if t.valueIntOK[r] {
+			d.NumberType[base+r], d.Number[base+r] = signal.ValueInt, t.valueInt[r]
+		}
+		// Quantiles back into (quantile, value) pairs.
+		q, qv := t.quant[r], t.quantVal[r]
+		if q.Len() != qv.Len() {
+			return fmt.Errorf("quantiles and quantile_values differ in length")
+		}
+		start := uint32(len(d.F64))
+		for j := range q.Len() {
+			d.F64 = append(d.F64, t.f64[int(q.Start)+j], t.f64[int(qv.Start)+j])
+		}
+		d.Quantiles[base+r] = signal.Range{Start: start, End: uint32(len(d.F64))}
+		// Descriptor: usually the previous row's.
+		if r > 0 && t.name[r] == t.name[r-1] && t.desc[r] == t.desc[r-1] && t.unit[r] == t.unit[r-1] &&
+			t.mtype[r] == t.mtype[r-1] && t.temp[r] == t.temp[r-1] && t.meta[r] == t.meta[r-1] && t.mono[r] == t.mono[r-1] {
+			d.Desc[base+r] = d.Desc[base+r-1]
+			continue
+		}
+		sig := f.sigBuf[:0]
+		for _, s := range [...]signal.Str{t.name[r], t.desc[r], t.unit[r], t.mtype[r], t.temp[r], t.meta[r]} {
+			sig = appendLenBytes(sig, t.bytes(s))
+		}
+		if t.mono[r] {
+			sig = append(sig, 1)
+		}
+		f.sigBuf = sig
+		id, ok := f.descIDs[string(sig)]
+		if !ok {
+			mt, ok1 := signal.ParseMetricType(string(t.bytes(t.mtype[r])))
+			tp, ok2 := signal.ParseTemporality(string(t.bytes(t.temp[r])))
+			if !ok1 || !ok2 {
+				return fmt.Errorf("bad metric_type %q or temporality %q", t.bytes(t.mtype[r]), t.bytes(t.temp[r]))
+			}
+			desc := signal.MetricDesc{
+				Name:        d.AppendBytes(t.bytes(t.name[r])),
+				Description: d.AppendBytes(t.bytes(t.desc[r])),
+				Unit:        d.AppendBytes(t.bytes(t.unit[r])),
+				Type:        mt,
+				Temporality: tp,
+				Monotonic:   t.mono[r],
+			}
+			a := uint32(d.Attrs.Len())
+			desc.Metadata = signal.Range{Start: a, End: a}
+			if t.meta[r].Len() > 0 {
+				rg, err := otlp.AppendAttrsFromJSON(&d.Common, t.bytes(t.meta[r]))
+				if err != nil {
+					return err
+				}
+				desc.Metadata = rg
+			}
+			d.Descs = append(d.Descs, desc)
+			id = uint32(len(d.Descs) - 1)
+			f.descIDs[string(sig)] = id
+		}
+		d.Desc[base+r] = id
+	}
+	return nil
+}

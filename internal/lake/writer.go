@@ -1,0 +1,577 @@
+package lake
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Options configure a Writer. Zero values take the defaults.
+type Options struct {
+	Root  string // lake root directory
+	Store Store  // nil: a LocalStore at Root
+
+	TargetFileBytes  int64 // roll a partition when its buffered estimate reaches this; default 128 MiB
+	MaxBufferedBytes int64 // total over open partitions; past it the largest is flushed; default 512 MiB
+	RowGroupRows     int   // rows per row group; default 128Ki
+	MaxFutureSkew    time.Duration
+	Now              func() time.Time
+	Level            int // compaction level written to segments and footers; 0 = raw
+}
+
+// Defaults of Options.
+const (
+	DefaultTargetFileBytes  = 128 << 20
+	DefaultMaxBufferedBytes = 512 << 20
+	DefaultRowGroupRows     = 128 << 10
+	DefaultMaxFutureSkew    = 24 * time.Hour
+)
+
+// Segment describes one committed lake file.
+type Segment struct {
+	Table, Tenant    string
+	Day              string // YYYY-MM-DD
+	Hour             int
+	Path             string // relative to Root, slash-separated
+	MinTime, MaxTime int64  // ns, of partition times
+	Rows, Bytes      int64
+	Level            int
+	SchemaHash       string // hex hash of the sorted column list
+	Created          time.Time
+	Services         []string // distinct service names, at most MaxSegmentNames
+	MetricNames      []string // distinct metric names, at most MaxSegmentNames
+}
+
+// MaxSegmentNames caps Segment.Services and Segment.MetricNames; a file
+// with more lists none of them, so pruning by name must not skip it.
+const MaxSegmentNames = 64
+
+// WriterStats counts what a Writer did.
+type WriterStats struct {
+	Rows              int64 // records accepted
+	Files             int64 // files committed
+	FileBytes         int64 // bytes of committed files
+	ReplacedTimes     int64 // records whose partition time is not their own time
+	SizeFlushes       int64 // partitions rolled at TargetFileBytes
+	MemoryFlushes     int64 // partitions flushed for MaxBufferedBytes
+	BufferedBytes     int64 // current estimate over open partitions
+	PeakBufferedBytes int64
+	OpenPartitions    int
+}
+
+// ErrInvalidTenant is returned for tenants outside [A-Za-z0-9._-]{1,64}.
+var ErrInvalidTenant = errors.New("lake: invalid tenant")
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("lake: writer closed")
+
+const hourNs = int64(time.Hour)
+
+type partKey struct {
+	kind   signal.Kind
+	tenant string
+	hour   int64 // partition time / hour
+}
+
+type partition struct {
+	key     partKey
+	logs    *signal.Logs
+	metrics *signal.Metrics
+	spans   *signal.Spans
+	ptime   []int64
+	bytes   int64
+}
+
+// Writer buffers batches per (table, tenant, hour) partition and writes them
+// out as Parquet files. See the package doc for its invariants.
+type Writer struct {
+	opts   Options
+	store  Store
+	commit func(Segment) error
+	now    func() time.Time
+
+	parts    map[partKey]*partition
+	buffered int64
+	stats    WriterStats
+	closed   bool
+	lastID   int64 // time of the last file id, ns
+
+	freeLogs    []*signal.Logs
+	freeMetrics []*signal.Metrics
+	freeSpans   []*signal.Spans
+
+	enc    encoder
+	sk     *sketcher
+	bw     *bufio.Writer
+	counts countingWriter
+}
+
+// NewWriter returns a Writer; commit is called once per file after the file
+// is durable under its final path (see Segment).
+func NewWriter(opts Options, commit func(Segment) error) (*Writer, error) {
+	if opts.Store == nil {
+		if opts.Root == "" {
+			return nil, errors.New("lake: Options.Root or Options.Store is required")
+		}
+		opts.Store = NewLocalStore(opts.Root)
+	}
+	if opts.TargetFileBytes <= 0 {
+		opts.TargetFileBytes = DefaultTargetFileBytes
+	}
+	if opts.MaxBufferedBytes <= 0 {
+		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if opts.RowGroupRows <= 0 {
+		opts.RowGroupRows = DefaultRowGroupRows
+	}
+	if opts.MaxFutureSkew <= 0 {
+		opts.MaxFutureSkew = DefaultMaxFutureSkew
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if commit == nil {
+		commit = func(Segment) error { return nil }
+	}
+	return &Writer{
+		opts:   opts,
+		store:  opts.Store,
+		commit: commit,
+		now:    opts.Now,
+		parts:  make(map[partKey]*partition),
+		sk:     newSketcher(),
+		bw:     bufio.NewWriterSize(nil, 1<<20),
+	}, nil
+}
+
+// Stats returns the counters so far.
+func (w *Writer) Stats() WriterStats {
+	s := w.stats
+	s.BufferedBytes = w.buffered
+	s.OpenPartitions = len(w.parts)
+	return s
+}
+
+// validTime reports whether t may be a partition time.
+func validTime(t, now, skew int64) bool { return t > 0 && t <= now+skew }
+
+func (w *Writer) check(tenant string) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if !validTenant(tenant) {
+		return fmt.Errorf("%w %q: want [A-Za-z0-9._-]{1,64}", ErrInvalidTenant, tenant)
+	}
+	return nil
+}
+
+// WriteLogs buffers the records of b. It copies what it keeps, so the
+// caller may reuse b when it returns.
+func (w *Writer) WriteLogs(tenant string, b *signal.Logs) error {
+	if err := w.check(tenant); err != nil {
+		return err
+	}
+	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
+	var p *partition
+	for i := range b.Len() {
+		pt := b.Time[i]
+		if !validTime(pt, now, skew) {
+			w.stats.ReplacedTimes++
+			if pt = b.ObservedTime[i]; !validTime(pt, now, skew) {
+				pt = now
+			}
+		}
+		if p == nil || p.key.hour != pt/hourNs {
+			p = w.partition(signal.KindLogs, tenant, pt/hourNs)
+		}
+		p.logs.CopyFrom(b, i)
+		p.ptime = append(p.ptime, pt)
+		w.stats.Rows++
+		var err error
+		if p, err = w.account(p, estimateLogs(p.logs)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMetrics buffers the data points of b; see WriteLogs. Points whose
+// SeriesID is 0 get one (signal.ComputeSeriesIDs) when their file is written.
+func (w *Writer) WriteMetrics(tenant string, b *signal.Metrics) error {
+	if err := w.check(tenant); err != nil {
+		return err
+	}
+	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
+	var p *partition
+	for i := range b.Len() {
+		pt := b.Time[i]
+		if !validTime(pt, now, skew) {
+			w.stats.ReplacedTimes++
+			pt = now
+		}
+		if p == nil || p.key.hour != pt/hourNs {
+			p = w.partition(signal.KindMetrics, tenant, pt/hourNs)
+		}
+		p.metrics.CopyFrom(b, i)
+		p.ptime = append(p.ptime, pt)
+		w.stats.Rows++
+		var err error
+		if p, err = w.account(p, estimateMetrics(p.metrics)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteSpans buffers the spans of b, partitioned by start time; see WriteLogs.
+func (w *Writer) WriteSpans(tenant string, b *signal.Spans) error {
+	if err := w.check(tenant); err != nil {
+		return err
+	}
+	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
+	var p *partition
+	for i := range b.Len() {
+		pt := b.StartTime[i]
+		if !validTime(pt, now, skew) {
+			w.stats.ReplacedTimes++
+			pt = now
+		}
+		if p == nil || p.key.hour != pt/hourNs {
+			p = w.partition(signal.KindTraces, tenant, pt/hourNs)
+		}
+		p.spans.CopyFrom(b, i)
+		p.ptime = append(p.ptime, pt)
+		w.stats.Rows++
+		var err error
+		if p, err = w.account(p, estimateSpans(p.spans)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// account records p's new size estimate and flushes what the limits ask
+// for. It returns p, or nil when p was flushed.
+func (w *Writer) account(p *partition, est int64) (*partition, error) {
+	est += int64(len(p.ptime)) * 8
+	w.buffered += est - p.bytes
+	p.bytes = est
+	w.stats.PeakBufferedBytes = max(w.stats.PeakBufferedBytes, w.buffered)
+	if p.bytes >= w.opts.TargetFileBytes {
+		w.stats.SizeFlushes++
+		return nil, w.flushPartition(p)
+	}
+	for w.buffered > w.opts.MaxBufferedBytes && len(w.parts) > 0 {
+		var big *partition
+		for _, q := range w.parts {
+			if big == nil || q.bytes > big.bytes {
+				big = q
+			}
+		}
+		w.stats.MemoryFlushes++
+		if err := w.flushPartition(big); err != nil {
+			return nil, err
+		}
+		if big == p {
+			p = nil
+		}
+	}
+	return p, nil
+}
+
+func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partition {
+	k := partKey{kind, tenant, hour}
+	if p := w.parts[k]; p != nil {
+		return p
+	}
+	p := &partition{key: k}
+	switch kind {
+	case signal.KindLogs:
+		if n := len(w.freeLogs); n > 0 {
+			p.logs, w.freeLogs = w.freeLogs[n-1], w.freeLogs[:n-1]
+		} else {
+			p.logs = new(signal.Logs)
+		}
+	case signal.KindMetrics:
+		if n := len(w.freeMetrics); n > 0 {
+			p.metrics, w.freeMetrics = w.freeMetrics[n-1], w.freeMetrics[:n-1]
+		} else {
+			p.metrics = new(signal.Metrics)
+		}
+	case signal.KindTraces:
+		if n := len(w.freeSpans); n > 0 {
+			p.spans, w.freeSpans = w.freeSpans[n-1], w.freeSpans[:n-1]
+		} else {
+			p.spans = new(signal.Spans)
+		}
+	}
+	w.parts[k] = p
+	return p
+}
+
+// maxFreeBatches bounds the batches kept for reuse after a flush; their
+// capacity is outside MaxBufferedBytes, so keep it small.
+const maxFreeBatches = 8
+
+// release forgets p and keeps its batch for reuse. The partition's memory
+// leaves the estimate either way, so a failed write cannot pin the limit.
+func (w *Writer) release(p *partition) {
+	delete(w.parts, p.key)
+	w.buffered -= p.bytes
+	switch {
+	case p.logs != nil:
+		p.logs.Reset()
+		if len(w.freeLogs) < maxFreeBatches {
+			w.freeLogs = append(w.freeLogs, p.logs)
+		}
+	case p.metrics != nil:
+		p.metrics.Reset()
+		if len(w.freeMetrics) < maxFreeBatches {
+			w.freeMetrics = append(w.freeMetrics, p.metrics)
+		}
+	case p.spans != nil:
+		p.spans.Reset()
+		if len(w.freeSpans) < maxFreeBatches {
+			w.freeSpans = append(w.freeSpans, p.spans)
+		}
+	}
+}
+
+// Flush writes out every buffered partition.
+func (w *Writer) Flush() error {
+	parts := make([]*partition, 0, len(w.parts))
+	for _, p := range w.parts {
+		parts = append(parts, p)
+	}
+	// A stable order makes file ids and tests deterministic in sequence.
+	slices.SortFunc(parts, func(a, b *partition) int {
+		if a.key.kind != b.key.kind {
+			return int(a.key.kind) - int(b.key.kind)
+		}
+		if a.key.tenant != b.key.tenant {
+			if a.key.tenant < b.key.tenant {
+				return -1
+			}
+			return 1
+		}
+		return int(a.key.hour - b.key.hour)
+	})
+	var errs []error
+	for _, p := range parts {
+		if err := w.flushPartition(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes and releases the writer; later writes fail with ErrClosed.
+func (w *Writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	err := w.Flush()
+	w.closed = true
+	w.freeLogs, w.freeMetrics, w.freeSpans = nil, nil, nil
+	w.enc = encoder{}
+	return err
+}
+
+// newFileID returns a time-sortable unique id: UTC time to the nanosecond
+// and 64 random bits.
+func newFileID(now time.Time) string {
+	b := now.UTC().AppendFormat(make([]byte, 0, 48), "20060102T150405.000000000Z")
+	b = append(b, '-')
+	r := rand.Uint64()
+	for i := 60; i >= 0; i -= 4 {
+		b = append(b, hexDigits[(r>>uint(i))&15])
+	}
+	return string(b)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// flushPartition writes p as one file and commits it. The partition is
+// released whatever happens; on error nothing of it is left in the lake.
+func (w *Writer) flushPartition(p *partition) error {
+	defer w.release(p)
+	if len(p.ptime) == 0 {
+		return nil
+	}
+	created := w.now()
+	// Ids of one writer strictly increase even when the clock does not.
+	idTime := max(created.UnixNano(), w.lastID+1)
+	w.lastID = idTime
+	id := newFileID(time.Unix(0, idTime))
+	table := tableName(p.key.kind)
+	hourStart := time.Unix(0, p.key.hour*hourNs).UTC()
+	seg := Segment{
+		Table:   table,
+		Tenant:  p.key.tenant,
+		Day:     hourStart.Format("2006-01-02"),
+		Hour:    hourStart.Hour(),
+		Rows:    int64(len(p.ptime)),
+		Level:   w.opts.Level,
+		Created: created,
+		MinTime: slices.Min(p.ptime),
+		MaxTime: slices.Max(p.ptime),
+	}
+	seg.Path = path.Join(table, "tenant="+seg.Tenant, "dt="+seg.Day, fmt.Sprintf("hour=%02d", seg.Hour), id+".parquet")
+
+	ow, err := w.store.Create(seg.Path)
+	if err != nil {
+		return fmt.Errorf("write %q: %w", seg.Path, err)
+	}
+	if err := w.encodeFile(p, ow, &seg); err != nil {
+		_ = ow.Abort()
+		return fmt.Errorf("write %q: %w", seg.Path, err)
+	}
+	if err := ow.Commit(); err != nil {
+		return fmt.Errorf("write %q: %w", seg.Path, err)
+	}
+	if err := w.commit(seg); err != nil {
+		if rerr := w.store.Remove(seg.Path); rerr != nil {
+			return fmt.Errorf("commit %q: %w (and removing it: %v)", seg.Path, err, rerr)
+		}
+		return fmt.Errorf("commit %q: %w", seg.Path, err)
+	}
+	w.stats.Files++
+	w.stats.FileBytes += seg.Bytes
+	return nil
+}
+
+// encodeFile writes the Parquet bytes of p to out and completes seg.
+func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err error) {
+	defer func() {
+		// parquet-go panics on some misuse; never let one take down ingest.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("lake: parquet writer panic: %v", r)
+		}
+	}()
+	w.counts = countingWriter{w: out}
+	w.bw.Reset(&w.counts)
+	var pw *parquet.Writer
+	open := func(schema *parquet.Schema) (*parquet.Writer, error) {
+		opts := []parquet.WriterOption{
+			schema,
+			parquet.Compression(sharedZstd),
+			parquet.DataPageStatistics(true),
+			parquet.CreatedBy("sluice", "", ""),
+			parquet.PageBufferSize(256 << 10),
+			// High-cardinality strings (ids, urls) fall back to plain
+			// instead of growing a dictionary without bound.
+			parquet.DictionaryMaxBytes(1 << 20),
+		}
+		if seg.Table == TableTraces {
+			opts = append(opts, parquet.BloomFilters(parquet.SplitBlockFilter(10, "trace_id")))
+		}
+		pw = parquet.NewWriter(w.bw, opts...)
+		return pw, nil
+	}
+	var schema *parquet.Schema
+	var sortKey string
+	switch {
+	case p.logs != nil:
+		_, schema, err = w.enc.encodeLogs(open, p.logs, p.ptime, w.opts.RowGroupRows)
+		seg.Services = distinctServices(&w.enc, &p.logs.Common)
+		sortKey = "service_name,partition_time"
+	case p.metrics != nil:
+		m := p.metrics
+		if slices.Contains(m.SeriesID, 0) {
+			m.ComputeSeriesIDs()
+		}
+		_, schema, err = w.enc.encodeMetrics(open, m, w.opts.RowGroupRows, w.sk)
+		seg.Services = distinctServices(&w.enc, &m.Common)
+		seg.MetricNames = distinctMetricNames(m)
+		sortKey = "metric_name,series_id,timestamp"
+	case p.spans != nil:
+		_, schema, err = w.enc.encodeSpans(open, p.spans, p.ptime, w.opts.RowGroupRows)
+		seg.Services = distinctServices(&w.enc, &p.spans.Common)
+		sortKey = "service_name,start_timestamp"
+	}
+	if err != nil {
+		return err
+	}
+	pw.SetKeyValueMetadata(MetaTable, seg.Table)
+	pw.SetKeyValueMetadata(MetaTenant, seg.Tenant)
+	pw.SetKeyValueMetadata(MetaLevel, strconv.Itoa(seg.Level))
+	pw.SetKeyValueMetadata(MetaSchemaVersion, strconv.Itoa(SchemaVersion))
+	pw.SetKeyValueMetadata(MetaMinTime, strconv.FormatInt(seg.MinTime, 10))
+	pw.SetKeyValueMetadata(MetaMaxTime, strconv.FormatInt(seg.MaxTime, 10))
+	pw.SetKeyValueMetadata(MetaSort, sortKey)
+	if err := pw.Close(); err != nil {
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	seg.Bytes = w.counts.n
+	seg.SchemaHash = schemaHash(schema)
+	return nil
+}
+
+func distinctServices(e *encoder, c *signal.Common) []string {
+	var out []string
+	for ri := range c.Resources {
+		if !e.resHasSvc[ri] {
+			continue
+		}
+		s := c.String(e.resService[ri])
+		if !slices.Contains(out, s) {
+			if len(out) == MaxSegmentNames {
+				return nil
+			}
+			out = append(out, string([]byte(s)))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func distinctMetricNames(m *signal.Metrics) []string {
+	var out []string
+	for _, d := range m.Descs {
+		s := m.String(d.Name)
+		if !slices.Contains(out, s) {
+			if len(out) == MaxSegmentNames {
+				return nil
+			}
+			out = append(out, string([]byte(s)))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Size estimates of buffered batches: the arena plus the per-record,
+// per-attribute and per-element slices.
+func commonBytes(c *signal.Common) int64 {
+	return int64(len(c.Buf)) + int64(c.Attrs.Len())*13 + int64(len(c.Resources))*24 + int64(len(c.Scopes))*40 + int64(len(c.Msgs))*8
+}
+
+func estimateLogs(l *signal.Logs) int64 { return commonBytes(&l.Common) + int64(l.Len())*100 }
+
+func estimateMetrics(m *signal.Metrics) int64 {
+	return commonBytes(&m.Common) + int64(m.Len())*250 + int64(len(m.U64)+len(m.F64))*8 + int64(len(m.Descs))*64
+}
+
+func estimateSpans(s *signal.Spans) int64 { return commonBytes(&s.Common) + int64(s.Len())*150 }
