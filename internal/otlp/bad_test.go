@@ -284,11 +284,16 @@ func TestSniff(t *testing.T) {
 		` {"resourceMetrics":[{}]}`:                    signal.KindMetrics,
 		"\n{\"resourceSpans\":[]}\n{}":                 signal.KindTraces,
 		`{"x":{"resourceLogs":1},"resource_spans":[]}`: signal.KindTraces,
-		`{}`: signal.KindUnknown,
 	} {
 		k, f, err := Sniff([]byte(js))
 		if err != nil || k != want || f != FormatJSON {
 			t.Fatalf("Sniff(%s) = %v %v %v, want %v", js, k, f, err, want)
+		}
+	}
+	// JSON or text that names no signal is another kind of file.
+	for _, in := range []string{`{}`, `{"hello":"world"}`, "{}\n{\"a\":1}", "just some notes\n", "[1,2,3]"} {
+		if k, f, err := Sniff([]byte(in)); !errors.Is(err, ErrNotOTLP) {
+			t.Errorf("Sniff(%q) = %v %v %v, want ErrNotOTLP", in, k, f, err)
 		}
 	}
 	// A protobuf request whose first length byte is '{' is not JSON.

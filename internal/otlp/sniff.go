@@ -3,6 +3,7 @@ package otlp
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -51,7 +52,10 @@ func Sniff(data []byte) (signal.Kind, Format, error) {
 		if jsonErr != nil && data[0] != 0x0a {
 			return 0, FormatUnknown, fmt.Errorf("%w: %w", ErrNotOTLP, jsonErr)
 		}
-		return 0, FormatUnknown, fmt.Errorf("%w: %w", ErrNotOTLP, err)
+		if looksLikeText(data) {
+			return 0, FormatUnknown, fmt.Errorf("%w: text that is not OTLP JSON", ErrNotOTLP)
+		}
+		return 0, FormatUnknown, fmt.Errorf("%w: not OTLP protobuf either: %w", ErrNotOTLP, err)
 	}
 	return k, FormatProto, nil
 }
@@ -60,7 +64,8 @@ func sniffJSON(js []byte) (signal.Kind, error) {
 	r := jsonReader{b: js}
 	for {
 		if r.ws(); r.i >= len(r.b) {
-			return signal.KindUnknown, nil
+			// JSON, but no document named a signal: another kind of file.
+			return 0, fmt.Errorf("JSON without resourceLogs, resourceMetrics or resourceSpans")
 		}
 		if !r.consume('{') {
 			return 0, r.errorf("want an object")
@@ -287,4 +292,21 @@ func wrongKind(err error, pb []byte, want signal.Kind) error {
 		return fmt.Errorf("data is OTLP JSON, not protobuf: %w", err)
 	}
 	return err
+}
+
+// looksLikeText reports whether the start of data is printable UTF-8 text,
+// which no OTLP protobuf request is (its first byte is a field tag).
+func looksLikeText(data []byte) bool {
+	head := data[:min(len(data), 512)]
+	for len(head) > 0 {
+		r, n := utf8.DecodeRune(head)
+		if r == utf8.RuneError && n <= 1 && len(head) >= utf8.UTFMax {
+			return false
+		}
+		if r < 0x20 && r != '\n' && r != '\r' && r != '\t' {
+			return false
+		}
+		head = head[n:]
+	}
+	return true
 }

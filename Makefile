@@ -1,0 +1,44 @@
+# The two commands of the README:
+#   make run    build sluice and run its main job on embedded defaults
+#   make test   install what the tests need and run the whole suite
+GO        ?= go
+BIN       ?= bin/sluice
+LAKE      ?= ./data
+CORPUS    ?= ../shared/corpus/otlp
+BENCHTIME ?= 2s
+BENCH     ?= .
+STAMP     := $(shell date -u +%Y%m%dT%H%M%SZ)
+
+.PHONY: build run test bench clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+# Until the live server lands, the main job is ingesting the real OTLP corpus
+# into a local lake with the default settings.
+run: build
+	$(BIN) ingest --lake $(LAKE) $(CORPUS)
+	$(BIN) lake ls --lake $(LAKE) --summary
+
+test:
+	./scripts/test.sh
+
+# Every benchmark on one core, with CPU and allocation profiles per package
+# under bench-profiles/<timestamp>-<package>-{cpu,mem}.prof.
+bench:
+	@mkdir -p bench-profiles
+	@for pkg in $$($(GO) list ./... ); do \
+	  if ls $$($(GO) list -f '{{.Dir}}' $$pkg)/*_test.go >/dev/null 2>&1 && \
+	     grep -qs '^func Benchmark' $$($(GO) list -f '{{.Dir}}' $$pkg)/*_test.go; then \
+	    name=$$(echo $$pkg | sed 's|.*/internal/||; s|/|-|g'); \
+	    echo "== $$pkg"; \
+	    GOMAXPROCS=1 $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem \
+	      -cpuprofile bench-profiles/$(STAMP)-$$name-cpu.prof \
+	      -memprofile bench-profiles/$(STAMP)-$$name-mem.prof \
+	      -o bench-profiles/$(STAMP)-$$name.test $$pkg || exit 1; \
+	  fi; \
+	done
+	@echo "profiles in bench-profiles/$(STAMP)-*.prof (go tool pprof -top bench-profiles/<file>)"
+
+clean:
+	rm -rf bin bench-profiles

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sluice-dev/sluice/internal/ingest"
+	"github.com/sluice-dev/sluice/internal/lake"
+)
+
+// lakeFlags are the flags every command that opens a lake shares.
+type lakeFlags struct {
+	root    string
+	catalog string
+}
+
+func (f *lakeFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.root, "lake", "./data", "lake root directory")
+	c.Flags().StringVar(&f.catalog, "catalog", "", "catalog DSN (default: SQLite file <lake>/catalog.db)")
+}
+
+func (f *lakeFlags) catalogDSN() string {
+	if f.catalog != "" {
+		return f.catalog
+	}
+	return "sqlite:" + filepath.Join(f.root, "catalog.db")
+}
+
+func newIngestCmd() *cobra.Command {
+	var (
+		lf            lakeFlags
+		tenant        string
+		targetSize    int64
+		rowGroupRows  int
+		maxFileBytes  int64
+		maxFutureSkew time.Duration
+		progress      string
+	)
+	c := &cobra.Command{
+		Use:   "ingest [flags] FILE|DIR...",
+		Short: "Write OTLP export-request files into the lake",
+		Long: `Ingest OTLP export-request files into the lake.
+
+Files may be protobuf (.binpb, .pb) or OTLP JSON (.json, one request or one per
+line), each optionally gzip- or zstd-compressed; the signal (logs, metrics or
+traces), the encoding and the compression are detected from the content.
+Directories are walked for files with those extensions.
+
+A file that cannot be read or decoded is reported and skipped; nothing of it
+reaches the lake. The exit code is 1 if any file failed.`,
+		Example: `  sluice ingest --lake ./data ./otlp-dumps
+  sluice ingest --lake ./data --tenant acme logs.binpb.gz metrics.json`,
+		Args: minArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			files, skipped, err := ingest.Collect(args)
+			if err != nil {
+				return usageError{err}
+			}
+			out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+			if len(files) == 0 {
+				return usageError{fmt.Errorf("no input files found in %v", args)}
+			}
+			if err := os.MkdirAll(lf.root, 0o755); err != nil {
+				return fmt.Errorf("create lake root: %w", err)
+			}
+			lk, err := openLake(ctx, &lf, lake.Options{
+				TargetFileBytes: targetSize,
+				RowGroupRows:    rowGroupRows,
+				MaxFutureSkew:   maxFutureSkew,
+			})
+			if err != nil {
+				return err
+			}
+			defer lk.closeCatalog()
+
+			opts := ingest.Options{Tenant: tenant, MaxFileBytes: maxFileBytes}
+			bar := newProgressLine(errOut, progress)
+			if bar != nil {
+				opts.Progress = bar.update
+			}
+			res, runErr := ingest.Run(ctx, files, lk.writer, opts)
+			closeErr := lk.writer.Close()
+			if bar != nil {
+				bar.update(res.Progress) // the final state, however short the run
+				bar.clear()
+			}
+			for _, f := range res.Failed {
+				fmt.Fprintf(errOut, "sluice: rejected %s\n", f.Error())
+			}
+			printIngestSummary(out, res, skipped, lk.segments, lk.writer.Stats())
+			if runErr != nil {
+				return runErr
+			}
+			if closeErr != nil {
+				return fmt.Errorf("flush lake: %w", closeErr)
+			}
+			if len(res.Failed) > 0 {
+				return errPartial
+			}
+			return nil
+		},
+	}
+	lf.register(c)
+	f := c.Flags()
+	f.StringVar(&tenant, "tenant", "default", "tenant the records belong to")
+	f.Int64Var(&targetSize, "target-file-size", 128<<20, "roll a Parquet file when its buffered data reaches this many bytes")
+	f.IntVar(&rowGroupRows, "row-group-rows", 128*1024, "rows per Parquet row group")
+	f.Int64Var(&maxFileBytes, "max-file-bytes", ingest.DefaultMaxFileBytes, "reject an input file larger than this, on disk or decompressed")
+	f.DurationVar(&maxFutureSkew, "max-future-skew", 24*time.Hour, "a record time further than this in the future is not used for partitioning (see docs/schema.md)")
+	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
+	return c
+}
+
+func printIngestSummary(w io.Writer, res ingest.Result, skipped []string, segs *segmentCounter, ws lake.WriterStats) {
+	secs := res.Elapsed.Seconds()
+	if secs <= 0 {
+		secs = 1e-9
+	}
+	fmt.Fprintf(w, "ingested %d of %d files in %s: %d logs, %d data points, %d spans (%.0f records/s, %.1f MB/s decoded)\n",
+		res.FilesDone-res.FilesFailed, res.FilesTotal, res.Elapsed.Round(time.Millisecond),
+		res.Logs, res.DataPoints, res.Spans, float64(res.Records)/secs, float64(res.BytesDecoded)/1e6/secs)
+	fmt.Fprintf(w, "wrote %d segments, %d rows, %s", segs.n, segs.rows, humanBytes(segs.bytes))
+	if ws.ReplacedTimes > 0 {
+		fmt.Fprintf(w, "; %d records had no usable timestamp and were partitioned by observed or ingest time", ws.ReplacedTimes)
+	}
+	fmt.Fprintln(w)
+	if res.Empty > 0 {
+		fmt.Fprintf(w, "%d files held no records\n", res.Empty)
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "skipped %d files without an OTLP extension in the directories walked (name them explicitly to ingest them)\n", len(skipped))
+	}
+	if len(res.Failed) > 0 {
+		fmt.Fprintf(w, "%d files rejected (see above)\n", len(res.Failed))
+	}
+}
+
+// progressLine renders progress: on a terminal one line redrawn in place;
+// elsewhere (--progress always into a file or pipe) plain lines, at most
+// one every few seconds, so logs stay readable.
+type progressLine struct {
+	w        io.Writer
+	terminal bool
+	last     time.Time
+}
+
+func newProgressLine(w io.Writer, mode string) *progressLine {
+	terminal := false
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		terminal = true
+	}
+	switch {
+	case mode == "never":
+		return nil
+	case mode == "always", terminal:
+		return &progressLine{w: w, terminal: terminal}
+	}
+	return nil
+}
+
+func (p *progressLine) update(pr ingest.Progress) {
+	if !p.terminal && time.Since(p.last) < 5*time.Second && pr.FilesDone < pr.FilesTotal {
+		return
+	}
+	p.last = time.Now()
+	secs := max(pr.Elapsed.Seconds(), 1e-9)
+	line := fmt.Sprintf("%d/%d files  %d records  %.1f MB/s  %.0f records/s  %s",
+		pr.FilesDone, pr.FilesTotal, pr.Records, float64(pr.BytesDecoded)/1e6/secs, float64(pr.Records)/secs,
+		pr.Elapsed.Round(time.Second))
+	if pr.FilesFailed > 0 {
+		line += fmt.Sprintf("  %d failed", pr.FilesFailed)
+	}
+	if p.terminal {
+		fmt.Fprint(p.w, "\r\x1b[K"+line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progressLine) clear() {
+	if p.terminal {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

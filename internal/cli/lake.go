@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/internal/ingest"
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+)
+
+// segmentCounter totals the segments a writer committed.
+type segmentCounter struct {
+	n, rows, bytes int64
+}
+
+type openedLake struct {
+	cat      *catalog.Catalog
+	writer   *lake.Writer
+	segments *segmentCounter
+}
+
+func (l *openedLake) closeCatalog() { l.cat.Close() }
+
+// openLake opens the catalog and a lake writer whose segments are committed
+// to it: a catalog row is added only once its file is in place.
+func openLake(ctx context.Context, lf *lakeFlags, opts lake.Options) (*openedLake, error) {
+	cat, err := catalog.Open(ctx, lf.catalogDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	opts.Root = lf.root
+	counter := &segmentCounter{}
+	w, err := lake.NewWriter(opts, func(seg lake.Segment) error {
+		if err := cat.AddSegments(ctx, catalogSegment(seg)); err != nil {
+			return err
+		}
+		counter.n++
+		counter.rows += seg.Rows
+		counter.bytes += seg.Bytes
+		return nil
+	})
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	return &openedLake{cat: cat, writer: w, segments: counter}, nil
+}
+
+func catalogSegment(s lake.Segment) catalog.Segment {
+	return catalog.Segment{
+		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
+		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
+		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
+		Services: s.Services, MetricNames: s.MetricNames,
+	}
+}
+
+func newLakeCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "lake",
+		Short: "Inspect and repair the lake's catalog",
+	}
+	c.AddCommand(newLakeLsCmd(), newLakeRebuildCmd())
+	return c
+}
+
+func newLakeLsCmd() *cobra.Command {
+	var (
+		lf             lakeFlags
+		table, tenant  string
+		summary, all   bool
+		fromStr, toStr string
+	)
+	c := &cobra.Command{
+		Use:   "ls",
+		Short: "List the segments in the catalog",
+		Long: `List the lake's segments: table, tenant, partition, rows, bytes and time range.
+With --summary, one line per partition instead.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			cat, err := openExistingCatalog(ctx, &lf)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			out := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			defer out.Flush()
+			if summary {
+				parts, err := cat.Summary(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(out, "TABLE\tTENANT\tPARTITION\tSEGMENTS\tROWS\tBYTES\tFROM\tTO")
+				for _, p := range parts {
+					if (table != "" && p.Table != table) || (tenant != "" && p.Tenant != tenant) {
+						continue
+					}
+					fmt.Fprintf(out, "%s\t%s\tdt=%s/hour=%02d\t%d\t%d\t%s\t%s\t%s\n", p.Table, p.Tenant, p.Day, p.Hour,
+						p.Segments, p.Rows, humanBytes(p.Bytes), fmtTime(p.MinTime), fmtTime(p.MaxTime))
+				}
+				return nil
+			}
+			from, to, err := parseRange(fromStr, toStr)
+			if err != nil {
+				return usageError{err}
+			}
+			segs, err := cat.List(ctx, catalog.Filter{Table: table, Tenant: tenant, From: from, To: to, IncludeReplaced: all})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "TABLE\tTENANT\tPARTITION\tLEVEL\tROWS\tBYTES\tFROM\tTO\tPATH")
+			var rows, bytes int64
+			for _, s := range segs {
+				rows += s.Rows
+				bytes += s.Bytes
+				fmt.Fprintf(out, "%s\t%s\tdt=%s/hour=%02d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Table, s.Tenant, s.Day, s.Hour,
+					s.Level, s.Rows, humanBytes(s.Bytes), fmtTime(s.MinTime), fmtTime(s.MaxTime), s.Path)
+			}
+			fmt.Fprintf(out, "%d segments\t\t\t\t%d\t%s\t\t\t\n", len(segs), rows, humanBytes(bytes))
+			return nil
+		},
+	}
+	lf.register(c)
+	f := c.Flags()
+	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces)")
+	f.StringVar(&tenant, "tenant", "", "only this tenant")
+	f.BoolVar(&summary, "summary", false, "one line per partition")
+	f.BoolVar(&all, "all", false, "include segments replaced by compaction and awaiting deletion")
+	f.StringVar(&fromStr, "from", "", "only segments overlapping this RFC 3339 time or later")
+	f.StringVar(&toStr, "to", "", "only segments overlapping this RFC 3339 time or earlier")
+	return c
+}
+
+func newLakeRebuildCmd() *cobra.Command {
+	var lf lakeFlags
+	c := &cobra.Command{
+		Use:   "rebuild-catalog",
+		Short: "Recreate the catalog from the lake's Parquet files",
+		Long: `Recreate the catalog from the Parquet files alone, for when it was lost or damaged.
+Each file's partition comes from its path and its row count, time range and
+level from its footer. Files that cannot be read are reported and left out.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			if _, err := os.Stat(lf.root); err != nil {
+				return usageError{fmt.Errorf("lake root: %w", err)}
+			}
+			cat, err := catalog.Open(ctx, lf.catalogDSN())
+			if err != nil {
+				return fmt.Errorf("open catalog: %w", err)
+			}
+			defer cat.Close()
+			bar := newProgressLine(c.ErrOrStderr(), "auto")
+			progress := func(done, total int) {}
+			start := time.Now()
+			if bar != nil {
+				progress = func(done, total int) {
+					bar.update(ingest.Progress{FilesDone: done, FilesTotal: total, Elapsed: time.Since(start)})
+				}
+			}
+			st, err := catalog.Rebuild(ctx, cat, lf.root, progress)
+			if bar != nil {
+				bar.clear()
+			}
+			if err != nil {
+				return err
+			}
+			for _, f := range st.Failed {
+				fmt.Fprintf(c.ErrOrStderr(), "sluice: skipped %s: %v\n", f.Path, f.Err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "catalog rebuilt from %d files: %d segments, %d rows, %s\n",
+				st.Files, st.Segments, st.Rows, humanBytes(st.Bytes))
+			if len(st.Failed) > 0 {
+				return errPartial
+			}
+			return nil
+		},
+	}
+	lf.register(c)
+	return c
+}
+
+// openExistingCatalog opens the catalog of a lake that must already exist,
+// so that a typo in --lake is an error rather than a new empty lake.
+func openExistingCatalog(ctx context.Context, lf *lakeFlags) (*catalog.Catalog, error) {
+	if lf.catalog == "" {
+		if _, err := os.Stat(lf.root); err != nil {
+			return nil, usageError{fmt.Errorf("lake root: %w", err)}
+		}
+	}
+	cat, err := catalog.Open(ctx, lf.catalogDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	return cat, nil
+}
+
+func fmtTime(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05Z")
+}
+
+func parseRange(from, to string) (int64, int64, error) {
+	var f, t int64
+	if from != "" {
+		tm, err := time.Parse(time.RFC3339Nano, from)
+		if err != nil {
+			return 0, 0, fmt.Errorf("--from: %w", err)
+		}
+		f = tm.UnixNano()
+	}
+	if to != "" {
+		tm, err := time.Parse(time.RFC3339Nano, to)
+		if err != nil {
+			return 0, 0, fmt.Errorf("--to: %w", err)
+		}
+		t = tm.UnixNano()
+	}
+	if f != 0 && t != 0 && t < f {
+		return 0, 0, fmt.Errorf("--to %s is before --from %s", to, from)
+	}
+	return f, t, nil
+}
