@@ -85,8 +85,11 @@ reaches the lake. The exit code is 1 if any file failed.`,
 			if bar != nil {
 				opts.Progress = bar.update
 			}
+			start := time.Now()
 			res, runErr := ingest.Run(ctx, files, lk.writer, opts)
 			closeErr := lk.writer.Close()
+			// The rate covers writing out what was still buffered, too.
+			res.Elapsed = time.Since(start)
 			if bar != nil {
 				bar.update(res.Progress) // the final state, however short the run
 				bar.clear()

@@ -1,0 +1,195 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration of `sluice run`. Field tags drive
+// parsing (yaml), the generated reference (doc) and, for values derived
+// from other keys when left empty, the documented default (derived).
+type Config struct {
+	Receivers       Receivers `yaml:"receivers" doc:"Where telemetry comes in."`
+	Queue           Queue     `yaml:"queue" doc:"The durable write-ahead queue between receivers and the lake."`
+	Lake            Lake      `yaml:"lake" doc:"The Parquet lake and how often it is checkpointed."`
+	Catalog         Catalog   `yaml:"catalog" doc:"The catalog of lake segments and committed queue positions."`
+	Admin           Admin     `yaml:"admin" doc:"The admin HTTP server: /metrics, /healthz, /readyz."`
+	Log             Log       `yaml:"log" doc:"Process logs (stderr)."`
+	ShutdownTimeout Duration  `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
+}
+
+// Receivers groups the receivers; OTLP is the only one today.
+type Receivers struct {
+	OTLP OTLP `yaml:"otlp" doc:"OTLP over gRPC and HTTP (protobuf or JSON; gzip, zstd or none)."`
+}
+
+// OTLP configures the OTLP receiver.
+type OTLP struct {
+	GRPCAddr              string   `yaml:"grpc_addr" doc:"host:port for OTLP/gRPC; empty disables gRPC. Port 0 picks a free port (printed at start)."`
+	HTTPAddr              string   `yaml:"http_addr" doc:"host:port for OTLP/HTTP (POST /v1/logs, /v1/metrics, /v1/traces); empty disables HTTP."`
+	TenantHeader          string   `yaml:"tenant_header" doc:"Header (gRPC metadata key) naming the tenant, e.g. X-Scope-OrgID; empty puts everything under default_tenant. A tenant must match [A-Za-z0-9._-]{1,64}."`
+	DefaultTenant         string   `yaml:"default_tenant" doc:"Tenant of requests without the tenant header."`
+	BearerToken           string   `yaml:"bearer_token" doc:"When set, every request must carry 'Authorization: Bearer TOKEN'. Use ${ENV} rather than writing secrets into the file."`
+	TLS                   TLS      `yaml:"tls" doc:"TLS for both transports; plaintext when cert_file and key_file are empty."`
+	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, compressed and decompressed; larger requests get 413 / RESOURCE_EXHAUSTED. Must fit in one queue segment."`
+	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests read or processed at once; more get 429 / RESOURCE_EXHAUSTED at once."`
+	ReadTimeout           Duration `yaml:"read_timeout" doc:"Bound on reading one whole request."`
+	WriteTimeout          Duration `yaml:"write_timeout" doc:"Bound on processing and answering one request (HTTP)."`
+	IdleTimeout           Duration `yaml:"idle_timeout" doc:"Idle keep-alive connections are closed after this."`
+}
+
+// TLS names PEM files.
+type TLS struct {
+	CertFile     string `yaml:"cert_file" doc:"PEM certificate (chain) of the server."`
+	KeyFile      string `yaml:"key_file" doc:"PEM private key of the server."`
+	ClientCAFile string `yaml:"client_ca_file" doc:"When set, clients must present a certificate signed by one of these CAs (mutual TLS)."`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "" }
+
+// Queue configures the durable queue.
+type Queue struct {
+	Dir              string   `yaml:"dir" derived:"<lake.root>/_queue" doc:"Directory of the queue segments. The default's underscore prefix hides it from Hive-style lake readers."`
+	MaxBytes         ByteSize `yaml:"max_bytes" doc:"Cap on the queue's size on disk. When reached, full_policy applies."`
+	SegmentBytes     ByteSize `yaml:"segment_bytes" doc:"Size of one segment file; at most max_bytes/2. Space is released a whole segment at a time."`
+	FullPolicy       string   `yaml:"full_policy" doc:"What happens when the queue is full: backpressure (requests get 429 / RESOURCE_EXHAUSTED with a retry hint; nothing is lost) or drop_oldest (the oldest unwritten data is deleted and counted in sluice_queue_dropped_records_total)."`
+	GroupCommitDelay Duration `yaml:"group_commit_delay" doc:"How long an fsync waits for more requests to join it. 0 already batches everything arriving during the previous fsync."`
+	RetryAfter       Duration `yaml:"retry_after" doc:"Retry hint sent with backpressure answers (Retry-After / RetryInfo)."`
+}
+
+// Lake configures the lake writer and its checkpoints.
+type Lake struct {
+	Root                    string   `yaml:"root" doc:"Lake root directory: <root>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet."`
+	TargetFileBytes         ByteSize `yaml:"target_file_bytes" doc:"A partition's buffer is written as a file when its estimated size reaches this."`
+	MaxBufferedBytes        ByteSize `yaml:"max_buffered_bytes" doc:"Memory bound over all buffered partitions; past it the largest is written out."`
+	RowGroupRows            int      `yaml:"row_group_rows" doc:"Rows per Parquet row group."`
+	MaxFutureSkew           Duration `yaml:"max_future_skew" doc:"A record time further than this in the future is not used for partitioning (see docs/schema.md)."`
+	FlushInterval           Duration `yaml:"flush_interval" doc:"Checkpoint period: buffered data is written to files and committed to the catalog with the queue position it covers, then the queue space is released. Data becomes visible to readers of the catalog at checkpoints."`
+	CheckpointBufferedBytes ByteSize `yaml:"checkpoint_buffered_bytes" doc:"Checkpoint early when the writer buffers more than this."`
+	CheckpointQueueBytes    ByteSize `yaml:"checkpoint_queue_bytes" derived:"queue.max_bytes/4" doc:"Checkpoint early when this many queue bytes were read since the last checkpoint, so the queue never fills while the lake waits for flush_interval. 0 means queue.max_bytes/4."`
+}
+
+// Catalog configures the catalog database.
+type Catalog struct {
+	DSN string `yaml:"dsn" derived:"sqlite:<lake.root>/catalog.db" doc:"Catalog database: sqlite:<path> or a bare path (SQLite, the embedded default)."`
+}
+
+// Admin configures the admin HTTP server.
+type Admin struct {
+	Addr string `yaml:"addr" doc:"host:port of /metrics (Prometheus), /healthz (process up) and /readyz (receivers started and queue open; 503 while shutting down); empty disables it."`
+}
+
+// Log configures process logging.
+type Log struct {
+	Level  string `yaml:"level" doc:"debug, info, warn or error."`
+	Format string `yaml:"format" doc:"text (logfmt-like) or json."`
+}
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// Default returns the embedded defaults: what `sluice run` uses without a
+// config file.
+func Default() Config {
+	var c Config
+	if err := yaml.Unmarshal(defaultsYAML, &c); err != nil {
+		panic("config: embedded defaults do not parse: " + err.Error()) // a broken build, not bad input
+	}
+	return c
+}
+
+// Load reads the config file at path (defaults only when path is "") and
+// expands ${ENV} references with os.LookupEnv. It does not validate.
+func Load(path string) (Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse overlays the YAML in data on the defaults. lookup resolves
+// environment references (os.LookupEnv in production). Every problem found
+// (bad YAML, unset variable, unknown key, wrong type) is returned, joined.
+func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
+	c := Default()
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, errEOF) {
+			return c, nil // empty file: defaults
+		}
+		return Config{}, err
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); err == nil {
+		return Config{}, fmt.Errorf("line %d: a config file holds one YAML document", more.Line)
+	}
+	var errs []error
+	errs = append(errs, expandNode(&root, lookup)...)
+	errs = append(errs, checkKeys(&root, configType, "")...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	if err := root.Decode(&c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// QueueDir is queue.dir, or <lake.root>/_queue when empty.
+func (c *Config) QueueDir() string {
+	if c.Queue.Dir != "" {
+		return c.Queue.Dir
+	}
+	return filepath.Join(c.Lake.Root, "_queue")
+}
+
+// CatalogDSN is catalog.dsn, or the SQLite file <lake.root>/catalog.db.
+func (c *Config) CatalogDSN() string {
+	if c.Catalog.DSN != "" {
+		return c.Catalog.DSN
+	}
+	return "sqlite:" + filepath.Join(c.Lake.Root, "catalog.db")
+}
+
+// CheckpointQueueBytes is lake.checkpoint_queue_bytes, or queue.max_bytes/4.
+func (c *Config) CheckpointQueueBytes() int64 {
+	if c.Lake.CheckpointQueueBytes > 0 {
+		return int64(c.Lake.CheckpointQueueBytes)
+	}
+	return int64(c.Queue.MaxBytes) / 4
+}
+
+// Redacted returns a copy safe to print or log: secrets replaced.
+func (c Config) Redacted() Config {
+	if c.Receivers.OTLP.BearerToken != "" {
+		c.Receivers.OTLP.BearerToken = "<redacted>"
+	}
+	return c
+}
+
+// YAML renders c as a config file (used by `sluice validate --print`).
+func (c Config) YAML() string {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	_ = enc.Encode(c) // plain data: cannot fail
+	_ = enc.Close()
+	return b.String()
+}

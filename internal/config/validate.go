@@ -1,0 +1,200 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/textproto"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// queueRecordOverhead is what the queue and the pipeline add around a
+// request body in one queue record: the record header (8 bytes), the
+// pipeline's header (3 bytes + a tenant of at most 64) and some slack.
+// A request must fit in one segment after the segment header.
+const queueRecordOverhead = 32 + 8 + 3 + 64 + 1024
+
+// Validate reports every problem of c, each naming its key, joined into
+// one error; nil when c is usable.
+func (c *Config) Validate() error {
+	var v validator
+	o := &c.Receivers.OTLP
+	const r = "receivers.otlp."
+	v.addr(r+"grpc_addr", o.GRPCAddr)
+	v.addr(r+"http_addr", o.HTTPAddr)
+	if o.GRPCAddr == "" && o.HTTPAddr == "" {
+		v.add(r+"grpc_addr", "grpc_addr and http_addr are both empty: enable at least one transport")
+	}
+	if o.TenantHeader != "" && !validHeader(o.TenantHeader) {
+		v.add(r+"tenant_header", "%q is not a valid header name", o.TenantHeader)
+	}
+	if !ValidTenant(o.DefaultTenant) {
+		v.add(r+"default_tenant", "%q must match [A-Za-z0-9._-]{1,64} (it becomes a directory name in the lake)", o.DefaultTenant)
+	}
+	if strings.ContainsAny(o.BearerToken, " \t\r\n") {
+		v.add(r+"bearer_token", "must not contain whitespace")
+	}
+	if o.TLS.Enabled() {
+		if o.TLS.CertFile == "" || o.TLS.KeyFile == "" {
+			v.add(r+"tls", "cert_file and key_file must both be set to enable TLS")
+		}
+		v.file(r+"tls.cert_file", o.TLS.CertFile)
+		v.file(r+"tls.key_file", o.TLS.KeyFile)
+		v.file(r+"tls.client_ca_file", o.TLS.ClientCAFile)
+	}
+	switch maxBody := int64(c.Queue.SegmentBytes) - queueRecordOverhead; {
+	case o.MaxRequestBytes <= 0:
+		v.add(r+"max_request_bytes", "must be positive")
+	case o.MaxRequestBytes > 1<<30:
+		v.add(r+"max_request_bytes", "%s is more than 1GiB", o.MaxRequestBytes)
+	case int64(o.MaxRequestBytes) > maxBody && c.Queue.SegmentBytes > 0:
+		v.add(r+"max_request_bytes", "%s does not fit in one queue segment (queue.segment_bytes %s allows at most %d bytes)", o.MaxRequestBytes, c.Queue.SegmentBytes, maxBody)
+	}
+	v.positiveInt(r+"max_concurrent_requests", o.MaxConcurrentRequests)
+	v.positive(r+"read_timeout", o.ReadTimeout)
+	v.positive(r+"write_timeout", o.WriteTimeout)
+	v.positive(r+"idle_timeout", o.IdleTimeout)
+	v.sameAddr(r+"grpc_addr", o.GRPCAddr, r+"http_addr", o.HTTPAddr)
+	v.sameAddr("admin.addr", c.Admin.Addr, r+"grpc_addr", o.GRPCAddr)
+	v.sameAddr("admin.addr", c.Admin.Addr, r+"http_addr", o.HTTPAddr)
+
+	q := &c.Queue
+	switch q.FullPolicy {
+	case "backpressure", "drop_oldest":
+	default:
+		v.add("queue.full_policy", "%q: want backpressure or drop_oldest", q.FullPolicy)
+	}
+	if q.SegmentBytes < 64<<10 || q.SegmentBytes > 1<<32-1 {
+		v.add("queue.segment_bytes", "%s out of range [64KiB, 4GiB)", q.SegmentBytes)
+	}
+	if q.MaxBytes < 2*q.SegmentBytes {
+		v.add("queue.max_bytes", "%s must be at least 2 × queue.segment_bytes (%s)", q.MaxBytes, q.SegmentBytes)
+	}
+	if q.GroupCommitDelay < 0 {
+		v.add("queue.group_commit_delay", "must not be negative")
+	}
+	v.positive("queue.retry_after", q.RetryAfter)
+
+	l := &c.Lake
+	if strings.TrimSpace(l.Root) == "" {
+		v.add("lake.root", "must not be empty")
+	}
+	v.positiveSize("lake.target_file_bytes", l.TargetFileBytes)
+	v.positiveSize("lake.max_buffered_bytes", l.MaxBufferedBytes)
+	v.positiveInt("lake.row_group_rows", l.RowGroupRows)
+	v.positive("lake.max_future_skew", l.MaxFutureSkew)
+	v.positive("lake.flush_interval", l.FlushInterval)
+	v.positiveSize("lake.checkpoint_buffered_bytes", l.CheckpointBufferedBytes)
+	if l.CheckpointQueueBytes < 0 {
+		v.add("lake.checkpoint_queue_bytes", "must not be negative")
+	} else if l.CheckpointQueueBytes > q.MaxBytes && q.MaxBytes > 0 {
+		v.add("lake.checkpoint_queue_bytes", "%s is more than queue.max_bytes (%s): the queue would fill before a checkpoint frees it", l.CheckpointQueueBytes, q.MaxBytes)
+	}
+
+	if dsn := c.Catalog.DSN; dsn != "" {
+		for _, p := range []string{"postgres://", "postgresql://", "pgx:"} {
+			if strings.HasPrefix(dsn, p) {
+				v.add("catalog.dsn", "%q: PostgreSQL is not built in yet; use sqlite:<path> or a bare path", dsn)
+			}
+		}
+	}
+	v.addr("admin.addr", c.Admin.Addr)
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		v.add("log.format", "%q: want text or json", c.Log.Format)
+	}
+	v.positive("shutdown_timeout", c.ShutdownTimeout)
+	return errors.Join(v.errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(key, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) positive(key string, d Duration) {
+	if d <= 0 {
+		v.add(key, "must be a positive duration, got %s", d)
+	}
+}
+
+func (v *validator) positiveSize(key string, b ByteSize) {
+	if b <= 0 {
+		v.add(key, "must be a positive size, got %s", b)
+	}
+}
+
+func (v *validator) positiveInt(key string, n int) {
+	if n <= 0 {
+		v.add(key, "must be positive, got %d", n)
+	}
+}
+
+func (v *validator) addr(key, addr string) {
+	if addr == "" {
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.add(key, "%q: want host:port, e.g. localhost:4318 or 0.0.0.0:4318", addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.add(key, "%q: port %q is not a number in 0..65535", addr, port)
+	}
+}
+
+// sameAddr reports two listeners configured on one fixed address.
+func (v *validator) sameAddr(ka, a, kb, b string) {
+	if a == "" || a != b {
+		return
+	}
+	if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
+		return // two free ports
+	}
+	v.add(ka, "%q is also %s", a, kb)
+}
+
+func (v *validator) file(key, path string) {
+	if path == "" {
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		v.add(key, "%v", err)
+	}
+}
+
+// ValidTenant reports whether t may name a tenant: [A-Za-z0-9._-]{1,64},
+// not "." or "..", as the receiver and the lake require.
+func ValidTenant(t string) bool {
+	if len(t) == 0 || len(t) > 64 || t == "." || t == ".." {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeader(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("()<>@,;:\\\"/[]?={}", c) >= 0 {
+			return false
+		}
+	}
+	return s != "" && textproto.CanonicalMIMEHeaderKey(s) != ""
+}

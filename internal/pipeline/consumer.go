@@ -1,0 +1,113 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// consumer is the receiver side of the pipeline: validate, count, append,
+// acknowledge. Safe for concurrent use.
+type consumer struct {
+	q          *queue.Queue
+	retryAfter time.Duration
+	m          *metrics
+	failed     atomic.Bool // the queue refused appends with ErrFailed: restart needed
+	pool       sync.Pool   // *scratch
+}
+
+// scratch is the per-call state: one batch per signal (decoded only to
+// validate and count) and the record buffer.
+type scratch struct {
+	logs    signal.Logs
+	metrics signal.Metrics
+	spans   signal.Spans
+	rec     []byte
+}
+
+// maxPooledBytes keeps one huge request from pinning its buffers in the pool.
+const maxPooledBytes = 8 << 20
+
+func newConsumer(q *queue.Queue, retryAfter time.Duration, m *metrics) *consumer {
+	c := &consumer{q: q, retryAfter: retryAfter, m: m}
+	c.pool.New = func() any { return new(scratch) }
+	return c
+}
+
+// decode validates body as an export request of kind and returns its
+// record count. The batch is reset first: only the count is kept.
+func (s *scratch) decode(kind signal.Kind, body []byte) (int, error) {
+	switch kind {
+	case signal.KindLogs:
+		s.logs.Reset()
+		err := otlp.DecodeLogs(&s.logs, body)
+		return s.logs.Len(), err
+	case signal.KindMetrics:
+		s.metrics.Reset()
+		err := otlp.DecodeMetrics(&s.metrics, body)
+		return s.metrics.Len(), err
+	case signal.KindTraces:
+		s.spans.Reset()
+		err := otlp.DecodeTraces(&s.spans, body)
+		return s.spans.Len(), err
+	}
+	return 0, fmt.Errorf("unknown signal %v", kind)
+}
+
+func (c *consumer) put(s *scratch) {
+	if cap(s.rec) > maxPooledBytes || cap(s.logs.Buf) > maxPooledBytes || cap(s.metrics.Buf) > maxPooledBytes || cap(s.spans.Buf) > maxPooledBytes {
+		return
+	}
+	c.pool.Put(s)
+}
+
+// Consume implements otlpreceiver.Consumer. It returns nil only after the
+// request's record is fsynced in the queue.
+func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
+	ser := c.m.seriesFor(req.Kind, req.Tenant)
+	s := c.pool.Get().(*scratch)
+	defer c.put(s)
+	n, err := s.decode(req.Kind, req.Body)
+	if err != nil {
+		ser.invalid.Inc()
+		return otlpreceiver.Result{}, fmt.Errorf("decode %s request: %w: %w", req.Kind, otlpreceiver.ErrInvalid, err)
+	}
+	if !config.ValidTenant(req.Tenant) {
+		// The receiver validates tenants; the lake would refuse this one
+		// after it was acknowledged, so refuse it here instead.
+		ser.invalid.Inc()
+		return otlpreceiver.Result{}, fmt.Errorf("tenant %q: %w", req.Tenant, otlpreceiver.ErrInvalid)
+	}
+	ser.received.Add(float64(n))
+	if n == 0 {
+		return otlpreceiver.Result{}, nil // nothing to keep
+	}
+	s.rec = appendRecord(s.rec[:0], req.Kind, req.Tenant, req.Body)
+	_, err = c.q.Append(s.rec)
+	switch {
+	case err == nil:
+		ser.accepted.Add(float64(n))
+		ser.queuedBytes.Add(float64(len(s.rec)))
+		return otlpreceiver.Result{}, nil
+	case errors.Is(err, queue.ErrFull):
+		ser.rejectedFull.Add(float64(n))
+		return otlpreceiver.Result{}, otlpreceiver.Backpressure(c.retryAfter, err)
+	case errors.Is(err, queue.ErrTooLarge):
+		ser.invalid.Inc()
+		return otlpreceiver.Result{}, fmt.Errorf("request of %d bytes: %w: %w", len(req.Body), otlpreceiver.ErrInvalid, err)
+	}
+	if errors.Is(err, queue.ErrFailed) {
+		c.failed.Store(true)
+	}
+	ser.rejectedError.Add(float64(n))
+	return otlpreceiver.Result{}, fmt.Errorf("append to queue: %w", err)
+}

@@ -1,0 +1,55 @@
+// Package pipeline turns a config.Config into the running graph of
+// `sluice run`: OTLP receivers → durable queue → lake writer → catalog,
+// plus the admin server (/metrics, /healthz, /readyz).
+//
+// Start order is downstream first (catalog and orphan sweep, queue, lake
+// loop), receivers last; Shutdown is the reverse, so upstream drains before
+// downstream stops, as in the OpenTelemetry Collector.
+//
+// # Data path
+//
+// The Consumer (receiver side) decodes each request into a pooled batch to
+// validate and count it, then appends ONE queue record: a 3-byte header
+// (version, signal kind, tenant length), the tenant, and the OTLP protobuf
+// body. It returns after Append, which returns after the fsync: the client's
+// 2xx is the acknowledgement that the data is durable.
+//
+// The lake loop (one goroutine) reads the queue from the position the
+// catalog has committed, decodes each record and hands it to the lake
+// writer. At each checkpoint (flush_interval, buffered or queue-bytes
+// thresholds, shutdown) it flushes the writer, then commits every file the
+// writer produced since the last checkpoint together with the queue position
+// after the last record it handed over, in ONE catalog transaction, and only
+// then releases the queue below that position. docs/design/run.md explains
+// why this is exactly-once.
+//
+// # Invariants
+//
+//  1. A request is acknowledged only after its record is fsynced in the queue.
+//  2. The writer's commit callback never touches the catalog: files it
+//     reports are pending until the checkpoint transaction, which names the
+//     queue position covering exactly the records in them (and in all earlier
+//     committed files). So the catalog never lists a file whose records the
+//     queue could replay, nor a position whose records are in no file.
+//  3. Queue space is released only up to the committed position.
+//  4. After any failed flush or commit whose outcome is known to be "not
+//     committed", the loop deletes its pending files, discards the writer's
+//     buffers and rewinds its reader to the committed position. When the
+//     outcome is unknown it asks the catalog until it knows.
+//  5. At start-up, *.parquet files in the lake layout that the catalog does
+//     not know are output of a checkpoint that never committed: their records
+//     are still in the queue above the committed position and are replayed,
+//     so the files are deleted (moved to <root>/_orphans when the catalog has
+//     never been committed to, which is also what a wrong catalog.dsn looks
+//     like). The sweep runs before the writer exists, under the lake lock.
+//  6. One `sluice run` per lake root: an exclusive flock on <root>/_run.lock.
+//
+// # Concurrency
+//
+// Consume runs on many receiver goroutines at once; it shares only the
+// queue (safe for concurrent use), a sync.Pool and metric series. The lake
+// writer, queue reader and pending list belong to the lake loop goroutine
+// alone; other goroutines reach it only through stop and checkpoint
+// requests under a mutex. Start and Shutdown are called by one goroutine;
+// Shutdown is idempotent.
+package pipeline

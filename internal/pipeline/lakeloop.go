@@ -1,0 +1,508 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// QueueName is the name under which the lake commits its queue position
+// in the catalog.
+const QueueName = "lake"
+
+// Checkpoint reasons, the "reason" label of sluice_lake_checkpoints_total.
+const (
+	reasonInterval = "interval"
+	reasonBuffered = "buffered"
+	reasonQueue    = "queue"
+	reasonShutdown = "shutdown"
+	reasonRequest  = "request"
+)
+
+const (
+	// catalogTimeout bounds one catalog call; SQLite answers in
+	// milliseconds unless the disk is in trouble.
+	catalogTimeout = time.Minute
+	minBackoff     = 500 * time.Millisecond
+	maxBackoff     = 30 * time.Second
+	// maxPending checkpoints early when the writer rolled this many files
+	// since the last checkpoint, so one transaction stays small.
+	maxPending = 4096
+)
+
+// lakeLoop moves queue records into the lake; see the package doc. All
+// fields below mu belong to the loop goroutine.
+type lakeLoop struct {
+	q        *queue.Queue
+	cat      *catalog.Catalog
+	store    lake.Store
+	wopts    lake.Options
+	log      *slog.Logger
+	m        *metrics
+	interval time.Duration
+	maxBuf   int64 // checkpoint when the writer buffers more
+	maxQueue int64 // checkpoint when this many queue bytes were read
+
+	mu       sync.Mutex
+	wake     context.CancelFunc // cancels the loop's current wait
+	stopping bool
+	requests []chan error
+	done     chan struct{}
+	err      error // why the loop ended; read after done
+
+	w         *lake.Writer
+	r         *queue.Reader
+	committed queue.Position // in the catalog
+	pos       queue.Position // after the last record handed to w
+	pending   []lake.Segment // files w wrote since the last checkpoint
+	last      time.Time      // last checkpoint
+	backoff   time.Duration
+	skipped   uint64 // r.Lost()+r.Corrupt() already counted
+
+	tenants map[string]*tenantRows
+	logs    signal.Logs
+	metrics signal.Metrics
+	spans   signal.Spans
+	badLog  time.Time // last bad-record log line
+}
+
+type tenantRows struct {
+	name string // owned copy: the writer keeps it in partition keys
+	rows [numKinds]prometheus.Counter
+}
+
+func newLakeLoop(q *queue.Queue, cat *catalog.Catalog, wopts lake.Options, committed queue.Position, l *lakeLoop) (*lakeLoop, error) {
+	l.q, l.cat, l.wopts, l.committed, l.pos = q, cat, wopts, committed, committed
+	if wopts.Store == nil {
+		l.store = lake.NewLocalStore(wopts.Root)
+		l.wopts.Store = l.store
+	} else {
+		l.store = wopts.Store
+	}
+	l.done = make(chan struct{})
+	l.tenants = make(map[string]*tenantRows)
+	if err := l.newWriter(); err != nil {
+		return nil, err
+	}
+	l.r = q.NewReader(committed)
+	l.last = time.Now()
+	l.m.committedPos.Set(float64(committed))
+	return l, nil
+}
+
+func (l *lakeLoop) newWriter() error {
+	w, err := lake.NewWriter(l.wopts, func(s lake.Segment) error {
+		// The file is in place; it becomes part of the lake only with the
+		// checkpoint transaction (invariant 2).
+		l.pending = append(l.pending, s)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("lake writer: %w", err)
+	}
+	l.w = w
+	return nil
+}
+
+// stop asks the loop to drain what the queue holds, checkpoint and end.
+func (l *lakeLoop) stop() {
+	l.mu.Lock()
+	l.stopping = true
+	if l.wake != nil {
+		l.wake()
+	}
+	l.mu.Unlock()
+}
+
+// checkpoint asks for a drain and checkpoint now and waits for it.
+func (l *lakeLoop) checkpoint(ctx context.Context) error {
+	ch := make(chan error, 1)
+	l.mu.Lock()
+	l.requests = append(l.requests, ch)
+	if l.wake != nil {
+		l.wake()
+	}
+	l.mu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-l.done:
+		return errors.New("pipeline: lake loop stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lakeLoop) run() {
+	defer close(l.done)
+	defer l.r.Close()
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), l.last.Add(l.interval))
+		l.mu.Lock()
+		l.wake = cancel
+		woken := l.stopping || len(l.requests) > 0
+		l.mu.Unlock()
+
+		var reason string
+		var err error
+		if !woken {
+			reason, err = l.consume(ctx)
+		}
+		cancel()
+		l.mu.Lock()
+		stop, reqs := l.stopping, l.requests
+		l.requests = nil
+		l.mu.Unlock()
+
+		if errors.Is(err, queue.ErrClosed) {
+			l.answer(reqs, err)
+			l.err = err
+			return
+		}
+		if err == nil {
+			switch {
+			case stop:
+				reason = reasonShutdown
+			case len(reqs) > 0:
+				reason = reasonRequest
+			case reason == "":
+				reason = reasonInterval
+			}
+			if stop || len(reqs) > 0 {
+				err = l.drain()
+			}
+			if err == nil {
+				err = l.commitCheckpoint(reason)
+			}
+		}
+		l.answer(reqs, err)
+		if stop {
+			if err == nil {
+				err = l.w.Close() // nothing is buffered after the final checkpoint
+			} else {
+				l.log.Error("final lake checkpoint failed; the queue keeps the data for the next start", "err", err)
+			}
+			l.err = err
+			return
+		}
+		if err != nil {
+			l.rewind(err)
+		}
+	}
+}
+
+func (l *lakeLoop) answer(reqs []chan error, err error) {
+	for _, ch := range reqs {
+		ch <- err
+	}
+}
+
+// consume hands records to the writer until ctx is done (then it returns
+// "" and nil) or a size threshold asks for a checkpoint (its reason).
+func (l *lakeLoop) consume(ctx context.Context) (string, error) {
+	for {
+		rec, pos, err := l.r.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil && !errors.Is(err, queue.ErrClosed) {
+				return "", nil
+			}
+			return "", err
+		}
+		if err := l.handle(rec, pos); err != nil {
+			return "", err
+		}
+		if ctx.Err() != nil {
+			// Next keeps returning records on a done context; wake-ups
+			// must not wait for the queue to run dry.
+			return "", nil
+		}
+		switch {
+		case l.w.Stats().BufferedBytes >= l.maxBuf:
+			return reasonBuffered, nil
+		case int64(l.pos-l.committed) >= l.maxQueue:
+			return reasonQueue, nil
+		case len(l.pending) >= maxPending:
+			return reasonBuffered, nil
+		}
+	}
+}
+
+// drain hands over every record durable now, so that a checkpoint
+// requested after an acknowledgement covers it.
+func (l *lakeLoop) drain() error {
+	target := l.q.Stats().Last
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for l.pos < target {
+		rec, pos, err := l.r.Next(done)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil // caught up (corrupt data below target was skipped)
+			}
+			return err
+		}
+		if err := l.handle(rec, pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle decodes one queue record into the writer. It returns an error only
+// when the writer failed, which leaves its buffers incomplete (a failed
+// file takes its partition with it) and calls for a rewind.
+func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
+	kind, tb, body, err := parseRecord(rec)
+	if err != nil {
+		l.bad(pos, err)
+		l.advance(pos)
+		return nil
+	}
+	t := l.tenant(tb)
+	var n int
+	switch kind {
+	case signal.KindLogs:
+		l.logs.Reset()
+		if err = otlp.DecodeLogs(&l.logs, body); err == nil {
+			n = l.logs.Len()
+			err = l.w.WriteLogs(t.name, &l.logs)
+		}
+	case signal.KindMetrics:
+		l.metrics.Reset()
+		if err = otlp.DecodeMetrics(&l.metrics, body); err == nil {
+			n = l.metrics.Len()
+			err = l.w.WriteMetrics(t.name, &l.metrics)
+		}
+	case signal.KindTraces:
+		l.spans.Reset()
+		if err = otlp.DecodeTraces(&l.spans, body); err == nil {
+			n = l.spans.Len()
+			err = l.w.WriteSpans(t.name, &l.spans)
+		}
+	}
+	switch {
+	case err == nil:
+	case n == 0 || errors.Is(err, lake.ErrInvalidTenant):
+		// Undecodable (the consumer decoded it before acknowledging, so
+		// this is a version or corruption problem) or refused by the lake
+		// for good: retrying cannot help.
+		l.bad(pos, err)
+		l.advance(pos)
+		return nil
+	default:
+		return fmt.Errorf("write %s of tenant %s at queue position %d: %w", kind, t.name, pos, err)
+	}
+	t.rows[kind].Add(float64(n))
+	l.advance(pos)
+	return nil
+}
+
+func (l *lakeLoop) advance(pos queue.Position) {
+	l.pos = pos
+	if s := l.r.Lost() + l.r.Corrupt(); s != l.skipped {
+		l.m.skippedBytes.Add(float64(s - l.skipped))
+		l.skipped = s
+	}
+	l.m.uncommitted.Set(float64(l.pos - l.committed))
+	l.m.bufferedBytes.Set(float64(l.w.Stats().BufferedBytes))
+}
+
+func (l *lakeLoop) bad(pos queue.Position, err error) {
+	l.m.badRecords.Inc()
+	if now := time.Now(); now.Sub(l.badLog) > time.Minute {
+		l.badLog = now
+		l.log.Error("skipping queue record the lake cannot take (logged at most once a minute; see sluice_lake_bad_records_total)", "position", pos, "err", err)
+	}
+}
+
+func (l *lakeLoop) tenant(b []byte) *tenantRows {
+	if t := l.tenants[string(b)]; t != nil {
+		return t
+	}
+	t := &tenantRows{name: string(b)}
+	for k := signal.KindLogs; k <= signal.KindTraces; k++ {
+		t.rows[k] = l.m.rows.WithLabelValues(k.String(), t.name)
+	}
+	l.tenants[t.name] = t
+	return t
+}
+
+// commitCheckpoint flushes the writer and commits its files with the queue
+// position they cover, then releases the queue below it.
+func (l *lakeLoop) commitCheckpoint(reason string) error {
+	start := time.Now()
+	if l.pos == l.committed && len(l.pending) == 0 && l.w.Stats().BufferedBytes == 0 {
+		l.last = start
+		return nil
+	}
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("flush lake writer: %w", err)
+	}
+	segs := make([]catalog.Segment, len(l.pending))
+	var rows, bytes int64
+	for i, s := range l.pending {
+		segs[i] = catalogSegment(s)
+		rows += s.Rows
+		bytes += s.Bytes
+	}
+	if l.pos > l.committed {
+		if err := l.commit(segs); err != nil {
+			return err
+		}
+	} else if len(segs) > 0 {
+		// Records always advance the position; files without one would be
+		// a bug that exactly-once cannot survive.
+		panic(fmt.Sprintf("pipeline: %d lake files but the queue position did not move from %d", len(segs), l.pos))
+	}
+	l.committed = l.pos
+	l.pending = l.pending[:0]
+	l.last = time.Now()
+	l.backoff = 0
+	if err := l.q.Release(l.committed); err != nil {
+		// Only disk space is at stake; the next checkpoint retries.
+		l.log.Warn("releasing committed queue segments failed", "position", l.committed, "err", err)
+	}
+	d := l.last.Sub(start)
+	l.m.checkpoints.WithLabelValues(reason).Inc()
+	l.m.checkpointSecs.Observe(d.Seconds())
+	l.m.checkpointRows.Observe(float64(rows))
+	l.m.checkpointBytes.Observe(float64(bytes))
+	l.m.segments.Add(float64(len(segs)))
+	l.m.segmentBytes.Add(float64(bytes))
+	l.m.committedPos.Set(float64(l.committed))
+	l.m.uncommitted.Set(0)
+	l.m.bufferedBytes.Set(0)
+	l.m.lastCheckpointTS.Set(float64(l.last.UnixNano()) / 1e9)
+	l.log.Debug("lake checkpoint", "reason", reason, "files", len(segs), "rows", rows, "bytes", bytes, "position", l.committed, "took", d)
+	return nil
+}
+
+// commit runs the checkpoint transaction. When it fails, the catalog is
+// asked whether it committed anyway, so that files are deleted only when
+// they are certainly not in the catalog (invariant 4).
+func (l *lakeLoop) commit(segs []catalog.Segment) error {
+	qc := catalog.QueueCommit{Name: QueueName, Pos: int64(l.pos)}
+	backoff := minBackoff
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+		err := l.cat.AddSegmentsWithQueue(ctx, qc, segs...)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		cur, qerr := l.queuePosition()
+		if qerr == nil {
+			if cur == qc.Pos {
+				// Committed: the error came after the commit, or an earlier
+				// attempt whose answer was lost did it (this one then fails
+				// with ErrQueueRegress).
+				return nil
+			}
+			// ErrQueueRegress with another position means a second writer
+			// on this lake, which the lock file rules out; not retryable.
+			if !catalog.IsRetryable(err) || attempt >= 5 {
+				return &commitError{err: err, known: true}
+			}
+			l.log.Warn("catalog busy; retrying the checkpoint commit", "attempt", attempt, "err", err)
+		} else {
+			l.log.Error("catalog commit failed and the catalog cannot say whether it committed; asking again", "err", err, "query_err", qerr)
+		}
+		if !l.sleep(backoff) {
+			// Stopping: leave files whose fate is unknown to the start-up
+			// sweep, which asks the catalog.
+			return &commitError{err: err, known: qerr == nil}
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+type commitError struct {
+	err   error
+	known bool // the catalog certainly did not commit
+}
+
+func (e *commitError) Error() string { return "commit checkpoint to the catalog: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+func (l *lakeLoop) queuePosition() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	return l.cat.QueuePosition(ctx, QueueName)
+}
+
+func (l *lakeLoop) isStopping() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopping
+}
+
+// sleep waits d or until stop is requested; it reports whether it slept
+// the whole time.
+func (l *lakeLoop) sleep(d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		return false
+	}
+	l.wake = cancel
+	l.mu.Unlock()
+	<-ctx.Done()
+	return !l.isStopping()
+}
+
+// rewind discards everything since the committed position after a failed
+// checkpoint or write, and replays from there after a backoff.
+func (l *lakeLoop) rewind(cause error) {
+	l.m.checkpointFails.Inc()
+	l.m.rewinds.Inc()
+	var ce *commitError
+	deleteFiles := !errors.As(cause, &ce) || ce.known
+	l.log.Error("lake checkpoint failed; replaying from the committed queue position",
+		"err", cause, "committed", l.committed, "read_to", l.pos, "uncommitted_files", len(l.pending), "delete_files", deleteFiles)
+	if deleteFiles {
+		for _, s := range l.pending {
+			if err := l.store.Remove(s.Path); err != nil {
+				l.log.Warn("removing uncommitted lake file failed; the start-up sweep removes it", "path", s.Path, "err", err)
+				continue
+			}
+			l.m.orphans.Inc()
+		}
+	}
+	l.pending = nil
+	// The old writer's buffers are dropped unflushed: their records are
+	// above the committed position and are read again.
+	if err := l.newWriter(); err != nil {
+		l.log.Error("recreating the lake writer failed", "err", err)
+	}
+	l.r.Close()
+	l.r = l.q.NewReader(l.committed)
+	l.pos = l.committed
+	l.skipped = 0
+	l.m.uncommitted.Set(0)
+	l.m.bufferedBytes.Set(0)
+	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
+	l.sleep(l.backoff)
+	l.last = time.Now()
+}
+
+func catalogSegment(s lake.Segment) catalog.Segment {
+	return catalog.Segment{
+		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
+		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
+		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
+		Services: s.Services, MetricNames: s.MetricNames,
+	}
+}

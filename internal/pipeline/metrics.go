@@ -1,0 +1,205 @@
+package pipeline
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+const numKinds = int(signal.KindTraces) + 1
+
+// metrics are the pipeline's own collectors; the receiver registers its
+// sluice_receiver_* ones on the same registry.
+type metrics struct {
+	received, accepted, queuedBytes, invalid *prometheus.CounterVec
+	rejected                                 *prometheus.CounterVec
+
+	// Per (signal, tenant) series, resolved once so a request does no
+	// label hashing.
+	mu     sync.RWMutex
+	series map[seriesKey]*series
+
+	rows             *prometheus.CounterVec
+	badRecords       prometheus.Counter
+	skippedBytes     prometheus.Counter
+	checkpoints      *prometheus.CounterVec
+	checkpointFails  prometheus.Counter
+	rewinds          prometheus.Counter
+	checkpointSecs   prometheus.Histogram
+	checkpointRows   prometheus.Histogram
+	checkpointBytes  prometheus.Histogram
+	segments         prometheus.Counter
+	segmentBytes     prometheus.Counter
+	orphans          prometheus.Counter
+	bufferedBytes    prometheus.Gauge
+	uncommitted      prometheus.Gauge
+	committedPos     prometheus.Gauge
+	lastCheckpointTS prometheus.Gauge
+}
+
+type seriesKey struct {
+	kind   signal.Kind
+	tenant string
+}
+
+type series struct {
+	received, accepted, queuedBytes, invalid prometheus.Counter
+	rejectedFull, rejectedError              prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	st := []string{"signal", "tenant"}
+	m := &metrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_received_records_total",
+			Help: "Records (log records, data points, spans) in requests that decoded."}, st),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_accepted_records_total",
+			Help: "Records made durable in the queue and acknowledged."}, st),
+		queuedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_queued_bytes_total",
+			Help: "Bytes of queue records appended (header and OTLP protobuf body)."}, st),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_invalid_requests_total",
+			Help: "Requests rejected as undecodable (400 / InvalidArgument); their records are not counted anywhere else."}, st),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
+			Help: "Decoded records refused: reason=backpressure (queue full, 429) or error (queue failure, 503)."}, []string{"signal", "tenant", "reason"}),
+		series: make(map[seriesKey]*series),
+
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_written_rows_total",
+			Help: "Rows handed to the lake writer (replays after a crash or rewind count again)."}, st),
+		badRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_bad_records_total",
+			Help: "Queue records the lake loop could not decode or write and skipped."}),
+		skippedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_skipped_queue_bytes_total",
+			Help: "Queue bytes the lake loop never read: dropped (drop_oldest) or corrupt."}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_checkpoints_total",
+			Help: "Committed checkpoints by reason: interval, buffered, queue, shutdown, request."}, []string{"reason"}),
+		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_checkpoint_failures_total",
+			Help: "Checkpoints that failed (flush, write or catalog commit)."}),
+		rewinds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_rewinds_total",
+			Help: "Times the lake loop discarded uncommitted work and replayed from the committed queue position."}),
+		checkpointSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_lake_checkpoint_duration_seconds",
+			Help: "Time to flush the writer and commit a checkpoint.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}),
+		checkpointRows: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_lake_checkpoint_rows",
+			Help: "Rows committed per checkpoint.", Buckets: prometheus.ExponentialBuckets(100, 4, 12)}),
+		checkpointBytes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_lake_checkpoint_bytes",
+			Help: "Parquet bytes committed per checkpoint.", Buckets: prometheus.ExponentialBuckets(64<<10, 4, 10)}),
+		segments: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_segments_total",
+			Help: "Parquet files committed to the catalog."}),
+		segmentBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_segment_bytes_total",
+			Help: "Bytes of Parquet files committed to the catalog."}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_orphans_removed_total",
+			Help: "Uncommitted lake files removed (or quarantined) at start-up or after a failed checkpoint."}),
+		bufferedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_lake_buffered_bytes",
+			Help: "Estimated bytes buffered in the lake writer."}),
+		uncommitted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_lake_uncommitted_queue_bytes",
+			Help: "Queue bytes read by the lake loop since the last checkpoint."}),
+		committedPos: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_lake_committed_queue_position",
+			Help: "Queue position committed to the catalog."}),
+		lastCheckpointTS: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_lake_last_checkpoint_timestamp_seconds",
+			Help: "Unix time of the last committed checkpoint."}),
+	}
+	return m
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		m.received, m.accepted, m.queuedBytes, m.invalid, m.rejected,
+		m.rows, m.badRecords, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
+		m.checkpointSecs, m.checkpointRows, m.checkpointBytes, m.segments, m.segmentBytes, m.orphans,
+		m.bufferedBytes, m.uncommitted, m.committedPos, m.lastCheckpointTS,
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seriesFor returns the consumer series of one signal and tenant. The
+// tenant was validated by the receiver, so the label set stays bounded by
+// the tenants clients are allowed to use.
+func (m *metrics) seriesFor(kind signal.Kind, tenant string) *series {
+	k := seriesKey{kind, tenant}
+	m.mu.RLock()
+	s := m.series[k]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s = m.series[k]; s != nil {
+		return s
+	}
+	sig := kind.String()
+	s = &series{
+		received:      m.received.WithLabelValues(sig, tenant),
+		accepted:      m.accepted.WithLabelValues(sig, tenant),
+		queuedBytes:   m.queuedBytes.WithLabelValues(sig, tenant),
+		invalid:       m.invalid.WithLabelValues(sig, tenant),
+		rejectedFull:  m.rejected.WithLabelValues(sig, tenant, "backpressure"),
+		rejectedError: m.rejected.WithLabelValues(sig, tenant, "error"),
+	}
+	m.series[k] = s
+	return s
+}
+
+// queueCollector exports queue.Stats at scrape time.
+type queueCollector struct {
+	q                                                    func() *queue.Queue
+	bytes, records, segments                             *prometheus.Desc
+	appends, appended, fsyncs, dropRecs, dropBytes       *prometheus.Desc
+	corruptRecs, corruptBytes, tornBytes, first, durable *prometheus.Desc
+}
+
+func newQueueCollector(q func() *queue.Queue) *queueCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &queueCollector{
+		q:            q,
+		bytes:        d("sluice_queue_bytes", "On-disk bytes of all queue segments (the queue depth)."),
+		records:      d("sluice_queue_records", "Records stored in the queue (approximate after corruption)."),
+		segments:     d("sluice_queue_segments", "Queue segment files."),
+		appends:      d("sluice_queue_appends_total", "Successful appends."),
+		appended:     d("sluice_queue_appended_records_total", "Records appended."),
+		fsyncs:       d("sluice_queue_fsyncs_total", "Segment fsyncs; appends/fsyncs is the group-commit factor."),
+		dropRecs:     d("sluice_queue_dropped_records_total", "Records deleted unread by drop_oldest."),
+		dropBytes:    d("sluice_queue_dropped_bytes_total", "Bytes deleted unread by drop_oldest."),
+		corruptRecs:  d("sluice_queue_corrupt_records_total", "Corrupt regions skipped."),
+		corruptBytes: d("sluice_queue_corrupt_bytes_total", "Corrupt bytes skipped."),
+		tornBytes:    d("sluice_queue_torn_bytes_total", "Torn tail bytes truncated by recovery."),
+		first:        d("sluice_queue_first_position", "Oldest stored queue position."),
+		durable:      d("sluice_queue_durable_position", "Queue position after the last acknowledged record."),
+	}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.bytes, c.records, c.segments, c.appends, c.appended, c.fsyncs,
+		c.dropRecs, c.dropBytes, c.corruptRecs, c.corruptBytes, c.tornBytes, c.first, c.durable} {
+		ch <- d
+	}
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	q := c.q()
+	if q == nil {
+		return
+	}
+	s := q.Stats()
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	k := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	g(c.bytes, float64(s.Bytes))
+	g(c.records, float64(s.Records))
+	g(c.segments, float64(s.Segments))
+	g(c.first, float64(s.First))
+	g(c.durable, float64(s.Last))
+	k(c.appends, s.Appends)
+	k(c.appended, s.AppendedRecords)
+	k(c.fsyncs, s.Fsyncs)
+	k(c.dropRecs, s.DroppedRecords)
+	k(c.dropBytes, s.DroppedBytes)
+	k(c.corruptRecs, s.CorruptRecords)
+	k(c.corruptBytes, s.CorruptBytes)
+	k(c.tornBytes, s.TornBytes)
+}

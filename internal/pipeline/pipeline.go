@@ -1,0 +1,370 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+)
+
+// Settings are supplied by code, not by the user's config.
+type Settings struct {
+	Logger *slog.Logger // nil: slog.Default()
+	// Registry receives every metric; nil creates one with the Go and
+	// process collectors.
+	Registry *prometheus.Registry
+}
+
+// Addrs are the bound listener addresses; nil when disabled.
+type Addrs struct {
+	GRPC, HTTP, Admin net.Addr
+}
+
+// Pipeline is a running `sluice run`. Create it with New, then Start and,
+// later, Shutdown.
+type Pipeline struct {
+	cfg config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	m   *metrics
+
+	ready atomic.Bool
+	fatal chan error // the lake loop ended on its own
+
+	lock  *os.File
+	cat   *catalog.Catalog
+	q     atomic.Pointer[queue.Queue]
+	loop  *lakeLoop
+	cons  *consumer
+	recv  *otlpreceiver.Receiver
+	admin *http.Server
+	addrs Addrs
+
+	adminDone    chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New validates cfg and prepares a pipeline; nothing is opened or bound
+// until Start.
+func New(cfg config.Config, set Settings) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config:\n%w", err)
+	}
+	log := set.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := set.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	p := &Pipeline{cfg: cfg, log: log, reg: reg, m: newMetrics(), fatal: make(chan error, 1)}
+	if err := p.m.register(reg); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	if err := reg.Register(newQueueCollector(p.q.Load)); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	return p, nil
+}
+
+// Start opens everything downstream first: admin server, lake lock,
+// catalog, orphan sweep, queue, lake loop, and the receivers last. On
+// failure what was started is stopped again.
+func (p *Pipeline) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout.D())
+			defer cancel()
+			_ = p.Shutdown(sctx)
+		}
+	}()
+	if err := p.startAdmin(ctx); err != nil {
+		return err
+	}
+	root := p.cfg.Lake.Root
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("create lake root: %w", err)
+	}
+	if p.lock, err = lockFile(filepath.Join(root, "_run.lock")); err != nil {
+		return err
+	}
+	if p.cat, err = catalog.Open(ctx, p.cfg.CatalogDSN()); err != nil {
+		return fmt.Errorf("open catalog: %w", err)
+	}
+	committed, err := p.cat.QueuePosition(ctx, QueueName)
+	if err != nil {
+		return err
+	}
+	swept, err := sweepOrphans(ctx, p.cat, root, committed, p.log)
+	if err != nil {
+		return fmt.Errorf("sweep uncommitted lake files: %w", err)
+	}
+	p.m.orphans.Add(float64(swept.Removed + swept.Quarantined))
+
+	full := queue.Backpressure
+	if p.cfg.Queue.FullPolicy == "drop_oldest" {
+		full = queue.DropOldest
+	}
+	q, err := queue.Open(queue.Options{
+		Dir:              p.cfg.QueueDir(),
+		MaxBytes:         int64(p.cfg.Queue.MaxBytes),
+		SegmentBytes:     int64(p.cfg.Queue.SegmentBytes),
+		Full:             full,
+		GroupCommitDelay: p.cfg.Queue.GroupCommitDelay.D(),
+		// Positions never restart below what the catalog counts as
+		// delivered, even if the queue directory was lost.
+		Start:  queue.Position(committed),
+		Logger: p.log.With("component", "queue"),
+	})
+	if err != nil {
+		return fmt.Errorf("open queue: %w", err)
+	}
+	p.q.Store(q)
+	from := queue.Position(committed)
+	if committed > 0 {
+		// Segments wholly below the committed position are in the lake; a
+		// crash between commit and release left them behind.
+		if err := q.Release(from); err != nil {
+			p.log.Warn("releasing committed queue segments failed", "position", from, "err", err)
+		}
+	} else {
+		from = q.Stats().First
+	}
+	st := q.Stats()
+	p.log.Info("queue open", "dir", p.cfg.QueueDir(), "committed", committed, "replay_bytes", int64(st.Last)-int64(from), "records", st.Records)
+
+	p.loop, err = newLakeLoop(q, p.cat, lake.Options{
+		Root:             root,
+		TargetFileBytes:  int64(p.cfg.Lake.TargetFileBytes),
+		MaxBufferedBytes: int64(p.cfg.Lake.MaxBufferedBytes),
+		RowGroupRows:     p.cfg.Lake.RowGroupRows,
+		MaxFutureSkew:    p.cfg.Lake.MaxFutureSkew.D(),
+	}, from, &lakeLoop{
+		log:      p.log.With("component", "lake"),
+		m:        p.m,
+		interval: p.cfg.Lake.FlushInterval.D(),
+		maxBuf:   int64(p.cfg.Lake.CheckpointBufferedBytes),
+		maxQueue: p.cfg.CheckpointQueueBytes(),
+	})
+	if err != nil {
+		return err
+	}
+	// The reader starts at from, but the committed position is what the
+	// catalog holds; they differ only when nothing was ever committed.
+	p.loop.committed = queue.Position(committed)
+	loop := p.loop
+	go loop.run()
+	go func() {
+		<-loop.done
+		if !loop.isStopping() {
+			p.ready.Store(false)
+			p.fatal <- fmt.Errorf("lake loop stopped: %w", loop.err)
+		}
+	}()
+
+	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
+	if p.recv, err = otlpreceiver.New(receiverConfig(p.cfg.Receivers.OTLP), p.cons, p.reg, p.log); err != nil {
+		return err
+	}
+	if err := p.recv.Start(ctx); err != nil {
+		return err
+	}
+	p.addrs.GRPC, p.addrs.HTTP = p.recv.GRPCAddr(), p.recv.HTTPAddr()
+	p.ready.Store(true)
+	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
+		"admin", addrString(p.addrs.Admin), "lake", root, "catalog", p.cfg.CatalogDSN(),
+		"orphans_removed", swept.Removed, "orphans_quarantined", swept.Quarantined)
+	return nil
+}
+
+// Addrs returns the bound addresses (valid after Start).
+func (p *Pipeline) Addrs() Addrs { return p.addrs }
+
+// Fatal delivers an error when the pipeline cannot go on (the lake loop
+// ended on its own); the caller should Shutdown.
+func (p *Pipeline) Fatal() <-chan error { return p.fatal }
+
+// Checkpoint writes everything acknowledged so far into the lake and
+// commits it, and waits for that. Tests and admin tooling use it.
+func (p *Pipeline) Checkpoint(ctx context.Context) error {
+	if p.loop == nil {
+		return errors.New("pipeline: not started")
+	}
+	return p.loop.checkpoint(ctx)
+}
+
+// Shutdown stops in the reverse order of Start: receivers (answering
+// requests in flight), the lake loop (writing and committing everything
+// the queue holds), queue, catalog, lock, admin server. When ctx ends
+// first, what is not committed stays in the queue for the next start.
+// It is idempotent.
+func (p *Pipeline) Shutdown(ctx context.Context) error {
+	p.shutdownOnce.Do(func() { p.shutdownErr = p.shutdown(ctx) })
+	return p.shutdownErr
+}
+
+func (p *Pipeline) shutdown(ctx context.Context) error {
+	p.ready.Store(false)
+	start := time.Now()
+	var errs []error
+	if p.recv != nil {
+		if err := p.recv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var committed queue.Position
+	if p.loop != nil {
+		p.loop.stop()
+		select {
+		case <-p.loop.done:
+			committed = p.loop.committed
+			if p.loop.err != nil {
+				errs = append(errs, fmt.Errorf("final lake checkpoint: %w", p.loop.err))
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("final lake checkpoint did not finish in time (%w); the queue keeps the data for the next start", ctx.Err()))
+		}
+	}
+	if q := p.q.Load(); q != nil {
+		if err := q.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close queue: %w", err))
+		}
+	}
+	if p.cat != nil {
+		if err := p.cat.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.lock != nil {
+		p.lock.Close() // releases the flock
+	}
+	if p.admin != nil {
+		actx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = p.admin.Shutdown(actx)
+		cancel()
+		<-p.adminDone
+	}
+	err := errors.Join(errs...)
+	if p.loop != nil {
+		p.log.Info("sluice run stopped", "took", time.Since(start).Round(time.Millisecond), "committed_position", committed, "err", err)
+	}
+	return err
+}
+
+func (p *Pipeline) startAdmin(ctx context.Context) error {
+	if p.cfg.Admin.Addr == "" {
+		return nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", p.cfg.Admin.Addr)
+	if err != nil {
+		return fmt.Errorf("admin: listen on %q: %w", p.cfg.Admin.Addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case p.cons != nil && p.cons.failed.Load():
+			http.Error(w, "queue failed: restart needed", http.StatusServiceUnavailable)
+		case !p.ready.Load():
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		default:
+			io.WriteString(w, "ready\n")
+		}
+	})
+	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	p.addrs.Admin = ln.Addr()
+	p.adminDone = make(chan struct{})
+	go func() {
+		defer close(p.adminDone)
+		if err := p.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("admin server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Run starts a pipeline, calls started with it, runs until ctx is done
+// (SIGTERM/SIGINT in the CLI) or the pipeline fails, then shuts down
+// within cfg.ShutdownTimeout.
+func Run(ctx context.Context, cfg config.Config, set Settings, started func(*Pipeline)) error {
+	p, err := New(cfg, set)
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	if started != nil {
+		started(p)
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		p.log.Info("shutting down", "timeout", cfg.ShutdownTimeout.D())
+	case runErr = <-p.fatal:
+		p.log.Error("shutting down after a fatal error", "err", runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+	defer cancel()
+	return errors.Join(runErr, p.Shutdown(sctx))
+}
+
+func receiverConfig(o config.OTLP) otlpreceiver.Config {
+	rc := otlpreceiver.Config{
+		GRPCAddr:              o.GRPCAddr,
+		HTTPAddr:              o.HTTPAddr,
+		TenantHeader:          o.TenantHeader,
+		DefaultTenant:         o.DefaultTenant,
+		BearerToken:           o.BearerToken,
+		MaxRequestBytes:       int64(o.MaxRequestBytes),
+		ReadTimeout:           o.ReadTimeout.D(),
+		WriteTimeout:          o.WriteTimeout.D(),
+		IdleTimeout:           o.IdleTimeout.D(),
+		MaxConcurrentRequests: o.MaxConcurrentRequests,
+	}
+	if o.TLS.Enabled() {
+		rc.TLS = &otlpreceiver.TLSConfig{CertFile: o.TLS.CertFile, KeyFile: o.TLS.KeyFile, ClientCAFile: o.TLS.ClientCAFile}
+	}
+	return rc
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "off"
+	}
+	return a.String()
+}
+
+// NewLogger builds the process logger from the log section.
+func NewLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated; info on anything else
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
