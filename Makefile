@@ -9,14 +9,18 @@ BENCHTIME ?= 2s
 BENCH     ?= .
 STAMP     := $(shell date -u +%Y%m%dT%H%M%SZ)
 
-.PHONY: build run test bench clean
+.PHONY: build run ingest-corpus test bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-# Until the live server lands, the main job is ingesting the real OTLP corpus
-# into a local lake with the default settings.
+# The main job on its embedded defaults: OTLP gRPC on localhost:4317, HTTP on
+# localhost:4318, lake and SQLite catalog in ./data, metrics on localhost:9464.
 run: build
+	$(BIN) run --lake $(LAKE)
+
+# Load the real OTLP corpus into the lake and list it.
+ingest-corpus: build
 	$(BIN) ingest --lake $(LAKE) $(CORPUS)
 	$(BIN) lake ls --lake $(LAKE) --summary
 

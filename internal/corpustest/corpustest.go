@@ -4,7 +4,11 @@
 package corpustest
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"os"
+	"strings"
 	"path/filepath"
 	"testing"
 )
@@ -67,4 +71,25 @@ func ModuleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// Read returns the content of a corpus file, gunzipped when its name ends
+// in .gz.
+func Read(tb testing.TB, path string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !strings.HasSuffix(path, ".gz") {
+		return b
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	if b, err = io.ReadAll(zr); err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return b
 }

@@ -6,12 +6,8 @@ package otlp
 // pdata, so no expected value comes from the code under test.
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,35 +20,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
-
-// corpusRoot finds ../shared/corpus relative to the repository root (the
-// directory holding go.mod), walking up from the package directory.
-func corpusRoot(tb testing.TB) string {
-	tb.Helper()
-	if d := os.Getenv("SLUICE_CORPUS"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			c := filepath.Join(dir, "..", "shared", "corpus")
-			if _, err := os.Stat(c); err != nil {
-				tb.Skipf("corpus not found at %s (set SLUICE_CORPUS or check out ../shared/corpus next to the repo)", c)
-			}
-			return c
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Skip("corpus not found: no go.mod above the package directory")
-		}
-		dir = parent
-	}
-}
 
 type corpusFile struct {
 	name string
@@ -73,33 +43,14 @@ func corpus(tb testing.TB, signalDir string) []corpusFile {
 	if c, ok := corpusCache[signalDir]; ok {
 		return c
 	}
-	dir := filepath.Join(corpusRoot(tb), "otlp", signalDir)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		tb.Skipf("corpus folder %s: %v", dir, err)
-	}
 	var out []corpusFile
-	for _, e := range ents {
-		if e.IsDir() || !strings.Contains(e.Name(), ".binpb") {
-			continue
+	for _, path := range corpustest.Files(tb, signalDir) {
+		if strings.Contains(filepath.Base(path), ".binpb") {
+			out = append(out, corpusFile{filepath.Base(path), corpustest.Read(tb, path)})
 		}
-		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if strings.HasSuffix(e.Name(), ".gz") {
-			zr, err := gzip.NewReader(bytes.NewReader(raw))
-			if err != nil {
-				tb.Fatalf("%s: %v", e.Name(), err)
-			}
-			if raw, err = io.ReadAll(zr); err != nil {
-				tb.Fatalf("%s: %v", e.Name(), err)
-			}
-		}
-		out = append(out, corpusFile{e.Name(), raw})
 	}
 	if len(out) == 0 {
-		tb.Skipf("no corpus files in %s", dir)
+		corpustest.Missing(tb, "corpus .binpb files in otlp/"+signalDir)
 	}
 	corpusCache[signalDir] = out
 	return out
