@@ -8,8 +8,8 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 

@@ -66,11 +66,11 @@ shutdown_timeout: %s
 
 // server is one running `sluice run` process.
 type server struct {
-	cmd         *exec.Cmd
-	http, admin string
-	stderr      *lockedBuffer
-	exited      chan struct{}
-	exitCode    int
+	cmd               *exec.Cmd
+	grpc, http, admin string
+	stderr            *lockedBuffer
+	exited            chan struct{}
+	exitCode          int
 }
 
 type lockedBuffer struct {
@@ -90,7 +90,7 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-var listenLine = regexp.MustCompile(`otlp-http=(\S+) admin=(\S+)`)
+var listenLine = regexp.MustCompile(`otlp-grpc=(\S+) otlp-http=(\S+) admin=(\S+)`)
 
 func startServer(t *testing.T, cfg string) *server {
 	t.Helper()
@@ -130,7 +130,7 @@ func startServer(t *testing.T, cfg string) *server {
 	select {
 	case l := <-lines:
 		m := listenLine.FindStringSubmatch(l)
-		s.http, s.admin = m[1], m[2]
+		s.grpc, s.http, s.admin = m[1], m[2], m[3]
 	case <-s.exited:
 		t.Fatalf("sluice run exited %d before listening:\n%s", s.exitCode, s.stderr)
 	case <-time.After(30 * time.Second):

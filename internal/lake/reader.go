@@ -29,6 +29,7 @@ type File struct {
 	table               string
 	cols                []readCol
 	nattr               int
+	resSlots, scSlots   []uint32 // attribute slots of resource and scope columns
 	nextRG              int
 	vbuf                []parquet.Value
 	t                   *rowTmp
@@ -42,6 +43,12 @@ type File struct {
 	descIDs             map[string]uint32
 	slotKey             []signal.KeyID
 	prevResID, prevScID uint32
+
+	// protoOf caches the protobuf (in the destination arena) of record
+	// array and map values by their JSON: the same values recur row after
+	// row, and JSON → protobuf was half of reading a logs file.
+	protoOf      map[string]signal.Str
+	protoOfBytes int
 }
 
 // readCol is the role of one leaf column.
@@ -124,12 +131,18 @@ func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
 				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
 			}
 			rc.slot, rc.scope, rc.key, rc.typ = f.nattr, s, key, t
+			switch s {
+			case scopeResource:
+				f.resSlots = append(f.resSlots, uint32(f.nattr))
+			case scopeScope:
+				f.scSlots = append(f.scSlots, uint32(f.nattr))
+			}
 			f.nattr++
 		}
 		// Other columns are ignored: files may gain columns.
 		f.cols = append(f.cols, rc)
 	}
-	f.t = tmpPool.Get().(*rowTmp)
+	f.t = getRowTmp()
 	f.vbuf = f.t.vbuf
 	f.addMsg = f.sink.add
 	return f, nil
@@ -187,14 +200,42 @@ func (f *File) NumRows() int64 { return f.pf.NumRows() }
 // Lookup returns a footer key/value.
 func (f *File) Lookup(key string) (string, bool) { return f.pf.Lookup(key) }
 
-// tmpPool keeps read scratch between files: compaction opens many.
-var tmpPool = sync.Pool{New: func() any { return &rowTmp{vbuf: make([]parquet.Value, 1024)} }}
+// freeTmps keeps read scratch between files: compaction opens many. A
+// plain free list, not a sync.Pool: a pool drops its items at every GC, and
+// regrowing the scratch of a row group was a tenth of reading one.
+var freeTmps struct {
+	mu   sync.Mutex
+	tmps []*rowTmp
+}
+
+// maxIdleTmps bounds the idle scratch kept; more only exist while that many
+// files are read at once.
+const maxIdleTmps = 4
+
+func getRowTmp() *rowTmp {
+	freeTmps.mu.Lock()
+	defer freeTmps.mu.Unlock()
+	if n := len(freeTmps.tmps); n > 0 {
+		t := freeTmps.tmps[n-1]
+		freeTmps.tmps = freeTmps.tmps[:n-1]
+		return t
+	}
+	return &rowTmp{vbuf: make([]parquet.Value, 1024)}
+}
+
+func putRowTmp(t *rowTmp) {
+	freeTmps.mu.Lock()
+	defer freeTmps.mu.Unlock()
+	if len(freeTmps.tmps) < maxIdleTmps {
+		freeTmps.tmps = append(freeTmps.tmps, t)
+	}
+}
 
 // Close releases the file.
 func (f *File) Close() error {
 	if f.t != nil {
 		f.t.slotCols = f.t.slotCols[:0]
-		tmpPool.Put(f.t)
+		putRowTmp(f.t)
 		f.t, f.vbuf = nil, nil
 	}
 	if f.closer != nil {
@@ -308,6 +349,32 @@ func (f *File) startCall() {
 	}
 	f.prevRes, f.prevSc = f.prevRes[:0], f.prevSc[:0]
 	f.slotKey = f.slotKey[:0]
+	clear(f.protoOf)
+	f.protoOfBytes = 0
+}
+
+// anyValueProto appends the protobuf of the OTLP JSON AnyValue js to c's
+// arena, or returns the Str of an identical value appended earlier in this
+// call (arena strings are immutable, so sharing them is safe).
+func (f *File) anyValueProto(c *signal.Common, js []byte) (signal.Str, error) {
+	if s, ok := f.protoOf[string(js)]; ok {
+		return s, nil
+	}
+	off := len(c.Buf)
+	var err error
+	if c.Buf, err = otlp.AppendAnyValueProto(c.Buf, js); err != nil {
+		c.Buf = c.Buf[:off]
+		return 0, err
+	}
+	s := signal.MakeStr(off, len(c.Buf)-off)
+	if len(f.protoOf) < maxJSONCacheEntries && f.protoOfBytes+len(js) <= maxJSONCacheBytes {
+		if f.protoOf == nil {
+			f.protoOf = make(map[string]signal.Str)
+		}
+		f.protoOf[string(js)] = s
+		f.protoOfBytes += len(js)
+	}
+	return s, nil
 }
 
 // entry is one non-null attribute value of one row.
@@ -329,8 +396,11 @@ type rowTmp struct {
 	scDropped  []uint32
 	resURL     []signal.Str
 	resDropped []uint32
-	resEnt     []entry
+	resEnt     []entry // resource and scope values where they change, see consumeAttr
 	scEnt      []entry
+	lastSet    []bool   // per slot: the previous row had a value
+	lastVal    []uint64 // per slot: that value
+	curEnt     []entry
 	recEnt     []entry // strings already in the destination arena
 	sorted     []entry
 	starts     []int32
@@ -356,6 +426,8 @@ type rowTmp struct {
 func (t *rowTmp) reset(n, nattr int) {
 	t.arena = t.arena[:0]
 	t.prevAttr = resize(t.prevAttr, nattr)
+	t.lastSet = resize(t.lastSet, nattr)
+	t.lastVal = resize(t.lastVal, nattr)
 	t.prevFixed = [numCommonCols]signal.Str{}
 	t.prevDesc = [6]signal.Str{}
 	t.svc = resize(t.svc, n)
@@ -483,6 +555,17 @@ func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.
 		}
 		if err != nil {
 			return err
+		}
+		if rc.slot >= 0 {
+			k, ok, err := f.consumeAttrPage(rc, page, row, n, c)
+			if ok {
+				parquet.Release(page)
+				if err != nil {
+					return err
+				}
+				row += k
+				continue
+			}
 		}
 		vr := page.Values()
 		for {
@@ -899,20 +982,14 @@ func (f *File) consumeList(rc *readCol, vals []parquet.Value, row, n int, c *sig
 
 // consumeAttr collects the non-null values of an attribute column.
 func (f *File) consumeAttr(rc *readCol, vals []parquet.Value, row int, c *signal.Common) error {
-	t := f.t
-	rec := rc.scope == scopeRecord
-	for i, v := range vals {
+	for i := range vals {
+		v := &vals[i]
 		if v.IsNull() {
+			f.t.attrNull(rc, row+i)
 			continue
 		}
 		var x uint64
 		switch rc.typ {
-		case signal.ValueString, signal.ValueBytes:
-			if rec {
-				x = uint64(c.AppendBytes(v.ByteArray()))
-			} else {
-				x = uint64(t.strRun(&t.prevAttr[rc.slot], v.ByteArray()))
-			}
 		case signal.ValueInt:
 			x = v.Uint64()
 		case signal.ValueDouble:
@@ -922,30 +999,177 @@ func (f *File) consumeAttr(rc *readCol, vals []parquet.Value, row int, c *signal
 				x = 1
 			}
 		case signal.ValueEmpty:
-		default: // array, map: JSON → AnyValue protobuf
-			if rec {
-				off := len(c.Buf)
-				var err error
-				if c.Buf, err = otlp.AppendAnyValueProto(c.Buf, v.ByteArray()); err != nil {
-					c.Buf = c.Buf[:off]
-					return err
-				}
-				x = uint64(signal.MakeStr(off, len(c.Buf)-off))
-			} else {
-				x = uint64(t.strRun(&t.prevAttr[rc.slot], v.ByteArray()))
+		default:
+			var err error
+			if x, err = f.attrBytes(rc, c, v.ByteArray()); err != nil {
+				return err
 			}
 		}
-		e := entry{row: uint32(row + i), slot: uint32(rc.slot), val: x}
-		switch rc.scope {
-		case scopeResource:
-			t.resEnt = append(t.resEnt, e)
-		case scopeScope:
-			t.scEnt = append(t.scEnt, e)
-		default:
-			t.recEnt = append(t.recEnt, e)
-		}
+		f.t.attrSet(rc, row+i, x)
 	}
 	return nil
+}
+
+// consumeAttrPage is consumeAttr straight from a page's levels and typed
+// values, without a parquet.Value per row: attribute columns are mostly
+// null, often whole pages of them. It returns false for pages it does not
+// handle (booleans), which then go through consumeAttr.
+func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *signal.Common) (int, bool, error) {
+	if rc.typ == signal.ValueBool || rc.typ == signal.ValueEmpty || page.RepetitionLevels() != nil {
+		return 0, false, nil
+	}
+	levels := page.DefinitionLevels()
+	if int64(len(levels)) != page.NumValues() {
+		return 0, false, nil
+	}
+	if row+len(levels) > n {
+		return 0, true, errRows
+	}
+	t := f.t
+	nulls := page.NumNulls()
+	if nulls == int64(len(levels)) {
+		if len(levels) > 0 {
+			t.attrNull(rc, row)
+		}
+		return len(levels), true, nil
+	}
+	data := page.Data()
+	var (
+		i64      []int64
+		f64      []float64
+		idx      []int32
+		bv       []byte
+		boff     []uint32
+		dict     parquet.Dictionary
+		nonNulls = len(levels) - int(nulls)
+	)
+	switch rc.typ {
+	case signal.ValueInt:
+		i64 = data.Int64()
+		if len(i64) != nonNulls {
+			return 0, true, errRows
+		}
+	case signal.ValueDouble:
+		f64 = data.Double()
+		if len(f64) != nonNulls {
+			return 0, true, errRows
+		}
+	default:
+		if dict = page.Dictionary(); dict != nil {
+			idx = data.Int32()
+			if len(idx) != nonNulls {
+				return 0, true, errRows
+			}
+		} else {
+			bv, boff = data.ByteArray()
+			if len(boff) != nonNulls+1 {
+				return 0, true, errRows
+			}
+		}
+	}
+	j := 0
+	for i, lvl := range levels {
+		if lvl == 0 {
+			t.attrNull(rc, row+i)
+			continue
+		}
+		var x uint64
+		switch {
+		case i64 != nil:
+			x = uint64(i64[j])
+		case f64 != nil:
+			x = math.Float64bits(f64[j])
+		default:
+			var b []byte
+			if dict != nil {
+				b = dict.Index(idx[j]).ByteArray()
+			} else {
+				b = bv[boff[j]:boff[j+1]]
+			}
+			var err error
+			if x, err = f.attrBytes(rc, c, b); err != nil {
+				return 0, true, err
+			}
+		}
+		j++
+		t.attrSet(rc, row+i, x)
+	}
+	return len(levels), true, nil
+}
+
+// attrBytes stores the value of a string, bytes, array or map attribute:
+// record values in the destination arena (JSON as protobuf), resource and
+// scope values in the tmp arena until assemble.
+func (f *File) attrBytes(rc *readCol, c *signal.Common, b []byte) (uint64, error) {
+	if rc.scope != scopeRecord {
+		return uint64(f.t.strRun(&f.t.prevAttr[rc.slot], b)), nil
+	}
+	if rc.typ == signal.ValueString || rc.typ == signal.ValueBytes {
+		return uint64(c.AppendBytes(b)), nil
+	}
+	s, err := f.anyValueProto(c, b)
+	return uint64(s), err
+}
+
+// attrNull notes that an attribute column is null at row: resource and
+// scope columns record where a value stops.
+func (t *rowTmp) attrNull(rc *readCol, row int) {
+	slot := uint32(rc.slot)
+	if rc.scope != scopeRecord && t.lastSet[slot] {
+		t.lastSet[slot] = false
+		t.addChange(rc.scope, entry{row: uint32(row), slot: slot | absentSlot})
+	}
+}
+
+// attrSet notes the value x of an attribute column at row.
+func (t *rowTmp) attrSet(rc *readCol, row int, x uint64) {
+	e := entry{row: uint32(row), slot: uint32(rc.slot), val: x}
+	if rc.scope == scopeRecord {
+		t.recEnt = append(t.recEnt, e)
+		return
+	}
+	// Resource and scope values repeat for long runs of (sorted) rows;
+	// only changes are kept. Equal consecutive strings share their Str
+	// (strRun), so comparing val is comparing values.
+	if !t.lastSet[e.slot] || t.lastVal[e.slot] != x {
+		t.lastSet[e.slot], t.lastVal[e.slot] = true, x
+		t.addChange(rc.scope, e)
+	}
+}
+
+// absentSlot marks a change entry whose column becomes null at its row.
+const absentSlot = 1 << 31
+
+func (t *rowTmp) addChange(s attrScope, e entry) {
+	if s == scopeResource {
+		t.resEnt = append(t.resEnt, e)
+	} else {
+		t.scEnt = append(t.scEnt, e)
+	}
+}
+
+// applyChanges updates the current values of resource or scope columns with
+// the changes at one row and reports whether there were any.
+func (t *rowTmp) applyChanges(chg []entry) bool {
+	for _, e := range chg {
+		slot := e.slot &^ absentSlot
+		t.lastSet[slot] = e.slot&absentSlot == 0
+		t.lastVal[slot] = e.val
+	}
+	return len(chg) > 0
+}
+
+// currentEntries returns the current values of the given slots, in slot
+// order (the order of their columns).
+func (t *rowTmp) currentEntries(r int, slots []uint32) []entry {
+	row := t.curEnt[:0]
+	for _, slot := range slots {
+		if t.lastSet[slot] {
+			row = append(row, entry{row: uint32(r), slot: slot, val: t.lastVal[slot]})
+		}
+	}
+	t.curEnt = row
+	return row
 }
 
 // byRow sorts entries by row (stably: column order within a row) and
@@ -1007,15 +1231,18 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
 	}
 
-	// Resources.
+	// Resources. lastSet/lastVal are reused to replay the changes recorded
+	// by consumeAttr row by row.
+	clear(t.lastSet)
 	ents, starts := t.byRow(t.resEnt, n)
 	for r := range n {
-		row := ents[starts[r]:starts[r+1]]
-		if r > 0 && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
-			t.resDropped[r] == t.resDropped[r-1] && sameEntries(row, ents[starts[r-1]:starts[r]]) {
+		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
+		if r > 0 && !changed && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
+			t.resDropped[r] == t.resDropped[r-1] {
 			resOf[r] = resOf[r-1]
 			continue
 		}
+		row := t.currentEntries(r, f.resSlots)
 		sig := f.sigBuf[:0]
 		if t.svcOK[r] {
 			sig = append(sig, 1)
@@ -1044,14 +1271,16 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		resOf[r] = id
 	}
 	// Scopes.
+	clear(t.lastSet)
 	ents, starts = t.byRow(t.scEnt, n)
 	for r := range n {
-		row := ents[starts[r]:starts[r+1]]
-		if r > 0 && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
-			t.scDropped[r] == t.scDropped[r-1] && sameEntries(row, ents[starts[r-1]:starts[r]]) {
+		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
+		if r > 0 && !changed && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
+			t.scDropped[r] == t.scDropped[r-1] {
 			scOf[r] = scOf[r-1]
 			continue
 		}
+		row := t.currentEntries(r, f.scSlots)
 		sig := f.sigBuf[:0]
 		sig = appendLenBytes(sig, t.bytes(t.scName[r]))
 		sig = appendLenBytes(sig, t.bytes(t.scVersion[r]))
