@@ -101,6 +101,9 @@ func (r *fileReader) unzstd(in []byte) ([]byte, error) {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
 	out, err := r.readLimited(r.zd, len(in)*4)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return nil, fmt.Errorf("zstd: %w: more than %d bytes decompressed", ErrTooLarge, r.maxBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
