@@ -70,7 +70,8 @@ var inputExtensions = []string{".binpb", ".pb", ".protobuf", ".json", ".jsonl", 
 
 // Collect expands paths into the list of files to ingest: files as given,
 // directories walked recursively for names with an OTLP extension
-// (optionally followed by .gz or .zst). Hidden entries are skipped.
+// (optionally followed by .gz or .zst). Hidden entries are skipped; links to
+// files are followed, links to directories are not.
 func Collect(paths []string) (files, skipped []string, err error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -93,7 +94,13 @@ func Collect(paths []string) (files, skipped []string, err error) {
 				return nil
 			}
 			if !d.Type().IsRegular() {
-				return nil
+				// Follow links to files (not to directories: no cycles).
+				if d.Type()&fs.ModeSymlink == 0 {
+					return nil
+				}
+				if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+					return nil
+				}
 			}
 			if hasInputExtension(d.Name()) {
 				found = append(found, path)
