@@ -27,6 +27,24 @@ if [ ! -x "$SLUICE_TELEMETRYGEN" ]; then
   GOBIN="$PWD/.tools/bin" go install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v0.161.0
   export SLUICE_TELEMETRYGEN="$PWD/.tools/bin/telemetrygen"
 fi
+# PostgreSQL server binaries, for the catalog's PostgreSQL dialect: the
+# tests start a throwaway server of their own (internal/pgtest) and never use
+# the cluster Debian's package creates. Skipped when $SLUICE_POSTGRES_DSN
+# names a server.
+if [ -z "${SLUICE_POSTGRES_DSN:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+  echo "== installing PostgreSQL with apt-get (about 15 s plus apt-get update)"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+# A real S3-compatible server (versitygw serving a temporary directory),
+# for the S3 lake store, pipeline and ingest tests.
+export SLUICE_S3_SERVER="${SLUICE_S3_SERVER:-$PWD/.tools/bin/versitygw}"
+if [ ! -x "$SLUICE_S3_SERVER" ]; then
+  echo "== installing versitygw into .tools/bin (a few minutes on a cold module cache)"
+  GOBIN="$PWD/.tools/bin" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+  export SLUICE_S3_SERVER="$PWD/.tools/bin/versitygw"
+fi
 # Tests refuse to skip for missing tools when this is set.
 export SLUICE_REQUIRE_ALL=1
 

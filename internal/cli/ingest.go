@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/ingest"
 	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/s3store"
 )
 
 // lakeFlags are the flags every command that opens a lake shares.
@@ -22,7 +25,38 @@ type lakeFlags struct {
 
 func (f *lakeFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.root, "lake", "./data", "lake root directory")
-	c.Flags().StringVar(&f.catalog, "catalog", "", "catalog DSN (default: SQLite file <lake>/catalog.db)")
+	c.Flags().StringVar(&f.catalog, "catalog", "", "catalog DSN: sqlite:PATH or postgres://user:pass@host:port/db (default: SQLite file <lake>/catalog.db)")
+}
+
+// s3Flags put the lake files of a command in S3; credentials come from
+// the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...).
+type s3Flags struct {
+	bucket, prefix, endpoint, region string
+}
+
+func (f *s3Flags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.bucket, "s3-bucket", "", "write lake files to this S3 bucket instead of under --lake (which keeps the catalog)")
+	c.Flags().StringVar(&f.prefix, "s3-prefix", "", "key prefix of the lake in the bucket")
+	c.Flags().StringVar(&f.endpoint, "s3-endpoint", "", "URL of an S3-compatible server (path-style addressing); default AWS S3")
+	c.Flags().StringVar(&f.region, "s3-region", "", "AWS region (default: from the AWS environment)")
+}
+
+// store returns the S3 store of the flags, or nil without --s3-bucket.
+func (f *s3Flags) store(ctx context.Context) (lake.Store, error) {
+	if f.bucket == "" {
+		if f.prefix != "" || f.endpoint != "" || f.region != "" {
+			return nil, usageError{errors.New("--s3-prefix, --s3-endpoint and --s3-region need --s3-bucket")}
+		}
+		return nil, nil
+	}
+	st, err := s3store.New(ctx, s3store.Config{
+		Bucket: f.bucket, Prefix: f.prefix, Endpoint: f.endpoint, Region: f.region,
+		ForcePathStyle: f.endpoint != "",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 func (f *lakeFlags) catalogDSN() string {
@@ -35,6 +69,7 @@ func (f *lakeFlags) catalogDSN() string {
 func newIngestCmd() *cobra.Command {
 	var (
 		lf            lakeFlags
+		s3f           s3Flags
 		tenant        string
 		targetSize    int64
 		rowGroupRows  int
@@ -55,7 +90,8 @@ Directories are walked for files with those extensions.
 A file that cannot be read or decoded is reported and skipped; nothing of it
 reaches the lake. The exit code is 1 if any file failed.`,
 		Example: `  sluice ingest --lake ./data ./otlp-dumps
-  sluice ingest --lake ./data --tenant acme logs.binpb.gz metrics.json`,
+  sluice ingest --lake ./data --tenant acme logs.binpb.gz metrics.json
+  sluice ingest --lake ./state --s3-bucket my-lake --s3-prefix prod ./otlp-dumps`,
 		Args: minArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -70,7 +106,12 @@ reaches the lake. The exit code is 1 if any file failed.`,
 			if err := os.MkdirAll(lf.root, 0o755); err != nil {
 				return fmt.Errorf("create lake root: %w", err)
 			}
+			store, err := s3f.store(ctx)
+			if err != nil {
+				return err
+			}
 			lk, err := openLake(ctx, &lf, lake.Options{
+				Store:           store,
 				TargetFileBytes: targetSize,
 				RowGroupRows:    rowGroupRows,
 				MaxFutureSkew:   maxFutureSkew,
@@ -111,6 +152,7 @@ reaches the lake. The exit code is 1 if any file failed.`,
 		},
 	}
 	lf.register(c)
+	s3f.register(c)
 	f := c.Flags()
 	f.StringVar(&tenant, "tenant", "default", "tenant the records belong to")
 	f.Int64Var(&targetSize, "target-file-size", 128<<20, "roll a Parquet file when its buffered data reaches this many bytes")

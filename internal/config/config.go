@@ -67,7 +67,7 @@ type Queue struct {
 
 // Lake configures the lake writer and its checkpoints.
 type Lake struct {
-	Root                    string   `yaml:"root" doc:"Lake root directory: <root>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet."`
+	Root                    string   `yaml:"root" doc:"Lake root directory: <root>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet. With lake.s3.bucket set the files go to S3 instead, and the root keeps only local state: the queue, the SQLite catalog and the lock file."`
 	TargetFileBytes         ByteSize `yaml:"target_file_bytes" doc:"A partition's buffer is written as a file when its estimated size reaches this."`
 	MaxBufferedBytes        ByteSize `yaml:"max_buffered_bytes" doc:"Memory bound over all buffered partitions; past it the largest is written out."`
 	RowGroupRows            int      `yaml:"row_group_rows" doc:"Rows per Parquet row group."`
@@ -75,16 +75,36 @@ type Lake struct {
 	FlushInterval           Duration `yaml:"flush_interval" doc:"Checkpoint period: buffered data is written to files and committed to the catalog with the queue position it covers, then the queue space is released. Data becomes visible to readers of the catalog at checkpoints."`
 	CheckpointBufferedBytes ByteSize `yaml:"checkpoint_buffered_bytes" doc:"Checkpoint early when the writer buffers more than this."`
 	CheckpointQueueBytes    ByteSize `yaml:"checkpoint_queue_bytes" derived:"queue.max_bytes/4" doc:"Checkpoint early when this many queue bytes were read since the last checkpoint, so the queue never fills while the lake waits for flush_interval. 0 means queue.max_bytes/4."`
+	S3                      S3       `yaml:"s3" doc:"Lake files in an S3 bucket (AWS S3 or an S3-compatible server) instead of under lake.root; enabled by setting bucket. See docs/s3.md."`
 }
+
+// S3 configures the S3 lake store.
+type S3 struct {
+	Bucket          string   `yaml:"bucket" doc:"Bucket of the lake files; empty keeps them under lake.root."`
+	Prefix          string   `yaml:"prefix" doc:"Key prefix of the lake in the bucket: files are <prefix>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet."`
+	Region          string   `yaml:"region" doc:"AWS region; empty takes AWS_REGION or the shared AWS config, else us-east-1."`
+	Endpoint        string   `yaml:"endpoint" doc:"Base URL of an S3-compatible server, e.g. http://127.0.0.1:7070; empty means AWS S3 (or AWS_ENDPOINT_URL)."`
+	AccessKeyID     string   `yaml:"access_key_id" doc:"Static access key; empty uses the standard AWS credential chain (AWS_ACCESS_KEY_ID, shared files, instance or pod role). Use ${ENV} rather than writing secrets into the file."`
+	SecretAccessKey string   `yaml:"secret_access_key" doc:"Secret of access_key_id; use ${ENV}."`
+	SessionToken    string   `yaml:"session_token" doc:"Session token of temporary credentials; use ${ENV}."`
+	ForcePathStyle  bool     `yaml:"force_path_style" doc:"Address the bucket in the URL path rather than the host name; most S3-compatible servers (MinIO, versitygw, Ceph) need it."`
+	PartSize        ByteSize `yaml:"part_size" doc:"Files up to this size are sent with one PUT; larger ones are multipart uploads of parts this size (at least 5MiB, at most 5GiB). Two parts per file in flight are held in memory."`
+	MaxRetries      int      `yaml:"max_retries" doc:"Attempts per S3 request (the AWS SDK's standard retryer, with exponential backoff); a failure after that fails the checkpoint, which is retried from the queue."`
+}
+
+// Enabled reports whether the lake is in S3.
+func (s S3) Enabled() bool { return s.Bucket != "" }
 
 // Catalog configures the catalog database.
 type Catalog struct {
-	DSN string `yaml:"dsn" derived:"sqlite:<lake.root>/catalog.db" doc:"Catalog database: sqlite:<path> or a bare path (SQLite, the embedded default)."`
+	DSN string `yaml:"dsn" derived:"sqlite:<lake.root>/catalog.db" doc:"Catalog database: sqlite:<path> or a bare path (SQLite, the embedded default), or postgres://user:pass@host:port/db?sslmode=require (PostgreSQL, for several sluice processes sharing one catalog; the database must exist, tables go in its search_path schema). Put the password in ${ENV}."`
 }
 
 // Admin configures the admin HTTP server.
 type Admin struct {
 	Addr string `yaml:"addr" doc:"host:port of /metrics (Prometheus), /healthz (process up) and /readyz (receivers started and queue open; 503 while shutting down); empty disables it."`
+	// Off by default: profiles expose internals and cost CPU while taken.
+	Pprof bool `yaml:"pprof" doc:"Also serve Go's profiling endpoints under /debug/pprof/ (CPU, heap, goroutines, ...) on the admin address. Enable only where the admin port is trusted."`
 }
 
 // Log configures process logging.
@@ -180,6 +200,12 @@ func (c *Config) CheckpointQueueBytes() int64 {
 func (c Config) Redacted() Config {
 	if c.Receivers.OTLP.BearerToken != "" {
 		c.Receivers.OTLP.BearerToken = "<redacted>"
+	}
+	if c.Lake.S3.SecretAccessKey != "" {
+		c.Lake.S3.SecretAccessKey = "<redacted>"
+	}
+	if c.Lake.S3.SessionToken != "" {
+		c.Lake.S3.SessionToken = "<redacted>"
 	}
 	return c
 }

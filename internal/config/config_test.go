@@ -173,7 +173,7 @@ lake:
   root: ""
   flush_interval: 0s
 catalog:
-  dsn: postgres://x
+  dsn: "postgres://u:secret@x:port/db"
 admin:
   addr: 127.0.0.1:99999
 log:
@@ -201,7 +201,7 @@ shutdown_timeout: 0s
 		"queue.max_bytes: 48MiB must be at least 2 × queue.segment_bytes (32MiB)",
 		"lake.root: must not be empty",
 		"lake.flush_interval: must be a positive duration",
-		"catalog.dsn: \"postgres://x\": PostgreSQL is not built in yet",
+		"catalog.dsn: PostgreSQL DSN is not a valid URL: invalid port",
 		"admin.addr: \"127.0.0.1:99999\": port \"99999\"",
 		"log.level: \"loud\"",
 		"log.format: \"xml\"",
@@ -210,6 +210,9 @@ shutdown_timeout: 0s
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("problems lack %q:\n%v", want, err)
 		}
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("problems reveal the catalog password:\n%v", err)
 	}
 
 	c = Default()
@@ -225,6 +228,12 @@ shutdown_timeout: 0s
 	c.Admin.Addr, c.Receivers.OTLP.HTTPAddr, c.Receivers.OTLP.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	if err := c.Validate(); err != nil {
 		t.Errorf("free ports are distinct: %v", err)
+	}
+	for _, dsn := range []string{"postgres://sluice:pw@db.example:5432/lake?sslmode=require", "postgresql://db/lake"} {
+		c.Catalog.DSN = dsn
+		if err := c.Validate(); err != nil {
+			t.Errorf("PostgreSQL DSN %q: %v", dsn, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -93,12 +94,19 @@ func (c *Config) Validate() error {
 		v.add("lake.checkpoint_queue_bytes", "%s is more than queue.max_bytes (%s): the queue would fill before a checkpoint frees it", l.CheckpointQueueBytes, q.MaxBytes)
 	}
 
-	if dsn := c.Catalog.DSN; dsn != "" {
-		for _, p := range []string{"postgres://", "postgresql://", "pgx:"} {
-			if strings.HasPrefix(dsn, p) {
-				v.add("catalog.dsn", "%q: PostgreSQL is not built in yet; use sqlite:<path> or a bare path", dsn)
+	validateS3(&v, &l.S3)
+
+	if dsn := c.Catalog.DSN; strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		// Not quoted: the DSN may hold a password.
+		if _, err := url.Parse(dsn); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
 			}
+			v.add("catalog.dsn", "PostgreSQL DSN is not a valid URL: %v", err)
 		}
+	} else if strings.HasPrefix(dsn, "pgx:") {
+		v.add("catalog.dsn", "write a PostgreSQL DSN as postgres://user:pass@host:port/db")
 	}
 	v.addr("admin.addr", c.Admin.Addr)
 
@@ -114,6 +122,37 @@ func (c *Config) Validate() error {
 	}
 	v.positive("shutdown_timeout", c.ShutdownTimeout)
 	return errors.Join(v.errs...)
+}
+
+func validateS3(v *validator, s *S3) {
+	const k = "lake.s3."
+	if !s.Enabled() {
+		if s.Prefix != "" || s.Endpoint != "" || s.AccessKeyID != "" || s.SecretAccessKey != "" || s.SessionToken != "" {
+			v.add(k+"bucket", "must be set when other lake.s3 keys are (without a bucket the lake stays under lake.root)")
+		}
+		return
+	}
+	if len(s.Bucket) < 3 || len(s.Bucket) > 63 || strings.ContainsAny(s.Bucket, "/ \t") {
+		v.add(k+"bucket", "%q is not a bucket name (3 to 63 characters, no slashes or spaces)", s.Bucket)
+	}
+	if strings.Contains(s.Prefix, "//") || strings.Contains("/"+s.Prefix+"/", "/../") || strings.Contains("/"+s.Prefix+"/", "/./") {
+		v.add(k+"prefix", "%q: want slash-separated names without empty, . or .. parts", s.Prefix)
+	}
+	if s.Endpoint != "" {
+		if u, err := url.Parse(s.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(k+"endpoint", "%q: want a URL such as https://s3.example.com or http://127.0.0.1:7070", s.Endpoint)
+		}
+	}
+	if (s.AccessKeyID == "") != (s.SecretAccessKey == "") {
+		v.add(k+"access_key_id", "access_key_id and secret_access_key must be set together")
+	}
+	if s.SessionToken != "" && s.AccessKeyID == "" {
+		v.add(k+"session_token", "needs access_key_id and secret_access_key")
+	}
+	if s.PartSize < 5<<20 || s.PartSize > 5<<30 {
+		v.add(k+"part_size", "%s out of range [5MiB, 5GiB]", s.PartSize)
+	}
+	v.positiveInt(k+"max_retries", s.MaxRetries)
 }
 
 type validator struct{ errs []error }

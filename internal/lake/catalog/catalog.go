@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -66,42 +65,43 @@ type QueueCommit struct {
 }
 
 // Catalog is a handle on the catalog database. It is safe for concurrent
-// use, and several handles (processes) may share one SQLite file.
+// use, and several handles (processes) may share one SQLite file or one
+// PostgreSQL database.
 type Catalog struct {
 	db  *sql.DB
 	d   *dialect
 	now func() time.Time // replaced in tests
+	// leaseNow is the SQL expression for "now" in lease expiry: the
+	// server's clock where the dialect has one, else "" for c.now().
+	// Tests that fake c.now clear it.
+	leaseNow string
 }
 
-// Open opens the catalog named by dsn ("sqlite:<path>" or a bare path),
-// creating the file and migrating the schema as needed.
+// Open opens the catalog named by dsn and migrates the schema as needed:
+// "sqlite:<path>" or a bare path (an SQLite file, created if missing), or
+// "postgres://user:pass@host:port/db?sslmode=..." ("postgresql://" too; the
+// database must exist, the tables are created in its search_path schema).
 func Open(ctx context.Context, dsn string) (*Catalog, error) {
 	d, target, err := dialectFor(dsn)
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("catalog: open %q: is a directory", target)
-	}
-	source, err := d.dataSource(target)
+	name := d.display(target)
+	db, err := d.open(target)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open(d.driverName, source)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: open %q: %w", target, err)
-	}
-	c := &Catalog{db: db, d: d, now: time.Now}
+	c := &Catalog{db: db, d: d, now: time.Now, leaseNow: d.serverNow}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		if d.isNotDatabase(err) {
-			return nil, fmt.Errorf("catalog: open %q: %w: %w", target, ErrNotDatabase, err)
+			return nil, fmt.Errorf("catalog: open %q: %w: %w", name, ErrNotDatabase, err)
 		}
-		return nil, fmt.Errorf("catalog: open %q: %w", target, err)
+		return nil, fmt.Errorf("catalog: open %q: %w", name, err)
 	}
 	if err := c.migrate(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("catalog: open %q: %w", target, err)
+		return nil, fmt.Errorf("catalog: open %q: %w", name, err)
 	}
 	return c, nil
 }
@@ -115,14 +115,34 @@ func (c *Catalog) Close() error {
 	return nil
 }
 
-// IsRetryable reports whether err is lock contention that outlasted the
-// busy timeout; the operation had no effect and may be retried.
+// IsRetryable reports whether err is contention that the operation lost:
+// SQLite lock contention outlasting the busy timeout, or a PostgreSQL
+// serialization failure, deadlock or lock timeout that persisted through
+// the catalog's own retries. The operation had no effect and may be retried.
 func IsRetryable(err error) bool {
-	return err != nil && sqliteDialect.isRetryableError(err)
+	return err != nil && (sqliteDialect.isRetryableError(err) || postgresDialect.isRetryableError(err))
 }
 
-// inTx runs fn in a write transaction and commits if fn returns nil.
+// inTx runs fn in a write transaction and commits if fn returns nil. A
+// transaction that failed with a retryable error is re-run, up to the
+// dialect's txAttempts, so fn must not keep state across calls.
 func (c *Catalog) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = c.tryTx(ctx, fn)
+		if err == nil || attempt >= c.d.txAttempts || !c.d.isRetryableError(err) {
+			return err
+		}
+		// Back off a little, growing, so the winner can commit.
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Catalog) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -142,7 +162,7 @@ func (c *Catalog) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // inReadTx runs fn in a read-only transaction so multi-query reads see one
 // snapshot without taking the write lock.
 func (c *Catalog) inReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := c.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := c.db.BeginTx(ctx, c.d.readTx)
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}

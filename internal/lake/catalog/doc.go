@@ -4,21 +4,47 @@
 // positions the lake covers, and leases that coordinate upkeep between
 // processes. It also rebuilds the catalog from the files alone.
 //
-// SQLite (modernc.org/sqlite, pure Go) is the embedded backend. Everything
-// that differs between SQL backends lives in dialect.go; the SQL is written
-// so that a PostgreSQL dialect needs only its own migrations, placeholder
-// rebinding and error classification.
+// Two SQL backends, chosen by the DSN given to Open:
+//
+//   - SQLite (modernc.org/sqlite, pure Go), the embedded default:
+//     "sqlite:<path>" or a bare path.
+//   - PostgreSQL (pgx through database/sql), for several sluice processes,
+//     on several hosts, sharing one catalog: "postgres://..." or
+//     "postgresql://...". The database must exist; the tables are created
+//     in the first schema of its search_path.
+//
+// Everything that differs between them lives in dialect.go: migrations
+// (the same schema, version for version, with PostgreSQL's types), "?" to
+// "$n" placeholder rebinding, transaction options and locks, error
+// classification, and the clock used for leases. All other SQL is shared.
 //
 // # Concurrency
 //
-// A *Catalog is safe for concurrent use. Several handles, in one or several
-// processes, may share one SQLite file: it runs in WAL mode (readers never
-// block the writer) with a busy timeout, and every write transaction takes
-// the write lock at BEGIN, so writers queue instead of failing. The file
-// must be on a local filesystem; WAL does not work over network mounts.
+// A *Catalog is safe for concurrent use, and several handles, in one or
+// several processes, may share one database.
+//
+// SQLite runs in WAL mode (readers never block the writer) with a busy
+// timeout, and every write transaction takes the write lock at BEGIN, so
+// writers queue instead of failing. The file must be on a local
+// filesystem; WAL does not work over network mounts.
+//
+// PostgreSQL write transactions run at READ COMMITTED; List reads one
+// REPEATABLE READ snapshot. Every check-then-write is a single conditional
+// statement whose affected row count is checked (queue commits, Replace,
+// leases), and PostgreSQL re-checks such a condition on the committed row
+// after waiting for a concurrent writer, so of two racing writers exactly
+// one wins and the other gets ErrQueueRegress, ErrStale or a refused
+// lease. Replace locks its inputs in id order, so racing compactions wait
+// rather than deadlock. Deadlocks and serialization failures that do occur
+// are retried inside the catalog a few times; IsRetryable reports those
+// that persist. Migrations take an advisory lock, so concurrent Opens of a
+// new database are safe. Lease expiry uses the server's clock, so hosts
+// with drifting clocks agree.
+//
 // Use leases (TryLease) to keep two processes off the same partition;
 // Replace additionally refuses stale input, so a lost lease cannot lose data.
-// Rebuild is an offline repair: stop writers and upkeep while it runs.
+// Rebuild is an offline repair: stop writers and upkeep while it runs
+// (on PostgreSQL it locks the segment tables, so stragglers wait).
 //
 // # Invariants
 //

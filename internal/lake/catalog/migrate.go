@@ -55,8 +55,55 @@ var sqliteMigrations = [][]string{
 	},
 }
 
+// postgresMigrations mirror sqliteMigrations version for version: the same
+// tables, columns and indexes, with BIGINT for every int64 column and an
+// identity column for ids (sequences never hand out a value twice, so ids
+// are not reused either).
+var postgresMigrations = [][]string{
+	{
+		`CREATE TABLE IF NOT EXISTS segments (
+			id          BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			table_name  TEXT    NOT NULL,
+			tenant      TEXT    NOT NULL,
+			day         TEXT    NOT NULL,
+			hour        INTEGER NOT NULL,
+			path        TEXT    NOT NULL,
+			min_time    BIGINT  NOT NULL,
+			max_time    BIGINT  NOT NULL,
+			row_count   BIGINT  NOT NULL,
+			byte_size   BIGINT  NOT NULL,
+			level       INTEGER NOT NULL,
+			schema_hash TEXT    NOT NULL,
+			created_ns  BIGINT  NOT NULL,
+			queue_pos   BIGINT  NOT NULL DEFAULT 0,
+			replaced_ns BIGINT
+		)`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS segments_path ON segments (path)`,
+		`CREATE INDEX IF NOT EXISTS segments_time ON segments (table_name, tenant, min_time, max_time)`,
+		`CREATE INDEX IF NOT EXISTS segments_partition ON segments (table_name, tenant, day, hour)`,
+		`CREATE INDEX IF NOT EXISTS segments_replaced ON segments (replaced_ns) WHERE replaced_ns IS NOT NULL`,
+		`CREATE TABLE IF NOT EXISTS segment_names (
+			segment_id BIGINT NOT NULL REFERENCES segments (id) ON DELETE CASCADE,
+			kind       TEXT   NOT NULL,
+			name       TEXT   NOT NULL,
+			PRIMARY KEY (segment_id, kind, name)
+		)`,
+		`CREATE INDEX IF NOT EXISTS segment_names_name ON segment_names (kind, name, segment_id)`,
+		`CREATE TABLE IF NOT EXISTS queue_positions (
+			name TEXT   PRIMARY KEY,
+			pos  BIGINT NOT NULL
+		)`,
+		`CREATE TABLE IF NOT EXISTS leases (
+			lease_key  TEXT   PRIMARY KEY,
+			owner      TEXT   NOT NULL,
+			expires_ns BIGINT NOT NULL
+		)`,
+	},
+}
+
 // migrate brings the schema to the newest version. Concurrent Opens are
-// safe: the version is re-read inside the write transaction.
+// safe: the version is re-read inside the write transaction, which holds
+// the SQLite write lock or the PostgreSQL migration lock.
 func (c *Catalog) migrate(ctx context.Context) error {
 	want := len(c.d.migrations)
 	v, err := c.schemaVersion(ctx, c.db)
@@ -69,6 +116,11 @@ func (c *Catalog) migrate(ctx context.Context) error {
 	// Any other error is most likely "no such table" on a new file; the
 	// transaction below creates the table and surfaces real failures.
 	return c.inTx(ctx, func(tx *sql.Tx) error {
+		if c.d.lockMigrations != "" {
+			if _, err := tx.ExecContext(ctx, c.d.lockMigrations); err != nil {
+				return fmt.Errorf("lock for migration: %w", err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 			return fmt.Errorf("create schema_version: %w", err)
 		}

@@ -11,43 +11,46 @@ import (
 	"time"
 )
 
-const childEnv = "SLUICE_CATALOG_TEST_CHILD" // "<db path>|<writer name>"
+const childEnv = "SLUICE_CATALOG_TEST_CHILD" // "<dsn>|<writer name>"
 
 // TestCrossProcessWrites runs writers in real child processes (this test
 // binary re-executed) against one SQLite file, so file locking between
-// processes is exercised, not only between handles of one process.
+// processes is exercised, not only between handles of one process; and
+// likewise against one PostgreSQL schema.
 func TestCrossProcessWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	ctx := context.Background()
-	c, path := openTemp(t)
-	const children = 3
-	var wg sync.WaitGroup
-	for i := range children {
-		wg.Go(func() {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCrossProcessChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|p%d", childEnv, path, i))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("child %d: %v\n%s", i, err, out)
-			}
-		})
-	}
-	// The parent writes meanwhile.
-	for b := range childBatches {
-		s := seg("metrics", "parent", b%24, fmt.Sprintf("parent-%d", b), 0, 1)
-		if err := c.AddSegmentsWithQueue(ctx, QueueCommit{"parent", int64(b + 1)}, s); err != nil {
-			t.Error(err)
+	forEachDialect(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		c := tg.open(t)
+		const children = 3
+		var wg sync.WaitGroup
+		for i := range children {
+			wg.Go(func() {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestCrossProcessChild$", "-test.count=1")
+				cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|p%d", childEnv, tg.dsn, i))
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("child %d: %v\n%s", i, err, out)
+				}
+			})
 		}
-	}
-	wg.Wait()
-	if n := len(mustList(t, c, Filter{})); n != (children+1)*childBatches {
-		t.Fatalf("%d segments, want %d", n, (children+1)*childBatches)
-	}
-	// Children take and release a shared lease; none may leak.
-	if ok, err := c.TryLease(ctx, "shared", "parent", time.Minute); err != nil || !ok {
-		t.Fatalf("lease still held after children exited: %v %v", ok, err)
-	}
+		// The parent writes meanwhile.
+		for b := range childBatches {
+			s := seg("metrics", "parent", b%24, fmt.Sprintf("parent-%d", b), 0, 1)
+			if err := c.AddSegmentsWithQueue(ctx, QueueCommit{"parent", int64(b + 1)}, s); err != nil {
+				t.Error(err)
+			}
+		}
+		wg.Wait()
+		if n := len(mustList(t, c, Filter{})); n != (children+1)*childBatches {
+			t.Fatalf("%d segments, want %d", n, (children+1)*childBatches)
+		}
+		// Children take and release a shared lease; none may leak.
+		if ok, err := c.TryLease(ctx, "shared", "parent", time.Minute); err != nil || !ok {
+			t.Fatalf("lease still held after children exited: %v %v", ok, err)
+		}
+	})
 }
 
 const childBatches = 25
@@ -57,9 +60,10 @@ func TestCrossProcessChild(t *testing.T) {
 	if arg == "" {
 		t.Skip("helper for TestCrossProcessWrites")
 	}
-	path, name, _ := strings.Cut(arg, "|")
+	i := strings.LastIndexByte(arg, '|')
+	dsn, name := arg[:i], arg[i+1:]
 	ctx := context.Background()
-	c, err := Open(ctx, path)
+	c, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

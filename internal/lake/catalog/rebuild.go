@@ -113,6 +113,11 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 		}
 	}
 	err = c.inTx(ctx, func(tx *sql.Tx) error {
+		if c.d.lockRebuild != "" {
+			if _, err := tx.ExecContext(ctx, c.d.lockRebuild); err != nil {
+				return fmt.Errorf("lock segments: %w", err)
+			}
+		}
 		replaced, err := replacedPaths(ctx, tx)
 		if err != nil {
 			return err

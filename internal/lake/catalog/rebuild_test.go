@@ -80,151 +80,155 @@ func footer(table, tenant string, level int, minT, maxT int64) map[string]string
 }
 
 func TestRebuild(t *testing.T) {
-	ctx := context.Background()
-	root := t.TempDir()
-	h3, h4 := hour3, hour3.Add(time.Hour)
-	logSchema := parquet.SchemaOf(logRow{})
+	forEachDialect(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		root := t.TempDir()
+		h3, h4 := hour3, hour3.Add(time.Hour)
+		logSchema := parquet.SchemaOf(logRow{})
 
-	var want []Segment
-	// The hash must be the one a writer computes from its in-memory schema.
-	expect := func(rel string, rows int64, level int, minT, maxT int64, schema *parquet.Schema, services, metrics []string) {
-		pt, err := parsePath(rel)
+		var want []Segment
+		// The hash must be the one a writer computes from its in-memory schema.
+		expect := func(rel string, rows int64, level int, minT, maxT int64, schema *parquet.Schema, services, metrics []string) {
+			pt, err := parsePath(rel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, Segment{
+				Table: pt.table, Tenant: pt.tenant, Day: pt.day, Hour: pt.hour, Path: rel,
+				MinTime: minT, MaxTime: maxT, Rows: rows, Bytes: fi.Size(), Level: level,
+				SchemaHash: ParquetSchemaHash(schema), Created: fi.ModTime().UTC(), Services: services, MetricNames: metrics,
+			})
+		}
+
+		// Footer keys present. The footer's min/max win over the data.
+		l1 := "logs/tenant=a/dt=2024-05-01/hour=03/0001.parquet"
+		writeParquet(t, root, l1, logRows(h3, 1, 2, 3), footer("logs", "a", 0, h3.UnixNano(), h3.Add(10*time.Minute).UnixNano()))
+		expect(l1, 3, 0, h3.UnixNano(), h3.Add(10*time.Minute).UnixNano(), logSchema, []string{"api", "web"}, nil)
+
+		l2 := "logs/tenant=a/dt=2024-05-01/hour=04/0002.parquet"
+		writeParquet(t, root, l2, logRows(h4, 5, 59), footer("logs", "a", 1, h4.Add(5*time.Minute).UnixNano(), h4.Add(59*time.Minute).UnixNano()))
+		expect(l2, 2, 1, h4.Add(5*time.Minute).UnixNano(), h4.Add(59*time.Minute).UnixNano(), logSchema, []string{"api", "web"}, nil)
+
+		mt := "metrics/tenant=a/dt=2024-05-01/hour=03/0010.parquet"
+		writeParquet(t, root, mt, []metricRow{{h3.UnixNano(), "cpu", 1}, {h3.UnixNano() + 1, "mem", 2}, {h3.UnixNano() + 2, "cpu", 3}},
+			footer("metrics", "a", 0, h3.UnixNano(), h3.UnixNano()+2))
+		expect(mt, 3, 0, h3.UnixNano(), h3.UnixNano()+2, parquet.SchemaOf(metricRow{}), nil, []string{"cpu", "mem"})
+
+		// No time keys: min/max come from start_timestamp statistics.
+		tr := "traces/tenant=b/dt=2024-05-01/hour=03/0003.parquet"
+		spans := []spanRow{{StartTimestamp: h3.Add(30 * time.Minute).UnixNano(), Name: "b"}, {StartTimestamp: h3.Add(7 * time.Minute).UnixNano(), Name: "a"}}
+		writeParquet(t, root, tr, spans, footer("traces", "b", 0, 0, 0))
+		expect(tr, 2, 0, h3.Add(7*time.Minute).UnixNano(), h3.Add(30*time.Minute).UnixNano(), parquet.SchemaOf(spanRow{}), nil, nil)
+
+		// Files Rebuild must report, naming the file.
+		badPath := "logs/tenant=a/dt=2024-05-01/0004.parquet"
+		writeParquet(t, root, badPath, logRows(h3, 1), footer("logs", "a", 0, 0, 0))
+		mismatch := "logs/tenant=b/dt=2024-05-01/hour=03/0005.parquet"
+		writeParquet(t, root, mismatch, logRows(h3, 1), footer("logs", "a", 0, 0, 0))
+		wrongHour := "logs/tenant=a/dt=2024-05-01/hour=05/0006.parquet"
+		writeParquet(t, root, wrongHour, logRows(h3, 1), footer("logs", "a", 0, 0, 0))
+		corrupt := "logs/tenant=a/dt=2024-05-01/hour=03/0007.parquet"
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(corrupt)), []byte("PAR1 not really"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantFailed := []string{badPath, wrongHour, corrupt, mismatch}
+		slices.Sort(wantFailed)
+
+		// Temporary files are ignored, not failed.
+		writeParquet(t, root, "logs/tenant=a/dt=2024-05-01/hour=03/.tmp-0008.parquet", logRows(h3, 1), nil)
+		writeParquet(t, root, "_tmp/0009.parquet", logRows(h3, 1), nil)
+		if err := os.WriteFile(filepath.Join(root, "logs", "README"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+
+		c := tg.open(t)
+		// Rows that must not survive: one for a file that is gone; and l2 was
+		// already replaced by compaction, which must stay recorded.
+		gone := seg("logs", "z", 3, "gone", 0, 1)
+		l2row := seg("logs", "a", 4, "0002", 5, 59)
+		if err := c.AddSegmentsWithQueue(ctx, QueueCommit{"q", 7}, gone, l2row); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Replace(ctx, []int64{idOf(t, c, l2row.Path)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		replacedAt := mustList(t, c, Filter{IncludeReplaced: true, Tenant: "a"})[0].ReplacedAt
+		if replacedAt.IsZero() {
+			t.Fatal("setup: l2 not replaced")
+		}
+		want[1].ReplacedAt = replacedAt
+
+		var calls, lastTotal int
+		st, err := Rebuild(ctx, c, root, func(done, total int) { calls++; lastTotal = total })
 		if err != nil {
 			t.Fatal(err)
 		}
-		fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel)))
-		if err != nil {
-			t.Fatal(err)
+		if st.Files != 8 || st.Segments != 4 || st.Skipped != 2 || calls != 8 || lastTotal != 8 {
+			t.Fatalf("stats %+v, progress calls %d total %d", st, calls, lastTotal)
 		}
-		want = append(want, Segment{
-			Table: pt.table, Tenant: pt.tenant, Day: pt.day, Hour: pt.hour, Path: rel,
-			MinTime: minT, MaxTime: maxT, Rows: rows, Bytes: fi.Size(), Level: level,
-			SchemaHash: ParquetSchemaHash(schema), Created: fi.ModTime().UTC(), Services: services, MetricNames: metrics,
-		})
-	}
-
-	// Footer keys present. The footer's min/max win over the data.
-	l1 := "logs/tenant=a/dt=2024-05-01/hour=03/0001.parquet"
-	writeParquet(t, root, l1, logRows(h3, 1, 2, 3), footer("logs", "a", 0, h3.UnixNano(), h3.Add(10*time.Minute).UnixNano()))
-	expect(l1, 3, 0, h3.UnixNano(), h3.Add(10*time.Minute).UnixNano(), logSchema, []string{"api", "web"}, nil)
-
-	l2 := "logs/tenant=a/dt=2024-05-01/hour=04/0002.parquet"
-	writeParquet(t, root, l2, logRows(h4, 5, 59), footer("logs", "a", 1, h4.Add(5*time.Minute).UnixNano(), h4.Add(59*time.Minute).UnixNano()))
-	expect(l2, 2, 1, h4.Add(5*time.Minute).UnixNano(), h4.Add(59*time.Minute).UnixNano(), logSchema, []string{"api", "web"}, nil)
-
-	mt := "metrics/tenant=a/dt=2024-05-01/hour=03/0010.parquet"
-	writeParquet(t, root, mt, []metricRow{{h3.UnixNano(), "cpu", 1}, {h3.UnixNano() + 1, "mem", 2}, {h3.UnixNano() + 2, "cpu", 3}},
-		footer("metrics", "a", 0, h3.UnixNano(), h3.UnixNano()+2))
-	expect(mt, 3, 0, h3.UnixNano(), h3.UnixNano()+2, parquet.SchemaOf(metricRow{}), nil, []string{"cpu", "mem"})
-
-	// No time keys: min/max come from start_timestamp statistics.
-	tr := "traces/tenant=b/dt=2024-05-01/hour=03/0003.parquet"
-	spans := []spanRow{{StartTimestamp: h3.Add(30 * time.Minute).UnixNano(), Name: "b"}, {StartTimestamp: h3.Add(7 * time.Minute).UnixNano(), Name: "a"}}
-	writeParquet(t, root, tr, spans, footer("traces", "b", 0, 0, 0))
-	expect(tr, 2, 0, h3.Add(7*time.Minute).UnixNano(), h3.Add(30*time.Minute).UnixNano(), parquet.SchemaOf(spanRow{}), nil, nil)
-
-	// Files Rebuild must report, naming the file.
-	badPath := "logs/tenant=a/dt=2024-05-01/0004.parquet"
-	writeParquet(t, root, badPath, logRows(h3, 1), footer("logs", "a", 0, 0, 0))
-	mismatch := "logs/tenant=b/dt=2024-05-01/hour=03/0005.parquet"
-	writeParquet(t, root, mismatch, logRows(h3, 1), footer("logs", "a", 0, 0, 0))
-	wrongHour := "logs/tenant=a/dt=2024-05-01/hour=05/0006.parquet"
-	writeParquet(t, root, wrongHour, logRows(h3, 1), footer("logs", "a", 0, 0, 0))
-	corrupt := "logs/tenant=a/dt=2024-05-01/hour=03/0007.parquet"
-	if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(corrupt)), []byte("PAR1 not really"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	wantFailed := []string{badPath, wrongHour, corrupt, mismatch}
-	slices.Sort(wantFailed)
-
-	// Temporary files are ignored, not failed.
-	writeParquet(t, root, "logs/tenant=a/dt=2024-05-01/hour=03/.tmp-0008.parquet", logRows(h3, 1), nil)
-	writeParquet(t, root, "_tmp/0009.parquet", logRows(h3, 1), nil)
-	if err := os.WriteFile(filepath.Join(root, "logs", "README"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	c, _ := openTemp(t)
-	// Rows that must not survive: one for a file that is gone; and l2 was
-	// already replaced by compaction, which must stay recorded.
-	gone := seg("logs", "z", 3, "gone", 0, 1)
-	l2row := seg("logs", "a", 4, "0002", 5, 59)
-	if err := c.AddSegmentsWithQueue(ctx, QueueCommit{"q", 7}, gone, l2row); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Replace(ctx, []int64{idOf(t, c, l2row.Path)}, nil); err != nil {
-		t.Fatal(err)
-	}
-	replacedAt := mustList(t, c, Filter{IncludeReplaced: true, Tenant: "a"})[0].ReplacedAt
-	if replacedAt.IsZero() {
-		t.Fatal("setup: l2 not replaced")
-	}
-	want[1].ReplacedAt = replacedAt
-
-	var calls, lastTotal int
-	st, err := Rebuild(ctx, c, root, func(done, total int) { calls++; lastTotal = total })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Files != 8 || st.Segments != 4 || st.Skipped != 2 || calls != 8 || lastTotal != 8 {
-		t.Fatalf("stats %+v, progress calls %d total %d", st, calls, lastTotal)
-	}
-	var failed []string
-	for _, f := range st.Failed {
-		failed = append(failed, f.Path)
-		if f.Err == nil || !strings.Contains(f.Err.Error(), f.Path) {
-			t.Errorf("failure for %q does not name the file: %v", f.Path, f.Err)
-		}
-	}
-	for _, f := range st.Failed {
-		t.Log(f.Err)
-	}
-	if !slices.Equal(failed, wantFailed) {
-		t.Fatalf("failed %v, want %v", failed, wantFailed)
-	}
-	if st.Rows != 10 || st.Bytes != want[0].Bytes+want[1].Bytes+want[2].Bytes+want[3].Bytes {
-		t.Fatalf("stats rows/bytes %+v", st)
-	}
-
-	check := func() {
-		t.Helper()
-		got := mustList(t, c, Filter{IncludeReplaced: true})
-		if len(got) != len(want) {
-			t.Fatalf("got %d segments, want %d: %v", len(got), len(want), paths(got))
-		}
-		for i := range got {
-			g := got[i]
-			g.ID = 0
-			if g.Path != want[i].Path || g.MinTime != want[i].MinTime || g.MaxTime != want[i].MaxTime ||
-				g.Rows != want[i].Rows || g.Bytes != want[i].Bytes || g.Level != want[i].Level ||
-				g.SchemaHash != want[i].SchemaHash || !g.Created.Equal(want[i].Created) ||
-				!g.ReplacedAt.Equal(want[i].ReplacedAt) || g.Table != want[i].Table || g.Tenant != want[i].Tenant ||
-				g.Day != want[i].Day || g.Hour != want[i].Hour ||
-				!slices.Equal(g.Services, want[i].Services) || !slices.Equal(g.MetricNames, want[i].MetricNames) {
-				t.Errorf("segment %d:\n got %+v\nwant %+v", i, g, want[i])
+		var failed []string
+		for _, f := range st.Failed {
+			failed = append(failed, f.Path)
+			if f.Err == nil || !strings.Contains(f.Err.Error(), f.Path) {
+				t.Errorf("failure for %q does not name the file: %v", f.Path, f.Err)
 			}
 		}
-	}
-	check()
-	if pos, _ := c.QueuePosition(ctx, "q"); pos != 7 {
-		t.Fatalf("queue position lost by rebuild: %d", pos)
-	}
+		for _, f := range st.Failed {
+			t.Log(f.Err)
+		}
+		if !slices.Equal(failed, wantFailed) {
+			t.Fatalf("failed %v, want %v", failed, wantFailed)
+		}
+		if st.Rows != 10 || st.Bytes != want[0].Bytes+want[1].Bytes+want[2].Bytes+want[3].Bytes {
+			t.Fatalf("stats rows/bytes %+v", st)
+		}
 
-	// Idempotent.
-	st2, err := Rebuild(ctx, c, root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st2.Segments != st.Segments || len(st2.Failed) != len(st.Failed) {
-		t.Fatalf("second rebuild: %+v", st2)
-	}
-	check()
+		check := func() {
+			t.Helper()
+			got := mustList(t, c, Filter{IncludeReplaced: true})
+			if len(got) != len(want) {
+				t.Fatalf("got %d segments, want %d: %v", len(got), len(want), paths(got))
+			}
+			for i := range got {
+				g := got[i]
+				g.ID = 0
+				if g.Path != want[i].Path || g.MinTime != want[i].MinTime || g.MaxTime != want[i].MaxTime ||
+					g.Rows != want[i].Rows || g.Bytes != want[i].Bytes || g.Level != want[i].Level ||
+					g.SchemaHash != want[i].SchemaHash || !g.Created.Equal(want[i].Created) ||
+					!g.ReplacedAt.Equal(want[i].ReplacedAt) || g.Table != want[i].Table || g.Tenant != want[i].Tenant ||
+					g.Day != want[i].Day || g.Hour != want[i].Hour ||
+					!slices.Equal(g.Services, want[i].Services) || !slices.Equal(g.MetricNames, want[i].MetricNames) {
+					t.Errorf("segment %d:\n got %+v\nwant %+v", i, g, want[i])
+				}
+			}
+		}
+		check()
+		if pos, _ := c.QueuePosition(ctx, "q"); pos != 7 {
+			t.Fatalf("queue position lost by rebuild: %d", pos)
+		}
+
+		// Idempotent.
+		st2, err := Rebuild(ctx, c, root, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st2.Segments != st.Segments || len(st2.Failed) != len(st.Failed) {
+			t.Fatalf("second rebuild: %+v", st2)
+		}
+		check()
+	})
 }
 
 func TestRebuildMissingRoot(t *testing.T) {
-	c, _ := openTemp(t)
-	_, err := Rebuild(context.Background(), c, filepath.Join(t.TempDir(), "nope"), nil)
-	if !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("got %v, want ErrNotExist", err)
-	}
+	forEachDialect(t, func(t *testing.T, tg target) {
+		c := tg.open(t)
+		_, err := Rebuild(context.Background(), c, filepath.Join(t.TempDir(), "nope"), nil)
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("got %v, want ErrNotExist", err)
+		}
+	})
 }

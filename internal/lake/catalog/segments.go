@@ -168,6 +168,8 @@ func (c *Catalog) Replace(ctx context.Context, remove []int64, add []Segment) er
 			return err
 		}
 	}
+	sorted := slices.Clone(remove)
+	slices.Sort(sorted)
 	now := c.now()
 	err := c.inTx(ctx, func(tx *sql.Tx) error {
 		upd, err := tx.PrepareContext(ctx, c.d.rebind(`UPDATE segments SET replaced_ns = ? WHERE id = ? AND replaced_ns IS NULL`))
@@ -175,7 +177,10 @@ func (c *Catalog) Replace(ctx context.Context, remove []int64, add []Segment) er
 			return fmt.Errorf("prepare replace: %w", err)
 		}
 		defer upd.Close()
-		for _, id := range remove {
+		// Ascending ids: two Replaces sharing inputs lock rows in one
+		// order, so PostgreSQL makes the later one wait and see ErrStale
+		// rather than deadlock.
+		for _, id := range sorted {
 			res, err := upd.ExecContext(ctx, now.UnixNano(), id)
 			if err != nil {
 				return fmt.Errorf("mark segment %d replaced: %w", id, err)
@@ -199,6 +204,7 @@ func (c *Catalog) Replace(ctx context.Context, remove []int64, add []Segment) er
 func (c *Catalog) DeleteReplaced(ctx context.Context, ids []int64) (int, error) {
 	var removed int
 	err := c.inTx(ctx, func(tx *sql.Tx) error {
+		removed = 0 // inTx may run this again
 		del, err := tx.PrepareContext(ctx, c.d.rebind(`DELETE FROM segments WHERE id = ? AND replaced_ns IS NOT NULL`))
 		if err != nil {
 			return fmt.Errorf("prepare delete: %w", err)
@@ -337,7 +343,7 @@ func scanSegments(rows *sql.Rows) ([]Segment, error) {
 // that order.
 func (c *Catalog) Summary(ctx context.Context) ([]PartitionSummary, error) {
 	rows, err := c.db.QueryContext(ctx, `SELECT table_name, tenant, day, hour, COUNT(*),
-		SUM(row_count), SUM(byte_size), MIN(min_time), MAX(max_time)
+		CAST(SUM(row_count) AS BIGINT), CAST(SUM(byte_size) AS BIGINT), MIN(min_time), MAX(max_time)
 		FROM segments WHERE replaced_ns IS NULL
 		GROUP BY table_name, tenant, day, hour
 		ORDER BY table_name, tenant, day, hour`)
