@@ -39,9 +39,12 @@
 //  5. At start-up, *.parquet files in the lake layout that the catalog does
 //     not know are output of a checkpoint that never committed: their records
 //     are still in the queue above the committed position and are replayed,
-//     so the files are deleted (moved to <root>/_orphans when the catalog has
-//     never been committed to, which is also what a wrong catalog.dsn looks
-//     like). The sweep runs before the writer exists, under the lake lock.
+//     so the files are deleted (moved to _orphans/ in the lake when the
+//     catalog has never been committed to, which is also what a wrong
+//     catalog.dsn looks like). The sweep lists and deletes through the
+//     lake.Store, so it covers an S3 lake too. It runs before the writer
+//     exists, under the lake lock (a local flock on <root>/_run.lock, which
+//     does not stop a second process on another machine sharing a bucket).
 //  6. One `sluice run` per lake root: an exclusive flock on <root>/_run.lock.
 //
 // # Concurrency

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 )
 
@@ -25,12 +27,12 @@ type sweepResult struct {
 }
 
 // sweepOrphans removes *.parquet files in the lake layout
-// (<table>/tenant=<t>/dt=<day>/hour=<HH>/<id>.parquet under root) that the
+// (<table>/tenant=<t>/dt=<day>/hour=<HH>/<id>.parquet in store) that the
 // catalog does not list, live or replaced, and leftover temporary files
-// of the local store (<root>/_tmp/*.tmp). Nothing else is touched: hidden
+// of a local store (<root>/_tmp/*.tmp). Nothing else is touched: hidden
 // names, other depths and other extensions are skipped. It must run before
 // any writer of this lake starts (the lake lock guarantees none runs).
-func sweepOrphans(ctx context.Context, cat *catalog.Catalog, root string, committed int64, log *slog.Logger) (sweepResult, error) {
+func sweepOrphans(ctx context.Context, cat *catalog.Catalog, store lake.Store, committed int64, log *slog.Logger) (sweepResult, error) {
 	var res sweepResult
 	segs, err := cat.List(ctx, catalog.Filter{IncludeReplaced: true})
 	if err != nil {
@@ -41,7 +43,7 @@ func sweepOrphans(ctx context.Context, cat *catalog.Catalog, root string, commit
 		known[s.Path] = struct{}{}
 	}
 	quarantine := len(segs) == 0 && committed == 0
-	files, err := layoutFiles(root)
+	files, err := layoutFiles(store)
 	if err != nil {
 		return res, err
 	}
@@ -49,27 +51,33 @@ func sweepOrphans(ctx context.Context, cat *catalog.Catalog, root string, commit
 		if _, ok := known[rel]; ok {
 			continue
 		}
-		full := filepath.Join(root, filepath.FromSlash(rel))
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
 		if quarantine {
-			dst := filepath.Join(root, orphanDir, filepath.FromSlash(rel))
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return res, fmt.Errorf("quarantine %q: %w", rel, err)
-			}
-			if err := os.Rename(full, dst); err != nil {
+			dst := path.Join(orphanDir, rel)
+			if err := moveObject(store, rel, dst); err != nil {
 				return res, fmt.Errorf("quarantine %q: %w", rel, err)
 			}
 			log.Warn("moved a lake file the catalog does not know to the orphan directory; if it is not the output of a crashed first run, check catalog.dsn or run `sluice lake rebuild-catalog`",
-				"path", rel, "to", filepath.Join(orphanDir, rel))
+				"path", rel, "to", dst)
 			res.Quarantined++
 			continue
 		}
-		if err := os.Remove(full); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := store.Remove(rel); err != nil {
 			return res, fmt.Errorf("remove orphan %q: %w", rel, err)
 		}
 		log.Info("removed uncommitted lake file (its records are replayed from the queue)", "path", rel)
 		res.Removed++
 	}
-	tmp := filepath.Join(root, "_tmp")
+	local, ok := store.(*lake.LocalStore)
+	if !ok {
+		// Object stores have no temporary objects: an interrupted upload
+		// is an incomplete multipart upload, left to the bucket's
+		// lifecycle rule (docs/s3.md).
+		return res, nil
+	}
+	tmp := filepath.Join(local.Root, "_tmp")
 	ents, err := os.ReadDir(tmp)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return res, fmt.Errorf("read %q: %w", tmp, err)
@@ -87,38 +95,61 @@ func sweepOrphans(ctx context.Context, cat *catalog.Catalog, root string, commit
 	return res, nil
 }
 
-// layoutFiles lists the slash-separated paths of regular *.parquet files
-// exactly at <table>/tenant=*/dt=*/hour=*/ under root.
-func layoutFiles(root string) ([]string, error) {
-	prefixes := []string{"", "tenant=", "dt=", "hour="}
-	var out []string
-	var walk func(dir, rel string, depth int) error
-	walk = func(dir, rel string, depth int) error {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && depth == 0 {
-				return nil
-			}
-			return fmt.Errorf("read %q: %w", dir, err)
+// moveObject moves src to dst in store: a rename in a local store, a copy
+// then a delete elsewhere. A dst already there is an earlier move that
+// stopped before the delete.
+func moveObject(store lake.Store, src, dst string) error {
+	if local, ok := store.(*lake.LocalStore); ok {
+		full := filepath.Join(local.Root, filepath.FromSlash(dst))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
 		}
-		for _, e := range ents {
-			name := e.Name()
-			if strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".") {
-				continue // hidden from Hive readers: queue, tmp, orphans, locks
-			}
-			if depth < len(prefixes) {
-				if e.IsDir() && strings.HasPrefix(name, prefixes[depth]) && len(name) > len(prefixes[depth]) {
-					if err := walk(filepath.Join(dir, name), path.Join(rel, name), depth+1); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if e.Type().IsRegular() && strings.HasSuffix(name, ".parquet") && len(name) > len(".parquet") {
-				out = append(out, path.Join(rel, name))
-			}
+		return os.Rename(filepath.Join(local.Root, filepath.FromSlash(src)), full)
+	}
+	r, err := store.Open(src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w, err := store.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, io.NewSectionReader(r, 0, r.Size())); err != nil {
+		return errors.Join(err, w.Abort())
+	}
+	if err := w.Commit(); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return store.Remove(src)
+}
+
+// layoutFiles lists the slash-separated paths of *.parquet objects
+// exactly at <table>/tenant=*/dt=*/hour=*/ in store.
+func layoutFiles(store lake.Store) ([]string, error) {
+	var out []string
+	err := store.Walk("", func(p string, _ int64) error {
+		if inLayout(p) {
+			out = append(out, p)
 		}
 		return nil
+	})
+	return out, err
+}
+
+func inLayout(p string) bool {
+	parts := strings.Split(p, "/")
+	if len(parts) != 5 {
+		return false
 	}
-	return out, walk(root, "", 0)
+	for i, pre := range []string{"", "tenant=", "dt=", "hour=", ""} {
+		name := parts[i]
+		if strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".") {
+			return false // hidden from Hive readers: queue, tmp, orphans, locks
+		}
+		if !strings.HasPrefix(name, pre) || len(name) == len(pre) {
+			return false
+		}
+	}
+	return strings.HasSuffix(parts[4], ".parquet") && len(parts[4]) > len(".parquet")
 }

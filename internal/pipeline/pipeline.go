@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/s3store"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 )
@@ -116,7 +118,11 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	swept, err := sweepOrphans(ctx, p.cat, root, committed, p.log)
+	store, where, err := p.lakeStore(ctx)
+	if err != nil {
+		return err
+	}
+	swept, err := sweepOrphans(ctx, p.cat, store, committed, p.log)
 	if err != nil {
 		return fmt.Errorf("sweep uncommitted lake files: %w", err)
 	}
@@ -156,6 +162,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 
 	p.loop, err = newLakeLoop(q, p.cat, lake.Options{
 		Root:             root,
+		Store:            store,
 		TargetFileBytes:  int64(p.cfg.Lake.TargetFileBytes),
 		MaxBufferedBytes: int64(p.cfg.Lake.MaxBufferedBytes),
 		RowGroupRows:     p.cfg.Lake.RowGroupRows,
@@ -193,7 +200,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	p.addrs.GRPC, p.addrs.HTTP = p.recv.GRPCAddr(), p.recv.HTTPAddr()
 	p.ready.Store(true)
 	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
-		"admin", addrString(p.addrs.Admin), "lake", root, "catalog", p.cfg.CatalogDSN(),
+		"admin", addrString(p.addrs.Admin), "lake", where, "catalog", p.cfg.CatalogDSN(),
 		"orphans_removed", swept.Removed, "orphans_quarantined", swept.Quarantined)
 	return nil
 }
@@ -294,6 +301,13 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 			io.WriteString(w, "ready\n")
 		}
 	})
+	if p.cfg.Admin.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	p.addrs.Admin = ln.Addr()
 	p.adminDone = make(chan struct{})
@@ -367,4 +381,23 @@ func NewLogger(c config.Log, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// lakeStore returns where lake files go, and its name for logs: the S3
+// bucket of lake.s3 when a bucket is set, else lake.root.
+func (p *Pipeline) lakeStore(ctx context.Context) (lake.Store, string, error) {
+	c := p.cfg.Lake.S3
+	if !c.Enabled() {
+		return lake.NewLocalStore(p.cfg.Lake.Root), p.cfg.Lake.Root, nil
+	}
+	st, err := s3store.New(ctx, s3store.Config{
+		Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region, Endpoint: c.Endpoint,
+		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken,
+		ForcePathStyle: c.ForcePathStyle, PartSize: int64(c.PartSize), MaxRetries: c.MaxRetries,
+		Logger: p.log,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("lake.s3: %w", err)
+	}
+	return st, st.String(), nil
 }

@@ -457,7 +457,7 @@ func TestSweepOrphans(t *testing.T) {
 	defer cat.Close()
 
 	// Never committed: quarantine, do not delete.
-	res, err := sweepOrphans(ctx, cat, root, 0, testLogger(t))
+	res, err := sweepOrphans(ctx, cat, lake.NewLocalStore(root), 0, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestSweepOrphans(t *testing.T) {
 	if err := cat.AddSegmentsWithQueue(ctx, catalog.QueueCommit{Name: QueueName, Pos: 10}, seg); err != nil {
 		t.Fatal(err)
 	}
-	res, err = sweepOrphans(ctx, cat, root, 10, testLogger(t))
+	res, err = sweepOrphans(ctx, cat, lake.NewLocalStore(root), 10, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
