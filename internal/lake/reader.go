@@ -49,6 +49,12 @@ type File struct {
 	// row, and JSON → protobuf was half of reading a logs file.
 	protoOf      map[string]signal.Str
 	protoOfBytes int
+
+	// dictX caches, per dictionary index of the column chunk being read,
+	// the stored value of a string attribute (dictOK: set).
+	dict   parquet.Dictionary
+	dictX  []uint64
+	dictOK []bool
 }
 
 // readCol is the role of one leaf column.
@@ -546,6 +552,7 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
 	pages := cc.Pages()
 	defer pages.Close()
+	f.dict = nil // a new chunk has a new dictionary
 	row := 0
 	repeated := rc.kind.isList() && rc.fixed >= 0
 	for {
@@ -1041,6 +1048,8 @@ func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *si
 		bv       []byte
 		boff     []uint32
 		dict     parquet.Dictionary
+		dv       []byte
+		doff     []uint32
 		nonNulls = len(levels) - int(nulls)
 	)
 	switch rc.typ {
@@ -1059,6 +1068,16 @@ func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *si
 			idx = data.Int32()
 			if len(idx) != nonNulls {
 				return 0, true, errRows
+			}
+			if dict != f.dict {
+				f.dict = dict
+				f.dictX = resize(f.dictX, dict.Len())
+				f.dictOK = resize(f.dictOK, dict.Len())
+			}
+			dd := dict.Page().Data()
+			dv, doff = dd.ByteArray()
+			if len(doff) != dict.Len()+1 {
+				dv, doff = nil, nil
 			}
 		} else {
 			bv, boff = data.ByteArray()
@@ -1082,13 +1101,34 @@ func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *si
 		default:
 			var b []byte
 			if dict != nil {
-				b = dict.Index(idx[j]).ByteArray()
+				// Each dictionary value is stored once per chunk; the
+				// rows that repeat it share its Str (arena strings are
+				// immutable). prevAttr follows, for strRun on plain
+				// pages after a dictionary fallback.
+				k := idx[j]
+				if f.dictOK[k] {
+					x = f.dictX[k]
+					if rc.scope != scopeRecord {
+						t.prevAttr[rc.slot] = signal.Str(x)
+					}
+					j++
+					t.attrSet(rc, row+i, x)
+					continue
+				}
+				if doff != nil {
+					b = dv[doff[k]:doff[k+1]]
+				} else {
+					b = dict.Index(k).ByteArray()
+				}
 			} else {
 				b = bv[boff[j]:boff[j+1]]
 			}
 			var err error
 			if x, err = f.attrBytes(rc, c, b); err != nil {
 				return 0, true, err
+			}
+			if dict != nil {
+				f.dictX[idx[j]], f.dictOK[idx[j]] = x, true
 			}
 		}
 		j++

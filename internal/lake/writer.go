@@ -297,26 +297,40 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 	p := &partition{key: k}
 	switch kind {
 	case signal.KindLogs:
-		if n := len(w.freeLogs); n > 0 {
-			p.logs, w.freeLogs = w.freeLogs[n-1], w.freeLogs[:n-1]
-		} else {
-			p.logs = new(signal.Logs)
-		}
+		p.logs = takeLargest(&w.freeLogs, func(l *signal.Logs) int { return capBytes(&l.Common, cap(l.Time), 100) })
 	case signal.KindMetrics:
-		if n := len(w.freeMetrics); n > 0 {
-			p.metrics, w.freeMetrics = w.freeMetrics[n-1], w.freeMetrics[:n-1]
-		} else {
-			p.metrics = new(signal.Metrics)
-		}
+		p.metrics = takeLargest(&w.freeMetrics, func(m *signal.Metrics) int { return capBytes(&m.Common, cap(m.Time), 250) })
 	case signal.KindTraces:
-		if n := len(w.freeSpans); n > 0 {
-			p.spans, w.freeSpans = w.freeSpans[n-1], w.freeSpans[:n-1]
-		} else {
-			p.spans = new(signal.Spans)
-		}
+		p.spans = takeLargest(&w.freeSpans, func(s *signal.Spans) int { return capBytes(&s.Common, cap(s.StartTime), 150) })
 	}
 	w.parts[k] = p
 	return p
+}
+
+// takeLargest removes and returns the free batch with the most capacity, or
+// a new one. Handing the largest to the partition opened first lets a
+// writer whose partitions recur (one per hour, in the same order) give each
+// the same batch every time, so the batches stop growing after a round or
+// two; taking the last freed one swapped them around and regrew them for
+// many rounds (two thirds of the bytes allocated per written point).
+func takeLargest[T any](free *[]*T, size func(*T) int) *T {
+	best := -1
+	for i, b := range *free {
+		if best < 0 || size(b) > size((*free)[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return new(T)
+	}
+	b := (*free)[best]
+	*free = slices.Delete(*free, best, best+1)
+	return b
+}
+
+// capBytes approximates the capacity of a batch, like the size estimates.
+func capBytes(c *signal.Common, rows, perRow int) int {
+	return cap(c.Buf) + cap(c.Attrs.Key)*13 + rows*perRow
 }
 
 // maxFreeBatches bounds the batches kept for reuse after a flush; their
