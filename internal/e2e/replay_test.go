@@ -115,7 +115,7 @@ func TestReplayLoad(t *testing.T) {
 				// Backpressure (queue full) is answered with a retryable
 				// status; retry a bounded number of times.
 				var err error
-				for attempt := 0; attempt < 100; attempt++ {
+				for attempt := 0; attempt < 100 && ctx.Err() == nil; attempt++ {
 					if err = conn.Invoke(ctx, "/opentelemetry.proto.collector.logs.v1.LogsService/Export", &body, new(int)); err == nil {
 						break
 					}
