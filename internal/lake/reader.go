@@ -1019,8 +1019,9 @@ func (f *File) consumeAttr(rc *readCol, vals []parquet.Value, row int, c *signal
 
 // consumeAttrPage is consumeAttr straight from a page's levels and typed
 // values, without a parquet.Value per row: attribute columns are mostly
-// null, often whole pages of them. It returns false for pages it does not
-// handle (booleans), which then go through consumeAttr.
+// null, often whole pages of them. It returns false, having done nothing,
+// for pages it does not handle (booleans, or data of an unexpected shape),
+// which then go through consumeAttr.
 func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *signal.Common) (int, bool, error) {
 	if rc.typ == signal.ValueBool || rc.typ == signal.ValueEmpty || page.RepetitionLevels() != nil {
 		return 0, false, nil
@@ -1056,18 +1057,18 @@ func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *si
 	case signal.ValueInt:
 		i64 = data.Int64()
 		if len(i64) != nonNulls {
-			return 0, true, errRows
+			return 0, false, nil
 		}
 	case signal.ValueDouble:
 		f64 = data.Double()
 		if len(f64) != nonNulls {
-			return 0, true, errRows
+			return 0, false, nil
 		}
 	default:
 		if dict = page.Dictionary(); dict != nil {
 			idx = data.Int32()
 			if len(idx) != nonNulls {
-				return 0, true, errRows
+				return 0, false, nil
 			}
 			if dict != f.dict {
 				f.dict = dict
@@ -1082,7 +1083,7 @@ func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *si
 		} else {
 			bv, boff = data.ByteArray()
 			if len(boff) != nonNulls+1 {
-				return 0, true, errRows
+				return 0, false, nil
 			}
 		}
 	}
@@ -1379,20 +1380,6 @@ func (f *File) attrCols() []readCol {
 		}
 	}
 	return f.t.slotCols
-}
-
-// sameEntries reports whether two rows hold the same values; strings
-// compare by Str, which strRun made equal for equal consecutive values.
-func sameEntries(a, b []entry) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].slot != b[i].slot || a[i].val != b[i].val {
-			return false
-		}
-	}
-	return true
 }
 
 func appendLenBytes(dst, b []byte) []byte {
