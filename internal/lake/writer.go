@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"path"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -488,8 +489,8 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 		opts := []parquet.WriterOption{
 			schema,
 			parquet.Compression(sharedZstd),
-			parquet.DataPageStatistics(true),
-			parquet.CreatedBy("sluice", "", ""),
+			parquet.DataPageStatistics(false),
+			parquet.CreatedBy("sluice", buildVersion(), ""),
 			parquet.PageBufferSize(256 << 10),
 			// High-cardinality strings (ids, urls) fall back to plain
 			// instead of growing a dictionary without bound.
@@ -589,3 +590,11 @@ func estimateMetrics(m *signal.Metrics) int64 {
 }
 
 func estimateSpans(s *signal.Spans) int64 { return commonBytes(&s.Common) + int64(s.Len())*150 }
+
+// buildVersion is the sluice module version for the footer's created_by.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
