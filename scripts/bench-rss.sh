@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peak RSS of `sluice ingest` as the input grows: the corpus is decompressed
 # once and linked N times so that each run reads about SIZE_MB of OTLP.
-# usage: scripts/bench-rss.sh [SIZE_MB...]   (default: 256 1024)
+# usage: [INGEST_FLAGS="--max-buffered-bytes 268435456"] scripts/bench-rss.sh [SIZE_MB...]   (default: 256 1024)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus="${SLUICE_CORPUS:-../shared/corpus}/otlp"
@@ -26,7 +26,7 @@ for mb in "${sizes[@]}"; do
     for f in "$work"/plain/*/*; do ln -s "$f" "$in/$i-$(basename "$(dirname "$f")")-$(basename "$f")"; done
   done
   rm -rf "$work/lake"
-  /usr/bin/time -v -o "$work/time.txt" "$work/sluice" ingest --progress never --lake "$work/lake" "$in" > "$work/out.txt"
+  /usr/bin/time -v -o "$work/time.txt" "$work/sluice" ingest ${INGEST_FLAGS:-} --progress never --lake "$work/lake" "$in" > "$work/out.txt"
   rss=$(awk -F: '/Maximum resident set size/ {print int($2/1024)}' "$work/time.txt")
   secs=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$work/time.txt")
   recs=$(grep -o '[0-9]* logs, [0-9]* data points, [0-9]* spans' "$work/out.txt")

@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,10 +75,12 @@ func newIngestCmd() *cobra.Command {
 		s3f           s3Flags
 		tenant        string
 		targetSize    int64
+		maxBuffered   int64
 		rowGroupRows  int
 		maxFileBytes  int64
 		maxFutureSkew time.Duration
 		progress      string
+		memProfile    string
 	)
 	c := &cobra.Command{
 		Use:   "ingest [flags] FILE|DIR...",
@@ -111,16 +116,18 @@ reaches the lake. The exit code is 1 if any file failed.`,
 				return err
 			}
 			lk, err := openLake(ctx, &lf, lake.Options{
-				Store:           store,
-				TargetFileBytes: targetSize,
-				RowGroupRows:    rowGroupRows,
-				MaxFutureSkew:   maxFutureSkew,
+				Store:            store,
+				TargetFileBytes:  targetSize,
+				MaxBufferedBytes: maxBuffered,
+				RowGroupRows:     rowGroupRows,
+				MaxFutureSkew:    maxFutureSkew,
 			})
 			if err != nil {
 				return err
 			}
 			defer lk.closeCatalog()
 
+			setSoftMemoryLimit(maxBuffered, maxFileBytes)
 			opts := ingest.Options{Tenant: tenant, MaxFileBytes: maxFileBytes}
 			bar := newProgressLine(errOut, progress)
 			if bar != nil {
@@ -139,6 +146,11 @@ reaches the lake. The exit code is 1 if any file failed.`,
 				fmt.Fprintf(errOut, "sluice: rejected %s\n", f.Error())
 			}
 			printIngestSummary(out, res, skipped, lk.segments, lk.writer.Stats())
+			if memProfile != "" {
+				if err := writeHeapProfile(memProfile); err != nil {
+					fmt.Fprintf(errOut, "sluice: %v\n", err)
+				}
+			}
 			if runErr != nil {
 				return runErr
 			}
@@ -156,10 +168,12 @@ reaches the lake. The exit code is 1 if any file failed.`,
 	f := c.Flags()
 	f.StringVar(&tenant, "tenant", "default", "tenant the records belong to")
 	f.Int64Var(&targetSize, "target-file-size", 128<<20, "roll a Parquet file when its buffered data reaches this many bytes")
+	f.Int64Var(&maxBuffered, "max-buffered-bytes", 128<<20, "bound on data buffered across all open partitions; the largest is written out when it is reached")
 	f.IntVar(&rowGroupRows, "row-group-rows", 128*1024, "rows per Parquet row group")
 	f.Int64Var(&maxFileBytes, "max-file-bytes", ingest.DefaultMaxFileBytes, "reject an input file larger than this, on disk or decompressed")
 	f.DurationVar(&maxFutureSkew, "max-future-skew", 24*time.Hour, "a record time further than this in the future is not used for partitioning (see docs/schema.md)")
 	f.StringVar(&progress, "progress", "auto", "progress line on stderr: auto (when a terminal), always, never")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (go tool pprof) to this file at the end")
 	return c
 }
 
@@ -246,4 +260,33 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// writeHeapProfile writes the heap profile, after a GC so that it shows
+// what is live at the end of the run.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	return nil
+}
+
+// setSoftMemoryLimit gives the GC a heap goal that follows the configured
+// buffers rather than GOGC alone, unless GOMEMLIMIT is set: the writer may
+// buffer maxBuffered bytes (whose slices may hold up to twice that while
+// growing), two input files are in flight, and Parquet encoding needs room.
+// Without it the heap target doubles whatever is live, and peak RSS kept
+// creeping up with the input size.
+func setSoftMemoryLimit(maxBuffered, maxFileBytes int64) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	inFlight := min(maxFileBytes, 64<<20) * 2 * 3 // two files, decoded batches about 3x their bytes
+	debug.SetMemoryLimit(3*maxBuffered + inFlight + 128<<20)
 }

@@ -107,6 +107,7 @@ type Writer struct {
 	closed   bool
 	lastID   int64 // time of the last file id, ns
 
+	freeBytes   int64 // capacity of the free batches below
 	freeLogs    []*signal.Logs
 	freeMetrics []*signal.Metrics
 	freeSpans   []*signal.Spans
@@ -298,11 +299,11 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 	p := &partition{key: k}
 	switch kind {
 	case signal.KindLogs:
-		p.logs = takeLargest(&w.freeLogs, func(l *signal.Logs) int { return capBytes(&l.Common, cap(l.Time), 100) })
+		p.logs = takeLargest(&w.freeLogs, logsCap, &w.freeBytes)
 	case signal.KindMetrics:
-		p.metrics = takeLargest(&w.freeMetrics, func(m *signal.Metrics) int { return capBytes(&m.Common, cap(m.Time), 250) })
+		p.metrics = takeLargest(&w.freeMetrics, metricsCap, &w.freeBytes)
 	case signal.KindTraces:
-		p.spans = takeLargest(&w.freeSpans, func(s *signal.Spans) int { return capBytes(&s.Common, cap(s.StartTime), 150) })
+		p.spans = takeLargest(&w.freeSpans, spansCap, &w.freeBytes)
 	}
 	w.parts[k] = p
 	return p
@@ -314,7 +315,7 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 // the same batch every time, so the batches stop growing after a round or
 // two; taking the last freed one swapped them around and regrew them for
 // many rounds (a fifth of the bytes BenchmarkWriteMetrics allocated).
-func takeLargest[T any](free *[]*T, size func(*T) int) *T {
+func takeLargest[T any](free *[]*T, size func(*T) int64, freeBytes *int64) *T {
 	best := -1
 	for i, b := range *free {
 		if best < 0 || size(b) > size((*free)[best]) {
@@ -325,13 +326,32 @@ func takeLargest[T any](free *[]*T, size func(*T) int) *T {
 		return new(T)
 	}
 	b := (*free)[best]
+	*freeBytes -= size(b)
 	*free = slices.Delete(*free, best, best+1)
 	return b
 }
 
+// keepFree keeps b for reuse only while the capacity kept for reuse stays
+// within what the buffered data may still grow to: without that bound, a
+// free list of batches grown to TargetFileBytes held memory that grew with
+// the input (seen as peak RSS growing with input size).
+func keepFree[T any](w *Writer, free *[]*T, b *T, size int64) {
+	if len(*free) >= maxFreeBatches || w.freeBytes+size+w.buffered > w.opts.MaxBufferedBytes {
+		return
+	}
+	*free = append(*free, b)
+	w.freeBytes += size
+}
+
+func logsCap(l *signal.Logs) int64 { return capBytes(&l.Common, cap(l.Time), 100) }
+func metricsCap(m *signal.Metrics) int64 {
+	return capBytes(&m.Common, cap(m.Time), 250) + int64(cap(m.U64)+cap(m.F64))*8
+}
+func spansCap(s *signal.Spans) int64 { return capBytes(&s.Common, cap(s.StartTime), 150) }
+
 // capBytes approximates the capacity of a batch, like the size estimates.
-func capBytes(c *signal.Common, rows, perRow int) int {
-	return cap(c.Buf) + cap(c.Attrs.Key)*13 + rows*perRow
+func capBytes(c *signal.Common, rows, perRow int) int64 {
+	return int64(cap(c.Buf) + cap(c.Attrs.Key)*13 + cap(c.Msgs)*8 + rows*perRow)
 }
 
 // maxFreeBatches bounds the batches kept for reuse after a flush; their
@@ -346,19 +366,13 @@ func (w *Writer) release(p *partition) {
 	switch {
 	case p.logs != nil:
 		p.logs.Reset()
-		if len(w.freeLogs) < maxFreeBatches {
-			w.freeLogs = append(w.freeLogs, p.logs)
-		}
+		keepFree(w, &w.freeLogs, p.logs, logsCap(p.logs))
 	case p.metrics != nil:
 		p.metrics.Reset()
-		if len(w.freeMetrics) < maxFreeBatches {
-			w.freeMetrics = append(w.freeMetrics, p.metrics)
-		}
+		keepFree(w, &w.freeMetrics, p.metrics, metricsCap(p.metrics))
 	case p.spans != nil:
 		p.spans.Reset()
-		if len(w.freeSpans) < maxFreeBatches {
-			w.freeSpans = append(w.freeSpans, p.spans)
-		}
+		keepFree(w, &w.freeSpans, p.spans, spansCap(p.spans))
 	}
 }
 
@@ -397,7 +411,7 @@ func (w *Writer) Close() error {
 	}
 	err := w.Flush()
 	w.closed = true
-	w.freeLogs, w.freeMetrics, w.freeSpans = nil, nil, nil
+	w.freeLogs, w.freeMetrics, w.freeSpans, w.freeBytes = nil, nil, nil, 0
 	w.enc = encoder{}
 	return err
 }
