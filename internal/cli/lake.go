@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/ingest"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/pipeline"
 )
 
 // segmentCounter totals the segments a writer committed.
@@ -37,7 +38,7 @@ func openLake(ctx context.Context, lf *lakeFlags, opts lake.Options) (*openedLak
 	opts.Root = lf.root
 	counter := &segmentCounter{}
 	w, err := lake.NewWriter(opts, func(seg lake.Segment) error {
-		if err := cat.AddSegments(ctx, catalogSegment(seg)); err != nil {
+		if err := cat.AddSegments(ctx, pipeline.CatalogSegment(seg)); err != nil {
 			return err
 		}
 		counter.n++
@@ -50,15 +51,6 @@ func openLake(ctx context.Context, lf *lakeFlags, opts lake.Options) (*openedLak
 		return nil, err
 	}
 	return &openedLake{cat: cat, writer: w, segments: counter}, nil
-}
-
-func catalogSegment(s lake.Segment) catalog.Segment {
-	return catalog.Segment{
-		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
-		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
-		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
-		Services: s.Services, MetricNames: s.MetricNames,
-	}
 }
 
 func newLakeCmd() *cobra.Command {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // queueRecordOverhead is what the queue and the pipeline add around a
@@ -31,7 +33,7 @@ func (c *Config) Validate() error {
 	if o.TenantHeader != "" && !validHeader(o.TenantHeader) {
 		v.add(r+"tenant_header", "%q is not a valid header name", o.TenantHeader)
 	}
-	if !ValidTenant(o.DefaultTenant) {
+	if !tenant.Valid(o.DefaultTenant) {
 		v.add(r+"default_tenant", "%q must match [A-Za-z0-9._-]{1,64} (it becomes a directory name in the lake)", o.DefaultTenant)
 	}
 	if strings.ContainsAny(o.BearerToken, " \t\r\n") {
@@ -211,21 +213,6 @@ func (v *validator) file(key, path string) {
 	if _, err := os.Stat(path); err != nil {
 		v.add(key, "%v", err)
 	}
-}
-
-// ValidTenant reports whether t may name a tenant: [A-Za-z0-9._-]{1,64},
-// not "." or "..", as the receiver and the lake require.
-func ValidTenant(t string) bool {
-	if len(t) == 0 || len(t) > 64 || t == "." || t == ".." {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func validHeader(s string) bool {

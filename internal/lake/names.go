@@ -101,18 +101,3 @@ func parseColumnName(name string) (s attrScope, key string, t signal.ValueType, 
 	}
 	return s, key, t, true
 }
-
-// validTenant reports whether t may be used as a tenant: it becomes a path
-// element, so only [A-Za-z0-9._-]{1,64}, and never "." or "..".
-func validTenant(t string) bool {
-	if len(t) == 0 || len(t) > 64 || t == "." || t == ".." {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}

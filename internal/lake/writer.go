@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/signal"
+	tenantpkg "github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // Options configure a Writer. Zero values take the defaults.
@@ -171,7 +172,7 @@ func (w *Writer) check(tenant string) error {
 	if w.closed {
 		return ErrClosed
 	}
-	if !validTenant(tenant) {
+	if !tenantpkg.Valid(tenant) {
 		return fmt.Errorf("%w %q: want [A-Za-z0-9._-]{1,64}", ErrInvalidTenant, tenant)
 	}
 	return nil

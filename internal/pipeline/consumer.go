@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // consumer is the receiver side of the pipeline: validate, count, append,
@@ -81,7 +81,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		ser.invalid.Inc()
 		return otlpreceiver.Result{}, fmt.Errorf("decode %s request: %w: %w", req.Kind, otlpreceiver.ErrInvalid, err)
 	}
-	if !config.ValidTenant(req.Tenant) {
+	if !tenant.Valid(req.Tenant) {
 		// The receiver validates tenants; the lake would refuse this one
 		// after it was acknowledged, so refuse it here instead.
 		ser.invalid.Inc()

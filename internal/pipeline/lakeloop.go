@@ -352,7 +352,7 @@ func (l *lakeLoop) commitCheckpoint(reason string) error {
 	segs := make([]catalog.Segment, len(l.pending))
 	var rows, bytes int64
 	for i, s := range l.pending {
-		segs[i] = catalogSegment(s)
+		segs[i] = CatalogSegment(s)
 		rows += s.Rows
 		bytes += s.Bytes
 	}
@@ -498,7 +498,8 @@ func (l *lakeLoop) rewind(cause error) {
 	l.last = time.Now()
 }
 
-func catalogSegment(s lake.Segment) catalog.Segment {
+// CatalogSegment is the catalog row for a segment the lake writer wrote.
+func CatalogSegment(s lake.Segment) catalog.Segment {
 	return catalog.Segment{
 		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
 		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,

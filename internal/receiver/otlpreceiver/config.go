@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // Defaults applied by New to zero fields.
@@ -24,7 +26,6 @@ const (
 
 	maxMaxRequestBytes = 1 << 30 // gRPC sizes are ints; far beyond any sane OTLP request
 	maxHeaderBytes     = 64 << 10
-	maxTenantLen       = 64
 )
 
 // TLSConfig names PEM files. Certificates are loaded once, in New.
@@ -104,8 +105,8 @@ func (c Config) Validate() error {
 	if c.TenantHeader != "" && !isToken(c.TenantHeader) {
 		return fmt.Errorf("otlp receiver: tenant header %q is not a valid header name", c.TenantHeader)
 	}
-	if !validTenant(c.DefaultTenant) {
-		return fmt.Errorf("otlp receiver: default tenant %q must match [A-Za-z0-9._-]{1,%d}", c.DefaultTenant, maxTenantLen)
+	if !tenant.Valid(c.DefaultTenant) {
+		return fmt.Errorf("otlp receiver: default tenant %q must match [A-Za-z0-9._-]{1,%d}", c.DefaultTenant, tenant.MaxLen)
 	}
 	if strings.ContainsAny(c.BearerToken, " \t\r\n") {
 		return errors.New("otlp receiver: bearer token must not contain whitespace")
@@ -146,23 +147,6 @@ func (t *TLSConfig) load() (*tls.Config, error) {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
-}
-
-// validTenant is [A-Za-z0-9._-]{1,64}, without regexp: it runs per request.
-// "." and ".." are refused since tenants become path segments in the lake.
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > maxTenantLen || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // isToken reports whether s is a valid HTTP header name.

@@ -314,19 +314,6 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestValidTenant(t *testing.T) {
-	for _, ok := range []string{"a", "default", "team-a_b.c", strings.Repeat("Z", 64)} {
-		if !validTenant(ok) {
-			t.Errorf("validTenant(%q) = false", ok)
-		}
-	}
-	for _, bad := range []string{"", ".", "..", "a/b", "a b", "ä", strings.Repeat("Z", 65), "a\x00"} {
-		if validTenant(bad) {
-			t.Errorf("validTenant(%q) = true", bad)
-		}
-	}
-}
-
 // TestHTTPSlowClient checks that a client trickling its body is cut off by
 // ReadTimeout instead of holding a slot forever.
 func TestHTTPSlowClient(t *testing.T) {

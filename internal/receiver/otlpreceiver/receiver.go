@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // Request is one OTLP export request handed to a Consumer.
@@ -247,7 +248,7 @@ func (r *Receiver) tenant(v string) (string, bool) {
 	if r.cfg.TenantHeader == "" || v == "" {
 		return r.cfg.DefaultTenant, true
 	}
-	return v, validTenant(v)
+	return v, tenant.Valid(v)
 }
 
 // acquire takes an in-flight slot without waiting: queueing here would only

@@ -1,0 +1,24 @@
+// Package tenant owns the one rule for tenant names, shared by the
+// receivers, the config and the lake: a tenant becomes a path element of the
+// lake (tenant=<name>), so it is [A-Za-z0-9._-]{1,64} and never "." or "..".
+// Valid runs once per request, so it avoids regexp.
+package tenant
+
+// MaxLen is the longest tenant name.
+const MaxLen = 64
+
+// Valid reports whether s may name a tenant.
+func Valid(s string) bool {
+	if len(s) == 0 || len(s) > MaxLen || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
