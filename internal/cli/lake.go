@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -21,18 +22,27 @@ type segmentCounter struct {
 }
 
 type openedLake struct {
+	lock     io.Closer
 	cat      *catalog.Catalog
 	writer   *lake.Writer
 	segments *segmentCounter
 }
 
-func (l *openedLake) closeCatalog() { l.cat.Close() }
+func (l *openedLake) closeCatalog() {
+	l.cat.Close()
+	l.lock.Close()
+}
 
 // openLake opens the catalog and a lake writer whose segments are committed
 // to it: a catalog row is added only once its file is in place.
 func openLake(ctx context.Context, lf *lakeFlags, opts lake.Options) (*openedLake, error) {
+	lock, err := pipeline.LockLake(lf.root)
+	if err != nil {
+		return nil, err
+	}
 	cat, err := catalog.Open(ctx, lf.catalogDSN())
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
 	opts.Root = lf.root
@@ -48,9 +58,10 @@ func openLake(ctx context.Context, lf *lakeFlags, opts lake.Options) (*openedLak
 	})
 	if err != nil {
 		cat.Close()
+		lock.Close()
 		return nil, err
 	}
-	return &openedLake{cat: cat, writer: w, segments: counter}, nil
+	return &openedLake{lock: lock, cat: cat, writer: w, segments: counter}, nil
 }
 
 func newLakeCmd() *cobra.Command {

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 
+	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -481,5 +482,18 @@ func TestRunValidate(t *testing.T) {
 	r = run(t, "run", "--config", bad)
 	if r.code != 1 || !strings.Contains(r.stderr, "queue.full_policy") {
 		t.Errorf("run with a bad config: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestIngestRefusedWhileRunOwnsLake: sluice ingest into a lake that sluice
+// run is serving must be refused, since run's start-up sweep removes files
+// the catalog does not know yet.
+func TestIngestRefusedWhileRunOwnsLake(t *testing.T) {
+	lakeDir := t.TempDir()
+	startServer(t, runConfig(t, lakeDir))
+	logs := filepath.Join(corpustest.Dir(t), "otlp", "logs", "logs_160396104.binpb")
+	r := run(t, "ingest", "--lake", lakeDir, "--progress", "never", logs)
+	if r.code == 0 || !strings.Contains(r.stderr, "another sluice process (run or ingest) is using this lake") {
+		t.Fatalf("ingest into a served lake: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -19,7 +19,7 @@ func lockFile(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %q: another sluice run is using this lake", path)
+			return nil, fmt.Errorf("lock %q: another sluice process (run or ingest) is using this lake", path)
 		}
 		return nil, fmt.Errorf("lock %q: %w", path, err)
 	}

@@ -108,7 +108,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("create lake root: %w", err)
 	}
-	if p.lock, err = lockFile(filepath.Join(root, "_run.lock")); err != nil {
+	if p.lock, err = LockLake(root); err != nil {
 		return err
 	}
 	if p.cat, err = catalog.Open(ctx, p.cfg.CatalogDSN()); err != nil {
@@ -400,4 +400,12 @@ func (p *Pipeline) lakeStore(ctx context.Context) (lake.Store, string, error) {
 		return nil, "", fmt.Errorf("lake.s3: %w", err)
 	}
 	return st, st.String(), nil
+}
+
+// LockLake takes the lake's process lock (<root>/_run.lock), which sluice
+// run holds for its lifetime. sluice ingest takes it too: run's start-up
+// sweep deletes Parquet files the catalog does not know, which includes a
+// file another process has renamed into place but not yet committed.
+func LockLake(root string) (*os.File, error) {
+	return lockFile(filepath.Join(root, "_run.lock"))
 }

@@ -411,7 +411,7 @@ func TestPipelineLakeLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = p2.Start(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "another sluice run is using this lake") {
+	if err == nil || !strings.Contains(err.Error(), "another sluice process (run or ingest) is using this lake") {
 		t.Fatalf("second run on one lake: %v", err)
 	}
 }
@@ -550,4 +550,23 @@ func TestConsumeAllocs(t *testing.T) {
 	if allocs > 0 {
 		t.Errorf("%.1f allocations per Consume, want 0", allocs)
 	}
+}
+
+// TestLockLakeExclusive: a second holder (sluice ingest while sluice run
+// owns the lake, or two runs) is refused with a message saying why.
+func TestLockLakeExclusive(t *testing.T) {
+	root := t.TempDir()
+	first, err := LockLake(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockLake(root); err == nil || !strings.Contains(err.Error(), "another sluice process") {
+		t.Fatalf("second lock: err %v, want refusal", err)
+	}
+	first.Close()
+	again, err := LockLake(root)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again.Close()
 }
