@@ -1,6 +1,5 @@
 package corpustest
 
-
 import (
 	"bytes"
 	"compress/gzip"

@@ -1,6 +1,5 @@
 package tenant
 
-
 // MaxLen is the longest tenant name.
 const MaxLen = 64
 

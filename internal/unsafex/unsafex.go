@@ -1,6 +1,5 @@
 package unsafex
 
-
 import "unsafe"
 
 // String returns a string that shares b's memory. The string is valid only

@@ -1,6 +1,5 @@
 package s3test
 
-
 import (
 	"bytes"
 	"context"
