@@ -230,9 +230,12 @@ func (p *progressLine) update(pr ingest.Progress) {
 	}
 	p.last = time.Now()
 	secs := max(pr.Elapsed.Seconds(), 1e-9)
-	line := fmt.Sprintf("%d/%d files  %d records  %.1f MB/s  %.0f records/s  %s",
-		pr.FilesDone, pr.FilesTotal, pr.Records, float64(pr.BytesDecoded)/1e6/secs, float64(pr.Records)/secs,
-		pr.Elapsed.Round(time.Second))
+	line := fmt.Sprintf("%d/%d files", pr.FilesDone, pr.FilesTotal)
+	if pr.Records > 0 || pr.BytesDecoded > 0 { // rebuild-catalog counts files only
+		line += fmt.Sprintf("  %d records  %.1f MB/s  %.0f records/s",
+			pr.Records, float64(pr.BytesDecoded)/1e6/secs, float64(pr.Records)/secs)
+	}
+	line += "  " + pr.Elapsed.Round(time.Second).String()
 	if pr.FilesFailed > 0 {
 		line += fmt.Sprintf("  %d failed", pr.FilesFailed)
 	}
