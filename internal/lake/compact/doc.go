@@ -1,0 +1,44 @@
+// Package compact merges the small segments of one lake partition into
+// fewer, larger, sorted ones. It owns planning (Plan: which partitions need
+// it) and one compaction run (Run: lease, k-way merge, atomic swap). The
+// sweeper that deletes replaced files after a grace period is not here.
+//
+// # Concurrency
+//
+// Plan only reads the catalog. Run may be called from several goroutines or
+// processes at once: it takes the catalog lease "compact/<partition dir>"
+// and skips the job (Result.Skipped) while another owner holds it. A lost
+// lease cannot lose data, because Replace refuses inputs that are no longer
+// live (catalog.ErrStale).
+//
+// # Invariants
+//
+//  1. Readers see either the old set or the new set of a partition, never
+//     both and never neither, whatever point a crash hits: the new files
+//     are written under their final names but stay invisible (uncatalogued)
+//     until catalog.Replace swaps them for the inputs in one transaction.
+//  2. Run never deletes an input file. Inputs stay on disk, marked replaced,
+//     until the sweeper removes them after a grace period, so a reader that
+//     listed them before the swap can finish.
+//  3. When Run fails before or at Replace, it removes the files it wrote; a
+//     crash instead leaves them as uncatalogued orphans, which the orphan
+//     sweep of the pipeline finds (the catalog never lists them).
+//  4. Output holds exactly the input rows: Run checks the rows written
+//     against the rows read and against the inputs' catalog row counts and
+//     refuses to commit on a mismatch.
+//  5. Memory does not grow with input size: one row group per input plus
+//     the writer's buffer, bounded by Options.MaxBufferedBytes.
+//  6. Output is sorted by the table's sort key (docs/schema.md); rows are
+//     merged from the inputs in that order and ties keep input order
+//     (inputs in segment id order, i.e. arrival order).
+//  7. Rows keep their partition: the output writer's clock is pinned to the
+//     last nanosecond of the job's hour, so a row whose partition time had
+//     been replaced by the ingest clock (no valid own time) stays in the
+//     hour. Output file ids therefore carry that time, not the wall clock;
+//     the catalog's Created is the wall clock. (A row whose own time was
+//     rejected as too far in the future at ingest, by less than one hour
+//     more than MaxFutureSkew, may be accepted now and move to its own
+//     hour; it is then catalogued there, in the same Replace, so it is
+//     never lost or duplicated.)
+//  8. Output level is one more than the highest input level.
+package compact
