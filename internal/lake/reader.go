@@ -266,70 +266,49 @@ func (f *File) want(table string) error {
 }
 
 // ReadLogs appends every record of the file to dst.
-func (f *File) ReadLogs(dst *signal.Logs) error {
-	if err := f.want(TableLogs); err != nil {
-		return err
-	}
-	f.startCall()
-	for i := range f.pf.RowGroups() {
-		if err := f.readGroup(i, &dst.Common, dst); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (f *File) ReadLogs(dst *signal.Logs) error { return f.readAll(TableLogs, &dst.Common, dst) }
 
 // NextLogs appends the records of the next row group to dst; io.EOF after
 // the last one.
-func (f *File) NextLogs(dst *signal.Logs) error {
-	if err := f.want(TableLogs); err != nil {
-		return err
-	}
-	return f.next(&dst.Common, dst)
-}
+func (f *File) NextLogs(dst *signal.Logs) error { return f.nextOf(TableLogs, &dst.Common, dst) }
 
 // ReadMetrics appends every data point of the file to dst.
 func (f *File) ReadMetrics(dst *signal.Metrics) error {
-	if err := f.want(TableMetrics); err != nil {
-		return err
-	}
-	f.startCall()
-	for i := range f.pf.RowGroups() {
-		if err := f.readGroup(i, &dst.Common, dst); err != nil {
-			return err
-		}
-	}
-	return nil
+	return f.readAll(TableMetrics, &dst.Common, dst)
 }
 
 // NextMetrics is NextLogs for metrics.
 func (f *File) NextMetrics(dst *signal.Metrics) error {
-	if err := f.want(TableMetrics); err != nil {
-		return err
-	}
-	return f.next(&dst.Common, dst)
+	return f.nextOf(TableMetrics, &dst.Common, dst)
 }
 
 // ReadSpans appends every span of the file to dst.
-func (f *File) ReadSpans(dst *signal.Spans) error {
-	if err := f.want(TableTraces); err != nil {
+func (f *File) ReadSpans(dst *signal.Spans) error { return f.readAll(TableTraces, &dst.Common, dst) }
+
+// NextSpans is NextLogs for spans.
+func (f *File) NextSpans(dst *signal.Spans) error { return f.nextOf(TableTraces, &dst.Common, dst) }
+
+// readAll reads every row group of a file of table into dst, whose Common
+// is c.
+func (f *File) readAll(table string, c *signal.Common, dst any) error {
+	if err := f.want(table); err != nil {
 		return err
 	}
 	f.startCall()
 	for i := range f.pf.RowGroups() {
-		if err := f.readGroup(i, &dst.Common, dst); err != nil {
+		if err := f.readGroup(i, c, dst); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// NextSpans is NextLogs for spans.
-func (f *File) NextSpans(dst *signal.Spans) error {
-	if err := f.want(TableTraces); err != nil {
+// nextOf is next for a file that must hold table.
+func (f *File) nextOf(table string, c *signal.Common, dst any) error {
+	if err := f.want(table); err != nil {
 		return err
 	}
-	return f.next(&dst.Common, dst)
+	return f.next(c, dst)
 }
 
 func (f *File) next(c *signal.Common, dst any) error {
