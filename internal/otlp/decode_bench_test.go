@@ -21,64 +21,26 @@ func reportRows(b *testing.B, rows int) {
 }
 
 // BenchmarkDecodeLogs decodes every logs corpus file per op into one reused
-// batch.
-func BenchmarkDecodeLogs(b *testing.B) {
-	files, size := benchInputs(b, "logs")
-	var batch signal.Logs
-	rows := 0
-	for _, f := range files {
-		batch.Reset()
-		if err := DecodeLogs(&batch, f); err != nil {
-			b.Fatal(err)
-		}
-		rows += batch.Len()
-	}
-	b.ReportAllocs()
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	for b.Loop() {
-		for _, f := range files {
-			batch.Reset()
-			if err := DecodeLogs(&batch, f); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	reportRows(b, rows)
-}
+// batch; the metrics and traces benchmarks do the same for theirs.
+func BenchmarkDecodeLogs(b *testing.B) { benchDecode(b, "logs", &signal.Logs{}, DecodeLogs) }
 
 func BenchmarkDecodeMetrics(b *testing.B) {
-	files, size := benchInputs(b, "metrics")
-	var batch signal.Metrics
-	rows := 0
-	for _, f := range files {
-		batch.Reset()
-		if err := DecodeMetrics(&batch, f); err != nil {
-			b.Fatal(err)
-		}
-		rows += batch.Len()
-	}
-	b.ReportAllocs()
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	for b.Loop() {
-		for _, f := range files {
-			batch.Reset()
-			if err := DecodeMetrics(&batch, f); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	reportRows(b, rows)
+	benchDecode(b, "metrics", &signal.Metrics{}, DecodeMetrics)
 }
 
-func BenchmarkDecodeTraces(b *testing.B) {
-	files, size := benchInputs(b, "traces")
-	var batch signal.Spans
+func BenchmarkDecodeTraces(b *testing.B) { benchDecode(b, "traces", &signal.Spans{}, DecodeTraces) }
+
+// benchDecode decodes the corpus files of one signal folder into batch per
+// op, once untimed to count the rows and warm the batch up.
+func benchDecode[B interface {
+	Reset()
+	Len() int
+}](b *testing.B, kind string, batch B, decode func(B, []byte) error) {
+	files, size := benchInputs(b, kind)
 	rows := 0
 	for _, f := range files {
 		batch.Reset()
-		if err := DecodeTraces(&batch, f); err != nil {
+		if err := decode(batch, f); err != nil {
 			b.Fatal(err)
 		}
 		rows += batch.Len()
@@ -89,7 +51,7 @@ func BenchmarkDecodeTraces(b *testing.B) {
 	for b.Loop() {
 		for _, f := range files {
 			batch.Reset()
-			if err := DecodeTraces(&batch, f); err != nil {
+			if err := decode(batch, f); err != nil {
 				b.Fatal(err)
 			}
 		}
