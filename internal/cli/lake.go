@@ -48,7 +48,7 @@ func openLake(ctx context.Context, lf *lakeFlags, opts lake.Options) (*openedLak
 	opts.Root = lf.root
 	counter := &segmentCounter{}
 	w, err := lake.NewWriter(opts, func(seg lake.Segment) error {
-		if err := cat.AddSegments(ctx, pipeline.CatalogSegment(seg)); err != nil {
+		if err := cat.AddSegments(ctx, seg.CatalogRow()); err != nil {
 			return err
 		}
 		counter.n++

@@ -14,6 +14,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
 	tenantpkg "github.com/sluice-dev/sluice/internal/tenant"
 )
@@ -612,4 +613,15 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+// CatalogRow is the catalog row for this segment; every writer of catalog
+// rows (ingest, the lake loop, compaction) goes through it.
+func (s Segment) CatalogRow() catalog.Segment {
+	return catalog.Segment{
+		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
+		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
+		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
+		Services: s.Services, MetricNames: s.MetricNames,
+	}
 }

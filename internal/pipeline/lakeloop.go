@@ -352,7 +352,7 @@ func (l *lakeLoop) commitCheckpoint(reason string) error {
 	segs := make([]catalog.Segment, len(l.pending))
 	var rows, bytes int64
 	for i, s := range l.pending {
-		segs[i] = CatalogSegment(s)
+		segs[i] = s.CatalogRow()
 		rows += s.Rows
 		bytes += s.Bytes
 	}
@@ -496,14 +496,4 @@ func (l *lakeLoop) rewind(cause error) {
 	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
 	l.sleep(l.backoff)
 	l.last = time.Now()
-}
-
-// CatalogSegment is the catalog row for a segment the lake writer wrote.
-func CatalogSegment(s lake.Segment) catalog.Segment {
-	return catalog.Segment{
-		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
-		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
-		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
-		Services: s.Services, MetricNames: s.MetricNames,
-	}
 }

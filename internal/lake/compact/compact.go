@@ -197,7 +197,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	now := opts.Now()
 	add := make([]catalog.Segment, len(written))
 	for i, s := range written {
-		add[i] = catalogSegment(s)
+		add[i] = s.CatalogRow()
 		add[i].Created = now
 	}
 	if err := cat.Replace(ctx, res.InputIDs, add); err != nil {
@@ -207,15 +207,4 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	opts.Logger.Info("compacted partition", "partition", job.Dir(), "inputs", len(res.InputIDs),
 		"outputs", len(add), "rows", res.RowsOut, "bytes_in", res.BytesIn, "bytes_out", res.BytesOut)
 	return res, nil
-}
-
-// catalogSegment is pipeline.CatalogSegment; compact does not import the
-// pipeline, which is the natural place to schedule compaction.
-func catalogSegment(s lake.Segment) catalog.Segment {
-	return catalog.Segment{
-		Table: s.Table, Tenant: s.Tenant, Day: s.Day, Hour: s.Hour, Path: s.Path,
-		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
-		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
-		Services: s.Services, MetricNames: s.MetricNames,
-	}
 }

@@ -81,7 +81,7 @@ func (e *lakeEnv) ingest(t *testing.T, write []func(w *lake.Writer) error) {
 		w, err := lake.NewWriter(lake.Options{
 			Store: e.store, RowGroupRows: 500,
 			Now: func() time.Time { return ingestNow },
-		}, func(s lake.Segment) error { segs = append(segs, catalogSegment(s)); return nil })
+		}, func(s lake.Segment) error { segs = append(segs, s.CatalogRow()); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
