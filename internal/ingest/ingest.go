@@ -60,7 +60,6 @@ type Result struct {
 	Progress
 	Logs, DataPoints, Spans int64
 	Empty                   int // files that held a valid request with no records
-	Skipped                 []string
 	Failed                  []FileError
 }
 
