@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -20,6 +21,8 @@ type Config struct {
 	Queue           Queue     `yaml:"queue" doc:"The durable write-ahead queue between receivers and the lake."`
 	Lake            Lake      `yaml:"lake" doc:"The Parquet lake and how often it is checkpointed."`
 	Catalog         Catalog   `yaml:"catalog" doc:"The catalog of lake segments and committed queue positions."`
+	Upkeep          Upkeep    `yaml:"upkeep" doc:"Lake upkeep that sluice run does in the background: compaction, rollups, retention and the sweeper (docs/upkeep.md)."`
+	Query           Query     `yaml:"query" doc:"The query HTTP API: Prometheus-compatible PromQL over the lake (docs/query.md)."`
 	Admin           Admin     `yaml:"admin" doc:"The admin HTTP server: /metrics, /healthz, /readyz."`
 	Log             Log       `yaml:"log" doc:"Process logs (stderr)."`
 	ShutdownTimeout Duration  `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
@@ -98,6 +101,73 @@ func (s S3) Enabled() bool { return s.Bucket != "" }
 // Catalog configures the catalog database.
 type Catalog struct {
 	DSN string `yaml:"dsn" derived:"sqlite:<lake.root>/catalog.db" doc:"Catalog database: sqlite:<path> or a bare path (SQLite, the embedded default), or postgres://user:pass@host:port/db?sslmode=require (PostgreSQL, for several sluice processes sharing one catalog; the database must exist, tables go in its search_path schema). Put the password in ${ENV}."`
+}
+
+// Upkeep configures the background upkeep of `sluice run` (internal/upkeep).
+type Upkeep struct {
+	Enabled    bool             `yaml:"enabled" doc:"Run compaction, rollups, retention and the sweeper in the background of sluice run. The same work is available as commands: sluice compact, sluice rollup, sluice retention."`
+	Interval   Duration         `yaml:"interval" doc:"Pause between the end of one upkeep pass (compaction, rollups, retention, sweep, in that order) and the start of the next."`
+	LeaseTTL   Duration         `yaml:"lease_ttl" doc:"Catalog lease on a partition while upkeep works on it, renewed while work goes on. A process that dies holding one blocks that partition for upkeep this long."`
+	SweepGrace Duration         `yaml:"sweep_grace" doc:"Files of replaced segments (compacted, rolled up again or past retention) are deleted this long after the swap, so queries that listed them can finish. 0 deletes them at the next pass."`
+	Compaction UpkeepCompaction `yaml:"compaction" doc:"Merging the small segments of a partition into large sorted files."`
+	Rollup     UpkeepRollup     `yaml:"rollup" doc:"Metric rollups into the metrics_rollup table."`
+	Retention  Retention        `yaml:"retention" doc:"How long data is kept. An age applies to whole hour partitions: an hour goes once its end is older than the age, so data lives between age and age + 1h. 0 keeps forever (the default: sluice deletes nothing unless told). Deleted partitions are marked replaced in the catalog at once and their files go after sweep_grace. Per tenant: tenants: {acme: {logs: 720h, metrics_rollup: {1h: 0}}}, where a key left out follows the global rule and 0 keeps that tenant's data forever."`
+}
+
+// UpkeepCompaction configures background compaction.
+type UpkeepCompaction struct {
+	Enabled         bool     `yaml:"enabled" doc:"Compact in the background."`
+	TargetFileBytes ByteSize `yaml:"target_file_bytes" doc:"Segments this big are left alone; compacted files roll at about this size."`
+	MinAge          Duration `yaml:"min_age" doc:"A partition is compacted only once its hour ended this long ago, so compaction does not chase the writer still filling the hour."`
+}
+
+// UpkeepRollup configures background rollups.
+type UpkeepRollup struct {
+	Enabled bool       `yaml:"enabled" doc:"Roll metrics up in the background."`
+	Tiers   []Duration `yaml:"tiers" doc:"Rollup tiers, finest first; each a multiple of the one before and dividing 1h."`
+	MinAge  Duration   `yaml:"min_age" doc:"An hour is rolled up once it ended this long ago; data arriving later for it makes the next pass recompute it."`
+}
+
+// Retention holds the age after which data is deleted, per table and per
+// rollup tier; 0 keeps forever.
+type Retention struct {
+	Logs          Duration                   `yaml:"logs" doc:"Age of logs partitions."`
+	Metrics       Duration                   `yaml:"metrics" doc:"Age of raw metrics partitions."`
+	Traces        Duration                   `yaml:"traces" doc:"Age of traces partitions."`
+	MetricsRollup map[string]Duration        `yaml:"metrics_rollup" doc:"Age per rollup tier, e.g. {1m: 720h, 5m: 2160h, 1h: 9600h}; each key a tier of upkeep.rollup.tiers. A tier may not go before raw metrics (0 or shorter than metrics): rollups are computed from the raw data and would be recomputed."`
+	Tenants       map[string]TenantRetention `yaml:"tenants" doc:"Per-tenant overrides: tenant name to any of logs, metrics, traces, metrics_rollup."`
+}
+
+// TenantRetention overrides Retention for one tenant; nil (absent) keys
+// follow the global rule, an explicit 0 keeps forever.
+type TenantRetention struct {
+	Logs          *Duration           `yaml:"logs,omitempty"`
+	Metrics       *Duration           `yaml:"metrics,omitempty"`
+	Traces        *Duration           `yaml:"traces,omitempty"`
+	MetricsRollup map[string]Duration `yaml:"metrics_rollup,omitempty"`
+}
+
+// UnmarshalYAML rejects unknown keys: a typo in an override would
+// otherwise silently keep data forever, or not.
+func (t *TenantRetention) UnmarshalYAML(n *yaml.Node) error {
+	if errs := checkKeys(n, reflect.TypeFor[TenantRetention](), "tenant override"); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	type plain TenantRetention
+	return n.Decode((*plain)(t))
+}
+
+// Query configures the query HTTP API served by sluice run (when addr is
+// set) and by sluice query-server.
+type Query struct {
+	Addr          string   `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (default 127.0.0.1:9090 there). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
+	Timeout       Duration `yaml:"timeout" doc:"Upper bound on one query; a request's timeout parameter may lower it. A query past it fails with 503 (errorType timeout)."`
+	MaxSeries     int      `yaml:"max_series" doc:"Most series one query may select over all its selectors; more fail with 422 (errorType cost_limit). 0 means no limit."`
+	MaxSamples    int      `yaml:"max_samples" doc:"Most samples one query may load from the lake, and the PromQL engine's limit on samples in memory at once; more fail with 422."`
+	MaxBytes      ByteSize `yaml:"max_bytes" doc:"Most compressed column bytes one query may read from the lake; more fail with 422 (errorType cost_limit). 0 means no limit."`
+	MaxPoints     int      `yaml:"max_points" doc:"Most points per series of a range query, (end-start)/step; more get 400, as in Prometheus."`
+	LookbackDelta Duration `yaml:"lookback_delta" doc:"How far back an instant vector selector looks for a sample (Prometheus's --query.lookback-delta)."`
+	Rollups       bool     `yaml:"rollups" doc:"Let range queries read gauges and sums from metrics_rollup: per hour, the coarsest tier no wider than the step whose rollup reflects the hour's current raw rows, serving each window's last value at its time; histograms, summaries, instant queries and hours without a fresh tier read raw points."`
 }
 
 // Admin configures the admin HTTP server.
@@ -218,4 +288,23 @@ func (c Config) YAML() string {
 	_ = enc.Encode(c) // plain data: cannot fail
 	_ = enc.Close()
 	return b.String()
+}
+
+// validateQuery checks the query section.
+func validateQuery(v *validator, c *Config) {
+	q := &c.Query
+	v.addr("query.addr", q.Addr)
+	v.sameAddr("query.addr", q.Addr, "admin.addr", c.Admin.Addr)
+	v.sameAddr("query.addr", q.Addr, "receivers.otlp.http_addr", c.Receivers.OTLP.HTTPAddr)
+	v.sameAddr("query.addr", q.Addr, "receivers.otlp.grpc_addr", c.Receivers.OTLP.GRPCAddr)
+	v.positive("query.timeout", q.Timeout)
+	v.positive("query.lookback_delta", q.LookbackDelta)
+	v.positiveInt("query.max_samples", q.MaxSamples)
+	v.positiveInt("query.max_points", q.MaxPoints)
+	if q.MaxSeries < 0 {
+		v.add("query.max_series", "must not be negative, got %d", q.MaxSeries)
+	}
+	if q.MaxBytes < 0 {
+		v.add("query.max_bytes", "must not be negative, got %d", q.MaxBytes)
+	}
 }

@@ -37,7 +37,7 @@ func TestDefaults(t *testing.T) {
 	}
 	// An empty file is the defaults.
 	e, err := Parse([]byte("# nothing\n"), env(nil))
-	if err != nil || e != c {
+	if err != nil || !reflect.DeepEqual(e, c) {
 		t.Errorf("empty file: %v, %+v", err, e)
 	}
 }
@@ -266,7 +266,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	c.Lake.Root = "/x"
 	c.Queue.GroupCommitDelay = Duration(3 * time.Millisecond)
 	back, err := Parse([]byte(c.YAML()), env(nil))
-	if err != nil || back != c {
+	if err != nil || !reflect.DeepEqual(back, c) {
 		t.Fatalf("round trip: %v\n%s", err, c.YAML())
 	}
 }

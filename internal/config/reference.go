@@ -80,6 +80,10 @@ func typeName(t reflect.Type) string {
 		return "integer"
 	case reflect.Bool:
 		return "bool"
+	case reflect.Slice:
+		return "list"
+	case reflect.Map:
+		return "map"
 	}
 	return "string"
 }

@@ -3,12 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/textproto"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/tenant"
 )
@@ -110,7 +113,9 @@ func (c *Config) Validate() error {
 	} else if strings.HasPrefix(dsn, "pgx:") {
 		v.add("catalog.dsn", "write a PostgreSQL DSN as postgres://user:pass@host:port/db")
 	}
+	validateUpkeep(&v, &c.Upkeep)
 	v.addr("admin.addr", c.Admin.Addr)
+	validateQuery(&v, c)
 
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -155,6 +160,103 @@ func validateS3(v *validator, s *S3) {
 		v.add(k+"part_size", "%s out of range [5MiB, 5GiB]", s.PartSize)
 	}
 	v.positiveInt(k+"max_retries", s.MaxRetries)
+}
+
+func validateUpkeep(v *validator, u *Upkeep) {
+	const k = "upkeep."
+	v.positive(k+"interval", u.Interval)
+	v.positive(k+"lease_ttl", u.LeaseTTL)
+	if u.SweepGrace < 0 {
+		v.add(k+"sweep_grace", "must not be negative")
+	}
+	v.positiveSize(k+"compaction.target_file_bytes", u.Compaction.TargetFileBytes)
+	if u.Compaction.MinAge < 0 {
+		v.add(k+"compaction.min_age", "must not be negative")
+	}
+	tiers := map[string]bool{}
+	for i, t := range u.Rollup.Tiers {
+		switch {
+		case t <= 0:
+			v.add(k+"rollup.tiers", "tier %s must be positive", t)
+		case time.Hour%time.Duration(t) != 0:
+			v.add(k+"rollup.tiers", "tier %s does not divide 1h", t)
+		case i > 0 && (t <= u.Rollup.Tiers[i-1] || u.Rollup.Tiers[i-1] > 0 && t%u.Rollup.Tiers[i-1] != 0):
+			v.add(k+"rollup.tiers", "tier %s is not a larger multiple of the tier before it (%s)", t, u.Rollup.Tiers[i-1])
+		}
+		tiers[tierName(t.D())] = true
+	}
+	if u.Rollup.MinAge < 0 {
+		v.add(k+"rollup.min_age", "must not be negative")
+	}
+	if u.Rollup.Enabled && len(u.Rollup.Tiers) == 0 {
+		v.add(k+"rollup.tiers", "empty while rollups are enabled")
+	}
+	r := &u.Retention
+	ages := func(key string, ds ...*Duration) {
+		for _, d := range ds {
+			if d != nil && *d < 0 {
+				v.add(key, "must not be negative, got %s", *d)
+			}
+		}
+	}
+	checkTiers := func(key string, m map[string]Duration) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			d := m[name]
+			ages(key+"."+name, &d)
+			if !tiers[name] {
+				v.add(key+"."+name, "not a tier of upkeep.rollup.tiers (%s)", u.Rollup.Tiers)
+			}
+		}
+	}
+	ages(k+"retention.logs", &r.Logs)
+	ages(k+"retention.metrics", &r.Metrics)
+	ages(k+"retention.traces", &r.Traces)
+	checkTiers(k+"retention.metrics_rollup", r.MetricsRollup)
+	for _, name := range slices.Sorted(maps.Keys(r.Tenants)) {
+		o := r.Tenants[name]
+		key := k + "retention.tenants." + name
+		if !tenant.Valid(name) {
+			v.add(key, "%q is not a tenant name ([A-Za-z0-9._-]{1,64})", name)
+		}
+		ages(key, o.Logs, o.Metrics, o.Traces)
+		checkTiers(key+".metrics_rollup", o.MetricsRollup)
+	}
+	// Rollups are computed from raw metrics and recomputed while an hour's
+	// tiers are incomplete: a tier deleted before its raw data would be
+	// rolled up and deleted again at every pass.
+	rollupOrder := func(key string, raw Duration, tierAge func(string) Duration) {
+		for _, tier := range slices.Sorted(maps.Keys(tiers)) {
+			if age := tierAge(tier); age > 0 && (raw == 0 || raw > age) {
+				v.add(key+".metrics_rollup."+tier, "%s is shorter than metrics (%s, 0 = forever): keep every rollup tier at least as long as the raw metrics it is computed from", age, raw)
+			}
+		}
+	}
+	rollupOrder(k+"retention", r.Metrics, func(t string) Duration { return r.MetricsRollup[t] })
+	for _, name := range slices.Sorted(maps.Keys(r.Tenants)) {
+		o := r.Tenants[name]
+		raw := r.Metrics
+		if o.Metrics != nil {
+			raw = *o.Metrics
+		}
+		rollupOrder(k+"retention.tenants."+name, raw, func(t string) Duration {
+			if d, ok := o.MetricsRollup[t]; ok {
+				return d
+			}
+			return r.MetricsRollup[t]
+		})
+	}
+}
+
+// tierName names a rollup tier as the metrics_rollup table does
+// (rollup.TierName): "30s", "1m", "5m", "1h".
+func tierName(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 type validator struct{ errs []error }

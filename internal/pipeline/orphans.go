@@ -11,9 +11,11 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/compact"
 )
 
 // orphanDir receives uncommitted files when the catalog has never been
@@ -24,6 +26,7 @@ const orphanDir = "_orphans"
 // sweepResult counts what sweepOrphans did.
 type sweepResult struct {
 	Removed, Quarantined, Temp int
+	Busy                       int // left alone: their partition's compaction lease is held
 }
 
 // sweepOrphans removes *.parquet files in the lake layout
@@ -32,8 +35,24 @@ type sweepResult struct {
 // of a local store (<root>/_tmp/*.tmp). Nothing else is touched: hidden
 // names, other depths and other extensions are skipped. It must run before
 // any writer of this lake starts (the lake lock guarantees none runs).
-func sweepOrphans(ctx context.Context, cat *catalog.Catalog, store lake.Store, committed int64, log *slog.Logger) (sweepResult, error) {
-	var res sweepResult
+//
+// Upkeep does not take the lake lock: a compaction in another process
+// writes its outputs under their final names before its catalog swap, and
+// holds the partition's compaction lease all that time. So a partition
+// is swept only under that lease, and skipped while someone else holds it;
+// its orphans go at a later start.
+func sweepOrphans(ctx context.Context, cat *catalog.Catalog, store lake.Store, committed int64, log *slog.Logger) (res sweepResult, err error) {
+	owner := fmt.Sprintf("orphan-sweep/%d/%d", os.Getpid(), time.Now().UnixNano())
+	leased := map[string]bool{} // partition dir -> we hold its lease
+	defer func() {
+		for dir, ours := range leased {
+			if ours {
+				if rerr := cat.ReleaseLease(context.WithoutCancel(ctx), compact.LeaseKeyForDir(dir), owner); rerr != nil {
+					log.Warn("orphan sweep: release partition lease", "partition", dir, "err", rerr)
+				}
+			}
+		}
+	}()
 	segs, err := cat.List(ctx, catalog.Filter{IncludeReplaced: true})
 	if err != nil {
 		return res, fmt.Errorf("list catalog: %w", err)
@@ -53,6 +72,22 @@ func sweepOrphans(ctx context.Context, cat *catalog.Catalog, store lake.Store, c
 		}
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		dir := path.Dir(rel)
+		ours, seen := leased[dir]
+		if !seen {
+			ours, err = cat.TryLease(ctx, compact.LeaseKeyForDir(dir), owner, time.Minute)
+			if err != nil {
+				return res, fmt.Errorf("lease partition %q: %w", dir, err)
+			}
+			leased[dir] = ours
+			if !ours {
+				log.Info("left uncatalogued files of a partition under compaction alone", "partition", dir)
+			}
+		}
+		if !ours {
+			res.Busy++
+			continue
 		}
 		if quarantine {
 			dst := path.Join(orphanDir, rel)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/progress"
 )
 
 // Options configure Plan and Run. Zero values take the defaults.
@@ -24,6 +25,11 @@ type Options struct {
 	// MaxInputs caps the inputs of one job, bounding the row groups held
 	// at once during the merge. Default 32.
 	MaxInputs int
+	// MaxMergeRows bounds the rows decoded at once across a job's inputs,
+	// counting each input as min(its rows, lake.DefaultRowGroupRows) (one
+	// row group of it is in memory). Plan stops adding inputs at this
+	// budget, but a job always has two. Default 512K rows.
+	MaxMergeRows int64
 	// MaxBufferedBytes bounds the output writer's buffer. Default TargetBytes.
 	MaxBufferedBytes int64
 	RowGroupRows     int           // default lake.DefaultRowGroupRows
@@ -34,13 +40,23 @@ type Options struct {
 	Owner         string        // lease owner; default host/pid/random
 	Logger        *slog.Logger  // default slog.Default()
 	Now           func() time.Time
+	// Progress, if set, is advanced by the rows merged (per round) and by
+	// each input file and its bytes once fully read.
+	Progress *progress.Bar
+	// BeforeReplace, if set, runs after the merge and the lease check and
+	// just before catalog.Replace; an error aborts the job like a failed
+	// Replace would. It exists for fault injection and crash tests.
+	BeforeReplace func(ctx context.Context, job Job) error
 }
 
 // Defaults of Options.
 const (
 	DefaultTargetBytes = 128 << 20
 	DefaultMaxInputs   = 32
-	DefaultLeaseTTL    = 15 * time.Minute
+	// DefaultMaxMergeRows: decoded rows cost about 0.5-2 KB each (attribute
+	// heavy metrics most), so this is about 0.3-1 GB of input row groups.
+	DefaultMaxMergeRows = 512 << 10
+	DefaultLeaseTTL     = 15 * time.Minute
 )
 
 func (o Options) withDefaults() Options {
@@ -49,6 +65,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxInputs < 2 {
 		o.MaxInputs = DefaultMaxInputs
+	}
+	if o.MaxMergeRows <= 0 {
+		o.MaxMergeRows = DefaultMaxMergeRows
 	}
 	if o.MaxBufferedBytes <= 0 {
 		o.MaxBufferedBytes = o.TargetBytes
@@ -89,7 +108,12 @@ type Job struct {
 func (j Job) Dir() string { return catalog.PartitionDir(j.Table, j.Tenant, j.Day, j.Hour) }
 
 // LeaseKey is the catalog lease Run holds while working on the partition.
-func (j Job) LeaseKey() string { return "compact/" + j.Dir() }
+func (j Job) LeaseKey() string { return LeaseKeyForDir(j.Dir()) }
+
+// LeaseKeyForDir is the compaction lease of the partition directory dir
+// (catalog.PartitionDir). Whoever holds it may have written files there
+// that the catalog does not list yet; orphan sweeps must leave them alone.
+func LeaseKeyForDir(dir string) string { return "compact/" + dir }
 
 // Result says what Run did.
 type Result struct {
@@ -100,13 +124,18 @@ type Result struct {
 	BytesIn, BytesOut int64
 }
 
+// ErrLeaseLost means the partition's lease could not be renewed during a
+// run; the run aborted before Replace and removed its files.
+var ErrLeaseLost = errors.New("compact: partition lease lost")
+
 // ErrRowMismatch means the merge did not produce exactly the input rows;
 // nothing was committed.
 var ErrRowMismatch = errors.New("compact: output rows differ from input rows")
 
 // Plan returns one job per (table, tenant, day, hour) partition holding at
 // least two live segments smaller than TargetBytes. Jobs are ordered by
-// partition; each takes at most MaxInputs segments, the oldest first.
+// partition; each takes the oldest segments, at most MaxInputs and within
+// MaxMergeRows (but at least two).
 func Plan(ctx context.Context, cat *catalog.Catalog, opts Options) ([]Job, error) {
 	opts = opts.withDefaults()
 	segs, err := cat.List(ctx, catalog.Filter{Table: opts.Table, Tenant: opts.Tenant})
@@ -122,6 +151,13 @@ func Plan(ctx context.Context, cat *catalog.Catalog, opts Options) ([]Job, error
 		if s.Bytes >= opts.TargetBytes || !s.ReplacedAt.IsZero() {
 			continue
 		}
+		// Only the raw tables: rollups rewrite metrics_rollup hours whole,
+		// one file per tier, and merging the tiers would lose them.
+		switch s.Table {
+		case lake.TableLogs, lake.TableMetrics, lake.TableTraces:
+		default:
+			continue
+		}
 		k := pkey{s.Table, s.Tenant, s.Day, s.Hour}
 		groups[k] = append(groups[k], s)
 	}
@@ -131,7 +167,16 @@ func Plan(ctx context.Context, cat *catalog.Catalog, opts Options) ([]Job, error
 			continue
 		}
 		slices.SortFunc(in, func(a, b catalog.Segment) int { return cmp.Compare(a.ID, b.ID) })
-		jobs = append(jobs, Job{Table: k.table, Tenant: k.tenant, Day: k.day, Hour: k.hour, Inputs: in[:min(len(in), opts.MaxInputs)]})
+		n, rows := 0, int64(0)
+		for n < len(in) && n < opts.MaxInputs {
+			r := min(in[n].Rows, lake.DefaultRowGroupRows)
+			if n >= 2 && rows+r > opts.MaxMergeRows {
+				break
+			}
+			rows += r
+			n++
+		}
+		jobs = append(jobs, Job{Table: k.table, Tenant: k.tenant, Day: k.day, Hour: k.hour, Inputs: in[:n]})
 	}
 	slices.SortFunc(jobs, func(a, b Job) int {
 		return cmp.Or(cmp.Compare(a.Table, b.Table), cmp.Compare(a.Tenant, b.Tenant),
@@ -181,8 +226,21 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return cause
 	}
 
-	res, written, err = merge(store, job, opts)
+	// Keep the lease while merging: a run longer than LeaseTTL renews it
+	// every LeaseTTL/3 and aborts (cancelling the merge) once it cannot.
+	mctx, cancel := context.WithCancelCause(ctx)
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		renewLease(mctx, cancel, cat, key, opts)
+	}()
+	res, written, err = merge(mctx, store, job, opts)
+	cancel(nil)
+	<-renewDone
 	if err != nil {
+		if cause := context.Cause(mctx); errors.Is(cause, ErrLeaseLost) {
+			err = cause
+		}
 		return Result{}, removeWritten(fmt.Errorf("compact %s: %w", job.Dir(), err))
 	}
 
@@ -192,13 +250,18 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		if err == nil {
 			err = catalog.ErrLeaseNotHeld
 		}
-		return Result{}, removeWritten(fmt.Errorf("compact %s: renew lease: %w", job.Dir(), err))
+		return Result{}, removeWritten(fmt.Errorf("compact %s: %w: %w", job.Dir(), ErrLeaseLost, err))
 	}
 	now := opts.Now()
 	add := make([]catalog.Segment, len(written))
 	for i, s := range written {
 		add[i] = s.CatalogRow()
 		add[i].Created = now
+	}
+	if opts.BeforeReplace != nil {
+		if err := opts.BeforeReplace(ctx, job); err != nil {
+			return Result{}, removeWritten(fmt.Errorf("compact %s: before replace: %w", job.Dir(), err))
+		}
 	}
 	if err := cat.Replace(ctx, res.InputIDs, add); err != nil {
 		return Result{}, removeWritten(fmt.Errorf("compact %s: %w", job.Dir(), err))
@@ -207,4 +270,36 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	opts.Logger.Info("compacted partition", "partition", job.Dir(), "inputs", len(res.InputIDs),
 		"outputs", len(add), "rows", res.RowsOut, "bytes_in", res.BytesIn, "bytes_out", res.BytesOut)
 	return res, nil
+}
+
+// renewLease renews key every LeaseTTL/3 until ctx ends, and cancels ctx
+// with ErrLeaseLost when a renewal is refused or keeps failing past the
+// lease's expiry.
+func renewLease(ctx context.Context, cancel context.CancelCauseFunc, cat *catalog.Catalog, key string, opts Options) {
+	every := max(opts.LeaseTTL/3, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	held := time.Now() // the lease runs to at least held+LeaseTTL
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := cat.TryLease(ctx, key, opts.Owner, opts.LeaseTTL)
+		switch {
+		case ok:
+			held = time.Now()
+		case err == nil:
+			cancel(fmt.Errorf("%w: %s taken by another owner", ErrLeaseLost, key))
+			return
+		case ctx.Err() != nil:
+			return
+		case time.Since(held) > opts.LeaseTTL-every:
+			cancel(fmt.Errorf("%w: %s: %w", ErrLeaseLost, key, err))
+			return
+		default:
+			opts.Logger.Warn("compaction lease renewal failed, retrying", "lease", key, "err", err)
+		}
+	}
 }

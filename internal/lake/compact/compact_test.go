@@ -47,7 +47,7 @@ func newEnv(t *testing.T) *lakeEnv {
 	return &lakeEnv{root: root, store: lake.NewLocalStore(root), cat: cat}
 }
 
-func corpus(t *testing.T, kind string) [][]byte {
+func corpus(t testing.TB, kind string) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for _, p := range corpustest.Files(t, kind) {
@@ -74,7 +74,7 @@ func corpus(t *testing.T, kind string) [][]byte {
 
 // ingest writes each part with its own writer (small row groups, so the
 // merge streams several per input) and catalogs the files.
-func (e *lakeEnv) ingest(t *testing.T, write []func(w *lake.Writer) error) {
+func (e *lakeEnv) ingest(t testing.TB, write []func(w *lake.Writer) error) {
 	t.Helper()
 	for _, fn := range write {
 		var segs []catalog.Segment
@@ -483,5 +483,48 @@ func TestPlanThresholds(t *testing.T) {
 	}
 	if jobs, err := Plan(ctx, e.cat, Options{Table: lake.TableMetrics}); err != nil || len(jobs) != 0 {
 		t.Fatalf("plan for metrics in a logs-only lake: %d jobs, %v", len(jobs), err)
+	}
+}
+
+// Rollup hours hold one file per tier; compaction must leave them alone.
+func TestPlanSkipsRollupTable(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var segs []catalog.Segment
+	hour := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC).UnixNano()
+	for i, lvl := range []int{60, 300, 3600} {
+		segs = append(segs, catalog.Segment{
+			Table: "metrics_rollup", Tenant: "default", Day: "2026-01-02", Hour: 3,
+			Path: fmt.Sprintf("metrics_rollup/tenant=default/dt=2026-01-02/hour=03/r%d.parquet", i),
+			Rows: 10, Bytes: 100, Level: lvl, MinTime: hour, MaxTime: hour + 1,
+		})
+	}
+	if err := e.cat.AddSegments(ctx, segs...); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := Plan(ctx, e.cat, Options{})
+	if err != nil || len(jobs) != 0 {
+		t.Fatalf("plan over rollup segments only: %v, %v; want no jobs", jobs, err)
+	}
+}
+
+func TestPlanMergeRowBudget(t *testing.T) {
+	e := newEnv(t)
+	ingestLogs(t, e)
+	ctx := context.Background()
+	jobs, err := Plan(ctx, e.cat, Options{})
+	if err != nil || len(jobs) != 1 || len(jobs[0].Inputs) != parts {
+		t.Fatalf("plan: %v, %v", jobs, err)
+	}
+	one := jobs[0].Inputs[0].Rows
+	// Room for two inputs only; a budget below one input still gives two.
+	for _, c := range []struct {
+		budget int64
+		want   int
+	}{{2*one + 1, 2}, {1, 2}, {1 << 30, parts}} {
+		jobs, err := Plan(ctx, e.cat, Options{MaxMergeRows: c.budget})
+		if err != nil || len(jobs) != 1 || len(jobs[0].Inputs) != c.want {
+			t.Fatalf("budget %d: %d jobs (%v), want one of %d inputs", c.budget, len(jobs), err, c.want)
+		}
 	}
 }

@@ -1,15 +1,21 @@
 // Package compact merges the small segments of one lake partition into
 // fewer, larger, sorted ones. It owns planning (Plan: which partitions need
-// it) and one compaction run (Run: lease, k-way merge, atomic swap). The
-// sweeper that deletes replaced files after a grace period is not here.
+// it), one compaction run (Run: lease, k-way merge, atomic swap), and the
+// sweeper (Sweep) that deletes the files of replaced segments, whoever
+// replaced them (compaction, rollups, retention), after a grace period.
 //
 // # Concurrency
 //
 // Plan only reads the catalog. Run may be called from several goroutines or
 // processes at once: it takes the catalog lease "compact/<partition dir>"
-// and skips the job (Result.Skipped) while another owner holds it. A lost
+// and skips the job (Result.Skipped) while another owner holds it. The
+// lease is renewed every LeaseTTL/3 while the merge runs; a run that cannot
+// renew it is cancelled and fails with ErrLeaseLost before Replace. A lost
 // lease cannot lose data, because Replace refuses inputs that are no longer
-// live (catalog.ErrStale).
+// live (catalog.ErrStale). Sweep may run concurrently with anything: it
+// only deletes files of replaced segments past their grace period, files
+// first, then their rows (a crash in between leaves rows of missing files,
+// which are not live and which the next Sweep removes).
 //
 // # Invariants
 //

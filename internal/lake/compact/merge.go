@@ -1,6 +1,7 @@
 package compact
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -196,7 +197,7 @@ func (m *merger) flushRound(all []*cursor) error {
 // merge streams the inputs of job through a k-way merge into a lake writer.
 // It returns the files the writer committed, also on error, so the caller
 // can remove them; it never touches the catalog.
-func merge(store lake.Store, job Job, opts Options) (res Result, written []lake.Segment, err error) {
+func merge(ctx context.Context, store lake.Store, job Job, opts Options) (res Result, written []lake.Segment, err error) {
 	hourStart, perr := time.Parse("2006-01-02", job.Day)
 	if perr != nil || job.Hour < 0 || job.Hour > 23 {
 		return res, nil, fmt.Errorf("bad partition day %q hour %d", job.Day, job.Hour)
@@ -272,6 +273,8 @@ func merge(store lake.Store, job Job, opts Options) (res Result, written []lake.
 		if ok {
 			m.heap = append(m.heap, c)
 			m.up(len(m.heap) - 1)
+		} else {
+			opts.Progress.Add(1, job.Inputs[c.ord].Bytes, 0)
 		}
 	}
 	for len(m.heap) > 0 {
@@ -284,17 +287,23 @@ func merge(store lake.Store, job Job, opts Options) (res Result, written []lake.
 		if ok {
 			m.down(0)
 		} else {
+			opts.Progress.Add(1, job.Inputs[c.ord].Bytes, 0)
 			last := len(m.heap) - 1
 			m.heap[0] = m.heap[last]
 			m.heap = m.heap[:last]
 			m.down(0)
 		}
 		if m.pending >= roundRows {
+			opts.Progress.Add(0, 0, int64(m.pending))
 			if err := m.flushRound(cursors); err != nil {
+				return res, written, err
+			}
+			if err := ctx.Err(); err != nil {
 				return res, written, err
 			}
 		}
 	}
+	opts.Progress.Add(0, 0, int64(m.pending))
 	if err := m.flushRound(cursors); err != nil {
 		return res, written, err
 	}

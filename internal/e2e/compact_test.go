@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/corpustest"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+)
+
+// liveHashPy prints, per table, the row count and a content hash of the
+// given files as DuckDB reads them: every row as JSON with its non-null
+// columns sorted, so files with different attribute columns compare by
+// content. argv: table=file,file,... per table.
+const liveHashPy = `
+import hashlib, json, sys, duckdb
+con = duckdb.connect()
+for arg in sys.argv[1:]:
+    table, _, files = arg.partition("=")
+    files = [f for f in files.split(",") if f]
+    rows = []
+    for (j,) in con.execute("SELECT to_json(t) FROM read_parquet(?, union_by_name=true, hive_partitioning=false) t", [files]).fetchall():
+        d = {k: v for k, v in json.loads(j).items() if v is not None}
+        rows.append(json.dumps(d, sort_keys=True))
+    rows.sort()
+    h = hashlib.sha256("\n".join(rows).encode()).hexdigest()
+    print(f"{table} {len(rows)} {h}")
+`
+
+// lakeState is what a query of the lake sees (the catalog's live segments,
+// read by DuckDB) and what the catalog holds.
+type lakeState struct {
+	duck     string           // per table: rows and content hash
+	rows     map[string]int64 // per table, from the catalog
+	live     []catalog.Segment
+	replaced []catalog.Segment
+}
+
+func readLakeState(t *testing.T, lake string) lakeState {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, filepath.Join(lake, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	segs, err := cat.List(ctx, catalog.Filter{IncludeReplaced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := lakeState{rows: map[string]int64{}}
+	files := map[string][]string{}
+	for _, s := range segs {
+		if !s.ReplacedAt.IsZero() {
+			st.replaced = append(st.replaced, s)
+			continue
+		}
+		st.live = append(st.live, s)
+		st.rows[s.Table] += s.Rows
+		files[s.Table] = append(files[s.Table], filepath.Join(lake, s.Path))
+	}
+	args := []string{"-c", liveHashPy}
+	for _, table := range []string{"logs", "traces"} {
+		args = append(args, table+"="+strings.Join(files[table], ","))
+	}
+	out, err := exec.Command(python(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("duckdb over the live files: %v\n%s", err, out)
+	}
+	st.duck = string(out)
+	return st
+}
+
+func (a lakeState) sameContent(t *testing.T, b lakeState, when string) {
+	t.Helper()
+	if a.duck != b.duck {
+		t.Fatalf("%s: live content differs:\nbefore %s\nnow    %s", when, a.duck, b.duck)
+	}
+	for table, n := range a.rows {
+		if b.rows[table] != n {
+			t.Fatalf("%s: catalog has %d live %s rows, want %d", when, b.rows[table], table, n)
+		}
+	}
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestCompactKill9 ingests the corpus as many small files, kills
+// 'sluice compact' with SIGKILL at several moments (one of them between
+// writing its outputs and swapping them in), and checks after each that
+// the live set read by DuckDB has exactly the rows it had before; then it
+// compacts to completion and sweeps, checking again.
+func TestCompactKill9(t *testing.T) {
+	python(t)
+	lake := filepath.Join(t.TempDir(), "lake")
+	dir := filepath.Join(corpustest.Dir(t), "otlp")
+	for i := range 4 {
+		// Tiny files: many segments per partition.
+		r := run(t, "ingest", "--lake", lake, "--target-file-size", "65536",
+			filepath.Join(dir, "logs"), filepath.Join(dir, "traces"))
+		if r.code != 0 {
+			t.Fatalf("ingest %d: exit %d\n%s", i, r.code, r.stderr)
+		}
+	}
+	before := readLakeState(t, lake)
+	if len(before.live) < 8 || before.rows["logs"] == 0 || before.rows["traces"] == 0 {
+		t.Fatalf("ingest made %d segments (%v rows)", len(before.live), before.rows)
+	}
+	t.Logf("before: %d live segments\n%s", len(before.live), before.duck)
+
+	kill := func(trial int, atPause bool, after time.Duration) {
+		args := []string{"compact", "--lake", lake, "--grace", "1h", "--lease-ttl", "1s", "--max-inputs", "8"}
+		if atPause {
+			args = append(args, "--debug-pause-before-replace", "1m")
+		}
+		cmd := exec.Command(sluiceBin, args...)
+		stderr := &lockedBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		deadline := time.After(time.Minute)
+		if atPause {
+		wait:
+			for !strings.Contains(stderr.String(), "pausing") {
+				select {
+				case <-exited:
+					t.Fatalf("trial %d: compact exited before pausing:\n%s", trial, stderr)
+				case <-deadline:
+					t.Fatalf("trial %d: compact did not pause:\n%s", trial, stderr)
+				case <-time.After(5 * time.Millisecond):
+					continue wait
+				}
+			}
+		} else {
+			time.Sleep(after)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		now := readLakeState(t, lake)
+		before.sameContent(t, now, "after kill -9 in trial "+strconv.Itoa(trial))
+		t.Logf("trial %d (at pause %v, after %v): %d live, %d replaced; content unchanged", trial, atPause, after, len(now.live), len(now.replaced))
+		time.Sleep(1100 * time.Millisecond) // the killed run's leases expire
+	}
+	kill(1, true, 0)
+	for trial := 2; trial <= 4; trial++ {
+		// Anywhere in the run, which swaps several partitions.
+		kill(trial, false, time.Duration(rand.IntN(1500))*time.Millisecond)
+	}
+
+	// To completion: one or a few files per partition, same content, the
+	// replaced files still there for queries in flight.
+	r := run(t, "compact", "--lake", lake, "--grace", "1h")
+	if r.code != 0 {
+		t.Fatalf("compact: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("compact:\n%s%s", r.stdout, r.stderr)
+	done := readLakeState(t, lake)
+	before.sameContent(t, done, "after compaction")
+	if len(done.live) >= len(before.live) || len(done.replaced) < len(before.live) {
+		t.Fatalf("after compaction: %d live, %d replaced; before %d live", len(done.live), len(done.replaced), len(before.live))
+	}
+	for _, s := range done.replaced {
+		if !exists(filepath.Join(lake, s.Path)) {
+			t.Fatalf("replaced file %s deleted before its grace period", s.Path)
+		}
+	}
+	if r := run(t, "compact", "--lake", lake, "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "plan: 0 partitions") {
+		t.Fatalf("nothing should be left to compact: exit %d\n%s", r.code, r.stdout)
+	}
+
+	// Sweep with no grace: replaced files go, nothing live is missing.
+	r = run(t, "compact", "--lake", lake, "--grace", "0")
+	if r.code != 0 || !strings.Contains(r.stdout, "swept "+strconv.Itoa(len(done.replaced))+" replaced files") {
+		t.Fatalf("sweep: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	swept := readLakeState(t, lake)
+	before.sameContent(t, swept, "after the sweep")
+	if len(swept.replaced) != 0 {
+		t.Fatalf("%d replaced segments left after the sweep", len(swept.replaced))
+	}
+	for _, s := range done.replaced {
+		if exists(filepath.Join(lake, s.Path)) {
+			t.Fatalf("replaced file %s not swept", s.Path)
+		}
+	}
+	for _, s := range swept.live {
+		if !exists(filepath.Join(lake, s.Path)) {
+			t.Fatalf("live file %s missing", s.Path)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+// Package rollup computes the metrics_rollup table from raw metrics: per
+// series and UTC-aligned window of each tier (default 1m, 5m, 1h), the
+// count, sum, min, max, first and last value, a reset-aware increase for
+// counters, summed or latest histogram buckets and a DDSketch. It owns the
+// tier rules (ParseTiers, ValidateTiers), the window math (Aggregator,
+// Combine), the metrics_rollup file format (docs/schema.md is the
+// contract) and planning (Plan) and running (Run) one hour's rollup, in the
+// shape of package compact so the upkeep scheduler drives both alike.
+//
+// # Unit of work
+//
+// One tenant's raw metrics hour. Run reads the hour's live raw segments
+// column-projected (only the columns a rollup needs, row group by row
+// group), keeps the hour's points in flat arrays (about 21 bytes per
+// point plus histogram payloads), aggregates each series in time order
+// into the finest tier and folds every closed window into the next tier,
+// so 5m comes from 1m and 1h from 5m in one pass. Label columns are read
+// once per series, from its first row.
+//
+// # Concurrency
+//
+// Plan only reads the catalog (and, with Options.Store, rollup footers).
+// Run takes the catalog lease "rollup/<raw partition dir>" (the key
+// retention also takes) for the hour; a run finding it held elsewhere
+// returns Result.Skipped. Upkeep never takes a lock the ingest path
+// takes: raw files are immutable and read as listed; the only shared
+// resource is the catalog, written once per hour with catalog.Replace.
+// An Aggregator is used by one goroutine.
+//
+// # Invariants
+//
+//  1. A window of tier d starts at a multiple of d ns since the epoch
+//     (UTC-aligned, since every tier divides 1h); a point exactly on a
+//     boundary belongs to the window starting there.
+//  2. Every raw point with a timestamp inside its partition hour is in
+//     exactly one window per tier; points without one (null, or a far
+//     future time whose partition is the ingest time) are counted in
+//     Result.Untimed and not rolled up.
+//  3. A coarser tier equals the same aggregation over the raw points
+//     (Combine is exact up to floating-point summation order).
+//  4. Each hour has at most one live rollup segment per tier. Run swaps
+//     the new files for all live rollups of the hour in one
+//     catalog.Replace: a recompute replaces, never duplicates. On error
+//     the catalog is unchanged and the new files are removed.
+//  5. Each rollup file records the live raw rows it was computed from
+//     (footer sluice.rollup.source_rows). Plan recomputes an hour when
+//     raw segments were added after its rollup and the hour's live raw
+//     rows differ from that number: late data does, compaction (same
+//     rows, new segments) does not. Hours without raw rows (retention)
+//     are never recomputed, so their rollups stay.
+package rollup

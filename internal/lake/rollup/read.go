@@ -1,0 +1,118 @@
+package rollup
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// chunkReader reads whole column chunks into one reused value buffer.
+// Byte-array values alias page memory, which stays valid because pages
+// are not released back to parquet-go's pools.
+type chunkReader struct {
+	vals []parquet.Value
+}
+
+// read returns every value of column col of rg; nil when the file has no
+// such column (col < 0).
+func (r *chunkReader) read(rg parquet.RowGroup, col int) ([]parquet.Value, error) {
+	r.vals = r.vals[:0]
+	if col < 0 {
+		return nil, nil
+	}
+	pages := rg.ColumnChunks()[col].Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return r.vals, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read page of column %d: %w", col, err)
+		}
+		n := int(p.NumValues())
+		off := len(r.vals)
+		r.vals = grow(r.vals, off+n)
+		vr := p.Values()
+		got := 0
+		for got < n {
+			k, err := vr.ReadValues(r.vals[off+got : off+n])
+			got += k
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read values of column %d: %w", col, err)
+			}
+			if k == 0 {
+				break
+			}
+		}
+		r.vals = r.vals[:off+got]
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	out := make([]T, n, max(n, 2*cap(s)))
+	copy(out, s)
+	return out
+}
+
+// rawCols are the metrics columns a rollup reads, by leaf index (-1 when
+// absent from the file).
+type rawCols struct {
+	name, typ, unit, temporality, monotonic, sid, ts, value, valueInt int
+	count, sum, min, max, buckets, bounds, sketch                     int
+}
+
+func lookupCols(s *parquet.Schema) rawCols {
+	idx := func(name string) int {
+		if leaf, ok := s.Lookup(name); ok {
+			return leaf.ColumnIndex
+		}
+		if leaf, ok := s.Lookup(name, "list", "element"); ok {
+			return leaf.ColumnIndex
+		}
+		return -1
+	}
+	return rawCols{
+		name: idx("metric_name"), typ: idx("metric_type"), unit: idx("unit"), temporality: idx("temporality"),
+		monotonic: idx("is_monotonic"), sid: idx("series_id"), ts: idx("timestamp"), value: idx("value"),
+		valueInt: idx("value_int"), count: idx("count"), sum: idx("sum"), min: idx("min"), max: idx("max"),
+		buckets: idx("bucket_counts"), bounds: idx("explicit_bounds"), sketch: idx("sketch"),
+	}
+}
+
+// isLabel reports whether a raw metrics column is one of a series' label
+// columns, copied into metrics_rollup from the series' first point.
+func isLabel(name string) bool {
+	switch name {
+	case "service_name", "scope_name", "scope_version":
+		return true
+	}
+	for _, p := range [...]string{"resource.", "scope.", "attr."} {
+		if len(name) > len(p) && name[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// listOffsets splits the values of a LIST column into rows: row r's
+// elements are vals[off[r]:off[r+1]] (a null or empty list has none).
+func listOffsets(vals []parquet.Value, maxDef int, off []int32) []int32 {
+	off = off[:0]
+	for i, v := range vals {
+		if v.RepetitionLevel() == 0 {
+			off = append(off, int32(i))
+		}
+	}
+	off = append(off, int32(len(vals)))
+	_ = maxDef
+	return off
+}

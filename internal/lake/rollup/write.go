@@ -1,0 +1,448 @@
+package rollup
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+)
+
+// Table is the rollup table's name.
+const Table = "metrics_rollup"
+
+// Footer keys of metrics_rollup files, besides the lake's own.
+const (
+	MetaTier       = "sluice.rollup.tier"        // tier name, e.g. "5m"
+	MetaSourceRows = "sluice.rollup.source_rows" // live raw rows of the hour the rollup was computed from
+	sortKey        = "metric_name,series_id,window_start"
+)
+
+// outRow is one window of one series, its slices moved into the tier's
+// arenas.
+type outRow struct {
+	ser        int32
+	w          Window
+	bk, bd, sk rng
+}
+
+// tierOut collects one tier's rows of the hour, in output order.
+type tierOut struct {
+	tier  time.Duration
+	rows  []outRow
+	u64   []uint64
+	f64   []float64
+	bytes []byte
+}
+
+func (o *tierOut) add(si int32, w *Window) {
+	r := outRow{ser: si, w: *w}
+	r.w.Buckets, r.w.Bounds, r.w.Sketch = nil, nil, nil
+	r.bk = rng{int32(len(o.u64)), 0}
+	if w.HasBuckets {
+		o.u64 = append(o.u64, w.Buckets...)
+	}
+	r.bk.end = int32(len(o.u64))
+	r.bd = rng{int32(len(o.f64)), 0}
+	if w.HasBuckets {
+		o.f64 = append(o.f64, w.Bounds...)
+	}
+	r.bd.end = int32(len(o.f64))
+	r.sk = rng{int32(len(o.bytes)), 0}
+	o.bytes = append(o.bytes, w.Sketch...)
+	r.sk.end = int32(len(o.bytes))
+	o.rows = append(o.rows, r)
+}
+
+// Fixed columns of metrics_rollup; the label columns follow the raw
+// table's names and types.
+const (
+	cTier = iota
+	cWindowStart
+	cMetricName
+	cMetricType
+	cUnit
+	cTemporality
+	cMonotonic
+	cSeriesID
+	cPoints
+	cCount
+	cSum
+	cMin
+	cMax
+	cFirst
+	cLast
+	cFirstTS
+	cLastTS
+	cIncrease
+	cResets
+	cBuckets
+	cBounds
+	cMismatch
+	cSketch
+	numFixed
+)
+
+var fixedNames = [numFixed]string{"tier", "window_start", "metric_name", "metric_type", "unit", "temporality",
+	"is_monotonic", "series_id", "points", "count", "sum", "min", "max", "first", "last", "first_timestamp",
+	"last_timestamp", "increase", "resets", "bucket_counts", "explicit_bounds", "bounds_mismatch", "sketch"}
+
+func fixedNode(c int) parquet.Node {
+	dict := parquet.Encoded(parquet.String(), &parquet.RLEDictionary)
+	switch c {
+	case cTier, cMetricType, cTemporality:
+		return dict
+	case cMetricName, cUnit:
+		return parquet.Optional(dict)
+	case cWindowStart, cFirstTS, cLastTS:
+		return parquet.Timestamp(parquet.Nanosecond)
+	case cMonotonic:
+		return parquet.Leaf(parquet.BooleanType)
+	case cSeriesID, cPoints:
+		return parquet.Uint(64)
+	case cCount, cResets:
+		return parquet.Optional(parquet.Uint(64))
+	case cSum, cMin, cMax, cFirst, cLast, cIncrease:
+		return parquet.Optional(parquet.Leaf(parquet.DoubleType))
+	case cBuckets:
+		return parquet.Optional(parquet.List(parquet.Uint(64)))
+	case cBounds:
+		return parquet.Optional(parquet.List(parquet.Leaf(parquet.DoubleType)))
+	case cMismatch:
+		return parquet.Optional(parquet.Leaf(parquet.BooleanType))
+	case cSketch:
+		return parquet.Optional(parquet.Leaf(parquet.ByteArrayType))
+	}
+	panic("rollup: unknown column " + strconv.Itoa(c))
+}
+
+// fileMeta is what a written rollup file records.
+type fileMeta struct {
+	tenant, day string
+	hour        int
+	created     time.Time
+	sourceRows  int64
+}
+
+// writeTier writes one tier's rows as a metrics_rollup file and returns
+// its catalog row (Created left for the caller).
+func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta) (catalog.Segment, error) {
+	dir := catalog.PartitionDir(Table, m.tenant, m.day, m.hour)
+	p := dir + "/" + fileID(m.created) + ".parquet"
+	g := parquet.Group{}
+	for c := range numFixed {
+		g[fixedNames[c]] = fixedNode(c)
+	}
+	// Label columns used by this tier's series.
+	used := make([]bool, len(h.labelCols))
+	for i := range o.rows {
+		for _, l := range h.ser[o.rows[i].ser].labels {
+			used[l.col] = true
+		}
+	}
+	for i, lc := range h.labelCols {
+		if used[i] {
+			g[lc.name] = lc.node
+		}
+	}
+	schema := parquet.NewSchema(Table, g)
+	// Leaf index of each fixed column and label column.
+	var fixedIdx [numFixed]int
+	for c := range numFixed {
+		path := []string{fixedNames[c]}
+		if c == cBuckets || c == cBounds {
+			path = append(path, "list", "element")
+		}
+		leaf, ok := schema.Lookup(path...)
+		if !ok {
+			return catalog.Segment{}, fmt.Errorf("rollup: schema lacks %v", path)
+		}
+		fixedIdx[c] = leaf.ColumnIndex
+	}
+	labelIdx := make([]int, len(h.labelCols))
+	for i, lc := range h.labelCols {
+		labelIdx[i] = -1
+		if used[i] {
+			leaf, _ := schema.Lookup(lc.name)
+			labelIdx[i] = leaf.ColumnIndex
+		}
+	}
+	ncol := len(schema.Columns())
+
+	seg := catalog.Segment{Table: Table, Tenant: m.tenant, Day: m.day, Hour: m.hour, Path: p,
+		Rows: int64(len(o.rows)), Level: Level(o.tier)}
+	names := map[string]struct{}{}
+	services := map[string]struct{}{}
+	for i := range o.rows {
+		r := &o.rows[i]
+		if i == 0 || r.w.Start < seg.MinTime {
+			seg.MinTime = r.w.Start
+		}
+		seg.MaxTime = max(seg.MaxTime, r.w.Start+int64(o.tier)-1)
+		if i > 0 && o.rows[i-1].ser == r.ser {
+			continue
+		}
+		s := &h.ser[r.ser]
+		names[s.name] = struct{}{}
+		for _, l := range s.labels {
+			if h.labelCols[l.col].name != "service_name" {
+				continue
+			}
+			if b := l.v.ByteArray(); !hasKey(services, b) {
+				services[string(b)] = struct{}{}
+			}
+		}
+	}
+	for n := range names {
+		seg.MetricNames = append(seg.MetricNames, n)
+	}
+	if len(services) <= lake.MaxSegmentNames {
+		for n := range services {
+			seg.Services = append(seg.Services, n)
+		}
+	}
+	if len(seg.MetricNames) > lake.MaxSegmentNames {
+		seg.MetricNames = nil
+	}
+
+	ow, err := store.Create(p)
+	if err != nil {
+		return catalog.Segment{}, fmt.Errorf("create %q: %w", p, err)
+	}
+	cw := &countWriter{w: ow}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	pw := parquet.NewWriter(bw, schema,
+		parquet.Compression(&parquet.Zstd),
+		parquet.CreatedBy("sluice", "rollup", ""),
+		parquet.PageBufferSize(256<<10),
+		parquet.DataPageStatistics(false),
+		parquet.KeyValueMetadata(lake.MetaTable, Table),
+		parquet.KeyValueMetadata(lake.MetaTenant, m.tenant),
+		parquet.KeyValueMetadata(lake.MetaLevel, strconv.Itoa(seg.Level)),
+		parquet.KeyValueMetadata(lake.MetaSchemaVersion, strconv.Itoa(lake.SchemaVersion)),
+		parquet.KeyValueMetadata(lake.MetaMinTime, strconv.FormatInt(seg.MinTime, 10)),
+		parquet.KeyValueMetadata(lake.MetaMaxTime, strconv.FormatInt(seg.MaxTime, 10)),
+		parquet.KeyValueMetadata(lake.MetaSort, sortKey),
+		parquet.KeyValueMetadata(MetaTier, TierName(o.tier)),
+		parquet.KeyValueMetadata(MetaSourceRows, strconv.FormatInt(m.sourceRows, 10)),
+	)
+	fail := func(err error) (catalog.Segment, error) {
+		_ = ow.Abort()
+		return catalog.Segment{}, fmt.Errorf("write %q: %w", p, err)
+	}
+	if err := writeRows(pw, h, o, fixedIdx[:], labelIdx, ncol); err != nil {
+		return fail(err)
+	}
+	if err := pw.Close(); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := ow.Commit(); err != nil {
+		return catalog.Segment{}, fmt.Errorf("commit %q: %w", p, err)
+	}
+	seg.Bytes = cw.n
+	seg.SchemaHash = catalog.ParquetSchemaHash(schema)
+	return seg, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+const hexDigits = "0123456789abcdef"
+
+// fileID follows the lake's file naming: UTC creation time and 64 random
+// bits.
+func fileID(now time.Time) string {
+	b := now.UTC().AppendFormat(make([]byte, 0, 48), "20060102T150405.000000000Z")
+	b = append(b, '-')
+	r := rand.Uint64()
+	for i := 60; i >= 0; i -= 4 {
+		b = append(b, hexDigits[(r>>uint(i))&15])
+	}
+	return string(b)
+}
+
+// Rows per column chunk handed to the column writers, and per row group.
+const (
+	chunkRows    = 2048
+	rowGroupRows = 128 * 1024
+)
+
+// writeRows writes the tier's rows column by column, a chunk of rows at a
+// time: fixed columns value by value, label columns prefilled with nulls
+// and set from each row's series (a series has a few of the many label
+// columns).
+func writeRows(pw *parquet.Writer, h *hour, o *tierOut, fixedIdx []int, labelIdx []int, ncol int) error {
+	cols := make([][]parquet.Value, ncol)
+	nulls := make([][]parquet.Value, ncol)
+	tierName := parquet.ByteArrayValue([]byte(TierName(o.tier)))
+	type cell struct {
+		col int
+		v   parquet.Value
+	}
+	var leveled []cell
+	inGroup := 0
+	for c0 := 0; c0 < len(o.rows); c0 += chunkRows {
+		rows := o.rows[c0:min(c0+chunkRows, len(o.rows))]
+		n := len(rows)
+		for c := range cols {
+			cols[c] = cols[c][:0]
+		}
+		req := func(c int, f func(r *outRow, s *series) parquet.Value) {
+			col := fixedIdx[c]
+			for i := range rows {
+				r := &rows[i]
+				cols[col] = append(cols[col], f(r, &h.ser[r.ser]).Level(0, 0, col))
+			}
+		}
+		opt := func(c int, f func(r *outRow, s *series) (parquet.Value, bool)) {
+			col := fixedIdx[c]
+			null := parquet.NullValue().Level(0, 0, col)
+			for i := range rows {
+				r := &rows[i]
+				if v, ok := f(r, &h.ser[r.ser]); ok {
+					cols[col] = append(cols[col], v.Level(0, 1, col))
+				} else {
+					cols[col] = append(cols[col], null)
+				}
+			}
+		}
+		req(cTier, func(*outRow, *series) parquet.Value { return tierName })
+		req(cWindowStart, func(r *outRow, _ *series) parquet.Value { return parquet.Int64Value(r.w.Start) })
+		opt(cMetricName, func(_ *outRow, s *series) (parquet.Value, bool) {
+			return parquet.ByteArrayValue(unsafeBytes(s.name)), s.name != ""
+		})
+		req(cMetricType, func(_ *outRow, s *series) parquet.Value { return parquet.ByteArrayValue(unsafeBytes(s.typ)) })
+		opt(cUnit, func(_ *outRow, s *series) (parquet.Value, bool) {
+			return parquet.ByteArrayValue(unsafeBytes(s.unit)), s.unit != ""
+		})
+		req(cTemporality, func(_ *outRow, s *series) parquet.Value { return parquet.ByteArrayValue(unsafeBytes(s.temporality)) })
+		req(cMonotonic, func(_ *outRow, s *series) parquet.Value { return parquet.BooleanValue(s.monotonic) })
+		req(cSeriesID, func(_ *outRow, s *series) parquet.Value { return parquet.Int64Value(int64(s.sid)) })
+		req(cPoints, func(r *outRow, _ *series) parquet.Value { return parquet.Int64Value(int64(r.w.Points)) })
+		opt(cCount, func(r *outRow, _ *series) (parquet.Value, bool) {
+			return parquet.Int64Value(int64(r.w.Count)), r.w.HasCount
+		})
+		opt(cSum, func(r *outRow, _ *series) (parquet.Value, bool) { return parquet.DoubleValue(r.w.Sum), r.w.HasSum })
+		opt(cMin, func(r *outRow, _ *series) (parquet.Value, bool) { return parquet.DoubleValue(r.w.Min), r.w.HasMin })
+		opt(cMax, func(r *outRow, _ *series) (parquet.Value, bool) { return parquet.DoubleValue(r.w.Max), r.w.HasMax })
+		opt(cFirst, func(r *outRow, s *series) (parquet.Value, bool) {
+			return parquet.DoubleValue(r.w.First), r.w.HasFirst && s.kind.numeric()
+		})
+		opt(cLast, func(r *outRow, s *series) (parquet.Value, bool) {
+			return parquet.DoubleValue(r.w.Last), r.w.HasFirst && s.kind.numeric()
+		})
+		req(cFirstTS, func(r *outRow, _ *series) parquet.Value { return parquet.Int64Value(r.w.FirstT) })
+		req(cLastTS, func(r *outRow, _ *series) parquet.Value { return parquet.Int64Value(r.w.LastT) })
+		opt(cIncrease, func(r *outRow, _ *series) (parquet.Value, bool) {
+			return parquet.DoubleValue(r.w.Increase), r.w.HasIncrease
+		})
+		opt(cResets, func(r *outRow, s *series) (parquet.Value, bool) {
+			return parquet.Int64Value(int64(r.w.Resets)), r.w.HasIncrease && s.kind != KindDeltaSum
+		})
+		opt(cMismatch, func(r *outRow, s *series) (parquet.Value, bool) {
+			return parquet.BooleanValue(r.w.Mismatch), s.kind == KindDeltaDist
+		})
+		opt(cSketch, func(r *outRow, _ *series) (parquet.Value, bool) {
+			sk := o.bytes[r.sk.start:r.sk.end]
+			return parquet.ByteArrayValue(sk), len(sk) > 0
+		})
+		for _, c := range [...]int{cBuckets, cBounds} {
+			col := fixedIdx[c]
+			for i := range rows {
+				r := &rows[i]
+				var k int
+				if c == cBuckets {
+					k = int(r.bk.end - r.bk.start)
+				} else {
+					k = int(r.bd.end - r.bd.start)
+				}
+				switch {
+				case !r.w.HasBuckets:
+					cols[col] = append(cols[col], parquet.NullValue().Level(0, 0, col))
+				case k == 0:
+					cols[col] = append(cols[col], parquet.NullValue().Level(0, 1, col))
+				default:
+					for j := range k {
+						var v parquet.Value
+						if c == cBuckets {
+							v = parquet.Int64Value(int64(o.u64[int(r.bk.start)+j]))
+						} else {
+							v = parquet.DoubleValue(o.f64[int(r.bd.start)+j])
+						}
+						cols[col] = append(cols[col], v.Level(min(j, 1), 2, col))
+					}
+				}
+			}
+		}
+		// Label columns: nulls, then each row's own labels.
+		for _, col := range labelIdx {
+			if col < 0 {
+				continue
+			}
+			if len(nulls[col]) < n {
+				nulls[col] = make([]parquet.Value, chunkRows)
+				for i := range nulls[col] {
+					nulls[col][i] = parquet.NullValue().Level(0, 0, col)
+				}
+			}
+			cols[col] = append(cols[col][:0], nulls[col][:n]...)
+		}
+		// Rows of a series are adjacent: level its labels once per run.
+		prev := int32(-1)
+		for i := range rows {
+			if si := rows[i].ser; si != prev {
+				prev = si
+				leveled = leveled[:0]
+				for _, l := range h.ser[si].labels {
+					if col := labelIdx[l.col]; col >= 0 {
+						leveled = append(leveled, cell{col, l.v.Level(0, 1, col)})
+					}
+				}
+			}
+			for _, c := range leveled {
+				cols[c.col][i] = c.v
+			}
+		}
+		cws := pw.ColumnWriters()
+		for col := range cols {
+			if _, err := cws[col].WriteRowValues(cols[col]); err != nil {
+				return fmt.Errorf("column %d: %w", col, err)
+			}
+		}
+		if inGroup += n; inGroup >= rowGroupRows {
+			if err := pw.Flush(); err != nil {
+				return err
+			}
+			inGroup = 0
+		}
+	}
+	return nil
+}
+
+// unsafeBytes views s as bytes for a parquet value that is copied by the
+// column writer before s could change (s is immutable anyway).
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// hasKey looks b up without allocating a string.
+func hasKey(m map[string]struct{}, b []byte) bool {
+	_, ok := m[string(b)]
+	return ok
+}
