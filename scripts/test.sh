@@ -37,6 +37,14 @@ if [ -z "${SLUICE_POSTGRES_DSN:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 fi
+# promtool (Debian's prometheus package), the real Prometheus client the
+# query API's end-to-end test runs against sluice.
+if [ -z "${SLUICE_PROMTOOL:-}" ] && ! command -v promtool >/dev/null; then
+  echo "== installing prometheus (for promtool) with apt-get"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
 # A real S3-compatible server (versitygw serving a temporary directory),
 # for the S3 lake store, pipeline and ingest tests.
 export SLUICE_S3_SERVER="${SLUICE_S3_SERVER:-$PWD/.tools/bin/versitygw}"

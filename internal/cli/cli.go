@@ -58,10 +58,15 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
 	root.AddCommand(
+		newCompactCmd(),
 		newIngestCmd(),
 		newLakeCmd(),
 		newParquetCmd(),
+		newQueryServerCmd(),
+		newRetentionCmd(),
+		newRollupCmd(),
 		newRunCmd(),
+		newSQLCmd(),
 		newValidateCmd(),
 	)
 	return root

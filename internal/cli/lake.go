@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -78,6 +79,7 @@ func newLakeLsCmd() *cobra.Command {
 		lf             lakeFlags
 		table, tenant  string
 		summary, all   bool
+		paths          bool
 		fromStr, toStr string
 	)
 	c := &cobra.Command{
@@ -118,6 +120,14 @@ With --summary, one line per partition instead.`,
 			if err != nil {
 				return err
 			}
+			if paths {
+				// File paths alone, for engines reading the live files directly
+				// (docs/query.md): a glob would also see replaced files.
+				for _, s := range segs {
+					fmt.Fprintln(c.OutOrStdout(), filepath.Join(lf.root, filepath.FromSlash(s.Path)))
+				}
+				return nil
+			}
 			fmt.Fprintln(out, "TABLE\tTENANT\tPARTITION\tLEVEL\tROWS\tBYTES\tFROM\tTO\tPATH")
 			var rows, bytes int64
 			for _, s := range segs {
@@ -136,6 +146,7 @@ With --summary, one line per partition instead.`,
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
 	f.BoolVar(&summary, "summary", false, "one line per partition")
 	f.BoolVar(&all, "all", false, "include segments replaced by compaction and awaiting deletion")
+	f.BoolVar(&paths, "paths", false, "print only the segments' file paths (<lake>/<path>), one per line")
 	f.StringVar(&fromStr, "from", "", "only segments overlapping this RFC 3339 time or later")
 	f.StringVar(&toStr, "to", "", "only segments overlapping this RFC 3339 time or earlier")
 	return c

@@ -97,8 +97,8 @@ Without --config the embedded defaults apply; every key is in docs/config.md.`,
 			log := pipeline.NewLogger(cfg.Log, errOut)
 			return pipeline.Run(c.Context(), cfg, pipeline.Settings{Logger: log}, func(p *pipeline.Pipeline) {
 				a := p.Addrs()
-				fmt.Fprintf(c.OutOrStdout(), "sluice run: listening otlp-grpc=%s otlp-http=%s admin=%s lake=%s\n",
-					addr(a.GRPC), addr(a.HTTP), addr(a.Admin), cfg.Lake.Root)
+				fmt.Fprintf(c.OutOrStdout(), "sluice run: listening otlp-grpc=%s otlp-http=%s admin=%s lake=%s query=%s\n",
+					addr(a.GRPC), addr(a.HTTP), addr(a.Admin), cfg.Lake.Root, addr(a.Query))
 			})
 		},
 	}

@@ -23,8 +23,10 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/s3store"
+	"github.com/sluice-dev/sluice/internal/query/httpapi"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/upkeep"
 )
 
 // Settings are supplied by code, not by the user's config.
@@ -38,6 +40,7 @@ type Settings struct {
 // Addrs are the bound listener addresses; nil when disabled.
 type Addrs struct {
 	GRPC, HTTP, Admin net.Addr
+	Query             net.Addr // the query API (query.addr)
 }
 
 // Pipeline is a running `sluice run`. Create it with New, then Start and,
@@ -59,6 +62,9 @@ type Pipeline struct {
 	recv  *otlpreceiver.Receiver
 	admin *http.Server
 	addrs Addrs
+
+	upkeep *upkeep.Scheduler // background compaction, rollups, retention, sweep; nil when disabled
+	query  *httpapi.Server   // the query API; nil when query.addr is empty
 
 	adminDone    chan struct{}
 	shutdownOnce sync.Once
@@ -198,6 +204,12 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		return err
 	}
 	p.addrs.GRPC, p.addrs.HTTP = p.recv.GRPCAddr(), p.recv.HTTPAddr()
+	if err := p.startUpkeep(ctx, store); err != nil {
+		return err
+	}
+	if err := p.startQuery(ctx, store); err != nil {
+		return err
+	}
 	p.ready.Store(true)
 	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
 		"admin", addrString(p.addrs.Admin), "lake", where, "catalog", p.cfg.CatalogDSN(),
@@ -235,6 +247,17 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 	p.ready.Store(false)
 	start := time.Now()
 	var errs []error
+	if p.upkeep != nil {
+		p.upkeep.Cancel() // at once; waited for below, so it never delays the final checkpoint
+	}
+	if p.query != nil {
+		// Queries read the catalog, closed below; they stop first.
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := p.query.Shutdown(qctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
 	if p.recv != nil {
 		if err := p.recv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -256,6 +279,11 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 	if q := p.q.Load(); q != nil {
 		if err := q.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close queue: %w", err))
+		}
+	}
+	if p.upkeep != nil {
+		if err := p.upkeep.Stop(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if p.cat != nil {
@@ -317,6 +345,41 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 			p.log.Error("admin server stopped", "err", err)
 		}
 	}()
+	return nil
+}
+
+// startUpkeep starts the background upkeep (internal/upkeep) with its own
+// catalog handle, so that it never holds a connection the lake loop waits for.
+func (p *Pipeline) startUpkeep(ctx context.Context, store lake.Store) error {
+	if !p.cfg.Upkeep.Enabled {
+		return nil
+	}
+	u, err := upkeep.New(upkeep.FromConfig(p.cfg), upkeep.Settings{
+		CatalogDSN: p.cfg.CatalogDSN(), Store: store, Logger: p.log, Registerer: p.reg,
+	})
+	if err != nil {
+		return err
+	}
+	if err := u.Start(ctx); err != nil {
+		return err
+	}
+	p.upkeep = u
+	return nil
+}
+
+// startQuery serves the query API (internal/query/httpapi) on query.addr,
+// reading the lake through the pipeline's catalog handle and store.
+func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
+	if p.cfg.Query.Addr == "" {
+		return nil
+	}
+	hc := httpapi.FromConfig(p.cfg)
+	srv, err := httpapi.Start(ctx, p.cfg.Query.Addr, hc, p.cat, store, p.log.With("component", "query"), p.reg)
+	if err != nil {
+		return err
+	}
+	p.query = srv
+	p.addrs.Query = srv.Addr()
 	return nil
 }
 

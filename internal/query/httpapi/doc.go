@@ -1,0 +1,19 @@
+// Package httpapi serves the Prometheus HTTP API (/api/v1/query,
+// query_range, series, labels, label/<name>/values, metadata) over the
+// lake through package prom, with Prometheus's JSON response format and
+// error types: bad_data 400, execution and cost_limit 422, canceled 499,
+// timeout 503, internal 500. Query endpoints accept GET and POST forms.
+//
+// Every request is scoped to one tenant, read from the configured header
+// (the ingestion setting receivers.otlp.tenant_header); an empty header
+// means the default tenant and an invalid one is rejected with 400.
+//
+// When Config.Search is set it is mounted under /api/v1/logs/ and
+// /api/v1/traces/; Start (used by sluice run and sluice query-server) sets
+// it to the logs and traces search API of package search.
+//
+// # Concurrency
+//
+// A Handler is safe for concurrent use; each request builds its own
+// querier, so limits apply per query.
+package httpapi

@@ -1,0 +1,607 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/sluice-dev/sluice/internal/query/prom"
+	"github.com/sluice-dev/sluice/internal/query/search"
+	"github.com/sluice-dev/sluice/internal/tenant"
+)
+
+// Config configures the query HTTP server.
+type Config struct {
+	Adapter *prom.Adapter
+	// TenantHeader names the request header carrying the tenant; "" (or an
+	// empty header value) means DefaultTenant.
+	TenantHeader  string
+	DefaultTenant string
+	// Limits bound each query's reads from the lake.
+	Limits prom.Limits
+	// MaxSamples is the engine's limit on samples in memory at once.
+	MaxSamples int
+	// Timeout bounds each query; a request's timeout parameter may lower it.
+	Timeout time.Duration
+	// MaxPoints bounds (end-start)/step of range queries (Prometheus: 11000).
+	MaxPoints int
+	// LookbackDelta is how far back an instant selector looks (default 5m).
+	LookbackDelta time.Duration
+	// Rollups lets Start's adapter serve range queries from metrics_rollup.
+	Rollups bool
+	// Search, when set, serves /api/v1/logs/... and /api/v1/traces/...
+	// (the logs and traces search API).
+	Search http.Handler
+	// SearchOptions configure the search handler Start builds when Search
+	// is nil; Start sets their tenancy, Logger and Registerer.
+	SearchOptions search.Options
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxPoints  = 11000
+	DefaultMaxSamples = 50_000_000
+	DefaultTimeout    = 2 * time.Minute
+)
+
+// Handler serves the Prometheus HTTP API.
+type Handler struct {
+	cfg      Config
+	engine   *promql.Engine
+	parser   parser.Parser
+	mux      *http.ServeMux
+	requests *prometheus.CounterVec
+}
+
+// New returns the API handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Adapter == nil {
+		return nil, errors.New("httpapi: no adapter")
+	}
+	if cfg.DefaultTenant == "" {
+		cfg.DefaultTenant = "default"
+	}
+	if !tenant.Valid(cfg.DefaultTenant) {
+		return nil, fmt.Errorf("httpapi: invalid default tenant %q", cfg.DefaultTenant)
+	}
+	if cfg.MaxPoints <= 0 {
+		cfg.MaxPoints = DefaultMaxPoints
+	}
+	if cfg.MaxSamples <= 0 {
+		cfg.MaxSamples = DefaultMaxSamples
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.LookbackDelta <= 0 {
+		cfg.LookbackDelta = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{
+		cfg:    cfg,
+		parser: parser.NewParser(parser.Options{}),
+		engine: promql.NewEngine(promql.EngineOpts{
+			Logger: cfg.Logger, MaxSamples: cfg.MaxSamples, Timeout: cfg.Timeout,
+			LookbackDelta: cfg.LookbackDelta, EnableAtModifier: true, EnableNegativeOffset: true,
+		}),
+		mux: http.NewServeMux(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_requests_total",
+			Help: "Query API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(h.requests); err != nil {
+			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+		}
+	}
+	h.handle("/api/v1/query", "query", h.query)
+	h.handle("/api/v1/query_range", "query_range", h.queryRange)
+	h.handle("/api/v1/series", "series", h.series)
+	h.handle("/api/v1/labels", "labels", h.labelNames)
+	h.handle("/api/v1/label/{name}/values", "label_values", h.labelValues)
+	h.handle("/api/v1/metadata", "metadata", h.metadata)
+	h.handle("/api/v1/status/buildinfo", "buildinfo", func(*http.Request, string) (any, error) {
+		return map[string]string{"version": "3.0.0", "application": "sluice"}, nil
+	})
+	h.handle("/api/v1/query_exemplars", "query_exemplars", func(*http.Request, string) (any, error) {
+		return []any{}, nil
+	})
+	if cfg.Search != nil {
+		h.mux.Handle("/api/v1/logs/", cfg.Search)
+		h.mux.Handle("/api/v1/traces/", cfg.Search)
+	}
+	return h, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// apiError is an error with its Prometheus errorType.
+type apiError struct {
+	typ string
+	err error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+
+func badData(format string, a ...any) error {
+	return &apiError{"bad_data", fmt.Errorf(format, a...)}
+}
+
+func statusOf(typ string) int {
+	switch typ {
+	case "bad_data":
+		return http.StatusBadRequest
+	case "execution", "cost_limit":
+		return http.StatusUnprocessableEntity
+	case "canceled":
+		return 499
+	case "timeout":
+		return http.StatusServiceUnavailable
+	case "not_found":
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+// classify maps an execution error to Prometheus's error types.
+func classify(err error) *apiError {
+	var ae *apiError
+	var eqc promql.ErrQueryCanceled
+	var eqt promql.ErrQueryTimeout
+	var es promql.ErrStorage
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, prom.ErrLimit):
+		return &apiError{"cost_limit", err}
+	case errors.As(err, &eqt), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{"timeout", err}
+	case errors.As(err, &eqc), errors.Is(err, context.Canceled):
+		return &apiError{"canceled", err}
+	case errors.As(err, &es):
+		return &apiError{"internal", err}
+	}
+	return &apiError{"execution", err}
+}
+
+type apiFunc func(r *http.Request, tenant string) (any, error)
+
+// withWarnings lets an apiFunc return warnings next to its data.
+type withWarnings struct {
+	data     any
+	warnings annotations.Annotations
+}
+
+func (h *Handler) handle(pattern, name string, f apiFunc) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		code := h.serve(w, r, f)
+		h.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
+	})
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) int {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		return writeJSON(w, http.StatusMethodNotAllowed, errorBody("bad_data", "method "+r.Method+" not allowed"))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", "error parsing form values: "+err.Error()))
+	}
+	t, err := h.tenantOf(r)
+	if err != nil {
+		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", err.Error()))
+	}
+	data, err := f(r, t)
+	if err != nil {
+		ae := classify(err)
+		code := statusOf(ae.typ)
+		if code >= 500 {
+			h.cfg.Logger.Warn("query failed", "path", r.URL.Path, "tenant", t, "err", err)
+		}
+		return writeJSON(w, code, errorBody(ae.typ, ae.err.Error()))
+	}
+	body := map[string]any{"status": "success", "data": data}
+	if ww, ok := data.(withWarnings); ok {
+		body["data"] = ww.data
+		if len(ww.warnings) > 0 {
+			ws, infos := ww.warnings.AsStrings("", 10, 10)
+			if len(ws) > 0 {
+				body["warnings"] = ws
+			}
+			if len(infos) > 0 {
+				body["infos"] = infos
+			}
+		}
+	}
+	return writeJSON(w, http.StatusOK, body)
+}
+
+func errorBody(typ, msg string) map[string]any {
+	return map[string]any{"status": "error", "errorType": typ, "error": msg}
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) int {
+	b, err := json.Marshal(body)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody("internal", "encode response: "+err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+	return code
+}
+
+func (h *Handler) tenantOf(r *http.Request) (string, error) {
+	if h.cfg.TenantHeader == "" {
+		return h.cfg.DefaultTenant, nil
+	}
+	v := r.Header.Get(h.cfg.TenantHeader)
+	if v == "" {
+		return h.cfg.DefaultTenant, nil
+	}
+	if !tenant.Valid(v) {
+		return "", fmt.Errorf("invalid tenant %q in header %s: a tenant must match [A-Za-z0-9._-]{1,64}", v, h.cfg.TenantHeader)
+	}
+	return v, nil
+}
+
+// Prometheus's bounds for open time ranges.
+var (
+	minTime = time.Unix(math.MinInt64/1000+62135596801, 0).UTC()
+	maxTime = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UTC()
+)
+
+func parseTime(s string) (time.Time, error) {
+	if t, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(t) && !math.IsInf(t, 0) {
+		sec, frac := math.Modf(t)
+		frac = math.Round(frac*1000) / 1000
+		return time.Unix(int64(sec), int64(frac*float64(time.Second))).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	switch s {
+	case minTime.Format(time.RFC3339Nano):
+		return minTime, nil
+	case maxTime.Format(time.RFC3339Nano):
+		return maxTime, nil
+	}
+	return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp", s)
+}
+
+func parseTimeParam(r *http.Request, name string, def time.Time) (time.Time, error) {
+	v := r.Form.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	t, err := parseTime(v)
+	if err != nil {
+		return time.Time{}, badData("invalid parameter %q: %v", name, err)
+	}
+	return t, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := strconv.ParseFloat(s, 64); err == nil {
+		ts := d * float64(time.Second)
+		if math.IsNaN(ts) || ts >= float64(math.MaxInt64) || ts < float64(math.MinInt64) {
+			return 0, fmt.Errorf("cannot parse %q to a valid duration. It overflows int64", s)
+		}
+		return time.Duration(ts), nil
+	}
+	if d, err := model.ParseDuration(s); err == nil {
+		return time.Duration(d), nil
+	}
+	return 0, fmt.Errorf("cannot parse %q to a valid duration", s)
+}
+
+// queryContext applies the server timeout and a lower timeout parameter.
+func (h *Handler) queryContext(r *http.Request) (context.Context, context.CancelFunc, error) {
+	to := h.cfg.Timeout
+	if v := r.Form.Get("timeout"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, nil, badData("invalid parameter \"timeout\": %v", err)
+		}
+		if d > 0 && d < to {
+			to = d
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), to)
+	return ctx, cancel, nil
+}
+
+func (h *Handler) queryable(t string) storage.Queryable {
+	return h.cfg.Adapter.Queryable(t, h.cfg.Limits)
+}
+
+func (h *Handler) query(r *http.Request, t string) (any, error) {
+	qs := r.Form.Get("query")
+	if qs == "" {
+		return nil, badData("invalid parameter \"query\": empty query")
+	}
+	ts, err := parseTimeParam(r, "time", time.Now())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := h.queryContext(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	qry, err := h.engine.NewInstantQuery(ctx, h.queryable(t), nil, qs, ts)
+	if err != nil {
+		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	return h.exec(ctx, qry)
+}
+
+func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
+	qs := r.Form.Get("query")
+	if qs == "" {
+		return nil, badData("invalid parameter \"query\": empty query")
+	}
+	for _, p := range []string{"start", "end", "step"} {
+		if r.Form.Get(p) == "" {
+			return nil, badData("invalid parameter %q: missing", p)
+		}
+	}
+	start, err := parseTimeParam(r, "start", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	end, err := parseTimeParam(r, "end", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	if end.Before(start) {
+		return nil, badData("invalid parameter \"end\": end timestamp must not be before start time")
+	}
+	step, err := parseDuration(r.Form.Get("step"))
+	if err != nil {
+		return nil, badData("invalid parameter \"step\": %v", err)
+	}
+	if step <= 0 {
+		return nil, badData("invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer")
+	}
+	if end.Sub(start)/step > time.Duration(h.cfg.MaxPoints) {
+		return nil, badData("exceeded maximum resolution of %d points per timeseries. Try decreasing the query resolution (?step=XX)", h.cfg.MaxPoints)
+	}
+	ctx, cancel, err := h.queryContext(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	qry, err := h.engine.NewRangeQuery(ctx, h.queryable(t), nil, qs, start, end, step)
+	if err != nil {
+		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	return h.exec(ctx, qry)
+}
+
+func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return withWarnings{data: map[string]any{"resultType": res.Value.Type(), "result": encodeValue(res.Value)}, warnings: res.Warnings}, nil
+}
+
+func (h *Handler) matcherSets(r *http.Request, required bool) ([][]*labels.Matcher, error) {
+	ms := r.Form["match[]"]
+	if len(ms) == 0 {
+		if required {
+			return nil, badData("no match[] parameter provided")
+		}
+		return [][]*labels.Matcher{nil}, nil
+	}
+	sets, err := h.parser.ParseMetricSelectors(ms)
+	if err != nil {
+		return nil, badData("invalid parameter \"match[]\": %v", err)
+	}
+	for _, s := range sets {
+		empty := true
+		for _, m := range s {
+			if !m.Matches("") {
+				empty = false
+				break
+			}
+		}
+		if empty {
+			return nil, badData("match[] must contain at least one non-empty matcher")
+		}
+	}
+	return sets, nil
+}
+
+// timeRange reads start and end (default: everything) as milliseconds.
+func timeRange(r *http.Request) (int64, int64, error) {
+	start, err := parseTimeParam(r, "start", minTime)
+	if err != nil {
+		return 0, 0, err
+	}
+	end, err := parseTimeParam(r, "end", maxTime)
+	if err != nil {
+		return 0, 0, err
+	}
+	if end.Before(start) {
+		return 0, 0, badData("invalid parameter \"end\": end timestamp must not be before start time")
+	}
+	return start.UnixMilli(), end.UnixMilli(), nil
+}
+
+func parseLimit(r *http.Request) (int, error) {
+	v := r.Form.Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badData("invalid parameter \"limit\": %q is not a non-negative integer", v)
+	}
+	return n, nil
+}
+
+func (h *Handler) series(r *http.Request, t string) (any, error) {
+	sets, err := h.matcherSets(r, true)
+	if err != nil {
+		return nil, err
+	}
+	mint, maxt, err := timeRange(r)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := h.queryContext(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	q, err := h.queryable(t).Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	seen := map[uint64][]labels.Labels{}
+	out := []map[string]string{}
+	hints := &storage.SelectHints{Start: mint, End: maxt, Func: "series"}
+	for _, ms := range sets {
+		ss := q.Select(ctx, true, hints, ms...)
+		for ss.Next() {
+			l := ss.At().Labels()
+			h := l.Hash()
+			dup := false
+			for _, o := range seen[h] {
+				if labels.Equal(o, l) {
+					dup = true
+				}
+			}
+			if dup {
+				continue
+			}
+			seen[h] = append(seen[h], l)
+			out = append(out, l.Map())
+		}
+		if err := ss.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (h *Handler) labelNames(r *http.Request, t string) (any, error) {
+	return h.labelQuery(r, t, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error) {
+		v, _, err := q.LabelNames(ctx, nil, ms...)
+		return v, err
+	})
+}
+
+func (h *Handler) labelValues(r *http.Request, t string) (any, error) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		return nil, badData("invalid label name: %q", name)
+	}
+	return h.labelQuery(r, t, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error) {
+		v, _, err := q.LabelValues(ctx, name, nil, ms...)
+		return v, err
+	})
+}
+
+func (h *Handler) labelQuery(r *http.Request, t string, f func(context.Context, storage.Querier, []*labels.Matcher) ([]string, error)) (any, error) {
+	sets, err := h.matcherSets(r, false)
+	if err != nil {
+		return nil, err
+	}
+	mint, maxt, err := timeRange(r)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := h.queryContext(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	q, err := h.queryable(t).Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	set := map[string]struct{}{}
+	for _, ms := range sets {
+		vs, err := f(ctx, q, ms)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			set[v] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (h *Handler) metadata(r *http.Request, t string) (any, error) {
+	limit, err := parseLimit(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := h.queryContext(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	md, err := h.cfg.Adapter.Metadata(ctx, t, r.Form.Get("metric"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]map[string]string{}
+	for _, m := range md {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		out[m.Name] = append(out[m.Name], map[string]string{"type": m.Type, "help": m.Help, "unit": m.Unit})
+	}
+	return out, nil
+}

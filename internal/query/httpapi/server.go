@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/query/prom"
+	"github.com/sluice-dev/sluice/internal/query/search"
+)
+
+// FromConfig returns the handler settings of a sluice config (the query
+// section and the ingestion tenant settings); Adapter, Search, Logger and
+// Registerer are left to the caller.
+func FromConfig(c config.Config) Config {
+	return Config{
+		TenantHeader:  c.Receivers.OTLP.TenantHeader,
+		DefaultTenant: c.Receivers.OTLP.DefaultTenant,
+		Limits: prom.Limits{
+			MaxSeries:  c.Query.MaxSeries,
+			MaxSamples: int64(c.Query.MaxSamples),
+			MaxBytes:   int64(c.Query.MaxBytes),
+		},
+		MaxSamples:    c.Query.MaxSamples,
+		Timeout:       c.Query.Timeout.D(),
+		MaxPoints:     c.Query.MaxPoints,
+		LookbackDelta: c.Query.LookbackDelta.D(),
+		Rollups:       c.Query.Rollups,
+		SearchOptions: search.FromConfig(c, nil, nil),
+	}
+}
+
+// Server is the query API listening on an address.
+type Server struct {
+	srv    *http.Server
+	ln     net.Listener
+	done   chan struct{}
+	search http.Handler // closed at Shutdown when it is an io.Closer (its file cache)
+}
+
+func closeSearch(h http.Handler) {
+	if c, ok := h.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// Start builds the adapter and handler over cat and store and serves them
+// on addr. The catalog and store stay the caller's.
+func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, store lake.Store, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	a, err := prom.NewAdapter(prom.Options{Catalog: cat, Store: store, Logger: log, Registerer: reg, Rollups: cfg.Rollups})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Adapter, cfg.Logger, cfg.Registerer = a, log, reg
+	if cfg.Search == nil {
+		// The logs and traces search API (package search) on the same port.
+		so := cfg.SearchOptions
+		so.TenantHeader, so.DefaultTenant, so.Logger, so.Registerer = cfg.TenantHeader, cfg.DefaultTenant, log, reg
+		cfg.Search = search.NewHandler(cat, store, so)
+	}
+	h, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		closeSearch(cfg.Search)
+		return nil, fmt.Errorf("query API: listen on %s: %w", addr, err)
+	}
+	s := &Server{
+		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			// Writing may wait for the whole query.
+			WriteTimeout: cfg.Timeout + time.Minute, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		ln:     ln,
+		done:   make(chan struct{}),
+		search: cfg.Search,
+	}
+	if s.srv.WriteTimeout <= time.Minute {
+		s.srv.WriteTimeout = DefaultTimeout + time.Minute
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("query API server stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting requests and waits for those in flight until
+// ctx ends, then closes them. It is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+	closeSearch(s.search)
+	if err != nil {
+		return fmt.Errorf("query API: shutdown: %w", err)
+	}
+	return nil
+}

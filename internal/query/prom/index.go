@@ -1,0 +1,324 @@
+package prom
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// fileIndex is what a query needs to know about one lake file before
+// reading samples: its column positions, and for each row group its time
+// range and the runs of rows of each metric (rows are sorted by
+// metric_name, so a metric is one contiguous run per row group). Files are
+// immutable, so an index never goes stale.
+type fileIndex struct {
+	rollup    bool // a metrics_rollup file
+	cols      colMap
+	labelCols []labelCol
+	rgs       []rgIndex
+}
+
+type colMap struct {
+	ts, seriesID, value, count, sum, bounds, buckets, quantiles, qvalues, service, namespace, instance int
+}
+
+type labelCol struct {
+	col   int
+	key   string // attribute key
+	label string // Prometheus label name
+	kind  byte   // 's' string, 'i' int, 'd' double, 'b' bool
+}
+
+type rgIndex struct {
+	rows       int64
+	minT, maxT int64 // unix ns; minT > maxT when the row group has no timestamps
+	runs       []run
+}
+
+type run struct {
+	start, end int64 // rows of the row group
+	desc       *metricDesc
+}
+
+// buildIndex reads the metric descriptor columns of every row group once.
+func buildIndex(pf *parquet.File) (*fileIndex, error) {
+	idx := &fileIndex{}
+	c := &idx.cols
+	*c = colMap{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+	var nameC, typeC, unitC, tempC, monoC = -1, -1, -1, -1, -1
+	// A metrics_rollup file serves each window's last value at its time.
+	tsName, valueName := "timestamp", "value"
+	if t, _ := pf.Lookup("sluice.table"); t == rollupTable {
+		tsName, valueName = "last_timestamp", "last"
+		idx.rollup = true
+	}
+	for i, p := range pf.Schema().Columns() {
+		switch p[0] {
+		case tsName:
+			c.ts = i
+		case "series_id":
+			c.seriesID = i
+		case valueName:
+			c.value = i
+		case "count":
+			c.count = i
+		case "sum":
+			c.sum = i
+		case "explicit_bounds":
+			c.bounds = i
+		case "bucket_counts":
+			c.buckets = i
+		case "quantiles":
+			c.quantiles = i
+		case "quantile_values":
+			c.qvalues = i
+		case "service_name":
+			c.service = i
+		case "resource.service.namespace":
+			c.namespace = i
+		case "resource.service.instance.id":
+			c.instance = i
+		case "metric_name":
+			nameC = i
+		case "metric_type":
+			typeC = i
+		case "unit":
+			unitC = i
+		case "temporality":
+			tempC = i
+		case "is_monotonic":
+			monoC = i
+		default:
+			if len(p) == 1 && strings.HasPrefix(p[0], "attr.") {
+				if lc, ok := parseAttrColumn(p[0]); ok {
+					lc.col = i
+					idx.labelCols = append(idx.labelCols, lc)
+				}
+			}
+		}
+	}
+	if nameC < 0 || typeC < 0 || c.ts < 0 || c.seriesID < 0 || c.value < 0 {
+		return nil, errors.New("not a metrics file: missing metric_name, metric_type, timestamp, series_id or value")
+	}
+	type descKey struct {
+		name, unit, mtype, temp string
+		mono                    bool
+	}
+	descs := map[descKey]*metricDesc{}
+	meta := pf.Metadata()
+	for g, rg := range pf.RowGroups() {
+		ri := rgIndex{rows: rg.NumRows(), minT: 1, maxT: 0}
+		if g < len(meta.RowGroups) && c.ts < len(meta.RowGroups[g].Columns) {
+			st := meta.RowGroups[g].Columns[c.ts].MetaData.Statistics
+			if len(st.MinValue) == 8 && len(st.MaxValue) == 8 {
+				ri.minT = int64(binary.LittleEndian.Uint64(st.MinValue))
+				ri.maxT = int64(binary.LittleEndian.Uint64(st.MaxValue))
+			}
+		}
+		n := ri.rows
+		var codes [5][]int32
+		var strs [5][]string
+		for k, col := range [5]int{nameC, typeC, unitC, tempC, monoC} {
+			if col < 0 {
+				continue
+			}
+			var err error
+			if codes[k], strs[k], err = readCodes(rg.ColumnChunks()[col], n); err != nil {
+				return nil, fmt.Errorf("row group %d: column %s: %w", g, pf.Schema().Columns()[col][0], err)
+			}
+		}
+		same := func(i, j int64) bool {
+			for k := range codes {
+				if codes[k] != nil && codes[k][i] != codes[k][j] {
+					return false
+				}
+			}
+			return true
+		}
+		for i := int64(0); i < n; i++ {
+			if i > 0 && same(i, i-1) {
+				ri.runs[len(ri.runs)-1].end = i + 1
+				continue
+			}
+			k := descKey{strOf(codes[0], strs[0], i), strOf(codes[2], strs[2], i), strOf(codes[1], strs[1], i),
+				strOf(codes[3], strs[3], i), strOf(codes[4], strs[4], i) == "true"}
+			p := descs[k]
+			if p == nil {
+				p = &metricDesc{otlpName: k.name, unit: k.unit, mtype: k.mtype, temporality: k.temp, monotonic: k.mono}
+				p.describe()
+				descs[k] = p
+			}
+			ri.runs = append(ri.runs, run{start: i, end: i + 1, desc: p})
+		}
+		idx.rgs = append(idx.rgs, ri)
+	}
+	return idx, nil
+}
+
+// readCodes reads every row of a low-cardinality column (dictionary-encoded
+// strings, or booleans) as codes into strs; -1 is null. Dictionary pages
+// are read as indices, so a string is allocated once per dictionary entry;
+// used to build an index, once per file.
+func readCodes(cc parquet.ColumnChunk, n int64) ([]int32, []string, error) {
+	out := make([]int32, 0, n)
+	var (
+		strs  []string
+		byStr = map[string]int32{}
+		dict  parquet.Dictionary
+		remap []int32
+		buf   [512]parquet.Value
+	)
+	code := func(s string) int32 {
+		c, ok := byStr[s]
+		if !ok {
+			c = int32(len(strs))
+			strs = append(strs, s)
+			byStr[s] = c
+		}
+		return c
+	}
+	err := scanPages(cc, 0, n, func(p parquet.Page, off, m int64) error {
+		defs := p.DefinitionLevels()
+		if d := p.Dictionary(); d != nil && p.Type().Kind() == parquet.ByteArray {
+			if d != dict {
+				dict, remap = d, make([]int32, d.Len())
+				for i := range remap {
+					remap[i] = code(string(d.Index(int32(i)).ByteArray()))
+				}
+			}
+			data := p.Data()
+			idx := data.Int32()
+			j := 0
+			for i := int64(0); i < m; i++ {
+				if len(defs) > 0 && defs[i] == 0 {
+					out = append(out, -1)
+					continue
+				}
+				if j >= len(idx) || int(idx[j]) >= len(remap) {
+					return fmt.Errorf("dictionary page holds %d indexes for %d rows", len(idx), m)
+				}
+				out = append(out, remap[idx[j]])
+				j++
+			}
+			return nil
+		}
+		if p.Type().Kind() == parquet.Boolean && len(defs) == 0 {
+			data := p.Data()
+			if bits := data.Boolean(); int64(len(bits))*8 >= m {
+				f, t := code("false"), code("true")
+				for i := int64(0); i < m; i++ {
+					if bits[i>>3]>>(i&7)&1 != 0 {
+						out = append(out, t)
+					} else {
+						out = append(out, f)
+					}
+				}
+				return nil
+			}
+		}
+		vr := p.Values()
+		for got := int64(0); got < m; {
+			k, err := vr.ReadValues(buf[:])
+			for i := 0; i < k && got < m; i++ {
+				v := buf[i]
+				switch {
+				case v.IsNull():
+					out = append(out, -1)
+				case v.Kind() == parquet.Boolean:
+					out = append(out, code(strconv.FormatBool(v.Boolean())))
+				default:
+					out = append(out, code(string(v.ByteArray())))
+				}
+				got++
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return err
+			}
+			if k == 0 {
+				break
+			}
+		}
+		return nil
+	})
+	if err == nil && int64(len(out)) != n {
+		err = fmt.Errorf("read %d of %d rows", len(out), n)
+	}
+	return out, strs, err
+}
+
+func strOf(codes []int32, strs []string, i int64) string {
+	if codes == nil || codes[i] < 0 {
+		return ""
+	}
+	return strs[codes[i]]
+}
+
+// parseAttrColumn maps a point attribute column ("attr." + escaped key +
+// optional "#type") to a label column; bytes, array, map and empty values
+// have no label.
+func parseAttrColumn(name string) (labelCol, bool) {
+	s := strings.TrimPrefix(name, "attr.")
+	kind := byte('s')
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		switch s[i+1:] {
+		case "int":
+			kind = 'i'
+		case "double":
+			kind = 'd'
+		case "bool":
+			kind = 'b'
+		default:
+			return labelCol{}, false
+		}
+		s = s[:i]
+	}
+	key := strings.ReplaceAll(strings.ReplaceAll(s, "%23", "#"), "%25", "%")
+	label := LabelName(key)
+	if label == "" {
+		return labelCol{}, false
+	}
+	return labelCol{key: key, label: label, kind: kind}, true
+}
+
+// indexCache keeps the index of recently used files, by lake path.
+type indexCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]*fileIndex
+	order []string
+}
+
+func newIndexCache(max int) *indexCache {
+	return &indexCache{max: max, m: make(map[string]*fileIndex)}
+}
+
+func (c *indexCache) get(path string) *fileIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[path]
+}
+
+func (c *indexCache) put(path string, idx *fileIndex) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[path]; ok {
+		return
+	}
+	if len(c.order) >= c.max {
+		// FIFO: files are immutable and each is indexed once; evicting the
+		// oldest costs at most a re-index.
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[path] = idx
+	c.order = append(c.order, path)
+}

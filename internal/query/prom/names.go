@@ -1,0 +1,152 @@
+package prom
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/prometheus/otlptranslator"
+)
+
+// metricKind is how an OTLP metric is exposed to PromQL.
+type metricKind uint8
+
+const (
+	kindGauge        metricKind = iota // gauge, or a non-monotonic cumulative sum
+	kindCounter                        // monotonic cumulative sum
+	kindDeltaSum                       // delta sum: per-interval values, as a gauge
+	kindHistogram                      // explicit buckets: _bucket{le}, _sum, _count
+	kindExpHistogram                   // exponential: _sum and _count only
+	kindSummary                        // {quantile}, _sum, _count
+	kindUnsupported
+)
+
+// part is which field of a point a Prometheus series carries.
+type part uint8
+
+const (
+	partValue part = iota
+	partBucket
+	partSum
+	partCount
+	partQuantile
+)
+
+// output is one Prometheus metric name derived from an OTLP metric.
+type output struct {
+	name string
+	part part
+}
+
+// metricDesc describes one OTLP metric as stored in a file (name, unit,
+// type, temporality, monotonicity) and the Prometheus names it maps to.
+type metricDesc struct {
+	otlpName, unit, mtype, temporality string
+	monotonic                          bool
+	kind                               metricKind
+	base                               string
+	outputs                            []output
+}
+
+func (d *metricDesc) sameAs(o *metricDesc) bool {
+	return d.otlpName == o.otlpName && d.unit == o.unit && d.mtype == o.mtype &&
+		d.temporality == o.temporality && d.monotonic == o.monotonic
+}
+
+var metricNamer = otlptranslator.NewMetricNamer("", otlptranslator.UnderscoreEscapingWithSuffixes)
+
+// describe fills kind, base and outputs from the stored fields. The name
+// follows otlptranslator's UnderscoreEscapingWithSuffixes, Prometheus's own
+// default for OTLP: invalid characters become "_", the unit becomes a
+// suffix ("s" -> "_seconds", "By" -> "_bytes", "1" -> "_ratio" for gauges),
+// and monotonic sums end in "_total".
+func (d *metricDesc) describe() {
+	var t otlptranslator.MetricType
+	switch d.mtype {
+	case "gauge":
+		d.kind, t = kindGauge, otlptranslator.MetricTypeGauge
+	case "sum":
+		switch {
+		case d.temporality == "delta":
+			d.kind = kindDeltaSum
+		case d.monotonic:
+			d.kind = kindCounter
+		default:
+			d.kind = kindGauge
+		}
+		t = otlptranslator.MetricTypeNonMonotonicCounter
+		if d.monotonic {
+			t = otlptranslator.MetricTypeMonotonicCounter
+		}
+	case "histogram":
+		d.kind, t = kindHistogram, otlptranslator.MetricTypeHistogram
+	case "exponential_histogram":
+		d.kind, t = kindExpHistogram, otlptranslator.MetricTypeExponentialHistogram
+	case "summary":
+		d.kind, t = kindSummary, otlptranslator.MetricTypeSummary
+	default:
+		d.kind = kindUnsupported
+		return
+	}
+	base, err := metricNamer.Build(otlptranslator.Metric{Name: d.otlpName, Unit: d.unit, Type: t})
+	if err != nil || base == "" {
+		d.kind = kindUnsupported
+		return
+	}
+	d.base = base
+	switch d.kind {
+	case kindHistogram:
+		d.outputs = []output{{base + "_bucket", partBucket}, {base + "_sum", partSum}, {base + "_count", partCount}}
+	case kindExpHistogram:
+		d.outputs = []output{{base + "_sum", partSum}, {base + "_count", partCount}}
+	case kindSummary:
+		d.outputs = []output{{base, partQuantile}, {base + "_sum", partSum}, {base + "_count", partCount}}
+	default:
+		d.outputs = []output{{base, partValue}}
+	}
+}
+
+// MetricName returns the Prometheus name of a gauge or sum, or the base
+// name (before _bucket, _sum, _count) of a histogram or summary; "" when the
+// metric is not exposed. It is the mapping the query API uses.
+func MetricName(otlpName, unit, metricType, temporality string, monotonic bool) string {
+	d := metricDesc{otlpName: otlpName, unit: unit, mtype: metricType, temporality: temporality, monotonic: monotonic}
+	d.describe()
+	return d.base
+}
+
+// Labels derived from resource attributes; a point attribute mapping to
+// one of these (or to a label sluice sets itself) is renamed "exported_"+name.
+const (
+	labelJob         = "job"
+	labelInstance    = "instance"
+	labelServiceName = "service_name"
+	labelLe          = "le"
+	labelQuantile    = "quantile"
+)
+
+var labelNamer = otlptranslator.LabelNamer{}
+
+var labelNames sync.Map // attribute key -> Prometheus label name ("" if none)
+
+// LabelName maps a point attribute key to its Prometheus label name: every
+// character other than [A-Za-z0-9_] becomes "_", runs of "_" collapse, a
+// leading digit gets "key_", and a name that sluice sets itself (job,
+// instance, service_name, le, quantile, __name__ or any "__" name) gets
+// "exported_". "" means the key has no label (empty or only underscores).
+func LabelName(key string) string {
+	if v, ok := labelNames.Load(key); ok {
+		return v.(string)
+	}
+	name, err := labelNamer.Build(key)
+	if err != nil {
+		name = ""
+	}
+	switch {
+	case name == "":
+	case name == labelJob, name == labelInstance, name == labelServiceName, name == labelLe, name == labelQuantile,
+		strings.HasPrefix(name, "__"):
+		name = "exported_" + name
+	}
+	labelNames.Store(key, name)
+	return name
+}

@@ -1,0 +1,687 @@
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/rollup"
+)
+
+// ErrLimit is wrapped by every error that stops a query for exceeding a
+// configured limit (series, samples or bytes).
+var ErrLimit = errors.New("query limit exceeded")
+
+// Limits bound what one query may read. Zero means unlimited.
+type Limits struct {
+	MaxSeries  int   // series a query may select, over all its selectors
+	MaxSamples int64 // samples a query may load from the lake
+	MaxBytes   int64 // compressed column bytes a query may read
+}
+
+// Stats count what queries read.
+type Stats struct {
+	Files, RowGroups, Rows, Bytes, Series, Samples atomic.Int64
+	RollupFiles                                    atomic.Int64 // metrics_rollup files read
+}
+
+// Options configure an Adapter.
+type Options struct {
+	Catalog *catalog.Catalog
+	Store   lake.Store
+	Logger  *slog.Logger
+	// Registerer gets the sluice_query_* counters; nil registers nothing.
+	Registerer prometheus.Registerer
+	// IndexCacheFiles bounds the per-file metric indexes kept (default 10000).
+	IndexCacheFiles int
+	// LabelCacheSeries bounds the series label sets kept (default 1,000,000).
+	LabelCacheSeries int
+	// Rollups lets range queries read gauges and sums from metrics_rollup
+	// (see plan).
+	Rollups bool
+}
+
+// Adapter reads Prometheus series from the metrics table of the lake. It
+// is safe for concurrent use; every query is scoped to one tenant.
+type Adapter struct {
+	cat     *catalog.Catalog
+	store   lake.Store
+	log     *slog.Logger
+	idx     *indexCache
+	labels  *labelCache
+	rollups bool
+
+	srcMu   sync.Mutex
+	srcRows map[string]int64 // rollup path -> sluice.rollup.source_rows
+
+	// Stats accumulate over all queries (for tests and benchmarks).
+	Stats Stats
+
+	rowsTotal, bytesTotal, filesTotal prometheus.Counter
+}
+
+// NewAdapter returns an Adapter over the catalog and store.
+func NewAdapter(o Options) (*Adapter, error) {
+	if o.Catalog == nil || o.Store == nil {
+		return nil, errors.New("prom: adapter needs a catalog and a store")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.IndexCacheFiles <= 0 {
+		o.IndexCacheFiles = 10000
+	}
+	if o.LabelCacheSeries <= 0 {
+		o.LabelCacheSeries = 1_000_000
+	}
+	a := &Adapter{
+		cat: o.Catalog, store: o.Store, log: o.Logger, rollups: o.Rollups, srcRows: map[string]int64{},
+		idx:    newIndexCache(o.IndexCacheFiles),
+		labels: &labelCache{max: o.LabelCacheSeries, m: map[labelKey]labels.Labels{}},
+		rowsTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_rows_scanned_total",
+			Help: "Metric rows read from the lake by PromQL queries."}),
+		bytesTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_bytes_scanned_total",
+			Help: "Compressed column bytes read from the lake by PromQL queries."}),
+		filesTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_files_opened_total",
+			Help: "Lake files opened by PromQL queries."}),
+	}
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{a.rowsTotal, a.bytesTotal, a.filesTotal} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("prom: register metrics: %w", err)
+			}
+		}
+	}
+	return a, nil
+}
+
+// Queryable returns a storage.Queryable over the tenant's metrics. The
+// limits apply to each query separately (one Querier per query).
+func (a *Adapter) Queryable(tenant string, lim Limits) storage.Queryable {
+	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
+		return &Querier{a: a, tenant: tenant, lim: lim, mint: mint, maxt: maxt}, nil
+	})
+}
+
+// Querier reads one tenant's series for one query. Its limits count over
+// all its Selects. Not safe for concurrent Selects (the engine does not
+// issue any).
+type Querier struct {
+	a          *Adapter
+	tenant     string
+	lim        Limits
+	mint, maxt int64
+	series     int
+	samples    int64
+	bytes      int64
+}
+
+// Close releases nothing: series own their samples.
+func (q *Querier) Close() error { return nil }
+
+// Select returns the series matching ms with samples in the hinted range
+// (milliseconds, inclusive), sorted by labels.
+func (q *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	labelsOnly := false
+	if hints != nil {
+		mint, maxt = hints.Start, hints.End
+		labelsOnly = hints.Func == "series"
+	}
+	ss, err := q.selectSeries(ctx, mint, maxt, labelsOnly, hints, ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{s: ss, i: -1}
+}
+
+// LabelNames returns the label names of the matching series.
+func (q *Querier) LabelNames(ctx context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	set := map[string]struct{}{}
+	for _, s := range ss {
+		s.lbls.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+	}
+	return sortedKeys(set), nil, nil
+}
+
+// LabelValues returns the values of label name on the matching series.
+func (q *Querier) LabelValues(ctx context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if name == labels.MetricName && len(ms) == 0 {
+		names, err := q.metricNames(ctx)
+		return names, nil, err
+	}
+	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	set := map[string]struct{}{}
+	for _, s := range ss {
+		if v := s.lbls.Get(name); v != "" {
+			set[v] = struct{}{}
+		}
+	}
+	return sortedKeys(set), nil, nil
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// metricNames answers label values of __name__ from file indexes alone.
+func (q *Querier) metricNames(ctx context.Context) ([]string, error) {
+	set := map[string]struct{}{}
+	err := q.eachFile(ctx, q.mint, q.maxt, func(_ *parquet.File, idx *fileIndex) error {
+		for _, rg := range idx.rgs {
+			for _, r := range rg.runs {
+				for _, o := range r.desc.outputs {
+					set[o.name] = struct{}{}
+				}
+			}
+		}
+		return nil
+	}, true)
+	return sortedKeys(set), err
+}
+
+// eachFile lists the tenant's live metrics segments overlapping [mint,
+// maxt] (ms) and calls fn with each opened file and its index. With
+// indexOnly, files whose index is cached are not opened (fn gets nil).
+func (q *Querier) eachFile(ctx context.Context, mint, maxt int64, fn func(*parquet.File, *fileIndex) error, indexOnly bool, ms ...*labels.Matcher) error {
+	tasks, err := q.plan(ctx, mint, maxt, 0, ms)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if indexOnly {
+			if idx := q.a.idx.get(t.path); idx != nil {
+				if err := fn(nil, idx); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if err := q.withFile(t.path, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// taskMode says which metrics of a file a query reads.
+type taskMode uint8
+
+const (
+	modeAll           taskMode = iota
+	modeNotNumeric             // a raw file whose gauges and sums come from a rollup
+	modeRollupNumeric          // a rollup file: its gauges and sums only
+)
+
+type fileTask struct {
+	path string
+	mode taskMode
+}
+
+// numeric reports whether a metric can be served from rollups (each
+// window's last value at its time): gauges and sums.
+func numeric(k metricKind) bool { return k == kindGauge || k == kindCounter || k == kindDeltaSum }
+
+type hourKey struct {
+	day  string
+	hour int
+}
+
+// plan lists the files a selector reads. Without a step (instant queries,
+// labels, series) or without rollups, every live raw segment in range.
+// With a step, each hour is planned on its own: its gauges and sums come
+// from the coarsest metrics_rollup tier whose width is at most the step
+// and that is fresh for the hour (computed from the hour's current raw
+// rows), the rest from raw files; hours without a fresh tier read raw
+// only, and hours whose raw data is gone (retention) read their rollups.
+func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labels.Matcher) ([]fileTask, error) {
+	f := catalog.Filter{Table: lake.TableMetrics, Tenant: q.tenant, From: msToNs(mint), To: msToNs(maxt) + 999_999}
+	service := ""
+	for _, m := range ms {
+		// service_name="x" prunes segments that record their services
+		// and lack x.
+		if m.Name == labelServiceName && m.Type == labels.MatchEqual && m.Value != "" {
+			service = m.Value
+		}
+	}
+	withRollups := stepMs > 0 && q.a.rollups
+	if !withRollups {
+		f.Service = service // else every raw segment counts for freshness
+	}
+	segs, err := q.a.cat.List(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list segments of tenant %q: %w", q.tenant, err)
+	}
+	var tasks []fileTask
+	raw := map[hourKey][]catalog.Segment{}
+	for _, seg := range segs {
+		if seg.Tenant != q.tenant {
+			continue // never trust a filter to keep tenants apart
+		}
+		raw[hourKey{seg.Day, seg.Hour}] = append(raw[hourKey{seg.Day, seg.Hour}], seg)
+	}
+	var rolls map[hourKey]map[int][]catalog.Segment
+	if withRollups {
+		f.Table = rollupTable
+		rs, err := q.a.cat.List(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("list rollups of tenant %q: %w", q.tenant, err)
+		}
+		rolls = map[hourKey]map[int][]catalog.Segment{}
+		for _, seg := range rs {
+			if seg.Tenant != q.tenant || seg.Level <= 0 || int64(seg.Level)*1000 > stepMs {
+				continue
+			}
+			h := hourKey{seg.Day, seg.Hour}
+			if rolls[h] == nil {
+				rolls[h] = map[int][]catalog.Segment{}
+			}
+			rolls[h][seg.Level] = append(rolls[h][seg.Level], seg)
+		}
+	}
+	hours := make([]hourKey, 0, len(raw)+len(rolls))
+	for h := range raw {
+		hours = append(hours, h)
+	}
+	for h := range rolls {
+		if _, ok := raw[h]; !ok {
+			hours = append(hours, h)
+		}
+	}
+	slices.SortFunc(hours, func(a, b hourKey) int {
+		if c := strings.Compare(a.day, b.day); c != 0 {
+			return c
+		}
+		return a.hour - b.hour
+	})
+	for _, h := range hours {
+		tier := q.freshTier(h, raw[h], rolls[h])
+		mode := modeAll
+		if tier > 0 {
+			mode = modeNotNumeric
+			for _, seg := range rolls[h][tier] {
+				if lacks(seg.Services, service) {
+					continue
+				}
+				tasks = append(tasks, fileTask{seg.Path, modeRollupNumeric})
+			}
+		}
+		for _, seg := range raw[h] {
+			if lacks(seg.Services, service) {
+				continue
+			}
+			tasks = append(tasks, fileTask{seg.Path, mode})
+		}
+	}
+	return tasks, nil
+}
+
+// lacks reports whether a segment's recorded services exclude service
+// (an empty list is unknown, so it matches), as catalog.Filter.Service.
+func lacks(services []string, service string) bool {
+	return service != "" && len(services) > 0 && !slices.Contains(services, service)
+}
+
+// freshTier returns the coarsest tier (level, in seconds) of the hour's
+// rollups that reflects its current raw rows, or 0.
+func (q *Querier) freshTier(h hourKey, raw []catalog.Segment, byLevel map[int][]catalog.Segment) int {
+	var rows int64
+	for _, s := range raw {
+		rows += s.Rows
+	}
+	best := 0
+	for level, rs := range byLevel {
+		if level <= best {
+			continue
+		}
+		fresh := true
+		for _, r := range rs {
+			if len(raw) == 0 {
+				break // raw data gone: the rollup is all there is
+			}
+			if n, ok := q.a.sourceRows(r.Path, q.a.store); !ok || n != rows {
+				fresh = false
+				break
+			}
+		}
+		if fresh {
+			best = level
+		}
+	}
+	return best
+}
+
+func (q *Querier) withFile(path string, fn func(*parquet.File, *fileIndex) error) (err error) {
+	defer func() {
+		// parquet-go may panic on corrupt pages; one bad file fails the
+		// query with its name instead of the process.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("read segment %q: corrupt parquet: %v", path, p)
+		}
+	}()
+	r, err := q.a.store.Open(path)
+	if err != nil {
+		return fmt.Errorf("open segment %q: %w", path, err)
+	}
+	defer r.Close()
+	pf, err := openParquet(r, r.Size())
+	if err != nil {
+		return fmt.Errorf("open segment %q: %w", path, err)
+	}
+	q.a.filesTotal.Inc()
+	q.a.Stats.Files.Add(1)
+	idx := q.a.idx.get(path)
+	if idx == nil {
+		if idx, err = buildIndex(pf); err != nil {
+			return fmt.Errorf("index segment %q: %w", path, err)
+		}
+		q.a.idx.put(path, idx)
+	}
+	if err := fn(pf, idx); err != nil {
+		if errors.Is(err, ErrLimit) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("read segment %q: %w", path, err)
+	}
+	return nil
+}
+
+func openParquet(r interface {
+	ReadAt([]byte, int64) (int, error)
+}, size int64) (pf *parquet.File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			pf, err = nil, fmt.Errorf("corrupt parquet: %v", p)
+		}
+	}()
+	return parquet.OpenFile(readerAt{r}, size, parquet.SkipBloomFilters(true))
+}
+
+type readerAt struct {
+	r interface {
+		ReadAt([]byte, int64) (int, error)
+	}
+}
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) { return r.r.ReadAt(p, off) }
+
+func msToNs(ms int64) int64 {
+	if ms > math.MaxInt64/1_000_000-1 {
+		return math.MaxInt64 - 1_000_000
+	}
+	if ms < math.MinInt64/1_000_000+1 {
+		return math.MinInt64 + 1_000_000
+	}
+	return ms * 1_000_000
+}
+
+// selectSeries reads the matching series. Label sets that several lake
+// series share (they differ only in resource attributes that are not
+// labels) merge into one series.
+func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly bool, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
+	if mint > maxt {
+		return nil, nil
+	}
+	var nameMs []*labels.Matcher
+	for _, m := range ms {
+		if m.Name == labels.MetricName {
+			nameMs = append(nameMs, m)
+		}
+	}
+	sc := &scan{q: q, ms: ms, labelsOnly: labelsOnly, mint: msToNs(mint), maxt: msToNs(maxt) + 999_999,
+		byHash: map[uint64][]*series{}, bySID: map[sidKey]*series{}}
+	var stepMs int64
+	if hints != nil {
+		stepMs = hints.Step
+	}
+	tasks, err := q.plan(ctx, mint, maxt, stepMs, ms)
+	if err != nil {
+		return nil, err
+	}
+	var mode taskMode
+	read := func(pf *parquet.File, idx *fileIndex) error {
+		if idx.rollup {
+			q.a.Stats.RollupFiles.Add(1)
+		}
+		for g := range idx.rgs {
+			rg := &idx.rgs[g]
+			if rg.minT > rg.maxT || rg.maxT < sc.mint || rg.minT > sc.maxt {
+				continue
+			}
+			counted := false
+			for _, r := range rg.runs {
+				if mode == modeNotNumeric && numeric(r.desc.kind) || mode == modeRollupNumeric && !numeric(r.desc.kind) {
+					continue
+				}
+				outs := matchingOutputs(r.desc, nameMs, sc.outs[:0])
+				if len(outs) == 0 {
+					continue
+				}
+				sc.outs = outs
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if !counted {
+					q.a.Stats.RowGroups.Add(1)
+					counted = true
+				}
+				if err := sc.readRun(pf, idx, g, r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, t := range tasks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		mode = t.mode
+		if err := q.withFile(t.path, read); err != nil {
+			return nil, err
+		}
+	}
+	out := sc.all
+	for _, s := range out {
+		s.finish()
+	}
+	slices.SortFunc(out, func(a, b *series) int { return labels.Compare(a.lbls, b.lbls) })
+	return out, nil
+}
+
+func matchingOutputs(d *metricDesc, nameMs []*labels.Matcher, dst []output) []output {
+	for _, o := range d.outputs {
+		ok := true
+		for _, m := range nameMs {
+			if !m.Matches(o.name) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			dst = append(dst, o)
+		}
+	}
+	return dst
+}
+
+// labelCache holds the label set (without __name__) of lake series by
+// tenant and series_id: a series' labels are a function of its attributes,
+// which its id hashes, so they are read from the file once.
+type labelCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[labelKey]labels.Labels
+}
+
+type labelKey struct {
+	tenant string
+	id     uint64
+}
+
+func (c *labelCache) get(tenant string, id uint64) (labels.Labels, bool) {
+	c.mu.Lock()
+	l, ok := c.m[labelKey{tenant, id}]
+	c.mu.Unlock()
+	return l, ok
+}
+
+func (c *labelCache) put(tenant string, id uint64, l labels.Labels) {
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m) // crude but bounded; entries are cheap to rebuild
+	}
+	c.m[labelKey{tenant, id}] = l
+	c.mu.Unlock()
+}
+
+func formatLabelValue(v parquet.Value, kind byte) string {
+	switch kind {
+	case 'i':
+		return strconv.FormatInt(v.Int64(), 10)
+	case 'd':
+		return strconv.FormatFloat(v.Double(), 'g', -1, 64)
+	case 'b':
+		return strconv.FormatBool(v.Boolean())
+	}
+	return string(v.ByteArray())
+}
+
+// joinCollisions applies the OpenTelemetry rule for attributes whose
+// sanitised names collide: their values are joined with ";" in the order of
+// the original keys. kvs is sorted by label then key.
+func joinCollisions(b *labels.ScratchBuilder, kvs []attrLabel) {
+	for i := 0; i < len(kvs); {
+		j := i + 1
+		for j < len(kvs) && kvs[j].label == kvs[i].label {
+			j++
+		}
+		if j == i+1 {
+			b.Add(kvs[i].label, kvs[i].value)
+		} else {
+			parts := make([]string, 0, j-i)
+			for _, kv := range kvs[i:j] {
+				parts = append(parts, kv.value)
+			}
+			b.Add(kvs[i].label, strings.Join(parts, ";"))
+		}
+		i = j
+	}
+}
+
+type attrLabel struct{ label, key, value string }
+
+// Metadata describes one Prometheus metric name.
+type Metadata struct {
+	Name, Type, Help, Unit string
+}
+
+// Metadata lists the metric names of the tenant (all of them, or only
+// metric when it is not "") with their Prometheus type and OTLP unit,
+// from the file indexes; Help is empty (descriptions are not indexed).
+func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metadata, error) {
+	q := &Querier{a: a, tenant: tenant, mint: math.MinInt64 / 2_000_000, maxt: math.MaxInt64 / 2_000_000}
+	seen := map[Metadata]struct{}{}
+	var out []Metadata
+	err := q.eachFile(ctx, q.mint, q.maxt, func(_ *parquet.File, idx *fileIndex) error {
+		for _, rg := range idx.rgs {
+			for _, r := range rg.runs {
+				d := r.desc
+				if d.kind == kindUnsupported {
+					continue
+				}
+				m := Metadata{Name: d.base, Type: promType(d.kind), Unit: d.unit}
+				if metric != "" && m.Name != metric {
+					continue
+				}
+				if _, ok := seen[m]; !ok {
+					seen[m] = struct{}{}
+					out = append(out, m)
+				}
+			}
+		}
+		return nil
+	}, true)
+	slices.SortFunc(out, func(x, y Metadata) int { return strings.Compare(x.Name, y.Name) })
+	return out, err
+}
+
+func promType(k metricKind) string {
+	switch k {
+	case kindCounter:
+		return "counter"
+	case kindHistogram:
+		return "histogram"
+	case kindSummary:
+		return "summary"
+	case kindExpHistogram:
+		return "unknown"
+	}
+	return "gauge"
+}
+
+// rollupTable is the rollup table (package rollup's Table).
+const rollupTable = rollup.Table
+
+// sourceRows reads (once per file) the raw row count a rollup file was
+// computed from; ok is false when it cannot be read.
+func (a *Adapter) sourceRows(path string, store lake.Store) (int64, bool) {
+	a.srcMu.Lock()
+	n, ok := a.srcRows[path]
+	a.srcMu.Unlock()
+	if ok {
+		return n, true
+	}
+	r, err := store.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer r.Close()
+	pf, err := openParquet(r, r.Size())
+	if err != nil {
+		return 0, false
+	}
+	v, _ := pf.Lookup(rollup.MetaSourceRows)
+	n, err = strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	a.srcMu.Lock()
+	if len(a.srcRows) > 100_000 {
+		clear(a.srcRows)
+	}
+	a.srcRows[path] = n
+	a.srcMu.Unlock()
+	return n, true
+}

@@ -1,0 +1,545 @@
+package prom
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// scan is the state of one Select: reused column buffers and the series
+// built so far.
+type scan struct {
+	q          *Querier
+	ms         []*labels.Matcher
+	labelsOnly bool
+	mint, maxt int64 // unix ns, inclusive
+	outs       []output
+
+	byHash map[uint64][]*series
+	all    []*series
+	// bySID finds the series of a lake series and output without building
+	// its labels again: lake series recur in every file of the range.
+	bySID map[sidKey]*series
+
+	ids          []uint64
+	ts           []int64
+	tsOK         []bool
+	vals         []float64
+	valOK        []bool
+	cnt          []uint64
+	cntOK        []bool
+	sums         []float64
+	sumOK        []bool
+	bnd          []float64
+	bndOff       []int32
+	bkt          []uint64
+	bktOff       []int32
+	qs, qv       []float64
+	qsOff, qvOff []int32
+
+	groupLbls []labels.Labels
+	need      []int64
+	needGroup []int
+	sb        labels.ScratchBuilder
+	extra     map[float64]*series // per group and output: le/quantile -> series
+	bktSer    []*series           // bucket series of the current bounds
+}
+
+func grow[T any](s []T, n int64) []T {
+	if int64(cap(s)) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// addBytes charges the share of a column chunk that rows [a, b) take.
+func (sc *scan) addBytes(pf *parquet.File, g, col int, rows, total int64) error {
+	md := pf.Metadata().RowGroups[g].Columns[col].MetaData
+	n := md.TotalCompressedSize
+	if total > 0 {
+		n = n * rows / total
+	}
+	sc.q.a.Stats.Bytes.Add(n)
+	sc.q.a.bytesTotal.Add(float64(n))
+	sc.q.bytes += n
+	if lim := sc.q.lim.MaxBytes; lim > 0 && sc.q.bytes > lim {
+		return fmt.Errorf("%w: the query would read more than %d bytes of lake data (query.max_bytes); narrow the time range or the selectors", ErrLimit, lim)
+	}
+	return nil
+}
+
+// readRun reads the rows of run r of row group g and adds their samples.
+func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
+	rg := pf.RowGroups()[g]
+	ccs := rg.ColumnChunks()
+	n := r.end - r.start
+	total := rg.NumRows()
+	c := &idx.cols
+	read := func(col int, f func(cc parquet.ColumnChunk) error, what string) error {
+		if col < 0 {
+			return fmt.Errorf("row group %d: no %s column", g, what)
+		}
+		if err := sc.addBytes(pf, g, col, n, total); err != nil {
+			return err
+		}
+		if err := f(ccs[col]); err != nil {
+			return fmt.Errorf("row group %d: %s: %w", g, what, err)
+		}
+		return nil
+	}
+	sc.ids = grow(sc.ids, n)
+	if err := read(c.seriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, r.start, r.end, sc.ids) }, "series_id"); err != nil {
+		return err
+	}
+	need := map[part]bool{}
+	for _, o := range sc.outs {
+		need[o.part] = true
+	}
+	if !sc.labelsOnly || need[partBucket] || need[partQuantile] {
+		sc.ts, sc.tsOK = grow(sc.ts, n), grow(sc.tsOK, n)
+		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, "timestamp"); err != nil {
+			return err
+		}
+		if need[partValue] && !sc.labelsOnly {
+			sc.vals, sc.valOK = grow(sc.vals, n), grow(sc.valOK, n)
+			if err := read(c.value, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.vals, sc.valOK) }, "value"); err != nil {
+				return err
+			}
+		}
+		if need[partSum] && !sc.labelsOnly {
+			sc.sums, sc.sumOK = grow(sc.sums, n), grow(sc.sumOK, n)
+			if err := read(c.sum, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.sums, sc.sumOK) }, "sum"); err != nil {
+				return err
+			}
+		}
+		if (need[partCount] || need[partQuantile]) && !sc.labelsOnly {
+			sc.cnt, sc.cntOK = grow(sc.cnt, n), grow(sc.cntOK, n)
+			if err := read(c.count, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, r.start, r.end, sc.cnt, sc.cntOK) }, "count"); err != nil {
+				return err
+			}
+		}
+		if need[partBucket] {
+			sc.bndOff, sc.bktOff = grow(sc.bndOff, n+1), grow(sc.bktOff, n+1)
+			if err := read(c.bounds, func(cc parquet.ColumnChunk) (err error) {
+				sc.bnd, err = readListF64(cc, r.start, r.end, sc.bnd, sc.bndOff)
+				return err
+			}, "explicit_bounds"); err != nil {
+				return err
+			}
+			if err := read(c.buckets, func(cc parquet.ColumnChunk) (err error) {
+				sc.bkt, err = readListU64(cc, r.start, r.end, sc.bkt, sc.bktOff)
+				return err
+			}, "bucket_counts"); err != nil {
+				return err
+			}
+		}
+		if need[partQuantile] {
+			sc.qsOff, sc.qvOff = grow(sc.qsOff, n+1), grow(sc.qvOff, n+1)
+			if err := read(c.quantiles, func(cc parquet.ColumnChunk) (err error) {
+				sc.qs, err = readListF64(cc, r.start, r.end, sc.qs, sc.qsOff)
+				return err
+			}, "quantiles"); err != nil {
+				return err
+			}
+			if err := read(c.qvalues, func(cc parquet.ColumnChunk) (err error) {
+				sc.qv, err = readListF64(cc, r.start, r.end, sc.qv, sc.qvOff)
+				return err
+			}, "quantile_values"); err != nil {
+				return err
+			}
+		}
+	}
+	sc.q.a.Stats.Rows.Add(n)
+	sc.q.a.rowsTotal.Add(float64(n))
+
+	// Label sets: from the cache, else read once from the label columns at
+	// the first row of each series.
+	sc.groupLbls = sc.groupLbls[:0]
+	sc.need, sc.needGroup = sc.need[:0], sc.needGroup[:0]
+	tenant := sc.q.tenant
+	for i := int64(0); i < n; {
+		j := i + 1
+		for j < n && sc.ids[j] == sc.ids[i] {
+			j++
+		}
+		l, ok := sc.q.a.labels.get(tenant, sc.ids[i])
+		if !ok {
+			sc.need = append(sc.need, r.start+i)
+			sc.needGroup = append(sc.needGroup, len(sc.groupLbls))
+		}
+		sc.groupLbls = append(sc.groupLbls, l)
+		i = j
+	}
+	if len(sc.need) > 0 {
+		if err := sc.readLabels(pf, idx, g, r); err != nil {
+			return err
+		}
+	}
+	k := 0
+	added := int64(0)
+	for i := int64(0); i < n; k++ {
+		j := i + 1
+		for j < n && sc.ids[j] == sc.ids[i] {
+			j++
+		}
+		m, err := sc.emit(sc.groupLbls[k], i, j)
+		if err != nil {
+			return err
+		}
+		added += m
+		i = j
+	}
+	sc.q.samples += added
+	sc.q.a.Stats.Samples.Add(added)
+	if lim := sc.q.lim.MaxSamples; lim > 0 && sc.q.samples > lim {
+		return fmt.Errorf("%w: the query would load more than %d samples (query.max_samples); narrow the time range or the selectors", ErrLimit, lim)
+	}
+	return nil
+}
+
+// readLabels reads the label columns at sc.need rows and caches the label
+// sets.
+func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error {
+	ccs := pf.RowGroups()[g].ColumnChunks()
+	total := pf.RowGroups()[g].NumRows()
+	k := len(sc.need)
+	svc, ns, inst := make([]string, k), make([]string, k), make([]string, k)
+	kvs := make([][]attrLabel, k)
+	readStr := func(col int, dst []string) error {
+		if col < 0 {
+			return nil
+		}
+		if err := sc.addBytes(pf, g, col, r.end-r.start, total); err != nil {
+			return err
+		}
+		return readValuesAt(ccs[col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
+			if !v.IsNull() {
+				dst[i] = string(v.ByteArray())
+			}
+		})
+	}
+	c := &idx.cols
+	if err := readStr(c.service, svc); err != nil {
+		return fmt.Errorf("row group %d: service_name: %w", g, err)
+	}
+	if err := readStr(c.namespace, ns); err != nil {
+		return fmt.Errorf("row group %d: resource.service.namespace: %w", g, err)
+	}
+	if err := readStr(c.instance, inst); err != nil {
+		return fmt.Errorf("row group %d: resource.service.instance.id: %w", g, err)
+	}
+	for _, lc := range idx.labelCols {
+		if err := sc.addBytes(pf, g, lc.col, r.end-r.start, total); err != nil {
+			return err
+		}
+		err := readValuesAt(ccs[lc.col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
+			if !v.IsNull() {
+				kvs[i] = append(kvs[i], attrLabel{label: lc.label, key: lc.key, value: formatLabelValue(v, lc.kind)})
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("row group %d: attr.%s: %w", g, lc.key, err)
+		}
+	}
+	for i := range sc.need {
+		sc.sb.Reset()
+		if svc[i] != "" {
+			sc.sb.Add(labelServiceName, svc[i])
+			job := svc[i]
+			if ns[i] != "" {
+				job = ns[i] + "/" + job
+			}
+			sc.sb.Add(labelJob, job)
+		}
+		if inst[i] != "" {
+			sc.sb.Add(labelInstance, inst[i])
+		}
+		kv := kvs[i]
+		slices.SortFunc(kv, func(a, b attrLabel) int {
+			if a.label != b.label {
+				if a.label < b.label {
+					return -1
+				}
+				return 1
+			}
+			if a.key < b.key {
+				return -1
+			}
+			if a.key > b.key {
+				return 1
+			}
+			return 0
+		})
+		joinCollisions(&sc.sb, kv)
+		sc.sb.Sort()
+		l := sc.sb.Labels()
+		id := sc.ids[sc.need[i]-r.start]
+		sc.q.a.labels.put(sc.q.tenant, id, l)
+		sc.groupLbls[sc.needGroup[i]] = l
+	}
+	return nil
+}
+
+// emit adds the samples of rows [i, j) (one lake series) to the series of
+// each selected output, and returns how many it added.
+func (sc *scan) emit(attrs labels.Labels, i, j int64) (int64, error) {
+	var added int64
+	for _, o := range sc.outs {
+		switch o.part {
+		case partValue, partSum, partCount:
+			s, err := sc.cachedSeries(sc.ids[i], attrs, o.name, "", 0)
+			if err != nil || s == nil || sc.labelsOnly {
+				if err != nil {
+					return 0, err
+				}
+				continue
+			}
+			for k := i; k < j; k++ {
+				if !sc.tsOK[k] || sc.ts[k] < sc.mint || sc.ts[k] > sc.maxt {
+					continue
+				}
+				var v float64
+				switch o.part {
+				case partValue:
+					if !sc.valOK[k] {
+						continue
+					}
+					v = sc.vals[k]
+				case partSum:
+					if !sc.sumOK[k] {
+						continue
+					}
+					v = sc.sums[k]
+				default:
+					if !sc.cntOK[k] {
+						continue
+					}
+					v = float64(sc.cnt[k])
+				}
+				s.add(sc.ts[k]/1_000_000, v)
+				added++
+			}
+		case partBucket, partQuantile:
+			clear(sc.extra)
+			if sc.extra == nil {
+				sc.extra = map[float64]*series{}
+			}
+			var lastBounds []float64
+			lastOK := false
+			for k := i; k < j; k++ {
+				if !sc.tsOK[k] || sc.ts[k] < sc.mint || sc.ts[k] > sc.maxt {
+					continue
+				}
+				t := sc.ts[k] / 1_000_000
+				if o.part == partBucket {
+					bounds := sc.bnd[sc.bndOff[k]:sc.bndOff[k+1]]
+					counts := sc.bkt[sc.bktOff[k]:sc.bktOff[k+1]]
+					if len(counts) != len(bounds)+1 {
+						continue // no buckets (or a malformed point): nothing to expose
+					}
+					// Bounds rarely change within a series: look the bucket
+					// series up once per change, not once per sample.
+					if !lastOK || !slices.Equal(bounds, lastBounds) {
+						lastBounds, lastOK = bounds, true
+						sc.bktSer = sc.bktSer[:0]
+						for b := 0; b <= len(bounds); b++ {
+							le := math.Inf(1)
+							if b < len(bounds) {
+								le = bounds[b]
+							}
+							s, err := sc.extraSeries(sc.ids[i], attrs, o.name, labelLe, le)
+							if err != nil {
+								return 0, err
+							}
+							sc.bktSer = append(sc.bktSer, s)
+						}
+					}
+					if sc.labelsOnly {
+						continue
+					}
+					var cum uint64
+					for b, s := range sc.bktSer {
+						cum += counts[b]
+						if s != nil {
+							s.add(t, float64(cum))
+							added++
+						}
+					}
+				} else {
+					qs := sc.qs[sc.qsOff[k]:sc.qsOff[k+1]]
+					qv := sc.qv[sc.qvOff[k]:sc.qvOff[k+1]]
+					for b := range qs {
+						if b >= len(qv) {
+							break
+						}
+						s, err := sc.extraSeries(sc.ids[i], attrs, o.name, labelQuantile, qs[b])
+						if err != nil {
+							return 0, err
+						}
+						if s != nil && !sc.labelsOnly {
+							s.add(t, qv[b])
+							added++
+						}
+					}
+				}
+			}
+		}
+	}
+	return added, nil
+}
+
+var rejected = &series{}
+
+type sidKey struct {
+	id    uint64
+	name  string
+	extra uint64 // bits of le or quantile, +1; 0 for none
+}
+
+// cachedSeries is seriesFor through bySID.
+func (sc *scan) cachedSeries(id uint64, attrs labels.Labels, name, label string, v float64) (*series, error) {
+	k := sidKey{id: id, name: name}
+	if label != "" {
+		k.extra = math.Float64bits(v) + 1
+	}
+	if s, ok := sc.bySID[k]; ok {
+		if s == rejected {
+			return nil, nil
+		}
+		return s, nil
+	}
+	val := ""
+	if label != "" {
+		val = formatFloat(v)
+	}
+	s, err := sc.seriesFor(attrs, name, label, val)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		sc.bySID[k] = rejected
+	} else {
+		sc.bySID[k] = s
+	}
+	return s, nil
+}
+
+func (sc *scan) extraSeries(id uint64, attrs labels.Labels, name, label string, v float64) (*series, error) {
+	if s, ok := sc.extra[v]; ok {
+		if s == rejected {
+			return nil, nil
+		}
+		return s, nil
+	}
+	s, err := sc.cachedSeries(id, attrs, name, label, v)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		sc.extra[v] = rejected
+	} else {
+		sc.extra[v] = s
+	}
+	return s, nil
+}
+
+// formatFloat renders le and quantile values as Prometheus does.
+func formatFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// seriesFor returns the series with labels attrs + __name__ (+ extra), or
+// nil when the matchers reject it.
+func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string) (*series, error) {
+	sc.sb.Reset()
+	attrs.Range(func(l labels.Label) { sc.sb.Add(l.Name, l.Value) })
+	sc.sb.Add(labels.MetricName, name)
+	if extraName != "" {
+		sc.sb.Add(extraName, extraVal)
+	}
+	sc.sb.Sort()
+	l := sc.sb.Labels()
+	for _, m := range sc.ms {
+		if !m.Matches(l.Get(m.Name)) {
+			return nil, nil
+		}
+	}
+	h := l.Hash()
+	for _, s := range sc.byHash[h] {
+		if labels.Equal(s.lbls, l) {
+			return s, nil
+		}
+	}
+	sc.q.series++
+	sc.q.a.Stats.Series.Add(1)
+	if lim := sc.q.lim.MaxSeries; lim > 0 && sc.q.series > lim {
+		return nil, fmt.Errorf("%w: the query would select more than %d series (query.max_series); add label matchers", ErrLimit, lim)
+	}
+	s := &series{lbls: l}
+	sc.byHash[h] = append(sc.byHash[h], s)
+	sc.all = append(sc.all, s)
+	return s, nil
+}
+
+// series is one Prometheus series: its samples in time order once
+// finished.
+type series struct {
+	lbls     labels.Labels
+	pts      []promql.FPoint
+	unsorted bool
+}
+
+func (s *series) add(t int64, v float64) {
+	if n := len(s.pts); n > 0 && t <= s.pts[n-1].T {
+		s.unsorted = true
+	}
+	s.pts = append(s.pts, promql.FPoint{T: t, F: v})
+}
+
+// finish sorts the samples by time; of samples with the same millisecond
+// the last one read wins.
+func (s *series) finish() {
+	if !s.unsorted {
+		return
+	}
+	slices.SortStableFunc(s.pts, func(a, b promql.FPoint) int { return cmp.Compare(a.T, b.T) })
+	out := s.pts[:0]
+	for _, p := range s.pts {
+		if n := len(out); n > 0 && out[n-1].T == p.T {
+			out[n-1] = p
+			continue
+		}
+		out = append(out, p)
+	}
+	s.pts, s.unsorted = out, false
+}
+
+type seriesSet struct {
+	s []*series
+	i int
+}
+
+func (ss *seriesSet) Next() bool {
+	ss.i++
+	return ss.i < len(ss.s)
+}
+func (ss *seriesSet) At() storage.Series {
+	s := ss.s[ss.i]
+	return promql.NewStorageSeries(promql.Series{Metric: s.lbls, Floats: s.pts})
+}
+func (ss *seriesSet) Err() error                        { return nil }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }

@@ -1,0 +1,238 @@
+package search
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+)
+
+// valueType is the OTLP value type of an attribute column (its suffix).
+type valueType uint8
+
+const (
+	vtString valueType = iota
+	vtInt
+	vtDouble
+	vtBool
+	vtBytes
+	vtArray
+	vtMap
+	vtEmpty
+)
+
+var typeSuffixes = map[string]valueType{
+	"#int": vtInt, "#double": vtDouble, "#bool": vtBool, "#bytes": vtBytes,
+	"#array": vtArray, "#map": vtMap, "#empty": vtEmpty,
+}
+
+// colInfo is the role of one (flat) column of a lake file.
+type colInfo struct {
+	name   string
+	attr   bool
+	prefix string // "resource.", "scope." or "attr." for attribute columns
+	key    string // the attribute key, unescaped
+	vt     valueType
+}
+
+// parseColumnName splits an attribute column name (docs/schema.md,
+// "Attribute columns") into prefix, key and type; ok is false for other
+// columns.
+func parseColumnName(name string) (ci colInfo, ok bool) {
+	ci.name = name
+	for _, p := range [...]string{"resource.", "scope.", "attr."} {
+		if strings.HasPrefix(name, p) {
+			ci.prefix, ci.key, ok = p, name[len(p):], true
+			break
+		}
+	}
+	if !ok {
+		return ci, false
+	}
+	if h := strings.LastIndexByte(ci.key, '#'); h >= 0 {
+		vt, known := typeSuffixes[ci.key[h:]]
+		if !known {
+			return ci, false
+		}
+		ci.vt, ci.key = vt, ci.key[:h]
+	}
+	if strings.IndexByte(ci.key, '%') >= 0 {
+		ci.key = strings.NewReplacer("%23", "#", "%25", "%").Replace(ci.key)
+	}
+	ci.attr = true
+	return ci, true
+}
+
+// lakeFile is an open lake file with its columns by name.
+type lakeFile struct {
+	path   string
+	table  string
+	tenant string
+	entry  *cacheEntry
+	r      lake.ObjectReader
+	pf     *parquet.File
+	cols   []colInfo
+	index  map[string]int
+}
+
+// openLakeFile opens p (indexes and bloom filters are read lazily) and checks that it holds table for tenant, so that
+// a wrong catalog row can never leak another tenant's rows.
+func openLakeFile(store lake.Store, p, table, tenant string) (lf *lakeFile, err error) {
+	r, err := store.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", p, err)
+	}
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("open %q: corrupt parquet: %v", p, x)
+		}
+		if err != nil {
+			_ = r.Close()
+		}
+	}()
+	pf, err := parquet.OpenFile(r, r.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", p, err)
+	}
+	if t, _ := pf.Lookup(lake.MetaTable); t != table {
+		return nil, fmt.Errorf("open %q: holds table %q, want %q", p, t, table)
+	}
+	if t, _ := pf.Lookup("sluice.tenant"); t != tenant {
+		return nil, fmt.Errorf("open %q: holds tenant %q, want %q", p, t, tenant)
+	}
+	lf = &lakeFile{path: p, table: table, tenant: tenant, r: r, pf: pf, index: map[string]int{}}
+	for i, path := range pf.Schema().Columns() {
+		name := strings.Join(path, ".")
+		ci, _ := parseColumnName(name)
+		if len(path) != 1 {
+			ci = colInfo{name: name} // nested: never read here
+		}
+		lf.cols = append(lf.cols, ci)
+		lf.index[name] = i
+	}
+	return lf, nil
+}
+
+func (lf *lakeFile) close() { _ = lf.r.Close() }
+
+func (lf *lakeFile) col(name string) int {
+	if i, ok := lf.index[name]; ok {
+		return i
+	}
+	return -1
+}
+
+func (lf *lakeFile) stats(g, col int) (*format.Statistics, int64) {
+	md := &lf.pf.Metadata().RowGroups[g].Columns[col].MetaData
+	return &md.Statistics, md.TotalCompressedSize
+}
+
+// int64Stats returns the min and max of an INT64 column chunk; ok is false
+// when they are unknown or the chunk has nulls.
+func (lf *lakeFile) int64Stats(g, col int) (lo, hi int64, ok bool) {
+	s, _ := lf.stats(g, col)
+	if s.NullCount != 0 || len(s.MinValue) != 8 || len(s.MaxValue) != 8 {
+		return 0, 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(s.MinValue)), int64(binary.LittleEndian.Uint64(s.MaxValue)), true
+}
+
+var errStop = errors.New("stop")
+
+// eachValue calls fn with the values of flat column col of row group g, in
+// row order; off is the row of vals[0]. The values (and their bytes) are
+// valid only during the call.
+func eachValue(cc parquet.ColumnChunk, buf []parquet.Value, fn func(off int, vals []parquet.Value) error) error {
+	pages := cc.Pages()
+	defer pages.Close()
+	off := 0
+	for {
+		p, err := pages.ReadPage()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		vr := p.Values()
+		for {
+			n, err := vr.ReadValues(buf)
+			if n > 0 {
+				if ferr := fn(off, buf[:n]); ferr != nil {
+					parquet.Release(p)
+					return ferr
+				}
+				off += n
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				parquet.Release(p)
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		parquet.Release(p)
+	}
+}
+
+// valuesAt calls fn(i, v) for the value of column chunk cc at rows[i]
+// (sorted ascending); v is valid only during the call.
+func valuesAt(cc parquet.ColumnChunk, buf []parquet.Value, rows []int64, fn func(i int, v parquet.Value)) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	pages := cc.Pages()
+	defer pages.Close()
+	if err := pages.SeekToRow(rows[0]); err != nil {
+		return fmt.Errorf("seek to row %d: %w", rows[0], err)
+	}
+	k := 0
+	r := rows[0]
+	for k < len(rows) {
+		p, err := pages.ReadPage()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("column ends at row %d before row %d: %w", r, rows[k], io.ErrUnexpectedEOF)
+			}
+			return err
+		}
+		if rows[k] >= r+p.NumRows() {
+			r += p.NumRows()
+			parquet.Release(p)
+			continue
+		}
+		vr := p.Values()
+		for k < len(rows) {
+			n, err := vr.ReadValues(buf)
+			for i := 0; i < n && k < len(rows); i++ {
+				if r+int64(i) == rows[k] {
+					fn(k, buf[i])
+					k++
+				}
+			}
+			r += int64(n)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				parquet.Release(p)
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		parquet.Release(p)
+	}
+	return nil
+}

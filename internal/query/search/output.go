@@ -1,0 +1,412 @@
+package search
+
+import (
+	"context"
+	"encoding/base64"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// row is one materialised row: the values of cols (indexes into lf.cols),
+// cloned so that they outlive the page they came from.
+type row struct {
+	lf   *lakeFile
+	cols []int
+	vals []parquet.Value
+}
+
+func (r *row) get(name string) (parquet.Value, bool) {
+	c := r.lf.col(name)
+	if c < 0 {
+		return parquet.Value{}, false
+	}
+	for i, x := range r.cols {
+		if x == c {
+			return r.vals[i], !r.vals[i].IsNull()
+		}
+	}
+	return parquet.Value{}, false
+}
+
+func (r *row) str(name string) (string, bool) {
+	v, ok := r.get(name)
+	if !ok {
+		return "", false
+	}
+	return string(v.ByteArray()), true
+}
+
+func (r *row) int(name string) (int64, bool) {
+	v, ok := r.get(name)
+	if !ok {
+		return 0, false
+	}
+	if v.Kind() == parquet.Int32 {
+		if name == "flags" || strings.HasSuffix(name, "_count") {
+			return int64(uint32(v.Int32())), true // UINT32 columns
+		}
+		return int64(v.Int32()), true
+	}
+	return v.Int64(), true
+}
+
+// materialise reads the rows of hits (grouped by file and row group, each
+// file opened once) and returns them in the order of hits. colsOf picks
+// the columns to read from a file.
+func (h *Handler) materialise(ctx context.Context, req *scanReq, hits []hit, paths []string, colsOf func(*lakeFile) []int) ([]row, []*lakeFile, error) {
+	out := make([]row, len(hits))
+	byFile := map[int32][]int{}
+	var files []int32
+	for i := range hits {
+		f := hits[i].file
+		if _, ok := byFile[f]; !ok {
+			files = append(files, f)
+		}
+		byFile[f] = append(byFile[f], i)
+	}
+	var opened []*lakeFile
+	buf := make([]parquet.Value, 256)
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, opened, err
+		}
+		lf, err := h.files.acquire(paths[f], req.table, req.tenant)
+		if err != nil {
+			return nil, opened, err
+		}
+		opened = append(opened, lf)
+		cols := colsOf(lf)
+		idx := byFile[f]
+		// Group by row group, rows ascending.
+		byRG := map[int32][]int{}
+		for _, i := range idx {
+			byRG[hits[i].rg] = append(byRG[hits[i].rg], i)
+		}
+		for g, is := range byRG {
+			sortByRow(is, hits)
+			rows := make([]int64, len(is))
+			for k, i := range is {
+				rows[k] = hits[i].rgr
+				out[i] = row{lf: lf, cols: cols, vals: make([]parquet.Value, len(cols))}
+			}
+			ccs := lf.pf.RowGroups()[g].ColumnChunks()
+			for ci, c := range cols {
+				err := valuesAt(ccs[c], buf, rows, func(k int, v parquet.Value) {
+					out[is[k]].vals[ci] = v.Clone()
+				})
+				if err != nil {
+					return nil, opened, err
+				}
+			}
+		}
+	}
+	return out, opened, nil
+}
+
+func sortByRow(is []int, hits []hit) {
+	for a := 1; a < len(is); a++ {
+		for b := a; b > 0 && hits[is[b]].rgr < hits[is[b-1]].rgr; b-- {
+			is[b], is[b-1] = is[b-1], is[b]
+		}
+	}
+}
+
+func allCols(lf *lakeFile) []int {
+	cols := make([]int, 0, len(lf.cols))
+	for i := range lf.cols {
+		if lf.cols[i].name != "" {
+			cols = append(cols, i)
+		}
+	}
+	return cols
+}
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(dst, '"')
+}
+
+func appendTime(dst []byte, ns int64) []byte {
+	dst = append(dst, '"')
+	dst = time.Unix(0, ns).UTC().AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, '"')
+}
+
+func appendFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+// appendPlainValue appends an attribute value as plain JSON: strings,
+// numbers, booleans, bytes as base64, arrays and maps as their OTLP JSON
+// AnyValue, empty as null.
+func appendPlainValue(dst []byte, vt valueType, v parquet.Value) []byte {
+	switch vt {
+	case vtString:
+		return appendJSONString(dst, string(v.ByteArray()))
+	case vtInt:
+		return strconv.AppendInt(dst, v.Int64(), 10)
+	case vtDouble:
+		return appendFloat(dst, v.Double())
+	case vtBool:
+		return strconv.AppendBool(dst, v.Boolean())
+	case vtBytes:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, v.ByteArray())
+		return append(dst, '"')
+	case vtArray, vtMap:
+		return append(dst, v.ByteArray()...)
+	}
+	return append(dst, "null"...)
+}
+
+// appendAnyValue appends an attribute value as an OTLP JSON AnyValue.
+func appendAnyValue(dst []byte, vt valueType, v parquet.Value) []byte {
+	switch vt {
+	case vtString:
+		dst = append(dst, `{"stringValue":`...)
+		dst = appendJSONString(dst, string(v.ByteArray()))
+	case vtInt:
+		dst = append(dst, `{"intValue":"`...)
+		dst = strconv.AppendInt(dst, v.Int64(), 10)
+		dst = append(dst, '"')
+	case vtDouble:
+		dst = append(dst, `{"doubleValue":`...)
+		dst = appendFloat(dst, v.Double())
+	case vtBool:
+		dst = append(dst, `{"boolValue":`...)
+		dst = strconv.AppendBool(dst, v.Boolean())
+	case vtBytes:
+		dst = append(dst, `{"bytesValue":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, v.ByteArray())
+		dst = append(dst, '"')
+	case vtArray, vtMap:
+		return append(dst, v.ByteArray()...)
+	default:
+		return append(dst, "{}"...)
+	}
+	return append(dst, '}')
+}
+
+// appendAttrObject appends the attributes of prefix as a JSON object
+// {"key": plain value}; for resources service_name is service.name.
+func appendAttrObject(dst []byte, r *row, prefix string) []byte {
+	dst = append(dst, '{')
+	first := true
+	if prefix == "resource." {
+		if s, ok := r.str("service_name"); ok {
+			dst = append(dst, `"service.name":`...)
+			dst = appendJSONString(dst, s)
+			first = false
+		}
+	}
+	for i, c := range r.cols {
+		ci := &r.lf.cols[c]
+		if !ci.attr || ci.prefix != prefix || r.vals[i].IsNull() {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendJSONString(dst, ci.key)
+		dst = append(dst, ':')
+		dst = appendPlainValue(dst, ci.vt, r.vals[i])
+	}
+	return append(dst, '}')
+}
+
+// appendKeyValues appends the attributes of prefix as an OTLP JSON
+// KeyValue array.
+func appendKeyValues(dst []byte, r *row, prefix string) []byte {
+	dst = append(dst, '[')
+	first := true
+	if prefix == "resource." {
+		if s, ok := r.str("service_name"); ok {
+			dst = append(dst, `{"key":"service.name","value":{"stringValue":`...)
+			dst = appendJSONString(dst, s)
+			dst = append(dst, "}}"...)
+			first = false
+		}
+	}
+	for i, c := range r.cols {
+		ci := &r.lf.cols[c]
+		if !ci.attr || ci.prefix != prefix || r.vals[i].IsNull() {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, `{"key":`...)
+		dst = appendJSONString(dst, ci.key)
+		dst = append(dst, `,"value":`...)
+		dst = appendAnyValue(dst, ci.vt, r.vals[i])
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// Helpers for "name":value members; each adds a leading comma.
+func memberStr(dst []byte, r *row, col, name string) []byte {
+	if s, ok := r.str(col); ok {
+		dst = append(dst, ',', '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':')
+		dst = appendJSONString(dst, s)
+	}
+	return dst
+}
+
+func memberInt(dst []byte, r *row, col, name string, quoted bool) []byte {
+	if n, ok := r.int(col); ok {
+		dst = append(dst, ',', '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':')
+		if quoted {
+			dst = append(dst, '"')
+		}
+		dst = strconv.AppendInt(dst, n, 10)
+		if quoted {
+			dst = append(dst, '"')
+		}
+	}
+	return dst
+}
+
+func memberTime(dst []byte, r *row, col, name string) []byte {
+	if n, ok := r.int(col); ok {
+		dst = append(dst, ',', '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':')
+		dst = appendTime(dst, n)
+	}
+	return dst
+}
+
+// appendLogLine appends one log record as a flat JSON object and '\n'.
+func appendLogLine(dst []byte, r *row) []byte {
+	dst = append(dst, `{"timestamp":`...)
+	if t, ok := r.int("timestamp"); ok {
+		dst = appendTime(dst, t)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = memberTime(dst, r, "observed_timestamp", "observed_timestamp")
+	dst = memberInt(dst, r, "severity_number", "severity_number", false)
+	dst = memberStr(dst, r, "severity_text", "severity_text")
+	if body, ok := r.str("body"); ok {
+		dst = append(dst, `,"body":`...)
+		if bt, ok := r.str("body_type"); ok {
+			dst = append(dst, body...) // OTLP JSON AnyValue
+			dst = append(dst, `,"body_type":`...)
+			dst = appendJSONString(dst, bt)
+		} else {
+			dst = appendJSONString(dst, body)
+		}
+	}
+	dst = memberStr(dst, r, "service_name", "service")
+	dst = memberStr(dst, r, "trace_id", "trace_id")
+	dst = memberStr(dst, r, "span_id", "span_id")
+	dst = memberInt(dst, r, "flags", "flags", false)
+	dst = memberStr(dst, r, "event_name", "event_name")
+	dst = append(dst, `,"attributes":`...)
+	dst = appendAttrObject(dst, r, "attr.")
+	dst = append(dst, `,"resource":`...)
+	dst = appendAttrObject(dst, r, "resource.")
+	dst = append(dst, `,"scope":{"name":`...)
+	if s, ok := r.str("scope_name"); ok {
+		dst = appendJSONString(dst, s)
+	} else {
+		dst = append(dst, `""`...)
+	}
+	dst = memberStr(dst, r, "scope_version", "version")
+	dst = append(dst, `,"attributes":`...)
+	dst = appendAttrObject(dst, r, "scope.")
+	return append(dst, "}}\n"...)
+}
+
+// spanSearchCols are the columns a span search returns.
+var spanSearchCols = []string{"trace_id", "span_id", "parent_span_id", "name", "kind", "service_name",
+	"start_timestamp", "end_timestamp", "duration_ns", "status_code", "status_message"}
+
+func colsNamed(names []string) func(*lakeFile) []int {
+	return func(lf *lakeFile) []int {
+		var cols []int
+		for _, n := range names {
+			if c := lf.col(n); c >= 0 {
+				cols = append(cols, c)
+			}
+		}
+		return cols
+	}
+}
+
+var statusNames = [...]string{"unset", "ok", "error"}
+
+// appendSpanLine appends one span search result and '\n'.
+func appendSpanLine(dst []byte, r *row) []byte {
+	dst = append(dst, `{"trace_id":`...)
+	s, _ := r.str("trace_id")
+	dst = appendJSONString(dst, s)
+	dst = memberStr(dst, r, "span_id", "span_id")
+	dst = memberStr(dst, r, "parent_span_id", "parent_span_id")
+	dst = memberStr(dst, r, "name", "name")
+	dst = memberInt(dst, r, "kind", "kind", false)
+	dst = memberStr(dst, r, "service_name", "service")
+	dst = memberTime(dst, r, "start_timestamp", "start")
+	dst = memberTime(dst, r, "end_timestamp", "end")
+	dst = memberInt(dst, r, "duration_ns", "duration_ns", false)
+	if c, ok := r.int("status_code"); ok {
+		dst = append(dst, `,"status":`...)
+		if c >= 0 && c < int64(len(statusNames)) {
+			dst = appendJSONString(dst, statusNames[c])
+		} else {
+			dst = strconv.AppendInt(dst, c, 10)
+		}
+	}
+	dst = memberStr(dst, r, "status_message", "status_message")
+	return append(dst, "}\n"...)
+}
