@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/compact"
 	"github.com/sluice-dev/sluice/internal/progress"
 )
@@ -27,6 +28,7 @@ func newCompactCmd() *cobra.Command {
 		sweep         bool
 		grace         time.Duration
 		leaseTTL      time.Duration
+		minAge        time.Duration
 		pauseBefore   time.Duration
 	)
 	c := &cobra.Command{
@@ -43,6 +45,9 @@ under catalog leases, so this is safe while 'sluice run' ingests into the lake
 and while other upkeep (another 'sluice compact', 'sluice run' background
 upkeep on a shared catalog) works on it: a partition leased by someone else is
 skipped.
+
+--min-age leaves partitions whose hour ended less than that long ago (the hour
+'sluice run' is still filling) for a later run.
 
 --dry-run prints the plan (partitions, inputs, rows, bytes) and changes nothing.
 The exit code is 1 if any partition failed.`,
@@ -95,10 +100,18 @@ The exit code is 1 if any partition failed.`,
 			}
 			// The bar's totals are every small segment; later passes also
 			// re-read earlier outputs, so it may finish before the work.
+			if minAge < 0 {
+				return usageError{fmt.Errorf("--min-age %s: want 0 or more", minAge)}
+			}
+			cutoff := time.Now().Add(-minAge)
+			young := func(j compact.Job) bool {
+				return minAge > 0 && catalog.PartitionStart(j.Day, j.Hour).Add(time.Hour).After(cutoff)
+			}
 			all, err := compact.Plan(ctx, cat, withMaxInputs(opts, math.MaxInt32))
 			if err != nil {
 				return err
 			}
+			all = slices.DeleteFunc(all, young)
 			var allFiles, allBytes int64
 			for _, j := range all {
 				for _, s := range j.Inputs {
@@ -124,7 +137,7 @@ The exit code is 1 if any partition failed.`,
 				if err != nil {
 					return err
 				}
-				jobs = slices.DeleteFunc(jobs, func(j compact.Job) bool { return stuck[j.Dir()] })
+				jobs = slices.DeleteFunc(jobs, func(j compact.Job) bool { return stuck[j.Dir()] || young(j) })
 				progressed := false
 				for _, j := range jobs {
 					var jobRows, jobBytes int64
@@ -226,6 +239,7 @@ The exit code is 1 if any partition failed.`,
 	f.Int64Var(&targetSize, "target-size", compact.DefaultTargetBytes, "alias of --target-file-size")
 	_ = f.MarkHidden("target-size")
 	f.IntVar(&maxInputs, "max-inputs", compact.DefaultMaxInputs, "most segments merged into one partition's output per run (bounds memory: one row group per input)")
+	f.DurationVar(&minAge, "min-age", 0, "only partitions whose hour ended at least this long ago (0: every hour, the current one too)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	f.BoolVar(&sweep, "sweep", true, "after compacting, delete the files of segments replaced more than --grace ago")
 	f.DurationVar(&grace, "grace", compact.DefaultGrace, "keep replaced files this long for queries in flight (0: delete at once)")

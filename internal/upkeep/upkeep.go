@@ -290,7 +290,7 @@ func (s *Scheduler) compaction(ctx context.Context, cat *catalog.Catalog, tr *Ta
 		if ctx.Err() != nil {
 			return errors.Join(append(errs, ctx.Err())...)
 		}
-		end := hourEnd(j.Day, j.Hour)
+		end := catalog.PartitionStart(j.Day, j.Hour).Add(time.Hour)
 		// The rollup table is rewritten whole by rollups; merging its tiers
 		// would lose them.
 		if end.After(cutoff) || j.Table == retention.TableRollup {
@@ -342,11 +342,6 @@ func (s *Scheduler) retention(ctx context.Context, cat *catalog.Catalog, tr *Tas
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func hourEnd(day string, hour int) time.Time {
-	d, _ := time.Parse(time.DateOnly, day) // the catalog validated it
-	return d.Add(time.Duration(hour+1) * time.Hour)
 }
 
 // sweep deletes the files of segments replaced more than SweepGrace ago,

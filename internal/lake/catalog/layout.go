@@ -17,6 +17,17 @@ func PartitionDir(table, tenant, day string, hour int) string {
 	return fmt.Sprintf("%s/tenant=%s/dt=%s/hour=%02d", table, tenant, day, hour)
 }
 
+// PartitionStart returns the first instant (UTC) of the hour partition
+// day ("YYYY-MM-DD") and hour; the zero time if day is malformed (the
+// catalog validates the days it stores).
+func PartitionStart(day string, hour int) time.Time {
+	d, err := time.Parse(time.DateOnly, day)
+	if err != nil {
+		return time.Time{}
+	}
+	return d.Add(time.Duration(hour) * time.Hour)
+}
+
 // partition is the table/tenant/day/hour named by a segment path.
 type partition struct {
 	table, tenant, day string

@@ -55,10 +55,7 @@ type Partition struct {
 func (p Partition) Dir() string { return catalog.PartitionDir(p.Table, p.Tenant, p.Day, p.Hour) }
 
 // Start is the first instant of the partition's hour (UTC).
-func (p Partition) Start() time.Time {
-	d, _ := time.Parse(time.DateOnly, p.Day) // validated by the catalog
-	return d.Add(time.Duration(p.Hour) * time.Hour)
-}
+func (p Partition) Start() time.Time { return catalog.PartitionStart(p.Day, p.Hour) }
 
 // End is the first instant after the partition's hour.
 func (p Partition) End() time.Time { return p.Start().Add(time.Hour) }
