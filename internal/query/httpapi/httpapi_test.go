@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/query/prom"
 	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
 )
@@ -259,5 +260,16 @@ func TestTenancy(t *testing.T) {
 		if n := len(strs(t, r)); (n == 5) != (tenant != "") {
 			t.Errorf("tenant %q: %d metric names", tenant, n)
 		}
+	}
+}
+
+// The search API on the same port takes the query section's limits.
+func TestFromConfigSearchLimits(t *testing.T) {
+	c := config.Default()
+	c.Query.MaxBytes = 1 << 20
+	c.Query.Timeout = config.Duration(7 * time.Second)
+	so := FromConfig(c).SearchOptions
+	if so.Limits.MaxBytesScanned != 1<<20 || so.Limits.Timeout != 7*time.Second {
+		t.Fatalf("search limits %+v, want max bytes 1 MiB and timeout 7s", so.Limits)
 	}
 }
