@@ -220,6 +220,23 @@ type TaskReport struct {
 	Took                time.Duration
 }
 
+// count adds one job's outcome to tr and returns errs with err appended
+// when the job failed.
+func (tr *TaskReport) count(errs []error, err error, skipped bool, replaced int, rows, bytes int64) []error {
+	switch {
+	case err != nil:
+		return append(errs, err)
+	case skipped:
+		tr.Skipped++
+	default:
+		tr.Done++
+		tr.SegmentsReplaced += replaced
+		tr.Rows += rows
+		tr.Bytes += bytes
+	}
+	return errs
+}
+
 // RunOnce runs one pass on cat and returns what each task did. Errors are
 // in the task reports (and logged and counted); a cancelled ctx ends the
 // pass early.
@@ -291,9 +308,7 @@ func (s *Scheduler) compaction(ctx context.Context, cat *catalog.Catalog, tr *Ta
 			return errors.Join(append(errs, ctx.Err())...)
 		}
 		end := catalog.PartitionStart(j.Day, j.Hour).Add(time.Hour)
-		// The rollup table is rewritten whole by rollups; merging its tiers
-		// would lose them.
-		if end.After(cutoff) || j.Table == retention.TableRollup {
+		if end.After(cutoff) {
 			continue
 		}
 		// Not worth merging what retention removes later in this pass.
@@ -302,17 +317,7 @@ func (s *Scheduler) compaction(ctx context.Context, cat *catalog.Catalog, tr *Ta
 		}
 		tr.Jobs++
 		res, err := compact.Run(ctx, cat, s.set.Store, j, opts)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case res.Skipped:
-			tr.Skipped++
-		default:
-			tr.Done++
-			tr.SegmentsReplaced += len(res.InputIDs)
-			tr.Rows += res.RowsOut
-			tr.Bytes += res.BytesIn
-		}
+		errs = tr.count(errs, err, res.Skipped, len(res.InputIDs), res.RowsOut, res.BytesIn)
 	}
 	return errors.Join(errs...)
 }
@@ -329,17 +334,7 @@ func (s *Scheduler) retention(ctx context.Context, cat *catalog.Catalog, tr *Tas
 		}
 		tr.Jobs++
 		res, err := retention.Apply(ctx, cat, p, retention.Options{LeaseTTL: s.opts.LeaseTTL, Logger: s.log})
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case res.Skipped:
-			tr.Skipped++
-		default:
-			tr.Done++
-			tr.SegmentsReplaced += len(res.Removed)
-			tr.Rows += res.Rows
-			tr.Bytes += res.Bytes
-		}
+		errs = tr.count(errs, err, res.Skipped, len(res.Removed), res.Rows, res.Bytes)
 	}
 	return errors.Join(errs...)
 }
@@ -373,17 +368,7 @@ func (s *Scheduler) rollup(ctx context.Context, cat *catalog.Catalog, tr *TaskRe
 		}
 		tr.Jobs++
 		res, err := rollup.Run(ctx, cat, s.set.Store, j, opts)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case res.Skipped:
-			tr.Skipped++
-		default:
-			tr.Done++
-			tr.SegmentsReplaced += len(res.Replaced)
-			tr.Rows += res.PointsOut
-			tr.Bytes += res.BytesIn
-		}
+		errs = tr.count(errs, err, res.Skipped, len(res.Replaced), res.PointsOut, res.BytesIn)
 	}
 	return errors.Join(errs...)
 }

@@ -465,33 +465,16 @@ func parseLimit(r *http.Request) (int, error) {
 }
 
 func (h *Handler) series(r *http.Request, t string) (any, error) {
-	sets, err := h.matcherSets(r, true)
+	m, err := h.openMeta(r, t, true)
 	if err != nil {
 		return nil, err
 	}
-	mint, maxt, err := timeRange(r)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := parseLimit(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel, err := h.queryContext(r)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	q, err := h.queryable(t).Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close()
+	defer m.close()
 	seen := map[uint64][]labels.Labels{}
 	out := []map[string]string{}
-	hints := &storage.SelectHints{Start: mint, End: maxt, Func: "series"}
-	for _, ms := range sets {
-		ss := q.Select(ctx, true, hints, ms...)
+	hints := &storage.SelectHints{Start: m.mint, End: m.maxt, Func: "series"}
+	for _, ms := range m.sets {
+		ss := m.q.Select(m.ctx, true, hints, ms...)
 		for ss.Next() {
 			l := ss.At().Labels()
 			h := l.Hash()
@@ -511,10 +494,50 @@ func (h *Handler) series(r *http.Request, t string) (any, error) {
 			return nil, err
 		}
 	}
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	if m.limit > 0 && len(out) > m.limit {
+		out = out[:m.limit]
 	}
 	return out, nil
+}
+
+// metaQuery is what the series and label endpoints share: their match[]
+// sets, time range and limit, and a querier under the request's context.
+type metaQuery struct {
+	sets       [][]*labels.Matcher
+	mint, maxt int64
+	limit      int
+	ctx        context.Context
+	q          storage.Querier
+	cancel     context.CancelFunc
+}
+
+func (m *metaQuery) close() {
+	m.q.Close()
+	m.cancel()
+}
+
+// openMeta parses the request's match[] (required when needMatch), start,
+// end and limit, and opens a querier of tenant t over that range.
+func (h *Handler) openMeta(r *http.Request, t string, needMatch bool) (*metaQuery, error) {
+	m := &metaQuery{}
+	var err error
+	if m.sets, err = h.matcherSets(r, needMatch); err != nil {
+		return nil, err
+	}
+	if m.mint, m.maxt, err = timeRange(r); err != nil {
+		return nil, err
+	}
+	if m.limit, err = parseLimit(r); err != nil {
+		return nil, err
+	}
+	if m.ctx, m.cancel, err = h.queryContext(r); err != nil {
+		return nil, err
+	}
+	if m.q, err = h.queryable(t).Querier(m.mint, m.maxt); err != nil {
+		m.cancel()
+		return nil, err
+	}
+	return m, nil
 }
 
 func (h *Handler) labelNames(r *http.Request, t string) (any, error) {
@@ -539,31 +562,14 @@ func (h *Handler) labelValues(r *http.Request, t string) (any, error) {
 }
 
 func (h *Handler) labelQuery(r *http.Request, t string, f func(context.Context, storage.Querier, []*labels.Matcher) ([]string, error)) (any, error) {
-	sets, err := h.matcherSets(r, false)
+	m, err := h.openMeta(r, t, false)
 	if err != nil {
 		return nil, err
 	}
-	mint, maxt, err := timeRange(r)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := parseLimit(r)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel, err := h.queryContext(r)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	q, err := h.queryable(t).Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close()
+	defer m.close()
 	set := map[string]struct{}{}
-	for _, ms := range sets {
-		vs, err := f(ctx, q, ms)
+	for _, ms := range m.sets {
+		vs, err := f(m.ctx, m.q, ms)
 		if err != nil {
 			return nil, err
 		}
@@ -576,8 +582,8 @@ func (h *Handler) labelQuery(r *http.Request, t string, f func(context.Context, 
 		out = append(out, v)
 	}
 	slices.Sort(out)
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	if m.limit > 0 && len(out) > m.limit {
+		out = out[:m.limit]
 	}
 	return out, nil
 }
