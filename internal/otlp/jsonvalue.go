@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -158,7 +159,7 @@ func appendMsgJSON(dst, b []byte, m *jmsg, depth int) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendJSONString(dst, f.name)
+		dst = jsonw.AppendString(dst, f.name)
 		dst = append(dst, ':')
 		var err error
 		if f.repeated {
@@ -209,7 +210,7 @@ func appendFieldJSON(dst, b []byte, j int, f *jfield, depth int) ([]byte, error)
 			if !utf8.Valid(p) {
 				return dst, fmt.Errorf("%s: %w", f.name, ErrInvalidUTF8)
 			}
-			return appendJSONString(dst, string(p)), nil
+			return jsonw.AppendString(dst, string(p)), nil
 		case jBytes:
 			dst = append(dst, '"')
 			dst = base64.StdEncoding.AppendEncode(dst, p)
@@ -228,7 +229,7 @@ func appendFieldJSON(dst, b []byte, j int, f *jfield, depth int) ([]byte, error)
 		case jFixed64S:
 			return append(strconv.AppendInt(append(dst, '"'), int64(v), 10), '"'), nil
 		}
-		return appendJSONDouble(dst, math.Float64frombits(v)), nil
+		return jsonw.AppendFloat(dst, math.Float64frombits(v)), nil
 	case jFixed32:
 		return strconv.AppendUint(dst, uint64(binary.LittleEndian.Uint32(b[j:])), 10), nil
 	}
@@ -240,48 +241,6 @@ func appendFieldJSON(dst, b []byte, j int, f *jfield, depth int) ([]byte, error)
 		return strconv.AppendBool(dst, v != 0), nil
 	}
 	return strconv.AppendUint(dst, v, 10), nil
-}
-
-func appendJSONDouble(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString writes s (valid UTF-8) as a JSON string.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c != 0x7f {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // appendMsgProto parses a JSON object of message m and appends its protobuf
@@ -581,20 +540,20 @@ func AppendAttrsJSON(dst []byte, c *signal.Common, r signal.Range) ([]byte, erro
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"key":`...)
-		dst = appendJSONString(dst, c.Keys.Name(c.Attrs.Key[i]))
+		dst = jsonw.AppendString(dst, c.Keys.Name(c.Attrs.Key[i]))
 		dst = append(dst, `,"value":`...)
 		v := c.Attrs.Val[i]
 		switch t := c.Attrs.Type[i]; t {
 		case signal.ValueString:
 			dst = append(dst, `{"stringValue":`...)
-			dst = appendJSONString(dst, c.AttrString(i))
+			dst = jsonw.AppendString(dst, c.AttrString(i))
 			dst = append(dst, '}')
 		case signal.ValueBool:
 			dst = append(strconv.AppendBool(append(dst, `{"boolValue":`...), v != 0), '}')
 		case signal.ValueInt:
 			dst = append(strconv.AppendInt(append(dst, `{"intValue":"`...), int64(v), 10), `"}`...)
 		case signal.ValueDouble:
-			dst = append(appendJSONDouble(append(dst, `{"doubleValue":`...), math.Float64frombits(v)), '}')
+			dst = append(jsonw.AppendFloat(append(dst, `{"doubleValue":`...), math.Float64frombits(v)), '}')
 		case signal.ValueBytes:
 			dst = base64.StdEncoding.AppendEncode(append(dst, `{"bytesValue":"`...), c.Bytes(signal.Str(v)))
 			dst = append(dst, `"}`...)

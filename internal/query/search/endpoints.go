@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/jsonw"
 )
 
 var (
@@ -155,7 +157,7 @@ func (h *Handler) run(ctx context.Context, w http.ResponseWriter, req *scanReq,
 		last := hits[len(hits)-1]
 		c := cursor{t: last.t, path: paths[last.file], row: last.row}
 		b = append(b, `{"cursor":`...)
-		b = appendJSONString(b, c.encode())
+		b = jsonw.AppendString(b, c.encode())
 		b = append(b, `,"scanned_rows":`...)
 	} else {
 		b = append(b, `{"done":true,"scanned_rows":`...)

@@ -3,13 +3,13 @@ package search
 import (
 	"context"
 	"encoding/base64"
-	"math"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/jsonw"
 )
 
 // row is one materialised row: the values of cols (indexes into lf.cols),
@@ -126,57 +126,10 @@ func allCols(lf *lakeFile) []int {
 	return cols
 }
 
-// appendJSONString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20 || c == 0x7f:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(dst, '"')
-}
-
 func appendTime(dst []byte, ns int64) []byte {
 	dst = append(dst, '"')
 	dst = time.Unix(0, ns).UTC().AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"')
-}
-
-func appendFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }
 
 // appendPlainValue appends an attribute value as plain JSON: strings,
@@ -185,11 +138,11 @@ func appendFloat(dst []byte, f float64) []byte {
 func appendPlainValue(dst []byte, vt valueType, v parquet.Value) []byte {
 	switch vt {
 	case vtString:
-		return appendJSONString(dst, string(v.ByteArray()))
+		return jsonw.AppendString(dst, string(v.ByteArray()))
 	case vtInt:
 		return strconv.AppendInt(dst, v.Int64(), 10)
 	case vtDouble:
-		return appendFloat(dst, v.Double())
+		return jsonw.AppendFloat(dst, v.Double())
 	case vtBool:
 		return strconv.AppendBool(dst, v.Boolean())
 	case vtBytes:
@@ -207,14 +160,14 @@ func appendAnyValue(dst []byte, vt valueType, v parquet.Value) []byte {
 	switch vt {
 	case vtString:
 		dst = append(dst, `{"stringValue":`...)
-		dst = appendJSONString(dst, string(v.ByteArray()))
+		dst = jsonw.AppendString(dst, string(v.ByteArray()))
 	case vtInt:
 		dst = append(dst, `{"intValue":"`...)
 		dst = strconv.AppendInt(dst, v.Int64(), 10)
 		dst = append(dst, '"')
 	case vtDouble:
 		dst = append(dst, `{"doubleValue":`...)
-		dst = appendFloat(dst, v.Double())
+		dst = jsonw.AppendFloat(dst, v.Double())
 	case vtBool:
 		dst = append(dst, `{"boolValue":`...)
 		dst = strconv.AppendBool(dst, v.Boolean())
@@ -238,7 +191,7 @@ func appendAttrObject(dst []byte, r *row, prefix string) []byte {
 	if prefix == "resource." {
 		if s, ok := r.str("service_name"); ok {
 			dst = append(dst, `"service.name":`...)
-			dst = appendJSONString(dst, s)
+			dst = jsonw.AppendString(dst, s)
 			first = false
 		}
 	}
@@ -251,7 +204,7 @@ func appendAttrObject(dst []byte, r *row, prefix string) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendJSONString(dst, ci.key)
+		dst = jsonw.AppendString(dst, ci.key)
 		dst = append(dst, ':')
 		dst = appendPlainValue(dst, ci.vt, r.vals[i])
 	}
@@ -266,7 +219,7 @@ func appendKeyValues(dst []byte, r *row, prefix string) []byte {
 	if prefix == "resource." {
 		if s, ok := r.str("service_name"); ok {
 			dst = append(dst, `{"key":"service.name","value":{"stringValue":`...)
-			dst = appendJSONString(dst, s)
+			dst = jsonw.AppendString(dst, s)
 			dst = append(dst, "}}"...)
 			first = false
 		}
@@ -281,7 +234,7 @@ func appendKeyValues(dst []byte, r *row, prefix string) []byte {
 		}
 		first = false
 		dst = append(dst, `{"key":`...)
-		dst = appendJSONString(dst, ci.key)
+		dst = jsonw.AppendString(dst, ci.key)
 		dst = append(dst, `,"value":`...)
 		dst = appendAnyValue(dst, ci.vt, r.vals[i])
 		dst = append(dst, '}')
@@ -295,7 +248,7 @@ func memberStr(dst []byte, r *row, col, name string) []byte {
 		dst = append(dst, ',', '"')
 		dst = append(dst, name...)
 		dst = append(dst, '"', ':')
-		dst = appendJSONString(dst, s)
+		dst = jsonw.AppendString(dst, s)
 	}
 	return dst
 }
@@ -342,9 +295,9 @@ func appendLogLine(dst []byte, r *row) []byte {
 		if bt, ok := r.str("body_type"); ok {
 			dst = append(dst, body...) // OTLP JSON AnyValue
 			dst = append(dst, `,"body_type":`...)
-			dst = appendJSONString(dst, bt)
+			dst = jsonw.AppendString(dst, bt)
 		} else {
-			dst = appendJSONString(dst, body)
+			dst = jsonw.AppendString(dst, body)
 		}
 	}
 	dst = memberStr(dst, r, "service_name", "service")
@@ -358,7 +311,7 @@ func appendLogLine(dst []byte, r *row) []byte {
 	dst = appendAttrObject(dst, r, "resource.")
 	dst = append(dst, `,"scope":{"name":`...)
 	if s, ok := r.str("scope_name"); ok {
-		dst = appendJSONString(dst, s)
+		dst = jsonw.AppendString(dst, s)
 	} else {
 		dst = append(dst, `""`...)
 	}
@@ -390,7 +343,7 @@ var statusNames = [...]string{"unset", "ok", "error"}
 func appendSpanLine(dst []byte, r *row) []byte {
 	dst = append(dst, `{"trace_id":`...)
 	s, _ := r.str("trace_id")
-	dst = appendJSONString(dst, s)
+	dst = jsonw.AppendString(dst, s)
 	dst = memberStr(dst, r, "span_id", "span_id")
 	dst = memberStr(dst, r, "parent_span_id", "parent_span_id")
 	dst = memberStr(dst, r, "name", "name")
@@ -402,7 +355,7 @@ func appendSpanLine(dst []byte, r *row) []byte {
 	if c, ok := r.int("status_code"); ok {
 		dst = append(dst, `,"status":`...)
 		if c >= 0 && c < int64(len(statusNames)) {
-			dst = appendJSONString(dst, statusNames[c])
+			dst = jsonw.AppendString(dst, statusNames[c])
 		} else {
 			dst = strconv.AppendInt(dst, c, 10)
 		}

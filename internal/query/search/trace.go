@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/bloom"
 
+	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 )
 
@@ -225,7 +226,7 @@ func resourceJSON(dst []byte, r *row) []byte {
 func scopeJSON(dst []byte, r *row) []byte {
 	dst = append(dst, `{"scope":{"name":`...)
 	s, _ := r.str("scope_name")
-	dst = appendJSONString(dst, s)
+	dst = jsonw.AppendString(dst, s)
 	dst = memberStr(dst, r, "scope_version", "version")
 	dst = append(dst, `,"attributes":`...)
 	dst = appendKeyValues(dst, r, "scope.")
@@ -237,7 +238,7 @@ func scopeJSON(dst []byte, r *row) []byte {
 func appendSpanJSON(dst []byte, r *row) []byte {
 	dst = append(dst, `{"traceId":`...)
 	s, _ := r.str("trace_id")
-	dst = appendJSONString(dst, s)
+	dst = jsonw.AppendString(dst, s)
 	dst = memberStr(dst, r, "span_id", "spanId")
 	dst = memberStr(dst, r, "trace_state", "traceState")
 	dst = memberStr(dst, r, "parent_span_id", "parentSpanId")
@@ -270,7 +271,7 @@ func appendSpanJSON(dst []byte, r *row) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"message":`...)
-		dst = appendJSONString(dst, m)
+		dst = jsonw.AppendString(dst, m)
 	}
 	return append(dst, "}}"...)
 }

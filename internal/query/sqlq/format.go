@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/sluice-dev/sluice/internal/jsonw"
 )
 
 // Formats names the output formats ResultWriter accepts.
@@ -59,7 +61,7 @@ func NewResultWriter(w io.Writer, format string, cols []Column) (ResultWriter, e
 		jw := &jsonWriter{w: bufio.NewWriter(w), cols: cols, array: format == "json"}
 		jw.keys = make([][]byte, len(cols))
 		for i, c := range cols {
-			jw.keys[i] = appendJSONString(nil, c.Name)
+			jw.keys[i] = jsonw.AppendString(nil, c.Name)
 		}
 		return jw, nil
 	}
@@ -87,7 +89,7 @@ func appendText(b []byte, v any, typ string) []byte {
 func appendScalar(b []byte, v any, typ string, quote bool) []byte {
 	str := func(s string) []byte {
 		if quote {
-			return appendJSONString(b, s)
+			return jsonw.AppendString(b, s)
 		}
 		return append(b, s...)
 	}
@@ -150,7 +152,7 @@ func appendFloat(b []byte, f float64, bits int, quote bool) []byte {
 	}
 	if s != "" {
 		if quote {
-			return appendJSONString(b, s)
+			return jsonw.AppendString(b, s)
 		}
 		return append(b, s...)
 	}
@@ -221,7 +223,7 @@ func appendJSON(b []byte, v any, typ string) []byte {
 	case nil:
 		return append(b, "null"...)
 	case string:
-		return appendJSONString(b, x)
+		return jsonw.AppendString(b, x)
 	case []byte:
 		if typ == "UUID" && len(x) == 16 {
 			b = append(b, '"')
@@ -249,7 +251,7 @@ func appendJSON(b []byte, v any, typ string) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = jsonw.AppendString(b, k)
 			b = append(b, ':')
 			b = appendJSON(b, x[k], "")
 		}
@@ -261,7 +263,7 @@ func appendJSON(b []byte, v any, typ string) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, string(appendText(nil, keys[i], "")))
+			b = jsonw.AppendString(b, string(appendText(nil, keys[i], "")))
 			b = append(b, ':')
 			b = appendJSON(b, vals[i], "")
 		}
@@ -280,7 +282,7 @@ func appendJSON(b []byte, v any, typ string) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = jsonw.AppendString(b, k)
 			b = append(b, ':')
 			b = appendJSON(b, byKey[k], "")
 		}
@@ -291,43 +293,6 @@ func appendJSON(b []byte, v any, typ string) []byte {
 		return appendScalar(b, v, typ, false) // exact, as a JSON number
 	}
 	return appendScalar(b, v, typ, true)
-}
-
-// appendJSONString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20 || c == 0x7f:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else if r == '\u2028' || r == '\u2029' {
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&15])
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }
 
 type csvWriter struct {
