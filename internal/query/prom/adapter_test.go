@@ -332,3 +332,68 @@ func TestServicePruning(t *testing.T) {
 		t.Fatalf("opened %d files, want 1 (the other service's file pruned)", n)
 	}
 }
+
+// nameMayMap must never rule out a name the real mapping produces: every
+// OTLP name × unit × type gives Prometheus names (with their _bucket, _sum,
+// _count) that it accepts, and it rejects names of other metrics.
+func TestNameMayMap(t *testing.T) {
+	names := []string{"http.server.duration", "total.requests", "requests.total.count", "ratio", "1st.metric",
+		"a..b", "api-gateway.movie_play_starts", "x", "ünïcode.metric", "ns:sub:metric", "cpu_ratio_total", "__x__"}
+	units := []string{"", "1", "s", "ms", "By", "By/s", "{request}", "total", "1/s", "total/ratio"}
+	types := []struct {
+		typ, temp string
+		mono      bool
+	}{{"gauge", "", false}, {"sum", "cumulative", true}, {"sum", "delta", true}, {"sum", "cumulative", false},
+		{"histogram", "cumulative", false}, {"exponential_histogram", "delta", false}, {"summary", "", false}}
+	for _, n := range names {
+		for _, u := range units {
+			for _, ty := range types {
+				d := metricDesc{otlpName: n, unit: u, mtype: ty.typ, temporality: ty.temp, monotonic: ty.mono}
+				d.describe()
+				for _, o := range d.outputs {
+					if !nameMayMap(n, o.name) {
+						t.Errorf("nameMayMap(%q, %q) = false, but unit %q type %s maps it there", n, o.name, u, ty.typ)
+					}
+				}
+			}
+		}
+	}
+	for _, c := range [][2]string{
+		{"http.server.duration", "http_server_requests_total"}, {"http.server", "http_client_duration_seconds"},
+		{"test.queue.depth", "test_requests_total"}, {"a.b.c", "a_b"},
+	} {
+		if nameMayMap(c[0], c[1]) {
+			t.Errorf("nameMayMap(%q, %q) = true, want false", c[0], c[1])
+		}
+	}
+}
+
+// A __name__ matcher skips, by the catalog's metric names alone, the
+// segments that cannot hold the metric.
+func TestMetricNamePruning(t *testing.T) {
+	l := newTestLake(t)
+	l.Write(t, "acme", 0, defaultSynth().JSON())
+	ts := synthStart.Add(time.Hour - 30*time.Second).UnixNano()
+	other := fmt.Sprintf(`{"resourceMetrics":[{"resource":{"attributes":[%s]},"scopeMetrics":[{"metrics":[`+
+		`{"name":"other.depth","gauge":{"dataPoints":[{"timeUnixNano":"%d","asInt":"7"}]}}]}]}]}`,
+		attr("service.name", "svc"), ts)
+	l.Write(t, "acme", 0, []byte(other))
+	end := synthStart.Add(time.Hour)
+	for _, c := range []struct {
+		expr  string
+		files int64
+	}{
+		{`count(test_queue_depth)`, 1},
+		{`other_depth`, 1},
+		{`count({__name__=~"test_queue_depth|other_depth"})`, 2}, // a regex is not pruned
+	} {
+		ad := adapterOf(t, l)
+		v := instant(t, ad.Queryable("acme", Limits{}), c.expr, end)
+		if len(v) == 0 {
+			t.Fatalf("%s: no result", c.expr)
+		}
+		if n := ad.Stats.Files.Load(); n != c.files {
+			t.Errorf("%s opened %d files, want %d", c.expr, n, c.files)
+		}
+	}
+}

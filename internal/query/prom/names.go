@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -112,6 +113,41 @@ func MetricName(otlpName, unit, metricType, temporality string, monotonic bool) 
 	d := metricDesc{otlpName: otlpName, unit: unit, mtype: metricType, temporality: temporality, monotonic: monotonic}
 	d.describe()
 	return d.base
+}
+
+// mayHoldMetric reports whether a segment recording the OTLP metric names
+// otlpNames may hold series of the Prometheus metric promName: true when
+// promName is "", when the names are unknown (none recorded) or when one
+// of them can map to promName. See nameMayMap.
+func mayHoldMetric(otlpNames []string, promName string) bool {
+	if promName == "" || len(otlpNames) == 0 {
+		return true
+	}
+	for _, n := range otlpNames {
+		if nameMayMap(n, promName) {
+			return true
+		}
+	}
+	return false
+}
+
+// nameMayMap reports whether the OTLP metric name otlpName maps to the
+// Prometheus name promName for some unit and type, without knowing them
+// (the catalog records names only). The mapping (metricNamer, then the
+// _bucket/_sum/_count of histograms and summaries) splits the name into
+// tokens at every character outside [A-Za-z0-9:], may move a "total" or
+// "ratio" token to the end, and appends unit and suffix tokens. So with
+// "total" and "ratio" tokens dropped from both, the OTLP name's tokens are
+// a prefix of the Prometheus name's: false means it can never map, true
+// only that it may.
+func nameMayMap(otlpName, promName string) bool {
+	split := func(s string) []string {
+		return slices.DeleteFunc(strings.FieldsFunc(s, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ':')
+		}), func(t string) bool { return t == "total" || t == "ratio" })
+	}
+	o, p := split(otlpName), split(promName)
+	return len(o) <= len(p) && slices.Equal(o, p[:len(o)])
 }
 
 // Labels derived from resource attributes; a point attribute mapping to

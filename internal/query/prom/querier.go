@@ -267,13 +267,23 @@ type hourKey struct {
 // only, and hours whose raw data is gone (retention) read their rollups.
 func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labels.Matcher) ([]fileTask, error) {
 	f := catalog.Filter{Table: lake.TableMetrics, Tenant: q.tenant, From: msToNs(mint), To: msToNs(maxt) + 999_999}
-	service := ""
+	service, name := "", ""
 	for _, m := range ms {
 		// service_name="x" prunes segments that record their services
-		// and lack x.
-		if m.Name == labelServiceName && m.Type == labels.MatchEqual && m.Value != "" {
-			service = m.Value
+		// and lack x; __name__="y" those whose recorded OTLP metric names
+		// cannot map to y.
+		if m.Type != labels.MatchEqual || m.Value == "" {
+			continue
 		}
+		switch m.Name {
+		case labelServiceName:
+			service = m.Value
+		case labels.MetricName:
+			name = m.Value
+		}
+	}
+	skip := func(seg catalog.Segment) bool {
+		return lacks(seg.Services, service) || !mayHoldMetric(seg.MetricNames, name)
 	}
 	withRollups := stepMs > 0 && q.a.rollups
 	if !withRollups {
@@ -331,14 +341,14 @@ func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labe
 		if tier > 0 {
 			mode = modeNotNumeric
 			for _, seg := range rolls[h][tier] {
-				if lacks(seg.Services, service) {
+				if skip(seg) {
 					continue
 				}
 				tasks = append(tasks, fileTask{seg.Path, modeRollupNumeric})
 			}
 		}
 		for _, seg := range raw[h] {
-			if lacks(seg.Services, service) {
+			if skip(seg) {
 				continue
 			}
 			tasks = append(tasks, fileTask{seg.Path, mode})
