@@ -21,7 +21,7 @@ import (
 
 // defaultQueryAddr is where query-server listens without --addr or
 // query.addr.
-const defaultQueryAddr = "127.0.0.1:9090"
+const defaultQueryAddr = "localhost:9090"
 
 func newQueryServerCmd() *cobra.Command {
 	var (

@@ -160,7 +160,7 @@ func (t *TenantRetention) UnmarshalYAML(n *yaml.Node) error {
 // Query configures the query HTTP API served by sluice run (when addr is
 // set) and by sluice query-server.
 type Query struct {
-	Addr          string   `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (default 127.0.0.1:9090 there). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
+	Addr          string   `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (localhost:9090 when this is empty). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
 	Timeout       Duration `yaml:"timeout" doc:"Upper bound on one query; a request's timeout parameter may lower it. A query past it fails with 503 (errorType timeout)."`
 	MaxSeries     int      `yaml:"max_series" doc:"Most series one query may select over all its selectors; more fail with 422 (errorType cost_limit). 0 means no limit."`
 	MaxSamples    int      `yaml:"max_samples" doc:"Most samples one query may load from the lake, and the PromQL engine's limit on samples in memory at once; more fail with 422."`

@@ -126,6 +126,8 @@ func postgresRunConfig(t *testing.T, lakeDir, dsn string) string {
     http_addr: 127.0.0.1:0
 admin:
   addr: 127.0.0.1:0
+query:
+  addr: ""
 queue:
   segment_bytes: 32MiB
   max_bytes: 256MiB

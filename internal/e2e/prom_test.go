@@ -316,12 +316,14 @@ func TestRunServesPromQL(t *testing.T) {
 	lakeDir := t.TempDir()
 	cfg := runConfig(t, lakeDir)
 	qaddr := freePort(t)
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	b, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "query:\n  addr: %s\n", qaddr)
-	f.Close()
+	b = bytes.Replace(b, []byte("query:\n  addr: \"\"\n"), []byte("query:\n  addr: "+qaddr+"\n"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s := startServer(t, cfg)
 
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute)

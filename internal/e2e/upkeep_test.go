@@ -36,6 +36,8 @@ func upkeepConfig(t *testing.T, lakeDir string) string {
     tenant_header: X-Scope-OrgID
 admin:
   addr: 127.0.0.1:0
+query:
+  addr: ""
 queue:
   segment_bytes: 32MiB
   max_bytes: 256MiB

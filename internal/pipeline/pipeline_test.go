@@ -38,6 +38,7 @@ func testConfig(t *testing.T) config.Config {
 	c.Receivers.OTLP.HTTPAddr = "127.0.0.1:0"
 	c.Receivers.OTLP.TenantHeader = "X-Scope-OrgID"
 	c.Admin.Addr = "127.0.0.1:0"
+	c.Query.Addr = "" // on by default at localhost:9090; these tests do not query
 	c.Lake.FlushInterval = config.Duration(time.Hour)
 	c.Queue.MaxBytes = 64 << 20
 	c.Queue.SegmentBytes = 1 << 20
