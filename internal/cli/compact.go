@@ -124,15 +124,21 @@ The exit code is 1 if any partition failed.`,
 			if !dryRun {
 				opts.Progress = progress.New(errOut, "compact", allFiles, allBytes)
 			}
-			var jobsDone, skipped, failed, outputs int
-			var rows, bytesIn, bytesOut int64
+			var jobsDone, skipped, failed int
+			// What the run replaced and what stands now: a later pass may
+			// merge an earlier pass's outputs again.
+			var filesIn int
+			var bytesIn int64
+			live := map[string]catalog.Segment{} // this run's outputs not merged again
 			var planJobs int
 			var planFiles, planBytes, planRows int64
 			parts := map[string]bool{}
 			stuck := map[string]bool{} // partitions a job did not shrink: not retried
 			// A job takes at most --max-inputs segments, so a partition with
 			// more needs several passes; each pass re-plans.
+			passes := 0
 			for pass := 0; pass < maxPasses && ctx.Err() == nil; pass++ {
+				passes = pass + 1
 				jobs, err := compact.Plan(ctx, cat, opts)
 				if err != nil {
 					return err
@@ -170,10 +176,17 @@ The exit code is 1 if any partition failed.`,
 							if len(res.Outputs) >= len(j.Inputs) {
 								stuck[j.Dir()] = true
 							}
-							outputs += len(res.Outputs)
-							rows += res.RowsOut
-							bytesIn += res.BytesIn
-							bytesOut += res.BytesOut
+							for _, in := range j.Inputs {
+								if _, ours := live[in.Path]; ours {
+									delete(live, in.Path)
+								} else {
+									filesIn++
+									bytesIn += in.Bytes
+								}
+							}
+							for _, o := range res.Outputs {
+								live[o.Path] = o
+							}
 							result = fmt.Sprintf("%d files, %s", len(res.Outputs), humanBytes(res.BytesOut))
 						}
 					}
@@ -197,7 +210,13 @@ The exit code is 1 if any partition failed.`,
 				fmt.Fprintf(out, "plan: %d partitions, %d segments, %d rows, %s (first pass; a partition with more than --max-inputs small segments takes more)\n",
 					planJobs, planFiles, planRows, humanBytes(planBytes))
 			} else {
-				fmt.Fprintf(out, "compacted %d partitions in %d jobs: %d rows, %s into %d files of %s", len(parts), jobsDone, rows, humanBytes(bytesIn), outputs, humanBytes(bytesOut))
+				var rows, bytesOut int64
+				for _, o := range live {
+					rows += o.Rows
+					bytesOut += o.Bytes
+				}
+				fmt.Fprintf(out, "compacted %d partitions: %d files, %s into %d files, %s (%d rows; %d jobs in %d passes)",
+					len(parts), filesIn, humanBytes(bytesIn), len(live), humanBytes(bytesOut), rows, jobsDone, passes)
 				if skipped > 0 {
 					fmt.Fprintf(out, "; %d skipped (leased)", skipped)
 				}

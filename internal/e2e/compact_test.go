@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -212,5 +213,41 @@ func TestCompactKill9(t *testing.T) {
 		if !exists(filepath.Join(lake, s.Path)) {
 			t.Fatalf("live file %s missing", s.Path)
 		}
+	}
+}
+
+// TestCompactSummary: the summary line of a run that takes several passes
+// (more small files than --max-inputs) counts the files it replaced and
+// the files that stand now, as the catalog lists them, not the
+// intermediate outputs of earlier passes.
+func TestCompactSummary(t *testing.T) {
+	python(t)
+	lake := filepath.Join(t.TempDir(), "lake")
+	dir := filepath.Join(corpustest.Dir(t), "otlp")
+	if r := run(t, "ingest", "--lake", lake, "--target-file-size", "32768", "--progress", "never",
+		filepath.Join(dir, "logs"), filepath.Join(dir, "traces")); r.code != 0 {
+		t.Fatalf("ingest: exit %d\n%s", r.code, r.stderr)
+	}
+	before := readLakeState(t, lake)
+	r := run(t, "compact", "--lake", lake, "--max-inputs", "4")
+	if r.code != 0 {
+		t.Fatalf("compact: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	after := readLakeState(t, lake)
+	before.sameContent(t, after, "after compaction")
+	parts := map[string]bool{}
+	for _, s := range after.live {
+		parts[s.Table+"/"+s.Day+"/"+strconv.Itoa(s.Hour)] = true
+	}
+	want := fmt.Sprintf("compacted %d partitions: %d files, ", len(parts), len(before.live))
+	wantInto := fmt.Sprintf(" into %d files, ", len(after.live))
+	wantRows := fmt.Sprintf("(%d rows; ", after.rows["logs"]+after.rows["traces"])
+	for _, w := range []string{want, wantInto, wantRows} {
+		if !strings.Contains(r.stdout, w) {
+			t.Fatalf("summary lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	if len(after.replaced) <= len(before.live) {
+		t.Fatalf("%d replaced segments: want more than the %d inputs (earlier passes' outputs merged again)", len(after.replaced), len(before.live))
 	}
 }
