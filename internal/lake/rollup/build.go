@@ -80,6 +80,16 @@ func newHour(start, end int64) *hour {
 	return &hour{start: start, end: end, series: make(map[uint64]int32), labelIdx: make(map[string]int32), prevSer: -1}
 }
 
+// reserve sizes the point arrays for n raw rows (the catalog's count of
+// the hour), so reading does not grow them point by point.
+func (h *hour) reserve(n int64) {
+	n = min(n, 1<<28) // a bogus catalog row count must not exhaust memory
+	h.t = make([]int64, 0, n)
+	h.v = make([]float64, 0, n)
+	h.hv = make([]bool, 0, n)
+	h.x = make([]int32, 0, n)
+}
+
 // addFile reads the rollup columns of one raw metrics file, row group by
 // row group, then the label columns of the series it introduced.
 func (h *hour) addFile(pf *parquet.File, onGroup func(rows int64)) error {

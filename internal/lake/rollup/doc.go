@@ -17,6 +17,15 @@
 // so 5m comes from 1m and 1h from 5m in one pass. Label columns are read
 // once per series, from its first row.
 //
+// Each tier's windows are kept column by column (tierOut) and written
+// with the package's own column-chunk encoder (pqenc.go): rows are sorted
+// by series, so a series' descriptor and label columns are runs, and a
+// run costs one level run and one dictionary-index run whatever its
+// length, where parquet-go's row writer hashed every value of every row.
+// The files are what parquet-go writes for the same schema and options
+// (pqenc_test.go compares the two value by value); a schema with a column
+// type the encoder does not know falls back to parquet-go's writer.
+//
 // # Concurrency
 //
 // Plan only reads the catalog (and, with Options.Store, rollup footers).
@@ -25,7 +34,7 @@
 // returns Result.Skipped. Upkeep never takes a lock the ingest path
 // takes: raw files are immutable and read as listed; the only shared
 // resource is the catalog, written once per hour with catalog.Replace.
-// An Aggregator is used by one goroutine.
+// An Aggregator, a tierOut and a rowEncoder are used by one goroutine.
 //
 // # Invariants
 //

@@ -9,16 +9,23 @@ import (
 )
 
 // chunkReader reads whole column chunks into one reused value buffer.
-// Byte-array values alias page memory, which stays valid because pages
-// are not released back to parquet-go's pools.
+// Byte-array values alias page memory, valid until the next read, which
+// releases the pages back to parquet-go's pools: callers copy what they
+// keep.
 type chunkReader struct {
-	vals []parquet.Value
+	vals  []parquet.Value
+	pages []parquet.Page
 }
 
 // read returns every value of column col of rg; nil when the file has no
 // such column (col < 0).
 func (r *chunkReader) read(rg parquet.RowGroup, col int) ([]parquet.Value, error) {
 	r.vals = r.vals[:0]
+	for i, p := range r.pages {
+		parquet.Release(p)
+		r.pages[i] = nil
+	}
+	r.pages = r.pages[:0]
 	if col < 0 {
 		return nil, nil
 	}
@@ -32,6 +39,7 @@ func (r *chunkReader) read(rg parquet.RowGroup, col int) ([]parquet.Value, error
 		if err != nil {
 			return nil, fmt.Errorf("read page of column %d: %w", col, err)
 		}
+		r.pages = append(r.pages, p)
 		n := int(p.NumValues())
 		off := len(r.vals)
 		r.vals = grow(r.vals, off+n)

@@ -155,7 +155,7 @@ func Plan(ctx context.Context, cat *catalog.Catalog, opts Options) ([]Job, error
 		if j.RawRows == 0 {
 			continue
 		}
-		if opts.MinAge > 0 && hourEnd(j.Day, j.Hour).After(cutoff) {
+		if opts.MinAge > 0 && catalog.PartitionStart(j.Day, j.Hour).Add(time.Hour).After(cutoff) {
 			continue
 		}
 		switch {
@@ -209,13 +209,6 @@ func sameLevels(segs []catalog.Segment, want []int) bool {
 	return true
 }
 
-func hourStart(day string, h int) time.Time {
-	t, _ := time.Parse("2006-01-02", day)
-	return t.Add(time.Duration(h) * time.Hour)
-}
-
-func hourEnd(day string, h int) time.Time { return hourStart(day, h).Add(time.Hour) }
-
 // sourceRows reads the source-rows footer key of a rollup file.
 func sourceRows(store lake.Store, p string) (int64, error) {
 	r, err := store.Open(p)
@@ -263,7 +256,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	// The snapshot time is the rollups' Created: a raw segment committed
 	// after the listing below is newer than it, so Plan looks again.
 	snapshot := opts.Now()
-	start := hourStart(job.Day, job.Hour)
+	start := catalog.PartitionStart(job.Day, job.Hour)
 	raw, err := listHour(ctx, cat, lake.TableMetrics, job)
 	if err != nil {
 		return res, err
@@ -286,6 +279,11 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return cause
 	}
 	h := newHour(start.UnixNano(), start.Add(time.Hour).UnixNano())
+	var rows int64
+	for _, s := range raw {
+		rows += s.Rows
+	}
+	h.reserve(rows)
 	for _, s := range raw {
 		res.SourceRows += s.Rows
 		res.BytesIn += s.Bytes
@@ -311,18 +309,19 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		tiers[i] = int64(d)
 		outs[i].tier = d
 		// At most one row per point, and per series and window.
-		outs[i].rows = make([]outRow, 0, min(len(h.t), len(h.ser)*int(time.Hour/d)))
+		outs[i].reserve(min(len(h.t), len(h.ser)*int(time.Hour/d)))
 	}
 	var cur int32
 	agg := NewAggregator(tiers, func(tier int, w *Window) { outs[tier].add(cur, w) })
 	h.aggregate(agg, func(si int32) { cur = si })
 
 	meta := fileMeta{tenant: job.Tenant, day: job.Day, hour: job.Hour, created: snapshot, sourceRows: res.SourceRows}
+	var re rowEncoder
 	for i := range outs {
-		if len(outs[i].rows) == 0 {
+		if outs[i].len() == 0 {
 			continue
 		}
-		seg, err := writeTier(store, h, &outs[i], meta)
+		seg, err := writeTier(store, h, &outs[i], meta, &re)
 		if err != nil {
 			return Result{}, removeWritten(fmt.Errorf("rollup %s: %w", job.Dir(), err))
 		}
@@ -350,7 +349,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 
 // listHour lists the live segments of table in the job's hour.
 func listHour(ctx context.Context, cat *catalog.Catalog, table string, job Job) ([]catalog.Segment, error) {
-	start := hourStart(job.Day, job.Hour)
+	start := catalog.PartitionStart(job.Day, job.Hour)
 	segs, err := cat.List(ctx, catalog.Filter{Table: table, Tenant: job.Tenant,
 		From: start.UnixNano(), To: start.Add(time.Hour).UnixNano() - 1})
 	if err != nil {

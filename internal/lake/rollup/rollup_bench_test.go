@@ -158,3 +158,31 @@ func BenchmarkRollupAggregate(b *testing.B) {
 	b.ReportMetric(float64(points)/b.Elapsed().Seconds(), "points/s")
 	b.ReportMetric(float64(points)/(cpuTime()-cpu0).Seconds(), "points/cpu-s")
 }
+
+// BenchmarkRollupWrite is the output half of BenchmarkRollup: writing
+// every tier's metrics_rollup file of the same hour, aggregated once.
+func BenchmarkRollupWrite(b *testing.B) {
+	e := newEnv(b)
+	e.write(b, "bench", benchHour.Add(time.Hour), hourOfCorpus(b, 10000, 15*time.Second)...)
+	h, outs := aggregatedHour(b, e)
+	meta := fileMeta{tenant: "bench", day: "2025-06-01", hour: 12, created: benchHour, sourceRows: h.rows}
+	var re rowEncoder
+	b.ReportAllocs()
+	var points, rows int64
+	cpu0 := cpuTime()
+	for b.Loop() {
+		for i := range outs {
+			seg, err := writeTier(e.store, h, &outs[i], meta, &re)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows += seg.Rows
+			if err := e.store.Remove(seg.Path); err != nil {
+				b.Fatal(err)
+			}
+		}
+		points += h.rows
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(points)/(cpuTime()-cpu0).Seconds(), "points/cpu-s")
+}

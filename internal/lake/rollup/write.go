@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -24,42 +26,6 @@ const (
 	MetaSourceRows = "sluice.rollup.source_rows" // live raw rows of the hour the rollup was computed from
 	sortKey        = "metric_name,series_id,window_start"
 )
-
-// outRow is one window of one series, its slices moved into the tier's
-// arenas.
-type outRow struct {
-	ser        int32
-	w          Window
-	bk, bd, sk rng
-}
-
-// tierOut collects one tier's rows of the hour, in output order.
-type tierOut struct {
-	tier  time.Duration
-	rows  []outRow
-	u64   []uint64
-	f64   []float64
-	bytes []byte
-}
-
-func (o *tierOut) add(si int32, w *Window) {
-	r := outRow{ser: si, w: *w}
-	r.w.Buckets, r.w.Bounds, r.w.Sketch = nil, nil, nil
-	r.bk = rng{int32(len(o.u64)), 0}
-	if w.HasBuckets {
-		o.u64 = append(o.u64, w.Buckets...)
-	}
-	r.bk.end = int32(len(o.u64))
-	r.bd = rng{int32(len(o.f64)), 0}
-	if w.HasBuckets {
-		o.f64 = append(o.f64, w.Bounds...)
-	}
-	r.bd.end = int32(len(o.f64))
-	r.sk = rng{int32(len(o.bytes)), 0}
-	o.bytes = append(o.bytes, w.Sketch...)
-	r.sk.end = int32(len(o.bytes))
-	o.rows = append(o.rows, r)
-}
 
 // Fixed columns of metrics_rollup; the label columns follow the raw
 // table's names and types.
@@ -133,63 +99,27 @@ type fileMeta struct {
 
 // writeTier writes one tier's rows as a metrics_rollup file and returns
 // its catalog row (Created left for the caller).
-func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta) (catalog.Segment, error) {
+func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta, re *rowEncoder) (catalog.Segment, error) {
 	dir := catalog.PartitionDir(Table, m.tenant, m.day, m.hour)
 	p := dir + "/" + fileID(m.created) + ".parquet"
-	g := parquet.Group{}
-	for c := range numFixed {
-		g[fixedNames[c]] = fixedNode(c)
+	schema, fixedIdx, labelIdx, err := tierSchema(h, o)
+	if err != nil {
+		return catalog.Segment{}, err
 	}
-	// Label columns used by this tier's series.
-	used := make([]bool, len(h.labelCols))
-	for i := range o.rows {
-		for _, l := range h.ser[o.rows[i].ser].labels {
-			used[l.col] = true
-		}
-	}
-	for i, lc := range h.labelCols {
-		if used[i] {
-			g[lc.name] = lc.node
-		}
-	}
-	schema := parquet.NewSchema(Table, g)
-	// Leaf index of each fixed column and label column.
-	var fixedIdx [numFixed]int
-	for c := range numFixed {
-		path := []string{fixedNames[c]}
-		if c == cBuckets || c == cBounds {
-			path = append(path, "list", "element")
-		}
-		leaf, ok := schema.Lookup(path...)
-		if !ok {
-			return catalog.Segment{}, fmt.Errorf("rollup: schema lacks %v", path)
-		}
-		fixedIdx[c] = leaf.ColumnIndex
-	}
-	labelIdx := make([]int, len(h.labelCols))
-	for i, lc := range h.labelCols {
-		labelIdx[i] = -1
-		if used[i] {
-			leaf, _ := schema.Lookup(lc.name)
-			labelIdx[i] = leaf.ColumnIndex
-		}
-	}
-	ncol := len(schema.Columns())
 
 	seg := catalog.Segment{Table: Table, Tenant: m.tenant, Day: m.day, Hour: m.hour, Path: p,
-		Rows: int64(len(o.rows)), Level: Level(o.tier)}
+		Rows: int64(o.len()), Level: Level(o.tier)}
 	names := map[string]struct{}{}
 	services := map[string]struct{}{}
-	for i := range o.rows {
-		r := &o.rows[i]
-		if i == 0 || r.w.Start < seg.MinTime {
-			seg.MinTime = r.w.Start
+	for i, start := range o.start {
+		if i == 0 || start < seg.MinTime {
+			seg.MinTime = start
 		}
-		seg.MaxTime = max(seg.MaxTime, r.w.Start+int64(o.tier)-1)
-		if i > 0 && o.rows[i-1].ser == r.ser {
+		seg.MaxTime = max(seg.MaxTime, start+int64(o.tier)-1)
+		if i > 0 && o.ser[i-1] == o.ser[i] {
 			continue
 		}
-		s := &h.ser[r.ser]
+		s := &h.ser[o.ser[i]]
 		names[s.name] = struct{}{}
 		for _, l := range s.labels {
 			if h.labelCols[l.col].name != "service_name" {
@@ -212,16 +142,10 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta) (catalog.Segme
 		seg.MetricNames = nil
 	}
 
-	ow, err := store.Create(p)
-	if err != nil {
-		return catalog.Segment{}, fmt.Errorf("create %q: %w", p, err)
-	}
-	cw := &countWriter{w: ow}
-	bw := bufio.NewWriterSize(cw, 256<<10)
-	pw := parquet.NewWriter(bw, schema,
+	opts := []parquet.WriterOption{
 		parquet.Compression(&parquet.Zstd),
 		parquet.CreatedBy("sluice", "rollup", ""),
-		parquet.PageBufferSize(256<<10),
+		parquet.PageBufferSize(256 << 10),
 		parquet.DataPageStatistics(false),
 		parquet.KeyValueMetadata(lake.MetaTable, Table),
 		parquet.KeyValueMetadata(lake.MetaTenant, m.tenant),
@@ -232,15 +156,18 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta) (catalog.Segme
 		parquet.KeyValueMetadata(lake.MetaSort, sortKey),
 		parquet.KeyValueMetadata(MetaTier, TierName(o.tier)),
 		parquet.KeyValueMetadata(MetaSourceRows, strconv.FormatInt(m.sourceRows, 10)),
-	)
+	}
+	ow, err := store.Create(p)
+	if err != nil {
+		return catalog.Segment{}, fmt.Errorf("create %q: %w", p, err)
+	}
+	cw := &countWriter{w: ow}
+	bw := bufio.NewWriterSize(cw, 256<<10)
 	fail := func(err error) (catalog.Segment, error) {
 		_ = ow.Abort()
 		return catalog.Segment{}, fmt.Errorf("write %q: %w", p, err)
 	}
-	if err := writeRows(pw, h, o, fixedIdx[:], labelIdx, ncol); err != nil {
-		return fail(err)
-	}
-	if err := pw.Close(); err != nil {
+	if err := encodeTier(bw, h, o, schema, fixedIdx, labelIdx, opts, re); err != nil {
 		return fail(err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -252,6 +179,55 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta) (catalog.Segme
 	seg.Bytes = cw.n
 	seg.SchemaHash = catalog.ParquetSchemaHash(schema)
 	return seg, nil
+}
+
+// tierSchema returns the schema of o's file (the fixed columns and the
+// label columns o's series use) and the leaf index of each fixed and label
+// column (-1 for labels not used).
+func tierSchema(h *hour, o *tierOut) (*parquet.Schema, []int, []int, error) {
+	g := parquet.Group{}
+	for c := range numFixed {
+		g[fixedNames[c]] = fixedNode(c)
+	}
+	// Label columns used by this tier's series.
+	used := make([]bool, len(h.labelCols))
+	for i, si := range o.ser {
+		if i > 0 && o.ser[i-1] == si {
+			continue
+		}
+		for _, l := range h.ser[si].labels {
+			used[l.col] = true
+		}
+	}
+	for i, lc := range h.labelCols {
+		if used[i] {
+			g[lc.name] = lc.node
+		}
+	}
+	schema := parquet.NewSchema(Table, g)
+	// Leaf index of each fixed column and label column.
+	var fixedIdx [numFixed]int
+	for c := range numFixed {
+		path := []string{fixedNames[c]}
+		if c == cBuckets || c == cBounds {
+			path = append(path, "list", "element")
+		}
+		leaf, ok := schema.Lookup(path...)
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("rollup: schema lacks %v", path)
+		}
+		fixedIdx[c] = leaf.ColumnIndex
+	}
+	labelIdx := make([]int, len(h.labelCols))
+	for i, lc := range h.labelCols {
+		labelIdx[i] = -1
+		if used[i] {
+			leaf, _ := schema.Lookup(lc.name)
+			labelIdx[i] = leaf.ColumnIndex
+		}
+	}
+
+	return schema, fixedIdx[:], labelIdx, nil
 }
 
 type countWriter struct {
@@ -285,6 +261,84 @@ const (
 	rowGroupRows = 128 * 1024
 )
 
+// encodeTier writes o's rows as a Parquet file of schema to w: with re
+// when it can encode every column, else (or when re is nil) with
+// parquet-go's writer.
+func encodeTier(w io.Writer, h *hour, o *tierOut, schema *parquet.Schema, fixedIdx, labelIdx []int,
+	opts []parquet.WriterOption, re *rowEncoder) error {
+	var enc *tierEncoding
+	if re != nil {
+		var err error
+		if enc, err = newTierEncoding(schema, fixedIdx, labelIdx, opts); err != nil {
+			return err
+		}
+	}
+	if enc == nil {
+		pw := parquet.NewWriter(w, append([]parquet.WriterOption{schema}, opts...)...)
+		if err := writeRows(pw, h, o, fixedIdx, labelIdx, len(schema.Columns())); err != nil {
+			return err
+		}
+		return pw.Close()
+	}
+	f := newPQFile(w, enc.leaves)
+	if err := re.encodeRows(f, h, o, enc.srcs); err != nil {
+		return err
+	}
+	return f.close(enc.footer)
+}
+
+// tierEncoding is how encodeRows writes a tier's file: each leaf's
+// encoding and source, and the footer parquet-go writes for the schema.
+type tierEncoding struct {
+	leaves []leafInfo
+	srcs   []colSrc
+	footer *format.FileMetaData
+}
+
+// newTierEncoding returns nil, without error, when a column has a type or
+// encoding encodeRows does not write (writeRows writes those files).
+func newTierEncoding(schema *parquet.Schema, fixedIdx, labelIdx []int, opts []parquet.WriterOption) (*tierEncoding, error) {
+	cols := schema.Columns()
+	e := &tierEncoding{leaves: make([]leafInfo, len(cols)), srcs: make([]colSrc, len(cols))}
+	for i := range e.srcs {
+		e.srcs[i] = colSrc{fixed: -1, label: -1}
+	}
+	for c, col := range fixedIdx {
+		e.srcs[col].fixed = c
+	}
+	for l, col := range labelIdx {
+		if col >= 0 {
+			e.srcs[col].label = int32(l)
+		}
+	}
+	for i, path := range cols {
+		leaf, ok := schema.Lookup(path...)
+		if !ok || e.srcs[i] == (colSrc{fixed: -1, label: -1}) {
+			return nil, fmt.Errorf("rollup: column %v has no source", path)
+		}
+		li, err := newLeafInfo(leaf)
+		if err != nil || (e.srcs[i].label >= 0 && li.maxDef == 0) {
+			// A type the encoder does not write, or a required label
+			// column that series without the label could not fill.
+			return nil, nil
+		}
+		e.leaves[i] = li
+	}
+	// The footer of an empty file: schema elements, key-value metadata,
+	// created-by and column orders exactly as parquet-go writes them.
+	var buf bytes.Buffer
+	pw := parquet.NewWriter(&buf, append([]parquet.WriterOption{schema}, opts...)...)
+	if err := pw.Close(); err != nil {
+		return nil, fmt.Errorf("footer: %w", err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		return nil, fmt.Errorf("footer: %w", err)
+	}
+	e.footer = pf.Metadata()
+	return e, nil
+}
+
 // writeRows writes the tier's rows column by column, a chunk of rows at a
 // time: fixed columns value by value, label columns prefilled with nulls
 // and set from each row's series (a series has a few of the many label
@@ -298,9 +352,10 @@ func writeRows(pw *parquet.Writer, h *hour, o *tierOut, fixedIdx []int, labelIdx
 		v   parquet.Value
 	}
 	var leveled []cell
+	var rows []outRow
 	inGroup := 0
-	for c0 := 0; c0 < len(o.rows); c0 += chunkRows {
-		rows := o.rows[c0:min(c0+chunkRows, len(o.rows))]
+	for c0 := 0; c0 < o.len(); c0 += chunkRows {
+		rows = o.appendRows(rows[:0], c0, min(c0+chunkRows, o.len()))
 		n := len(rows)
 		for c := range cols {
 			cols[c] = cols[c][:0]
