@@ -23,14 +23,18 @@ var ErrNotLakeFile = errors.New("lake: not a sluice lake file")
 // File is an opened lake Parquet file. Reads append to caller batches; the
 // streaming Next* methods read one row group per call.
 type File struct {
-	name                string
-	closer              io.Closer
-	pf                  *parquet.File
-	table               string
-	cols                []readCol
-	nattr               int
-	resSlots, scSlots   []uint32 // attribute slots of resource and scope columns
-	nextRG              int
+	name              string
+	closer            io.Closer
+	pf                *parquet.File
+	table             string
+	cols              []readCol
+	nattr             int
+	resSlots, scSlots []uint32 // attribute slots of resource and scope columns
+	nextRG            int
+	closed            bool
+	// t is the read scratch of one row group, borrowed from freeTmps for
+	// the duration of readGroup: a merge reads from many open files one
+	// at a time, and scratch held per file was half of its peak heap.
 	vbuf                []parquet.Value
 	t                   *rowTmp
 	sink                msgSink
@@ -148,8 +152,6 @@ func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
 		// Other columns are ignored: files may gain columns.
 		f.cols = append(f.cols, rc)
 	}
-	f.t = getRowTmp()
-	f.vbuf = f.t.vbuf
 	f.addMsg = f.sink.add
 	return f, nil
 }
@@ -239,11 +241,7 @@ func putRowTmp(t *rowTmp) {
 
 // Close releases the file.
 func (f *File) Close() error {
-	if f.t != nil {
-		f.t.slotCols = f.t.slotCols[:0]
-		putRowTmp(f.t)
-		f.t, f.vbuf = nil, nil
-	}
+	f.closed = true
 	if f.closer != nil {
 		err := f.closer.Close()
 		f.closer = nil
@@ -256,7 +254,7 @@ func (f *File) Close() error {
 func (f *File) Rewind() { f.nextRG = 0 }
 
 func (f *File) want(table string) error {
-	if f.t == nil {
+	if f.closed {
 		return fmt.Errorf("read %q: file is closed", f.name)
 	}
 	if f.table != table {
@@ -465,6 +463,13 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("read %q: corrupt parquet: %v", f.name, p)
 		}
+	}()
+	f.t = getRowTmp()
+	f.vbuf = f.t.vbuf
+	defer func() {
+		f.t.slotCols = f.t.slotCols[:0] // per file
+		putRowTmp(f.t)
+		f.t, f.vbuf = nil, nil
 	}()
 	rg := f.pf.RowGroups()[i]
 	nr := rg.NumRows()

@@ -182,12 +182,19 @@ func (w *Writer) check(tenant string) error {
 // WriteLogs buffers the records of b. It copies what it keeps, so the
 // caller may reuse b when it returns.
 func (w *Writer) WriteLogs(tenant string, b *signal.Logs) error {
+	return w.WriteLogsRows(tenant, b, 0, b.Len())
+}
+
+// WriteLogsRows buffers records [from, to) of b; see WriteLogs. Compaction
+// hands each run of merged rows straight from its decoded input with it,
+// instead of copying them into a batch of its own first.
+func (w *Writer) WriteLogsRows(tenant string, b *signal.Logs, from, to int) error {
 	if err := w.check(tenant); err != nil {
 		return err
 	}
 	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
 	var p *partition
-	for i := range b.Len() {
+	for i := from; i < to; i++ {
 		pt := b.Time[i]
 		if !validTime(pt, now, skew) {
 			w.stats.ReplacedTimes++
@@ -212,12 +219,18 @@ func (w *Writer) WriteLogs(tenant string, b *signal.Logs) error {
 // WriteMetrics buffers the data points of b; see WriteLogs. Points whose
 // SeriesID is 0 get one (signal.ComputeSeriesIDs) when their file is written.
 func (w *Writer) WriteMetrics(tenant string, b *signal.Metrics) error {
+	return w.WriteMetricsRows(tenant, b, 0, b.Len())
+}
+
+// WriteMetricsRows buffers data points [from, to) of b; see WriteMetrics
+// and WriteLogsRows.
+func (w *Writer) WriteMetricsRows(tenant string, b *signal.Metrics, from, to int) error {
 	if err := w.check(tenant); err != nil {
 		return err
 	}
 	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
 	var p *partition
-	for i := range b.Len() {
+	for i := from; i < to; i++ {
 		pt := b.Time[i]
 		if !validTime(pt, now, skew) {
 			w.stats.ReplacedTimes++
@@ -239,12 +252,18 @@ func (w *Writer) WriteMetrics(tenant string, b *signal.Metrics) error {
 
 // WriteSpans buffers the spans of b, partitioned by start time; see WriteLogs.
 func (w *Writer) WriteSpans(tenant string, b *signal.Spans) error {
+	return w.WriteSpansRows(tenant, b, 0, b.Len())
+}
+
+// WriteSpansRows buffers spans [from, to) of b; see WriteSpans and
+// WriteLogsRows.
+func (w *Writer) WriteSpansRows(tenant string, b *signal.Spans, from, to int) error {
 	if err := w.check(tenant); err != nil {
 		return err
 	}
 	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
 	var p *partition
-	for i := range b.Len() {
+	for i := from; i < to; i++ {
 		pt := b.StartTime[i]
 		if !validTime(pt, now, skew) {
 			w.stats.ReplacedTimes++

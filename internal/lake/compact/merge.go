@@ -11,11 +11,22 @@ import (
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-// roundRows is how many merged rows are handed to the writer at a time.
-// Each input collects its merged rows in its own batch during a round:
-// CopyFrom copies a resource once per source binding, so alternating
-// sources in one batch would copy resources once per switch.
-const roundRows = 16 << 10
+// progressRows is how many merged rows pass between progress updates and
+// cancellation checks.
+const progressRows = 16 << 10
+
+// Short runs are staged: each input copies its short runs into a batch of
+// its own, and the staged batches go to the writer, in input order, at
+// least every roundRows rows and before every long run. Handing short runs
+// to the writer directly would rebind its copier to another source for
+// every run, copying the run's resources and scopes again each time (the
+// writer's sort restores merge order; ties keep input order, see
+// invariant 6). A run of directRunRows or more goes to the writer straight
+// from the decoded row group, with no intermediate copy.
+const (
+	roundRows     = 16 << 10
+	directRunRows = 128
+)
 
 // cursor is one input's current row group and its position in it, with
 // the sort key of the current row cached for the heap.
@@ -29,7 +40,11 @@ type cursor struct {
 	logs    *signal.Logs
 	metrics *signal.Metrics
 	spans   *signal.Spans
-	// out collects this input's merged rows of the current round.
+	// svc is the service name of each resource of the current row group
+	// (logs and spans), aliasing the batch arena: looking it up per row
+	// scanned the resource's attributes every time.
+	svc []string
+	// out stages this input's short runs; see directRunRows.
 	outLogs    *signal.Logs
 	outMetrics *signal.Metrics
 	outSpans   *signal.Spans
@@ -41,13 +56,23 @@ type cursor struct {
 	t   int64
 }
 
+// merger runs the k-way merge. Merged rows go to the writer in runs: rows
+// [runStart, run.row) of one input's current row group, taken while that
+// input stayed the smallest. Rows of successive flushes interleave in long
+// runs, so the writer copies them straight from the decoded row group,
+// with no intermediate batch.
 type merger struct {
 	table     string
 	tenant    string
 	now, skew int64 // the output writer's clock and skew, for partition times
 	heap      []*cursor
 	w         *lake.Writer
-	pending   int
+	pending   int // rows merged since the last progress update
+	all       []*cursor
+	staged    int // rows in the inputs' out batches
+
+	run      *cursor
+	runStart int
 }
 
 func validTime(t, now, skew int64) bool { return t > 0 && t <= now+skew }
@@ -79,12 +104,18 @@ func (m *merger) fill(c *cursor) (bool, error) {
 		}
 		c.row = 0
 		c.rows += int64(c.n)
+		switch m.table {
+		case lake.TableLogs:
+			c.svc = serviceNames(c.svc[:0], &c.logs.Common)
+		case lake.TableTraces:
+			c.svc = serviceNames(c.svc[:0], &c.spans.Common)
+		}
 	}
 	i := c.row
 	switch m.table {
 	case lake.TableLogs:
 		l := c.logs
-		c.key = l.ServiceName(l.Resource[i])
+		c.key = c.svc[l.Resource[i]]
 		c.t = l.Time[i]
 		if !validTime(c.t, m.now, m.skew) {
 			if c.t = l.ObservedTime[i]; !validTime(c.t, m.now, m.skew) {
@@ -98,7 +129,7 @@ func (m *merger) fill(c *cursor) (bool, error) {
 		c.t = mt.Time[i]
 	case lake.TableTraces:
 		s := c.spans
-		c.key = s.ServiceName(s.Resource[i])
+		c.key = c.svc[s.Resource[i]]
 		if c.t = s.StartTime[i]; !validTime(c.t, m.now, m.skew) {
 			c.t = m.now
 		}
@@ -150,24 +181,65 @@ func (m *merger) down(i int) {
 	}
 }
 
-// take copies the current row of c into its round batch.
-func (m *merger) take(c *cursor) {
-	switch m.table {
-	case lake.TableLogs:
-		c.outLogs.CopyFrom(c.logs, c.row)
-	case lake.TableMetrics:
-		c.outMetrics.CopyFrom(c.metrics, c.row)
-	case lake.TableTraces:
-		c.outSpans.CopyFrom(c.spans, c.row)
+func serviceNames(dst []string, c *signal.Common) []string {
+	for r := range c.Resources {
+		dst = append(dst, c.ServiceName(uint32(r)))
 	}
-	c.row++
-	m.pending++
+	return dst
 }
 
-// flushRound hands every input's round batch to the writer, in input order
-// so that ties keep input order through the writer's stable sort.
-func (m *merger) flushRound(all []*cursor) error {
-	for _, c := range all {
+// flushRun hands the current run to the writer, or stages it when short.
+func (m *merger) flushRun() error {
+	c := m.run
+	m.run = nil
+	if c == nil || c.row == m.runStart {
+		return nil
+	}
+	from, to := m.runStart, c.row
+	m.pending += to - from
+	if to-from < directRunRows {
+		switch m.table {
+		case lake.TableLogs:
+			for i := from; i < to; i++ {
+				c.outLogs.CopyFrom(c.logs, i)
+			}
+		case lake.TableMetrics:
+			for i := from; i < to; i++ {
+				c.outMetrics.CopyFrom(c.metrics, i)
+			}
+		case lake.TableTraces:
+			for i := from; i < to; i++ {
+				c.outSpans.CopyFrom(c.spans, i)
+			}
+		}
+		if m.staged += to - from; m.staged >= roundRows {
+			return m.flushStaged()
+		}
+		return nil
+	}
+	// Staged rows all precede the run in merge order.
+	if err := m.flushStaged(); err != nil {
+		return err
+	}
+	switch m.table {
+	case lake.TableLogs:
+		return m.w.WriteLogsRows(m.tenant, c.logs, from, to)
+	case lake.TableMetrics:
+		return m.w.WriteMetricsRows(m.tenant, c.metrics, from, to)
+	case lake.TableTraces:
+		return m.w.WriteSpansRows(m.tenant, c.spans, from, to)
+	}
+	return nil
+}
+
+// flushStaged hands every input's staged batch to the writer, in input
+// order, so that ties keep input order through the writer's stable sort.
+func (m *merger) flushStaged() error {
+	if m.staged == 0 {
+		return nil
+	}
+	m.staged = 0
+	for _, c := range m.all {
 		var err error
 		switch m.table {
 		case lake.TableLogs:
@@ -190,7 +262,6 @@ func (m *merger) flushRound(all []*cursor) error {
 			return err
 		}
 	}
-	m.pending = 0
 	return nil
 }
 
@@ -249,6 +320,7 @@ func merge(ctx context.Context, store lake.Store, job Job, opts Options) (res Re
 		}
 	}
 
+	m.all = cursors
 	m.w, err = lake.NewWriter(lake.Options{
 		Store:            store,
 		TargetFileBytes:  opts.TargetBytes,
@@ -279,7 +351,19 @@ func merge(ctx context.Context, store lake.Store, job Job, opts Options) (res Re
 	}
 	for len(m.heap) > 0 {
 		c := m.heap[0]
-		m.take(c)
+		if c != m.run {
+			if err := m.flushRun(); err != nil {
+				return res, written, err
+			}
+			m.run, m.runStart = c, c.row
+		}
+		c.row++
+		if c.row >= c.n {
+			// The run aliases the row group fill is about to replace.
+			if err := m.flushRun(); err != nil {
+				return res, written, err
+			}
+		}
 		ok, err := m.fill(c)
 		if err != nil {
 			return res, written, fmt.Errorf("read %q: %w", job.Inputs[c.ord].Path, err)
@@ -293,20 +377,21 @@ func merge(ctx context.Context, store lake.Store, job Job, opts Options) (res Re
 			m.heap = m.heap[:last]
 			m.down(0)
 		}
-		if m.pending >= roundRows {
+		if m.pending >= progressRows {
 			opts.Progress.Add(0, 0, int64(m.pending))
-			if err := m.flushRound(cursors); err != nil {
-				return res, written, err
-			}
+			m.pending = 0
 			if err := ctx.Err(); err != nil {
 				return res, written, err
 			}
 		}
 	}
-	opts.Progress.Add(0, 0, int64(m.pending))
-	if err := m.flushRound(cursors); err != nil {
+	if err := m.flushRun(); err != nil {
 		return res, written, err
 	}
+	if err := m.flushStaged(); err != nil {
+		return res, written, err
+	}
+	opts.Progress.Add(0, 0, int64(m.pending))
 	if err := m.w.Close(); err != nil {
 		return res, written, err
 	}
