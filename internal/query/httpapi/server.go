@@ -79,7 +79,7 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		closeSearch(cfg.Search)
-		return nil, fmt.Errorf("query API: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("query API: listen on %s (query.addr; empty turns it off in sluice run): %w", addr, err)
 	}
 	s := &Server{
 		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
