@@ -212,7 +212,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}
 	p.ready.Store(true)
 	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
-		"admin", addrString(p.addrs.Admin), "lake", where, "catalog", p.cfg.CatalogDSN(),
+		"admin", addrString(p.addrs.Admin), "query", addrString(p.addrs.Query), "lake", where, "catalog", p.cfg.CatalogDSN(),
 		"orphans_removed", swept.Removed, "orphans_quarantined", swept.Quarantined)
 	return nil
 }
