@@ -216,6 +216,21 @@ func isoInterval(iv duckdb.Interval) string {
 	return b.String()
 }
 
+// appendJSONObject appends a JSON object of keys, in order, and the
+// value of each key i.
+func appendJSONObject(b []byte, keys []string, value func(i int) any) []byte {
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonw.AppendString(b, k)
+		b = append(b, ':')
+		b = appendJSON(b, value(i), "")
+	}
+	return append(b, '}')
+}
+
 // appendJSON writes v as a JSON value. typ is the column type for
 // top-level values ("" inside nested values).
 func appendJSON(b []byte, v any, typ string) []byte {
@@ -246,28 +261,14 @@ func appendJSON(b []byte, v any, typ string) []byte {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonw.AppendString(b, k)
-			b = append(b, ':')
-			b = appendJSON(b, x[k], "")
-		}
-		return append(b, '}')
+		return appendJSONObject(b, keys, func(i int) any { return x[keys[i]] })
 	case duckdb.OrderedMap:
 		keys, vals := x.Keys(), x.Values()
-		b = append(b, '{')
-		for i := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonw.AppendString(b, string(appendText(nil, keys[i], "")))
-			b = append(b, ':')
-			b = appendJSON(b, vals[i], "")
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = string(appendText(nil, k, ""))
 		}
-		return append(b, '}')
+		return appendJSONObject(b, names, func(i int) any { return vals[i] })
 	case duckdb.Map:
 		keys := make([]string, 0, len(x))
 		byKey := make(map[string]any, len(x))
@@ -277,16 +278,7 @@ func appendJSON(b []byte, v any, typ string) []byte {
 			byKey[s] = v
 		}
 		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonw.AppendString(b, k)
-			b = append(b, ':')
-			b = appendJSON(b, byKey[k], "")
-		}
-		return append(b, '}')
+		return appendJSONObject(b, keys, func(i int) any { return byKey[keys[i]] })
 	case duckdb.Union:
 		return appendJSON(b, x.Value, "")
 	case *big.Int, duckdb.Decimal:
