@@ -97,40 +97,38 @@ func (e *lakeEnv) ingest(t testing.TB, write []func(w *lake.Writer) error) {
 	}
 }
 
-func ingestLogs(t *testing.T, e *lakeEnv) {
-	var split [parts]signal.Logs
-	for _, pb := range corpus(t, "logs") {
-		var b signal.Logs
-		if err := otlp.DecodeLogs(&b, pb); err != nil {
+// dealCorpus decodes the corpus files of kind and deals their records
+// round robin over n batches, so that every batch spans the whole corpus
+// and a merge of them interleaves; it returns one write of tenant "acme"
+// per batch.
+func dealCorpus[B any, P interface {
+	*B
+	Len() int
+	CopyFrom(*B, int)
+}](t testing.TB, kind string, n int, decode func(P, []byte) error, write func(*lake.Writer, string, P) error) []func(*lake.Writer) error {
+	split := make([]B, n)
+	for _, pb := range corpus(t, kind) {
+		var b B
+		if err := decode(&b, pb); err != nil {
 			t.Fatal(err)
 		}
-		for i := range b.Len() {
-			split[i%parts].CopyFrom(&b, i)
+		for i := range P(&b).Len() {
+			P(&split[i%n]).CopyFrom(&b, i)
 		}
 	}
 	var fns []func(*lake.Writer) error
 	for i := range split {
-		fns = append(fns, func(w *lake.Writer) error { return w.WriteLogs("acme", &split[i]) })
+		fns = append(fns, func(w *lake.Writer) error { return write(w, "acme", &split[i]) })
 	}
-	e.ingest(t, fns)
+	return fns
+}
+
+func ingestLogs(t *testing.T, e *lakeEnv) {
+	e.ingest(t, dealCorpus(t, "logs", parts, otlp.DecodeLogs, (*lake.Writer).WriteLogs))
 }
 
 func ingestMetrics(t *testing.T, e *lakeEnv) {
-	var split [parts]signal.Metrics
-	for _, pb := range corpus(t, "metrics") {
-		var b signal.Metrics
-		if err := otlp.DecodeMetrics(&b, pb); err != nil {
-			t.Fatal(err)
-		}
-		for i := range b.Len() {
-			split[i%parts].CopyFrom(&b, i)
-		}
-	}
-	var fns []func(*lake.Writer) error
-	for i := range split {
-		fns = append(fns, func(w *lake.Writer) error { return w.WriteMetrics("acme", &split[i]) })
-	}
-	e.ingest(t, fns)
+	e.ingest(t, dealCorpus(t, "metrics", parts, otlp.DecodeMetrics, (*lake.Writer).WriteMetrics))
 }
 
 // canon renders a record so that equal records render equally.

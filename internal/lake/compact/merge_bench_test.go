@@ -42,40 +42,12 @@ var benchHour = time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 func BenchmarkCompactMerge(b *testing.B) {
 	b.Run("logs/small", func(b *testing.B) {
 		benchMerge(b, lake.TableLogs, 500, func(t testing.TB) []func(*lake.Writer) error {
-			var split [benchInputs]signal.Logs
-			for _, pb := range corpus(t, "logs") {
-				var l signal.Logs
-				if err := otlp.DecodeLogs(&l, pb); err != nil {
-					t.Fatal(err)
-				}
-				for i := range l.Len() {
-					split[i%benchInputs].CopyFrom(&l, i)
-				}
-			}
-			var fns []func(*lake.Writer) error
-			for i := range split {
-				fns = append(fns, func(w *lake.Writer) error { return w.WriteLogs("acme", &split[i]) })
-			}
-			return fns
+			return dealCorpus(t, "logs", benchInputs, otlp.DecodeLogs, (*lake.Writer).WriteLogs)
 		})
 	})
 	b.Run("metrics/small", func(b *testing.B) {
 		benchMerge(b, lake.TableMetrics, 500, func(t testing.TB) []func(*lake.Writer) error {
-			var split [benchInputs]signal.Metrics
-			for _, pb := range corpus(t, "metrics") {
-				var m signal.Metrics
-				if err := otlp.DecodeMetrics(&m, pb); err != nil {
-					t.Fatal(err)
-				}
-				for i := range m.Len() {
-					split[i%benchInputs].CopyFrom(&m, i)
-				}
-			}
-			var fns []func(*lake.Writer) error
-			for i := range split {
-				fns = append(fns, func(w *lake.Writer) error { return w.WriteMetrics("acme", &split[i]) })
-			}
-			return fns
+			return dealCorpus(t, "metrics", benchInputs, otlp.DecodeMetrics, (*lake.Writer).WriteMetrics)
 		})
 	})
 	b.Run("logs/flushes", func(b *testing.B) {

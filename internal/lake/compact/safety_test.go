@@ -89,21 +89,7 @@ func visible(t *testing.T, cat *catalog.Catalog, store lake.Store, table string)
 }
 
 func ingestTraces(t *testing.T, e *lakeEnv) {
-	var split [parts]signal.Spans
-	for _, pb := range corpus(t, "traces") {
-		var b signal.Spans
-		if err := otlp.DecodeTraces(&b, pb); err != nil {
-			t.Fatal(err)
-		}
-		for i := range b.Len() {
-			split[i%parts].CopyFrom(&b, i)
-		}
-	}
-	var fns []func(*lake.Writer) error
-	for i := range split {
-		fns = append(fns, func(w *lake.Writer) error { return w.WriteSpans("acme", &split[i]) })
-	}
-	e.ingest(t, fns)
+	e.ingest(t, dealCorpus(t, "traces", parts, otlp.DecodeTraces, (*lake.Writer).WriteSpans))
 }
 
 // runAll plans and runs every job once, failing the test on any error.
