@@ -36,6 +36,10 @@ type Options struct {
 	Now      func() time.Time
 	// Progress, if set, is called after each raw row group read.
 	Progress func(files, bytes, rows int64)
+	// BeforeReplace, if set, runs after the tiers are written and the
+	// lease renewed, just before the swap; an error aborts the run like a
+	// failed swap would. It exists for fault injection and crash tests.
+	BeforeReplace func(ctx context.Context, job Job) error
 }
 
 // DefaultLeaseTTL is the default lease of one hour's rollup.
@@ -227,12 +231,22 @@ func sourceRows(store lake.Store, p string) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
-// Run rolls up one hour: under the hour's lease it lists the hour's live
-// raw segments and rollups afresh, computes every tier in one pass, writes
-// one file per tier and swaps them for the old rollups with one
-// catalog.Replace, so a recompute replaces and never duplicates. It
-// returns Result.Skipped, without error, when another owner holds the
-// lease. On error the catalog is unchanged and the new files are removed.
+// ErrLeaseLost means the hour's lease was lost during a run (taken by
+// another owner, or not renewed in time); the run aborted before its swap
+// and removed its files. Such errors also wrap catalog.ErrLeaseLost or
+// catalog.ErrLeaseNotHeld.
+var ErrLeaseLost = errors.New("rollup: hour lease lost")
+
+// Run rolls up one hour: under the hour's lease (renewed while it works)
+// it deletes the files that earlier runs killed before their swap left
+// behind (their intents), lists the hour's live raw segments and rollups
+// afresh, computes every tier in one pass, writes one file per tier, each
+// announced by an intent before it is created, and swaps them for the old
+// rollups with one catalog.ReplaceIntents, so a recompute replaces and
+// never duplicates. It returns Result.Skipped, without error, when another
+// owner holds the lease. On error the catalog is unchanged and the new
+// files and their intents are removed; an error from losing the lease
+// wraps ErrLeaseLost.
 func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, opts Options) (Result, error) {
 	opts = opts.withDefaults()
 	var res Result
@@ -240,7 +254,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return res, err
 	}
 	key := job.LeaseKey()
-	ok, err := cat.TryLease(ctx, key, opts.Owner, opts.LeaseTTL)
+	lease, ok, err := cat.HoldLease(ctx, key, opts.Owner, opts.LeaseTTL, opts.Logger)
 	if err != nil {
 		return res, fmt.Errorf("rollup %s: %w", job.Dir(), err)
 	}
@@ -249,34 +263,29 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return res, nil
 	}
 	defer func() {
-		if err := cat.ReleaseLease(context.WithoutCancel(ctx), key, opts.Owner); err != nil {
+		if err := lease.Release(); err != nil {
 			opts.Logger.Warn("rollup lease release failed", "partition", job.Dir(), "err", err)
 		}
 	}()
+	// Everything up to the swap runs in the lease's context: losing the
+	// lease stops it.
+	lctx := lease.Context()
+	if n, err := lake.CleanIntents(lctx, cat, store, key, opts.Owner); err != nil {
+		return res, fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost))
+	} else if n > 0 {
+		opts.Logger.Info("deleted uncommitted outputs of an earlier rollup", "partition", job.Dir(), "files", n)
+	}
 	// The snapshot time is the rollups' Created: a raw segment committed
 	// after the listing below is newer than it, so Plan looks again.
 	snapshot := opts.Now()
 	start := catalog.PartitionStart(job.Day, job.Hour)
-	raw, err := listHour(ctx, cat, lake.TableMetrics, job)
+	raw, err := listHour(lctx, cat, lake.TableMetrics, job)
 	if err != nil {
-		return res, err
+		return res, lease.WrapLost(err, ErrLeaseLost)
 	}
-	old, err := listHour(ctx, cat, Table, job)
+	old, err := listHour(lctx, cat, Table, job)
 	if err != nil {
-		return res, err
-	}
-	var written []catalog.Segment
-	removeWritten := func(cause error) error {
-		var errs []error
-		for _, s := range written {
-			if err := store.Remove(s.Path); err != nil {
-				errs = append(errs, fmt.Errorf("remove %q: %w", s.Path, err))
-			}
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("%w (and cleaning up: %w)", cause, errors.Join(errs...))
-		}
-		return cause
+		return res, lease.WrapLost(err, ErrLeaseLost)
 	}
 	h := newHour(start.UnixNano(), start.Add(time.Hour).UnixNano())
 	var rows int64
@@ -287,8 +296,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	for _, s := range raw {
 		res.SourceRows += s.Rows
 		res.BytesIn += s.Bytes
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
+		if err := lctx.Err(); err != nil {
+			return Result{}, fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost))
 		}
 		if err := readRaw(store, s.Path, h, opts.Progress); err != nil {
 			return Result{}, fmt.Errorf("rollup %s: %w", job.Dir(), err)
@@ -316,30 +325,39 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	h.aggregate(agg, func(si int32) { cur = si })
 
 	meta := fileMeta{tenant: job.Tenant, day: job.Day, hour: job.Hour, created: snapshot, sourceRows: res.SourceRows}
+	out := lake.NewIntentStore(lctx, store, cat, key, opts.Owner)
+	var written []catalog.Segment
 	var re rowEncoder
 	for i := range outs {
 		if outs[i].len() == 0 {
 			continue
 		}
-		seg, err := writeTier(store, h, &outs[i], meta, &re)
+		if err := lctx.Err(); err != nil {
+			return Result{}, out.Discard(fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
+		}
+		seg, err := writeTier(out, h, &outs[i], meta, &re)
 		if err != nil {
-			return Result{}, removeWritten(fmt.Errorf("rollup %s: %w", job.Dir(), err))
+			return Result{}, out.Discard(fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 		}
 		seg.Created = snapshot
 		written = append(written, seg)
 		res.BytesOut += seg.Bytes
 	}
-	if ok, err := cat.TryLease(ctx, key, opts.Owner, opts.LeaseTTL); err != nil || !ok {
-		if err == nil {
-			err = catalog.ErrLeaseNotHeld
-		}
-		return Result{}, removeWritten(fmt.Errorf("rollup %s: renew lease: %w", job.Dir(), err))
+	// Work that outlived its lease must not commit; renewing also extends
+	// the lease through the swap.
+	if err := lease.Renew(ctx); err != nil {
+		return Result{}, out.Discard(fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
 	for _, s := range old {
 		res.Replaced = append(res.Replaced, s.ID)
 	}
-	if err := cat.Replace(ctx, res.Replaced, written); err != nil {
-		return Result{}, removeWritten(fmt.Errorf("rollup %s: %w", job.Dir(), err))
+	if opts.BeforeReplace != nil {
+		if err := opts.BeforeReplace(ctx, job); err != nil {
+			return Result{}, out.Discard(fmt.Errorf("rollup %s: before replace: %w", job.Dir(), err))
+		}
+	}
+	if err := cat.ReplaceIntents(ctx, key, opts.Owner, res.Replaced, written); err != nil {
+		return Result{}, out.Discard(fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
 	res.Outputs = written
 	opts.Logger.Info("rolled up hour", "partition", job.Dir(), "raw_segments", len(raw), "points", res.PointsOut,

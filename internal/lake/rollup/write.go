@@ -2,7 +2,6 @@ package rollup
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 )
 
 // Table is the rollup table's name.
@@ -280,17 +280,17 @@ func encodeTier(w io.Writer, h *hour, o *tierOut, schema *parquet.Schema, fixedI
 		}
 		return pw.Close()
 	}
-	f := newPQFile(w, enc.leaves)
+	f := pqenc.NewFile(w, enc.leaves, &parquet.Zstd)
 	if err := re.encodeRows(f, h, o, enc.srcs); err != nil {
 		return err
 	}
-	return f.close(enc.footer)
+	return f.Close(enc.footer)
 }
 
 // tierEncoding is how encodeRows writes a tier's file: each leaf's
 // encoding and source, and the footer parquet-go writes for the schema.
 type tierEncoding struct {
-	leaves []leafInfo
+	leaves []pqenc.Leaf
 	srcs   []colSrc
 	footer *format.FileMetaData
 }
@@ -299,7 +299,7 @@ type tierEncoding struct {
 // encoding encodeRows does not write (writeRows writes those files).
 func newTierEncoding(schema *parquet.Schema, fixedIdx, labelIdx []int, opts []parquet.WriterOption) (*tierEncoding, error) {
 	cols := schema.Columns()
-	e := &tierEncoding{leaves: make([]leafInfo, len(cols)), srcs: make([]colSrc, len(cols))}
+	e := &tierEncoding{leaves: make([]pqenc.Leaf, len(cols)), srcs: make([]colSrc, len(cols))}
 	for i := range e.srcs {
 		e.srcs[i] = colSrc{fixed: -1, label: -1}
 	}
@@ -316,26 +316,19 @@ func newTierEncoding(schema *parquet.Schema, fixedIdx, labelIdx []int, opts []pa
 		if !ok || e.srcs[i] == (colSrc{fixed: -1, label: -1}) {
 			return nil, fmt.Errorf("rollup: column %v has no source", path)
 		}
-		li, err := newLeafInfo(leaf)
-		if err != nil || (e.srcs[i].label >= 0 && li.maxDef == 0) {
+		li, err := pqenc.NewLeaf(leaf)
+		if err != nil || (e.srcs[i].label >= 0 && li.MaxDef == 0) {
 			// A type the encoder does not write, or a required label
 			// column that series without the label could not fill.
 			return nil, nil
 		}
 		e.leaves[i] = li
 	}
-	// The footer of an empty file: schema elements, key-value metadata,
-	// created-by and column orders exactly as parquet-go writes them.
-	var buf bytes.Buffer
-	pw := parquet.NewWriter(&buf, append([]parquet.WriterOption{schema}, opts...)...)
-	if err := pw.Close(); err != nil {
-		return nil, fmt.Errorf("footer: %w", err)
-	}
-	pf, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	footer, err := pqenc.Footer(schema, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("footer: %w", err)
+		return nil, err
 	}
-	e.footer = pf.Metadata()
+	e.footer = footer
 	return e, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 )
 
 // aggregatedHour reads the catalogued raw hour at benchHour and
@@ -209,7 +210,7 @@ func TestEncodeRowsEdgeCases(t *testing.T) {
 	for s := range h.ser {
 		n := 1 + rnd.IntN(40)
 		if s == 1 {
-			n = 3*pageRows + 17
+			n = 3*pqenc.PageRows + 17
 		}
 		for k := range n {
 			w := Window{Start: int64(k) * int64(time.Minute), Points: uint64(rnd.IntN(5)), FirstT: rnd.Int64(), LastT: -rnd.Int64(),

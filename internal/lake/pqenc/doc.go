@@ -1,0 +1,43 @@
+// Package pqenc writes the column chunks of lake Parquet files column by
+// column, and copies runs of rows from decoded column chunks of other lake
+// files into them. Rollups (metrics_rollup) and compaction write their
+// files with it; ingest writes through parquet-go's row writer.
+//
+// parquet-go's writer takes one parquet.Value per cell and hashes every
+// dictionary value again; here a run of one value costs one level run and
+// one dictionary-index run, a run of copied rows one copy of their level
+// bytes and values, and a dictionary value is hashed once per input chunk
+// it comes from.
+//
+// # What it writes
+//
+// What parquet-go writes for the same schema and options: data pages v2
+// with CRCs; for dictionary columns a PLAIN dictionary page and
+// RLE_DICTIONARY data pages, falling back to DELTA_LENGTH_BYTE_ARRAY for
+// the whole chunk once the dictionary outgrows Leaf.MaxDictBytes (as
+// parquet-go's DictionaryMaxBytes does); PLAIN or (byte arrays)
+// DELTA_LENGTH_BYTE_ARRAY otherwise; zstd; chunk statistics (NaN only when
+// all values are NaN); encoding stats; column and offset indexes; split
+// block bloom filters where Leaf.Bloom is set. The footer is the caller's,
+// usually parquet-go's own for an empty file of the same schema and options
+// (Footer). Levels and dictionary indexes are RLE runs only (no
+// bit-packed groups), which the hybrid encoding allows.
+//
+// # Use
+//
+// A File writes row groups; within one, every leaf column's chunk is built
+// by a Column (Reset, then values row by row or CopyRows from a Chunk) and
+// handed to File.WriteChunk in schema order. Columns buffer their chunk's
+// compressed pages, so several of them may be filled side by side and
+// written at the end of the row group. Nothing here is safe for concurrent
+// use; distinct Files and Columns are independent.
+//
+// # Invariants
+//
+//  1. Pages end on row boundaries: a list's values never straddle pages.
+//  2. A Column's dictionary index runs and levels of a chunk are held until
+//     the chunk is written (the dictionary page must come first); their
+//     values are copied, never aliased, so inputs may be released at once.
+//  3. Values are little-endian in memory (amd64, arm64), so PLAIN integer
+//     and float pages are the values' bytes.
+package pqenc
