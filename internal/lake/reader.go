@@ -202,6 +202,10 @@ func sameLayout(leaf parquet.LeafColumn, p []string, k colKind) bool {
 // Table is the table of the file: logs, metrics or traces.
 func (f *File) Table() string { return f.table }
 
+// Parquet is the file's parquet-go view, for column-level readers
+// (compaction); it is valid until Close.
+func (f *File) Parquet() *parquet.File { return f.pf }
+
 // NumRows is the number of rows in the file.
 func (f *File) NumRows() int64 { return f.pf.NumRows() }
 

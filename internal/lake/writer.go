@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -437,9 +439,9 @@ func (w *Writer) Close() error {
 	return err
 }
 
-// newFileID returns a time-sortable unique id: UTC time to the nanosecond
-// and 64 random bits.
-func newFileID(now time.Time) string {
+// NewFileID returns a time-sortable unique id: UTC time to the nanosecond
+// and 64 random bits. Lake files are named <id>.parquet.
+func NewFileID(now time.Time) string {
 	b := now.UTC().AppendFormat(make([]byte, 0, 48), "20060102T150405.000000000Z")
 	b = append(b, '-')
 	r := rand.Uint64()
@@ -471,7 +473,7 @@ func (w *Writer) flushPartition(p *partition) error {
 	// Ids of one writer strictly increase even when the clock does not.
 	idTime := max(created.UnixNano(), w.lastID+1)
 	w.lastID = idTime
-	id := newFileID(time.Unix(0, idTime))
+	id := NewFileID(time.Unix(0, idTime))
 	table := tableName(p.key.kind)
 	hourStart := time.Unix(0, p.key.hour*hourNs).UTC()
 	seg := Segment{
@@ -485,7 +487,7 @@ func (w *Writer) flushPartition(p *partition) error {
 		MinTime: slices.Min(p.ptime),
 		MaxTime: slices.Max(p.ptime),
 	}
-	seg.Path = path.Join(table, "tenant="+seg.Tenant, "dt="+seg.Day, fmt.Sprintf("hour=%02d", seg.Hour), id+".parquet")
+	seg.Path = seg.dir() + "/" + id + ".parquet"
 
 	ow, err := w.store.Create(seg.Path)
 	if err != nil {
@@ -521,29 +523,14 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 	w.bw.Reset(&w.counts)
 	var pw *parquet.Writer
 	open := func(schema *parquet.Schema) (*parquet.Writer, error) {
-		opts := []parquet.WriterOption{
-			schema,
-			parquet.Compression(sharedZstd),
-			parquet.DataPageStatistics(false),
-			parquet.CreatedBy("sluice", buildVersion(), ""),
-			parquet.PageBufferSize(256 << 10),
-			// High-cardinality strings (ids, urls) fall back to plain
-			// instead of growing a dictionary without bound.
-			parquet.DictionaryMaxBytes(1 << 20),
-		}
-		if seg.Table == TableTraces {
-			opts = append(opts, parquet.BloomFilters(parquet.SplitBlockFilter(10, "trace_id")))
-		}
-		pw = parquet.NewWriter(w.bw, opts...)
+		pw = parquet.NewWriter(w.bw, append([]parquet.WriterOption{schema}, FileOptions(seg.Table)...)...)
 		return pw, nil
 	}
 	var schema *parquet.Schema
-	var sortKey string
 	switch {
 	case p.logs != nil:
 		_, schema, err = w.enc.encodeLogs(open, p.logs, p.ptime, w.opts.RowGroupRows)
 		seg.Services = distinctServices(&w.enc, &p.logs.Common)
-		sortKey = "service_name,partition_time"
 	case p.metrics != nil:
 		m := p.metrics
 		if slices.Contains(m.SeriesID, 0) {
@@ -552,22 +539,16 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 		_, schema, err = w.enc.encodeMetrics(open, m, w.opts.RowGroupRows, w.sk)
 		seg.Services = distinctServices(&w.enc, &m.Common)
 		seg.MetricNames = distinctMetricNames(m)
-		sortKey = "metric_name,series_id,timestamp"
 	case p.spans != nil:
 		_, schema, err = w.enc.encodeSpans(open, p.spans, p.ptime, w.opts.RowGroupRows)
 		seg.Services = distinctServices(&w.enc, &p.spans.Common)
-		sortKey = "service_name,start_timestamp"
 	}
 	if err != nil {
 		return err
 	}
-	pw.SetKeyValueMetadata(MetaTable, seg.Table)
-	pw.SetKeyValueMetadata(MetaTenant, seg.Tenant)
-	pw.SetKeyValueMetadata(MetaLevel, strconv.Itoa(seg.Level))
-	pw.SetKeyValueMetadata(MetaSchemaVersion, strconv.Itoa(SchemaVersion))
-	pw.SetKeyValueMetadata(MetaMinTime, strconv.FormatInt(seg.MinTime, 10))
-	pw.SetKeyValueMetadata(MetaMaxTime, strconv.FormatInt(seg.MaxTime, 10))
-	pw.SetKeyValueMetadata(MetaSort, sortKey)
+	for _, kv := range seg.FooterMetadata() {
+		pw.SetKeyValueMetadata(kv.Key, kv.Value)
+	}
 	if err := pw.Close(); err != nil {
 		return err
 	}
@@ -642,5 +623,66 @@ func (s Segment) CatalogRow() catalog.Segment {
 		MinTime: s.MinTime, MaxTime: s.MaxTime, Rows: s.Rows, Bytes: s.Bytes,
 		Level: s.Level, SchemaHash: s.SchemaHash, Created: s.Created,
 		Services: s.Services, MetricNames: s.MetricNames,
+	}
+}
+
+// FileOptions are the parquet-go writer options of every raw-table lake
+// file of table (schema aside): compaction writes its files' footers
+// with them too.
+func FileOptions(table string) []parquet.WriterOption {
+	opts := []parquet.WriterOption{
+		parquet.Compression(sharedZstd),
+		parquet.DataPageStatistics(false),
+		parquet.CreatedBy("sluice", buildVersion(), ""),
+		parquet.PageBufferSize(256 << 10),
+		// High-cardinality strings (ids, urls) fall back to plain
+		// instead of growing a dictionary without bound.
+		parquet.DictionaryMaxBytes(MaxDictBytes),
+	}
+	if table == TableTraces {
+		opts = append(opts, parquet.BloomFilters(parquet.SplitBlockFilter(BloomBitsPerValue, BloomColumn)))
+	}
+	return opts
+}
+
+// Dictionary and bloom filter settings of lake files (FileOptions).
+const (
+	MaxDictBytes      = 1 << 20
+	BloomColumn       = "trace_id" // of the traces table
+	BloomBitsPerValue = 10
+)
+
+// Codec is the zstd codec lake files are compressed with.
+func Codec() compress.Codec { return sharedZstd }
+
+// SortKey is the footer's sluice.sort of table's files: the columns rows
+// are sorted by.
+func SortKey(table string) string {
+	switch table {
+	case TableLogs:
+		return "service_name,partition_time"
+	case TableMetrics:
+		return "metric_name,series_id,timestamp"
+	case TableTraces:
+		return "service_name,start_timestamp"
+	}
+	return ""
+}
+
+// dir is the segment's partition directory.
+func (s Segment) dir() string {
+	return path.Join(s.Table, "tenant="+s.Tenant, "dt="+s.Day, fmt.Sprintf("hour=%02d", s.Hour))
+}
+
+// FooterMetadata is the key/value metadata of the segment's file footer.
+func (s Segment) FooterMetadata() []format.KeyValue {
+	return []format.KeyValue{
+		{Key: MetaTable, Value: s.Table},
+		{Key: MetaTenant, Value: s.Tenant},
+		{Key: MetaLevel, Value: strconv.Itoa(s.Level)},
+		{Key: MetaSchemaVersion, Value: strconv.Itoa(SchemaVersion)},
+		{Key: MetaMinTime, Value: strconv.FormatInt(s.MinTime, 10)},
+		{Key: MetaMaxTime, Value: strconv.FormatInt(s.MaxTime, 10)},
+		{Key: MetaSort, Value: SortKey(s.Table)},
 	}
 }

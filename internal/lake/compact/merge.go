@@ -265,10 +265,22 @@ func (m *merger) flushStaged() error {
 	return nil
 }
 
-// merge streams the inputs of job through a k-way merge into a lake writer.
-// It returns the files the writer committed, also on error, so the caller
-// can remove them; it never touches the catalog.
-func merge(ctx context.Context, store lake.Store, job Job, opts Options) (res Result, written []lake.Segment, err error) {
+// merge merges the inputs of job into new files: by columns
+// (columnMerge), or, when the inputs' columns do not allow that, by rows.
+// It returns the files it committed, also on error, so the caller can
+// remove them; it never touches the catalog.
+func merge(ctx context.Context, store lake.Store, job Job, opts Options) (Result, []lake.Segment, error) {
+	res, written, err := columnMerge(ctx, store, job, opts)
+	if errors.Is(err, errColumnMerge) {
+		opts.Logger.Warn("compaction falls back to the row merge", "partition", job.Dir(), "reason", err)
+		return rowMerge(ctx, store, job, opts)
+	}
+	return res, written, err
+}
+
+// rowMerge streams the inputs of job through a k-way merge of decoded
+// rows into a lake writer; see merge.
+func rowMerge(ctx context.Context, store lake.Store, job Job, opts Options) (res Result, written []lake.Segment, err error) {
 	hourStart, perr := time.Parse("2006-01-02", job.Day)
 	if perr != nil || job.Hour < 0 || job.Hour > 23 {
 		return res, nil, fmt.Errorf("bad partition day %q hour %d", job.Day, job.Hour)

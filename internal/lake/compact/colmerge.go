@@ -1,0 +1,743 @@
+package compact
+
+import (
+	"bufio"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/pqenc"
+)
+
+// This file merges a partition column by column: the sort-key columns of
+// the inputs decide the order of rows, as runs of consecutive rows of one
+// input, and every column of the output is then built by copying those
+// runs of level and value bytes from the decoded input chunks (pqenc),
+// never materialising a row. Rows keep their partition (they are not
+// re-partitioned by their times, invariant 7).
+
+// errColumnMerge wraps why a job's inputs cannot be merged by columns
+// (a column type pqenc does not write, inputs whose columns disagree);
+// merge then falls back to the row merge.
+var errColumnMerge = errors.New("column merge not possible")
+
+// colInput is one input of a column merge: its file, the decoded chunks
+// of its current row group and that row group's sort keys.
+type colInput struct {
+	ord   int
+	seg   catalog.Segment
+	f     *lake.File
+	pf    *parquet.File
+	rg    int   // next row group to read
+	leaf  []int // input leaf of each output leaf, -1 when absent
+	depth [][2]int
+	chunk []pqenc.Chunk // by output leaf
+	rows  int           // rows of the current row group
+	row   int           // next row to merge
+	read  int64         // rows read so far
+
+	// The current block's runs of this input (indexes into its runs) and
+	// their rows.
+	bruns []int32
+	bcum  []int32 // rows of this input in the block before each of bruns
+	brows int
+
+	// Sort keys of the current row group's rows: name (service or metric
+	// name, aliasing the chunks), series id, sort time; and the partition
+	// time of each row.
+	name []string
+	sid  []int64
+	key  []int64 // the sort time: t or pt
+	t    []int64 // timestamp (logs, metrics) or start_timestamp (spans)
+	obs  []int64 // observed_timestamp (logs)
+	pt   []int64
+}
+
+// run is n consecutive merged rows of one input: its rows from on, at
+// out in the block.
+type run struct {
+	in   *colInput
+	n    int
+	from int
+	out  int
+}
+
+// colMerger is one job's column merge.
+type colMerger struct {
+	job        Job
+	opts       Options
+	store      lake.Store
+	hourStart  int64
+	hourEnd    int64 // last nanosecond of the hour
+	schema     *parquet.Schema
+	leaves     []pqenc.Leaf
+	footer     *format.FileMetaData
+	schemaHash string
+	level      int
+	keyLeaf    [4]int // output leaves of the key columns (-1: none)
+	nameLeaf   [2]int // output leaves whose dictionaries name the file: services, metric names
+
+	inputs      []*colInput
+	heap        inputHeap
+	runs        []run // the current block: rows merged, not yet copied
+	block       int   // rows in runs
+	blockInputs []*colInput
+
+	// output
+	cols    []pqenc.Column
+	rgRows  int // rows copied into cols
+	file    *pqenc.File
+	ow      lake.ObjectWriter
+	bw      *bufio.Writer
+	seg     lake.Segment
+	names   [2]map[string]struct{}
+	lastID  int64
+	written []lake.Segment
+	pending int // rows merged since the last progress update
+}
+
+// Key column slots of colMerger.keyLeaf.
+const (
+	keyName = iota // service_name or metric_name
+	keySeries
+	keyTime
+	keyTime2 // observed_timestamp of logs
+)
+
+// columnMerge merges job's inputs by columns; it returns errColumnMerge
+// (wrapped) before writing anything when the inputs do not allow it.
+func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (res Result, written []lake.Segment, err error) {
+	hour := catalog.PartitionStart(job.Day, job.Hour)
+	if hour.IsZero() || job.Hour < 0 || job.Hour > 23 {
+		return res, nil, fmt.Errorf("bad partition day %q hour %d", job.Day, job.Hour)
+	}
+	m := &colMerger{job: job, opts: opts, store: store, hourStart: hour.UnixNano()}
+	m.hourEnd = m.hourStart + int64(time.Hour) - 1
+	var wantRows int64
+	for _, s := range job.Inputs {
+		if s.Table != job.Table || s.Tenant != job.Tenant || s.Day != job.Day || s.Hour != job.Hour {
+			return res, nil, fmt.Errorf("input segment %d (%q) is not in the job's partition", s.ID, s.Path)
+		}
+		m.level = max(m.level, s.Level)
+		wantRows += s.Rows
+		res.InputIDs = append(res.InputIDs, s.ID)
+		res.BytesIn += s.Bytes
+	}
+	defer func() {
+		for _, in := range m.inputs {
+			if cerr := in.f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("close %q: %w", in.seg.Path, cerr)
+			}
+		}
+		if m.ow != nil {
+			_ = m.ow.Abort()
+		}
+	}()
+	for i, s := range job.Inputs {
+		f, err := lake.OpenObject(store, s.Path)
+		if err != nil {
+			return res, nil, err
+		}
+		m.inputs = append(m.inputs, &colInput{ord: i, seg: s, f: f, pf: f.Parquet()})
+		if f.Table() != job.Table {
+			return res, nil, fmt.Errorf("segment %q: table %q, want %q", s.Path, f.Table(), job.Table)
+		}
+	}
+	if err := m.plan(); err != nil {
+		return res, nil, err
+	}
+	err = m.run(ctx)
+	written = m.written
+	if err != nil {
+		return res, written, err
+	}
+	for _, in := range m.inputs {
+		res.RowsIn += in.read
+		if in.read != in.pf.NumRows() {
+			return res, written, fmt.Errorf("%w: read %d rows of %q, its footer says %d", ErrRowMismatch, in.read, in.seg.Path, in.pf.NumRows())
+		}
+	}
+	for _, s := range written {
+		res.RowsOut += s.Rows
+		res.BytesOut += s.Bytes
+	}
+	if res.RowsIn != wantRows || res.RowsOut != res.RowsIn {
+		return res, written, fmt.Errorf("%w: catalog %d, read %d, written %d", ErrRowMismatch, wantRows, res.RowsIn, res.RowsOut)
+	}
+	return res, written, nil
+}
+
+// plan builds the union schema of the inputs and maps every input's
+// leaves onto it.
+func (m *colMerger) plan() error {
+	g := parquet.Group{}
+	for _, in := range m.inputs {
+		for _, f := range in.pf.Schema().Fields() {
+			if prev, ok := g[f.Name()]; ok {
+				if !parquet.EqualNodes(prev, f) {
+					return fmt.Errorf("%w: column %q differs between inputs", errColumnMerge, f.Name())
+				}
+				continue
+			}
+			g[f.Name()] = f
+		}
+	}
+	m.schema = parquet.NewSchema(m.job.Table, g)
+	m.schemaHash = catalog.ParquetSchemaHash(m.schema)
+	footer, err := pqenc.Footer(m.schema, lake.FileOptions(m.job.Table)...)
+	if err != nil {
+		return err
+	}
+	m.footer = footer
+
+	paths := m.schema.Columns()
+	m.leaves = make([]pqenc.Leaf, len(paths))
+	m.keyLeaf = [4]int{-1, -1, -1, -1}
+	m.nameLeaf = [2]int{-1, -1}
+	for j, p := range paths {
+		leaf, _ := m.schema.Lookup(p...)
+		li, err := pqenc.NewLeaf(leaf)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errColumnMerge, err)
+		}
+		if li.Dict {
+			li.MaxDictBytes = lake.MaxDictBytes
+		}
+		if m.job.Table == lake.TableTraces && len(p) == 1 && p[0] == lake.BloomColumn {
+			li.Bloom, li.BloomBitsPerValue = true, lake.BloomBitsPerValue
+		}
+		m.leaves[j] = li
+		if len(p) != 1 {
+			continue
+		}
+		switch col := p[0]; {
+		case col == "service_name":
+			m.nameLeaf[0] = j
+			if m.job.Table != lake.TableMetrics {
+				m.keyLeaf[keyName] = j
+			}
+		case col == "metric_name" && m.job.Table == lake.TableMetrics:
+			m.nameLeaf[1] = j
+			m.keyLeaf[keyName] = j
+		case col == "series_id" && m.job.Table == lake.TableMetrics:
+			m.keyLeaf[keySeries] = j
+		case col == "timestamp" && m.job.Table != lake.TableTraces,
+			col == "start_timestamp" && m.job.Table == lake.TableTraces:
+			m.keyLeaf[keyTime] = j
+		case col == "observed_timestamp" && m.job.Table == lake.TableLogs:
+			m.keyLeaf[keyTime2] = j
+		}
+	}
+	if m.keyLeaf[keyName] < 0 || m.keyLeaf[keyTime] < 0 {
+		return fmt.Errorf("%w: the inputs lack the sort key columns", errColumnMerge)
+	}
+	for _, in := range m.inputs {
+		in.leaf = make([]int, len(paths))
+		in.chunk = make([]pqenc.Chunk, len(paths))
+		s := in.pf.Schema()
+		for j, p := range paths {
+			in.leaf[j] = -1
+			leaf, ok := s.Lookup(p...)
+			if !ok {
+				if m.leaves[j].MaxDef == 0 {
+					return fmt.Errorf("%w: %q lacks required column %s", errColumnMerge, in.seg.Path, strings.Join(p, "."))
+				}
+				continue
+			}
+			if leaf.MaxDefinitionLevel != int(m.leaves[j].MaxDef) || leaf.MaxRepetitionLevel != int(m.leaves[j].MaxRep) {
+				return fmt.Errorf("%w: column %s of %q has other levels", errColumnMerge, strings.Join(p, "."), in.seg.Path)
+			}
+			in.leaf[j] = leaf.ColumnIndex
+		}
+		for _, k := range m.keyLeaf {
+			if k >= 0 && in.leaf[k] < 0 && k != m.keyLeaf[keyTime2] {
+				return fmt.Errorf("%w: %q lacks a sort key column", errColumnMerge, in.seg.Path)
+			}
+		}
+	}
+	m.cols = make([]pqenc.Column, len(paths))
+	return nil
+}
+
+// inHour reports whether t is a time of the job's hour.
+func (m *colMerger) inHour(t int64) bool { return t >= m.hourStart && t <= m.hourEnd }
+
+// load reads in's next non-empty row group; false at the end of in.
+func (m *colMerger) load(in *colInput) (bool, error) {
+	rgs := in.pf.RowGroups()
+	for in.rg < len(rgs) {
+		rg := rgs[in.rg]
+		in.rg++
+		n := rg.NumRows()
+		if n == 0 {
+			continue
+		}
+		chunks := rg.ColumnChunks()
+		meta := in.pf.Metadata().RowGroups[in.rg-1].Columns
+		for j, l := range in.leaf {
+			if l < 0 {
+				continue
+			}
+			if l >= len(chunks) {
+				return false, fmt.Errorf("read %q: row group %d has %d columns", in.seg.Path, in.rg-1, len(chunks))
+			}
+			ch := &in.chunk[j]
+			var hint int64
+			if l < len(meta) {
+				hint = meta[l].MetaData.TotalUncompressedSize
+			}
+			if err := ch.Read(chunks[l], int(m.leaves[j].MaxDef), int(m.leaves[j].MaxRep), hint); err != nil {
+				return false, fmt.Errorf("read %q: row group %d column %s: %w", in.seg.Path, in.rg-1, strings.Join(m.leaves[j].Path, "."), err)
+			}
+			if int64(ch.Rows()) != n {
+				return false, fmt.Errorf("read %q: row group %d column %s: %d rows, want %d", in.seg.Path, in.rg-1,
+					strings.Join(m.leaves[j].Path, "."), ch.Rows(), n)
+			}
+		}
+		in.rows, in.row = int(n), 0
+		in.read += n
+		m.keys(in)
+		return true, nil
+	}
+	return false, nil
+}
+
+// keys computes the sort keys and partition times of in's row group.
+// A row's partition time is its own time when in the hour, else (logs)
+// its observed time when in the hour, else the hour's last nanosecond:
+// what the ingest writer chose, up to its clock, which is not recorded.
+func (m *colMerger) keys(in *colInput) {
+	in.name = in.chunk[m.keyLeaf[keyName]].Strings(in.name[:0])
+	in.t = in.chunk[m.keyLeaf[keyTime]].Int64s(in.t[:0])
+	in.sid, in.obs = in.sid[:0], in.obs[:0]
+	if k := m.keyLeaf[keySeries]; k >= 0 {
+		in.sid = in.chunk[k].Int64s(in.sid)
+	}
+	if k := m.keyLeaf[keyTime2]; k >= 0 && in.leaf[k] >= 0 {
+		in.obs = in.chunk[k].Int64s(in.obs)
+	}
+	in.pt = in.pt[:0]
+	for i, t := range in.t {
+		if !m.inHour(t) {
+			if len(in.obs) > 0 && m.inHour(in.obs[i]) {
+				t = in.obs[i]
+			} else {
+				t = m.hourEnd
+			}
+		}
+		in.pt = append(in.pt, t)
+	}
+	// Metric points sort by their own time, logs and spans by partition
+	// time (lake.SortKey).
+	in.key = in.pt
+	if m.job.Table == lake.TableMetrics {
+		in.key = in.t
+	}
+}
+
+// before reports whether row i of a merges before row j of b.
+func before(a *colInput, i int, b *colInput, j int) bool {
+	if a.name[i] != b.name[j] {
+		return a.name[i] < b.name[j]
+	}
+	if len(a.sid) > 0 && a.sid[i] != b.sid[j] {
+		return uint64(a.sid[i]) < uint64(b.sid[j])
+	}
+	if a.key[i] != b.key[j] {
+		return a.key[i] < b.key[j]
+	}
+	return a.ord < b.ord
+}
+
+// inputHeap orders inputs by their next row.
+type inputHeap []*colInput
+
+func (h inputHeap) Len() int           { return len(h) }
+func (h inputHeap) Less(i, j int) bool { return before(h[i], h[i].row, h[j], h[j].row) }
+func (h inputHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *inputHeap) Push(x any)        { *h = append(*h, x.(*colInput)) }
+func (h *inputHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// runLen is how many rows of a, from its next one and at most limit, merge
+// before b's next row (at least one: a's next row is the heap's least).
+// Rows of an input are sorted, so it gallops, then bisects.
+func runLen(a, b *colInput, limit int) int {
+	if b == nil {
+		return limit
+	}
+	lo, step := 1, 1 // rows [a.row, a.row+lo) merge before b
+	for lo+step <= limit && before(a, a.row+lo+step-1, b, b.row) {
+		lo += step
+		step *= 2
+	}
+	hi := min(lo+step, limit+1) // a.row+hi-1 does not merge before b, or is past limit
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if before(a, a.row+mid-1, b, b.row) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+func (m *colMerger) run(ctx context.Context) error {
+	for _, in := range m.inputs {
+		ok, err := m.load(in)
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.heap = append(m.heap, in)
+		} else {
+			m.opts.Progress.Add(1, in.seg.Bytes, 0)
+		}
+	}
+	heap.Init(&m.heap)
+	rgMax := m.opts.RowGroupRows
+	if rgMax <= 0 {
+		rgMax = lake.DefaultRowGroupRows
+	}
+	for len(m.heap) > 0 {
+		a := m.heap[0]
+		var b *colInput
+		if len(m.heap) > 1 {
+			b = m.heap[1]
+			if len(m.heap) > 2 && m.heap.Less(2, 1) {
+				b = m.heap[2]
+			}
+		}
+		limit := min(a.rows-a.row, rgMax-m.rgRows-m.block)
+		n := runLen(a, b, limit)
+		m.take(a, n)
+		switch {
+		case a.row == a.rows:
+			// a's chunks are about to be replaced: copy what was merged.
+			if err := m.copyBlock(); err != nil {
+				return err
+			}
+			ok, err := m.load(a)
+			if err != nil {
+				return err
+			}
+			if ok {
+				heap.Fix(&m.heap, 0)
+			} else {
+				heap.Pop(&m.heap)
+				m.opts.Progress.Add(1, a.seg.Bytes, 0)
+			}
+		default:
+			heap.Fix(&m.heap, 0)
+		}
+		if m.rgRows+m.block >= rgMax {
+			if err := m.copyBlock(); err != nil {
+				return err
+			}
+			if err := m.endRowGroup(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.copyBlock(); err != nil {
+		return err
+	}
+	if err := m.endRowGroup(); err != nil {
+		return err
+	}
+	m.opts.Progress.Add(0, 0, int64(m.pending))
+	return m.endFile()
+}
+
+// take merges the next n rows of in.
+func (m *colMerger) take(in *colInput, n int) {
+	if k := len(m.runs) - 1; k >= 0 && m.runs[k].in == in {
+		m.runs[k].n += n
+	} else {
+		m.runs = append(m.runs, run{in: in, n: n, from: in.row, out: m.block})
+	}
+	s := &m.seg
+	for _, t := range in.pt[in.row : in.row+n] {
+		if s.Rows == 0 {
+			s.MinTime, s.MaxTime = t, t
+		}
+		s.Rows++
+		s.MinTime, s.MaxTime = min(s.MinTime, t), max(s.MaxTime, t)
+	}
+	in.row += n
+	m.block += n
+}
+
+// copyBlock copies the merged runs into the output columns, column by
+// column.
+func (m *colMerger) copyBlock() error {
+	if m.block == 0 {
+		return nil
+	}
+	if m.rgRows == 0 {
+		for j := range m.cols {
+			m.cols[j].Reset(&m.leaves[j], lake.Codec())
+		}
+	}
+	m.blockInputs = m.blockInputs[:0]
+	for k, r := range m.runs {
+		if r.in.brows == 0 {
+			m.blockInputs = append(m.blockInputs, r.in)
+		}
+		r.in.bruns = append(r.in.bruns, int32(k))
+		r.in.bcum = append(r.in.bcum, int32(r.in.brows))
+		r.in.brows += r.n
+	}
+	for j := range m.cols {
+		m.copyColumn(j)
+	}
+	for _, in := range m.blockInputs {
+		in.bruns, in.bcum, in.brows = in.bruns[:0], in.bcum[:0], 0
+	}
+	m.rgRows += m.block
+	m.pending += m.block
+	m.runs, m.block = m.runs[:0], 0
+	if m.pending >= progressRows {
+		m.opts.Progress.Add(0, 0, int64(m.pending))
+		m.pending = 0
+	}
+	return nil
+}
+
+// copyColumn copies the block's rows of output column j. Rows of sparse
+// columns (attributes of some series or services only) are mostly null,
+// and sorted rows put the others together: only the runs between the
+// block's first and last non-null row are looked at one by one, the null
+// rows around them are added and skipped in one step.
+func (m *colMerger) copyColumn(j int) {
+	c := &m.cols[j]
+	lo, hi := m.block, -1 // output rows of the first and last non-null row
+	for _, in := range m.blockInputs {
+		if in.leaf[j] < 0 {
+			continue
+		}
+		f, l := in.chunk[j].PresentSpan(in.brows)
+		if f < 0 {
+			continue
+		}
+		lo = min(lo, in.outRow(m.runs, in.chunk[j].Row()+f))
+		hi = max(hi, in.outRow(m.runs, in.chunk[j].Row()+l))
+	}
+	if hi < 0 {
+		c.Null(m.block)
+		for _, in := range m.blockInputs {
+			if in.leaf[j] >= 0 {
+				in.chunk[j].SkipNullRows(in.brows)
+			}
+		}
+		return
+	}
+	k0 := m.runAt(lo)
+	k1 := m.runAt(hi)
+	if out := m.runs[k0].out; out > 0 {
+		c.Null(out)
+		for _, in := range m.blockInputs {
+			if in.leaf[j] >= 0 {
+				in.chunk[j].SkipNullRows(in.rowsBefore(m.runs, out))
+			}
+		}
+	}
+	// Null rows of successive runs add up to one call.
+	nulls := 0
+	for _, r := range m.runs[k0 : k1+1] {
+		if r.in.leaf[j] < 0 || r.in.chunk[j].SkipNulls(r.n) {
+			nulls += r.n
+			continue
+		}
+		if nulls > 0 {
+			c.Null(nulls)
+			nulls = 0
+		}
+		c.CopyRows(&r.in.chunk[j], r.n)
+	}
+	if end := m.runs[k1].out + m.runs[k1].n; end < m.block {
+		nulls += m.block - end
+		for _, in := range m.blockInputs {
+			if in.leaf[j] >= 0 {
+				in.chunk[j].SkipNullRows(in.brows - in.rowsBefore(m.runs, end))
+			}
+		}
+	}
+	if nulls > 0 {
+		c.Null(nulls)
+	}
+}
+
+// runAt is the index of the block's run holding output row out.
+func (m *colMerger) runAt(out int) int {
+	k, _ := slices.BinarySearchFunc(m.runs, out, func(r run, out int) int {
+		switch {
+		case r.out+r.n <= out:
+			return -1
+		case r.out > out:
+			return 1
+		}
+		return 0
+	})
+	return k
+}
+
+// outRow is the block's output row of in's row, one of its block rows.
+func (in *colInput) outRow(runs []run, row int) int {
+	k, _ := slices.BinarySearchFunc(in.bruns, row, func(k int32, row int) int {
+		r := &runs[k]
+		switch {
+		case r.from+r.n <= row:
+			return -1
+		case r.from > row:
+			return 1
+		}
+		return 0
+	})
+	r := &runs[in.bruns[k]]
+	return r.out + row - r.from
+}
+
+// rowsBefore is how many of in's block rows come before output row out.
+func (in *colInput) rowsBefore(runs []run, out int) int {
+	k, _ := slices.BinarySearchFunc(in.bruns, out, func(k int32, out int) int {
+		r := &runs[k]
+		switch {
+		case r.out+r.n <= out:
+			return -1
+		case r.out > out:
+			return 1
+		}
+		return 0
+	})
+	if k == len(in.bruns) {
+		return in.brows
+	}
+	r := &runs[in.bruns[k]]
+	return int(in.bcum[k]) + max(0, out-r.out)
+}
+
+// endRowGroup writes the output row group, starting a file if needed and
+// ending it once it reaches the target size.
+func (m *colMerger) endRowGroup() error {
+	if m.rgRows == 0 {
+		return nil
+	}
+	if m.file == nil {
+		if err := m.startFile(); err != nil {
+			return err
+		}
+	}
+	m.file.BeginRowGroup(m.rgRows)
+	for j := range m.cols {
+		c := &m.cols[j]
+		if err := m.file.WriteChunk(c); err != nil {
+			return fmt.Errorf("write %q: column %s: %w", m.seg.Path, strings.Join(m.leaves[j].Path, "."), err)
+		}
+		for k, l := range m.nameLeaf {
+			if l != j || m.names[k] == nil {
+				continue
+			}
+			if !c.DictValues(func(v []byte) {
+				if _, ok := m.names[k][string(v)]; !ok {
+					m.names[k][string(v)] = struct{}{}
+				}
+			}) || len(m.names[k]) > lake.MaxSegmentNames {
+				m.names[k] = nil // too many to list
+			}
+		}
+	}
+	m.rgRows = 0
+	if m.file.Size() >= m.opts.TargetBytes {
+		return m.endFile()
+	}
+	return nil
+}
+
+func (m *colMerger) startFile() error {
+	// See invariant 7: file ids carry the hour's last nanosecond.
+	idTime := max(m.hourEnd, m.lastID+1)
+	m.lastID = idTime
+	s := &m.seg
+	s.Table, s.Tenant, s.Day, s.Hour = m.job.Table, m.job.Tenant, m.job.Day, m.job.Hour
+	s.Level = m.level + 1
+	s.Created = time.Unix(0, m.hourEnd).UTC()
+	s.SchemaHash = m.schemaHash
+	s.Path = catalog.PartitionDir(s.Table, s.Tenant, s.Day, s.Hour) + "/" + lake.NewFileID(time.Unix(0, idTime)) + ".parquet"
+	ow, err := m.store.Create(s.Path)
+	if err != nil {
+		return fmt.Errorf("write %q: %w", s.Path, err)
+	}
+	m.ow = ow
+	if m.bw == nil {
+		m.bw = bufio.NewWriterSize(ow, 256<<10)
+	} else {
+		m.bw.Reset(ow)
+	}
+	m.file = pqenc.NewFile(m.bw, m.leaves, lake.Codec())
+	m.names = [2]map[string]struct{}{}
+	for k, l := range m.nameLeaf {
+		if l >= 0 {
+			m.names[k] = make(map[string]struct{})
+		}
+	}
+	return nil
+}
+
+// endFile writes the footer of the current file and commits it.
+func (m *colMerger) endFile() error {
+	if m.file == nil {
+		return nil
+	}
+	s := &m.seg
+	s.Services = sortedNames(m.names[0])
+	if m.job.Table == lake.TableMetrics {
+		s.MetricNames = sortedNames(m.names[1])
+	}
+	footer := *m.footer
+	footer.KeyValueMetadata = s.FooterMetadata()
+	if err := m.file.Close(&footer); err != nil {
+		return fmt.Errorf("write %q: %w", s.Path, err)
+	}
+	if err := m.bw.Flush(); err != nil {
+		return fmt.Errorf("write %q: %w", s.Path, err)
+	}
+	s.Bytes = m.file.Size()
+	ow := m.ow
+	m.ow, m.file = nil, nil
+	if err := ow.Commit(); err != nil {
+		return fmt.Errorf("write %q: %w", s.Path, err)
+	}
+	m.written = append(m.written, *s)
+	m.seg = lake.Segment{}
+	return nil
+}
+
+func sortedNames(set map[string]struct{}) []string {
+	if set == nil {
+		return nil
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,526 @@
+package pqenc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/bloom/xxhash"
+)
+
+// Chunk is one column chunk of a row group, decoded: its levels and
+// non-null values in memory, read front to back by Column.CopyRows. Its
+// buffers are reused by the next Read.
+type Chunk struct {
+	kind           parquet.Kind
+	maxDef, maxRep byte
+	rows           int
+
+	def, rep []byte  // one per level entry; nil when the max level is 0
+	rowLvl   []int32 // repeated columns: first level entry of each row, and the end
+
+	i64   []int64
+	i32   []int32
+	f64   []float64
+	bools []bool
+	// Byte arrays: plain values (data, offs; len(offs) = values + 1), or,
+	// when every page of the chunk was dictionary encoded, dictionary
+	// indexes into the chunk's dictionary.
+	data     []byte
+	offs     []uint32
+	indexed  bool
+	idx      []int32
+	dict     []byte
+	dictOffs []uint32
+
+	// xlat maps dictionary indexes to those of the output chunk of epoch
+	// xlatEpoch (-1: not yet added there).
+	xlat      []int32
+	xlatEpoch uint64
+
+	// The read position: next row, its first level entry and value.
+	row, lvl, val int
+}
+
+// ErrCorrupt is wrapped by errors of chunks whose pages disagree with
+// their schema or with each other.
+var ErrCorrupt = errors.New("pqenc: corrupt column chunk")
+
+// Read decodes cc, a chunk of a leaf with the given maximum levels, into
+// ch and rewinds ch to its first row. sizeHint, the chunk's uncompressed
+// size if known, sizes ch's byte buffer once instead of by doubling.
+func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64) (err error) {
+	defer func() {
+		// parquet-go panics on some corrupt pages.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	ch.kind = cc.Type().Kind()
+	ch.maxDef, ch.maxRep = byte(maxDef), byte(maxRep)
+	ch.def, ch.rep, ch.rowLvl = ch.def[:0], ch.rep[:0], ch.rowLvl[:0]
+	ch.i64, ch.i32, ch.f64, ch.bools = ch.i64[:0], ch.i32[:0], ch.f64[:0], ch.bools[:0]
+	ch.data, ch.offs = ch.data[:0], append(ch.offs[:0], 0)
+	if cc.Type().Kind() == parquet.ByteArray && int64(cap(ch.data)) < sizeHint {
+		ch.data = make([]byte, 0, sizeHint)
+	}
+	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
+	ch.xlatEpoch = 0
+	ch.row, ch.lvl, ch.val = 0, 0, 0
+	levels, values := 0, 0
+	pages := cc.Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		n, nn, err := ch.addPage(p)
+		parquet.Release(p)
+		if err != nil {
+			return err
+		}
+		levels += n
+		values += nn
+	}
+	if got := ch.numValues(); got != values {
+		return fmt.Errorf("%w: %d values for %d present levels", ErrCorrupt, got, values)
+	}
+	ch.rows = levels
+	if maxRep > 0 {
+		for i, r := range ch.rep {
+			if r == 0 {
+				ch.rowLvl = append(ch.rowLvl, int32(i))
+			}
+		}
+		ch.rows = len(ch.rowLvl)
+		ch.rowLvl = append(ch.rowLvl, int32(len(ch.rep)))
+		if levels > 0 && (len(ch.rep) == 0 || ch.rep[0] != 0) {
+			return fmt.Errorf("%w: a list starts with repetition level %d", ErrCorrupt, ch.rep[0])
+		}
+	}
+	return nil
+}
+
+// PresentSpan returns the first and last of the next n rows that are not
+// null, relative to the read position, or -1, -1 when all are null.
+func (ch *Chunk) PresentSpan(n int) (first, last int) {
+	if n == 0 {
+		return -1, -1
+	}
+	if ch.maxDef == 0 {
+		return 0, n - 1
+	}
+	if ch.maxRep == 0 && ch.maxDef == 1 {
+		lv := ch.def[ch.row : ch.row+n]
+		return bytes.IndexByte(lv, 1), bytes.LastIndexByte(lv, 1)
+	}
+	first, last = -1, -1
+	for r := range n {
+		if ch.def[ch.levelAt(ch.row+r)] != 0 {
+			first = r
+			break
+		}
+	}
+	for r := n - 1; r > first && first >= 0; r-- {
+		if ch.def[ch.levelAt(ch.row+r)] != 0 {
+			last = r
+			break
+		}
+	}
+	if first >= 0 && last < 0 {
+		last = first
+	}
+	return first, last
+}
+
+// SkipNullRows skips the next n rows, which the caller knows are null
+// (PresentSpan).
+func (ch *Chunk) SkipNullRows(n int) {
+	ch.row += n
+	ch.lvl = ch.levelAt(ch.row)
+}
+
+// SkipNulls skips the next n rows and reports true when they are all null
+// (one level entry each); otherwise it does nothing and reports false.
+func (ch *Chunk) SkipNulls(n int) bool {
+	if ch.maxDef == 0 {
+		return false
+	}
+	l1 := ch.row + n
+	if ch.maxRep > 0 {
+		if l1 = int(ch.rowLvl[l1]); l1-ch.lvl != n {
+			return false
+		}
+	}
+	lv := ch.def[ch.lvl:l1]
+	if len(lv) > 16 && ch.maxDef == 1 {
+		if bytes.IndexByte(lv, 1) >= 0 {
+			return false
+		}
+	} else {
+		for _, d := range lv {
+			if d != 0 {
+				return false
+			}
+		}
+	}
+	ch.row += n
+	ch.lvl = l1
+	return true
+}
+
+// Row is the read position: the next row CopyRows or a skip takes.
+func (ch *Chunk) Row() int { return ch.row }
+
+// Rows is the number of rows of the chunk.
+func (ch *Chunk) Rows() int { return ch.rows }
+
+func (ch *Chunk) numValues() int {
+	switch ch.kind {
+	case parquet.Int64:
+		return len(ch.i64)
+	case parquet.Int32:
+		return len(ch.i32)
+	case parquet.Double:
+		return len(ch.f64)
+	case parquet.Boolean:
+		return len(ch.bools)
+	case parquet.ByteArray:
+		if ch.indexed {
+			return len(ch.idx)
+		}
+		return len(ch.offs) - 1
+	}
+	return 0
+}
+
+// addPage appends a page's levels and values; it returns its level entries
+// and present values.
+func (ch *Chunk) addPage(p parquet.Page) (n, nn int, err error) {
+	n = int(p.NumValues())
+	nn = n
+	if ch.maxDef > 0 {
+		def := p.DefinitionLevels()
+		if len(def) != n {
+			return 0, 0, fmt.Errorf("%w: %d definition levels for %d values", ErrCorrupt, len(def), n)
+		}
+		nn = 0
+		for _, d := range def {
+			if d == ch.maxDef {
+				nn++
+			} else if d > ch.maxDef {
+				return 0, 0, fmt.Errorf("%w: definition level %d above %d", ErrCorrupt, d, ch.maxDef)
+			}
+		}
+		ch.def = append(ch.def, def...)
+	}
+	if ch.maxRep > 0 {
+		rep := p.RepetitionLevels()
+		if len(rep) != n {
+			return 0, 0, fmt.Errorf("%w: %d repetition levels for %d values", ErrCorrupt, len(rep), n)
+		}
+		ch.rep = append(ch.rep, rep...)
+	}
+	data := p.Data()
+	switch ch.kind {
+	case parquet.Int64:
+		ch.i64 = append(ch.i64, data.Int64()...)
+	case parquet.Int32:
+		ch.i32 = append(ch.i32, data.Int32()...)
+	case parquet.Double:
+		ch.f64 = append(ch.f64, data.Double()...)
+	case parquet.Boolean:
+		bits := data.Boolean()
+		if len(bits)*8 < nn {
+			return 0, 0, fmt.Errorf("%w: %d boolean bytes for %d values", ErrCorrupt, len(bits), nn)
+		}
+		for i := range nn {
+			ch.bools = append(ch.bools, bits[i>>3]>>(i&7)&1 != 0)
+		}
+	case parquet.ByteArray:
+		if d := p.Dictionary(); d != nil {
+			if err := ch.addIndexed(d, data.Int32()); err != nil {
+				return 0, 0, err
+			}
+			break
+		}
+		if ch.indexed {
+			ch.unindex()
+		}
+		vals, offs := data.ByteArray()
+		if len(offs) != nn+1 || int(offs[nn]) > len(vals) {
+			return 0, 0, fmt.Errorf("%w: %d byte array offsets for %d values", ErrCorrupt, len(offs), nn)
+		}
+		base := uint32(len(ch.data)) - offs[0]
+		ch.data = append(ch.data, vals[offs[0]:offs[nn]]...)
+		for _, o := range offs[1:] {
+			ch.offs = append(ch.offs, base+o)
+		}
+	default:
+		return 0, 0, fmt.Errorf("pqenc: column type %s not supported", ch.kind)
+	}
+	return n, nn, nil
+}
+
+// addIndexed adds dictionary indexes of d, the chunk's dictionary.
+func (ch *Chunk) addIndexed(d parquet.Dictionary, idx []int32) error {
+	if !ch.indexed && len(ch.offs) == 1 && len(ch.dictOffs) == 0 {
+		// The chunk's first values: take its dictionary.
+		dv := d.Page().Data()
+		vals, offs := dv.ByteArray()
+		ch.dict = append(ch.dict[:0], vals...)
+		ch.dictOffs = append(ch.dictOffs[:0], offs...)
+		ch.indexed = true
+	}
+	nd := int32(len(ch.dictOffs) - 1)
+	for _, x := range idx {
+		if x < 0 || x >= nd {
+			return fmt.Errorf("%w: dictionary index %d of %d values", ErrCorrupt, x, nd)
+		}
+	}
+	if ch.indexed {
+		ch.idx = append(ch.idx, idx...)
+		return nil
+	}
+	for _, x := range idx {
+		ch.data = append(ch.data, ch.dictValue(x)...)
+		ch.offs = append(ch.offs, uint32(len(ch.data)))
+	}
+	return nil
+}
+
+// unindex turns the indexes read so far into plain values, when a chunk
+// changes from dictionary to plain pages midway.
+func (ch *Chunk) unindex() {
+	for _, x := range ch.idx {
+		ch.data = append(ch.data, ch.dictValue(x)...)
+		ch.offs = append(ch.offs, uint32(len(ch.data)))
+	}
+	ch.indexed, ch.idx = false, ch.idx[:0]
+}
+
+func (ch *Chunk) dictValue(x int32) []byte {
+	return ch.dict[ch.dictOffs[x]:ch.dictOffs[x+1]:ch.dictOffs[x+1]]
+}
+
+// value is byte array value i.
+func (ch *Chunk) value(i int) []byte {
+	if ch.indexed {
+		return ch.dictValue(ch.idx[i])
+	}
+	return ch.data[ch.offs[i]:ch.offs[i+1]:ch.offs[i+1]]
+}
+
+// levelAt is the first level entry of row r (or the end).
+func (ch *Chunk) levelAt(r int) int {
+	if ch.maxRep > 0 {
+		return int(ch.rowLvl[r])
+	}
+	return r
+}
+
+// Int64s appends each row's value of a non-repeated INT64 chunk to dst,
+// 0 for nulls.
+func (ch *Chunk) Int64s(dst []int64) []int64 {
+	if ch.maxDef == 0 {
+		return append(dst, ch.i64...)
+	}
+	v := 0
+	for _, d := range ch.def {
+		if d == ch.maxDef {
+			dst = append(dst, ch.i64[v])
+			v++
+		} else {
+			dst = append(dst, 0)
+		}
+	}
+	return dst
+}
+
+// Strings appends each row's value of a non-repeated BYTE_ARRAY chunk to
+// dst, "" for nulls; the strings alias ch until its next Read.
+func (ch *Chunk) Strings(dst []string) []string {
+	v := 0
+	for r := range ch.rows {
+		if ch.maxDef > 0 && ch.def[r] != ch.maxDef {
+			dst = append(dst, "")
+			continue
+		}
+		b := ch.value(v)
+		dst = append(dst, unsafe.String(unsafe.SliceData(b), len(b)))
+		v++
+	}
+	return dst
+}
+
+// addLevels adds the runs of lv to r and returns how many equal max.
+func addLevels(r *levelRuns, lv []byte, max byte) (present int) {
+	cur, n := r.cur, r.n
+	for _, v := range lv {
+		if v != cur || n == 0 {
+			if n > 0 {
+				r.cur, r.n = cur, n
+				r.flush()
+			}
+			cur, n = v, 0
+		}
+		n++
+		if v == max {
+			present++
+		}
+	}
+	r.cur, r.n = cur, n
+	return present
+}
+
+// asBytes views the values of s as their little-endian bytes.
+func asBytes[T int32 | int64 | float64](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// CopyRows copies the next n rows of src, a chunk of a leaf with the same
+// type and levels as c's, to c.
+func (c *Column) CopyRows(src *Chunk, n int) {
+	for n > 0 {
+		k := min(n, c.room())
+		l0, l1 := src.lvl, src.levelAt(src.row+k)
+		nn := l1 - l0
+		if c.li.MaxDef > 0 {
+			nn = addLevels(&c.def, src.def[l0:l1], c.li.MaxDef)
+		}
+		if c.li.MaxRep > 0 {
+			addLevels(&c.rep, src.rep[l0:l1], 0)
+		}
+		c.nVals += l1 - l0
+		c.nNulls += l1 - l0 - nn
+		v0, v1 := src.val, src.val+nn
+		switch c.li.Kind {
+		case parquet.Int64:
+			vs := src.i64[v0:v1]
+			c.plain = append(c.plain, asBytes(vs)...)
+			if len(vs) > 0 {
+				lo, hi := vs[0], vs[0]
+				if c.li.unsigned {
+					for _, v := range vs {
+						if uint64(v) < uint64(lo) {
+							lo = v
+						}
+						if uint64(v) > uint64(hi) {
+							hi = v
+						}
+					}
+				} else {
+					for _, v := range vs {
+						lo, hi = min(lo, v), max(hi, v)
+					}
+				}
+				c.b.addInt(lo)
+				c.b.addInt(hi)
+			}
+		case parquet.Int32:
+			vs := src.i32[v0:v1]
+			c.plain = append(c.plain, asBytes(vs)...)
+			for _, v := range vs {
+				if c.li.unsigned {
+					c.b.addInt(int64(uint32(v)))
+				} else {
+					c.b.addInt(int64(v))
+				}
+			}
+		case parquet.Double:
+			vs := src.f64[v0:v1]
+			c.plain = append(c.plain, asBytes(vs)...)
+			for _, v := range vs {
+				c.b.addFloat(v)
+			}
+		case parquet.Boolean:
+			for _, v := range src.bools[v0:v1] {
+				c.appendBool(v)
+				if v {
+					c.b.addInt(1)
+				} else {
+					c.b.addInt(0)
+				}
+			}
+		case parquet.ByteArray:
+			c.copyBytes(src, v0, v1)
+		}
+		src.row += k
+		src.lvl, src.val = l1, v1
+		c.endRows(k)
+		n -= k
+	}
+}
+
+// copyBytes copies byte array values [v0, v1) of src.
+func (c *Column) copyBytes(src *Chunk, v0, v1 int) {
+	if c.li.Bloom {
+		for i := v0; i < v1; i++ {
+			c.hashes = append(c.hashes, xxhash.Sum64(src.value(i)))
+		}
+	}
+	i := v0
+	if c.dictMode() && src.indexed {
+		if src.xlatEpoch != c.epoch {
+			src.xlat = src.xlat[:0]
+			for range len(src.dictOffs) - 1 {
+				src.xlat = append(src.xlat, -1)
+			}
+			src.xlatEpoch = c.epoch
+		}
+		for i < v1 {
+			sx := src.idx[i]
+			j := i + 1
+			for j < v1 && src.idx[j] == sx {
+				j++
+			}
+			x := src.xlat[sx]
+			if x < 0 {
+				var ok bool
+				if x, ok = c.dictIndex(src.dictValue(sx)); !ok {
+					break // fell back to plain: copy the rest as values
+				}
+				src.xlat[sx] = x
+			}
+			c.idxRun(x, j-i)
+			i = j
+		}
+	}
+	for ; i < v1 && c.dictMode(); i++ {
+		x, ok := c.dictIndex(src.value(i))
+		if !ok {
+			break
+		}
+		c.idxRun(x, 1)
+	}
+	if i == v1 {
+		return
+	}
+	if !src.indexed {
+		// One copy of the values' bytes, then their offsets.
+		base := uint32(len(c.plain)) - src.offs[i]
+		c.plain = append(c.plain, src.data[src.offs[i]:src.offs[v1]]...)
+		for _, o := range src.offs[i+1 : v1+1] {
+			end := base + o
+			c.b.addBytes(c.plain[c.offs[len(c.offs)-1]:end])
+			c.offs = append(c.offs, end)
+		}
+		return
+	}
+	for ; i < v1; i++ {
+		start := len(c.plain)
+		c.plain = append(c.plain, src.value(i)...)
+		c.offs = append(c.offs, uint32(len(c.plain)))
+		c.b.addBytes(c.plain[start:])
+	}
+}
