@@ -237,7 +237,17 @@ The exit code is 1 if any partition failed.`,
 					if dryRun {
 						verb = "would sweep"
 					}
-					fmt.Fprintf(out, "%s %d replaced files, %s; %d replaced less than %s ago kept\n", verb, sr.Files, humanBytes(sr.Bytes), sr.Waiting, grace)
+					fmt.Fprintf(out, "%s %d replaced files, %s; %d replaced less than %s ago kept", verb, sr.Files, humanBytes(sr.Bytes), sr.Waiting, grace)
+					switch {
+					case sr.Uncommitted > 0 && dryRun:
+						fmt.Fprintf(out, "; %d uncommitted files of unfinished runs (deleted once no one holds their lease)", sr.Uncommitted)
+					case sr.Uncommitted > 0:
+						fmt.Fprintf(out, "; deleted %d uncommitted files of killed runs", sr.Uncommitted)
+					}
+					if sr.UncommittedLeased > 0 {
+						fmt.Fprintf(out, "; %d uncommitted files under a held lease kept", sr.UncommittedLeased)
+					}
+					fmt.Fprintln(out)
 				}
 			}
 			if err := ctx.Err(); err != nil {
@@ -262,7 +272,7 @@ The exit code is 1 if any partition failed.`,
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	f.BoolVar(&sweep, "sweep", true, "after compacting, delete the files of segments replaced more than --grace ago")
 	f.DurationVar(&grace, "grace", compact.DefaultGrace, "keep replaced files this long for queries in flight (0: delete at once)")
-	f.DurationVar(&leaseTTL, "lease-ttl", compact.DefaultLeaseTTL, "partition lease, renewed while a partition is merged; a killed run blocks its partitions this long")
+	f.DurationVar(&leaseTTL, "lease-ttl", compact.DefaultLeaseTTL, "partition lease, renewed while a partition is merged; a killed run blocks its partitions (and the deletion of its files) this long")
 	// For crash tests: hold each job between its merge and its Replace.
 	f.DurationVar(&pauseBefore, "debug-pause-before-replace", 0, "")
 	_ = f.MarkHidden("debug-pause-before-replace")

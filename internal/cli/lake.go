@@ -191,6 +191,9 @@ level from its footer. Files that cannot be read are reported and left out.`,
 			}
 			fmt.Fprintf(c.OutOrStdout(), "catalog rebuilt from %d files: %d segments, %d rows, %s\n",
 				st.Files, st.Segments, st.Rows, humanBytes(st.Bytes))
+			if st.Intended > 0 {
+				fmt.Fprintf(c.OutOrStdout(), "left out %d uncommitted outputs of unfinished compactions or rollups (the next run or sweep deletes them)\n", st.Intended)
+			}
 			if len(st.Failed) > 0 {
 				return errPartial
 			}

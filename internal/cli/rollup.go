@@ -149,6 +149,6 @@ failed.`,
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	f.DurationVar(&minAge, "min-age", 0, "skip hours that ended less than this long ago (0: roll up the current hour too)")
-	f.DurationVar(&leaseTTL, "lease-ttl", rollup.DefaultLeaseTTL, "hour lease; a killed run blocks its hours this long")
+	f.DurationVar(&leaseTTL, "lease-ttl", rollup.DefaultLeaseTTL, "hour lease, renewed while an hour is rolled up; a killed run blocks its hours (and the deletion of its files) this long")
 	return c
 }

@@ -37,6 +37,54 @@ for arg in sys.argv[1:]:
     print(f"{table} {len(rows)} {h}")
 `
 
+// globRowsPy prints, per table, the rows a raw DuckDB glob over the lake
+// directory reads: every file in the layout, whether the catalog lists it
+// or not. argv: lake dir, tables.
+const globRowsPy = `
+import sys, duckdb
+con = duckdb.connect()
+lake = sys.argv[1]
+for table in sys.argv[2:]:
+    (n,) = con.execute(f"SELECT count(*) FROM read_parquet('{lake}/{table}/**/*.parquet', union_by_name=true, hive_partitioning=true)").fetchone()
+    print(f"{table} {n}")
+`
+
+// globRows returns what globRowsPy prints for logs and traces.
+func globRows(t *testing.T, lake string) map[string]int64 {
+	t.Helper()
+	out, err := exec.Command(python(t), "-c", globRowsPy, lake, "logs", "traces").CombinedOutput()
+	if err != nil {
+		t.Fatalf("duckdb glob over the lake: %v\n%s", err, out)
+	}
+	rows := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		table, n, _ := strings.Cut(line, " ")
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			t.Fatalf("duckdb glob: %q", out)
+		}
+		rows[table] = v
+	}
+	return rows
+}
+
+// intentsLeft returns the catalog's intents: outputs of compactions not
+// yet swapped in nor cleaned up.
+func intentsLeft(t *testing.T, lake string) []catalog.Intent {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, filepath.Join(lake, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	ins, err := cat.Intents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ins
+}
+
 // lakeState is what a query of the lake sees (the catalog's live segments,
 // read by DuckDB) and what the catalog holds.
 type lakeState struct {
@@ -99,7 +147,9 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // 'sluice compact' with SIGKILL at several moments (one of them between
 // writing its outputs and swapping them in), and checks after each that
 // the live set read by DuckDB has exactly the rows it had before; then it
-// compacts to completion and sweeps, checking again.
+// compacts to completion and sweeps, checking again, and checks that the
+// killed runs' outputs are gone: a raw DuckDB glob over the lake reads
+// exactly the catalogued rows, and after the sweep the ingested ones.
 func TestCompactKill9(t *testing.T) {
 	python(t)
 	lake := filepath.Join(t.TempDir(), "lake")
@@ -190,6 +240,25 @@ func TestCompactKill9(t *testing.T) {
 			t.Fatalf("replaced file %s deleted before its grace period", s.Path)
 		}
 	}
+	// The killed runs' uncommitted outputs are gone (the run cleaned up
+	// the partitions it compacted, its sweep the others): a glob reads the
+	// live rows and those of the replaced files kept for the grace period,
+	// nothing more.
+	if ins := intentsLeft(t, lake); len(ins) != 0 {
+		t.Fatalf("%d intents left after compaction, first %+v", len(ins), ins[0])
+	}
+	globbed := globRows(t, lake)
+	for _, table := range []string{"logs", "traces"} {
+		want := done.rows[table]
+		for _, s := range done.replaced {
+			if s.Table == table {
+				want += s.Rows
+			}
+		}
+		if globbed[table] != want {
+			t.Fatalf("after compaction a glob reads %d %s rows, want %d live and replaced", globbed[table], table, want)
+		}
+	}
 	if r := run(t, "compact", "--lake", lake, "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "plan: 0 partitions") {
 		t.Fatalf("nothing should be left to compact: exit %d\n%s", r.code, r.stdout)
 	}
@@ -212,6 +281,12 @@ func TestCompactKill9(t *testing.T) {
 	for _, s := range swept.live {
 		if !exists(filepath.Join(lake, s.Path)) {
 			t.Fatalf("live file %s missing", s.Path)
+		}
+	}
+	globbed = globRows(t, lake)
+	for _, table := range []string{"logs", "traces"} {
+		if globbed[table] != before.rows[table] {
+			t.Fatalf("after the sweep a glob reads %d %s rows, want the %d ingested", globbed[table], table, before.rows[table])
 		}
 	}
 }

@@ -1,5 +1,9 @@
 // Package lake writes signal batches into the Parquet lake and reads lake
-// files back into batches.
+// files back into batches. It also owns the Store the lake lives in, and
+// the IntentStore through which upkeep runs write their outputs: each
+// object is announced in the catalog (catalog.AddIntent) before it is
+// created, so the files of a run killed before its catalog swap can be
+// found and deleted by the next holder of its lease (CleanIntents).
 //
 // Layout: <root>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet, with
 // tables logs, metrics and traces; docs/schema.md describes every column.
@@ -31,5 +35,6 @@
 //     by package otlp's codecs and converted back to protobuf on read.
 //
 // Concurrency: a Writer is used by one goroutine at a time. A File is used by
-// one goroutine at a time; distinct Files may be read concurrently.
+// one goroutine at a time; distinct Files may be read concurrently. An
+// IntentStore is safe for concurrent use.
 package lake

@@ -226,3 +226,16 @@ func (s *LocalStore) Walk(prefix string, fn func(p string, size int64) error) er
 	}
 	return nil
 }
+
+// RemoveAll removes the objects at paths from store, going on after a
+// failure, and returns every failure joined (nil if none). Missing objects
+// are not failures.
+func RemoveAll(store Store, paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		if err := store.Remove(p); err != nil {
+			errs = append(errs, fmt.Errorf("remove %q: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -31,15 +31,16 @@ type sweepResult struct {
 
 // sweepOrphans removes *.parquet files in the lake layout
 // (<table>/tenant=<t>/dt=<day>/hour=<HH>/<id>.parquet in store) that the
-// catalog does not list, live or replaced, and leftover temporary files
+// catalog does not list, as a segment (live or replaced) or an intent, and leftover temporary files
 // of a local store (<root>/_tmp/*.tmp). Nothing else is touched: hidden
 // names, other depths and other extensions are skipped. It must run before
 // any writer of this lake starts (the lake lock guarantees none runs).
 //
-// Upkeep does not take the lake lock: a compaction in another process
-// writes its outputs under their final names before its catalog swap, and
-// holds the partition's compaction lease all that time. So a partition
-// is swept only under that lease, and skipped while someone else holds it;
+// Upkeep does not take the lake lock: a compaction or rollup in another
+// process writes its outputs under their final names before its catalog
+// swap, each after recording an intent for it, so files with an intent are
+// left to upkeep (lake.CleanIntents). Besides, a partition is swept only
+// under its compaction lease, and skipped while someone else holds it;
 // its orphans go at a later start.
 func sweepOrphans(ctx context.Context, cat *catalog.Catalog, store lake.Store, committed int64, log *slog.Logger) (res sweepResult, err error) {
 	owner := fmt.Sprintf("orphan-sweep/%d/%d", os.Getpid(), time.Now().UnixNano())
@@ -53,19 +54,32 @@ func sweepOrphans(ctx context.Context, cat *catalog.Catalog, store lake.Store, c
 			}
 		}
 	}()
-	segs, err := cat.List(ctx, catalog.Filter{IncludeReplaced: true})
-	if err != nil {
-		return res, fmt.Errorf("list catalog: %w", err)
-	}
-	known := make(map[string]struct{}, len(segs))
-	for _, s := range segs {
-		known[s.Path] = struct{}{}
-	}
-	quarantine := len(segs) == 0 && committed == 0
+	// Files first, then intents, then segments: a file an upkeep run
+	// writes has its intent before it exists, and its intent becomes a
+	// segment in one transaction, so every such file seen by the walk is
+	// in one of the two listings.
 	files, err := layoutFiles(store)
 	if err != nil {
 		return res, err
 	}
+	intents, err := cat.Intents(ctx)
+	if err != nil {
+		return res, fmt.Errorf("list catalog intents: %w", err)
+	}
+	segs, err := cat.List(ctx, catalog.Filter{IncludeReplaced: true})
+	if err != nil {
+		return res, fmt.Errorf("list catalog: %w", err)
+	}
+	known := make(map[string]struct{}, len(segs)+len(intents))
+	for _, s := range segs {
+		known[s.Path] = struct{}{}
+	}
+	// Outputs of an upkeep run, in progress or killed: the next holder of
+	// their lease, or the upkeep sweeper, deletes those of a killed run.
+	for _, in := range intents {
+		known[in.Path] = struct{}{}
+	}
+	quarantine := len(segs) == 0 && committed == 0
 	for _, rel := range files {
 		if _, ok := known[rel]; ok {
 			continue

@@ -340,14 +340,16 @@ func (s *Scheduler) retention(ctx context.Context, cat *catalog.Catalog, tr *Tas
 }
 
 // sweep deletes the files of segments replaced more than SweepGrace ago,
-// then their catalog rows.
+// then their catalog rows, and the uncommitted outputs of killed runs.
 func (s *Scheduler) sweep(ctx context.Context, cat *catalog.Catalog, tr *TaskReport) error {
 	grace := s.opts.SweepGrace
 	if grace == 0 {
 		grace = -1 // compact.Sweep reads 0 as its default; ours means none
 	}
 	res, err := compact.Sweep(ctx, cat, s.set.Store, compact.SweepOptions{Grace: grace, Now: s.set.Now, Logger: s.log})
-	tr.FilesDeleted, tr.BytesDeleted = res.Files, res.Bytes
+	// Files: replaced ones, and uncommitted outputs of killed runs (whose
+	// size the catalog never knew).
+	tr.FilesDeleted, tr.BytesDeleted = res.Files+res.Uncommitted, res.Bytes
 	tr.Jobs, tr.Done = res.Files, res.Segments
 	return err
 }

@@ -1,8 +1,11 @@
 // Package catalog owns the lake catalog: the SQL database listing every
 // Parquet segment of the lake (table, tenant, hour partition, path, time
 // range, rows, bytes, level, schema hash, names for pruning), the queue
-// positions the lake covers, and leases that coordinate upkeep between
-// processes. It also rebuilds the catalog from the files alone.
+// positions the lake covers, leases that coordinate upkeep between
+// processes (TryLease, and HoldLease to keep one while working), and
+// intents: the files an upkeep run is about to write before it swaps them
+// in (AddIntent, ReplaceIntents, ClaimIntents). It also rebuilds the
+// catalog from the files alone.
 //
 // Two SQL backends, chosen by the DSN given to Open:
 //
@@ -43,6 +46,17 @@
 //
 // Use leases (TryLease) to keep two processes off the same partition;
 // Replace additionally refuses stale input, so a lost lease cannot lose data.
+// HoldLease takes a lease and renews it every ttl/3 from a goroutine of its
+// own until Lease.Release; once a renewal is refused (another owner has it)
+// or keeps failing until the lease is about to expire, Lease.Context is
+// cancelled with a cause wrapping ErrLeaseLost. Work under the lease runs
+// in that context and calls Lease.Renew just before committing. A Lease's
+// Context, Lost, Key and WrapLost may be used from any goroutine; Renew and
+// Release belong to the holder, and Release must be called (it stops the
+// goroutine). AddIntent, ClaimIntents and ReplaceIntents check the lease
+// inside their transaction, taking the lease row's lock on PostgreSQL, so a
+// taker of the expired lease waits for them rather than slipping between
+// the check and the write.
 // Rebuild is an offline repair: stop writers and upkeep while it runs
 // (on PostgreSQL it locks the segment tables, so stragglers wait).
 //
@@ -64,4 +78,21 @@
 //  6. Replace is all or nothing: every removed id must be live.
 //  7. Segment ids are never reused.
 //  8. All times are stored as int64 unix nanoseconds (UTC).
+//  9. An upkeep run (compaction, rollup) records an intent for each file
+//     before creating it, under the lease it holds (AddIntent refuses
+//     otherwise). So every lake file is catalogued (a segment), announced
+//     (an intent), or an orphan of ingestion; the start-up orphan sweep
+//     leaves announced files alone.
+//  10. An intent ends in one of two ways, each after its file's fate is
+//     settled: ReplaceIntents turns it into a segment in the same
+//     transaction that adds the segment, and only while its writer still
+//     holds the lease and still owns the intent; or its file is deleted,
+//     then the intent (by its failed writer, or by the next holder of the
+//     lease after ClaimIntents). Claiming makes the next holder the owner,
+//     so a writer that lost its lease can never catalogue a file that is
+//     being deleted, however late it wakes up. A crash between deleting the
+//     file and the intent leaves an intent of a missing file, which the
+//     next cleaning forgets.
+//  11. Intents of a lease are cleaned only by a holder of that lease, never
+//     while another owner holds it: a run in progress keeps its files.
 package catalog

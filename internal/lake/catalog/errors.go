@@ -22,4 +22,11 @@ var (
 	// ErrLeaseNotHeld means ReleaseLease found no lease held by that owner
 	// (it expired and may have been taken by another owner).
 	ErrLeaseNotHeld = errors.New("catalog: lease not held")
+	// ErrLeaseLost means a lease kept by HoldLease was taken by another
+	// owner or could not be renewed before it expired.
+	ErrLeaseLost = errors.New("catalog: lease lost")
+	// ErrNoIntent means ReplaceIntents found no intent of its owner for a
+	// segment to add: the holder of a later lease claimed it (and deletes
+	// its file), so the run that wrote the file must not commit it.
+	ErrNoIntent = errors.New("catalog: no intent of this owner for the file")
 )

@@ -53,6 +53,16 @@ var sqliteMigrations = [][]string{
 			expires_ns INTEGER NOT NULL
 		)`,
 	},
+	// 2: intents, the files an upkeep run is about to write (intents.go).
+	{
+		`CREATE TABLE IF NOT EXISTS intents (
+			path       TEXT    PRIMARY KEY,
+			lease_key  TEXT    NOT NULL,
+			owner      TEXT    NOT NULL,
+			created_ns INTEGER NOT NULL
+		)`,
+		`CREATE INDEX IF NOT EXISTS intents_lease ON intents (lease_key)`,
+	},
 }
 
 // postgresMigrations mirror sqliteMigrations version for version: the same
@@ -98,6 +108,15 @@ var postgresMigrations = [][]string{
 			owner      TEXT   NOT NULL,
 			expires_ns BIGINT NOT NULL
 		)`,
+	},
+	{
+		`CREATE TABLE IF NOT EXISTS intents (
+			path       TEXT   PRIMARY KEY,
+			lease_key  TEXT   NOT NULL,
+			owner      TEXT   NOT NULL,
+			created_ns BIGINT NOT NULL
+		)`,
+		`CREATE INDEX IF NOT EXISTS intents_lease ON intents (lease_key)`,
 	},
 }
 

@@ -71,6 +71,10 @@ type RebuildStats struct {
 	Rows     int64 // sum of catalogued rows
 	Bytes    int64 // sum of catalogued file sizes
 	Skipped  int   // hidden/temporary files and directories ignored
+	// Intended counts files left out because they have an intent: the
+	// uncommitted outputs of an upkeep run, deleted by the next holder of
+	// its lease.
+	Intended int
 	Failed   []RebuildFailure
 }
 
@@ -87,7 +91,8 @@ type RebuildFailure struct {
 // are left out. Services and MetricNames come from the dictionaries of
 // top-level service_name and metric_name columns when those are fully
 // dictionary-encoded, else stay unknown. Rows of files the old catalog had marked replaced stay
-// replaced; queue positions and leases are kept. Writers and upkeep must be
+// replaced; queue positions, leases and intents are kept, and files with
+// an intent are left out (RebuildStats.Intended). Writers and upkeep must be
 // stopped while it runs: a segment added between the walk and the commit
 // would be dropped. progress, if not nil, is called after each file.
 func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, total int)) (RebuildStats, error) {
@@ -112,6 +117,7 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 			progress(i+1, len(paths))
 		}
 	}
+	kept := make([]Segment, 0, len(segs))
 	err = c.inTx(ctx, func(tx *sql.Tx) error {
 		if c.d.lockRebuild != "" {
 			if _, err := tx.ExecContext(ctx, c.d.lockRebuild); err != nil {
@@ -122,8 +128,16 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 		if err != nil {
 			return err
 		}
-		for i := range segs {
-			segs[i].ReplacedAt = replaced[segs[i].Path]
+		intended, err := intentPaths(ctx, tx)
+		if err != nil {
+			return err
+		}
+		kept = kept[:0] // inTx may run this again
+		for _, s := range segs {
+			if !intended[s.Path] {
+				s.ReplacedAt = replaced[s.Path]
+				kept = append(kept, s)
+			}
 		}
 		// Names first: foreign keys cascade too, but not if a connection
 		// was opened without them.
@@ -133,15 +147,15 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 		if _, err := tx.ExecContext(ctx, `DELETE FROM segments`); err != nil {
 			return fmt.Errorf("clear segments: %w", err)
 		}
-		return c.insertSegments(ctx, tx, segs, nil, c.now(), true)
+		return c.insertSegments(ctx, tx, kept, nil, c.now(), true)
 	})
 	if err != nil {
 		return st, fmt.Errorf("catalog: rebuild %q: %w", root, err)
 	}
-	st.Segments = len(segs)
-	for i := range segs {
-		st.Rows += segs[i].Rows
-		st.Bytes += segs[i].Bytes
+	st.Segments, st.Intended = len(kept), len(segs)-len(kept)
+	for i := range kept {
+		st.Rows += kept[i].Rows
+		st.Bytes += kept[i].Bytes
 	}
 	return st, nil
 }

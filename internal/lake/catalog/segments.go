@@ -163,6 +163,12 @@ func (c *Catalog) QueuePosition(ctx context.Context, name string) (int64, error)
 // replaced time, until DeleteReplaced; their files must outlive any reader
 // that listed them before the swap.
 func (c *Catalog) Replace(ctx context.Context, remove []int64, add []Segment) error {
+	return c.replace(ctx, remove, add, nil)
+}
+
+// replace is Replace with more checks and writes, run first in its
+// transaction when not nil.
+func (c *Catalog) replace(ctx context.Context, remove []int64, add []Segment, first func(tx *sql.Tx) error) error {
 	for i := range add {
 		if err := add[i].validate(); err != nil {
 			return err
@@ -172,6 +178,11 @@ func (c *Catalog) Replace(ctx context.Context, remove []int64, add []Segment) er
 	slices.Sort(sorted)
 	now := c.now()
 	err := c.inTx(ctx, func(tx *sql.Tx) error {
+		if first != nil {
+			if err := first(tx); err != nil {
+				return err
+			}
+		}
 		upd, err := tx.PrepareContext(ctx, c.d.rebind(`UPDATE segments SET replaced_ns = ? WHERE id = ? AND replaced_ns IS NULL`))
 		if err != nil {
 			return fmt.Errorf("prepare replace: %w", err)

@@ -79,7 +79,7 @@ func (o Options) withDefaults() Options {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
 	if o.Owner == "" {
-		o.Owner = defaultOwner()
+		o.Owner = defaultOwner("compact")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -90,11 +90,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func defaultOwner() string {
+// defaultOwner is a lease owner unique to this process and call:
+// role/host/pid/random.
+func defaultOwner(role string) string {
 	host, _ := os.Hostname()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("compact/%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s/%s/%d/%s", role, host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // Job is one partition's compaction: its small live segments, in id order.
@@ -124,8 +126,10 @@ type Result struct {
 	BytesIn, BytesOut int64
 }
 
-// ErrLeaseLost means the partition's lease could not be renewed during a
-// run; the run aborted before Replace and removed its files.
+// ErrLeaseLost means the partition's lease was lost during a run (taken
+// by another owner, or not renewed in time); the run aborted before its
+// swap and removed its files. Such errors also wrap the catalog's reason:
+// catalog.ErrLeaseLost, ErrLeaseNotHeld or ErrNoIntent.
 var ErrLeaseLost = errors.New("compact: partition lease lost")
 
 // ErrRowMismatch means the merge did not produce exactly the input rows;
@@ -185,10 +189,13 @@ func Plan(ctx context.Context, cat *catalog.Catalog, opts Options) ([]Job, error
 	return jobs, nil
 }
 
-// Run compacts one job: under the partition's lease it merges the inputs
-// into new files and swaps them in with one catalog.Replace. It returns
+// Run compacts one job: under the partition's lease it deletes the files
+// that earlier runs killed before their swap left behind (their intents),
+// merges the inputs into new files, each announced by an intent before it
+// is created, and swaps them in with one catalog.ReplaceIntents. It returns
 // Result.Skipped, without error, when another owner holds the lease. On any
-// error the catalog is unchanged and the new files are removed.
+// error the catalog is unchanged and the new files and their intents are
+// removed; an error from losing the lease wraps ErrLeaseLost.
 func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, opts Options) (Result, error) {
 	opts = opts.withDefaults()
 	res := Result{}
@@ -196,7 +203,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return res, nil
 	}
 	key := job.LeaseKey()
-	ok, err := cat.TryLease(ctx, key, opts.Owner, opts.LeaseTTL)
+	// Keep the lease while merging: renewed every LeaseTTL/3; once it
+	// cannot be, the lease's context cancels the merge.
+	lease, ok, err := cat.HoldLease(ctx, key, opts.Owner, opts.LeaseTTL, opts.Logger)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", job.Dir(), err)
 	}
@@ -206,51 +215,27 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	}
 	defer func() {
 		// The swap is already decided either way; a lost lease is only
-		// worth a warning, since Replace refused stale inputs.
-		if err := cat.ReleaseLease(context.WithoutCancel(ctx), key, opts.Owner); err != nil {
+		// worth a warning, since ReplaceIntents checked the lease.
+		if err := lease.Release(); err != nil {
 			opts.Logger.Warn("compaction lease release failed", "partition", job.Dir(), "err", err)
 		}
 	}()
-
-	var written []lake.Segment
-	removeWritten := func(cause error) error {
-		var errs []error
-		for _, s := range written {
-			if err := store.Remove(s.Path); err != nil {
-				errs = append(errs, fmt.Errorf("remove %q: %w", s.Path, err))
-			}
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("%w (and cleaning up: %w)", cause, errors.Join(errs...))
-		}
-		return cause
+	lctx := lease.Context()
+	if n, err := lake.CleanIntents(lctx, cat, store, key, opts.Owner); err != nil {
+		return res, fmt.Errorf("compact %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost))
+	} else if n > 0 {
+		opts.Logger.Info("deleted uncommitted outputs of an earlier compaction", "partition", job.Dir(), "files", n)
 	}
 
-	// Keep the lease while merging: a run longer than LeaseTTL renews it
-	// every LeaseTTL/3 and aborts (cancelling the merge) once it cannot.
-	mctx, cancel := context.WithCancelCause(ctx)
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		renewLease(mctx, cancel, cat, key, opts)
-	}()
-	res, written, err = merge(mctx, store, job, opts)
-	cancel(nil)
-	<-renewDone
+	out := lake.NewIntentStore(lctx, store, cat, key, opts.Owner)
+	res, written, err := merge(lctx, out, job, opts)
 	if err != nil {
-		if cause := context.Cause(mctx); errors.Is(cause, ErrLeaseLost) {
-			err = cause
-		}
-		return Result{}, removeWritten(fmt.Errorf("compact %s: %w", job.Dir(), err))
+		return Result{}, out.Discard(fmt.Errorf("compact %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
-
 	// Work that outlived its lease must not commit: the partition may be
-	// another owner's now. Renewing also extends it through Replace.
-	if ok, err := cat.TryLease(ctx, key, opts.Owner, opts.LeaseTTL); err != nil || !ok {
-		if err == nil {
-			err = catalog.ErrLeaseNotHeld
-		}
-		return Result{}, removeWritten(fmt.Errorf("compact %s: %w: %w", job.Dir(), ErrLeaseLost, err))
+	// another owner's now. Renewing also extends it through the swap.
+	if err := lease.Renew(ctx); err != nil {
+		return Result{}, out.Discard(fmt.Errorf("compact %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
 	now := opts.Now()
 	add := make([]catalog.Segment, len(written))
@@ -260,46 +245,14 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	}
 	if opts.BeforeReplace != nil {
 		if err := opts.BeforeReplace(ctx, job); err != nil {
-			return Result{}, removeWritten(fmt.Errorf("compact %s: before replace: %w", job.Dir(), err))
+			return Result{}, out.Discard(fmt.Errorf("compact %s: before replace: %w", job.Dir(), err))
 		}
 	}
-	if err := cat.Replace(ctx, res.InputIDs, add); err != nil {
-		return Result{}, removeWritten(fmt.Errorf("compact %s: %w", job.Dir(), err))
+	if err := cat.ReplaceIntents(ctx, key, opts.Owner, res.InputIDs, add); err != nil {
+		return Result{}, out.Discard(fmt.Errorf("compact %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
 	res.Outputs = add
 	opts.Logger.Info("compacted partition", "partition", job.Dir(), "inputs", len(res.InputIDs),
 		"outputs", len(add), "rows", res.RowsOut, "bytes_in", res.BytesIn, "bytes_out", res.BytesOut)
 	return res, nil
-}
-
-// renewLease renews key every LeaseTTL/3 until ctx ends, and cancels ctx
-// with ErrLeaseLost when a renewal is refused or keeps failing past the
-// lease's expiry.
-func renewLease(ctx context.Context, cancel context.CancelCauseFunc, cat *catalog.Catalog, key string, opts Options) {
-	every := max(opts.LeaseTTL/3, time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	held := time.Now() // the lease runs to at least held+LeaseTTL
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := cat.TryLease(ctx, key, opts.Owner, opts.LeaseTTL)
-		switch {
-		case ok:
-			held = time.Now()
-		case err == nil:
-			cancel(fmt.Errorf("%w: %s taken by another owner", ErrLeaseLost, key))
-			return
-		case ctx.Err() != nil:
-			return
-		case time.Since(held) > opts.LeaseTTL-every:
-			cancel(fmt.Errorf("%w: %s: %w", ErrLeaseLost, key, err))
-			return
-		default:
-			opts.Logger.Warn("compaction lease renewal failed, retrying", "lease", key, "err", err)
-		}
-	}
 }

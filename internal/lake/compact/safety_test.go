@@ -338,6 +338,7 @@ func TestCompactStoreFaults(t *testing.T) {
 		if got := allFiles(t, e.root); !slices.Equal(got, filesBefore) {
 			t.Fatalf("fault %d (%v): files left behind:\n got %q\nwant %q", failAt, err, got, filesBefore)
 		}
+		noIntents(t, e.cat)
 	}
 	if faults < 3 {
 		t.Fatalf("only %d faults injected", faults)
@@ -377,6 +378,7 @@ func TestCompactCatalogFailureAtReplace(t *testing.T) {
 	if got := allFiles(t, e.root); !slices.Equal(got, filesBefore) {
 		t.Fatalf("files left behind by a failed Replace:\n got %q\nwant %q", got, filesBefore)
 	}
+	noIntents(t, e.cat)
 	// Nothing is stuck: the lease was released and a rerun succeeds.
 	if n := runAll(t, e.cat, e.store, Options{}); n != len(jobs) {
 		t.Fatalf("rerun compacted %d of %d partitions", n, len(jobs))
@@ -452,6 +454,7 @@ func TestCompactLeaseRenewal(t *testing.T) {
 	if got := allFiles(t, e.root); !slices.Equal(got, filesBefore) {
 		t.Fatal("a run that lost its lease left files")
 	}
+	noIntents(t, e.cat)
 	if len(live(t, e, j)) != len(j.Inputs) {
 		t.Fatal("a run that lost its lease changed the catalog")
 	}

@@ -2,8 +2,11 @@ package compact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/lake"
@@ -25,7 +28,13 @@ type SweepOptions struct {
 	Table, Tenant string
 	// DryRun lists what would be swept without deleting anything.
 	DryRun bool
+	// Owner is the sweeper's lease owner; default host/pid/random.
+	Owner string
 }
+
+// sweepLeaseTTL is the lease the sweeper takes on a partition whose
+// intents it cleans; HoldLease renews it while the files go.
+const sweepLeaseTTL = time.Minute
 
 // SweepResult says what Sweep did (or, with DryRun, would do).
 type SweepResult struct {
@@ -33,6 +42,12 @@ type SweepResult struct {
 	Files    int   // files deleted (or already gone)
 	Bytes    int64 // their catalogued size
 	Waiting  int   // replaced segments still inside the grace period
+	// Uncommitted counts the files of unfinished runs deleted (with
+	// DryRun: found), those whose intents' lease no one holds.
+	Uncommitted int
+	// UncommittedLeased counts intents left alone because their lease is
+	// held: a run in progress, or a killed one whose lease has not expired.
+	UncommittedLeased int
 }
 
 // Sweep deletes the files of segments replaced more than Grace ago, by
@@ -43,6 +58,12 @@ type SweepResult struct {
 // would instead leave files nothing refers to. Sweep never touches a live
 // segment's file, and it is safe to run concurrently with compaction,
 // ingestion and another Sweep.
+//
+// It also deletes the files of intents (catalog.Intent) whose lease no one
+// holds, left by compactions and rollups killed before their swap: for
+// each such lease it takes the lease itself, so never while another owner
+// holds it, and cleans up as the next run there would (lake.CleanIntents).
+// No grace applies: no reader of the catalog ever listed those files.
 func Sweep(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts SweepOptions) (SweepResult, error) {
 	var res SweepResult
 	if opts.Grace == 0 {
@@ -55,9 +76,23 @@ func Sweep(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts Swe
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	segs, err := cat.List(ctx, catalog.Filter{Table: opts.Table, Tenant: opts.Tenant, IncludeReplaced: true})
+	if opts.Owner == "" {
+		opts.Owner = defaultOwner("sweep")
+	}
+	// One failing does not hold the other up.
+	err := errors.Join(sweepReplaced(ctx, cat, store, opts, &res), sweepIntents(ctx, cat, store, opts, &res))
 	if err != nil {
 		return res, fmt.Errorf("compact: sweep: %w", err)
+	}
+	return res, nil
+}
+
+// sweepReplaced deletes the files of segments replaced more than Grace
+// ago, then their rows.
+func sweepReplaced(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts SweepOptions, res *SweepResult) error {
+	segs, err := cat.List(ctx, catalog.Filter{Table: opts.Table, Tenant: opts.Tenant, IncludeReplaced: true})
+	if err != nil {
+		return err
 	}
 	cutoff := opts.Now().Add(-opts.Grace)
 	var ids []int64
@@ -70,11 +105,11 @@ func Sweep(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts Swe
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		if !opts.DryRun {
 			if err := store.Remove(s.Path); err != nil {
-				return res, fmt.Errorf("compact: sweep: remove %q: %w", s.Path, err)
+				return fmt.Errorf("remove %q: %w", s.Path, err)
 			}
 		}
 		res.Files++
@@ -83,15 +118,61 @@ func Sweep(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts Swe
 	}
 	if opts.DryRun || len(ids) == 0 {
 		res.Segments = len(ids)
-		return res, nil
+		return nil
 	}
 	// Another Sweep may have forgotten some already; count only ours.
 	n, err := cat.DeleteReplaced(ctx, ids)
 	if err != nil {
-		return res, fmt.Errorf("compact: sweep: %w", err)
+		return err
 	}
 	res.Segments = n
 	opts.Logger.Info("swept replaced segments", "files", res.Files, "bytes", res.Bytes,
 		"segments", n, "waiting", res.Waiting, "grace", opts.Grace)
-	return res, nil
+	return nil
+}
+
+// sweepIntents cleans the intents of opts' table and tenant under every
+// lease it can take.
+func sweepIntents(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts SweepOptions, res *SweepResult) error {
+	intents, err := cat.Intents(ctx)
+	if err != nil {
+		return err
+	}
+	keys := map[string]int{} // lease key -> intents
+	for _, in := range intents {
+		if (opts.Table == "" || in.Table == opts.Table) && (opts.Tenant == "" || in.Tenant == opts.Tenant) {
+			keys[in.LeaseKey]++
+		}
+	}
+	if opts.DryRun {
+		for _, n := range keys {
+			res.Uncommitted += n
+		}
+		return nil
+	}
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		lease, ok, err := cat.HoldLease(ctx, key, opts.Owner, sweepLeaseTTL, opts.Logger)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			res.UncommittedLeased += keys[key]
+			continue
+		}
+		n, err := lake.CleanIntents(lease.Context(), cat, store, key, opts.Owner)
+		if rerr := lease.Release(); rerr != nil && err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return err
+		}
+		res.Uncommitted += n
+		if n > 0 {
+			opts.Logger.Info("deleted uncommitted outputs of a killed run", "lease", key, "files", n)
+		}
+	}
+	return nil
 }

@@ -30,10 +30,13 @@
 //
 // Plan only reads the catalog (and, with Options.Store, rollup footers).
 // Run takes the catalog lease "rollup/<raw partition dir>" (the key
-// retention also takes) for the hour; a run finding it held elsewhere
-// returns Result.Skipped. Upkeep never takes a lock the ingest path
-// takes: raw files are immutable and read as listed; the only shared
-// resource is the catalog, written once per hour with catalog.Replace.
+// retention also takes) for the hour with catalog.HoldLease, which renews
+// it every LeaseTTL/3 while the hour is read, aggregated and written; a
+// run finding it held elsewhere returns Result.Skipped, and one whose
+// lease is lost stops and fails with ErrLeaseLost before its swap. Upkeep
+// never takes a lock the ingest path takes: raw files are immutable and
+// read as listed; the only shared resource is the catalog, written (the
+// intents aside) once per hour with catalog.ReplaceIntents.
 // An Aggregator, a tierOut and a rowEncoder are used by one goroutine.
 //
 // # Invariants
@@ -49,12 +52,17 @@
 //     (Combine is exact up to floating-point summation order).
 //  4. Each hour has at most one live rollup segment per tier. Run swaps
 //     the new files for all live rollups of the hour in one
-//     catalog.Replace: a recompute replaces, never duplicates. On error
-//     the catalog is unchanged and the new files are removed.
+//     catalog.ReplaceIntents: a recompute replaces, never duplicates. On
+//     error the catalog is unchanged and the new files are removed.
 //  5. Each rollup file records the live raw rows it was computed from
 //     (footer sluice.rollup.source_rows). Plan recomputes an hour when
 //     raw segments were added after its rollup and the hour's live raw
 //     rows differ from that number: late data does, compaction (same
 //     rows, new segments) does not. Hours without raw rows (retention)
 //     are never recomputed, so their rollups stay.
+//  6. Each output file has an intent in the catalog before it is created
+//     (lake.IntentStore), under the hour's lease, as in package compact
+//     (its invariant 3): the files a killed run leaves are deleted by the
+//     next Run of the hour, first thing under the lease, or by
+//     compact.Sweep once no one holds the lease.
 package rollup

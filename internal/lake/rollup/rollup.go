@@ -233,8 +233,8 @@ func sourceRows(store lake.Store, p string) (int64, error) {
 
 // ErrLeaseLost means the hour's lease was lost during a run (taken by
 // another owner, or not renewed in time); the run aborted before its swap
-// and removed its files. Such errors also wrap catalog.ErrLeaseLost or
-// catalog.ErrLeaseNotHeld.
+// and removed its files. Such errors also wrap the catalog's reason:
+// catalog.ErrLeaseLost, ErrLeaseNotHeld or ErrNoIntent.
 var ErrLeaseLost = errors.New("rollup: hour lease lost")
 
 // Run rolls up one hour: under the hour's lease (renewed while it works)
