@@ -22,6 +22,9 @@ const (
 	PageBytes = 250 << 10
 )
 
+// pageRows is PageRows, smaller in tests of chunks of many pages.
+var pageRows = PageRows
+
 // pageRec is a data page of a dictionary-encoded chunk, kept until the
 // chunk's dictionary page is written.
 type pageRec struct {
@@ -133,13 +136,13 @@ func (c *Column) fail(err error) {
 // endRows counts k finished rows and closes the page when full.
 func (c *Column) endRows(k int) {
 	c.nRows += k
-	if c.nRows >= PageRows || len(c.plain) >= PageBytes {
+	if c.nRows >= pageRows || len(c.plain) >= PageBytes {
 		c.endPage()
 	}
 }
 
 // room is how many more rows fit in the current page.
-func (c *Column) room() int { return PageRows - c.nRows }
+func (c *Column) room() int { return pageRows - c.nRows }
 
 // dictMode reports whether values go to the dictionary.
 func (c *Column) dictMode() bool { return c.li.Dict && !c.fallback }
