@@ -53,7 +53,9 @@ func randomRows(rnd *rand.Rand, s *parquet.Schema, n int, tag string) []parquet.
 	gens := map[string]gen{
 		"a_dict":    sticky(pick(nil, "alpha", "beta", "", "gamma"+tag)),
 		"b_dictreq": sticky(pick("x", "y", "z"+tag)),
-		"c_str":     func(i int) any { return []any{nil, "", fmt.Sprintf("body %s %d %s", tag, i, bytes.Repeat([]byte{'q'}, rnd.IntN(300)))}[rnd.IntN(3)] },
+		"c_str": func(i int) any {
+			return []any{nil, "", fmt.Sprintf("body %s %d %s", tag, i, bytes.Repeat([]byte{'q'}, rnd.IntN(300)))}[rnd.IntN(3)]
+		},
 		"d_i64":     pick(nil, int64(-5), int64(math.MaxInt64), int64(math.MinInt64), int64(0)),
 		"e_u64":     func(int) any { return rnd.Uint64() },
 		"f_i32":     pick(nil, int32(-1), int32(7), int32(math.MaxInt32)),
