@@ -247,6 +247,17 @@ func readSeg(t *testing.T, e *lakeEnv, s catalog.Segment) (recs []string, keys [
 				}
 				keys = append(keys, sortKey{key: strings.Clone(l.ServiceName(l.Resource[i])), t: pt})
 			}
+		case lake.TableTraces:
+			var sp signal.Spans
+			err = f.NextSpans(&sp)
+			for i := range sp.Len() {
+				recs = append(recs, fmt.Sprintf("%x/%x", sp.TraceID[i], sp.SpanID[i]))
+				pt := sp.StartTime[i]
+				if !validTime(pt, clock, skew) {
+					pt = clock
+				}
+				keys = append(keys, sortKey{key: strings.Clone(sp.ServiceName(sp.Resource[i])), t: pt})
+			}
 		case lake.TableMetrics:
 			var m signal.Metrics
 			err = f.NextMetrics(&m)
