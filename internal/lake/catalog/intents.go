@@ -25,9 +25,9 @@ type Intent struct {
 }
 
 // AddIntent records that owner, holding the lease key, is about to create
-// the file path. It fails with ErrLeaseNotHeld unless owner holds an
-// unexpired lease on key, and with ErrDuplicatePath if path already has an
-// intent. Record it before creating the file: a file with no intent and no
+// the file path. It fails with ErrLeaseNotHeld unless owner holds the lease
+// (taken, and not taken by another owner nor released since), and with
+// ErrDuplicatePath if path already has an intent. Record it before creating the file: a file with no intent and no
 // segment row is an orphan nothing cleans up but the pipeline's start-up
 // sweep.
 func (c *Catalog) AddIntent(ctx context.Context, key, owner, path string) error {

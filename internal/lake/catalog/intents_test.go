@@ -134,6 +134,13 @@ func TestIntents(t *testing.T) {
 		if got := intentPathsOf(t, c2); len(got) != 0 {
 			t.Fatalf("intents left after the swap: %v", got)
 		}
+
+		// An expired lease no other owner has taken is still its owner's,
+		// as TryLease would renew it.
+		now = now.Add(time.Hour)
+		if err := c1.AddIntent(ctx, key, "p1", seg("logs", "a", 3, "out4", 0, 20).Path); err != nil {
+			t.Fatalf("intent under an expired, untaken lease: %v", err)
+		}
 	})
 }
 

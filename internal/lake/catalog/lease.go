@@ -60,20 +60,17 @@ func (c *Catalog) ReleaseLease(ctx context.Context, key, owner string) error {
 	return nil
 }
 
-// leaseHeld locks owner's unexpired lease on key inside tx, or fails with
-// ErrLeaseNotHeld. The no-op UPDATE takes the row lock on PostgreSQL, so a
-// taker of the expired lease waits for tx instead of slipping in between
-// the check and the writes that depend on it; SQLite's write lock already
-// serializes them.
+// leaseHeld locks owner's lease on key inside tx, or fails with
+// ErrLeaseNotHeld. An expired lease that no other owner has taken since
+// still counts (taking it changes the owner, releasing it deletes the
+// row), as for TryLease, which would renew it; what another owner did
+// under it in between is caught by the intents it claimed and by
+// Replace's check of the inputs. The no-op UPDATE takes the row lock on
+// PostgreSQL, so a taker of the lease waits for tx instead of slipping in
+// between the check and the writes that depend on it; SQLite's write lock
+// already serializes them.
 func (c *Catalog) leaseHeld(ctx context.Context, tx *sql.Tx, key, owner string) error {
-	q := `UPDATE leases SET owner = owner WHERE lease_key = ? AND owner = ? AND expires_ns > %s`
-	var res sql.Result
-	var err error
-	if c.leaseNow != "" {
-		res, err = tx.ExecContext(ctx, c.d.rebind(fmt.Sprintf(q, c.leaseNow)), key, owner)
-	} else {
-		res, err = tx.ExecContext(ctx, c.d.rebind(fmt.Sprintf(q, "?")), key, owner, c.now().UnixNano())
-	}
+	res, err := tx.ExecContext(ctx, c.d.rebind(`UPDATE leases SET owner = owner WHERE lease_key = ? AND owner = ?`), key, owner)
 	if err != nil {
 		return fmt.Errorf("check lease %q of %q: %w", key, owner, err)
 	}
