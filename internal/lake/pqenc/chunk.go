@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -45,6 +46,8 @@ type Chunk struct {
 	row, lvl, val int
 }
 
+var one = []byte{1}
+
 // ErrCorrupt is wrapped by errors of chunks whose pages disagree with
 // their schema or with each other.
 var ErrCorrupt = errors.New("pqenc: corrupt column chunk")
@@ -66,6 +69,27 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.data, ch.offs = ch.data[:0], append(ch.offs[:0], 0)
 	if cc.Type().Kind() == parquet.ByteArray && int64(cap(ch.data)) < sizeHint {
 		ch.data = make([]byte, 0, sizeHint)
+	}
+	// Size the level and value buffers once: growing them by doubling
+	// copied every chunk several times.
+	if nv := int(min(cc.NumValues(), 1<<24)); nv > 0 {
+		if maxDef > 0 {
+			ch.def = slices.Grow(ch.def, nv)
+		}
+		if maxRep > 0 {
+			ch.rep = slices.Grow(ch.rep, nv)
+		}
+		switch cc.Type().Kind() {
+		case parquet.Int64:
+			ch.i64 = slices.Grow(ch.i64, nv)
+		case parquet.Int32:
+			ch.i32 = slices.Grow(ch.i32, nv)
+		case parquet.Double:
+			ch.f64 = slices.Grow(ch.f64, nv)
+		case parquet.ByteArray:
+			ch.offs = slices.Grow(ch.offs, nv+1)
+			ch.idx = slices.Grow(ch.idx, nv)
+		}
 	}
 	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
 	ch.xlatEpoch = 0
@@ -211,12 +235,17 @@ func (ch *Chunk) addPage(p parquet.Page) (n, nn int, err error) {
 		if len(def) != n {
 			return 0, 0, fmt.Errorf("%w: %d definition levels for %d values", ErrCorrupt, len(def), n)
 		}
-		nn = 0
-		for _, d := range def {
-			if d == ch.maxDef {
-				nn++
-			} else if d > ch.maxDef {
-				return 0, 0, fmt.Errorf("%w: definition level %d above %d", ErrCorrupt, d, ch.maxDef)
+		if ch.maxDef == 1 {
+			// Levels of bit width 1 cannot exceed it.
+			nn = bytes.Count(def, one)
+		} else {
+			nn = 0
+			for _, d := range def {
+				if d == ch.maxDef {
+					nn++
+				} else if d > ch.maxDef {
+					return 0, 0, fmt.Errorf("%w: definition level %d above %d", ErrCorrupt, d, ch.maxDef)
+				}
 			}
 		}
 		ch.def = append(ch.def, def...)
