@@ -74,6 +74,7 @@ type run struct {
 
 // colMerger is one job's column merge.
 type colMerger struct {
+	ctx        context.Context
 	job        Job
 	opts       Options
 	store      lake.Store
@@ -122,7 +123,7 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 	if hour.IsZero() || job.Hour < 0 || job.Hour > 23 {
 		return res, nil, fmt.Errorf("bad partition day %q hour %d", job.Day, job.Hour)
 	}
-	m := &colMerger{job: job, opts: opts, store: store, hourStart: hour.UnixNano()}
+	m := &colMerger{ctx: ctx, job: job, opts: opts, store: store, hourStart: hour.UnixNano()}
 	m.hourEnd = m.hourStart + int64(time.Hour) - 1
 	var wantRows int64
 	for _, s := range job.Inputs {
@@ -168,7 +169,7 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 	if err := m.plan(); err != nil {
 		return res, nil, err
 	}
-	err = m.run(ctx)
+	err = m.run()
 	written = m.written
 	if err != nil {
 		return res, written, err
@@ -320,6 +321,11 @@ func (m *colMerger) load(in *colInput) (bool, error) {
 			if l >= len(chunks) {
 				return false, fmt.Errorf("read %q: row group %d has %d columns", in.seg.Path, in.rg-1, len(chunks))
 			}
+			// Reading a row group may take long on a slow store: a run
+			// whose lease is lost stops here.
+			if err := m.ctx.Err(); err != nil {
+				return false, err
+			}
 			ch := in.chunk[j]
 			var hint int64
 			if l < len(meta) {
@@ -426,7 +432,8 @@ func runLen(a, b *colInput, limit int) int {
 	return lo
 }
 
-func (m *colMerger) run(ctx context.Context) error {
+func (m *colMerger) run() error {
+	ctx := m.ctx
 	for _, in := range m.inputs {
 		ok, err := m.load(in)
 		if err != nil {
@@ -543,6 +550,9 @@ func (m *colMerger) copyBlock() error {
 	}
 	m.rgRows += m.block
 	m.pending += m.block
+	if err := m.ctx.Err(); err != nil {
+		return err
+	}
 	m.runs, m.block = m.runs[:0], 0
 	if m.pending >= progressRows {
 		m.opts.Progress.Add(0, 0, int64(m.pending))
