@@ -601,8 +601,10 @@ func (m *colMerger) copyColumn(j int) {
 	}
 	// Null rows of successive runs add up to one call.
 	nulls := 0
+	optional := m.leaves[j].MaxDef > 0
 	for _, r := range m.runs[k0 : k1+1] {
-		if r.in.leaf[j] < 0 || r.in.chunk[j].SkipNulls(r.n) {
+		ch := r.in.chunk[j]
+		if ch == nil || optional && ch.SkipNulls(r.n) {
 			nulls += r.n
 			continue
 		}
@@ -610,7 +612,7 @@ func (m *colMerger) copyColumn(j int) {
 			c.Null(nulls)
 			nulls = 0
 		}
-		c.CopyRows(r.in.chunk[j], r.n)
+		c.CopyRows(ch, r.n)
 	}
 	if end := m.runs[k1].out + m.runs[k1].n; end < m.block {
 		nulls += m.block - end

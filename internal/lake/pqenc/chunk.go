@@ -177,6 +177,15 @@ func (ch *Chunk) SkipNulls(n int) bool {
 	if ch.maxDef == 0 {
 		return false
 	}
+	if ch.maxRep == 0 && n <= 2 {
+		// Most runs of interleaved inputs are a row or two.
+		if ch.def[ch.row] != 0 || (n == 2 && ch.def[ch.row+1] != 0) {
+			return false
+		}
+		ch.row += n
+		ch.lvl = ch.row
+		return true
+	}
 	l1 := ch.row + n
 	if ch.maxRep > 0 {
 		if l1 = int(ch.rowLvl[l1]); l1-ch.lvl != n {
