@@ -4,6 +4,18 @@
 // sweeper (Sweep) that deletes the files of replaced segments, whoever
 // replaced them (compaction, rollups, retention), after a grace period.
 //
+// # How
+//
+// merge merges by columns (colmerge.go): the sort-key columns of the
+// inputs' current row groups decide the order of rows as runs of one
+// input's consecutive rows (found by galloping, not row by row), and each
+// output column is then built from those runs by copying level and value
+// bytes, dictionary indexes translated, between decoded chunks
+// (internal/lake/pqenc), never materialising a row. Inputs whose columns
+// pqenc cannot write, or whose columns of one name differ, fall back to
+// the row merge (merge.go: decoded batches through a lake.Writer); the
+// tests hold the two to the same output.
+//
 // # Concurrency
 //
 // Plan only reads the catalog. Run may be called from several goroutines or
@@ -45,19 +57,21 @@
 //  4. Output holds exactly the input rows: Run checks the rows written
 //     against the rows read and against the inputs' catalog row counts and
 //     refuses to commit on a mismatch.
-//  5. Memory does not grow with input size: one row group per input plus
-//     the writer's buffer, bounded by Options.MaxBufferedBytes.
+//  5. Memory does not grow with input size: one decoded row group per
+//     input plus one output row group's compressed pages (column merge),
+//     or the writer's buffer bounded by Options.MaxBufferedBytes (row
+//     merge).
 //  6. Output is sorted by the table's sort key (docs/schema.md); rows are
 //     merged from the inputs in that order and ties keep input order
 //     (inputs in segment id order, i.e. arrival order).
-//  7. Rows keep their partition: the output writer's clock is pinned to the
-//     last nanosecond of the job's hour, so a row whose partition time had
-//     been replaced by the ingest clock (no valid own time) stays in the
-//     hour. Output file ids therefore carry that time, not the wall clock;
-//     the catalog's Created is the wall clock. (A row whose own time was
-//     rejected as too far in the future at ingest, by less than one hour
-//     more than MaxFutureSkew, may be accepted now and move to its own
-//     hour; it is then catalogued there, in the same Replace, so it is
-//     never lost or duplicated.)
+//  7. Rows keep their partition. The column merge copies rows without
+//     re-partitioning them; a row's partition time for the sort key and
+//     the segment's time range is its own time when inside the hour, else
+//     (logs) its observed time when inside, else the hour's last
+//     nanosecond, what the ingest writer chose up to its clock, which is
+//     not recorded. The row merge (the fallback) pins its writer's clock
+//     to that last nanosecond for the same effect. Output file ids carry
+//     that time, not the wall clock; the catalog's Created is the wall
+//     clock.
 //  8. Output level is one more than the highest input level.
 package compact

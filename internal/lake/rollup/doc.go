@@ -18,12 +18,12 @@
 // once per series, from its first row.
 //
 // Each tier's windows are kept column by column (tierOut) and written
-// with the package's own column-chunk encoder (pqenc.go): rows are sorted
+// with the lake's column-chunk encoder (internal/lake/pqenc): rows are sorted
 // by series, so a series' descriptor and label columns are runs, and a
 // run costs one level run and one dictionary-index run whatever its
 // length, where parquet-go's row writer hashed every value of every row.
 // The files are what parquet-go writes for the same schema and options
-// (pqenc_test.go compares the two value by value); a schema with a column
+// (encode_rows_test.go compares the two value by value); a schema with a column
 // type the encoder does not know falls back to parquet-go's writer.
 //
 // # Concurrency

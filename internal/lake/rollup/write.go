@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strconv"
 	"time"
 	"unsafe"
@@ -101,7 +100,7 @@ type fileMeta struct {
 // its catalog row (Created left for the caller).
 func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta, re *rowEncoder) (catalog.Segment, error) {
 	dir := catalog.PartitionDir(Table, m.tenant, m.day, m.hour)
-	p := dir + "/" + fileID(m.created) + ".parquet"
+	p := dir + "/" + lake.NewFileID(m.created) + ".parquet"
 	schema, fixedIdx, labelIdx, err := tierSchema(h, o)
 	if err != nil {
 		return catalog.Segment{}, err
@@ -239,20 +238,6 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
-}
-
-const hexDigits = "0123456789abcdef"
-
-// fileID follows the lake's file naming: UTC creation time and 64 random
-// bits.
-func fileID(now time.Time) string {
-	b := now.UTC().AppendFormat(make([]byte, 0, 48), "20060102T150405.000000000Z")
-	b = append(b, '-')
-	r := rand.Uint64()
-	for i := 60; i >= 0; i -= 4 {
-		b = append(b, hexDigits[(r>>uint(i))&15])
-	}
-	return string(b)
 }
 
 // Rows per column chunk handed to the column writers, and per row group.
