@@ -89,7 +89,7 @@ type colMerger struct {
 	nameLeaf   [2]int // output leaves whose dictionaries name the file: services, metric names
 
 	inputs      []*colInput
-	chunks      chunkSet // decoded chunk buffers, from chunkSets
+	chunks      *chunkSet // decoded chunk buffers, from chunkSets
 	heap        inputHeap
 	runs        []run // the current block: rows merged, not yet copied
 	block       int   // rows in runs
@@ -135,17 +135,14 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 		res.InputIDs = append(res.InputIDs, s.ID)
 		res.BytesIn += s.Bytes
 	}
-	m.chunks, _ = chunkSets.Get().(chunkSet)
+	m.chunks, _ = chunkSets.Get().(*chunkSet)
 	if m.chunks == nil {
-		m.chunks = chunkSet{}
+		m.chunks = new(chunkSet)
 	}
 	defer func() {
 		for _, in := range m.inputs {
 			for j, ch := range in.chunk {
-				if ch != nil {
-					col := strings.Join(m.leaves[j].Path, ".")
-					m.chunks[col] = append(m.chunks[col], ch)
-				}
+				m.chunks.put(strings.Join(m.leaves[j].Path, "."), ch)
 			}
 			if cerr := in.f.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("close %q: %w", in.seg.Path, cerr)
@@ -289,14 +286,35 @@ func (m *colMerger) plan() error {
 // afresh for each job was a tenth of the merge.
 var chunkSets sync.Pool
 
-type chunkSet map[string][]*pqenc.Chunk
+type chunkSet struct {
+	byCol map[string][]*pqenc.Chunk
+	bytes int // buffer bytes held in byCol
+}
 
-func (s chunkSet) get(col string) *pqenc.Chunk {
-	if l := s[col]; len(l) > 0 {
-		s[col] = l[:len(l)-1]
-		return l[len(l)-1]
+// maxKeptChunkBytes bounds the buffers a chunkSet keeps between jobs:
+// buffers only grow, and keeping every one a job used would keep the
+// largest job's decoded row groups alive for good, once per table.
+const maxKeptChunkBytes = 64 << 20
+
+func (s *chunkSet) get(col string) *pqenc.Chunk {
+	if l := s.byCol[col]; len(l) > 0 {
+		ch := l[len(l)-1]
+		s.byCol[col] = l[:len(l)-1]
+		s.bytes -= ch.Cap()
+		return ch
 	}
 	return new(pqenc.Chunk)
+}
+
+func (s *chunkSet) put(col string, ch *pqenc.Chunk) {
+	if ch == nil || s.bytes+ch.Cap() > maxKeptChunkBytes {
+		return // the garbage collector takes it
+	}
+	if s.byCol == nil {
+		s.byCol = make(map[string][]*pqenc.Chunk)
+	}
+	s.byCol[col] = append(s.byCol[col], ch)
+	s.bytes += ch.Cap()
 }
 
 // inHour reports whether t is a time of the job's hour.

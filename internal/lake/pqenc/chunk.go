@@ -562,3 +562,9 @@ func (c *Column) copyBytes(src *Chunk, v0, v1 int) {
 		c.b.addBytes(c.plain[start:])
 	}
 }
+
+// Cap is the bytes of ch's buffers, which it keeps for the next Read.
+func (ch *Chunk) Cap() int {
+	return cap(ch.def) + cap(ch.rep) + 4*cap(ch.rowLvl) + 8*cap(ch.i64) + 4*cap(ch.i32) + 8*cap(ch.f64) +
+		cap(ch.bools) + cap(ch.data) + 4*cap(ch.offs) + 4*cap(ch.idx) + cap(ch.dict) + 4*cap(ch.dictOffs) + 4*cap(ch.xlat)
+}
