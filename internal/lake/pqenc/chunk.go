@@ -44,6 +44,8 @@ type Chunk struct {
 
 	// The read position: next row, its first level entry and value.
 	row, lvl, val int
+
+	expect int // the chunk's level entries, per its metadata
 }
 
 var one = []byte{1}
@@ -70,6 +72,7 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	if cc.Type().Kind() == parquet.ByteArray && int64(cap(ch.data)) < sizeHint {
 		ch.data = make([]byte, 0, sizeHint)
 	}
+	ch.expect = 0
 	// Size the level and value buffers once: growing them by doubling
 	// copied every chunk several times.
 	if nv := int(min(cc.NumValues(), 1<<24)); nv > 0 {
@@ -86,10 +89,8 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 			ch.i32 = slices.Grow(ch.i32, nv)
 		case parquet.Double:
 			ch.f64 = slices.Grow(ch.f64, nv)
-		case parquet.ByteArray:
-			ch.offs = slices.Grow(ch.offs, nv+1)
-			ch.idx = slices.Grow(ch.idx, nv)
 		}
+		ch.expect = nv // byte arrays: offs or idx, on the first page
 	}
 	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
 	ch.xlatEpoch = 0
@@ -296,6 +297,9 @@ func (ch *Chunk) addPage(p parquet.Page) (n, nn int, err error) {
 		if len(offs) != nn+1 || int(offs[nn]) > len(vals) {
 			return 0, 0, fmt.Errorf("%w: %d byte array offsets for %d values", ErrCorrupt, len(offs), nn)
 		}
+		if len(ch.offs) == 1 {
+			ch.offs = slices.Grow(ch.offs, ch.expect)
+		}
 		base := uint32(len(ch.data)) - offs[0]
 		ch.data = append(ch.data, vals[offs[0]:offs[nn]]...)
 		for _, o := range offs[1:] {
@@ -324,6 +328,9 @@ func (ch *Chunk) addIndexed(d parquet.Dictionary, idx []int32) error {
 		}
 	}
 	if ch.indexed {
+		if len(ch.idx) == 0 {
+			ch.idx = slices.Grow(ch.idx, ch.expect)
+		}
 		ch.idx = append(ch.idx, idx...)
 		return nil
 	}
