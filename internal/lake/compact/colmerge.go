@@ -142,7 +142,7 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 	defer func() {
 		// Keep this job's chunks for the next one, not what this job
 		// left of the previous set (see chunkSets).
-		kept := new(chunkSet)
+		kept := &chunkSet{max: int(min(m.opts.MaxMergeRows, 1<<24)) * keptBytesPerRow}
 		for _, in := range m.inputs {
 			for j, ch := range in.chunk {
 				kept.put(strings.Join(m.leaves[j].Path, "."), ch)
@@ -295,11 +295,13 @@ var chunkSets sync.Pool
 type chunkSet struct {
 	byCol map[string][]*pqenc.Chunk
 	bytes int // buffer bytes held in byCol
+	max   int // bound of bytes
 }
 
-// maxKeptChunkBytes bounds the buffers kept between jobs, about what
-// a job of DefaultMaxMergeRows decoded rows holds.
-const maxKeptChunkBytes = 1 << 30
+// keptBytesPerRow bounds the buffers kept between jobs by the job size
+// (MaxMergeRows): decoded rows of the corpus take 0.3-1.3 KB, so a job of
+// DefaultMaxMergeRows keeps at most 1 GiB.
+const keptBytesPerRow = 2 << 10
 
 func (s *chunkSet) get(col string) *pqenc.Chunk {
 	if l := s.byCol[col]; len(l) > 0 {
@@ -312,7 +314,7 @@ func (s *chunkSet) get(col string) *pqenc.Chunk {
 }
 
 func (s *chunkSet) put(col string, ch *pqenc.Chunk) {
-	if ch == nil || s.bytes+ch.Cap() > maxKeptChunkBytes {
+	if ch == nil || s.bytes+ch.Cap() > s.max {
 		return // the garbage collector takes it
 	}
 	if s.byCol == nil {

@@ -70,7 +70,9 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.i64, ch.i32, ch.f64, ch.bools = ch.i64[:0], ch.i32[:0], ch.f64[:0], ch.bools[:0]
 	ch.data, ch.offs = ch.data[:0], append(ch.offs[:0], 0)
 	if cc.Type().Kind() == parquet.ByteArray && int64(cap(ch.data)) < sizeHint {
-		ch.data = make([]byte, 0, sizeHint)
+		// Headroom: the next input's chunk of this column is likely a
+		// little larger.
+		ch.data = make([]byte, 0, sizeHint+sizeHint/8)
 	}
 	ch.expect = 0
 	// Size the level and value buffers once: growing them by doubling
