@@ -150,18 +150,30 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 			if cerr := in.f.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("close %q: %w", in.seg.Path, cerr)
 			}
+			in.f, in.pf, in.chunk, in.key = nil, nil, nil, nil
+			colInputs.Put(in)
 		}
 		if m.ow != nil {
 			_ = m.ow.Abort()
 		}
 		chunkSets.Put(kept)
+		if m.cols != nil {
+			columnSets.Put(&m.cols)
+		}
 	}()
 	for i, s := range job.Inputs {
 		f, err := lake.OpenObject(store, s.Path)
 		if err != nil {
 			return res, nil, err
 		}
-		m.inputs = append(m.inputs, &colInput{ord: i, seg: s, f: f, pf: f.Parquet()})
+		in, _ := colInputs.Get().(*colInput)
+		if in == nil {
+			in = new(colInput)
+		}
+		*in = colInput{ord: i, seg: s, f: f, pf: f.Parquet(),
+			name: in.name[:0], sid: in.sid[:0], t: in.t[:0], obs: in.obs[:0], pt: in.pt[:0],
+			bruns: in.bruns[:0], bcum: in.bcum[:0]}
+		m.inputs = append(m.inputs, in)
 		if f.Table() != job.Table {
 			return res, nil, fmt.Errorf("segment %q: table %q, want %q", s.Path, f.Table(), job.Table)
 		}
@@ -279,7 +291,12 @@ func (m *colMerger) plan() error {
 			}
 		}
 	}
-	m.cols = make([]pqenc.Column, len(paths))
+	if cols, ok := columnSets.Get().(*[]pqenc.Column); ok {
+		m.cols = *cols
+	}
+	if len(m.cols) < len(paths) {
+		m.cols = append(m.cols, make([]pqenc.Column, len(paths)-len(m.cols))...)
+	}
 	return nil
 }
 
@@ -297,6 +314,12 @@ type chunkSet struct {
 	bytes int // buffer bytes held in byCol
 	max   int // bound of bytes
 }
+
+// columnSets and colInputs keep the output columns' page buffers and the
+// inputs' sort-key buffers from one job to the next, as chunkSets does
+// for decoded chunks; both are bounded by one row group per column or
+// input.
+var columnSets, colInputs sync.Pool
 
 // keptBytesPerRow bounds the buffers kept between jobs by the job size
 // (MaxMergeRows): decoded rows of the corpus take 0.3-1.3 KB, so a job of
