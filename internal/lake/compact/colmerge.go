@@ -292,11 +292,12 @@ func (m *colMerger) plan() error {
 		}
 	}
 	if cols, ok := columnSets.Get().(*[]pqenc.Column); ok {
-		m.cols = *cols
+		m.cols = (*cols)[:cap(*cols)] // the last job may have had fewer columns, or more
 	}
 	if len(m.cols) < len(paths) {
 		m.cols = append(m.cols, make([]pqenc.Column, len(paths)-len(m.cols))...)
 	}
+	m.cols = m.cols[:len(paths)]
 	return nil
 }
 
