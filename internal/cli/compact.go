@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"runtime/debug"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -86,6 +88,12 @@ The exit code is 1 if any partition failed.`,
 			opts := compact.Options{
 				TargetBytes: targetSize, MaxInputs: maxInputs, Table: table, Tenant: tenant,
 				LeaseTTL: leaseTTL, Logger: log,
+			}
+			// Most of the heap is a job's decoded row groups; a soft limit
+			// near them keeps the collector's headroom (as much again) off
+			// the peak, at no measurable cost in speed. GOMEMLIMIT wins.
+			if os.Getenv("GOMEMLIMIT") == "" {
+				debug.SetMemoryLimit(compact.SoftMemoryLimit(opts))
 			}
 			if pauseBefore > 0 {
 				opts.BeforeReplace = func(ctx context.Context, j compact.Job) error {

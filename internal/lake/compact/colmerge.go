@@ -322,6 +322,15 @@ type chunkSet struct {
 // input.
 var columnSets, colInputs sync.Pool
 
+// SoftMemoryLimit is a soft memory limit (debug.SetMemoryLimit) for a
+// process that compacts with opts and does little else: what a job's
+// decoded rows take at most, as kept between jobs, plus room for the
+// output and the rest of the process.
+func SoftMemoryLimit(opts Options) int64 {
+	opts = opts.withDefaults()
+	return min(opts.MaxMergeRows, 1<<24)*keptBytesPerRow + 512<<20
+}
+
 // keptBytesPerRow bounds the buffers kept between jobs by the job size
 // (MaxMergeRows): decoded rows of the corpus take 0.3-1.3 KB, so a job of
 // DefaultMaxMergeRows keeps at most 1 GiB.
