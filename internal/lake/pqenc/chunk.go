@@ -2,9 +2,11 @@ package pqenc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -438,6 +440,10 @@ func asBytes[T int32 | int64 | float64](s []T) []byte {
 // CopyRows copies the next n rows of src, a chunk of a leaf with the same
 // type and levels as c's, to c.
 func (c *Column) CopyRows(src *Chunk, n int) {
+	if n == 1 && c.li.MaxRep == 0 {
+		c.copyRow(src)
+		return
+	}
 	for n > 0 {
 		k := min(n, c.room())
 		l0, l1 := src.lvl, src.levelAt(src.row+k)
@@ -507,6 +513,68 @@ func (c *Column) CopyRows(src *Chunk, n int) {
 		c.endRows(k)
 		n -= k
 	}
+}
+
+// copyRow is CopyRows of one row of a non-repeated column: runs of
+// interleaved inputs are mostly a row, and the loop's set-up cost more
+// than the copy.
+func (c *Column) copyRow(src *Chunk) {
+	if c.li.MaxDef > 0 {
+		d := src.def[src.row]
+		if c.def.n > 0 && d == c.def.cur {
+			c.def.n++
+		} else {
+			c.def.add(d, 1)
+		}
+		if d != c.li.MaxDef {
+			c.nVals++
+			c.nNulls++
+			src.row++
+			src.lvl++
+			c.endRows(1)
+			return
+		}
+	}
+	c.nVals++
+	v := src.val
+	src.row++
+	src.lvl++
+	src.val++
+	switch c.li.Kind {
+	case parquet.Int64:
+		x := src.i64[v]
+		c.plain = binary.LittleEndian.AppendUint64(c.plain, uint64(x))
+		c.b.addInt(x)
+	case parquet.Int32:
+		x := src.i32[v]
+		c.plain = binary.LittleEndian.AppendUint32(c.plain, uint32(x))
+		if c.li.unsigned {
+			c.b.addInt(int64(uint32(x)))
+		} else {
+			c.b.addInt(int64(x))
+		}
+	case parquet.Double:
+		x := src.f64[v]
+		c.plain = binary.LittleEndian.AppendUint64(c.plain, math.Float64bits(x))
+		c.b.addFloat(x)
+	case parquet.Boolean:
+		x := src.bools[v]
+		c.appendBool(x)
+		if x {
+			c.b.addInt(1)
+		} else {
+			c.b.addInt(0)
+		}
+	case parquet.ByteArray:
+		if src.indexed && src.xlatEpoch == c.epoch && !c.li.Bloom && c.dictMode() {
+			if x := src.xlat[src.idx[v]]; x >= 0 {
+				c.idxRun(x, 1)
+				break
+			}
+		}
+		c.copyBytes(src, v, v+1)
+	}
+	c.endRows(1)
 }
 
 // copyBytes copies byte array values [v0, v1) of src.
