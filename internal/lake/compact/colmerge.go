@@ -187,19 +187,11 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 		return res, written, err
 	}
 	for _, in := range m.inputs {
-		res.RowsIn += in.read
-		if in.read != in.pf.NumRows() {
-			return res, written, fmt.Errorf("%w: read %d rows of %q, its footer says %d", ErrRowMismatch, in.read, in.seg.Path, in.pf.NumRows())
+		if err := res.addInput(in.seg.Path, in.read, in.pf.NumRows()); err != nil {
+			return res, written, err
 		}
 	}
-	for _, s := range written {
-		res.RowsOut += s.Rows
-		res.BytesOut += s.Bytes
-	}
-	if res.RowsIn != wantRows || res.RowsOut != res.RowsIn {
-		return res, written, fmt.Errorf("%w: catalog %d, read %d, written %d", ErrRowMismatch, wantRows, res.RowsIn, res.RowsOut)
-	}
-	return res, written, nil
+	return res, written, res.checkRows(wantRows, written)
 }
 
 // plan builds the union schema of the inputs and maps every input's
@@ -685,53 +677,38 @@ func (m *colMerger) copyColumn(j int) {
 	}
 }
 
+// cmpSpan orders a span [start, start+n) against x: -1 before it, 1
+// after, 0 holding it.
+func cmpSpan(start, n, x int) int {
+	switch {
+	case start+n <= x:
+		return -1
+	case start > x:
+		return 1
+	}
+	return 0
+}
+
 // runAt is the index of the block's run holding output row out.
 func (m *colMerger) runAt(out int) int {
-	k, _ := slices.BinarySearchFunc(m.runs, out, func(r run, out int) int {
-		switch {
-		case r.out+r.n <= out:
-			return -1
-		case r.out > out:
-			return 1
-		}
-		return 0
-	})
+	k, _ := slices.BinarySearchFunc(m.runs, out, func(r run, out int) int { return cmpSpan(r.out, r.n, out) })
 	return k
 }
 
 // outRow is the block's output row of in's row, one of its block rows.
 func (in *colInput) outRow(runs []run, row int) int {
-	k, _ := slices.BinarySearchFunc(in.bruns, row, func(k int32, row int) int {
-		r := &runs[k]
-		switch {
-		case r.from+r.n <= row:
-			return -1
-		case r.from > row:
-			return 1
-		}
-		return 0
-	})
+	k, _ := slices.BinarySearchFunc(in.bruns, row, func(k int32, row int) int { return cmpSpan(runs[k].from, runs[k].n, row) })
 	r := &runs[in.bruns[k]]
 	return r.out + row - r.from
 }
 
 // rowsBefore is how many of in's block rows come before output row out.
 func (in *colInput) rowsBefore(runs []run, out int) int {
-	k, _ := slices.BinarySearchFunc(in.bruns, out, func(k int32, out int) int {
-		r := &runs[k]
-		switch {
-		case r.out+r.n <= out:
-			return -1
-		case r.out > out:
-			return 1
-		}
-		return 0
-	})
+	k, _ := slices.BinarySearchFunc(in.bruns, out, func(k int32, out int) int { return cmpSpan(runs[k].out, runs[k].n, out) })
 	if k == len(in.bruns) {
 		return in.brows
 	}
-	r := &runs[in.bruns[k]]
-	return int(in.bcum[k]) + max(0, out-r.out)
+	return int(in.bcum[k]) + max(0, out-runs[in.bruns[k]].out)
 }
 
 // endRowGroup writes the output row group, starting a file if needed and

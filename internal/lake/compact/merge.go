@@ -409,17 +409,32 @@ func rowMerge(ctx context.Context, store lake.Store, job Job, opts Options) (res
 	}
 
 	for _, c := range cursors {
-		res.RowsIn += c.rows
-		if c.rows != c.f.NumRows() {
-			return res, written, fmt.Errorf("%w: read %d rows of %q, its footer says %d", ErrRowMismatch, c.rows, job.Inputs[c.ord].Path, c.f.NumRows())
+		if err := res.addInput(job.Inputs[c.ord].Path, c.rows, c.f.NumRows()); err != nil {
+			return res, written, err
 		}
 	}
+	return res, written, res.checkRows(wantRows, written)
+}
+
+// addInput counts the rows read of an input and checks them against its
+// footer (invariant 4).
+func (res *Result) addInput(path string, read, footer int64) error {
+	res.RowsIn += read
+	if read != footer {
+		return fmt.Errorf("%w: read %d rows of %q, its footer says %d", ErrRowMismatch, read, path, footer)
+	}
+	return nil
+}
+
+// checkRows counts the written files and checks that they hold the rows
+// read, which are the inputs' catalog rows (invariant 4).
+func (res *Result) checkRows(wantRows int64, written []lake.Segment) error {
 	for _, s := range written {
 		res.RowsOut += s.Rows
 		res.BytesOut += s.Bytes
 	}
 	if res.RowsIn != wantRows || res.RowsOut != res.RowsIn {
-		return res, written, fmt.Errorf("%w: catalog %d, read %d, written %d", ErrRowMismatch, wantRows, res.RowsIn, res.RowsOut)
+		return fmt.Errorf("%w: catalog %d, read %d, written %d", ErrRowMismatch, wantRows, res.RowsIn, res.RowsOut)
 	}
-	return res, written, nil
+	return nil
 }
