@@ -38,9 +38,8 @@ type colInput struct {
 	seg   catalog.Segment
 	f     *lake.File
 	pf    *parquet.File
-	rg    int   // next row group to read
-	leaf  []int // input leaf of each output leaf, -1 when absent
-	depth [][2]int
+	rg    int            // next row group to read
+	leaf  []int          // input leaf of each output leaf, -1 when absent
 	chunk []*pqenc.Chunk // by output leaf; nil where leaf is -1
 	rows  int            // rows of the current row group
 	row   int            // next row to merge

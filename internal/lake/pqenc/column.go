@@ -110,10 +110,6 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 // Rows is the number of rows added to the chunk.
 func (c *Column) Rows() int64 { return c.rows + int64(c.nRows) }
 
-// Size estimates the chunk's bytes so far: written pages and the current
-// page's values.
-func (c *Column) Size() int { return len(c.out) + len(c.plain) + len(c.dict.vals) + 4*len(c.runs) }
-
 // DictValues calls fn with each value of the chunk's dictionary and
 // reports true, or false when the chunk has none (not a dictionary
 // column, or it fell back to plain). Call it after File.WriteChunk.

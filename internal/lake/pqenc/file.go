@@ -41,9 +41,6 @@ func (f *File) Codec() compress.Codec { return f.codec }
 // Size is the number of bytes written so far.
 func (f *File) Size() int64 { return f.off }
 
-// RowGroups is the number of row groups begun.
-func (f *File) RowGroups() int { return len(f.rgs) }
-
 func (f *File) write(b []byte) {
 	if f.err != nil {
 		return
