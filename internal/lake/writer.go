@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"path"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -487,7 +486,7 @@ func (w *Writer) flushPartition(p *partition) error {
 		MinTime: slices.Min(p.ptime),
 		MaxTime: slices.Max(p.ptime),
 	}
-	seg.Path = seg.dir() + "/" + id + ".parquet"
+	seg.Path = catalog.PartitionDir(seg.Table, seg.Tenant, seg.Day, seg.Hour) + "/" + id + ".parquet"
 
 	ow, err := w.store.Create(seg.Path)
 	if err != nil {
@@ -667,11 +666,6 @@ func SortKey(table string) string {
 		return "service_name,start_timestamp"
 	}
 	return ""
-}
-
-// dir is the segment's partition directory.
-func (s Segment) dir() string {
-	return path.Join(s.Table, "tenant="+s.Tenant, "dt="+s.Day, fmt.Sprintf("hour=%02d", s.Hour))
 }
 
 // FooterMetadata is the key/value metadata of the segment's file footer.
