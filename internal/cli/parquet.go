@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/format"
 	"github.com/spf13/cobra"
 )
 
@@ -94,6 +96,10 @@ func newParquetCatCmd() *cobra.Command {
 			defer f.Close()
 			r := parquet.NewReader(pf)
 			defer r.Close()
+			fields := map[string]parquet.Node{}
+			for _, f := range pf.Schema().Fields() {
+				fields[f.Name()] = f
+			}
 			enc := json.NewEncoder(c.OutOrStdout())
 			enc.SetEscapeHTML(false)
 			for n := 0; limit <= 0 || n < limit; n++ {
@@ -104,11 +110,13 @@ func newParquetCatCmd() *cobra.Command {
 					}
 					return fmt.Errorf("%s: row %d: %w", args[0], n, err)
 				}
-				if !nulls {
-					for k, v := range row {
-						if v == nil {
-							delete(row, k)
-						}
+				for k, v := range row {
+					if v == nil && !nulls {
+						delete(row, k)
+						continue
+					}
+					if field, ok := fields[k]; ok {
+						row[k] = binaryAsBytes(field, v)
 					}
 				}
 				if err := enc.Encode(row); err != nil {
@@ -121,4 +129,72 @@ func newParquetCatCmd() *cobra.Command {
 	c.Flags().IntVarP(&limit, "limit", "n", 20, "rows to print; 0 for all")
 	c.Flags().BoolVar(&nulls, "nulls", false, "include null columns")
 	return c
+}
+
+// binaryAsBytes turns the values of v, read from a column of node, that are
+// binary without a string logical type (sketch, ids) from the string
+// parquet-go reads them as into []byte, which encoding/json writes as
+// base64; written as strings they would be mangled into invalid UTF-8.
+func binaryAsBytes(node parquet.Node, v any) any {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case []any: // a repeated field or a LIST
+		elem := node
+		if isLogical[*format.ListType](node) && len(node.Fields()) == 1 {
+			if inner := node.Fields()[0]; !inner.Leaf() && len(inner.Fields()) == 1 {
+				elem = inner.Fields()[0]
+			}
+		}
+		for i := range v {
+			v[i] = binaryAsBytes(elem, v[i])
+		}
+		return v
+	case map[string]any:
+		if isLogical[*format.MapType](node) && len(node.Fields()) == 1 {
+			if kv := node.Fields()[0]; len(kv.Fields()) == 2 {
+				for k, x := range v {
+					v[k] = binaryAsBytes(kv.Fields()[1], x)
+				}
+			}
+			return v
+		}
+		for _, f := range node.Fields() {
+			if x, ok := v[f.Name()]; ok {
+				v[f.Name()] = binaryAsBytes(f, x)
+			}
+		}
+		return v
+	case string:
+		if node.Leaf() && isRawBinary(node) {
+			return []byte(v)
+		}
+	}
+	return v
+}
+
+// isRawBinary reports a binary leaf whose bytes are not text.
+func isRawBinary(node parquet.Node) bool {
+	t := node.Type()
+	switch t.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+	default:
+		return false
+	}
+	if isLogical[*format.StringType](node) || isLogical[*format.EnumType](node) || isLogical[*format.JsonType](node) {
+		return false
+	}
+	if ct := t.ConvertedType(); ct != nil && (*ct == deprecated.UTF8 || *ct == deprecated.Enum || *ct == deprecated.Json) {
+		return false
+	}
+	return true
+}
+
+func isLogical[T format.LogicalTypeValue](node parquet.Node) bool {
+	lt := node.Type().LogicalType()
+	if lt == nil {
+		return false
+	}
+	_, ok := lt.Value.(T)
+	return ok
 }
