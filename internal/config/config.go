@@ -37,7 +37,7 @@ type Receivers struct {
 type OTLP struct {
 	GRPCAddr              string   `yaml:"grpc_addr" doc:"host:port for OTLP/gRPC; empty disables gRPC. Port 0 picks a free port (printed at start)."`
 	HTTPAddr              string   `yaml:"http_addr" doc:"host:port for OTLP/HTTP (POST /v1/logs, /v1/metrics, /v1/traces); empty disables HTTP."`
-	TenantHeader          string   `yaml:"tenant_header" doc:"Header (gRPC metadata key) naming the tenant, e.g. X-Scope-OrgID; empty puts everything under default_tenant. A tenant must match [A-Za-z0-9._-]{1,64}."`
+	TenantHeader          string   `yaml:"tenant_header" doc:"Header (gRPC metadata key) naming the tenant, e.g. X-Scope-OrgID; empty puts everything under default_tenant. A tenant must match [A-Za-z0-9._-]{1,64}. A request with the header twice is refused (400 / InvalidArgument). Tenant names are case-sensitive and kept as sent, but a name that differs only in case from a tenant the lake already has is refused (400), since both would share one directory on a case-insensitive file system."`
 	DefaultTenant         string   `yaml:"default_tenant" doc:"Tenant of requests without the tenant header."`
 	BearerToken           string   `yaml:"bearer_token" doc:"When set, every request must carry 'Authorization: Bearer TOKEN'. Use ${ENV} rather than writing secrets into the file."`
 	TLS                   TLS      `yaml:"tls" doc:"TLS for both transports; plaintext when cert_file and key_file are empty."`

@@ -22,6 +22,7 @@ type consumer struct {
 	retryAfter time.Duration
 	m          *metrics
 	failed     atomic.Bool // the queue refused appends with ErrFailed: restart needed
+	tenants    tenant.Names // refuses a tenant differing only in case from a known one
 	pool       sync.Pool   // *scratch
 }
 
@@ -86,6 +87,11 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		// after it was acknowledged, so refuse it here instead.
 		ser.invalid.Inc()
 		return otlpreceiver.Result{}, fmt.Errorf("tenant %q: %w", req.Tenant, otlpreceiver.ErrInvalid)
+	}
+	if known, ok := c.tenants.Admit(req.Tenant); !ok {
+		ser.invalid.Inc()
+		return otlpreceiver.Result{}, fmt.Errorf("tenant %q differs only in case from the existing tenant %q (they would share one directory on a case-insensitive file system): %w",
+			req.Tenant, known, otlpreceiver.ErrInvalid)
 	}
 	ser.received.Add(float64(n))
 	if n == 0 {

@@ -197,6 +197,9 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}()
 
 	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
+	if err := p.seedTenants(ctx); err != nil {
+		return err
+	}
 	if p.recv, err = otlpreceiver.New(receiverConfig(p.cfg.Receivers.OTLP), p.cons, p.reg, p.log); err != nil {
 		return err
 	}
@@ -345,6 +348,23 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 			p.log.Error("admin server stopped", "err", err)
 		}
 	}()
+	return nil
+}
+
+// seedTenants tells the consumer the tenants the lake already has, so that
+// a tenant differing from one of them only in case is refused after a
+// restart too (see tenant.Names).
+func (p *Pipeline) seedTenants(ctx context.Context) error {
+	parts, err := p.cat.Summary(ctx)
+	if err != nil {
+		return fmt.Errorf("list lake tenants: %w", err)
+	}
+	for _, part := range parts {
+		if known, ok := p.cons.tenants.Admit(part.Tenant); !ok {
+			p.log.Warn("the lake holds tenants that differ only in case; new data for the second is refused",
+				"tenant", part.Tenant, "first", known)
+		}
+	}
 	return nil
 }
 

@@ -571,3 +571,42 @@ func TestLockLakeExclusive(t *testing.T) {
 	}
 	again.Close()
 }
+
+// Tenants that differ only in case would share one directory on a
+// case-insensitive file system: the second spelling is refused with 400,
+// also after a restart, when the first is only known from the catalog.
+func TestPipelineTenantCaseVariants(t *testing.T) {
+	cfg := testConfig(t)
+	p := start(t, cfg)
+	if r := post(t, p, "/v1/logs", "Acme", logsRequest(t, 0, 3)); r.StatusCode != 200 {
+		t.Fatalf("first spelling: status %d", r.StatusCode)
+	}
+	if r := post(t, p, "/v1/logs", "acme", logsRequest(t, 3, 3)); r.StatusCode != http.StatusBadRequest {
+		t.Fatalf("second spelling: status %d, want 400", r.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p2 := start(t, cfg)
+	for _, name := range []string{"ACME", "acme"} {
+		if r := post(t, p2, "/v1/logs", name, logsRequest(t, 3, 3)); r.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s after restart: status %d, want 400", name, r.StatusCode)
+		}
+	}
+	if r := post(t, p2, "/v1/logs", "Acme", logsRequest(t, 6, 3)); r.StatusCode != 200 {
+		t.Fatalf("first spelling after restart: status %d", r.StatusCode)
+	}
+	if err := p2.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := lakeSeqs(t, cfg.Lake.Root)
+	if len(got) != 1 || !slices.Equal(got["Acme"], []int64{0, 1, 2, 6, 7, 8}) {
+		t.Fatalf("lake tenants: %v, want only Acme with 0-2 and 6-8", got)
+	}
+	_, m := get(t, p2, "/metrics")
+	if !strings.Contains(m, `sluice_pipeline_invalid_requests_total{signal="logs",tenant="ACME"} 1`) {
+		t.Errorf("refusal not counted:\n%s", grep(m, "invalid_requests"))
+	}
+}

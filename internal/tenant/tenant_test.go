@@ -17,3 +17,21 @@ func TestValid(t *testing.T) {
 		}
 	}
 }
+
+func TestNamesRefuseCaseVariants(t *testing.T) {
+	var n Names
+	for _, name := range []string{"Acme", "Acme", "other", "b.c-d_E"} {
+		if known, ok := n.Admit(name); !ok || known != name {
+			t.Fatalf("Admit(%q) = %q, %v; want itself, true", name, known, ok)
+		}
+	}
+	for _, tc := range []struct{ name, known string }{{"acme", "Acme"}, {"ACME", "Acme"}, {"Other", "other"}, {"B.C-D_e", "b.c-d_E"}} {
+		if known, ok := n.Admit(tc.name); ok || known != tc.known {
+			t.Errorf("Admit(%q) = %q, %v; want %q, false", tc.name, known, ok, tc.known)
+		}
+	}
+	// A refused spelling is not remembered: the first one keeps winning.
+	if known, ok := n.Admit("Acme"); !ok || known != "Acme" {
+		t.Errorf("Admit(Acme) after refusals = %q, %v", known, ok)
+	}
+}

@@ -105,9 +105,16 @@ func (g *grpcService) serve(ctx context.Context, dec func(any) error) (string, o
 	if !r.authorized(firstMD(md, "authorization")) {
 		return "", outcomeUnauthorized, 0, nil, status.Error(codes.Unauthenticated, "missing or invalid bearer token")
 	}
-	tenant, ok := r.tenant(firstMD(md, r.grpcTenantKey))
-	if !ok {
-		return "", outcomeInvalid, 0, nil, status.Error(codes.InvalidArgument, "invalid tenant: must match [A-Za-z0-9._-]{1,64}")
+	var tenantVals []string
+	if r.grpcTenantKey != "" {
+		tenantVals = md[r.grpcTenantKey]
+	}
+	tenant, problem := r.tenant(tenantVals)
+	switch problem {
+	case tenantInvalid:
+		return "", outcomeInvalid, 0, nil, status.Error(codes.InvalidArgument, msgTenantInvalid)
+	case tenantTwice:
+		return "", outcomeInvalid, 0, nil, status.Error(codes.InvalidArgument, r.msgTenantTwice())
 	}
 	if !r.acquire() {
 		return tenant, outcomeBackpressure, 0, nil, backpressureStatus("too many requests in flight", DefaultRetryAfter)

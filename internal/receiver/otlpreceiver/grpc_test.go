@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,6 +161,15 @@ func TestGRPCTenant(t *testing.T) {
 	}
 	if got := rec.last(t).Tenant; got != "default" {
 		t.Fatalf("tenant = %q, want default", got)
+	}
+	ctx = metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "team-a", "X-Scope-OrgID", "team-b")
+	before := len(rec.requests())
+	_, _, err := p.export(ctx, cc)
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "more than one X-Scope-OrgID header") {
+		t.Errorf("two tenant values: %v, want InvalidArgument naming the header", err)
+	}
+	if len(rec.requests()) != before {
+		t.Errorf("two tenant values: the consumer got the request")
 	}
 	for _, bad := range []string{"a/b", "..", "x y", string(bytes.Repeat([]byte("a"), 65))} {
 		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", bad)

@@ -155,9 +155,17 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 		writeHTTPError(w, ct, http.StatusUnauthorized, codes.Unauthenticated, "missing or invalid bearer token", 0)
 		return "", outcomeUnauthorized, 0
 	}
-	tenant, ok := r.tenant(req.Header.Get(r.cfg.TenantHeader))
-	if !ok {
-		writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, "invalid tenant: must match [A-Za-z0-9._-]{1,64}", 0)
+	var tenantVals []string
+	if r.httpTenantKey != "" {
+		tenantVals = req.Header[r.httpTenantKey]
+	}
+	tenant, problem := r.tenant(tenantVals)
+	switch problem {
+	case tenantInvalid:
+		writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, msgTenantInvalid, 0)
+		return "", outcomeInvalid, 0
+	case tenantTwice:
+		writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, r.msgTenantTwice(), 0)
 		return "", outcomeInvalid, 0
 	}
 	if ct == ctUnknown {

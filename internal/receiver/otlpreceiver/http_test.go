@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -233,13 +234,35 @@ func TestHTTPTenant(t *testing.T) {
 			t.Errorf("tenant %q: code %v", bad, code)
 		}
 	}
+	// Two tenant headers: refused, never "the first one wins".
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(p.proto))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Add("X-Scope-OrgID", "team-a")
+	req.Header.Add("x-scope-orgid", "team-b")
+	before := len(rec.requests())
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if code, msg := rpcStatus(t, "application/x-protobuf", body); resp.StatusCode != 400 || code != codes.InvalidArgument ||
+		!strings.Contains(msg, "more than one X-Scope-OrgID header") {
+		t.Errorf("two tenant headers: status %d, code %v, message %q; want 400 naming the header", resp.StatusCode, code, msg)
+	}
+	if n := len(rec.requests()); n != before {
+		t.Errorf("two tenant headers: the consumer got the request")
+	}
 	if got := counterValue(t, reg, "sluice_receiver_requests_total", map[string]string{
 		"transport": "http", "signal": "traces", "tenant": "team_b.prod-1", "outcome": "accepted"}); got != 1 {
 		t.Fatalf("accepted for team_b.prod-1 = %v, want 1", got)
 	}
 	if got := counterValue(t, reg, "sluice_receiver_requests_total", map[string]string{
-		"transport": "http", "tenant": "", "outcome": "rejected_invalid"}); got != 5 {
-		t.Fatalf("rejected_invalid with empty tenant label = %v, want 5", got)
+		"transport": "http", "tenant": "", "outcome": "rejected_invalid"}); got != 6 {
+		t.Fatalf("rejected_invalid with empty tenant label = %v, want 6", got)
 	}
 }
 

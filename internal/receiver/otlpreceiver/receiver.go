@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,7 @@ type Receiver struct {
 	sem chan struct{}
 
 	grpcTenantKey string // TenantHeader lowercased, as gRPC metadata keys are
+	httpTenantKey string // TenantHeader canonicalized, as net/http keys headers
 	bearer        []byte // "Bearer <token>", nil when auth is off
 
 	consumeFailed, readFailed, serveFailed throttledLog
@@ -99,6 +101,7 @@ func New(cfg Config, c Consumer, reg prometheus.Registerer, log *slog.Logger) (*
 		metrics:       m,
 		sem:           make(chan struct{}, cfg.MaxConcurrentRequests),
 		grpcTenantKey: strings.ToLower(cfg.TenantHeader),
+		httpTenantKey: textproto.CanonicalMIMEHeaderKey(cfg.TenantHeader),
 	}
 	if cfg.BearerToken != "" {
 		r.bearer = []byte("Bearer " + cfg.BearerToken)
@@ -243,12 +246,40 @@ func (r *Receiver) authorized(header string) bool {
 	return subtle.ConstantTimeCompare([]byte(header[7:]), r.bearer[7:]) == 1
 }
 
-// tenant resolves the tenant from the header value ("" = absent).
-func (r *Receiver) tenant(v string) (string, bool) {
-	if r.cfg.TenantHeader == "" || v == "" {
-		return r.cfg.DefaultTenant, true
+// tenantProblem is why a request's tenant header was refused.
+type tenantProblem uint8
+
+const (
+	tenantOK tenantProblem = iota
+	tenantInvalid
+	tenantTwice
+)
+
+// Messages of the refusals; the header name is the configured one.
+const msgTenantInvalid = "invalid tenant: must match [A-Za-z0-9._-]{1,64}"
+
+func (r *Receiver) msgTenantTwice() string {
+	return "more than one " + r.cfg.TenantHeader + " header: send exactly one tenant"
+}
+
+// tenant resolves the tenant from the values of the tenant header (nil =
+// absent). Two values are refused rather than one picked: a proxy that
+// appends its own header must not silently move data to another tenant.
+func (r *Receiver) tenant(vals []string) (string, tenantProblem) {
+	if r.cfg.TenantHeader == "" || len(vals) == 0 {
+		return r.cfg.DefaultTenant, tenantOK
 	}
-	return v, tenant.Valid(v)
+	if len(vals) > 1 {
+		return "", tenantTwice
+	}
+	v := vals[0]
+	if v == "" {
+		return r.cfg.DefaultTenant, tenantOK
+	}
+	if !tenant.Valid(v) {
+		return "", tenantInvalid
+	}
+	return v, tenantOK
 }
 
 // acquire takes an in-flight slot without waiting: queueing here would only
