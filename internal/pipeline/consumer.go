@@ -21,9 +21,9 @@ type consumer struct {
 	q          *queue.Queue
 	retryAfter time.Duration
 	m          *metrics
-	failed     atomic.Bool // the queue refused appends with ErrFailed: restart needed
+	failed     atomic.Bool  // the queue refused appends with ErrFailed: restart needed
 	tenants    tenant.Names // refuses a tenant differing only in case from a known one
-	pool       sync.Pool   // *scratch
+	pool       sync.Pool    // *scratch
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to
