@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // Config is the whole configuration of `sluice run`. Field tags drive
@@ -160,14 +162,41 @@ func (t *TenantRetention) UnmarshalYAML(n *yaml.Node) error {
 // Query configures the query HTTP API served by sluice run (when addr is
 // set) and by sluice query-server.
 type Query struct {
-	Addr          string   `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (localhost:9090 when this is empty). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
-	Timeout       Duration `yaml:"timeout" doc:"Upper bound on one query; a request's timeout parameter may lower it. A query past it fails with 503 (errorType timeout)."`
-	MaxSeries     int      `yaml:"max_series" doc:"Most series one query may select over all its selectors; more fail with 422 (errorType cost_limit). 0 means no limit."`
-	MaxSamples    int      `yaml:"max_samples" doc:"Most samples one query may load from the lake, and the PromQL engine's limit on samples in memory at once; more fail with 422."`
-	MaxBytes      ByteSize `yaml:"max_bytes" doc:"Most compressed column bytes one query may read from the lake; more fail with 422 (errorType cost_limit). 0 means no limit."`
-	MaxPoints     int      `yaml:"max_points" doc:"Most points per series of a range query, (end-start)/step; more get 400, as in Prometheus."`
-	LookbackDelta Duration `yaml:"lookback_delta" doc:"How far back an instant vector selector looks for a sample (Prometheus's --query.lookback-delta)."`
-	Rollups       bool     `yaml:"rollups" doc:"Let range queries read gauges and sums from metrics_rollup: per hour, the coarsest tier no wider than the step whose rollup reflects the hour's current raw rows, serving each window's last value at its time; histograms, summaries, instant queries and hours without a fresh tier read raw points."`
+	Addr          string    `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (localhost:9090 when this is empty). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
+	Timeout       Duration  `yaml:"timeout" doc:"Upper bound on one query; a request's timeout parameter may lower it. A query past it fails with 503 (errorType timeout)."`
+	MaxSeries     int       `yaml:"max_series" doc:"Most series one query may select over all its selectors; more fail with 422 (errorType cost_limit). 0 means no limit."`
+	MaxSamples    int       `yaml:"max_samples" doc:"Most samples one query may load from the lake, and the PromQL engine's limit on samples in memory at once; more fail with 422."`
+	MaxBytes      ByteSize  `yaml:"max_bytes" doc:"Most compressed column bytes one query may read from the lake; more fail with 422 (errorType cost_limit). 0 means no limit."`
+	MaxPoints     int       `yaml:"max_points" doc:"Most points per series of a range query, (end-start)/step; more get 400, as in Prometheus."`
+	LookbackDelta Duration  `yaml:"lookback_delta" doc:"How far back an instant vector selector looks for a sample (Prometheus's --query.lookback-delta)."`
+	Rollups       bool      `yaml:"rollups" doc:"Let range queries read gauges and sums from metrics_rollup: per hour, the coarsest tier no wider than the step whose rollup reflects the hour's current raw rows, serving each window's last value at its time; histograms, summaries, instant queries and hours without a fresh tier read raw points."`
+	Auth          QueryAuth `yaml:"auth" doc:"Bearer-token authentication of every query endpoint (docs/query.md#authentication). Without tokens the API answers anyone who reaches query.addr."`
+	TLS           TLS       `yaml:"tls" doc:"TLS for the query API; plaintext when cert_file and key_file are empty. With client_ca_file, clients must present a certificate signed by it (mutual TLS)."`
+}
+
+// QueryAuth configures authentication of the query API.
+type QueryAuth struct {
+	Tokens []QueryToken `yaml:"tokens" doc:"Accepted bearer tokens, each {token: ${ENV}, scope: read|write|readwrite (default read), tenant: NAME (optional)}. A request must carry 'Authorization: Bearer TOKEN' (else 401); a token without the endpoint's scope gets 403 (every endpoint today needs read; remote write will need write); a token with a tenant serves only that tenant (another tenant in the tenant header gets 403, no header means the token's tenant). Empty: no authentication."`
+}
+
+// QueryToken is one accepted bearer token of the query API.
+type QueryToken struct {
+	Token  string `yaml:"token"`
+	Scope  string `yaml:"scope,omitempty"`
+	Tenant string `yaml:"tenant,omitempty"`
+}
+
+// UnmarshalYAML rejects unknown keys: a misspelt tenant would otherwise
+// leave a token unbound.
+func (t *QueryToken) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: a token is a mapping {token: ..., scope: ..., tenant: ...}", n.Line)
+	}
+	if errs := checkKeys(n, reflect.TypeFor[QueryToken](), "query.auth.tokens[]"); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	type plain QueryToken
+	return n.Decode((*plain)(t))
 }
 
 // Admin configures the admin HTTP server.
@@ -277,6 +306,14 @@ func (c Config) Redacted() Config {
 	if c.Lake.S3.SessionToken != "" {
 		c.Lake.S3.SessionToken = "<redacted>"
 	}
+	if len(c.Query.Auth.Tokens) > 0 {
+		toks := make([]QueryToken, len(c.Query.Auth.Tokens))
+		for i, t := range c.Query.Auth.Tokens {
+			t.Token = "<redacted>"
+			toks[i] = t
+		}
+		c.Query.Auth.Tokens = toks
+	}
 	return c
 }
 
@@ -307,4 +344,28 @@ func validateQuery(v *validator, c *Config) {
 	if q.MaxBytes < 0 {
 		v.add("query.max_bytes", "must not be negative, got %d", q.MaxBytes)
 	}
+	seen := map[string]int{}
+	for i, t := range q.Auth.Tokens {
+		k := fmt.Sprintf("query.auth.tokens[%d]", i)
+		switch {
+		case t.Token == "":
+			v.add(k+".token", "must not be empty (an empty token is never 'authentication off'; remove the entry instead)")
+		case strings.ContainsAny(t.Token, " \t\r\n"):
+			v.add(k+".token", "must not contain whitespace")
+		default:
+			if j, ok := seen[t.Token]; ok {
+				v.add(k+".token", "same token as query.auth.tokens[%d]", j)
+			}
+			seen[t.Token] = i
+		}
+		switch t.Scope {
+		case "", "read", "write", "readwrite":
+		default:
+			v.add(k+".scope", "%q: want read, write or readwrite", t.Scope)
+		}
+		if t.Tenant != "" && !tenant.Valid(t.Tenant) {
+			v.add(k+".tenant", "%q is not a tenant name ([A-Za-z0-9._-]{1,64})", t.Tenant)
+		}
+	}
+	v.tls("query.tls", q.TLS)
 }

@@ -308,6 +308,18 @@ func (v *validator) sameAddr(ka, a, kb, b string) {
 	v.add(ka, "%q is also %s", a, kb)
 }
 
+func (v *validator) tls(key string, t TLS) {
+	if !t.Enabled() {
+		return
+	}
+	if t.CertFile == "" || t.KeyFile == "" {
+		v.add(key, "cert_file and key_file must both be set to enable TLS")
+	}
+	v.file(key+".cert_file", t.CertFile)
+	v.file(key+".key_file", t.KeyFile)
+	v.file(key+".client_ca_file", t.ClientCAFile)
+}
+
 func (v *validator) file(key, path string) {
 	if path == "" {
 		return

@@ -4,9 +4,14 @@
 // error types: bad_data 400, execution and cost_limit 422, canceled 499,
 // timeout 503, internal 500. Query endpoints accept GET and POST forms.
 //
-// Every request is scoped to one tenant, read from the configured header
-// (the ingestion setting receivers.otlp.tenant_header); an empty header
-// means the default tenant and an invalid one is rejected with 400.
+// Every request, routed or not, first passes an authn.Guard: with
+// Config.Tokens set it needs a bearer token with the route's scope (every
+// route is registered through Handler.route, which records it in Routes
+// with its scope). The guard also decides the request's one tenant: the
+// token's tenant when it is bound to one, else the configured header (the
+// ingestion setting receivers.otlp.tenant_header); an empty header means
+// the default tenant and an invalid one is rejected with 400. Start serves
+// TLS or mutual TLS when Config.TLS is set.
 //
 // When Config.Search is set it is mounted under /api/v1/logs/ and
 // /api/v1/traces/; Start (used by sluice run and sluice query-server) sets

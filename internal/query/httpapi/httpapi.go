@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/query/prom"
 	"github.com/sluice-dev/sluice/internal/query/search"
 	"github.com/sluice-dev/sluice/internal/tenant"
@@ -51,8 +52,12 @@ type Config struct {
 	// SearchOptions configure the search handler Start builds when Search
 	// is nil; Start sets their tenancy, Logger and Registerer.
 	SearchOptions search.Options
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// Tokens, when any, are required on every endpoint (query.auth.tokens).
+	Tokens []authn.Token
+	// TLS, when set, makes Start serve HTTPS (query.tls).
+	TLS        authn.TLSFiles
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Defaults of Config.
@@ -68,7 +73,18 @@ type Handler struct {
 	engine   *promql.Engine
 	parser   parser.Parser
 	mux      *http.ServeMux
+	guarded  http.Handler // mux behind the authn.Guard
+	routes   []Route
 	requests *prometheus.CounterVec
+}
+
+// Route is one endpoint of the API. Every route is registered through
+// Handler.route, and every request, routed or not, passes the guard
+// first, so an endpoint added later cannot bypass authentication.
+type Route struct {
+	Pattern string      // http.ServeMux pattern
+	Example string      // a path that reaches the route
+	Scope   authn.Scope // what a token needs to use it
 }
 
 // New returns the API handler.
@@ -108,10 +124,18 @@ func New(cfg Config) (*Handler, error) {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_requests_total",
 			Help: "Query API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
 	}
+	failures := authn.NewFailureCounter("query")
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(h.requests); err != nil {
-			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+		for _, c := range []prometheus.Collector{h.requests, failures} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+			}
 		}
+	}
+	guard, err := authn.New(authn.Config{Tokens: cfg.Tokens, TenantHeader: cfg.TenantHeader,
+		DefaultTenant: cfg.DefaultTenant, Realm: "sluice query"}, failures)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: query.auth: %w", err)
 	}
 	h.handle("/api/v1/query", "query", h.query)
 	h.handle("/api/v1/query_range", "query_range", h.queryRange)
@@ -119,6 +143,8 @@ func New(cfg Config) (*Handler, error) {
 	h.handle("/api/v1/labels", "labels", h.labelNames)
 	h.handle("/api/v1/label/{name}/values", "label_values", h.labelValues)
 	h.handle("/api/v1/metadata", "metadata", h.metadata)
+	// Behind the guard too: Grafana sends the data source's
+	// Authorization header with its buildinfo probe, as with any request.
 	h.handle("/api/v1/status/buildinfo", "buildinfo", func(*http.Request, string) (any, error) {
 		return map[string]string{"version": "3.0.0", "application": "sluice"}, nil
 	})
@@ -126,13 +152,35 @@ func New(cfg Config) (*Handler, error) {
 		return []any{}, nil
 	})
 	if cfg.Search != nil {
-		h.mux.Handle("/api/v1/logs/", cfg.Search)
-		h.mux.Handle("/api/v1/traces/", cfg.Search)
+		h.route(Route{Pattern: "/api/v1/logs/", Example: "/api/v1/logs/search", Scope: authn.Read}, cfg.Search)
+		h.route(Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/search", Scope: authn.Read}, cfg.Search)
+		h.routes = append(h.routes, Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/0af7651916cd43dd8448eb211c80319c", Scope: authn.Read})
 	}
+	scopes := map[string]authn.Scope{}
+	for _, rt := range h.routes {
+		scopes[rt.Pattern] = rt.Scope
+	}
+	h.guarded = guard.Wrap(h.mux, func(r *http.Request) authn.Scope {
+		if _, p := h.mux.Handler(r); scopes[p] != 0 {
+			return scopes[p]
+		}
+		return authn.Read // unrouted paths need a token as well
+	})
 	return h, nil
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// Routes lists every endpoint with the scope it needs.
+func (h *Handler) Routes() []Route { return slices.Clone(h.routes) }
+
+func (h *Handler) route(rt Route, hd http.Handler) {
+	if rt.Example == "" {
+		rt.Example = strings.ReplaceAll(rt.Pattern, "{name}", "job")
+	}
+	h.routes = append(h.routes, rt)
+	h.mux.Handle(rt.Pattern, hd)
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.guarded.ServeHTTP(w, r) }
 
 // apiError is an error with its Prometheus errorType.
 type apiError struct {
@@ -192,10 +240,10 @@ type withWarnings struct {
 }
 
 func (h *Handler) handle(pattern, name string, f apiFunc) {
-	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	h.route(Route{Pattern: pattern, Scope: authn.Read}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := h.serve(w, r, f)
 		h.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
-	})
+	}))
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) int {
@@ -252,7 +300,12 @@ func writeJSON(w http.ResponseWriter, code int, body any) int {
 	return code
 }
 
+// tenantOf is the tenant the guard resolved (invariant 3 of package
+// authn), or, for a request that did not pass it, the header's.
 func (h *Handler) tenantOf(r *http.Request) (string, error) {
+	if t, ok := authn.TenantOf(r.Context()); ok {
+		return t, nil
+	}
 	if h.cfg.TenantHeader == "" {
 		return h.cfg.DefaultTenant, nil
 	}

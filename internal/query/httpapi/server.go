@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -23,7 +24,7 @@ import (
 // section and the ingestion tenant settings); Adapter, Search, Logger and
 // Registerer are left to the caller.
 func FromConfig(c config.Config) Config {
-	return Config{
+	hc := Config{
 		TenantHeader:  c.Receivers.OTLP.TenantHeader,
 		DefaultTenant: c.Receivers.OTLP.DefaultTenant,
 		Limits: prom.Limits{
@@ -37,7 +38,17 @@ func FromConfig(c config.Config) Config {
 		LookbackDelta: c.Query.LookbackDelta.D(),
 		Rollups:       c.Query.Rollups,
 		SearchOptions: search.FromConfig(c, nil, nil),
+		TLS:           authn.TLSFiles{CertFile: c.Query.TLS.CertFile, KeyFile: c.Query.TLS.KeyFile, ClientCAFile: c.Query.TLS.ClientCAFile},
 	}
+	for _, t := range c.Query.Auth.Tokens {
+		scope := authn.Read
+		if t.Scope != "" {
+			// Validate checked the name; New reports a zero scope.
+			scope, _ = authn.ParseScope(t.Scope)
+		}
+		hc.Tokens = append(hc.Tokens, authn.Token{Secret: t.Token, Scope: scope, Tenant: t.Tenant})
+	}
+	return hc
 }
 
 // Server is the query API listening on an address.
@@ -73,7 +84,13 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 	}
 	h, err := New(cfg)
 	if err != nil {
+		closeSearch(cfg.Search)
 		return nil, err
+	}
+	tlsConf, err := authn.ServerTLS(cfg.TLS)
+	if err != nil {
+		closeSearch(cfg.Search)
+		return nil, fmt.Errorf("query API: query.tls: %w", err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
@@ -90,12 +107,19 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		done:   make(chan struct{}),
 		search: cfg.Search,
 	}
+	s.srv.TLSConfig = tlsConf
 	if s.srv.WriteTimeout <= time.Minute {
 		s.srv.WriteTimeout = DefaultTimeout + time.Minute
 	}
+	log.Info("query API listening", "addr", ln.Addr().String(), "tls", tlsConf != nil,
+		"mtls", tlsConf != nil && tlsConf.ClientCAs != nil, "tokens", len(cfg.Tokens))
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := s.srv.Serve
+		if tlsConf != nil {
+			serve = func(ln net.Listener) error { return s.srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("query API server stopped", "err", err)
 		}
 	}()

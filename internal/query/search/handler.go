@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/tenant"
@@ -227,6 +228,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ep string,
 }
 
 func (h *Handler) tenantOf(r *http.Request) (string, error) {
+	// Mounted by package httpapi, the authentication guard has decided
+	// the tenant (a token may be bound to one).
+	if t, ok := authn.TenantOf(r.Context()); ok {
+		return t, nil
+	}
 	if h.o.TenantHeader == "" {
 		return h.o.DefaultTenant, nil
 	}
