@@ -14,7 +14,7 @@ type metricKind uint8
 const (
 	kindGauge        metricKind = iota // gauge, or a non-monotonic cumulative sum
 	kindCounter                        // monotonic cumulative sum
-	kindDeltaSum                       // delta sum: per-interval values, as a gauge
+	kindDeltaSum                       // delta sum: per-interval increments, summed over time at read (see cumulative)
 	kindHistogram                      // explicit buckets: _bucket{le}, _sum, _count
 	kindExpHistogram                   // exponential: _sum and _count only
 	kindSummary                        // {quantile}, _sum, _count
@@ -104,6 +104,36 @@ func (d *metricDesc) describe() {
 	default:
 		d.outputs = []output{{base, partValue}}
 	}
+}
+
+// cumulative reports whether the metric's points are per-interval
+// increments (delta temporality) that a query sums over time per series,
+// as Prometheus's own OTLP ingestion does (deltatocumulative), so that
+// rate(), increase() and histogram_quantile() over rate() see the
+// cumulative values they expect.
+func (d *metricDesc) cumulative() bool {
+	return d.temporality == "delta" && (d.kind == kindDeltaSum || d.kind == kindHistogram || d.kind == kindExpHistogram)
+}
+
+// promType is the metric's Prometheus type in metadata: a monotonic delta
+// sum is read as a counter (cumulative), a non-monotonic one as a gauge.
+func (d *metricDesc) promType() string {
+	switch d.kind {
+	case kindCounter:
+		return "counter"
+	case kindDeltaSum:
+		if d.monotonic {
+			return "counter"
+		}
+		return "gauge"
+	case kindHistogram:
+		return "histogram"
+	case kindSummary:
+		return "summary"
+	case kindExpHistogram:
+		return "unknown"
+	}
+	return "gauge"
 }
 
 // MetricName returns the Prometheus name of a gauge or sum, or the base

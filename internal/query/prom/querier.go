@@ -631,7 +631,7 @@ func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metada
 				if d.kind == kindUnsupported {
 					continue
 				}
-				m := Metadata{Name: d.base, Type: promType(d.kind), Unit: d.unit}
+				m := Metadata{Name: d.base, Type: d.promType(), Unit: d.unit}
 				if metric != "" && m.Name != metric {
 					continue
 				}
@@ -645,20 +645,6 @@ func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metada
 	}, true)
 	slices.SortFunc(out, func(x, y Metadata) int { return strings.Compare(x.Name, y.Name) })
 	return out, err
-}
-
-func promType(k metricKind) string {
-	switch k {
-	case kindCounter:
-		return "counter"
-	case kindHistogram:
-		return "histogram"
-	case kindSummary:
-		return "summary"
-	case kindExpHistogram:
-		return "unknown"
-	}
-	return "gauge"
 }
 
 // rollupTable is the rollup table (package rollup's Table).

@@ -20,6 +20,7 @@ type scan struct {
 	q          *Querier
 	ms         []*labels.Matcher
 	labelsOnly bool
+	delta      bool  // the current run holds delta points (metricDesc.cumulative)
 	mint, maxt int64 // unix ns, inclusive
 	outs       []output
 
@@ -95,6 +96,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		}
 		return nil
 	}
+	sc.delta = r.desc.cumulative()
 	sc.ids = grow(sc.ids, n)
 	if err := read(c.seriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, r.start, r.end, sc.ids) }, "series_id"); err != nil {
 		return err
@@ -427,6 +429,7 @@ func (sc *scan) cachedSeries(id uint64, attrs labels.Labels, name, label string,
 	if s == nil {
 		sc.bySID[k] = rejected
 	} else {
+		s.cumulate = s.cumulate || sc.delta
 		sc.bySID[k] = s
 	}
 	return s, nil
@@ -501,6 +504,9 @@ type series struct {
 	lbls     labels.Labels
 	pts      []promql.FPoint
 	unsorted bool
+	// cumulate: the samples are delta increments; finish turns them into
+	// their running sum over the selected range.
+	cumulate bool
 }
 
 func (s *series) add(t int64, v float64) {
@@ -511,8 +517,24 @@ func (s *series) add(t int64, v float64) {
 }
 
 // finish sorts the samples by time; of samples with the same millisecond
-// the last one read wins.
+// the last one read wins. Delta samples become their running sum (a NaN
+// increment adds nothing), as Prometheus's OTLP ingestion converts delta
+// to cumulative: the sum starts at the first sample the query selects, so
+// increases and rates are right and the level is relative to the range.
 func (s *series) finish() {
+	s.sortPoints()
+	if s.cumulate {
+		var sum float64
+		for i := range s.pts {
+			if v := s.pts[i].F; !math.IsNaN(v) {
+				sum += v
+			}
+			s.pts[i].F = sum
+		}
+	}
+}
+
+func (s *series) sortPoints() {
 	if !s.unsorted {
 		return
 	}
