@@ -44,8 +44,11 @@ type OTLP struct {
 	BearerToken           string   `yaml:"bearer_token" doc:"When set, every request must carry 'Authorization: Bearer TOKEN'. Use ${ENV} rather than writing secrets into the file."`
 	TLS                   TLS      `yaml:"tls" doc:"TLS for both transports; plaintext when cert_file and key_file are empty."`
 	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, compressed and decompressed; larger requests get 413 / RESOURCE_EXHAUSTED. Must fit in one queue segment."`
-	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests read or processed at once; more get 429 / RESOURCE_EXHAUSTED at once."`
-	ReadTimeout           Duration `yaml:"read_timeout" doc:"Bound on reading one whole request."`
+	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests processed (decoded and queued) at once. A request takes a slot only after its body is read, so slow clients never hold one; a request finding none free within 250ms gets 429 / RESOURCE_EXHAUSTED."`
+	MaxInflightBytes      ByteSize `yaml:"max_inflight_bytes" doc:"Memory bound on request bodies held at once, being read or processed (decompressed; gRPC messages once received). A body reserves as its bytes arrive; one that cannot within 250ms gets 429 / RESOURCE_EXHAUSTED with a retry hint. More than max_request_bytes."`
+	MinBodyRate           ByteSize `yaml:"min_body_rate" doc:"Minimum rate (bytes per second, on the wire) of an HTTP request body once body_rate_grace has passed: by grace + t the client must have sent min_body_rate × t bytes, else it gets 408 and sluice_receiver_slow_clients_total counts it. 0 disables (read_timeout still bounds the body)."`
+	BodyRateGrace         Duration `yaml:"body_rate_grace" doc:"Time a request body may take before min_body_rate applies."`
+	ReadTimeout           Duration `yaml:"read_timeout" doc:"Bound on reading one whole request. A gRPC stream that has not sent its whole message by then is ended (DeadlineExceeded) and counted in sluice_receiver_slow_clients_total."`
 	WriteTimeout          Duration `yaml:"write_timeout" doc:"Bound on processing and answering one request (HTTP)."`
 	IdleTimeout           Duration `yaml:"idle_timeout" doc:"Idle keep-alive connections are closed after this."`
 }

@@ -59,6 +59,10 @@ func (c *Config) Validate() error {
 		v.add(r+"max_request_bytes", "%s does not fit in one queue segment (queue.segment_bytes %s allows at most %d bytes)", o.MaxRequestBytes, c.Queue.SegmentBytes, maxBody)
 	}
 	v.positiveInt(r+"max_concurrent_requests", o.MaxConcurrentRequests)
+	if o.MaxInflightBytes <= o.MaxRequestBytes {
+		v.add(r+"max_inflight_bytes", "%s must be more than max_request_bytes (%s): a request could never be read", o.MaxInflightBytes, o.MaxRequestBytes)
+	}
+	v.positive(r+"body_rate_grace", o.BodyRateGrace)
 	v.positive(r+"read_timeout", o.ReadTimeout)
 	v.positive(r+"write_timeout", o.WriteTimeout)
 	v.positive(r+"idle_timeout", o.IdleTimeout)

@@ -441,6 +441,12 @@ func receiverConfig(o config.OTLP) otlpreceiver.Config {
 		WriteTimeout:          o.WriteTimeout.D(),
 		IdleTimeout:           o.IdleTimeout.D(),
 		MaxConcurrentRequests: o.MaxConcurrentRequests,
+		MaxInflightBytes:      int64(o.MaxInflightBytes),
+		MinBodyRate:           int64(o.MinBodyRate),
+		BodyRateGrace:         o.BodyRateGrace.D(),
+	}
+	if o.MinBodyRate == 0 {
+		rc.MinBodyRate = -1 // 0 is "off" in the config, "default" in the receiver
 	}
 	if o.TLS.Enabled() {
 		rc.TLS = &otlpreceiver.TLSConfig{CertFile: o.TLS.CertFile, KeyFile: o.TLS.KeyFile, ClientCAFile: o.TLS.ClientCAFile}

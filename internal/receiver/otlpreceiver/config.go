@@ -23,6 +23,9 @@ const (
 	DefaultWriteTimeout          = 60 * time.Second
 	DefaultIdleTimeout           = 2 * time.Minute
 	DefaultMaxConcurrentRequests = 32
+	DefaultMaxInflightBytes      = 128 << 20
+	DefaultMinBodyRate           = 16 << 10
+	DefaultBodyRateGrace         = 5 * time.Second
 
 	maxMaxRequestBytes = 1 << 30 // gRPC sizes are ints; far beyond any sane OTLP request
 	maxHeaderBytes     = 64 << 10
@@ -62,10 +65,25 @@ type Config struct {
 	// response, HTTP only); IdleTimeout closes idle keep-alive connections.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 
-	// MaxConcurrentRequests bounds requests being read or consumed at once
-	// (so memory is about MaxConcurrentRequests × 2 × MaxRequestBytes at
-	// worst); beyond it requests get 429 / RESOURCE_EXHAUSTED at once.
+	// MaxConcurrentRequests bounds requests being consumed at once. A slot
+	// is taken only after the body is read, so slow clients cannot hold
+	// them; a request that finds none free within a moment gets 429 /
+	// RESOURCE_EXHAUSTED.
 	MaxConcurrentRequests int
+
+	// MaxInflightBytes bounds the body bytes held at once, of requests
+	// being read and being consumed (decompressed, plus the protobuf
+	// converted from JSON). A body reserves as it grows; one that cannot
+	// within a moment gets 429 / RESOURCE_EXHAUSTED. At least
+	// MaxRequestBytes+1. gRPC messages are counted once received.
+	MaxInflightBytes int64
+
+	// MinBodyRate (bytes per second, on the wire) cuts an HTTP body that
+	// arrives slower than this once BodyRateGrace has passed, with 408:
+	// by grace+t the client must have sent MinBodyRate×t bytes. Negative
+	// disables it (ReadTimeout still bounds the whole body).
+	MinBodyRate   int64
+	BodyRateGrace time.Duration
 }
 
 // DefaultConfig has both transports on their OTLP ports on localhost.
@@ -93,6 +111,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxConcurrentRequests == 0 {
 		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
 	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = max(DefaultMaxInflightBytes, 2*c.MaxRequestBytes)
+	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = DefaultMinBodyRate
+	}
+	if c.BodyRateGrace == 0 {
+		c.BodyRateGrace = DefaultBodyRateGrace
+	}
 	return c
 }
 
@@ -119,6 +146,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentRequests < 0 {
 		return fmt.Errorf("otlp receiver: max concurrent requests %d is negative", c.MaxConcurrentRequests)
+	}
+	if c.MaxInflightBytes <= c.MaxRequestBytes {
+		return fmt.Errorf("otlp receiver: max in-flight bytes %d must be more than max request bytes %d", c.MaxInflightBytes, c.MaxRequestBytes)
+	}
+	if c.BodyRateGrace < 0 {
+		return errors.New("otlp receiver: body rate grace must not be negative")
 	}
 	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
 		return errors.New("otlp receiver: tls needs both cert file and key file")

@@ -13,8 +13,15 @@
 // message types are on the path.
 //
 // Concurrency: Consume is called from many goroutines at once, at most
-// Config.MaxConcurrentRequests at a time; a request over that bound is
-// refused at once (429 / RESOURCE_EXHAUSTED) before its body is read.
+// Config.MaxConcurrentRequests at a time. A request takes that slot only
+// after its body is read, so a slow client (a trickling HTTP body, a gRPC
+// stream that never sends) holds its connection and the bytes it sent,
+// never processing capacity. Bodies being read or consumed share a byte
+// budget (Config.MaxInflightBytes), reserved as bytes arrive; an HTTP body
+// slower than Config.MinBodyRate after Config.BodyRateGrace gets 408, a
+// gRPC message not in within ReadTimeout ends its stream, both counted in
+// sluice_receiver_slow_clients_total. A request that finds no slot or no
+// bytes within maxAdmitWait gets 429 / RESOURCE_EXHAUSTED with a retry hint.
 // Start, Shutdown and the address getters are safe for concurrent use.
 //
 // Invariants:
@@ -25,7 +32,8 @@
 //     or gRPC's own receive buffer) is reused afterwards.
 //  3. No body larger than Config.MaxRequestBytes is held, compressed or
 //     decompressed: reading stops one byte past the limit (413 /
-//     RESOURCE_EXHAUSTED), so a zip bomb costs at most the limit.
+//     RESOURCE_EXHAUSTED), so a zip bomb costs at most the limit. All
+//     bodies held at once stay within Config.MaxInflightBytes.
 //  4. The tenant label of a metric is either "" or a tenant that passed
 //     auth and validation ([A-Za-z0-9._-]{1,64}); no other label takes a
 //     client-chosen value, so the series count stays bounded.

@@ -63,9 +63,20 @@ func (r *Receiver) newGRPCServer() *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(int(r.cfg.MaxRequestBytes)),
-		grpc.MaxConcurrentStreams(uint32(r.cfg.MaxConcurrentRequests)),
-		grpc.ConnectionTimeout(r.cfg.ReadTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: r.cfg.IdleTimeout}),
+		// Streams are not processing slots (those are taken after the
+		// message is in); this bounds goroutines per connection.
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		// The TLS handshake and HTTP/2 preface must come quickly; a
+		// connection that opens and says nothing is closed.
+		grpc.ConnectionTimeout(min(r.cfg.ReadTimeout, maxHandshake)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: r.cfg.IdleTimeout, // no stream for this long: GOAWAY
+			Time:              keepaliveTime,     // ping a quiet client to find dead peers
+			Timeout:           keepaliveTimeout,
+		}),
+		// Clients may ping every keepaliveMinTime, also without a stream;
+		// more often is a ping flood and gets GOAWAY.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.InTapHandle(readDeadlineTap),
 		grpc.SharedWriteBuffer(true),
 	}
@@ -78,6 +89,16 @@ func (r *Receiver) newGRPCServer() *grpc.Server {
 	}
 	return s
 }
+
+// gRPC connection limits (not user settings: the defaults of well-run
+// OTLP servers, tighter than gRPC's own).
+const (
+	maxHandshake      = 10 * time.Second
+	maxStreamsPerConn = 100 // the HTTP/2 recommended minimum
+	keepaliveTime     = time.Minute
+	keepaliveTimeout  = 20 * time.Second
+	keepaliveMinTime  = 10 * time.Second
+)
 
 type cancelKey struct{}
 
@@ -116,11 +137,9 @@ func (g *grpcService) serve(ctx context.Context, dec func(any) error) (string, o
 	case tenantTwice:
 		return "", outcomeInvalid, 0, nil, status.Error(codes.InvalidArgument, r.msgTenantTwice())
 	}
-	if !r.acquire() {
-		return tenant, outcomeBackpressure, 0, nil, backpressureStatus("too many requests in flight", DefaultRetryAfter)
-	}
-	defer r.release()
-
+	// The message is received before a slot is taken (gRPC reads it in
+	// dec, not before the handler), so a stream that never sends holds a
+	// goroutine until read_timeout, never processing capacity.
 	msg := rawMessages.Get().(*rawMessage)
 	defer msg.free()
 	err := recvWithin(ctx, dec, msg, r.cfg.ReadTimeout)
@@ -131,6 +150,7 @@ func (g *grpcService) serve(ctx context.Context, dec func(any) error) (string, o
 			return tenant, outcomeTooLarge, 0, nil, err
 		}
 		if cause := context.Cause(ctx); errors.Is(cause, errReadTimeout) {
+			r.metrics.slowClients[tGRPC].Inc()
 			r.readFailed.warn(slog.String("transport", TransportGRPC), slog.Any("err", cause))
 			return tenant, outcomeError, 0, nil, status.Error(codes.DeadlineExceeded, cause.Error())
 		}
@@ -141,6 +161,14 @@ func (g *grpcService) serve(ctx context.Context, dec func(any) error) (string, o
 		return tenant, outcomeInvalid, 0, nil, err
 	}
 	body := msg.bytes()
+	if !r.budget.acquire(ctx, int64(len(body))) {
+		return tenant, outcomeBackpressure, len(body), nil, backpressureStatus("too many request bytes in flight", DefaultRetryAfter)
+	}
+	defer r.budget.release(int64(len(body)))
+	if !r.acquireSlot(ctx) {
+		return tenant, outcomeBackpressure, len(body), nil, backpressureStatus("too many requests in flight", DefaultRetryAfter)
+	}
+	defer r.releaseSlot()
 	req := Request{Tenant: tenant, Kind: g.kind, Body: body, Transport: TransportGRPC}
 	res, class, retry, err := r.consume(ctx, &req)
 	if err != nil {

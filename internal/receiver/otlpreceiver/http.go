@@ -1,6 +1,7 @@
 package otlpreceiver
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -41,12 +42,14 @@ var (
 	hdrJSON  = []string{"application/json"}
 	hdrPost  = []string{http.MethodPost}
 	hdrOne   = []string{"1"}
+	hdrClose = []string{"close"}
 )
 
 var errBodyTooLarge = errors.New("request body too large")
 
 const (
-	maxPooledBody   = 4 << 20 // bigger buffers go to the GC, not back to the pool
+	firstRead       = 64 << 10 // the first reservation of a body
+	maxPooledBody   = 4 << 20  // bigger buffers go to the GC, not back to the pool
 	maxBodySizeHint = 4 << 20
 )
 
@@ -57,6 +60,7 @@ type exchange struct {
 	out []byte
 	src sourceReader
 	req Request
+	res reservation
 }
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
@@ -70,15 +74,18 @@ func putExchange(x *exchange) {
 	x.buf, x.out = x.buf[:0], x.out[:0]
 	x.src = sourceReader{}
 	x.req = Request{}
+	x.res = reservation{}
 	exchanges.Put(x)
 }
 
 // sourceReader remembers the error of the underlying body, so that a
 // failure can be told apart: I/O (or MaxBytesReader) versus a corrupt
-// compressed stream.
+// compressed stream. It also enforces the minimum body rate on the wire
+// bytes (compressed, if the body is).
 type sourceReader struct {
-	r   io.Reader
-	err error
+	r    io.Reader
+	err  error
+	rate rateLimit
 }
 
 func (s *sourceReader) Read(p []byte) (int, error) {
@@ -86,7 +93,34 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		s.err = err
 	}
+	s.rate.advance(n)
 	return n, err
+}
+
+// reservation is what one body holds of the receiver's byte budget.
+type reservation struct {
+	b   *byteBudget
+	ctx context.Context
+	n   int64
+}
+
+// grow makes the reservation at least n bytes.
+func (v *reservation) grow(n int64) bool {
+	if v.b == nil || n <= v.n {
+		return true
+	}
+	if !v.b.acquire(v.ctx, n-v.n) {
+		return false
+	}
+	v.n = n
+	return true
+}
+
+func (v *reservation) release() {
+	if v.b != nil {
+		v.b.release(v.n)
+		v.n = 0
+	}
 }
 
 func kindOfPath(p string) signal.Kind {
@@ -184,14 +218,13 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 		writeHTTPError(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, tooLargeMsg(limit), 0)
 		return tenant, outcomeTooLarge, 0
 	}
-	if !r.acquire() {
-		writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many requests in flight", DefaultRetryAfter)
-		return tenant, outcomeBackpressure, 0
-	}
-	defer r.release()
-
+	// The body is read before a processing slot is taken, so a client
+	// trickling its body holds only the bytes it sent (reserved in the
+	// byte budget) and its connection, never a slot that fast clients need.
 	x := getExchange()
 	defer putExchange(x)
+	x.res = reservation{b: r.budget, ctx: req.Context()}
+	defer x.res.release()
 	err := r.readBody(x, w, req, enc)
 	n := len(x.buf)
 	if err != nil {
@@ -200,14 +233,22 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 		case errors.Is(err, errBodyTooLarge), errors.As(err, &mbe):
 			writeHTTPError(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, tooLargeMsg(limit), 0)
 			return tenant, outcomeTooLarge, n
+		case errors.Is(err, errNoBudget):
+			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many request bytes in flight", DefaultRetryAfter)
+			return tenant, outcomeBackpressure, n
 		case x.src.err != nil:
 			// The client went away or was too slow; it may not read this.
 			status := http.StatusBadRequest
+			msg := "read request body failed"
 			if ne, ok := x.src.err.(net.Error); ok && ne.Timeout() {
 				status = http.StatusRequestTimeout
+				msg = r.slowBodyMsg
+				r.metrics.slowClients[tHTTP].Inc()
+				w.Header()["Connection"] = hdrClose
+			} else {
+				r.readFailed.warn(slog.String("transport", TransportHTTP), slog.String("remote", req.RemoteAddr), slog.Any("err", err))
 			}
-			r.readFailed.warn(slog.String("transport", TransportHTTP), slog.String("remote", req.RemoteAddr), slog.Any("err", err))
-			writeHTTPError(w, ct, status, codes.Unavailable, "read request body failed", 0)
+			writeHTTPError(w, ct, status, codes.Unavailable, msg, 0)
 			return tenant, outcomeError, n
 		default:
 			writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, "decompress request body: "+err.Error(), 0)
@@ -220,7 +261,16 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 			writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 			return tenant, outcomeInvalid, n
 		}
+		if !x.res.grow(x.res.n + int64(len(body))) {
+			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many request bytes in flight", DefaultRetryAfter)
+			return tenant, outcomeBackpressure, n
+		}
 	}
+	if !r.acquireSlot(req.Context()) {
+		writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many requests in flight", DefaultRetryAfter)
+		return tenant, outcomeBackpressure, n
+	}
+	defer r.releaseSlot()
 
 	x.req = Request{Tenant: tenant, Kind: kind, Body: body, Transport: TransportHTTP}
 	res, class, retry, err := r.consume(req.Context(), &x.req)
@@ -262,6 +312,8 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 func (r *Receiver) readBody(x *exchange, w http.ResponseWriter, req *http.Request, enc contentEncoding) error {
 	limit := r.cfg.MaxRequestBytes
 	x.src = sourceReader{r: http.MaxBytesReader(w, req.Body, limit)}
+	x.src.rate.arm(w, r.cfg.BodyRateGrace, r.cfg.MinBodyRate, time.Now().Add(r.cfg.ReadTimeout))
+	defer x.src.rate.disarm()
 	hint := 0
 	if req.ContentLength > 0 {
 		hint = int(min(req.ContentLength, maxBodySizeHint))
@@ -276,41 +328,60 @@ func (r *Receiver) readBody(x *exchange, w http.ResponseWriter, req *http.Reques
 		if zerr != nil {
 			return zerr
 		}
-		x.buf, err = readAtMost(x.buf[:0], z, limit, hint)
+		x.buf, err = readAtMost(x.buf[:0], z, limit, hint, &x.res)
 		putGzipReader(z)
 	case encZstd:
 		z, zerr := newZstdReader(&x.src)
 		if zerr != nil {
 			return zerr
 		}
-		x.buf, err = readAtMost(x.buf[:0], z, limit, hint)
+		x.buf, err = readAtMost(x.buf[:0], z, limit, hint, &x.res)
 		putZstdReader(z)
 	default:
-		x.buf, err = readAtMost(x.buf[:0], &x.src, limit, hint)
+		x.buf, err = readAtMost(x.buf[:0], &x.src, limit, hint, &x.res)
 	}
 	return err
 }
 
 // readAtMost appends all of r to dst, failing with errBodyTooLarge as soon
-// as more than limit bytes arrive.
-func readAtMost(dst []byte, r io.Reader, limit int64, hint int) ([]byte, error) {
-	if hint > cap(dst) {
-		dst = slices.Grow(dst, hint)
+// as more than limit bytes arrive. It reads only into room reserved in res
+// (errNoBudget when the budget has none left in time), so a pooled buffer's
+// spare capacity is never counted and a slow body holds what it sent.
+func readAtMost(dst []byte, r io.Reader, limit int64, hint int, res *reservation) ([]byte, error) {
+	// A declared length is only a hint: memory is reserved and allocated as
+	// bytes arrive, so a client declaring 1 MB and trickling holds what it
+	// sent. The hint (one byte more, to see EOF without growing) only
+	// stops the last step from overshooting.
+	if hint > 0 {
+		hint++
 	}
 	for {
-		if len(dst) == cap(dst) {
+		room := cap(dst)
+		if res.b != nil {
+			room = int(min(int64(room), res.n))
+		}
+		if len(dst) == room {
 			// Grow geometrically, but never past limit+1: one byte over is
 			// enough to know the body is too large.
-			grow := max(cap(dst), 32<<10)
-			if room := limit + 1 - int64(len(dst)); int64(grow) > room {
-				grow = int(room)
+			grow := max(len(dst), firstRead)
+			if hint > len(dst) && len(dst)+grow > hint {
+				grow = hint - len(dst)
+			}
+			if left := limit + 1 - int64(len(dst)); int64(grow) > left {
+				grow = int(left)
 			}
 			if grow <= 0 {
 				return dst, errBodyTooLarge
 			}
-			dst = slices.Grow(dst, grow)
+			if !res.grow(int64(len(dst) + grow)) {
+				return dst, errNoBudget
+			}
+			if len(dst)+grow > cap(dst) {
+				dst = slices.Grow(dst, grow)
+			}
+			room = len(dst) + grow
 		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
+		n, err := r.Read(dst[len(dst):room])
 		dst = dst[:len(dst)+n]
 		if int64(len(dst)) > limit {
 			return dst, errBodyTooLarge

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,6 +21,10 @@ type discardWriter struct {
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(code int)        { w.status = code }
+
+// SetReadDeadline is what ResponseController finds on a real connection;
+// without it the receiver's body-rate deadlines would take the error path.
+func (w *discardWriter) SetReadDeadline(time.Time) error { return nil }
 
 func (w *discardWriter) reset() {
 	clear(w.h)

@@ -52,6 +52,9 @@ type metrics struct {
 	bytes    [numTransports][numKinds]prometheus.Counter
 	latency  [numTransports][numKinds]prometheus.Observer
 	inFlight prometheus.Gauge
+	// slowClients counts bodies cut for arriving too slowly (HTTP 408,
+	// gRPC DeadlineExceeded), per transport.
+	slowClients [numTransports]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -70,10 +73,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"transport", "signal"})
 	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_receiver_in_flight_requests",
-		Help: "Requests being read or consumed now.",
+		Help: "Requests being consumed now (bodies already read).",
 	})
+	slow := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_receiver_slow_clients_total",
+		Help: "Requests cut because their body arrived slower than receivers.otlp.min_body_rate or not within read_timeout.",
+	}, []string{"transport"})
 	if reg != nil {
 		var err error
+		if slow, err = register(reg, slow); err != nil {
+			return nil, err
+		}
 		if requests, err = register(reg, requests); err != nil {
 			return nil, err
 		}
@@ -88,6 +98,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	m := &metrics{requests: requests, inFlight: inFlight}
+	for t := range numTransports {
+		m.slowClients[t] = slow.WithLabelValues(transportNames[t])
+	}
 	for t := range numTransports {
 		for k := range numKinds {
 			kind := signal.Kind(k).String()

@@ -54,8 +54,11 @@ type Receiver struct {
 	metrics  *metrics
 	tlsConf  *tls.Config
 
-	// sem bounds in-flight requests; a slot is taken before a body is read.
-	sem chan struct{}
+	// sem bounds requests being consumed; a slot is taken only once the
+	// body is read. budget bounds body bytes held, read or being consumed.
+	sem         chan struct{}
+	budget      *byteBudget
+	slowBodyMsg string
 
 	grpcTenantKey string // TenantHeader lowercased, as gRPC metadata keys are
 	httpTenantKey string // TenantHeader canonicalized, as net/http keys headers
@@ -95,11 +98,14 @@ func New(cfg Config, c Consumer, reg prometheus.Registerer, log *slog.Logger) (*
 		return nil, fmt.Errorf("otlp receiver: register metrics: %w", err)
 	}
 	r := &Receiver{
-		cfg:           cfg,
-		consumer:      c,
-		log:           log,
-		metrics:       m,
-		sem:           make(chan struct{}, cfg.MaxConcurrentRequests),
+		cfg:      cfg,
+		consumer: c,
+		log:      log,
+		metrics:  m,
+		sem:      make(chan struct{}, cfg.MaxConcurrentRequests),
+		budget:   newByteBudget(cfg.MaxInflightBytes),
+		slowBodyMsg: fmt.Sprintf("request body arrived slower than %d bytes/s after %s (receivers.otlp.min_body_rate) or not within %s (read_timeout)",
+			cfg.MinBodyRate, cfg.BodyRateGrace, cfg.ReadTimeout),
 		grpcTenantKey: strings.ToLower(cfg.TenantHeader),
 		httpTenantKey: textproto.CanonicalMIMEHeaderKey(cfg.TenantHeader),
 	}
@@ -280,23 +286,6 @@ func (r *Receiver) tenant(vals []string) (string, tenantProblem) {
 		return "", tenantInvalid
 	}
 	return v, tenantOK
-}
-
-// acquire takes an in-flight slot without waiting: queueing here would only
-// hold more memory while downstream is already slow.
-func (r *Receiver) acquire() bool {
-	select {
-	case r.sem <- struct{}{}:
-		r.metrics.inFlight.Inc()
-		return true
-	default:
-		return false
-	}
-}
-
-func (r *Receiver) release() {
-	<-r.sem
-	r.metrics.inFlight.Dec()
 }
 
 // consume calls the consumer and logs failures that are the server's

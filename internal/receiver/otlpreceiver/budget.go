@@ -1,0 +1,192 @@
+package otlpreceiver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxAdmitWait is how long a request whose body is read waits for a
+// processing slot or for body bytes before it gets 429: long enough to
+// ride out a burst that group commit absorbs in milliseconds, short
+// enough that a client is never left hanging on a saturated server.
+const maxAdmitWait = 250 * time.Millisecond
+
+// errNoBudget is a body that could not reserve its bytes in time.
+var errNoBudget = errors.New("receiver: in-flight request bytes at their limit")
+
+// byteBudget bounds the bytes of request bodies held at once, whether
+// still being read or being consumed (Config.MaxInflightBytes). Bodies
+// reserve as they grow, so a client trickling its body holds only what it
+// has sent, and a slot is never held for reading.
+type byteBudget struct {
+	mu      sync.Mutex
+	used    int64
+	max     int64
+	waiters int
+	freed   chan struct{} // closed when bytes come back while someone waits
+}
+
+func newByteBudget(max int64) *byteBudget {
+	return &byteBudget{max: max, freed: make(chan struct{})}
+}
+
+// acquire reserves n bytes, waiting at most maxAdmitWait for others to
+// release them.
+func (b *byteBudget) acquire(ctx context.Context, n int64) bool {
+	b.mu.Lock()
+	if b.used+n <= b.max {
+		b.used += n
+		b.mu.Unlock()
+		return true
+	}
+	if n > b.max {
+		b.mu.Unlock()
+		return false
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.waiters++
+		ch := b.freed
+		b.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(maxAdmitWait)
+		}
+		var ok bool
+		select {
+		case <-ch:
+			ok = true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		b.mu.Lock()
+		b.waiters--
+		if b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		if !ok {
+			b.mu.Unlock()
+			return false
+		}
+	}
+}
+
+func (b *byteBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if b.waiters > 0 {
+		close(b.freed)
+		b.freed = make(chan struct{})
+	}
+	b.mu.Unlock()
+}
+
+// inUse is the bytes reserved now (for the gauge and tests).
+func (b *byteBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// acquireSlot takes a processing slot, waiting at most maxAdmitWait. The
+// body is already read: refusing at once would throw away bytes a
+// moment's wait could have kept.
+func (r *Receiver) acquireSlot(ctx context.Context) bool {
+	select {
+	case r.sem <- struct{}{}:
+		r.metrics.inFlight.Inc()
+		return true
+	default:
+	}
+	t := time.NewTimer(maxAdmitWait)
+	defer t.Stop()
+	select {
+	case r.sem <- struct{}{}:
+		r.metrics.inFlight.Inc()
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (r *Receiver) releaseSlot() {
+	<-r.sem
+	r.metrics.inFlight.Dec()
+}
+
+// rateLimit cuts a body that arrives slower than a minimum rate after a
+// grace period: by time start+grace+t the client must have sent rate×t
+// bytes. It moves the connection's (HTTP/2: the stream's) read deadline
+// forward as bytes arrive, so a client that stops sending fails its next
+// read with a timeout; a fast client never touches the deadline after the
+// first one.
+type rateLimit struct {
+	rc       http.ResponseController
+	start    time.Time
+	grace    time.Duration
+	rate     int64     // bytes per second; 0 disables
+	hard     time.Time // ReadTimeout's bound, never extended past
+	deadline time.Time // the read deadline set now
+	n        int64     // bytes read
+	armed    bool
+}
+
+// extendEvery: the deadline is moved only when it is this close, so the
+// deadline is set a few times per slow body, never per read.
+const extendEvery = time.Second
+
+func (l *rateLimit) arm(w http.ResponseWriter, grace time.Duration, rate int64, hard time.Time) {
+	if rate <= 0 {
+		*l = rateLimit{}
+		return
+	}
+	*l = rateLimit{rc: *http.NewResponseController(w), start: time.Now(), grace: grace, rate: rate, hard: hard}
+	l.deadline = l.start.Add(grace)
+	if !l.deadline.Before(hard) {
+		l.deadline = hard
+	}
+	l.armed = l.rc.SetReadDeadline(l.deadline) == nil
+}
+
+// advance records n more bytes and extends the deadline when it is near.
+func (l *rateLimit) advance(n int) {
+	if !l.armed {
+		return
+	}
+	l.n += int64(n)
+	now := time.Now()
+	if l.deadline.Sub(now) > extendEvery || !l.deadline.Before(l.hard) {
+		return
+	}
+	next := l.start.Add(l.grace + time.Duration(float64(l.n)/float64(l.rate)*float64(time.Second)))
+	if next.After(l.hard) {
+		next = l.hard
+	}
+	if next.After(l.deadline) {
+		l.deadline = next
+		_ = l.rc.SetReadDeadline(next)
+	}
+}
+
+// disarm puts the ReadTimeout bound back once the body is read, so that
+// the server's background read (which cancels the request's context on a
+// timeout) cannot fire while the request is being consumed.
+func (l *rateLimit) disarm() {
+	if l.armed {
+		_ = l.rc.SetReadDeadline(l.hard)
+		l.armed = false
+	}
+}

@@ -1,0 +1,192 @@
+//go:build unix
+
+package otlpreceiver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// raiseNoFile lifts the soft RLIMIT_NOFILE to the hard one and fails the
+// test if that is still below need (Go raises it at start-up on Linux;
+// other systems may not).
+func raiseNoFile(t *testing.T, need uint64) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	if lim.Cur < need {
+		t.Fatalf("RLIMIT_NOFILE is %d, the test needs %d open files", lim.Cur, need)
+	}
+}
+
+// slowHTTPClient opens a connection, declares a body and trickles it a few
+// bytes at a time, reconnecting whenever the server cuts it. It reports
+// every status it gets.
+func slowHTTPClient(ctx context.Context, addr, path string, statuses *sync.Map) {
+	for ctx.Err() == nil {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000000\r\n\r\n", path)
+		done := make(chan int, 1)
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				done <- -1
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	trickle:
+		for {
+			select {
+			case code := <-done:
+				v, _ := statuses.LoadOrStore(code, new(atomic.Int64))
+				v.(*atomic.Int64).Add(1)
+				break trickle
+			case <-ctx.Done():
+				break trickle
+			case <-time.After(200 * time.Millisecond):
+				_, _ = conn.Write([]byte("\x0a\x02ab")) // 4 bytes per 200 ms
+			}
+		}
+		conn.Close()
+	}
+}
+
+// idleGRPCStreams opens n streams on cc that send headers and never a
+// message, reopening each when the server ends it.
+func idleGRPCStreams(ctx context.Context, cc *grpc.ClientConn, n int, ended *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				s, err := cc.NewStream(ctx, desc, "/opentelemetry.proto.collector.logs.v1.LogsService/Export")
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				var m rawResponse
+				_ = s.RecvMsg(&m) // returns when the server ends the stream
+				if ctx.Err() == nil {
+					ended.Add(1)
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// TestSlowClientsCannotStarveFastOnes: 250 clients trickling HTTP bodies
+// and 250 gRPC streams that never send hang on (and reconnect when cut)
+// while a well-behaved client sends over both transports. With four
+// processing slots, every one of its requests must succeed quickly; the
+// slow ones are cut and counted.
+func TestSlowClientsCannotStarveFastOnes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("500 connections for several seconds")
+	}
+	raiseNoFile(t, 2000)
+	cfg := testConfig()
+	cfg.MaxConcurrentRequests = 4
+	cfg.MinBodyRate = 16 << 10
+	cfg.BodyRateGrace = 500 * time.Millisecond
+	cfg.ReadTimeout = 2 * time.Second
+	r, reg := startReceiver(t, cfg, nopConsumer{})
+	p := samplePayloads(t, 50)[0]
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var slowWG sync.WaitGroup
+	var statuses sync.Map
+	for range 250 {
+		slowWG.Go(func() { slowHTTPClient(ctx, r.HTTPAddr().String(), p.path, &statuses) })
+	}
+	var ended atomic.Int64
+	var conns []*grpc.ClientConn
+	for range 25 {
+		cc, err := grpc.NewClient(r.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, cc)
+		streams := idleGRPCStreams(ctx, cc, 10, &ended)
+		slowWG.Go(streams.Wait)
+	}
+	time.Sleep(time.Second) // let them all connect and take what they can
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	fastCC := grpcConn(t, r)
+	var lat []time.Duration
+	failures := 0
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); {
+		start := time.Now()
+		resp, body := post(t, client, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil)
+		if resp.StatusCode != 200 {
+			failures++
+			t.Errorf("fast HTTP request: status %d %q", resp.StatusCode, body)
+		}
+		lat = append(lat, time.Since(start))
+		start = time.Now()
+		if _, _, err := p.export(context.Background(), fastCC); err != nil {
+			failures++
+			t.Errorf("fast gRPC request: %v", err)
+		}
+		lat = append(lat, time.Since(start))
+		if failures > 5 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	for _, cc := range conns {
+		cc.Close()
+	}
+	slowWG.Wait()
+
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p99 := lat[len(lat)*99/100]
+	t.Logf("fast client: %d requests, p50 %v, p99 %v, max %v", len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
+	if p99 > 500*time.Millisecond {
+		t.Errorf("fast client p99 latency %v, want under 500ms", p99)
+	}
+	var cut408 int64
+	statuses.Range(func(k, v any) bool {
+		t.Logf("slow HTTP clients got status %v %d times", k, v.(*atomic.Int64).Load())
+		if k.(int) == http.StatusRequestTimeout {
+			cut408 = v.(*atomic.Int64).Load()
+		}
+		return true
+	})
+	slowHTTP := counterValue(t, reg, "sluice_receiver_slow_clients_total", map[string]string{"transport": "http"})
+	slowGRPC := counterValue(t, reg, "sluice_receiver_slow_clients_total", map[string]string{"transport": "grpc"})
+	t.Logf("cut: %v HTTP bodies (408 seen by %d), %v gRPC streams (%d ended seen by clients)", slowHTTP, cut408, slowGRPC, ended.Load())
+	if cut408 < 250 || slowHTTP < 250 {
+		t.Errorf("slow HTTP clients cut: %v counted, %d saw 408; want every one of the 250 at least once", slowHTTP, cut408)
+	}
+	if slowGRPC < 250 {
+		t.Errorf("idle gRPC streams cut: %v, want all 250", slowGRPC)
+	}
+}
