@@ -1,0 +1,3 @@
+package tracer
+
+func archDetail() string { return "x86_64" }

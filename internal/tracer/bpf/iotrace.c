@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// iotrace: pairs I/O syscall enters and exits in the kernel and sends one
+// record per completed call through a ring buffer. Filters (syscall set,
+// pid, tid, comm, cgroup, minimum duration) run here, before anything is
+// copied, so filtered calls never cross the ring buffer.
+//
+// Build: go generate ./internal/tracer (see internal/tracer/doc.go).
+
+//go:build ignore
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "iotrace.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+// Filters, fixed at load time (the loader rewrites these constants), so the
+// verifier drops the branches of filters that are off.
+volatile const u32 filter_pid = 0;
+volatile const u32 filter_tid = 0;
+volatile const u64 filter_cgroup = 0;
+volatile const u64 min_duration_ns = 0;
+volatile const u8 filter_comm_len = 0;
+volatile const char filter_comm[TASK_COMM_LEN] = {};
+// traced[nr] is the sluice syscall id (SC_*) of syscall number nr, 0 when
+// the syscall is not traced, with KEEP_FLAG when the minimum duration does
+// not apply to it.
+volatile const u8 traced[MAX_SYSCALL_NR] = {};
+
+struct inflight {
+	u64 enter_ts;
+	u64 last_exit_ts; // of this thread's previous traced syscall
+	u64 ptr1;         // user pointer of the first path
+	u64 ptr2;         // user pointer of the second path (rename)
+	u64 flags;
+	s32 fd;
+	s32 fd2;
+	u16 sc;
+	u16 active;
+	u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24); // resized by the loader
+} events SEC(".maps");
+
+// lost[0]: records the ring buffer had no room for.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} lost SEC(".maps");
+
+// scratch holds the record being built: records with paths are larger than
+// the BPF stack.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct record);
+} scratch SEC(".maps");
+
+static __always_inline bool comm_matches(void)
+{
+	char comm[TASK_COMM_LEN];
+	bpf_get_current_comm(comm, sizeof(comm));
+	// filter_comm is NUL-padded, so comparing up to and including index
+	// filter_comm_len is an exact match.
+#pragma unroll
+	for (int i = 0; i < TASK_COMM_LEN; i++) {
+		if (i > filter_comm_len)
+			break;
+		if (comm[i] != filter_comm[i])
+			return false;
+	}
+	return true;
+}
+
+// wanted applies the pid, tid, comm and cgroup filters to the current task.
+static __always_inline bool wanted(u64 pid_tgid)
+{
+	if (filter_pid && (u32)(pid_tgid >> 32) != filter_pid)
+		return false;
+	if (filter_tid && (u32)pid_tgid != filter_tid)
+		return false;
+	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
+		return false;
+	if (filter_comm_len && !comm_matches())
+		return false;
+	return true;
+}
+
+static __always_inline void count_lost(void)
+{
+	u32 zero = 0;
+	u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	if (n)
+		*n += 1;
+}
+
+SEC("raw_tracepoint/sys_enter")
+int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	long nr = (long)ctx->args[1];
+	if (nr < 0 || nr >= MAX_SYSCALL_NR)
+		return 0;
+	u8 t = traced[nr];
+	u16 sc = t & 0x7f;
+	if (!sc)
+		return 0;
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!wanted(pid_tgid))
+		return 0;
+
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	u64 a0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	u64 a1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	u64 a2 = PT_REGS_PARM3_CORE_SYSCALL(regs);
+
+	u32 tid = (u32)pid_tgid;
+	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+	struct inflight fresh = {};
+	if (!f) {
+		if (bpf_map_update_elem(&inflight, &tid, &fresh, BPF_ANY))
+			return 0;
+		f = bpf_map_lookup_elem(&inflight, &tid);
+		if (!f)
+			return 0;
+	}
+	f->sc = sc;
+	// Bit 0: a call is in flight; bit 1: send it whatever its duration
+	// (opens, closes and dups keep the user-space fd table right).
+	f->active = 1 | ((t & KEEP_FLAG) ? 2 : 0);
+	f->ptr1 = 0;
+	f->ptr2 = 0;
+	f->flags = 0;
+	f->fd = -1;
+	f->fd2 = -1;
+
+	switch (sc) {
+	case SC_OPEN:
+	case SC_STAT:
+	case SC_LSTAT:
+	case SC_MKDIR:
+	case SC_RMDIR:
+	case SC_UNLINK:
+	case SC_TRUNCATE:
+		f->fd = AT_FDCWD_VAL;
+		f->ptr1 = a0;
+		f->flags = a1;
+		break;
+	case SC_CREAT:
+		f->fd = AT_FDCWD_VAL;
+		f->ptr1 = a0;
+		f->flags = O_CREAT_VAL | O_WRONLY_VAL | O_TRUNC_VAL;
+		break;
+	case SC_OPENAT:
+	case SC_MKDIRAT:
+	case SC_UNLINKAT:
+	case SC_STATX:
+		f->fd = (s32)a0;
+		f->ptr1 = a1;
+		f->flags = a2;
+		break;
+	case SC_NEWFSTATAT:
+		f->fd = (s32)a0;
+		f->ptr1 = a1;
+		f->flags = PT_REGS_PARM4_CORE_SYSCALL(regs);
+		break;
+	case SC_OPENAT2: {
+		f->fd = (s32)a0;
+		f->ptr1 = a1;
+		u64 how_flags = 0;
+		bpf_probe_read_user(&how_flags, sizeof(how_flags), (void *)a2);
+		f->flags = how_flags;
+		break;
+	}
+	case SC_RENAME:
+		f->fd = AT_FDCWD_VAL;
+		f->fd2 = AT_FDCWD_VAL;
+		f->ptr1 = a0;
+		f->ptr2 = a1;
+		break;
+	case SC_RENAMEAT:
+	case SC_RENAMEAT2:
+		f->fd = (s32)a0;
+		f->ptr1 = a1;
+		f->fd2 = (s32)a2;
+		f->ptr2 = PT_REGS_PARM4_CORE_SYSCALL(regs);
+		if (sc == SC_RENAMEAT2)
+			f->flags = PT_REGS_PARM5_CORE_SYSCALL(regs);
+		break;
+	case SC_DUP2:
+	case SC_DUP3:
+	case SC_CLOSE_RANGE:
+		f->fd = (s32)a0;
+		f->fd2 = (s32)a1;
+		f->flags = a2;
+		break;
+	case SC_FCNTL:
+		f->fd = (s32)a0;
+		f->flags = a1; // command
+		f->fd2 = (s32)a2;
+		break;
+	case SC_SENDFILE:
+	case SC_SPLICE:
+	case SC_COPY_FILE_RANGE:
+		// Record the source as fd and the destination as fd2.
+		if (sc == SC_SENDFILE) {
+			f->fd = (s32)a1;
+			f->fd2 = (s32)a0;
+		} else {
+			f->fd = (s32)a0;
+			f->fd2 = (s32)a2;
+		}
+		break;
+	default:
+		f->fd = (s32)a0;
+		break;
+	}
+	f->enter_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline u32 read_path(struct record *r, u32 off, u64 ptr)
+{
+	if (!ptr)
+		return 0;
+	off &= MAX_PATH - 1;
+	long n = bpf_probe_read_user_str(&r->paths[off], MAX_PATH, (void *)ptr);
+	if (n <= 1)
+		return 0;
+	return (u32)(n - 1) & (MAX_PATH - 1); // without the NUL
+}
+
+SEC("raw_tracepoint/sys_exit")
+int sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 tid = (u32)pid_tgid;
+	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+	if (!f || !f->active)
+		return 0;
+	u16 active = f->active;
+	f->active = 0;
+	u64 now = bpf_ktime_get_ns();
+	u64 dur = now - f->enter_ts;
+	u64 gap = f->last_exit_ts ? f->enter_ts - f->last_exit_ts : 0;
+	f->last_exit_ts = now;
+	if (dur < min_duration_ns && !(active & 2))
+		return 0;
+
+	u32 zero = 0;
+	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return 0;
+	r->ts = f->enter_ts;
+	r->duration = dur;
+	r->gap = gap;
+	r->ret = (s64)ctx->args[1];
+	r->cgroup = bpf_get_current_cgroup_id();
+	r->flags = f->flags;
+	r->pid = pid_tgid >> 32;
+	r->tid = tid;
+	r->fd = f->fd;
+	r->fd2 = f->fd2;
+	r->sc = f->sc;
+	r->kind = KIND_SYSCALL;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	u32 n1 = read_path(r, 0, f->ptr1);
+	u32 n2 = 0;
+	if (f->ptr2)
+		n2 = read_path(r, n1, f->ptr2);
+	r->path_len = n1;
+	r->path2_len = n2;
+	u64 size = RECORD_HEADER + n1 + n2;
+	if (size > sizeof(*r))
+		size = sizeof(*r);
+	if (bpf_ringbuf_output(&events, r, size, 0))
+		count_lost();
+	return 0;
+}
+
+// A process event (exec or exit) carries no syscall, only who.
+static __always_inline void process_event(u16 kind)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!wanted(pid_tgid))
+		return;
+	u32 zero = 0;
+	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return;
+	__builtin_memset(r, 0, RECORD_HEADER);
+	r->ts = bpf_ktime_get_ns();
+	r->cgroup = bpf_get_current_cgroup_id();
+	r->pid = pid_tgid >> 32;
+	r->tid = (u32)pid_tgid;
+	r->fd = -1;
+	r->fd2 = -1;
+	r->kind = kind;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	if (bpf_ringbuf_output(&events, r, RECORD_HEADER, 0))
+		count_lost();
+}
+
+SEC("raw_tracepoint/sched_process_exec")
+int process_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+	process_event(KIND_EXEC);
+	return 0;
+}
+
+SEC("raw_tracepoint/sched_process_exit")
+int process_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 tid = (u32)pid_tgid;
+	bpf_map_delete_elem(&inflight, &tid);
+	// Only the whole process's exit closes its fds; threads share them.
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	process_event(KIND_EXIT);
+	return 0;
+}

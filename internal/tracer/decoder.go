@@ -1,0 +1,410 @@
+package tracer
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Linux constants the fd table needs (the same on every architecture
+// sluice builds the tracer for).
+const (
+	atFDCWD           = -100
+	oCloexec          = 0o2000000
+	fDupfd            = 0
+	fSetfd            = 2
+	fDupfdCloexec     = 1030
+	fdCloexec         = 1
+	closeRangeCloexec = 1 << 2
+)
+
+// maxFDSlots bounds the per-process fd slice; larger fds go to a map.
+const maxFDSlots = 1 << 16
+
+// fdEntry is what the fd table knows about one open fd.
+type fdEntry struct {
+	path    string
+	state   uint8 // fdUnknown, fdKnown (seen opened), fdProc (read from /proc)
+	cloexec bool
+	gen     uint64     // batch generation of str
+	str     signal.Str // path, already in the batch of generation gen
+}
+
+const (
+	fdUnknown uint8 = iota
+	fdKnown
+	fdProc
+)
+
+// proc is the fd table of one process.
+type proc struct {
+	fds   []fdEntry
+	big   map[int32]*fdEntry // fds >= maxFDSlots
+	cwd   string
+	cwdOK bool
+
+	comm    [commLen]byte
+	commN   int
+	commGen uint64
+	commStr signal.Str
+}
+
+func (p *proc) entry(fd int32, grow bool) *fdEntry {
+	if fd < 0 {
+		return nil
+	}
+	if fd < maxFDSlots {
+		if int(fd) >= len(p.fds) {
+			if !grow {
+				return nil
+			}
+			n := max(int(fd)+1, 2*len(p.fds), 16)
+			p.fds = append(p.fds, make([]fdEntry, min(n, maxFDSlots)-len(p.fds))...)
+		}
+		return &p.fds[fd]
+	}
+	if e := p.big[fd]; e != nil || !grow {
+		return e
+	}
+	if p.big == nil {
+		p.big = make(map[int32]*fdEntry)
+	}
+	e := new(fdEntry)
+	p.big[fd] = e
+	return e
+}
+
+func (p *proc) drop(fd int32) {
+	if e := p.entry(fd, false); e != nil {
+		*e = fdEntry{}
+	}
+}
+
+// DecoderStats counts what a Decoder did.
+type DecoderStats struct {
+	Records     int64 // ring buffer records decoded
+	Rows        int64 // rows appended
+	Filtered    int64 // records dropped by user-space filters (syscall set, path prefix, duration)
+	ProcLookups int64 // /proc/<pid>/fd readlinks (fds opened before tracing)
+	Execs       int64
+	Exits       int64
+	BadRecords  int64
+}
+
+// DecoderOptions configure a Decoder.
+type DecoderOptions struct {
+	Syscalls    SyscallSet // rows kept; the zero set keeps all
+	PathPrefix  string     // keep only rows whose path (or old path) starts with it
+	MinDuration int64      // ns; rows below it are dropped (bookkeeping calls bypass the kernel's check)
+	ClockOffset int64      // added to the kernel's monotonic times to make Unix ns
+	ProcRoot    string     // "/proc" by default
+}
+
+// Decoder turns ring buffer records into IOEvents rows: it resolves each
+// fd to a path through a (pid, fd) table that follows opens, dups, fcntl,
+// close, close_range, exec (CLOEXEC) and process exit. /proc/<pid>/fd is
+// read only for an fd the table has never seen (opened before tracing, or
+// by a call that is not traced), once, and the answer is cached.
+//
+// A Decoder is used by one goroutine at a time.
+type Decoder struct {
+	opts    DecoderOptions
+	keep    SyscallSet
+	procs   map[uint32]*proc
+	last    *proc
+	lastID  uint32
+	intern  map[string]string // paths of opened files, shared between fds
+	rec     rawRecord
+	linkBuf []byte
+	stats   DecoderStats
+}
+
+// NewDecoder returns a Decoder.
+func NewDecoder(opts DecoderOptions) *Decoder {
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	d := &Decoder{opts: opts, procs: make(map[uint32]*proc), intern: make(map[string]string)}
+	d.keep = opts.Syscalls
+	if d.keep == (SyscallSet{}) {
+		for i := range d.keep {
+			d.keep[i] = true
+		}
+	}
+	return d
+}
+
+// Stats returns the counters so far.
+func (d *Decoder) Stats() DecoderStats { return d.stats }
+
+func (d *Decoder) proc(pid uint32) *proc {
+	if d.last != nil && d.lastID == pid {
+		return d.last
+	}
+	p := d.procs[pid]
+	if p == nil {
+		p = &proc{}
+		d.procs[pid] = p
+	}
+	d.last, d.lastID = p, pid
+	return p
+}
+
+// internPath returns a string equal to b, shared with earlier opens of the
+// same path; the map is bounded so a workload opening endless distinct
+// names cannot grow it without end.
+func (d *Decoder) internPath(b []byte) string {
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	if len(d.intern) >= 1<<16 {
+		clear(d.intern)
+	}
+	s := string(b)
+	d.intern[s] = s
+	return s
+}
+
+// lookup returns the entry of fd, reading /proc for an fd never seen.
+func (d *Decoder) lookup(pid uint32, p *proc, fd int32) *fdEntry {
+	e := p.entry(fd, true)
+	if e == nil || e.state != fdUnknown {
+		return e
+	}
+	d.stats.ProcLookups++
+	d.linkBuf = append(append(append(append(d.linkBuf[:0], d.opts.ProcRoot...), '/'), strconv.FormatUint(uint64(pid), 10)...), "/fd/"...)
+	d.linkBuf = strconv.AppendInt(d.linkBuf, int64(fd), 10)
+	if target, err := os.Readlink(string(d.linkBuf)); err == nil {
+		e.path = d.internPath([]byte(target))
+	}
+	e.state = fdProc
+	return e
+}
+
+func (d *Decoder) cwd(pid uint32, p *proc) string {
+	if !p.cwdOK {
+		d.linkBuf = append(append(append(d.linkBuf[:0], d.opts.ProcRoot...), '/'), strconv.FormatUint(uint64(pid), 10)...)
+		d.linkBuf = append(d.linkBuf, "/cwd"...)
+		p.cwd, _ = os.Readlink(string(d.linkBuf))
+		p.cwdOK = true
+	}
+	return p.cwd
+}
+
+// appendPath appends the path of a path argument to out's arena: absolute
+// as is, relative joined to the directory of dirfd (or the cwd).
+func (d *Decoder) appendPath(out *signal.IOEvents, pid uint32, p *proc, dirfd int32, rel []byte) signal.Str {
+	if len(rel) == 0 {
+		return 0
+	}
+	if rel[0] == '/' {
+		return out.AppendBytes(rel)
+	}
+	var dir string
+	if dirfd == atFDCWD {
+		dir = d.cwd(pid, p)
+	} else if e := d.lookup(pid, p, dirfd); e != nil {
+		dir = e.path
+	}
+	if dir == "" {
+		return out.AppendBytes(rel)
+	}
+	off := len(out.Buf)
+	out.Buf = append(out.Buf, dir...)
+	if dir[len(dir)-1] != '/' {
+		out.Buf = append(out.Buf, '/')
+	}
+	for bytes.HasPrefix(rel, []byte("./")) {
+		rel = rel[2:]
+	}
+	out.Buf = append(out.Buf, rel...)
+	return signal.MakeStr(off, len(out.Buf)-off)
+}
+
+// fdPath returns the Str of fd's path in out, appending it at most once per
+// batch.
+func (d *Decoder) fdPath(out *signal.IOEvents, pid uint32, p *proc, fd int32) signal.Str {
+	e := d.lookup(pid, p, fd)
+	if e == nil || e.path == "" {
+		return 0
+	}
+	if e.gen != out.Gen() || e.str == 0 {
+		e.str = out.AppendString(e.path)
+		e.gen = out.Gen()
+	}
+	return e.str
+}
+
+func (d *Decoder) commStr(out *signal.IOEvents, p *proc, comm []byte) signal.Str {
+	if p.commGen == out.Gen() && p.commStr != 0 && bytes.Equal(p.comm[:p.commN], comm) {
+		return p.commStr
+	}
+	p.commN = copy(p.comm[:], comm)
+	p.commGen = out.Gen()
+	p.commStr = out.AppendBytes(comm)
+	return p.commStr
+}
+
+// Decode decodes one ring buffer record into out (zero or one row).
+func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
+	r := &d.rec
+	if err := parseRecord(b, r); err != nil {
+		d.stats.BadRecords++
+		return
+	}
+	d.stats.Records++
+	switch r.kind {
+	case kindExec:
+		d.stats.Execs++
+		p := d.proc(r.pid)
+		for i := range p.fds {
+			if e := &p.fds[i]; e.cloexec || e.state == fdProc {
+				// CLOEXEC fds are gone; fds read from /proc may have
+				// been CLOEXEC too, so they are read again if used.
+				*e = fdEntry{}
+			}
+		}
+		for fd, e := range p.big {
+			if e.cloexec || e.state == fdProc {
+				delete(p.big, fd)
+			}
+		}
+		p.cwdOK = false
+		return
+	case kindExit:
+		d.stats.Exits++
+		delete(d.procs, r.pid)
+		if d.lastID == r.pid {
+			d.last = nil
+		}
+		return
+	case kindSyscall:
+	default:
+		d.stats.BadRecords++
+		return
+	}
+	sc := Syscall(r.sc)
+	if sc == SysNone || sc >= NumSyscalls {
+		d.stats.BadRecords++
+		return
+	}
+	p := d.proc(r.pid)
+	ok := r.ret >= 0
+	ev := signal.IOEvent{
+		Time: r.ts + d.opts.ClockOffset, Duration: r.duration, Gap: r.gap,
+		PID: r.pid, TID: r.tid, Syscall: uint16(sc), FD: r.fd, Ret: r.ret,
+		Flags: r.flags, Cgroup: r.cgroup,
+	}
+	if !ok && r.ret >= -4095 {
+		ev.Errno = int32(-r.ret)
+	}
+	switch classes[sc] {
+	case clOpen:
+		ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+		ev.FD = -1
+		if ok {
+			ev.FD = int32(r.ret)
+			if e := p.entry(ev.FD, true); e != nil {
+				*e = fdEntry{path: d.internPath(out.StrBytes(ev.Path)), state: fdKnown, cloexec: r.flags&oCloexec != 0, gen: out.Gen(), str: ev.Path}
+			}
+		}
+	case clRead, clWrite, clTransfer:
+		ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		if ok {
+			ev.Bytes = r.ret
+		}
+	case clClose:
+		ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		p.drop(r.fd)
+	case clDup:
+		ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		if ok {
+			d.copyFD(r.pid, p, r.fd, int32(r.ret), false)
+		}
+	case clDup2:
+		ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		if ok && r.fd != r.fd2 {
+			d.copyFD(r.pid, p, r.fd, r.fd2, r.flags&oCloexec != 0)
+		}
+	case clFcntl:
+		ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		if ok {
+			switch r.flags {
+			case fDupfd, fDupfdCloexec:
+				d.copyFD(r.pid, p, r.fd, int32(r.ret), r.flags == fDupfdCloexec)
+			case fSetfd:
+				if e := d.lookup(r.pid, p, r.fd); e != nil {
+					e.cloexec = r.fd2&fdCloexec != 0
+				}
+			}
+		}
+	case clRange:
+		if ok {
+			d.closeRange(p, uint32(r.fd), uint32(r.fd2), r.flags)
+		}
+	case clPath:
+		ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+	case clRename:
+		ev.OldPath = d.appendPath(out, r.pid, p, r.fd, r.path)
+		ev.Path = d.appendPath(out, r.pid, p, r.fd2, r.path2)
+	default:
+		ev.Path = d.fdPath(out, r.pid, p, r.fd)
+	}
+	if !d.keep[sc] || r.duration < d.opts.MinDuration || !d.prefixOK(out, &ev) {
+		d.stats.Filtered++
+		return
+	}
+	ev.Comm = d.commStr(out, p, r.comm)
+	out.Append(&ev)
+	d.stats.Rows++
+}
+
+func (d *Decoder) prefixOK(out *signal.IOEvents, ev *signal.IOEvent) bool {
+	pre := d.opts.PathPrefix
+	if pre == "" {
+		return true
+	}
+	return bytes.HasPrefix(out.StrBytes(ev.Path), []byte(pre)) || bytes.HasPrefix(out.StrBytes(ev.OldPath), []byte(pre))
+}
+
+func (d *Decoder) copyFD(pid uint32, p *proc, from, to int32, cloexec bool) {
+	src := d.lookup(pid, p, from)
+	dst := p.entry(to, true)
+	if dst == nil {
+		return
+	}
+	if src == nil {
+		*dst = fdEntry{}
+		return
+	}
+	*dst = fdEntry{path: src.path, state: src.state, cloexec: cloexec}
+	if dst.state == fdUnknown {
+		dst.state = fdProc
+	}
+}
+
+func (d *Decoder) closeRange(p *proc, first, last uint32, flags uint64) {
+	// CLOSE_RANGE_UNSHARE unshares the table first and then closes: the
+	// same effect for this process's view, so it needs no case of its own.
+	upto := min(uint64(last), uint64(len(p.fds))-1)
+	if len(p.fds) > 0 {
+		for fd := uint64(first); fd <= upto; fd++ {
+			if flags&closeRangeCloexec != 0 {
+				p.fds[fd].cloexec = true
+			} else {
+				p.fds[fd] = fdEntry{}
+			}
+		}
+	}
+	for fd, e := range p.big {
+		if uint32(fd) >= first && uint32(fd) <= last {
+			if flags&closeRangeCloexec != 0 {
+				e.cloexec = true
+			} else {
+				delete(p.big, fd)
+			}
+		}
+	}
+}

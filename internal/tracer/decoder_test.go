@@ -1,0 +1,170 @@
+package tracer
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// fakeProc makes a /proc-like tree for pid with fd links and a cwd.
+func fakeProc(t *testing.T, pid uint32, cwd string, fds map[int]string) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, strconv.Itoa(int(pid)))
+	if err := os.MkdirAll(filepath.Join(dir, "fd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cwd, filepath.Join(dir, "cwd")); err != nil {
+		t.Fatal(err)
+	}
+	for fd, target := range fds {
+		if err := os.Symlink(target, filepath.Join(dir, "fd", strconv.Itoa(fd))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+type stream struct {
+	d   *Decoder
+	out *signal.IOEvents
+	ts  int64
+}
+
+func (s *stream) call(sc Syscall, fd, fd2 int32, ret int64, flags uint64, path, path2 string) {
+	s.ts += 1000
+	b := appendRecord(nil, &rawRecord{
+		ts: s.ts, duration: 10, pid: 7, tid: 8, fd: fd, fd2: fd2, sc: uint16(sc), ret: ret,
+		flags: flags, comm: []byte("app"), path: []byte(path), path2: []byte(path2),
+	})
+	s.d.Decode(b, s.out)
+}
+
+func (s *stream) event(kind uint16) {
+	s.d.Decode(appendRecord(nil, &rawRecord{pid: 7, tid: 7, kind: kind, fd: -1, fd2: -1}), s.out)
+}
+
+func (s *stream) lastPath(t *testing.T) string {
+	t.Helper()
+	return s.out.String(s.out.Path[s.out.Len()-1])
+}
+
+// TestDecoderFDTable follows one process through the calls that change its
+// fd table and checks the path each later call is given.
+func TestDecoderFDTable(t *testing.T) {
+	root := fakeProc(t, 7, "/home/app", map[int]string{3: "/var/log/before.log", 4: "/data"})
+	s := &stream{d: NewDecoder(DecoderOptions{ProcRoot: root}), out: new(signal.IOEvents)}
+	check := func(want string) {
+		t.Helper()
+		if got := s.lastPath(t); got != want {
+			t.Fatalf("path %q, want %q", got, want)
+		}
+	}
+	s.call(SysWrite, 3, -1, 10, 0, "", "")
+	check("/var/log/before.log") // from /proc, opened before tracing
+	s.call(SysOpenat, atFDCWD, -1, 5, 0, "rel/x.txt", "")
+	check("/home/app/rel/x.txt") // relative to the cwd
+	s.call(SysOpenat, 4, -1, 6, oCloexec, "./y.txt", "")
+	check("/data/y.txt") // relative to a dirfd
+	s.call(SysRead, 6, -1, 3, 0, "", "")
+	check("/data/y.txt")
+	s.call(SysFcntl, 5, 0, 9, fDupfd, "", "")
+	s.call(SysRead, 9, -1, 1, 0, "", "")
+	check("/home/app/rel/x.txt") // F_DUPFD copy
+	s.call(SysDup3, 5, 10, 10, oCloexec, "", "")
+	s.call(SysClose, 5, -1, 0, 0, "", "")
+	s.call(SysRead, 10, -1, 1, 0, "", "")
+	check("/home/app/rel/x.txt") // dup3 copy outlives the original
+	s.call(SysOpen, atFDCWD, -1, 5, 0, "/etc/z", "")
+	s.call(SysRead, 5, -1, 1, 0, "", "")
+	check("/etc/z") // fd 5 reused
+	s.call(SysCloseRange, 9, 9, 0, 0, "", "")
+	s.call(SysRead, 9, -1, 1, 0, "", "")
+	check("") // closed by close_range; /proc has no fd 9 either
+	s.event(kindExec)
+	s.call(SysRead, 6, -1, 1, 0, "", "")
+	check("") // O_CLOEXEC: gone after exec
+	s.call(SysRead, 5, -1, 1, 0, "", "")
+	check("/etc/z") // not CLOEXEC: survives exec
+	s.call(SysRead, 10, -1, 1, 0, "", "")
+	check("") // dup3(O_CLOEXEC)
+	s.event(kindExit)
+	if len(s.d.procs) != 0 {
+		t.Fatalf("process table not dropped at exit: %d", len(s.d.procs))
+	}
+	if st := s.d.Stats(); st.ProcLookups != 5 {
+		// fd 3, dirfd 4, fd 9 after close_range, fds 6 and 10 after exec
+		t.Errorf("%d /proc lookups, want 5", st.ProcLookups)
+	}
+}
+
+func TestDecoderFilters(t *testing.T) {
+	set, err := ParseSyscalls("read,fsync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{d: NewDecoder(DecoderOptions{Syscalls: set, PathPrefix: "/data/", ProcRoot: t.TempDir()}), out: new(signal.IOEvents)}
+	s.call(SysOpen, atFDCWD, -1, 3, 0, "/data/a", "")
+	s.call(SysOpen, atFDCWD, -1, 4, 0, "/etc/b", "")
+	s.call(SysRead, 3, -1, 5, 0, "", "")
+	s.call(SysRead, 4, -1, 5, 0, "", "")
+	s.call(SysWrite, 3, -1, 5, 0, "", "")
+	s.call(SysFsync, 3, -1, 0, 0, "", "")
+	if s.out.Len() != 2 || Syscall(s.out.Syscall[0]) != SysRead || Syscall(s.out.Syscall[1]) != SysFsync {
+		t.Fatalf("kept %d rows, want read and fsync of /data/a", s.out.Len())
+	}
+	if st := s.d.Stats(); st.Filtered != 4 {
+		t.Errorf("filtered %d, want 4", st.Filtered)
+	}
+	if _, err := ParseSyscalls("read,bogus"); err == nil {
+		t.Error("unknown syscall accepted")
+	}
+}
+
+func TestDecoderNoAllocs(t *testing.T) {
+	d := NewDecoder(DecoderOptions{ProcRoot: t.TempDir()})
+	out := new(signal.IOEvents)
+	open := appendRecord(nil, &rawRecord{sc: uint16(SysOpenat), fd: atFDCWD, ret: 3, pid: 1, tid: 1, comm: []byte("x"), path: []byte("/a/b")})
+	read := appendRecord(nil, &rawRecord{sc: uint16(SysRead), fd: 3, ret: 4096, pid: 1, tid: 1, comm: []byte("x")})
+	d.Decode(open, out)
+	for range 2048 {
+		d.Decode(read, out)
+	}
+	out.Reset()
+	allocs := testing.AllocsPerRun(100, func() {
+		for range 1000 {
+			d.Decode(read, out)
+		}
+		out.Reset()
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per 1000 records", allocs)
+	}
+}
+
+func TestParseRecordShort(t *testing.T) {
+	var r rawRecord
+	if parseRecord(make([]byte, 10), &r) == nil {
+		t.Fatal("short header accepted")
+	}
+	b := appendRecord(nil, &rawRecord{path: []byte("/x")})
+	if parseRecord(b[:len(b)-1], &r) == nil {
+		t.Fatal("truncated path accepted")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(appendRecord(nil, &rawRecord{sc: uint16(SysOpenat), ret: 3, path: []byte("x")}))
+	f.Add(appendRecord(nil, &rawRecord{sc: uint16(SysCloseRange), fd: 0, fd2: -1}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := NewDecoder(DecoderOptions{ProcRoot: "/nonexistent"})
+		out := new(signal.IOEvents)
+		d.Decode(b, out)
+		if out.Len() > 1 {
+			t.Fatal("more than one row from one record")
+		}
+	})
+}

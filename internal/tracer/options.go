@@ -1,0 +1,56 @@
+package tracer
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultRingBytes  = 16 << 20
+	DefaultBatchRows  = 8192
+	DefaultFlushEvery = 200 * time.Millisecond
+	maxSyscallNr      = 512 // MAX_SYSCALL_NR of bpf/iotrace.h
+)
+
+// Options select what the kernel program traces. Filters other than
+// PathPrefix run in the kernel, so what they exclude never reaches user
+// space.
+type Options struct {
+	PID         uint32        // trace only this process (thread group); 0 all
+	TID         uint32        // trace only this thread; 0 all
+	Comm        string        // trace only tasks with this exact comm (at most 15 bytes); "" all
+	Cgroup      uint64        // trace only this cgroup v2 id; 0 all
+	Syscalls    SyscallSet    // rows wanted; the zero set is all
+	MinDuration time.Duration // drop calls shorter than this
+	PathPrefix  string        // keep rows whose path starts with it (user space, before any copy out of the decoder)
+	RingBytes   int           // ring buffer size: a power of two, at least one page; default 16 MiB
+
+	BatchRows  int           // rows per batch handed to the sink; default 8192
+	FlushEvery time.Duration // hand over a partial batch at least this often; default 200ms
+}
+
+func (o *Options) setDefaults() {
+	if o.RingBytes == 0 {
+		o.RingBytes = DefaultRingBytes
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = DefaultBatchRows
+	}
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = DefaultFlushEvery
+	}
+}
+
+func (o *Options) validate() error {
+	if len(o.Comm) > commLen-1 {
+		return fmt.Errorf("tracer: comm %q is longer than the kernel's 15 bytes", o.Comm)
+	}
+	if o.RingBytes < 4096 || o.RingBytes&(o.RingBytes-1) != 0 {
+		return fmt.Errorf("tracer: ring buffer size %d is not a power of two of at least 4096 bytes", o.RingBytes)
+	}
+	if o.MinDuration < 0 {
+		return fmt.Errorf("tracer: negative minimum duration %s", o.MinDuration)
+	}
+	return nil
+}

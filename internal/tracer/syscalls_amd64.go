@@ -1,0 +1,13 @@
+package tracer
+
+// syscallNumbers maps each traced syscall to its x86_64 number.
+var syscallNumbers = [NumSyscalls]int{
+	SysRead: 0, SysWrite: 1, SysOpen: 2, SysClose: 3, SysStat: 4, SysFstat: 5, SysLstat: 6,
+	SysLseek: 8, SysPread64: 17, SysPwrite64: 18, SysReadv: 19, SysWritev: 20,
+	SysDup: 32, SysDup2: 33, SysSendfile: 40, SysFcntl: 72, SysFsync: 74, SysFdatasync: 75,
+	SysTruncate: 76, SysFtruncate: 77, SysRename: 82, SysMkdir: 83, SysRmdir: 84, SysCreat: 85,
+	SysUnlink: 87, SysGetdents64: 217, SysOpenat: 257, SysMkdirat: 258, SysNewfstatat: 262,
+	SysUnlinkat: 263, SysRenameat: 264, SysSplice: 275, SysSyncFileRange: 277, SysDup3: 292,
+	SysPreadv: 295, SysPwritev: 296, SysCopyFileRange: 326, SysPreadv2: 327, SysPwritev2: 328,
+	SysRenameat2: 316, SysStatx: 332, SysIoUringEnter: 426, SysCloseRange: 436, SysOpenat2: 437,
+}

@@ -1,0 +1,132 @@
+//go:build linux && amd64
+
+package tracer
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
+)
+
+func TestMain(m *testing.M) {
+	tracertest.MaybeRunChild()
+	os.Exit(m.Run())
+}
+
+// collect runs t until stop returns, then returns a copy of all rows.
+func collect(tb testing.TB, tr *Tracer, stop func()) *signal.IOEvents {
+	tb.Helper()
+	all := new(signal.IOEvents)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- tr.Run(ctx, func(b *signal.IOEvents) error {
+			all.AppendRows(b, 0, b.Len())
+			return nil
+		})
+	}()
+	stop()
+	cancel()
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+	return all
+}
+
+// TestTraceKnownWorkload traces a child doing known calls with a pid filter
+// and checks that exactly those calls arrive, with their paths and bytes,
+// while this process's own file I/O is excluded.
+func TestTraceKnownWorkload(t *testing.T) {
+	tracertest.RequireTracing(t, Check().Err())
+	dir := t.TempDir()
+	child := tracertest.Start(t, dir, "")
+	tr, err := Open(Options{PID: uint32(child.PID), FlushEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rows := collect(t, tr, func() {
+		// Our own I/O in the same directory, during tracing: the pid
+		// filter must keep it out.
+		for i := range 20 {
+			if err := os.WriteFile(filepath.Join(dir, "parent.dat"), make([]byte, 10+i), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		child.Go(t)
+	})
+	want := tracertest.Expected(dir)
+	if rows.Len() != len(want) {
+		for i := range rows.Len() {
+			t.Logf("got %s %q %q ret=%d bytes=%d", SyscallName(rows.Syscall[i]), rows.String(rows.Path[i]), rows.String(rows.OldPath[i]), rows.Ret[i], rows.Bytes[i])
+		}
+		t.Fatalf("got %d rows, want %d; stats %+v", rows.Len(), len(want), tr.DecoderStats())
+	}
+	for i, w := range want {
+		got := tracertest.Row{
+			Syscall: SyscallName(rows.Syscall[i]), Path: rows.String(rows.Path[i]),
+			OldPath: rows.String(rows.OldPath[i]), Bytes: rows.Bytes[i], Ret: rows.Ret[i],
+		}
+		if w.Ret == -1 && got.Ret >= 0 {
+			got.Ret = -1
+		}
+		if got != w {
+			t.Errorf("row %d: got %+v, want %+v", i, got, w)
+		}
+		if rows.PID[i] != uint32(child.PID) || rows.TID[i] != uint32(child.TID) {
+			t.Errorf("row %d: pid/tid %d/%d, want %d/%d", i, rows.PID[i], rows.TID[i], child.PID, child.TID)
+		}
+		if c := rows.String(rows.Comm[i]); !strings.HasPrefix(filepath.Base(os.Args[0]), c) {
+			t.Errorf("row %d: comm %q, want a prefix of %q", i, c, filepath.Base(os.Args[0]))
+		}
+		if rows.Duration[i] <= 0 || rows.Time[i] < time.Now().Add(-time.Minute).UnixNano() || rows.Time[i] > time.Now().UnixNano() {
+			t.Errorf("row %d: duration %d, time %s", i, rows.Duration[i], time.Unix(0, rows.Time[i]))
+		}
+		if i > 0 && (rows.Gap[i] <= 0 || rows.Time[i] < rows.Time[i-1]) {
+			t.Errorf("row %d: gap %d, time before the previous row's", i, rows.Gap[i])
+		}
+	}
+	if n := rows.Errno[len(want)-1]; n != 2 {
+		t.Errorf("failed open: errno %d, want ENOENT", n)
+	}
+	st := tr.DecoderStats()
+	t.Logf("stats %+v", st)
+	if st.ProcLookups != 1 {
+		t.Errorf("%d /proc lookups, want 1 (pre.dat, opened before tracing)", st.ProcLookups)
+	}
+	if st.Exits != 1 {
+		t.Errorf("%d process exits, want 1", st.Exits)
+	}
+	if tr.Lost() != 0 {
+		t.Errorf("lost %d records", tr.Lost())
+	}
+}
+
+// TestTraceOverloadCountsLost fills a one-page ring buffer that nobody
+// reads: the kernel must count what it dropped.
+func TestTraceOverloadCountsLost(t *testing.T) {
+	tracertest.RequireTracing(t, Check().Err())
+	dir := t.TempDir()
+	child := tracertest.Start(t, dir, "flood")
+	tr, err := Open(Options{PID: uint32(child.PID), RingBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	child.Go(t) // nobody reads while the child floods
+	lost := tr.Lost()
+	rows := collect(t, tr, func() {})
+	if lost == 0 {
+		t.Fatal("no lost records reported for a flood into a 4 KiB ring")
+	}
+	if got := uint64(rows.Len()) + lost; got != tracertest.FloodCalls {
+		t.Errorf("rows %d + lost %d = %d, want the %d calls made", rows.Len(), lost, got, tracertest.FloodCalls)
+	}
+	t.Logf("flood of %d stats: %d rows, %d lost", tracertest.FloodCalls, rows.Len(), lost)
+}

@@ -1,0 +1,226 @@
+// Package tracertest runs a known I/O workload in a child process, for
+// tests of the tracer and of what records its events. The child is the test
+// binary itself, re-executed: a test package calls MaybeRunChild from its
+// TestMain.
+//
+// The workload makes only raw syscalls (package syscall), on one locked
+// thread, so the calls the tracer must see are exactly Expected's.
+package tracertest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/corpustest"
+)
+
+const envDir = "SLUICE_TRACERTEST_DIR"
+const envMode = "SLUICE_TRACERTEST_MODE"
+
+// Row is one expected traced call.
+type Row struct {
+	Syscall string
+	Path    string // full path; "" none
+	OldPath string
+	Bytes   int64
+	Ret     int64 // -1: any non-negative (an fd)
+}
+
+// PreBytes is the size of pre.dat, opened before tracing starts.
+const PreBytes = 3000
+
+// Expected lists the workload's calls in order, for dir.
+func Expected(dir string) []Row {
+	p := func(n string) string { return filepath.Join(dir, n) }
+	return []Row{
+		{"openat", p("a.dat"), "", 0, -1},
+		{"write", p("a.dat"), "", 4096, 4096},
+		{"write", p("a.dat"), "", 4096, 4096},
+		{"write", p("a.dat"), "", 4096, 4096},
+		{"fsync", p("a.dat"), "", 0, 0},
+		{"close", p("a.dat"), "", 0, 0},
+		{"pread64", p("pre.dat"), "", 1000, 1000},
+		{"pread64", p("pre.dat"), "", 1000, 1000},
+		{"pread64", p("pre.dat"), "", 1000, 1000},
+		{"openat", p("b.dat"), "", 0, -1},
+		{"write", p("b.dat"), "", 100, 100},
+		{"close", p("b.dat"), "", 0, 0},
+		{"openat", p("c.dat"), "", 0, -1}, // reuses b.dat's fd
+		{"write", p("c.dat"), "", 200, 200},
+		{"close", p("c.dat"), "", 0, 0},
+		{"openat", p("d.dat"), "", 0, -1},
+		{"dup2", p("d.dat"), "", 0, 100},
+		{"write", p("d.dat"), "", 50, 50},
+		{"close", p("d.dat"), "", 0, 0},
+		{"write", p("d.dat"), "", 60, 60}, // through fd 100 after the original closed
+		{"close", p("d.dat"), "", 0, 0},
+		{"renameat", p("e.dat"), p("a.dat"), 0, 0},
+		{"unlinkat", p("e.dat"), "", 0, 0},
+		{"openat", p("c.dat"), "", 0, -1},
+		{"read", p("c.dat"), "", 200, 200},
+		{"read", p("c.dat"), "", 0, 0},
+		{"close", p("c.dat"), "", 0, 0},
+		{"openat", p("missing.dat"), "", 0, -int64(syscall.ENOENT)},
+	}
+}
+
+// MaybeRunChild runs the workload and exits when this process is the
+// child; call it first in TestMain.
+func MaybeRunChild() {
+	dir := os.Getenv(envDir)
+	if dir == "" {
+		return
+	}
+	runtime.LockOSThread()
+	if err := child(dir, os.Getenv(envMode)); err != nil {
+		fmt.Fprintln(os.Stderr, "tracertest child:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func child(dir, mode string) error {
+	pre, err := syscall.Open(filepath.Join(dir, "pre.dat"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ready %d %d %d\n", os.Getpid(), syscall.Gettid(), pre)
+	// Wait for the tracer; this read started before tracing, so it is not
+	// recorded.
+	var b [1]byte
+	if _, err := syscall.Read(0, b[:]); err != nil {
+		return err
+	}
+	if mode == "flood" {
+		return flood(dir)
+	}
+	return workload(dir, pre)
+}
+
+func must(n int, err error) int {
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func workload(dir string, pre int) error {
+	p := func(n string) string { return filepath.Join(dir, n) }
+	buf := make([]byte, 4096)
+	const flags = syscall.O_CREAT | syscall.O_WRONLY | syscall.O_TRUNC | syscall.O_CLOEXEC
+	fd := must(syscall.Open(p("a.dat"), flags, 0o644))
+	for range 3 {
+		must(syscall.Write(fd, buf))
+	}
+	must(0, syscall.Fsync(fd))
+	must(0, syscall.Close(fd))
+	for i := range 3 {
+		must(syscall.Pread(pre, buf[:1000], int64(i)*1000))
+	}
+	fd = must(syscall.Open(p("b.dat"), flags, 0o644))
+	must(syscall.Write(fd, buf[:100]))
+	must(0, syscall.Close(fd))
+	fd2 := must(syscall.Open(p("c.dat"), flags, 0o644))
+	if fd2 != fd {
+		return fmt.Errorf("fd not reused: %d then %d", fd, fd2)
+	}
+	must(syscall.Write(fd2, buf[:200]))
+	must(0, syscall.Close(fd2))
+	fd = must(syscall.Open(p("d.dat"), flags, 0o644))
+	must(0, syscall.Dup2(fd, 100))
+	must(syscall.Write(100, buf[:50]))
+	must(0, syscall.Close(fd))
+	must(syscall.Write(100, buf[:60]))
+	must(0, syscall.Close(100))
+	must(0, syscall.Rename(p("a.dat"), p("e.dat")))
+	must(0, syscall.Unlink(p("e.dat")))
+	fd = must(syscall.Open(p("c.dat"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0))
+	must(syscall.Read(fd, buf))
+	must(syscall.Read(fd, buf))
+	must(0, syscall.Close(fd))
+	if _, err := syscall.Open(p("missing.dat"), syscall.O_RDONLY, 0); err != syscall.ENOENT {
+		return fmt.Errorf("open missing.dat: %v", err)
+	}
+	return nil
+}
+
+// FloodCalls is how many stat calls the flood mode makes.
+const FloodCalls = 200000
+
+func flood(dir string) error {
+	var st syscall.Stat_t
+	path := filepath.Join(dir, "pre.dat")
+	for range FloodCalls {
+		if err := syscall.Stat(path, &st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Child is a started workload process, waiting for Go.
+type Child struct {
+	PID, TID, PreFD int
+	cmd             *exec.Cmd
+	stdin           io.WriteCloser
+	stderr          strings.Builder
+}
+
+// Start writes pre.dat into dir and starts the child in mode "" (the
+// workload) or "flood".
+func Start(tb testing.TB, dir, mode string) *Child {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "pre.dat"), make([]byte, PreBytes), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	c.cmd.Env = append(os.Environ(), envDir+"="+dir, envMode+"="+mode)
+	c.cmd.Stderr = &c.stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("child did not get ready: %v (stderr: %s)", err, c.stderr.String())
+	}
+	if _, err := fmt.Sscanf(line, "ready %d %d %d", &c.PID, &c.TID, &c.PreFD); err != nil {
+		tb.Fatalf("child said %q: %v", line, err)
+	}
+	return c
+}
+
+// Go lets the child run its workload and waits for it to exit.
+func (c *Child) Go(tb testing.TB) {
+	tb.Helper()
+	if _, err := c.stdin.Write([]byte{'\n'}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		tb.Fatalf("child: %v (stderr: %s)", err, c.stderr.String())
+	}
+}
+
+// RequireTracing skips the test (or fails it under SLUICE_REQUIRE_ALL) when
+// this process cannot load eBPF programs, saying why.
+func RequireTracing(tb testing.TB, checkErr error) {
+	tb.Helper()
+	if checkErr != nil {
+		corpustest.Missing(tb, "eBPF tracing support ("+checkErr.Error()+")")
+	}
+}
