@@ -71,6 +71,7 @@ type Queue struct {
 	FullPolicy       string   `yaml:"full_policy" doc:"What happens when the queue is full: backpressure (requests get 429 / RESOURCE_EXHAUSTED with a retry hint; nothing is lost) or drop_oldest (the oldest unwritten data is deleted and counted in sluice_queue_dropped_records_total)."`
 	GroupCommitDelay Duration `yaml:"group_commit_delay" doc:"How long an fsync waits for more requests to join it. 0 already batches everything arriving during the previous fsync."`
 	RetryAfter       Duration `yaml:"retry_after" doc:"Retry hint sent with backpressure answers (Retry-After / RetryInfo)."`
+	MinFreeBytes     ByteSize `yaml:"min_free_bytes" derived:"min(512MiB, a tenth of the file system)" doc:"Free space the queue leaves on the file system of queue.dir. An append that would leave less is refused with 429 / RESOURCE_EXHAUSTED and a retry hint (under either full_policy; counted in sluice_pipeline_rejected_records_total{reason=\"disk\"}), /readyz answers 503, and the lake writer checkpoints at once: the headroom is what it needs to turn queued data into Parquet and release queue segments, so a disk that filled up recovers by itself once space is freed. Keep it above what one checkpoint writes (about lake.checkpoint_queue_bytes). 0 means the derived default."`
 }
 
 // Lake configures the lake writer and its checkpoints.

@@ -23,6 +23,7 @@ type consumer struct {
 	m          *metrics
 	failed     atomic.Bool  // the queue refused appends with ErrFailed: restart needed
 	tenants    tenant.Names // refuses a tenant differing only in case from a known one
+	lowDisk    func()       // called when the queue refuses for disk space; may be nil
 	pool       sync.Pool    // *scratch
 }
 
@@ -104,6 +105,12 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		ser.accepted.Add(float64(n))
 		ser.queuedBytes.Add(float64(len(s.rec)))
 		return otlpreceiver.Result{}, nil
+	case errors.Is(err, queue.ErrLowDisk):
+		ser.rejectedDisk.Add(float64(n))
+		if c.lowDisk != nil {
+			c.lowDisk()
+		}
+		return otlpreceiver.Result{}, otlpreceiver.Backpressure(c.retryAfter, err)
 	case errors.Is(err, queue.ErrFull):
 		ser.rejectedFull.Add(float64(n))
 		return otlpreceiver.Result{}, otlpreceiver.Backpressure(c.retryAfter, err)

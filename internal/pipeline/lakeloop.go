@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ const (
 	reasonQueue    = "queue"
 	reasonShutdown = "shutdown"
 	reasonRequest  = "request"
+	reasonDisk     = "disk" // the queue refused appends for disk space
 )
 
 const (
@@ -54,12 +56,15 @@ type lakeLoop struct {
 	maxBuf   int64 // checkpoint when the writer buffers more
 	maxQueue int64 // checkpoint when this many queue bytes were read
 
-	mu       sync.Mutex
-	wake     context.CancelFunc // cancels the loop's current wait
-	stopping bool
-	requests []chan error
-	done     chan struct{}
-	err      error // why the loop ended; read after done
+	mu        sync.Mutex
+	wake      context.CancelFunc // cancels the loop's current wait
+	consuming bool               // wake ends a consume (not a backoff)
+	diskNudge atomic.Bool        // checkpoint now: the queue is short of disk
+	lastNudge atomic.Int64       // unix ns of the last accepted nudge
+	stopping  bool
+	requests  []chan error
+	done      chan struct{}
+	err       error // why the loop ended; read after done
 
 	w         *lake.Writer
 	r         *queue.Reader
@@ -125,6 +130,24 @@ func (l *lakeLoop) stop() {
 	l.mu.Unlock()
 }
 
+// nudgeLowDisk asks for a checkpoint now because the queue refuses appends
+// for disk space: committing what was read lets the queue release its
+// segments. At most once a second, and never cutting a failure's backoff
+// short (a disk that is full for other reasons would only fail faster).
+func (l *lakeLoop) nudgeLowDisk() {
+	now := time.Now().UnixNano()
+	last := l.lastNudge.Load()
+	if now-last < int64(time.Second) || !l.lastNudge.CompareAndSwap(last, now) {
+		return
+	}
+	l.mu.Lock()
+	if l.consuming && l.wake != nil {
+		l.diskNudge.Store(true)
+		l.wake()
+	}
+	l.mu.Unlock()
+}
+
 // checkpoint asks for a drain and checkpoint now and waits for it.
 func (l *lakeLoop) checkpoint(ctx context.Context) error {
 	ch := make(chan error, 1)
@@ -151,6 +174,7 @@ func (l *lakeLoop) run() {
 		ctx, cancel := context.WithDeadline(context.Background(), l.last.Add(l.interval))
 		l.mu.Lock()
 		l.wake = cancel
+		l.consuming = true
 		woken := l.stopping || len(l.requests) > 0
 		l.mu.Unlock()
 
@@ -161,6 +185,7 @@ func (l *lakeLoop) run() {
 		}
 		cancel()
 		l.mu.Lock()
+		l.consuming = false
 		stop, reqs := l.stopping, l.requests
 		l.requests = nil
 		l.mu.Unlock()
@@ -176,6 +201,8 @@ func (l *lakeLoop) run() {
 				reason = reasonShutdown
 			case len(reqs) > 0:
 				reason = reasonRequest
+			case reason == "" && l.diskNudge.Swap(false):
+				reason = reasonDisk
 			case reason == "":
 				reason = reasonInterval
 			}

@@ -48,6 +48,7 @@ type seriesKey struct {
 type series struct {
 	received, accepted, queuedBytes, invalid prometheus.Counter
 	rejectedFull, rejectedError              prometheus.Counter
+	rejectedDisk                             prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -62,7 +63,7 @@ func newMetrics() *metrics {
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_invalid_requests_total",
 			Help: "Requests rejected as undecodable (400 / InvalidArgument); their records are not counted anywhere else."}, st),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
-			Help: "Decoded records refused: reason=backpressure (queue full, 429) or error (queue failure, 503)."}, []string{"signal", "tenant", "reason"}),
+			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429) or error (queue failure, 503)."}, []string{"signal", "tenant", "reason"}),
 		series: make(map[seriesKey]*series),
 
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_written_rows_total",
@@ -72,7 +73,7 @@ func newMetrics() *metrics {
 		skippedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_skipped_queue_bytes_total",
 			Help: "Queue bytes the lake loop never read: dropped (drop_oldest) or corrupt."}),
 		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_checkpoints_total",
-			Help: "Committed checkpoints by reason: interval, buffered, queue, shutdown, request."}, []string{"reason"}),
+			Help: "Committed checkpoints by reason: interval, buffered, queue, disk, shutdown, request."}, []string{"reason"}),
 		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_checkpoint_failures_total",
 			Help: "Checkpoints that failed (flush, write or catalog commit)."}),
 		rewinds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_rewinds_total",
@@ -139,6 +140,7 @@ func (m *metrics) seriesFor(kind signal.Kind, tenant string) *series {
 		invalid:       m.invalid.WithLabelValues(sig, tenant),
 		rejectedFull:  m.rejected.WithLabelValues(sig, tenant, "backpressure"),
 		rejectedError: m.rejected.WithLabelValues(sig, tenant, "error"),
+		rejectedDisk:  m.rejected.WithLabelValues(sig, tenant, "disk"),
 	}
 	m.series[k] = s
 	return s
@@ -150,6 +152,7 @@ type queueCollector struct {
 	bytes, records, segments                             *prometheus.Desc
 	appends, appended, fsyncs, dropRecs, dropBytes       *prometheus.Desc
 	corruptRecs, corruptBytes, tornBytes, first, durable *prometheus.Desc
+	freeBytes, minFree, lowDisk                          *prometheus.Desc
 }
 
 func newQueueCollector(q func() *queue.Queue) *queueCollector {
@@ -169,12 +172,16 @@ func newQueueCollector(q func() *queue.Queue) *queueCollector {
 		tornBytes:    d("sluice_queue_torn_bytes_total", "Torn tail bytes truncated by recovery."),
 		first:        d("sluice_queue_first_position", "Oldest stored queue position."),
 		durable:      d("sluice_queue_durable_position", "Queue position after the last acknowledged record."),
+		freeBytes:    d("sluice_queue_disk_free_bytes", "Free bytes on the queue's file system at the last check."),
+		minFree:      d("sluice_queue_min_free_bytes", "Free space the queue keeps (queue.min_free_bytes resolved); 0 when the file system cannot tell."),
+		lowDisk:      d("sluice_queue_low_disk_refusals_total", "Appends refused because they would leave less than queue.min_free_bytes free."),
 	}
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.bytes, c.records, c.segments, c.appends, c.appended, c.fsyncs,
-		c.dropRecs, c.dropBytes, c.corruptRecs, c.corruptBytes, c.tornBytes, c.first, c.durable} {
+		c.dropRecs, c.dropBytes, c.corruptRecs, c.corruptBytes, c.tornBytes, c.first, c.durable,
+		c.freeBytes, c.minFree, c.lowDisk} {
 		ch <- d
 	}
 }
@@ -202,4 +209,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	k(c.corruptRecs, s.CorruptRecords)
 	k(c.corruptBytes, s.CorruptBytes)
 	k(c.tornBytes, s.TornBytes)
+	g(c.freeBytes, float64(s.FreeBytes))
+	g(c.minFree, float64(s.MinFreeBytes))
+	k(c.lowDisk, s.LowDiskRefusals)
 }

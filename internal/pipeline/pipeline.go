@@ -144,6 +144,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		SegmentBytes:     int64(p.cfg.Queue.SegmentBytes),
 		Full:             full,
 		GroupCommitDelay: p.cfg.Queue.GroupCommitDelay.D(),
+		MinFreeBytes:     int64(p.cfg.Queue.MinFreeBytes),
 		// Positions never restart below what the catalog counts as
 		// delivered, even if the queue directory was lost.
 		Start:  queue.Position(committed),
@@ -197,6 +198,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}()
 
 	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
+	p.cons.lowDisk = loop.nudgeLowDisk
 	if err := p.seedTenants(ctx); err != nil {
 		return err
 	}
@@ -326,6 +328,8 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 		switch {
 		case p.cons != nil && p.cons.failed.Load():
 			http.Error(w, "queue failed: restart needed", http.StatusServiceUnavailable)
+		case p.diskLow() != "":
+			http.Error(w, p.diskLow(), http.StatusServiceUnavailable)
 		case !p.ready.Load():
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 		default:
@@ -349,6 +353,19 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// diskLow says why ingestion is refused for disk space, or "" when it is not.
+func (p *Pipeline) diskLow() string {
+	q := p.q.Load()
+	if q == nil {
+		return ""
+	}
+	free, min, low := q.DiskSpace()
+	if !low {
+		return ""
+	}
+	return fmt.Sprintf("queue disk space low: %d bytes free, %d kept free (queue.min_free_bytes); ingestion is refused until the lake writer or an operator frees space", free, min)
 }
 
 // seedTenants tells the consumer the tenants the lake already has, so that

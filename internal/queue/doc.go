@@ -81,6 +81,13 @@
 //     deleted data skips to the oldest stored position and reports the
 //     skipped bytes in Reader.Lost. Under Backpressure, Append returns
 //     ErrFull and deletes nothing.
+//  9. Append never leaves less than Options.MinFreeBytes free on the file
+//     system of Dir (as far as statfs, asked at most every 100 ms or per
+//     quarter of the headroom written, and the queue's own writes since
+//     tell): it returns ErrLowDisk, which is an ErrFull, under either
+//     policy. The headroom is what the lake writer needs to turn queued
+//     data into files and let Release free segments, so that a disk that
+//     filled up recovers without an operator.
 //
 // Not covered by the CRCs: a bit flip in a sealed segment's header is
 // detected (header CRC) but the segment is then skipped whole; record

@@ -1,6 +1,9 @@
 package queue
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrFull is returned by Append under the Backpressure policy when the
@@ -16,6 +19,13 @@ var (
 	// mismatch, impossible length). The queue counts, logs and skips such
 	// data instead of returning it; the error shows up wrapped in logs.
 	ErrCorrupt = errors.New("queue: corrupt data")
+
+	// ErrLowDisk is returned by Append when the batch would leave less than
+	// Options.MinFreeBytes free on the queue's file system. It wraps
+	// ErrFull (errors.Is(err, ErrFull) holds): the caller answers with
+	// backpressure, and the headroom lets the lake writer turn queued data
+	// into files and release segments, so ingestion recovers by itself.
+	ErrLowDisk = fmt.Errorf("%w: free disk space below the headroom", ErrFull)
 
 	// ErrTooLarge is returned by Append for a record or batch that could
 	// never fit (record larger than a segment, batch larger than half of

@@ -20,6 +20,9 @@ type memFS struct {
 	names   map[string]*memNode // current directory entries
 	durable map[string]*memNode // entries as of the last SyncDir
 	hook    func(op, name string, n int) (int, error)
+
+	capacity int64 // file system size for Space; 0 is 1 TiB
+	used     int64 // bytes other writers use, for Space
 }
 
 type memNode struct {
@@ -96,6 +99,25 @@ func (m *memFS) ReadDir(dir string) ([]string, error) {
 }
 
 func (m *memFS) MkdirAll(string, os.FileMode) error { return nil }
+
+// Space reports capacity minus the bytes of every file (1 TiB when
+// capacity is 0), plus what the test says others use (used).
+func (m *memFS) Space(dir string) (free, total int64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.fault("statfs", dir, 0); err != nil {
+		return 0, 0, err
+	}
+	total = m.capacity
+	if total == 0 {
+		total = 1 << 40
+	}
+	free = total - m.used
+	for _, n := range m.names {
+		free -= int64(len(n.data))
+	}
+	return free, total, nil
+}
 
 func (m *memFS) SyncDir(dir string) error {
 	m.mu.Lock()

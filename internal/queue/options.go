@@ -32,6 +32,14 @@ func (p FullPolicy) String() string {
 const (
 	DefaultSegmentBytes = 64 << 20
 	DefaultMaxBytes     = 1 << 30
+	// DefaultMinFreeBytes is the headroom kept free on the queue's file
+	// system, unless that is a tenth of it (see Options.MinFreeBytes).
+	DefaultMinFreeBytes = 512 << 20
+
+	// spaceCheckEvery bounds statfs calls: free space is asked at most
+	// this often (and after a Release or a quarter of the headroom
+	// written), not per Append.
+	spaceCheckEvery = 100 * time.Millisecond
 
 	minSegmentBytes = segmentHeaderSize + recordHeaderSize + 16
 	// A record's length is a uint32 and a record never spans segments.
@@ -55,6 +63,11 @@ type Options struct {
 	// to join before syncing. 0 syncs as soon as the previous fsync ends,
 	// which already batches everything that arrived during it.
 	GroupCommitDelay time.Duration
+	// MinFreeBytes is the free space Append leaves on the file system of
+	// Dir: a batch that would leave less gets ErrLowDisk (nothing is
+	// dropped, whatever Full says). 0 means min(DefaultMinFreeBytes, a
+	// tenth of the file system); negative disables the check.
+	MinFreeBytes int64
 	// Start is the lowest position a new segment may start at. Set it to the
 	// position committed downstream (the lake catalog), so that if the queue
 	// directory is lost or replaced, new data never reuses positions the

@@ -44,8 +44,16 @@ type Queue struct {
 	err        error // sticky, wraps ErrFailed
 	wbuf       []byte
 	wrecs      uint64 // records encoded in wbuf
-	scratch    [12]byte
-	corruptAt  map[Position]bool // corrupt regions already counted and logged
+
+	// Free-space headroom (Options.MinFreeBytes); minFree 0 means off.
+	minFree      int64
+	free         int64     // free bytes at the last statfs
+	freeAt       time.Time // time of the last statfs; zero forces one
+	writtenSince int64     // bytes the queue wrote since then
+	spaceErr     bool      // statfs failed once (logged); check off
+	refusedNeed  int64     // size of the last append refused for space
+	scratch      [12]byte
+	corruptAt    map[Position]bool // corrupt regions already counted and logged
 
 	// Read by readers without mu.
 	synced   atomic.Uint64 // durable end: readers never pass it
@@ -58,6 +66,8 @@ type Queue struct {
 	droppedRecords, droppedBytes     atomic.Uint64
 	corruptRecords, corruptBytes     atomic.Uint64
 	tornBytes                        atomic.Uint64
+	lowDisk                          atomic.Bool
+	lowDiskRefusals                  atomic.Uint64
 }
 
 // segment is the in-memory description of one segment file. Fields are
@@ -90,6 +100,11 @@ type Stats struct {
 	CorruptRecords uint64 // corrupt regions skipped by recovery and readers
 	CorruptBytes   uint64
 	TornBytes      uint64 // torn tail bytes truncated by recovery
+
+	MinFreeBytes    int64  // headroom kept free on the file system; 0 when off
+	FreeBytes       int64  // free bytes on the file system at the last check
+	LowDisk         bool   // the last Append was refused for the headroom
+	LowDiskRefusals uint64 // Appends refused with ErrLowDisk since Open
 }
 
 // Open creates opts.Dir if needed, recovers the segments in it and returns a
@@ -117,6 +132,7 @@ func Open(opts Options) (*Queue, error) {
 		q.closeFiles()
 		return nil, err
 	}
+	q.initSpace()
 	return q, nil
 }
 
@@ -414,6 +430,9 @@ func (q *Queue) writeLocked(recs [][]byte, need int64) (Position, error) {
 	if q.err != nil {
 		return 0, q.err
 	}
+	if err := q.checkSpaceLocked(need); err != nil {
+		return 0, err
+	}
 	if q.bytes+need > q.opts.MaxBytes {
 		if q.opts.Full == Backpressure {
 			return 0, ErrFull
@@ -475,6 +494,7 @@ func (q *Queue) flushLocked() error {
 	}
 	s.size += int64(n)
 	q.bytes += int64(n)
+	q.writtenSince += int64(n)
 	q.writeEnd += Position(n)
 	q.nextRecord += recs
 	return nil
@@ -642,6 +662,9 @@ func (q *Queue) Release(upTo Position) error {
 		q.segs = slices.Delete(q.segs, 0, 1)
 	}
 	q.first.Store(uint64(q.segs[0].base))
+	if len(paths) > 0 {
+		q.freeAt = time.Time{} // space comes back: look again at the next Append
+	}
 	q.mu.Unlock()
 
 	// No directory fsync: a deletion lost in a crash only brings back data
@@ -676,6 +699,11 @@ func (q *Queue) Stats() Stats {
 	st.CorruptRecords = q.corruptRecords.Load()
 	st.CorruptBytes = q.corruptBytes.Load()
 	st.TornBytes = q.tornBytes.Load()
+	q.mu.Lock()
+	st.MinFreeBytes, st.FreeBytes = q.minFree, q.free
+	q.mu.Unlock()
+	st.LowDisk = q.lowDisk.Load()
+	st.LowDiskRefusals = q.lowDiskRefusals.Load()
 	return st
 }
 

@@ -17,6 +17,9 @@ type fileSystem interface {
 	MkdirAll(dir string, perm os.FileMode) error
 	// SyncDir makes creations and removals of entries in dir durable.
 	SyncDir(dir string) error
+	// Space reports the bytes free for us and the size of the file system
+	// holding dir (errors.ErrUnsupported where it cannot be known).
+	Space(dir string) (free, total int64, err error)
 }
 
 type file interface {
