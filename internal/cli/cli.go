@@ -67,6 +67,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newRollupCmd(),
 		newRunCmd(),
 		newSQLCmd(),
+		newTraceCmd(),
 		newValidateCmd(),
 	)
 	return root

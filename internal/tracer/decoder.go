@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -87,7 +88,8 @@ type DecoderStats struct {
 	Records     int64 // ring buffer records decoded
 	Rows        int64 // rows appended
 	Filtered    int64 // records dropped by user-space filters (syscall set, path prefix, duration)
-	ProcLookups int64 // /proc/<pid>/fd readlinks (fds opened before tracing)
+	ProcLookups int64 // lazy /proc/<pid>/fd readlinks of fds never seen
+	Preloaded   int64 // fds read from /proc when tracing started
 	Execs       int64
 	Exits       int64
 	BadRecords  int64
@@ -181,6 +183,55 @@ func (d *Decoder) lookup(pid uint32, p *proc, fd int32) *fdEntry {
 	}
 	e.state = fdProc
 	return e
+}
+
+// Preload reads the open fds and the cwd of pid from /proc, once, when
+// tracing starts: an fd opened before tracing is then known even if the
+// process has exited by the time its records are decoded.
+func (d *Decoder) Preload(pid uint32) {
+	p := d.proc(pid)
+	dir := d.opts.ProcRoot + "/" + strconv.FormatUint(uint64(pid), 10)
+	ents, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		fd, err := strconv.ParseInt(de.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		e := p.entry(int32(fd), true)
+		if e == nil || e.state != fdUnknown {
+			continue
+		}
+		if target, err := os.Readlink(dir + "/fd/" + de.Name()); err == nil {
+			e.path = d.internPath([]byte(target))
+			e.state = fdProc
+			d.stats.Preloaded++
+		}
+	}
+	d.cwd(pid, p)
+}
+
+// PreloadAll preloads every process whose comm is comm ("" for all).
+func (d *Decoder) PreloadAll(comm string) {
+	ents, err := os.ReadDir(d.opts.ProcRoot)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		pid, err := strconv.ParseUint(de.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		if comm != "" {
+			b, err := os.ReadFile(d.opts.ProcRoot + "/" + de.Name() + "/comm")
+			if err != nil || strings.TrimSuffix(string(b), "\n") != comm {
+				continue
+			}
+		}
+		d.Preload(uint32(pid))
+	}
 }
 
 func (d *Decoder) cwd(pid uint32, p *proc) string {

@@ -59,6 +59,7 @@ const (
 	iotraceProgProcessExit  = "process_exit"
 	iotraceProgSysEnter     = "sys_enter"
 	iotraceProgSysExit      = "sys_exit"
+	iotraceVarExcludePid    = "exclude_pid"
 	iotraceVarFilterCgroup  = "filter_cgroup"
 	iotraceVarFilterComm    = "filter_comm"
 	iotraceVarFilterCommLen = "filter_comm_len"
@@ -130,6 +131,7 @@ type iotraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iotraceVariableSpecs struct {
+	ExcludePid    *ebpf.VariableSpec `ebpf:"exclude_pid"`
 	FilterCgroup  *ebpf.VariableSpec `ebpf:"filter_cgroup"`
 	FilterComm    *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterCommLen *ebpf.VariableSpec `ebpf:"filter_comm_len"`
@@ -178,6 +180,7 @@ func (m *iotraceMaps) Close() error {
 //
 // It can be passed to loadIotraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iotraceVariables struct {
+	ExcludePid    *ebpf.Variable `ebpf:"exclude_pid"`
 	FilterCgroup  *ebpf.Variable `ebpf:"filter_cgroup"`
 	FilterComm    *ebpf.Variable `ebpf:"filter_comm"`
 	FilterCommLen *ebpf.Variable `ebpf:"filter_comm_len"`

@@ -25,6 +25,7 @@ type Options struct {
 	MinDuration time.Duration // drop calls shorter than this
 	PathPrefix  string        // keep rows whose path starts with it (user space, before any copy out of the decoder)
 	RingBytes   int           // ring buffer size: a power of two, at least one page; default 16 MiB
+	TraceSelf   bool          // also trace this process (excluded by default: its own output would feed back)
 
 	BatchRows  int           // rows per batch handed to the sink; default 8192
 	FlushEvery time.Duration // hand over a partial batch at least this often; default 200ms

@@ -64,6 +64,10 @@ func Open(opts Options) (*Tracer, error) {
 			table[nr] = uint8(s)
 		}
 	}
+	var excludePID uint32
+	if !opts.TraceSelf {
+		excludePID = uint32(os.Getpid())
+	}
 	var comm [commLen]byte
 	copy(comm[:], opts.Comm)
 	sets := []struct {
@@ -71,6 +75,7 @@ func Open(opts Options) (*Tracer, error) {
 		val  any
 	}{
 		{"filter_pid", opts.PID},
+		{"exclude_pid", excludePID},
 		{"filter_tid", opts.TID},
 		{"filter_cgroup", opts.Cgroup},
 		{"min_duration_ns", uint64(opts.MinDuration)},
@@ -127,6 +132,15 @@ func Open(opts Options) (*Tracer, error) {
 		MinDuration: int64(opts.MinDuration),
 		ClockOffset: clockOffset(),
 	})
+	// After attaching: an fd opened from here on is seen by the program.
+	switch {
+	case opts.PID != 0:
+		t.dec.Preload(opts.PID)
+	case opts.TID == 0:
+		t.dec.PreloadAll(opts.Comm)
+	default:
+		t.dec.PreloadAll("")
+	}
 	return t, nil
 }
 

@@ -21,6 +21,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // Filters, fixed at load time (the loader rewrites these constants), so the
 // verifier drops the branches of filters that are off.
 volatile const u32 filter_pid = 0;
+volatile const u32 exclude_pid = 0; // the tracer itself: its own writes would feed back
 volatile const u32 filter_tid = 0;
 volatile const u64 filter_cgroup = 0;
 volatile const u64 min_duration_ns = 0;
@@ -92,7 +93,10 @@ static __always_inline bool comm_matches(void)
 // wanted applies the pid, tid, comm and cgroup filters to the current task.
 static __always_inline bool wanted(u64 pid_tgid)
 {
-	if (filter_pid && (u32)(pid_tgid >> 32) != filter_pid)
+	u32 pid = pid_tgid >> 32;
+	if (filter_pid && pid != filter_pid)
+		return false;
+	if (exclude_pid && pid == exclude_pid)
 		return false;
 	if (filter_tid && (u32)pid_tgid != filter_tid)
 		return false;

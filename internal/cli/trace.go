@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/tracer"
+)
+
+// traceFlags are sluice trace's flags.
+type traceFlags struct {
+	check, headless bool
+	pid, tid        uint32
+	comm, cgroup    string
+	syscalls        string
+	minDuration     time.Duration
+	pathPrefix      string
+	ringSize        string
+	duration        time.Duration
+	interval        time.Duration
+	top             int
+	sort            string
+}
+
+func newTraceCmd() *cobra.Command {
+	var f traceFlags
+	c := &cobra.Command{
+		Use:   "trace [flags]",
+		Short: "Trace file I/O syscalls with eBPF: live view, summaries, recordings",
+		Long: `Trace the file I/O syscalls of this machine (or of one process, thread, comm or
+cgroup) with eBPF: which processes do which I/O, on which paths, how long
+each call takes.
+
+Filters --pid, --tid, --comm, --cgroup, --syscalls and --min-duration run in
+the kernel, so what they exclude never reaches sluice. --path-prefix runs
+first thing in user space. Opens, closes and dups always reach sluice (they
+keep the fd -> path table right) and are dropped there when not asked for.
+
+--headless prints a summary every --interval: top syscalls, processes and
+files by --sort (ops, bytes, time, p99, errors) with p50/p99 latency, and
+the lost-record count. Records the kernel could not hand over (a full ring
+buffer: raise --ring-size) are always counted and shown, never hidden.
+
+--check reports what this machine supports (privileges, BTF, kernel, ring
+buffer, tracefs) and exits 1 naming what is missing.
+
+Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
+		Example: `  sluice trace --check
+  sluice trace --headless --duration 30s
+  sluice trace --headless --pid 1234 --syscalls read,write,fsync --min-duration 1ms`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if f.check {
+				return runTraceCheck(c.OutOrStdout())
+			}
+			opts, err := f.options()
+			if err != nil {
+				return usageError{err}
+			}
+			sortKey, err := tracer.ParseSortKey(f.sort)
+			if err != nil {
+				return usageError{fmt.Errorf("--sort: %w", err)}
+			}
+			if f.interval <= 0 || f.top <= 0 {
+				return usageError{errors.New("--interval and --top must be positive")}
+			}
+			return runTrace(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), &f, opts, sortKey)
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&f.check, "check", false, "report what this machine supports and exit")
+	fl.BoolVar(&f.headless, "headless", false, "print periodic summaries on stdout instead of the live view")
+	fl.Uint32Var(&f.pid, "pid", 0, "trace only this process id (kernel filter)")
+	fl.Uint32Var(&f.tid, "tid", 0, "trace only this thread id (kernel filter)")
+	fl.StringVar(&f.comm, "comm", "", "trace only tasks with exactly this command name, at most 15 bytes (kernel filter)")
+	fl.StringVar(&f.cgroup, "cgroup", "", "trace only this cgroup v2: a directory under /sys/fs/cgroup or a numeric id (kernel filter)")
+	fl.StringVar(&f.syscalls, "syscalls", "all", "comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta) (kernel filter)")
+	fl.DurationVar(&f.minDuration, "min-duration", 0, "drop calls shorter than this (kernel filter)")
+	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls on paths under this prefix")
+	fl.StringVar(&f.ringSize, "ring-size", "16MiB", "kernel ring buffer size, a power of two (e.g. 4MiB, 64MiB)")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
+	fl.DurationVar(&f.interval, "interval", 5*time.Second, "headless: time between summaries")
+	fl.IntVar(&f.top, "top", 10, "rows per summary table")
+	fl.StringVar(&f.sort, "sort", "ops", "sort summaries by ops, bytes, time, p99 or errors")
+	return c
+}
+
+func runTraceCheck(out io.Writer) error {
+	r := tracer.Check()
+	fmt.Fprint(out, r.String())
+	if err := r.Err(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "sluice trace can run here.")
+	return nil
+}
+
+// options turns the flags into tracer options.
+func (f *traceFlags) options() (tracer.Options, error) {
+	o := tracer.Options{PID: f.pid, TID: f.tid, Comm: f.comm, MinDuration: f.minDuration, PathPrefix: f.pathPrefix}
+	var err error
+	if o.Syscalls, err = tracer.ParseSyscalls(f.syscalls); err != nil {
+		return o, fmt.Errorf("--syscalls: %w", err)
+	}
+	if o.RingBytes, err = parseSize(f.ringSize); err != nil {
+		return o, fmt.Errorf("--ring-size: %w", err)
+	}
+	if o.RingBytes < 4096 || o.RingBytes&(o.RingBytes-1) != 0 {
+		return o, fmt.Errorf("--ring-size %s: want a power of two of at least 4KiB", f.ringSize)
+	}
+	if len(f.comm) > 15 {
+		return o, fmt.Errorf("--comm %q: the kernel keeps at most 15 bytes of a command name", f.comm)
+	}
+	if f.minDuration < 0 || f.duration < 0 {
+		return o, errors.New("--min-duration and --duration must not be negative")
+	}
+	if f.cgroup != "" {
+		if o.Cgroup, err = cgroupID(f.cgroup); err != nil {
+			return o, fmt.Errorf("--cgroup: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// cgroupID is the id of a cgroup v2 given as an id or a directory: the
+// directory's inode number is the id the kernel reports.
+func cgroupID(s string) (uint64, error) {
+	if id, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return id, nil
+	}
+	dir := s
+	if !strings.HasPrefix(dir, "/") {
+		dir = "/sys/fs/cgroup/" + dir
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return 0, fmt.Errorf("cgroup %q: %w", s, err)
+	}
+	return st.Ino, nil
+}
+
+// parseSize parses 4096, 64k, 4KiB, 16M, 16MiB, 1G.
+func parseSize(s string) (int, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
+	mult := 1
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'M':
+			mult, t = 1<<20, t[:n-1]
+		case 'G':
+			mult, t = 1<<30, t[:n-1]
+		}
+	}
+	v, err := strconv.Atoi(t)
+	if err != nil || v <= 0 || v > (1<<31)/mult {
+		return 0, fmt.Errorf("size %q: want a number with an optional K, M or G suffix", s)
+	}
+	return v * mult, nil
+}
+
+// traceSink is one consumer of traced batches.
+type traceSink interface {
+	write(b *signal.IOEvents) error
+	close() error
+}
+
+func runTrace(ctx context.Context, stdout, stderr io.Writer, f *traceFlags, opts tracer.Options, sortKey tracer.SortKey) error {
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+	tr, err := tracer.Open(opts)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+
+	var (
+		mu      sync.Mutex
+		sum     = tracer.NewSummary(time.Now())
+		total   = tracer.NewSummary(time.Now())
+		dstats  tracer.DecoderStats
+		sinks   []traceSink
+		sinkErr error
+	)
+	report := func(final bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if final {
+			writeTraceReport(stdout, total, tr.Lost(), dstats, sortKey, f.top, true)
+			return
+		}
+		writeTraceReport(stdout, sum, tr.Lost(), dstats, sortKey, f.top, false)
+		*sum = *tracer.NewSummary(time.Now())
+	}
+	fmt.Fprintf(stderr, "sluice trace: tracing (%s); interrupt to stop\n", describeTrace(opts))
+
+	stopTicker := make(chan struct{})
+	tickerDone := make(chan struct{})
+	go func() {
+		defer close(tickerDone)
+		t := time.NewTicker(f.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				report(false)
+			case <-stopTicker:
+				return
+			}
+		}
+	}()
+	runErr := tr.Run(ctx, func(b *signal.IOEvents) error {
+		mu.Lock()
+		sum.Add(b)
+		total.Add(b)
+		dstats = tr.DecoderStats()
+		mu.Unlock()
+		for _, s := range sinks {
+			if err := s.write(b); err != nil {
+				sinkErr = err
+				return err
+			}
+		}
+		return nil
+	})
+	close(stopTicker)
+	<-tickerDone
+	for _, s := range sinks {
+		if err := s.close(); err != nil && sinkErr == nil {
+			sinkErr = err
+		}
+	}
+	report(true)
+	if runErr != nil && !errors.Is(runErr, sinkErr) {
+		return runErr
+	}
+	return sinkErr
+}
+
+func describeTrace(o tracer.Options) string {
+	var parts []string
+	if o.PID != 0 {
+		parts = append(parts, fmt.Sprintf("pid %d", o.PID))
+	}
+	if o.TID != 0 {
+		parts = append(parts, fmt.Sprintf("tid %d", o.TID))
+	}
+	if o.Comm != "" {
+		parts = append(parts, "comm "+o.Comm)
+	}
+	if o.Cgroup != 0 {
+		parts = append(parts, fmt.Sprintf("cgroup %d", o.Cgroup))
+	}
+	if o.MinDuration > 0 {
+		parts = append(parts, "min duration "+o.MinDuration.String())
+	}
+	if o.PathPrefix != "" {
+		parts = append(parts, "paths under "+o.PathPrefix)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "all processes")
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(", ring %s", tracer.FormatBytes(int64(o.RingBytes)))
+}
+
+func writeTraceReport(out io.Writer, s *tracer.Summary, lost uint64, ds tracer.DecoderStats, by tracer.SortKey, top int, final bool) {
+	var b strings.Builder
+	el := time.Since(s.Start)
+	label := "interval"
+	if final {
+		label = "total"
+	}
+	rate := float64(s.Total.Ops) / max(el.Seconds(), 1e-9)
+	fmt.Fprintf(&b, "== %s %s %s: %d calls (%.0f/s), %s, lost %d, filtered %d, /proc lookups %d\n",
+		time.Now().UTC().Format(time.RFC3339), label, el.Round(time.Millisecond), s.Total.Ops, rate,
+		tracer.FormatBytes(s.Total.Bytes), lost, ds.Filtered, ds.ProcLookups)
+	if lost > 0 {
+		fmt.Fprintf(&b, "!! %d records lost in the kernel (ring buffer full): raise --ring-size or narrow the filters\n", lost)
+	}
+	tracer.WriteTable(&b, "syscalls by "+by.String(), s.TopSyscalls(by, top, ""), 18)
+	tracer.WriteTable(&b, "processes by "+by.String(), s.TopProcs(by, top, ""), 24)
+	tracer.WriteTable(&b, "files by "+by.String(), s.TopFiles(by, top, ""), 48)
+	_, _ = io.WriteString(out, b.String())
+}
