@@ -166,16 +166,22 @@ func (t *TenantRetention) UnmarshalYAML(n *yaml.Node) error {
 // Query configures the query HTTP API served by sluice run (when addr is
 // set) and by sluice query-server.
 type Query struct {
-	Addr          string    `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (localhost:9090 when this is empty). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
-	Timeout       Duration  `yaml:"timeout" doc:"Upper bound on one query; a request's timeout parameter may lower it. A query past it fails with 503 (errorType timeout)."`
-	MaxSeries     int       `yaml:"max_series" doc:"Most series one query may select over all its selectors; more fail with 422 (errorType cost_limit). 0 means no limit."`
-	MaxSamples    int       `yaml:"max_samples" doc:"Most samples one query may load from the lake, and the PromQL engine's limit on samples in memory at once; more fail with 422."`
-	MaxBytes      ByteSize  `yaml:"max_bytes" doc:"Most compressed column bytes one query may read from the lake; more fail with 422 (errorType cost_limit). 0 means no limit."`
-	MaxPoints     int       `yaml:"max_points" doc:"Most points per series of a range query, (end-start)/step; more get 400, as in Prometheus."`
-	LookbackDelta Duration  `yaml:"lookback_delta" doc:"How far back an instant vector selector looks for a sample (Prometheus's --query.lookback-delta)."`
-	Rollups       bool      `yaml:"rollups" doc:"Let range queries read gauges and sums from metrics_rollup: per hour, the coarsest tier no wider than the step whose rollup reflects the hour's current raw rows, serving each window's last value at its time; histograms, summaries, instant queries and hours without a fresh tier read raw points."`
-	Auth          QueryAuth `yaml:"auth" doc:"Bearer-token authentication of every query endpoint (docs/query.md#authentication). Without tokens the API answers anyone who reaches query.addr."`
-	TLS           TLS       `yaml:"tls" doc:"TLS for the query API; plaintext when cert_file and key_file are empty. With client_ca_file, clients must present a certificate signed by it (mutual TLS)."`
+	Addr           string    `yaml:"addr" doc:"host:port of the query API (Prometheus HTTP API under /api/v1/); empty disables it in sluice run. sluice query-server listens here unless --addr is given (localhost:9090 when this is empty). Requests carry the tenant in receivers.otlp.tenant_header, as for ingestion."`
+	Timeout        Duration  `yaml:"timeout" doc:"Upper bound on one query; a request's timeout parameter may lower it. A query past it fails with 503 (errorType timeout)."`
+	MaxSeries      int       `yaml:"max_series" doc:"Most series one query may select over all its selectors; more fail with 422 (errorType cost_limit). 0 means no limit."`
+	MaxSamples     int       `yaml:"max_samples" doc:"Most samples one query may load from the lake, and the PromQL engine's limit on samples in memory at once; more fail with 422."`
+	MaxBytes       ByteSize  `yaml:"max_bytes" doc:"Most compressed column bytes one query may read from the lake; more fail with 422 (errorType cost_limit). 0 means no limit."`
+	MaxPoints      int       `yaml:"max_points" doc:"Most points per series of a range query, (end-start)/step; more get 400, as in Prometheus."`
+	LookbackDelta  Duration  `yaml:"lookback_delta" doc:"How far back an instant vector selector looks for a sample (Prometheus's --query.lookback-delta)."`
+	Rollups        bool      `yaml:"rollups" doc:"Let range queries read gauges and sums from metrics_rollup: per hour, the coarsest tier no wider than the step whose rollup reflects the hour's current raw rows, serving each window's last value at its time; histograms, summaries, instant queries and hours without a fresh tier read raw points."`
+	MaxConcurrency int       `yaml:"max_concurrency" derived:"GOMAXPROCS, at least 2" doc:"Queries (PromQL, series, labels, metadata, logs and traces search) evaluated at once; more wait in a queue (Prometheus's --query.max-concurrency). 0 means GOMAXPROCS, at least 2."`
+	MaxQueued      int       `yaml:"max_queued" doc:"Queries that may wait for a slot; past it a query gets 429 (errorType too_many_requests, Retry-After: 1) at once. Waiting counts against query.timeout. 0: none wait."`
+	MaxQueryBytes  ByteSize  `yaml:"max_query_bytes" derived:"max_total_bytes / max_concurrency" doc:"Memory budget of one query: samples loaded from the lake, the engine's samples in memory (its sample limit is this / 32 bytes, or max_samples if lower) and the result; more fail with 422 (errorType cost_limit) naming this key. 0 means max_total_bytes / max_concurrency."`
+	MaxTotalBytes  ByteSize  `yaml:"max_total_bytes" derived:"1/4 of GOMEMLIMIT, else of the cgroup memory limit, else of physical memory" doc:"Memory budget of all running queries together, counted as for max_query_bytes; a query that would pass it fails with 422 (errorType cost_limit) naming this key. 0 means a quarter of GOMEMLIMIT, else of the cgroup memory limit, else of physical memory."`
+	MaxQueryLength ByteSize  `yaml:"max_query_length" doc:"Longest PromQL expression (query) or selector (match[]); longer ones fail with 422 (errorType cost_limit) before parsing."`
+	MaxQueryDepth  int       `yaml:"max_query_depth" doc:"Deepest PromQL expression or selector, counted before parsing as the deepest nesting of (), [] and {} plus the number of binary operators (outside label matchers and strings); deeper ones fail with 422 (errorType cost_limit), since parsing and planning cost grows with depth times length (4,000 chained additions take seconds)."`
+	Auth           QueryAuth `yaml:"auth" doc:"Bearer-token authentication of every query endpoint (docs/query.md#authentication). Without tokens the API answers anyone who reaches query.addr."`
+	TLS            TLS       `yaml:"tls" doc:"TLS for the query API; plaintext when cert_file and key_file are empty. With client_ca_file, clients must present a certificate signed by it (mutual TLS)."`
 }
 
 // QueryAuth configures authentication of the query API.
@@ -348,6 +354,22 @@ func validateQuery(v *validator, c *Config) {
 	if q.MaxBytes < 0 {
 		v.add("query.max_bytes", "must not be negative, got %d", q.MaxBytes)
 	}
+	if q.MaxConcurrency < 0 {
+		v.add("query.max_concurrency", "must not be negative, got %d", q.MaxConcurrency)
+	}
+	if q.MaxQueued < 0 {
+		v.add("query.max_queued", "must not be negative, got %d", q.MaxQueued)
+	}
+	if q.MaxQueryBytes < 0 {
+		v.add("query.max_query_bytes", "must not be negative, got %d", q.MaxQueryBytes)
+	}
+	if q.MaxTotalBytes < 0 {
+		v.add("query.max_total_bytes", "must not be negative, got %d", q.MaxTotalBytes)
+	} else if q.MaxTotalBytes > 0 && q.MaxQueryBytes > q.MaxTotalBytes {
+		v.add("query.max_query_bytes", "%s is more than query.max_total_bytes (%s)", q.MaxQueryBytes, q.MaxTotalBytes)
+	}
+	v.positiveSize("query.max_query_length", q.MaxQueryLength)
+	v.positiveInt("query.max_query_depth", q.MaxQueryDepth)
 	seen := map[string]int{}
 	for i, t := range q.Auth.Tokens {
 		k := fmt.Sprintf("query.auth.tokens[%d]", i)

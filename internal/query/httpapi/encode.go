@@ -1,75 +1,194 @@
 package httpapi
 
 import (
-	"encoding/json"
+	"bufio"
+	"context"
 	"math"
+	"net/http"
 	"strconv"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/sluice-dev/sluice/internal/jsonw"
+	"github.com/sluice-dev/sluice/internal/query/prom"
 )
 
-// encodeValue renders a PromQL result in the Prometheus API's JSON shape:
-// a sample is [seconds, "value"].
-func encodeValue(v parser.Value) any {
-	switch v := v.(type) {
-	case promql.Vector:
-		out := make([]vectorSample, len(v))
-		for i, s := range v {
-			out[i] = vectorSample{Metric: labelMap(s.Metric), Value: point(s.T, s.F)}
-		}
-		return out
-	case promql.Matrix:
-		out := make([]matrixSeries, len(v))
-		for i, s := range v {
-			ps := make([][2]any, len(s.Floats))
-			for k, p := range s.Floats {
-				ps[k] = point(p.T, p.F)
-			}
-			out[i] = matrixSeries{Metric: labelMap(s.Metric), Values: ps}
-		}
-		return out
-	case promql.Scalar:
-		return point(v.T, v.V)
-	case promql.String:
-		return [2]any{timestamp(v.T), v.V}
+// promResult is an evaluated PromQL query whose answer serve streams;
+// close releases the engine's memory.
+type promResult struct {
+	value    parser.Value
+	warnings annotations.Annotations
+	close    func()
+}
+
+// resultBytes is what encoding holds besides the result: nothing but the
+// write buffer, since the answer streams.
+const encodeBuffer = 64 << 10
+
+// size is the memory the result holds: samples and label strings.
+func (p *promResult) size() int64 {
+	lb := func(l labels.Labels) int64 {
+		n := int64(0)
+		l.Range(func(x labels.Label) { n += int64(len(x.Name)+len(x.Value)) + 32 })
+		return n
 	}
-	return nil
+	var n int64
+	switch v := p.value.(type) {
+	case promql.Vector:
+		for _, s := range v {
+			n += prom.SampleBytes + lb(s.Metric)
+		}
+	case promql.Matrix:
+		for _, s := range v {
+			n += int64(len(s.Floats))*prom.SampleBytes + lb(s.Metric)
+		}
+	}
+	return n
 }
 
-type vectorSample struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`
+// writeResult streams the success answer in the Prometheus API's JSON
+// shape (a sample is [seconds, "value"]), series by series through a
+// fixed buffer, so a large matrix never exists twice in memory. It checks
+// ctx between series: past the deadline it stops and returns ctx's error,
+// and the caller aborts the connection (the status line is already sent).
+func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, encodeBuffer)
+	b := make([]byte, 0, 4096)
+	b = append(b, `{"status":"success","data":{"resultType":`...)
+	b = jsonw.AppendString(b, string(p.value.Type()))
+	b = append(b, `,"result":`...)
+	flush := func() error {
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+		b = b[:0]
+		return ctx.Err()
+	}
+	switch v := p.value.(type) {
+	case promql.Vector:
+		b = append(b, '[')
+		for i, s := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendMetric(b, s.Metric)
+			b = append(b, `,"value":`...)
+			b = appendPoint(b, s.T, s.F)
+			b = append(b, '}')
+			if len(b) >= encodeBuffer/2 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		b = append(b, ']')
+	case promql.Matrix:
+		b = append(b, '[')
+		for i, s := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendMetric(b, s.Metric)
+			b = append(b, `,"values":[`...)
+			for k, pt := range s.Floats {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = appendPoint(b, pt.T, pt.F)
+				if len(b) >= encodeBuffer/2 {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+			b = append(b, "]}"...)
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		b = append(b, ']')
+	case promql.Scalar:
+		b = appendPoint(b, v.T, v.V)
+	case promql.String:
+		b = append(b, '[')
+		b = appendTimestamp(b, v.T)
+		b = append(b, ',')
+		b = jsonw.AppendString(b, v.V)
+		b = append(b, ']')
+	default:
+		b = append(b, "null"...)
+	}
+	b = append(b, '}')
+	if len(p.warnings) > 0 {
+		ws, infos := p.warnings.AsStrings("", 10, 10)
+		for _, x := range []struct {
+			key string
+			vs  []string
+		}{{"warnings", ws}, {"infos", infos}} {
+			if len(x.vs) == 0 {
+				continue
+			}
+			b = append(b, `,"`...)
+			b = append(b, x.key...)
+			b = append(b, `":[`...)
+			for i, s := range x.vs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = jsonw.AppendString(b, s)
+			}
+			b = append(b, ']')
+		}
+	}
+	b = append(b, '}')
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
-type matrixSeries struct {
-	Metric map[string]string `json:"metric"`
-	Values [][2]any          `json:"values"`
+func appendMetric(b []byte, l labels.Labels) []byte {
+	b = append(b, `{"metric":{`...)
+	first := true
+	l.Range(func(x labels.Label) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = jsonw.AppendString(b, x.Name)
+		b = append(b, ':')
+		b = jsonw.AppendString(b, x.Value)
+	})
+	return append(b, '}')
 }
 
-func labelMap(l labels.Labels) map[string]string {
-	m := make(map[string]string, l.Len())
-	l.Range(func(x labels.Label) { m[x.Name] = x.Value })
-	return m
+func appendPoint(b []byte, t int64, f float64) []byte {
+	b = append(b, '[')
+	b = appendTimestamp(b, t)
+	b = append(b, ',', '"')
+	b = appendValue(b, f)
+	return append(b, '"', ']')
 }
 
-func point(t int64, f float64) [2]any { return [2]any{timestamp(t), formatValue(f)} }
-
-func timestamp(ms int64) json.Number {
-	return json.Number(strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64))
+func appendTimestamp(b []byte, ms int64) []byte {
+	return strconv.AppendFloat(b, float64(ms)/1000, 'f', -1, 64)
 }
 
-// formatValue writes floats as Prometheus does: shortest exact decimal,
+// appendValue writes floats as Prometheus does: shortest exact decimal,
 // and NaN, +Inf, -Inf by name.
-func formatValue(f float64) string {
+func appendValue(b []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
-		return "NaN"
+		return append(b, "NaN"...)
 	case math.IsInf(f, 1):
-		return "+Inf"
+		return append(b, "+Inf"...)
 	case math.IsInf(f, -1):
-		return "-Inf"
+		return append(b, "-Inf"...)
 	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
 }

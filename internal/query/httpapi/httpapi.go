@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/query/prom"
@@ -52,6 +51,21 @@ type Config struct {
 	// SearchOptions configure the search handler Start builds when Search
 	// is nil; Start sets their tenancy, Logger and Registerer.
 	SearchOptions search.Options
+	// MaxConcurrency queries run at once (query.max_concurrency); 0 means
+	// DerivedConcurrency. MaxQueued more wait (query.max_queued); past
+	// that a query gets 429 at once. A negative MaxQueued means none wait.
+	MaxConcurrency int
+	MaxQueued      int
+	// MaxQueryBytes and MaxTotalBytes are the memory budget of one query
+	// and of all running queries (query.max_query_bytes,
+	// query.max_total_bytes); 0 means derived: DerivedTotalBytes, and the
+	// total divided by the concurrency.
+	MaxQueryBytes int64
+	MaxTotalBytes int64
+	// MaxQueryLength bounds the bytes of a PromQL expression or match[]
+	// selector, MaxQueryDepth its nesting of (), [] and {}.
+	MaxQueryLength int
+	MaxQueryDepth  int
 	// Tokens, when any, are required on every endpoint (query.auth.tokens).
 	Tokens []authn.Token
 	// TLS, when set, makes Start serve HTTPS (query.tls).
@@ -76,6 +90,10 @@ type Handler struct {
 	guarded  http.Handler // mux behind the authn.Guard
 	routes   []Route
 	requests *prometheus.CounterVec
+	limits   *limiter
+	// engineSamplesFromBytes: the engine's MaxSamples came from
+	// MaxQueryBytes rather than MaxSamples (for the error message).
+	engineSamplesFromBytes bool
 }
 
 // Route is one endpoint of the API. Every route is registered through
@@ -113,20 +131,51 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxConcurrency <= 0 {
+		cfg.MaxConcurrency = DerivedConcurrency()
+	}
+	switch {
+	case cfg.MaxQueued == 0:
+		cfg.MaxQueued = DefaultMaxQueued
+	case cfg.MaxQueued < 0:
+		cfg.MaxQueued = 0
+	}
+	if cfg.MaxTotalBytes <= 0 {
+		cfg.MaxTotalBytes = DerivedTotalBytes()
+	}
+	if cfg.MaxQueryBytes <= 0 {
+		cfg.MaxQueryBytes = cfg.MaxTotalBytes / int64(cfg.MaxConcurrency)
+	}
+	cfg.MaxQueryBytes = min(cfg.MaxQueryBytes, cfg.MaxTotalBytes)
+	if cfg.MaxQueryLength <= 0 {
+		cfg.MaxQueryLength = DefaultMaxQueryLength
+	}
+	if cfg.MaxQueryDepth <= 0 {
+		cfg.MaxQueryDepth = DefaultMaxQueryDepth
+	}
+	// The engine counts samples, not bytes: its limit is the smaller of
+	// query.max_samples and what query.max_query_bytes holds.
+	engineSamples := cfg.MaxSamples
+	fromBytes := false
+	if n := cfg.MaxQueryBytes / engineSampleBytes; n < int64(engineSamples) {
+		engineSamples, fromBytes = int(max(n, 1)), true
+	}
 	h := &Handler{
 		cfg:    cfg,
 		parser: parser.NewParser(parser.Options{}),
 		engine: promql.NewEngine(promql.EngineOpts{
-			Logger: cfg.Logger, MaxSamples: cfg.MaxSamples, Timeout: cfg.Timeout,
+			Logger: cfg.Logger, MaxSamples: engineSamples, Timeout: cfg.Timeout,
 			LookbackDelta: cfg.LookbackDelta, EnableAtModifier: true, EnableNegativeOffset: true,
 		}),
-		mux: http.NewServeMux(),
+		limits:                 newLimiter(cfg.MaxConcurrency, cfg.MaxQueued, cfg.MaxQueryBytes, cfg.MaxTotalBytes),
+		engineSamplesFromBytes: fromBytes,
+		mux:                    http.NewServeMux(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_requests_total",
 			Help: "Query API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
 	}
 	failures := authn.NewFailureCounter("query")
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{h.requests, failures} {
+		for _, c := range append([]prometheus.Collector{h.requests, failures}, h.limits.collectors()...) {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 			}
@@ -137,12 +186,12 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: query.auth: %w", err)
 	}
-	h.handle("/api/v1/query", "query", h.query)
-	h.handle("/api/v1/query_range", "query_range", h.queryRange)
-	h.handle("/api/v1/series", "series", h.series)
-	h.handle("/api/v1/labels", "labels", h.labelNames)
-	h.handle("/api/v1/label/{name}/values", "label_values", h.labelValues)
-	h.handle("/api/v1/metadata", "metadata", h.metadata)
+	h.handle("/api/v1/query", "query", h.limited(h.query))
+	h.handle("/api/v1/query_range", "query_range", h.limited(h.queryRange))
+	h.handle("/api/v1/series", "series", h.limited(h.series))
+	h.handle("/api/v1/labels", "labels", h.limited(h.labelNames))
+	h.handle("/api/v1/label/{name}/values", "label_values", h.limited(h.labelValues))
+	h.handle("/api/v1/metadata", "metadata", h.limited(h.metadata))
 	// Behind the guard too: Grafana sends the data source's
 	// Authorization header with its buildinfo probe, as with any request.
 	h.handle("/api/v1/status/buildinfo", "buildinfo", func(*http.Request, string) (any, error) {
@@ -152,8 +201,9 @@ func New(cfg Config) (*Handler, error) {
 		return []any{}, nil
 	})
 	if cfg.Search != nil {
-		h.route(Route{Pattern: "/api/v1/logs/", Example: "/api/v1/logs/search", Scope: authn.Read}, cfg.Search)
-		h.route(Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/search", Scope: authn.Read}, cfg.Search)
+		search := h.limitedHandler(cfg.Search)
+		h.route(Route{Pattern: "/api/v1/logs/", Example: "/api/v1/logs/search", Scope: authn.Read}, search)
+		h.route(Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/search", Scope: authn.Read}, search)
 		h.routes = append(h.routes, Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/0af7651916cd43dd8448eb211c80319c", Scope: authn.Read})
 	}
 	scopes := map[string]authn.Scope{}
@@ -190,6 +240,8 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.err.Error() }
 
+func (e *apiError) Unwrap() error { return e.err }
+
 func badData(format string, a ...any) error {
 	return &apiError{"bad_data", fmt.Errorf(format, a...)}
 }
@@ -200,6 +252,8 @@ func statusOf(typ string) int {
 		return http.StatusBadRequest
 	case "execution", "cost_limit":
 		return http.StatusUnprocessableEntity
+	case "too_many_requests":
+		return http.StatusTooManyRequests
 	case "canceled":
 		return 499
 	case "timeout":
@@ -216,10 +270,13 @@ func classify(err error) *apiError {
 	var eqc promql.ErrQueryCanceled
 	var eqt promql.ErrQueryTimeout
 	var es promql.ErrStorage
+	var tms promql.ErrTooManySamples
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, prom.ErrLimit):
+		return &apiError{"cost_limit", err}
+	case errors.As(err, &tms):
 		return &apiError{"cost_limit", err}
 	case errors.As(err, &eqt), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{"timeout", err}
@@ -231,34 +288,92 @@ func classify(err error) *apiError {
 	return &apiError{"execution", err}
 }
 
+// apiFunc serves one endpoint. It may return a *promResult, which serve
+// streams and then closes.
 type apiFunc func(r *http.Request, tenant string) (any, error)
 
-// withWarnings lets an apiFunc return warnings next to its data.
-type withWarnings struct {
-	data     any
-	warnings annotations.Annotations
+type budgetKey struct{}
+
+func budgetOf(ctx context.Context) *budget {
+	b, _ := ctx.Value(budgetKey{}).(*budget)
+	return b
+}
+
+// limited runs f in a query slot with a memory budget, both under the
+// request's deadline (serve set it), so waiting in the queue counts
+// against query.timeout as parsing, evaluation and encoding do.
+func (h *Handler) limited(f apiFunc) apiFunc {
+	return func(r *http.Request, t string) (any, error) {
+		b, err := h.limits.acquire(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		data, err := f(r.WithContext(context.WithValue(r.Context(), budgetKey{}, b)), t)
+		if pr, ok := data.(*promResult); ok && err == nil {
+			// Released after streaming: the result holds its memory until then.
+			inner := pr.close
+			pr.close = func() { inner(); b.release() }
+			if err := b.charge(pr.size()); err != nil {
+				pr.close()
+				return nil, err
+			}
+			return pr, nil
+		}
+		b.release()
+		return data, err
+	}
+}
+
+// limitedHandler runs the search API in a query slot, under query.timeout.
+func (h *Handler) limitedHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+		defer cancel()
+		b, err := h.limits.acquire(ctx)
+		if err != nil {
+			ae := classify(err)
+			writeJSON(w, statusOf(ae.typ), errorBody(ae.typ, ae.err.Error()))
+			return
+		}
+		defer b.release()
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (h *Handler) handle(pattern, name string, f apiFunc) {
 	h.route(Route{Pattern: pattern, Scope: authn.Read}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		code := h.serve(w, r, f)
+		code, abort := h.serve(w, r, f)
 		h.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
+		if abort {
+			// The status line is out: only a broken connection tells the
+			// client that the body is incomplete.
+			panic(http.ErrAbortHandler)
+		}
 	}))
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) int {
+// serve answers one request; abort means the answer broke off after its
+// status line and the connection must be dropped.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code int, abort bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
-		return writeJSON(w, http.StatusMethodNotAllowed, errorBody("bad_data", "method "+r.Method+" not allowed"))
+		return writeJSON(w, http.StatusMethodNotAllowed, errorBody("bad_data", "method "+r.Method+" not allowed")), false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 	if err := r.ParseForm(); err != nil {
-		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", "error parsing form values: "+err.Error()))
+		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", "error parsing form values: "+err.Error())), false
 	}
 	t, err := h.tenantOf(r)
 	if err != nil {
-		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", err.Error()))
+		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", err.Error())), false
 	}
+	// One deadline from here on: queueing, parsing, evaluation, encoding.
+	ctx, cancel, err := h.requestContext(r)
+	if err != nil {
+		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", err.Error())), false
+	}
+	defer cancel()
+	r = r.WithContext(ctx)
 	data, err := f(r, t)
 	if err != nil {
 		ae := classify(err)
@@ -266,22 +381,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) int {
 		if code >= 500 {
 			h.cfg.Logger.Warn("query failed", "path", r.URL.Path, "tenant", t, "err", err)
 		}
-		return writeJSON(w, code, errorBody(ae.typ, ae.err.Error()))
-	}
-	body := map[string]any{"status": "success", "data": data}
-	if ww, ok := data.(withWarnings); ok {
-		body["data"] = ww.data
-		if len(ww.warnings) > 0 {
-			ws, infos := ww.warnings.AsStrings("", 10, 10)
-			if len(ws) > 0 {
-				body["warnings"] = ws
-			}
-			if len(infos) > 0 {
-				body["infos"] = infos
-			}
+		if code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
 		}
+		return writeJSON(w, code, errorBody(ae.typ, ae.err.Error())), false
 	}
-	return writeJSON(w, http.StatusOK, body)
+	if pr, ok := data.(*promResult); ok {
+		defer pr.close()
+		if err := writeResult(ctx, w, pr); err != nil {
+			h.cfg.Logger.Warn("query answer broke off", "path", r.URL.Path, "tenant", t, "err", err)
+			return statusOf(classify(err).typ), true
+		}
+		return http.StatusOK, false
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"status": "success", "data": data}), false
 }
 
 func errorBody(typ, msg string) map[string]any {
@@ -369,13 +482,13 @@ func parseDuration(s string) (time.Duration, error) {
 	return 0, fmt.Errorf("cannot parse %q to a valid duration", s)
 }
 
-// queryContext applies the server timeout and a lower timeout parameter.
-func (h *Handler) queryContext(r *http.Request) (context.Context, context.CancelFunc, error) {
+// requestContext applies the server timeout and a lower timeout parameter.
+func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc, error) {
 	to := h.cfg.Timeout
 	if v := r.Form.Get("timeout"); v != "" {
 		d, err := parseDuration(v)
 		if err != nil {
-			return nil, nil, badData("invalid parameter \"timeout\": %v", err)
+			return nil, nil, fmt.Errorf("invalid parameter \"timeout\": %v", err)
 		}
 		if d > 0 && d < to {
 			to = d
@@ -385,14 +498,42 @@ func (h *Handler) queryContext(r *http.Request) (context.Context, context.Cancel
 	return ctx, cancel, nil
 }
 
-func (h *Handler) queryable(t string) storage.Queryable {
-	return h.cfg.Adapter.Queryable(t, h.cfg.Limits)
+// queryContext is the request's context (serve set its deadline).
+func (h *Handler) queryContext(r *http.Request) (context.Context, context.CancelFunc, error) {
+	return r.Context(), func() {}, nil
+}
+
+// queryable reads tenant t's lake, charging loaded samples to the
+// request's memory budget.
+func (h *Handler) queryable(ctx context.Context, t string) storage.Queryable {
+	lim := h.cfg.Limits
+	if b := budgetOf(ctx); b != nil {
+		lim.Charge = b.charge
+	}
+	return h.cfg.Adapter.Queryable(t, lim)
+}
+
+// checkExpr refuses a PromQL expression or selector longer or deeper than
+// the limits before the parser sees it.
+func (h *Handler) checkExpr(param, q string) error {
+	if len(q) > h.cfg.MaxQueryLength {
+		h.limits.refused.WithLabelValues("max_query_length").Inc()
+		return &apiError{"cost_limit", fmt.Errorf("parameter %q is %d bytes, more than query.max_query_length (%d)", param, len(q), h.cfg.MaxQueryLength)}
+	}
+	if d := queryDepth(q); d > h.cfg.MaxQueryDepth {
+		h.limits.refused.WithLabelValues("max_query_depth").Inc()
+		return &apiError{"cost_limit", fmt.Errorf("parameter %q is %d deep (nesting of (), [] and {} plus binary operators), more than query.max_query_depth (%d)", param, d, h.cfg.MaxQueryDepth)}
+	}
+	return nil
 }
 
 func (h *Handler) query(r *http.Request, t string) (any, error) {
 	qs := r.Form.Get("query")
 	if qs == "" {
 		return nil, badData("invalid parameter \"query\": empty query")
+	}
+	if err := h.checkExpr("query", qs); err != nil {
+		return nil, err
 	}
 	ts, err := parseTimeParam(r, "time", time.Now())
 	if err != nil {
@@ -403,7 +544,7 @@ func (h *Handler) query(r *http.Request, t string) (any, error) {
 		return nil, err
 	}
 	defer cancel()
-	qry, err := h.engine.NewInstantQuery(ctx, h.queryable(t), nil, qs, ts)
+	qry, err := h.engine.NewInstantQuery(ctx, h.queryable(ctx, t), nil, qs, ts)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
@@ -414,6 +555,9 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 	qs := r.Form.Get("query")
 	if qs == "" {
 		return nil, badData("invalid parameter \"query\": empty query")
+	}
+	if err := h.checkExpr("query", qs); err != nil {
+		return nil, err
 	}
 	for _, p := range []string{"start", "end", "step"} {
 		if r.Form.Get(p) == "" {
@@ -446,7 +590,7 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 		return nil, err
 	}
 	defer cancel()
-	qry, err := h.engine.NewRangeQuery(ctx, h.queryable(t), nil, qs, start, end, step)
+	qry, err := h.engine.NewRangeQuery(ctx, h.queryable(ctx, t), nil, qs, start, end, step)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
@@ -454,12 +598,24 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 }
 
 func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
-	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
+		qry.Close()
+		var tms promql.ErrTooManySamples
+		if errors.As(res.Err, &tms) {
+			setting := "query.max_samples"
+			if h.engineSamplesFromBytes {
+				setting = fmt.Sprintf("query.max_query_bytes %s at %d bytes a sample", byteString(h.cfg.MaxQueryBytes), engineSampleBytes)
+			}
+			return nil, &apiError{"cost_limit", fmt.Errorf("%w: the query would hold more samples in memory at once than %s allows; narrow the time range, raise the step or aggregate", res.Err, setting)}
+		}
 		return nil, res.Err
 	}
-	return withWarnings{data: map[string]any{"resultType": res.Value.Type(), "result": encodeValue(res.Value)}, warnings: res.Warnings}, nil
+	if err := ctx.Err(); err != nil {
+		qry.Close()
+		return nil, err
+	}
+	return &promResult{value: res.Value, warnings: res.Warnings, close: qry.Close}, nil
 }
 
 func (h *Handler) matcherSets(r *http.Request, required bool) ([][]*labels.Matcher, error) {
@@ -469,6 +625,11 @@ func (h *Handler) matcherSets(r *http.Request, required bool) ([][]*labels.Match
 			return nil, badData("no match[] parameter provided")
 		}
 		return [][]*labels.Matcher{nil}, nil
+	}
+	for _, m := range ms {
+		if err := h.checkExpr("match[]", m); err != nil {
+			return nil, err
+		}
 	}
 	sets, err := h.parser.ParseMetricSelectors(ms)
 	if err != nil {
@@ -542,6 +703,12 @@ func (h *Handler) series(r *http.Request, t string) (any, error) {
 			}
 			seen[h] = append(seen[h], l)
 			out = append(out, l.Map())
+			if b := budgetOf(m.ctx); b != nil {
+				// A label map and its JSON: about three times the strings.
+				if err := b.charge(3 * int64(l.ByteSize()+64)); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if err := ss.Err(); err != nil {
 			return nil, err
@@ -586,7 +753,7 @@ func (h *Handler) openMeta(r *http.Request, t string, needMatch bool) (*metaQuer
 	if m.ctx, m.cancel, err = h.queryContext(r); err != nil {
 		return nil, err
 	}
-	if m.q, err = h.queryable(t).Querier(m.mint, m.maxt); err != nil {
+	if m.q, err = h.queryable(m.ctx, t).Querier(m.mint, m.maxt); err != nil {
 		m.cancel()
 		return nil, err
 	}

@@ -31,6 +31,13 @@ func synth(services, routes []string, step float64) promtest.Synth {
 // and values; globex also has a gauge with a label acme does not have.
 func server(t *testing.T, lim prom.Limits) string {
 	t.Helper()
+	base, _ := serverWith(t, func(c *Config) { c.Limits = lim })
+	return base
+}
+
+// serverWith is server with the handler's Config adjusted by set.
+func serverWith(t *testing.T, set func(*Config)) (string, *Handler) {
+	t.Helper()
 	l := promtest.NewLake(t)
 	l.Write(t, "acme", 0, synth([]string{"a-shop"}, []string{"/a"}, 30).JSON())
 	secret := fmt.Sprintf(`{"resourceMetrics":[{"resource":{"attributes":[%s]},"scopeMetrics":[{"metrics":[
@@ -41,13 +48,15 @@ func server(t *testing.T, lim prom.Limits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Adapter: a, TenantHeader: "X-Scope-OrgID", DefaultTenant: "default", Limits: lim})
+	cfg := Config{Adapter: a, TenantHeader: "X-Scope-OrgID", DefaultTenant: "default"}
+	set(&cfg)
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, h
 }
 
 type apiResp struct {
@@ -186,7 +195,7 @@ func TestQueryGETAndPOST(t *testing.T) {
 		t.Fatalf("%s", r.Data)
 	}
 	code, r = get(t, base, "acme", "/api/v1/query", vals("query", "1+1", "time", "1000.5"))
-	if code != 200 || string(r.Data) != `{"result":[1000.5,"2"],"resultType":"scalar"}` {
+	if code != 200 || string(r.Data) != `{"resultType":"scalar","result":[1000.5,"2"]}` {
 		t.Fatalf("scalar: %d %s", code, r.Data)
 	}
 	code, r = get(t, base, "acme", "/api/v1/metadata", vals("metric", "test_latency_seconds"))

@@ -32,13 +32,22 @@ func FromConfig(c config.Config) Config {
 			MaxSamples: int64(c.Query.MaxSamples),
 			MaxBytes:   int64(c.Query.MaxBytes),
 		},
-		MaxSamples:    c.Query.MaxSamples,
-		Timeout:       c.Query.Timeout.D(),
-		MaxPoints:     c.Query.MaxPoints,
-		LookbackDelta: c.Query.LookbackDelta.D(),
-		Rollups:       c.Query.Rollups,
-		SearchOptions: search.FromConfig(c, nil, nil),
-		TLS:           authn.TLSFiles{CertFile: c.Query.TLS.CertFile, KeyFile: c.Query.TLS.KeyFile, ClientCAFile: c.Query.TLS.ClientCAFile},
+		MaxSamples:     c.Query.MaxSamples,
+		Timeout:        c.Query.Timeout.D(),
+		MaxPoints:      c.Query.MaxPoints,
+		LookbackDelta:  c.Query.LookbackDelta.D(),
+		Rollups:        c.Query.Rollups,
+		SearchOptions:  search.FromConfig(c, nil, nil),
+		MaxConcurrency: c.Query.MaxConcurrency,
+		MaxQueued:      c.Query.MaxQueued,
+		MaxQueryBytes:  int64(c.Query.MaxQueryBytes),
+		MaxTotalBytes:  int64(c.Query.MaxTotalBytes),
+		MaxQueryLength: int(c.Query.MaxQueryLength),
+		MaxQueryDepth:  c.Query.MaxQueryDepth,
+		TLS:            authn.TLSFiles{CertFile: c.Query.TLS.CertFile, KeyFile: c.Query.TLS.KeyFile, ClientCAFile: c.Query.TLS.ClientCAFile},
+	}
+	if hc.MaxQueued == 0 {
+		hc.MaxQueued = -1 // none wait
 	}
 	for _, t := range c.Query.Auth.Tokens {
 		scope := authn.Read
@@ -112,7 +121,9 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		s.srv.WriteTimeout = DefaultTimeout + time.Minute
 	}
 	log.Info("query API listening", "addr", ln.Addr().String(), "tls", tlsConf != nil,
-		"mtls", tlsConf != nil && tlsConf.ClientCAs != nil, "tokens", len(cfg.Tokens))
+		"mtls", tlsConf != nil && tlsConf.ClientCAs != nil, "tokens", len(cfg.Tokens),
+		"max_concurrency", h.cfg.MaxConcurrency, "max_queued", h.cfg.MaxQueued,
+		"max_query_bytes", h.cfg.MaxQueryBytes, "max_total_bytes", h.cfg.MaxTotalBytes)
 	go func() {
 		defer close(s.done)
 		serve := s.srv.Serve

@@ -33,7 +33,15 @@ type Limits struct {
 	MaxSeries  int   // series a query may select, over all its selectors
 	MaxSamples int64 // samples a query may load from the lake
 	MaxBytes   int64 // compressed column bytes a query may read
+	// Charge, when set, is told the memory (SampleBytes a sample) of the
+	// samples a query loads; an error from it stops the query and should
+	// wrap ErrLimit. The caller's memory budget lives behind it.
+	Charge func(bytes int64) error
 }
+
+// SampleBytes is what one loaded sample holds in memory: a timestamp and
+// a value.
+const SampleBytes = 16
 
 // Stats count what queries read.
 type Stats struct {

@@ -204,6 +204,9 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	if lim := sc.q.lim.MaxSamples; lim > 0 && sc.q.samples > lim {
 		return fmt.Errorf("%w: the query would load more than %d samples (query.max_samples); narrow the time range or the selectors", ErrLimit, lim)
 	}
+	if sc.q.lim.Charge != nil {
+		return sc.q.lim.Charge(added * SampleBytes)
+	}
 	return nil
 }
 

@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/query/prom"
+)
+
+// Defaults of the admission and memory limits (query.max_queued,
+// query.max_query_length, query.max_query_depth); the concurrency and the
+// byte budgets are derived from the machine (see resolveLimits).
+const (
+	DefaultMaxQueued      = 64
+	DefaultMaxQueryLength = 64 << 10
+	DefaultMaxQueryDepth  = 256
+	// engineSampleBytes is what the engine holds per sample it keeps: a
+	// 16-byte point, with room for the slices it grows by doubling.
+	engineSampleBytes = 32
+)
+
+// machineMemory is the memory the process may use: GOMEMLIMIT when set,
+// else the cgroup (v2 or v1) limit, else physical memory; 0 if unknown.
+func machineMemory() int64 {
+	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
+		return l
+	}
+	var mem int64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				mem = kb << 10
+			}
+		}
+	}
+	for _, p := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if b, err := os.ReadFile(p); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (mem == 0 || n < mem) {
+				mem = n
+			}
+		}
+	}
+	return mem
+}
+
+// DerivedConcurrency is query.max_concurrency when 0: GOMAXPROCS, at
+// least 2, so that one slow query never blocks every other.
+func DerivedConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+// DerivedTotalBytes is query.max_total_bytes when 0: a quarter of
+// machineMemory, or 1 GiB when that is unknown.
+func DerivedTotalBytes() int64 {
+	if m := machineMemory(); m > 0 {
+		return m / 4
+	}
+	return 1 << 30
+}
+
+// limiter admits queries: at most max concurrent, at most maxQueued
+// waiting, and a memory budget in bytes per query and over all queries.
+type limiter struct {
+	slots     chan struct{}
+	waiting   atomic.Int64
+	maxQueued int64
+	held      atomic.Int64 // bytes charged by running queries
+	maxQuery  int64
+	maxTotal  int64
+
+	refused  *prometheus.CounterVec
+	inflight prometheus.Gauge
+	queued   prometheus.Gauge
+	heldG    prometheus.GaugeFunc
+}
+
+func newLimiter(concurrency, maxQueued int, maxQuery, maxTotal int64) *limiter {
+	l := &limiter{slots: make(chan struct{}, concurrency), maxQueued: int64(maxQueued), maxQuery: maxQuery, maxTotal: maxTotal,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_refused_total",
+			Help: "Queries refused by a query limit, by the setting that refused them (e.g. max_queued, max_query_bytes)."}, []string{"limit"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_query_running",
+			Help: "Queries holding one of query.max_concurrency slots."}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_query_queued",
+			Help: "Queries waiting for a slot (at most query.max_queued)."}),
+	}
+	l.heldG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_query_memory_bytes",
+		Help: "Bytes charged to running queries against query.max_total_bytes."}, func() float64 { return float64(l.held.Load()) })
+	for _, s := range []string{"max_queued", "max_query_bytes", "max_total_bytes", "max_query_length", "max_query_depth"} {
+		l.refused.WithLabelValues(s)
+	}
+	return l
+}
+
+func (l *limiter) collectors() []prometheus.Collector {
+	return []prometheus.Collector{l.refused, l.inflight, l.queued, l.heldG}
+}
+
+// errQueueFull answers 429: the client may retry.
+var errQueueFull = errors.New("too many queries")
+
+// acquire waits for a slot until ctx ends. A full wait queue is refused at
+// once, so waiting requests (and their memory) stay bounded.
+func (l *limiter) acquire(ctx context.Context) (*budget, error) {
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		if l.waiting.Add(1) > l.maxQueued {
+			l.waiting.Add(-1)
+			l.refused.WithLabelValues("max_queued").Inc()
+			return nil, &apiError{"too_many_requests", fmt.Errorf("%w: %d queries running (query.max_concurrency) and %d waiting (query.max_queued); retry later",
+				errQueueFull, cap(l.slots), l.maxQueued)}
+		}
+		l.queued.Inc()
+		select {
+		case l.slots <- struct{}{}:
+			l.waiting.Add(-1)
+			l.queued.Dec()
+		case <-ctx.Done():
+			l.waiting.Add(-1)
+			l.queued.Dec()
+			return nil, fmt.Errorf("waiting for a query slot (query.max_concurrency %d): %w", cap(l.slots), ctx.Err())
+		}
+	}
+	l.inflight.Inc()
+	return &budget{l: l}, nil
+}
+
+// budget is one query's share of the memory budget. Charges come from the
+// query's own goroutine (the engine, then the encoder), but atomics keep
+// it safe should a querier ever select concurrently.
+type budget struct {
+	l    *limiter
+	used atomic.Int64
+}
+
+// charge adds n bytes; past either budget it returns a cost_limit error
+// naming the setting, and the bytes stay charged until release.
+func (b *budget) charge(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	used := b.used.Add(n)
+	total := b.l.held.Add(n)
+	if used > b.l.maxQuery {
+		b.l.refused.WithLabelValues("max_query_bytes").Inc()
+		return fmt.Errorf("%w: the query needs more than %s of memory (query.max_query_bytes); narrow the time range, raise the step or add label matchers",
+			prom.ErrLimit, byteString(b.l.maxQuery))
+	}
+	if total > b.l.maxTotal {
+		b.l.refused.WithLabelValues("max_total_bytes").Inc()
+		return fmt.Errorf("%w: running queries together need more than %s of memory (query.max_total_bytes); retry later or narrow the query",
+			prom.ErrLimit, byteString(b.l.maxTotal))
+	}
+	return nil
+}
+
+// release returns the slot and every byte charged.
+func (b *budget) release() {
+	b.l.held.Add(-b.used.Swap(0))
+	b.l.inflight.Dec()
+	<-b.l.slots
+}
+
+func byteString(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m {
+			return fmt.Sprintf("%.4g%s", float64(n)/float64(u.m), u.s)
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// queryDepth bounds the depth of a PromQL expression's tree without
+// parsing it: the deepest nesting of (), [] and {} plus the number of
+// binary operators (+ - * / % ^, comparisons, and, or, unless, atan2)
+// outside label matchers, ranges and string literals. Parsing and
+// planning cost grows with depth times length (4,000 chained additions
+// take 2.5 s, 32,000 take minutes), so the bound must hold before the
+// parser sees the text. Unary minus and exponents count too: an
+// overestimate, never an underestimate.
+func queryDepth(q string) int {
+	depth, deepest, ops := 0, 0, 0
+	inner := 0 // depth of {} and [] where operators are not binary
+	var quote byte
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if quote != 0 {
+			switch {
+			case c == '\\' && quote != '`':
+				i++
+			case c == quote:
+				quote = 0
+			}
+			continue
+		}
+		switch c {
+		case '"', '\'', '`':
+			quote = c
+		case '(', '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+			if c != '(' {
+				inner++
+			}
+		case ')', ']', '}':
+			depth--
+			if c != ')' && inner > 0 {
+				inner--
+			}
+		case '+', '-', '*', '/', '%', '^', '<', '>':
+			if inner == 0 {
+				ops++
+			}
+		case '=', '!':
+			if inner == 0 && i+1 < len(q) && q[i+1] == '=' {
+				ops++
+				i++
+			}
+		default:
+			if inner == 0 && isWordStart(q, i) {
+				for _, kw := range [...]string{"and", "or", "unless", "atan2"} {
+					if strings.HasPrefix(q[i:], kw) && !isWordByte(q, i+len(kw)) {
+						ops++
+						break
+					}
+				}
+			}
+		}
+	}
+	return deepest + ops
+}
+
+func isWordByte(q string, i int) bool {
+	if i >= len(q) {
+		return false
+	}
+	c := q[i]
+	return c == '_' || c == ':' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func isWordStart(q string, i int) bool { return isWordByte(q, i) && (i == 0 || !isWordByte(q, i-1)) }
