@@ -17,6 +17,18 @@
 // /api/v1/traces/; Start (used by sluice run and sluice query-server) sets
 // it to the logs and traces search API of package search.
 //
+// # Limits
+//
+// Queries that touch the lake (PromQL, series, labels, metadata and the
+// mounted search API) run in one of MaxConcurrency slots; MaxQueued more
+// wait, and past that a query gets 429 at once. Each holds a budget that
+// counts its memory in bytes (samples loaded, through prom.Limits.Charge;
+// the result before it is sent; series label sets) against MaxQueryBytes
+// and, with every running query, MaxTotalBytes; the engine's MaxSamples is
+// derived from MaxQueryBytes. PromQL text is checked for length and depth
+// before the parser sees it. One deadline covers queueing, parsing,
+// evaluation and the streamed answer.
+//
 // # Concurrency
 //
 // A Handler is safe for concurrent use; each request builds its own
