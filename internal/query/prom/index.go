@@ -26,6 +26,8 @@ type fileIndex struct {
 
 type colMap struct {
 	ts, seriesID, value, count, sum, bounds, buckets, quantiles, qvalues, service, namespace, instance int
+	// metrics_rollup only (ts is last_timestamp, value is last there).
+	winStart, firstTS, points, min, max, first, increase, resets int
 }
 
 type labelCol struct {
@@ -50,9 +52,9 @@ type run struct {
 func buildIndex(pf *parquet.File) (*fileIndex, error) {
 	idx := &fileIndex{}
 	c := &idx.cols
-	*c = colMap{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+	*c = colMap{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
 	var nameC, typeC, unitC, tempC, monoC = -1, -1, -1, -1, -1
-	// A metrics_rollup file serves each window's last value at its time.
+	// A metrics_rollup file: rg.minT/maxT are its windows' last timestamps.
 	tsName, valueName := "timestamp", "value"
 	if t, _ := pf.Lookup("sluice.table"); t == rollupTable {
 		tsName, valueName = "last_timestamp", "last"
@@ -84,6 +86,22 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 			c.namespace = i
 		case "resource.service.instance.id":
 			c.instance = i
+		case "window_start":
+			c.winStart = i
+		case "first_timestamp":
+			c.firstTS = i
+		case "points":
+			c.points = i
+		case "min":
+			c.min = i
+		case "max":
+			c.max = i
+		case "first":
+			c.first = i
+		case "increase":
+			c.increase = i
+		case "resets":
+			c.resets = i
 		case "metric_name":
 			nameC = i
 		case "metric_type":

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,10 @@ const SampleBytes = 16
 type Stats struct {
 	Files, RowGroups, Rows, Bytes, Series, Samples atomic.Int64
 	RollupFiles                                    atomic.Int64 // metrics_rollup files read
+	// RollupSelects counts selectors answered (in part) from rollups;
+	// RollupFallbacks those that tried and read raw points because the
+	// data did not allow the exact answer.
+	RollupSelects, RollupFallbacks atomic.Int64
 }
 
 // Options configure an Adapter.
@@ -60,8 +65,9 @@ type Options struct {
 	IndexCacheFiles int
 	// LabelCacheSeries bounds the series label sets kept (default 1,000,000).
 	LabelCacheSeries int
-	// Rollups lets range queries read gauges and sums from metrics_rollup
-	// (see plan).
+	// Rollups lets selectors that a rollup tier answers exactly read
+	// metrics_rollup (see rollupUse); it needs the query's statement in
+	// the context (WithStatement).
 	Rollups bool
 }
 
@@ -82,6 +88,7 @@ type Adapter struct {
 	Stats Stats
 
 	rowsTotal, bytesTotal, filesTotal prometheus.Counter
+	rollupSelects, rollupFallbacks    prometheus.Counter
 }
 
 // NewAdapter returns an Adapter over the catalog and store.
@@ -108,9 +115,13 @@ func NewAdapter(o Options) (*Adapter, error) {
 			Help: "Compressed column bytes read from the lake by PromQL queries."}),
 		filesTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_files_opened_total",
 			Help: "Lake files opened by PromQL queries."}),
+		rollupSelects: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_rollup_selects_total",
+			Help: "PromQL selectors answered (in part) from metrics_rollup."}),
+		rollupFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_rollup_fallbacks_total",
+			Help: "PromQL selectors that tried metrics_rollup and read raw points because the rollup could not give the exact answer."}),
 	}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.rowsTotal, a.bytesTotal, a.filesTotal} {
+		for _, c := range []prometheus.Collector{a.rowsTotal, a.bytesTotal, a.filesTotal, a.rollupSelects, a.rollupFallbacks} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("prom: register metrics: %w", err)
 			}
@@ -220,7 +231,7 @@ func (q *Querier) metricNames(ctx context.Context) ([]string, error) {
 // maxt] (ms) and calls fn with each opened file and its index. With
 // indexOnly, files whose index is cached are not opened (fn gets nil).
 func (q *Querier) eachFile(ctx context.Context, mint, maxt int64, fn func(*parquet.File, *fileIndex) error, indexOnly bool, ms ...*labels.Matcher) error {
-	tasks, err := q.plan(ctx, mint, maxt, 0, ms)
+	tasks, err := q.plan(ctx, mint, maxt, ms, nil)
 	if err != nil {
 		return err
 	}
@@ -243,13 +254,12 @@ func (q *Querier) eachFile(ctx context.Context, mint, maxt int64, fn func(*parqu
 	return nil
 }
 
-// taskMode says which metrics of a file a query reads.
+// taskMode says how a query reads a file.
 type taskMode uint8
 
 const (
-	modeAll           taskMode = iota
-	modeNotNumeric             // a raw file whose gauges and sums come from a rollup
-	modeRollupNumeric          // a rollup file: its gauges and sums only
+	modeRaw    taskMode = iota // a raw metrics file: its points
+	modeRollup                 // a metrics_rollup file: one tier's windows, as rollupUse says
 )
 
 type fileTask struct {
@@ -257,23 +267,29 @@ type fileTask struct {
 	mode taskMode
 }
 
-// numeric reports whether a metric can be served from rollups (each
-// window's last value at its time): gauges and sums.
-func numeric(k metricKind) bool { return k == kindGauge || k == kindCounter || k == kindDeltaSum }
-
 type hourKey struct {
 	day  string
 	hour int
 }
 
-// plan lists the files a selector reads. Without a step (instant queries,
-// labels, series) or without rollups, every live raw segment in range.
-// With a step, each hour is planned on its own: its gauges and sums come
-// from the coarsest metrics_rollup tier whose width is at most the step
-// and that is fresh for the hour (computed from the hour's current raw
-// rows), the rest from raw files; hours without a fresh tier read raw
-// only, and hours whose raw data is gone (retention) read their rollups.
-func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labels.Matcher) ([]fileTask, error) {
+// start is the hour's first instant in unix ns (ok false for a malformed
+// partition).
+func (h hourKey) start() (int64, bool) {
+	d, err := time.Parse(time.DateOnly, h.day)
+	if err != nil || h.hour < 0 || h.hour > 23 {
+		return 0, false
+	}
+	return d.Add(time.Duration(h.hour) * time.Hour).UnixNano(), true
+}
+
+// plan lists the files a selector reads: every live raw segment
+// overlapping [mint, maxt] (ms), or with ru (a range function the rollups
+// answer exactly, see rollupUse) per hour the coarsest tier ru allows
+// that is fresh for the hour (computed from the hour's current raw rows)
+// instead of the hour's raw segments. Hours without such a tier read raw
+// segments; hours whose raw data is gone (retention) read their rollups.
+// The hours served from rollups are recorded in ru.hours.
+func (q *Querier) plan(ctx context.Context, mint, maxt int64, ms []*labels.Matcher, ru *rollupUse) ([]fileTask, error) {
 	f := catalog.Filter{Table: lake.TableMetrics, Tenant: q.tenant, From: msToNs(mint), To: msToNs(maxt) + 999_999}
 	service, name := "", ""
 	for _, m := range ms {
@@ -293,8 +309,7 @@ func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labe
 	skip := func(seg catalog.Segment) bool {
 		return lacks(seg.Services, service) || !mayHoldMetric(seg.MetricNames, name)
 	}
-	withRollups := stepMs > 0 && q.a.rollups
-	if !withRollups {
+	if ru == nil {
 		f.Service = service // else every raw segment counts for freshness
 	}
 	segs, err := q.a.cat.List(ctx, f)
@@ -310,7 +325,7 @@ func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labe
 		raw[hourKey{seg.Day, seg.Hour}] = append(raw[hourKey{seg.Day, seg.Hour}], seg)
 	}
 	var rolls map[hourKey]map[int][]catalog.Segment
-	if withRollups {
+	if ru != nil {
 		f.Table = rollupTable
 		rs, err := q.a.cat.List(ctx, f)
 		if err != nil {
@@ -318,7 +333,7 @@ func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labe
 		}
 		rolls = map[hourKey]map[int][]catalog.Segment{}
 		for _, seg := range rs {
-			if seg.Tenant != q.tenant || seg.Level <= 0 || int64(seg.Level)*1000 > stepMs {
+			if seg.Tenant != q.tenant || seg.Level <= 0 || !ru.grid.fits(int64(seg.Level)*1000) {
 				continue
 			}
 			h := hourKey{seg.Day, seg.Hour}
@@ -344,22 +359,20 @@ func (q *Querier) plan(ctx context.Context, mint, maxt, stepMs int64, ms []*labe
 		return a.hour - b.hour
 	})
 	for _, h := range hours {
-		tier := q.freshTier(h, raw[h], rolls[h])
-		mode := modeAll
-		if tier > 0 {
-			mode = modeNotNumeric
+		if tier := q.freshTier(h, raw[h], rolls[h]); tier > 0 {
+			hs, _ := h.start()
+			ru.hours[hs] = true
 			for _, seg := range rolls[h][tier] {
-				if skip(seg) {
-					continue
+				if !skip(seg) {
+					tasks = append(tasks, fileTask{seg.Path, modeRollup})
 				}
-				tasks = append(tasks, fileTask{seg.Path, modeRollupNumeric})
 			}
+			continue
 		}
 		for _, seg := range raw[h] {
-			if skip(seg) {
-				continue
+			if !skip(seg) {
+				tasks = append(tasks, fileTask{seg.Path, modeRaw})
 			}
-			tasks = append(tasks, fileTask{seg.Path, mode})
 		}
 	}
 	return tasks, nil
@@ -372,10 +385,19 @@ func lacks(services []string, service string) bool {
 }
 
 // freshTier returns the coarsest tier (level, in seconds) of the hour's
-// rollups that reflects its current raw rows, or 0.
+// rollups that reflects its current raw rows, or 0. An hour with a raw
+// segment holding points outside the hour (a far-future point is filed
+// under its arrival hour, and rollups leave it out) has none.
 func (q *Querier) freshTier(h hourKey, raw []catalog.Segment, byLevel map[int][]catalog.Segment) int {
+	hs, ok := h.start()
+	if !ok {
+		return 0
+	}
 	var rows int64
 	for _, s := range raw {
+		if s.MinTime < hs || s.MaxTime >= hs+int64(time.Hour) {
+			return 0
+		}
 		rows += s.Rows
 	}
 	best := 0
@@ -466,11 +488,35 @@ func msToNs(ms int64) int64 {
 
 // selectSeries reads the matching series. Label sets that several lake
 // series share (they differ only in resource attributes that are not
-// labels) merge into one series.
+// labels) merge into one series. A selector the rollups can answer
+// exactly (rollupUse) reads them for the hours they cover; when the data
+// turns out not to allow the exact answer (errInexact), it reads raw
+// points instead.
 func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly bool, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
 	if mint > maxt {
 		return nil, nil
 	}
+	if ru := q.rollupUse(ctx, hints, labelsOnly); ru != nil {
+		series, samples := q.series, q.samples
+		out, err := q.scanTasks(ctx, mint, maxt, labelsOnly, ms, ru)
+		if !errors.Is(err, errInexact) {
+			if err == nil && len(ru.hours) > 0 {
+				q.a.Stats.RollupSelects.Add(1)
+				q.a.rollupSelects.Inc()
+			}
+			return out, err
+		}
+		// The bytes read stay counted; series and samples are read again.
+		q.series, q.samples = series, samples
+		q.a.Stats.RollupFallbacks.Add(1)
+		q.a.rollupFallbacks.Inc()
+	}
+	return q.scanTasks(ctx, mint, maxt, labelsOnly, ms, nil)
+}
+
+// scanTasks plans and reads one selector: raw points only when ru is
+// nil, else per hour a rollup tier or raw points (plan).
+func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bool, ms []*labels.Matcher, ru *rollupUse) ([]*series, error) {
 	var nameMs []*labels.Matcher
 	for _, m := range ms {
 		if m.Name == labels.MetricName {
@@ -479,15 +525,13 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 	}
 	sc := &scan{q: q, ms: ms, labelsOnly: labelsOnly, mint: msToNs(mint), maxt: msToNs(maxt) + 999_999,
 		byHash: map[uint64][]*series{}, bySID: map[sidKey]*series{}}
-	var stepMs int64
-	if hints != nil {
-		stepMs = hints.Step
-	}
-	tasks, err := q.plan(ctx, mint, maxt, stepMs, ms)
+	tasks, err := q.plan(ctx, mint, maxt, ms, ru)
 	if err != nil {
 		return nil, err
 	}
-	var mode taskMode
+	if ru != nil && len(ru.hours) > 0 {
+		sc.ru = ru // else every hour is raw: nothing to check
+	}
 	read := func(pf *parquet.File, idx *fileIndex) error {
 		if idx.rollup {
 			q.a.Stats.RollupFiles.Add(1)
@@ -499,9 +543,6 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 			}
 			counted := false
 			for _, r := range rg.runs {
-				if mode == modeNotNumeric && numeric(r.desc.kind) || mode == modeRollupNumeric && !numeric(r.desc.kind) {
-					continue
-				}
 				outs := matchingOutputs(r.desc, nameMs, sc.outs[:0])
 				if len(outs) == 0 {
 					continue
@@ -510,11 +551,19 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+				if sc.ru != nil && !sc.ru.serves(r.desc.kind) {
+					return errInexact
+				}
 				if !counted {
 					q.a.Stats.RowGroups.Add(1)
 					counted = true
 				}
-				if err := sc.readRun(pf, idx, g, r); err != nil {
+				if idx.rollup {
+					err = sc.readRollupRun(pf, idx, g, r)
+				} else {
+					err = sc.readRun(pf, idx, g, r)
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -525,13 +574,18 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		mode = t.mode
 		if err := q.withFile(t.path, read); err != nil {
 			return nil, err
 		}
 	}
 	out := sc.all
 	for _, s := range out {
+		if sc.ru != nil {
+			if err := sc.ru.finish(s); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		s.finish()
 	}
 	slices.SortFunc(out, func(a, b *series) int { return labels.Compare(a.lbls, b.lbls) })

@@ -5,90 +5,167 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/storage"
+
 	"github.com/sluice-dev/sluice/internal/lake/rollup"
+	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
 )
 
-// Range queries read gauges and counters from the coarsest fresh rollup
-// tier that fits the step (each window's last value at its time), and
-// everything else, and instant queries, from raw points.
-func TestRollupTiers(t *testing.T) {
-	l := newTestLake(t)
-	s := defaultSynth()
-	l.Write(t, "acme", 0, s.JSON())
+func rollUp(t *testing.T, l *promtest.Lake) {
+	t.Helper()
 	opts := rollup.Options{Tiers: []time.Duration{time.Minute, 5 * time.Minute, time.Hour}, Store: l.Store}
 	jobs, err := rollup.Plan(context.Background(), l.Catalog, opts)
-	if err != nil || len(jobs) != 1 {
+	if err != nil || len(jobs) == 0 {
 		t.Fatalf("plan: %v %v", jobs, err)
 	}
-	if _, err := rollup.Run(context.Background(), l.Catalog, l.Store, jobs[0], opts); err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Rollups: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := a.Queryable("acme", Limits{})
-	expr := `test_queue_depth{service_name="cart",http_route="/a"}`
-	for _, c := range []struct {
-		step time.Duration
-		// The gauge of point i (every 15 s) is i. At an evaluation time
-		// t on the tier's grid the newest window whose last point is at or
-		// before t is [t-tier, t): its last point is t-15s, value i-1.
-		perStep float64
-	}{{time.Minute, 4}, {5 * time.Minute, 20}, {10 * time.Minute, 40}} {
-		before := a.Stats.RollupFiles.Load()
-		qry, err := newEngine().NewRangeQuery(context.Background(), q, nil, expr, s.Start.Add(c.step), s.Start.Add(50*time.Minute), c.step)
-		if err != nil {
+	for _, j := range jobs {
+		if _, err := rollup.Run(context.Background(), l.Catalog, l.Store, j, opts); err != nil {
 			t.Fatal(err)
 		}
-		m, err := qry.Exec(context.Background()).Matrix()
-		if err != nil || len(m) != 1 {
-			t.Fatalf("step %s: %v %v", c.step, m, err)
-		}
-		for k, p := range m[0].Floats {
-			if want := float64(k+1)*c.perStep - 1; p.F != want {
-				t.Fatalf("step %s point %d at %d: %v, want %v (last value of the window before)", c.step, k, p.T, p.F, want)
-			}
-		}
-		if a.Stats.RollupFiles.Load() == before {
-			t.Fatalf("step %s: no rollup file read", c.step)
-		}
 	}
-	// Histograms still come from raw points in the same range query.
-	qry, err := newEngine().NewRangeQuery(context.Background(), q, nil,
-		`histogram_quantile(0.9, sum by (le) (rate(test_latency_seconds_bucket[5m])))`, s.Start.Add(10*time.Minute), s.Start.Add(50*time.Minute), 5*time.Minute)
+}
+
+func instantMatrix(q storage.Queryable, expr string, ts time.Time) (string, error) {
+	qry, err := newEngine().NewInstantQuery(context.Background(), q, nil, expr, ts)
+	if err != nil {
+		return "", err
+	}
+	defer qry.Close()
+	res := qry.Exec(WithStatement(context.Background(), qry.Statement()))
+	if res.Err != nil {
+		return "", res.Err
+	}
+	return res.Value.String(), nil
+}
+
+// Which queries the rollups serve, and that each gives the raw answer.
+// Points are every 15 s at 7.5 s past (none on a window start), as an
+// exporter's are; the hour is rolled up into 1m, 5m and 1h tiers.
+func TestRollupUse(t *testing.T) {
+	l := newTestLake(t)
+	s := defaultSynth()
+	s.Start = synthStart.Add(7500 * time.Millisecond)
+	s.Vary = true
+	l.Write(t, "acme", 0, s.JSON())
+	rollUp(t, l)
+	on, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Rollups: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := qry.Exec(context.Background()).Matrix()
-	if err != nil || len(m) != 1 || len(m[0].Floats) != 9 || !near(m[0].Floats[0].F, 0.8) {
-		t.Fatalf("histogram over a rolled-up hour: %v %v", m, err)
+	qOn, qOff := on.Queryable("acme", Limits{}), adapterOf(t, l).Queryable("acme", Limits{})
+	at := func(m int) time.Time { return synthStart.Add(time.Duration(m) * time.Minute) }
+	for _, c := range []struct {
+		expr     string
+		from, to time.Time
+		step     time.Duration
+		tol      float64
+		used     bool
+	}{
+		{`test_queue_depth`, at(5), at(50), time.Minute, 0, true},
+		{`sum by (service_name) (test_queue_depth)`, at(5), at(55), 5 * time.Minute, 1e-9, true},
+		{`max_over_time(test_queue_depth[5m])`, at(5), at(55), 5 * time.Minute, 0, true},
+		{`min_over_time(test_queue_depth[10m])`, at(10), at(60), 10 * time.Minute, 0, true},
+		{`avg_over_time(test_queue_depth[10m])`, at(10), at(60), 5 * time.Minute, 1e-9, true},
+		{`sum_over_time(test_queue_depth[1m])`, at(1), at(59), time.Minute, 1e-9, true},
+		{`last_over_time(test_queue_depth[1h])`, at(60), at(60), time.Hour, 0, true},
+		{`rate(test_requests_total[5m])`, at(5), at(59), time.Minute, 1e-9, true},
+		{`sum(increase(test_requests_total[10m]))`, at(10), at(60), 10 * time.Minute, 1e-9, true},
+		{`increase(test_requests_total[1h])`, at(60), at(60), 0, 1e-9, true}, // instant: the 1h tier
+		{`max_over_time(test_queue_depth[5m] offset 5m)`, at(10), at(60), 5 * time.Minute, 0, true},
+		// Not served: functions that need every point, steps finer than
+		// every tier, evaluation times off the tiers' grid, subqueries,
+		// histograms, counter functions over gauges.
+		{`irate(test_requests_total[5m])`, at(5), at(59), time.Minute, 0, false},
+		{`count_over_time(test_queue_depth[5m])`, at(5), at(59), time.Minute, 0, false},
+		{`rate(test_requests_total[5m])`, at(5), at(59), 30 * time.Second, 1e-9, false},
+		{`test_queue_depth`, at(5).Add(30 * time.Second), at(50), time.Minute, 0, false},
+		{`max_over_time(test_queue_depth[90s])`, at(5), at(50), 3 * time.Minute, 0, false},
+		{`max_over_time(rate(test_requests_total[5m])[30m:1m])`, at(40), at(60), 5 * time.Minute, 1e-9, false},
+		{`histogram_quantile(0.9, sum by (le) (rate(test_latency_seconds_bucket[5m])))`, at(10), at(50), 5 * time.Minute, 1e-9, false},
+		{`rate(test_queue_depth[5m])`, at(5), at(59), time.Minute, 1e-9, false},
+	} {
+		before, files := on.Stats.RollupSelects.Load(), on.Stats.RollupFiles.Load()
+		if c.step == 0 {
+			want, err := instantMatrix(qOff, c.expr, c.to)
+			if err != nil {
+				t.Fatalf("%s: %v", c.expr, err)
+			}
+			got, err := instantMatrix(qOn, c.expr, c.to)
+			if err != nil || got != want || want == "" {
+				t.Fatalf("%s: with rollups %v\n%s\nraw\n%s", c.expr, err, got, want)
+			}
+		} else {
+			want, err := runRange(qOff, c.expr, c.from, c.to, c.step)
+			if err != nil {
+				t.Fatalf("%s: %v", c.expr, err)
+			}
+			got, err := runRange(qOn, c.expr, c.from, c.to, c.step)
+			if err != nil {
+				t.Fatalf("%s with rollups: %v", c.expr, err)
+			}
+			if len(want) == 0 {
+				t.Fatalf("%s: no answer", c.expr)
+			}
+			compareMatrices(t, c.expr, want, got, c.tol)
+		}
+		used := on.Stats.RollupSelects.Load() > before
+		if used != c.used || used && on.Stats.RollupFiles.Load() == files {
+			t.Errorf("%s step %s: rollups used %v, want %v", c.expr, c.step, used, c.used)
+		}
 	}
-	// A step finer than every tier, and instant queries, read raw points.
-	before := a.Stats.RollupFiles.Load()
-	qry, _ = newEngine().NewRangeQuery(context.Background(), q, nil, expr, s.Start.Add(time.Minute), s.Start.Add(2*time.Minute), 30*time.Second)
-	m, err = qry.Exec(context.Background()).Matrix()
-	if err != nil || len(m) != 1 || m[0].Floats[0].F != 4 {
-		t.Fatalf("30s step: %v %v", m, err)
-	}
-	if v := instant(t, q, expr, s.Start.Add(10*time.Minute)); len(v) != 1 || v[0].F != 40 {
-		t.Fatalf("instant: %v", v)
-	}
-	if a.Stats.RollupFiles.Load() != before {
-		t.Fatal("a 30s step or an instant query read a rollup")
+
+	// Without the statement (WithStatement) the adapter cannot tell a
+	// subquery's evaluation times: raw points.
+	before := on.Stats.RollupSelects.Load()
+	qry, _ := newEngine().NewRangeQuery(context.Background(), qOn, nil, `test_queue_depth`, at(5), at(50), time.Minute)
+	if res := qry.Exec(context.Background()); res.Err != nil || on.Stats.RollupSelects.Load() != before {
+		t.Fatalf("a query without its statement read rollups (%v)", res.Err)
 	}
 
 	// Late data makes the hour's rollups stale: raw points again.
 	late := defaultSynth()
 	late.Services = []string{"late"}
+	late.Start = s.Start
 	l.Write(t, "acme", 0, late.JSON())
-	before = a.Stats.RollupFiles.Load()
-	qry, _ = newEngine().NewRangeQuery(context.Background(), q, nil, expr, s.Start.Add(5*time.Minute), s.Start.Add(10*time.Minute), 5*time.Minute)
-	m, err = qry.Exec(context.Background()).Matrix()
-	if err != nil || len(m) != 1 || m[0].Floats[0].F != 20 {
-		t.Fatalf("stale rollup: %v %v (want raw value 20)", m, err)
+	before = on.Stats.RollupSelects.Load()
+	w, err := runRange(qOff, `max_over_time(test_queue_depth[5m])`, at(5), at(55), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a.Stats.RollupFiles.Load() != before {
+	g, err := runRange(qOn, `max_over_time(test_queue_depth[5m])`, at(5), at(55), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareMatrices(t, "stale hour", w, g, 0)
+	if on.Stats.RollupSelects.Load() != before {
 		t.Fatal("a stale rollup was read")
+	}
+}
+
+// Points on window starts (every 15 s from the hour) cannot be told apart
+// from the window before by a rollup: the selector tries the rollup and
+// reads raw points, with the raw answer.
+func TestRollupFallback(t *testing.T) {
+	l := newTestLake(t)
+	l.Write(t, "acme", 0, defaultSynth().JSON())
+	rollUp(t, l)
+	on, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Rollups: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, expr := range []string{`test_queue_depth`, `max_over_time(test_queue_depth[5m])`, `rate(test_requests_total[5m])`} {
+		want, err := runRange(adapterOf(t, l).Queryable("acme", Limits{}), expr, synthStart.Add(5*time.Minute), synthStart.Add(55*time.Minute), 5*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := on.Stats.RollupFallbacks.Load()
+		got, err := runRange(on.Queryable("acme", Limits{}), expr, synthStart.Add(5*time.Minute), synthStart.Add(55*time.Minute), 5*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareMatrices(t, expr, want, got, 0)
+		if len(want) == 0 || on.Stats.RollupFallbacks.Load() != fb+1 {
+			t.Fatalf("%s: %d series, fallbacks %d -> %d, want one", expr, len(want), fb, on.Stats.RollupFallbacks.Load())
+		}
 	}
 }

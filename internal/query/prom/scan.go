@@ -20,8 +20,9 @@ type scan struct {
 	q          *Querier
 	ms         []*labels.Matcher
 	labelsOnly bool
-	delta      bool  // the current run holds delta points (metricDesc.cumulative)
-	mint, maxt int64 // unix ns, inclusive
+	delta      bool       // the current run holds delta points (metricDesc.cumulative)
+	ru         *rollupUse // non-nil while the selector reads rollups for some hours
+	mint, maxt int64      // unix ns, inclusive
 	outs       []output
 
 	byHash map[uint64][]*series
@@ -45,6 +46,11 @@ type scan struct {
 	bktOff       []int32
 	qs, qv       []float64
 	qsOff, qvOff []int32
+	// metrics_rollup windows (readRollupRun).
+	wStart, wFirstT          []int64
+	wPoints                  []uint64
+	wFirst, wInc             []float64
+	wFirstOK, wIncOK, wReqOK []bool
 
 	groupLbls []labels.Labels
 	need      []int64
@@ -161,9 +167,60 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	}
 	sc.q.a.Stats.Rows.Add(n)
 	sc.q.a.rowsTotal.Add(float64(n))
+	if err := sc.runLabels(pf, idx, g, r); err != nil {
+		return err
+	}
+	k := 0
+	added := int64(0)
+	for i := int64(0); i < n; k++ {
+		j := i + 1
+		for j < n && sc.ids[j] == sc.ids[i] {
+			j++
+		}
+		m, err := sc.emit(sc.groupLbls[k], i, j)
+		if err != nil {
+			return err
+		}
+		added += m
+		i = j
+	}
+	return sc.addSamples(added)
+}
 
-	// Label sets: from the cache, else read once from the label columns at
-	// the first row of each series.
+// addSamples counts samples loaded against query.max_samples.
+func (sc *scan) addSamples(added int64) error {
+	sc.q.samples += added
+	sc.q.a.Stats.Samples.Add(added)
+	if lim := sc.q.lim.MaxSamples; lim > 0 && sc.q.samples > lim {
+		return fmt.Errorf("%w: the query would load more than %d samples (query.max_samples); narrow the time range or the selectors", ErrLimit, lim)
+	}
+	if sc.q.lim.Charge != nil {
+		return sc.q.lim.Charge(added * SampleBytes)
+	}
+	return nil
+}
+
+// readCol charges and reads column col of row group g for a run of n of
+// its rows.
+func (sc *scan) readCol(pf *parquet.File, g, col int, n int64, what string, f func(cc parquet.ColumnChunk) error) error {
+	if col < 0 {
+		return fmt.Errorf("row group %d: no %s column", g, what)
+	}
+	rg := pf.RowGroups()[g]
+	if err := sc.addBytes(pf, g, col, n, rg.NumRows()); err != nil {
+		return err
+	}
+	if err := f(rg.ColumnChunks()[col]); err != nil {
+		return fmt.Errorf("row group %d: %s: %w", g, what, err)
+	}
+	return nil
+}
+
+// runLabels sets sc.groupLbls to the label set of each lake series (run
+// of equal sc.ids) of run r, in order: from the cache, else read once from
+// the label columns at the series' first row.
+func (sc *scan) runLabels(pf *parquet.File, idx *fileIndex, g int, r run) error {
+	n := r.end - r.start
 	sc.groupLbls = sc.groupLbls[:0]
 	sc.need, sc.needGroup = sc.need[:0], sc.needGroup[:0]
 	tenant := sc.q.tenant
@@ -181,31 +238,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		i = j
 	}
 	if len(sc.need) > 0 {
-		if err := sc.readLabels(pf, idx, g, r); err != nil {
-			return err
-		}
-	}
-	k := 0
-	added := int64(0)
-	for i := int64(0); i < n; k++ {
-		j := i + 1
-		for j < n && sc.ids[j] == sc.ids[i] {
-			j++
-		}
-		m, err := sc.emit(sc.groupLbls[k], i, j)
-		if err != nil {
-			return err
-		}
-		added += m
-		i = j
-	}
-	sc.q.samples += added
-	sc.q.a.Stats.Samples.Add(added)
-	if lim := sc.q.lim.MaxSamples; lim > 0 && sc.q.samples > lim {
-		return fmt.Errorf("%w: the query would load more than %d samples (query.max_samples); narrow the time range or the selectors", ErrLimit, lim)
-	}
-	if sc.q.lim.Charge != nil {
-		return sc.q.lim.Charge(added * SampleBytes)
+		return sc.readLabels(pf, idx, g, r)
 	}
 	return nil
 }
@@ -329,7 +362,13 @@ func (sc *scan) emit(attrs labels.Labels, i, j int64) (int64, error) {
 					}
 					v = float64(sc.cnt[k])
 				}
-				s.add(sc.ts[k]/1_000_000, v)
+				if sc.ru != nil {
+					if err := sc.ru.addRaw(s, sc.ids[i], sc.ts[k], v); err != nil {
+						return 0, err
+					}
+				} else {
+					s.add(sc.ts[k]/1_000_000, v)
+				}
 				added++
 			}
 		case partBucket, partQuantile:
@@ -496,6 +535,9 @@ func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string)
 		return nil, fmt.Errorf("%w: the query would select more than %d series (query.max_series); add label matchers", ErrLimit, lim)
 	}
 	s := &series{lbls: l}
+	if sc.ru != nil {
+		s.ru = &seriesRollup{}
+	}
 	sc.byHash[h] = append(sc.byHash[h], s)
 	sc.all = append(sc.all, s)
 	return s, nil
@@ -510,6 +552,7 @@ type series struct {
 	// cumulate: the samples are delta increments; finish turns them into
 	// their running sum over the selected range.
 	cumulate bool
+	ru       *seriesRollup // set while a selector reads rollups
 }
 
 func (s *series) add(t int64, v float64) {
