@@ -598,7 +598,9 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 }
 
 func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
-	res := qry.Exec(ctx)
+	// The statement lets the adapter see when selectors are evaluated,
+	// which it needs to read rollups (prom.WithStatement).
+	res := qry.Exec(prom.WithStatement(ctx, qry.Statement()))
 	if res.Err != nil {
 		qry.Close()
 		var tms promql.ErrTooManySamples
