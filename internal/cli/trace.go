@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/pipeline"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/tenant"
 	"github.com/sluice-dev/sluice/internal/tracer"
 )
 
@@ -30,6 +36,12 @@ type traceFlags struct {
 	interval        time.Duration
 	top             int
 	sort            string
+
+	out       string
+	lf        lakeFlags
+	toLake    bool
+	tenant    string
+	lakeFlush time.Duration
 }
 
 func newTraceCmd() *cobra.Command {
@@ -92,6 +104,11 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "headless: time between summaries")
 	fl.IntVar(&f.top, "top", 10, "rows per summary table")
 	fl.StringVar(&f.sort, "sort", "ops", "sort summaries by ops, bytes, time, p99 or errors")
+	fl.StringVar(&f.out, "out", "", "record every traced call into this Parquet file (the io_events schema)")
+	fl.BoolVar(&f.toLake, "record", false, "record every traced call into the lake (--lake) as table io_events")
+	f.lf.register(c)
+	fl.StringVar(&f.tenant, "tenant", "default", "tenant of the recorded io_events rows")
+	fl.DurationVar(&f.lakeFlush, "lake-flush", time.Minute, "with --record: commit a lake file at least this often")
 	return c
 }
 
@@ -223,6 +240,23 @@ func runTrace(ctx context.Context, stdout, stderr io.Writer, f *traceFlags, opts
 			}
 		}
 	}()
+	if f.out != "" {
+		s, err := newFileSink(f.out)
+		if err != nil {
+			return err
+		}
+		sinks = append(sinks, s)
+	}
+	if f.toLake {
+		s, err := newLakeSink(ctx, f)
+		if err != nil {
+			for _, s := range sinks {
+				_ = s.close()
+			}
+			return err
+		}
+		sinks = append(sinks, s)
+	}
 	runErr := tr.Run(ctx, func(b *signal.IOEvents) error {
 		mu.Lock()
 		sum.Add(b)
@@ -249,6 +283,113 @@ func runTrace(ctx context.Context, stdout, stderr io.Writer, f *traceFlags, opts
 		return runErr
 	}
 	return sinkErr
+}
+
+// fileSink records into one standalone Parquet file, written under a
+// temporary name and renamed into place when complete.
+type fileSink struct {
+	path string
+	tmp  *os.File
+	w    *lake.IOFile
+}
+
+func newFileSink(path string) (*fileSink, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	return &fileSink{path: path, tmp: tmp, w: lake.NewIOFile(tmp, hostName())}, nil
+}
+
+func (s *fileSink) write(b *signal.IOEvents) error {
+	if err := s.w.Write(b); err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *fileSink) close() error {
+	err := s.w.Close()
+	if err == nil {
+		err = s.tmp.Sync()
+	}
+	if cerr := s.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(s.tmp.Name(), s.path)
+	}
+	if err != nil {
+		_ = os.Remove(s.tmp.Name())
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// lakeSink records into the lake's io_events table, committing each file
+// to the catalog.
+type lakeSink struct {
+	lock   io.Closer
+	cat    *catalog.Catalog
+	w      *lake.IOWriter
+	tenant string
+	every  time.Duration
+	next   time.Time
+}
+
+func newLakeSink(ctx context.Context, f *traceFlags) (*lakeSink, error) {
+	if !tenant.Valid(f.tenant) {
+		return nil, usageError{fmt.Errorf("--tenant %q: want 1-64 of A-Z a-z 0-9 . _ -", f.tenant)}
+	}
+	if err := os.MkdirAll(f.lf.root, 0o755); err != nil {
+		return nil, fmt.Errorf("lake root: %w", err)
+	}
+	lock, err := pipeline.LockLake(f.lf.root)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Open(ctx, f.lf.catalogDSN())
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	// Commits use their own context: the last files are committed after
+	// the trace's context ended.
+	w, err := lake.NewIOWriter(lake.Options{Root: f.lf.root}, hostName(), func(seg lake.Segment) error {
+		return cat.AddSegments(context.WithoutCancel(ctx), seg.CatalogRow())
+	})
+	if err != nil {
+		cat.Close()
+		lock.Close()
+		return nil, err
+	}
+	return &lakeSink{lock: lock, cat: cat, w: w, tenant: f.tenant, every: f.lakeFlush, next: time.Now().Add(f.lakeFlush)}, nil
+}
+
+func (s *lakeSink) write(b *signal.IOEvents) error {
+	if err := s.w.Write(s.tenant, b); err != nil {
+		return err
+	}
+	if s.every > 0 && time.Now().After(s.next) {
+		s.next = time.Now().Add(s.every)
+		return s.w.Flush()
+	}
+	return nil
+}
+
+func (s *lakeSink) close() error {
+	err := s.w.Close()
+	s.cat.Close()
+	s.lock.Close()
+	return err
+}
+
+func hostName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
 }
 
 func describeTrace(o tracer.Options) string {

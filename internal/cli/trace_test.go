@@ -3,11 +3,16 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/corpustest"
 
 	"github.com/sluice-dev/sluice/internal/tracer"
 	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
@@ -102,5 +107,92 @@ func TestTraceHeadless(t *testing.T) {
 	}
 	if !strings.Contains(out, ": 28 calls") {
 		t.Errorf("summary does not count the workload's 28 calls:\n%s", out)
+	}
+}
+
+// TestTraceRecord traces the known workload into a standalone Parquet
+// file and into the lake, and checks with DuckDB (Python, independent of
+// sluice) and with sluice sql that both hold exactly the workload's calls,
+// paths and bytes.
+func TestTraceRecord(t *testing.T) {
+	tracertest.RequireTracing(t, tracer.Check().Err())
+	py := os.Getenv("SLUICE_PYTHON")
+	if py == "" {
+		corpustest.Missing(t, "SLUICE_PYTHON (a Python with duckdb)")
+	}
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "rec.parquet")
+	lakeDir := filepath.Join(dir, "lake")
+	child := tracertest.Start(t, work, "")
+	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "1500ms", "--interval", "1h",
+		"--out", out, "--record", "--lake", lakeDir, "--tenant", "acme")
+	child.Go(t)
+	wait()
+
+	want := tracertest.Expected(work)
+	var wantLines []string
+	for _, w := range want {
+		ret := strconv.FormatInt(w.Ret, 10)
+		if w.Ret == -1 {
+			ret = "fd"
+		}
+		wantLines = append(wantLines, strings.Join([]string{w.Syscall, w.Path, w.OldPath, strconv.FormatInt(w.Bytes, 10), ret}, "|"))
+	}
+	const row = `coalesce(path, '') || '|' || coalesce(old_path, '') || '|' || bytes || '|' || (CASE WHEN syscall LIKE 'open%' AND ret >= 0 THEN 'fd' ELSE ret::VARCHAR END)`
+	script := `import duckdb, sys
+con = duckdb.connect()
+for src in sys.argv[1:]:
+    print("==")
+    q = "SELECT syscall || '|' || ` + strings.ReplaceAll(row, `'`, `\'`) + ` , pid, tid, errno FROM read_parquet('" + src + "', hive_partitioning=true) ORDER BY time"
+    for r in con.execute(q).fetchall():
+        print(r[0], r[1], r[2], r[3], sep="\t")
+`
+	cmd := exec.Command(py, "-c", script, out, filepath.Join(lakeDir, "io_events", "**", "*.parquet"))
+	res, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("duckdb: %v\n%s", err, res)
+	}
+	parts := strings.Split(strings.TrimSpace(string(res)), "==\n")
+	if len(parts) != 3 {
+		t.Fatalf("duckdb output:\n%s", res)
+	}
+	for i, name := range []string{"--out file", "lake io_events"} {
+		lines := strings.Split(strings.TrimSpace(parts[i+1]), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("%s: %d rows, want %d:\n%s", name, len(lines), len(want), parts[i+1])
+		}
+		for j, l := range lines {
+			f := strings.Split(l, "\t")
+			if f[0] != wantLines[j] {
+				t.Errorf("%s row %d: %q, want %q", name, j, f[0], wantLines[j])
+			}
+			if f[1] != strconv.Itoa(child.PID) || f[2] != strconv.Itoa(child.TID) {
+				t.Errorf("%s row %d: pid/tid %s/%s, want %d/%d", name, j, f[1], f[2], child.PID, child.TID)
+			}
+		}
+	}
+
+	// sluice sql reads the table through the catalog.
+	var sqlOut, sqlErr bytes.Buffer
+	q := "SELECT count(*), sum(bytes), count(DISTINCT path), max(errno) FROM io_events WHERE syscall IN ('write', 'pread64', 'read')"
+	if code := Main([]string{"sql", "--lake", lakeDir, "--tenant", "acme", "--format", "csv", q}, nil, &sqlOut, &sqlErr); code != 0 {
+		t.Fatalf("sluice sql exit %d: %s", code, sqlErr.String())
+	}
+	var calls, bytesSum int64
+	paths := map[string]bool{}
+	for _, w := range want {
+		if w.Syscall == "write" || w.Syscall == "pread64" || w.Syscall == "read" {
+			calls++
+			bytesSum += w.Bytes
+			paths[w.Path] = true
+		}
+	}
+	wantCSV := fmt.Sprintf("%d,%d,%d,0", calls, bytesSum, len(paths))
+	if !strings.Contains(sqlOut.String(), wantCSV) {
+		t.Errorf("sluice sql:\n%s\nwant a row %s", sqlOut.String(), wantCSV)
 	}
 }

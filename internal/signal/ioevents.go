@@ -26,6 +26,10 @@ type IOEvents struct {
 	Flags    []uint64 // open flags, fcntl command, dup3/close_range/renameat2 flags
 	Cgroup   []uint64 // cgroup v2 id
 
+	// SyscallNames names the Syscall ids (index = id); the producer sets it
+	// and Reset keeps it.
+	SyscallNames []string
+
 	gen uint64
 }
 
@@ -79,8 +83,19 @@ func (b *IOEvents) Append(e *IOEvent) {
 	b.Cgroup = append(b.Cgroup, e.Cgroup)
 }
 
+// SyscallName is the name of row i's syscall.
+func (b *IOEvents) SyscallName(i int) string {
+	if s := int(b.Syscall[i]); s < len(b.SyscallNames) {
+		return b.SyscallNames[s]
+	}
+	return ""
+}
+
 // AppendRows copies rows [from, to) of src, strings included.
 func (b *IOEvents) AppendRows(src *IOEvents, from, to int) {
+	if b.SyscallNames == nil {
+		b.SyscallNames = src.SyscallNames
+	}
 	for i := from; i < to; i++ {
 		e := IOEvent{
 			Time: src.Time[i], Duration: src.Duration[i], Gap: src.Gap[i],

@@ -342,6 +342,9 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 		return
 	}
 	p := d.proc(r.pid)
+	if out.SyscallNames == nil {
+		out.SyscallNames = syscallNames[:]
+	}
 	ok := r.ret >= 0
 	ev := signal.IOEvent{
 		Time: r.ts + d.opts.ClockOffset, Duration: r.duration, Gap: r.gap,

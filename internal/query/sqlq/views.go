@@ -5,7 +5,7 @@ import (
 )
 
 // Tables are the views every session has, in this order.
-var Tables = []string{TableLogs, TableMetrics, TableRollup, TableTraces}
+var Tables = []string{TableLogs, TableMetrics, TableRollup, TableTraces, TableIOEvents}
 
 // View (and catalog table) names.
 const (
@@ -13,6 +13,8 @@ const (
 	TableMetrics = "metrics"
 	TableRollup  = "metrics_rollup"
 	TableTraces  = "traces"
+	// TableIOEvents holds traced I/O syscalls (sluice trace --record).
+	TableIOEvents = "io_events"
 )
 
 // hiveTypes fixes the partition columns' types: DuckDB's auto-detection
@@ -75,7 +77,28 @@ var fixedColumns = map[string][]column{
 		{"dropped_events_count", "UINTEGER"},
 		{"dropped_links_count", "UINTEGER"},
 	},
-	TableRollup: rollupColumns,
+	TableRollup:   rollupColumns,
+	TableIOEvents: ioEventColumns,
+}
+
+// ioEventColumns are io_events' columns (internal/lake/encode_io.go).
+var ioEventColumns = []column{
+	{"time", "TIMESTAMPTZ"},
+	{"duration_ns", "BIGINT"},
+	{"gap_ns", "BIGINT"},
+	{"pid", "UINTEGER"},
+	{"tid", "UINTEGER"},
+	{"comm", "VARCHAR"},
+	{"syscall", "VARCHAR"},
+	{"fd", "INTEGER"},
+	{"ret", "BIGINT"},
+	{"errno", "INTEGER"},
+	{"bytes", "BIGINT"},
+	{"path", "VARCHAR"},
+	{"old_path", "VARCHAR"},
+	{"flags", "UBIGINT"},
+	{"cgroup_id", "UBIGINT"},
+	{"host_name", "VARCHAR"},
 }
 
 // rollupColumns are metrics_rollup's fixed columns (internal/lake/rollup);
@@ -149,7 +172,8 @@ func viewSQL(table string, files []string) string {
 	if len(files) == 0 {
 		b.WriteString("SELECT * FROM (SELECT ")
 		var cols []column
-		if table != TableRollup { // rollups carry resource and scope only as labels
+		// Rollups carry resource and scope only as labels; io_events has neither.
+		if table != TableRollup && table != TableIOEvents {
 			cols = append(cols, commonColumns...)
 		}
 		cols = append(append(cols, fixedColumns[table]...), partitionColumns...)
