@@ -605,10 +605,11 @@ func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
 		qry.Close()
 		var tms promql.ErrTooManySamples
 		if errors.As(res.Err, &tms) {
-			setting := "query.max_samples"
+			setting, limit := "query.max_samples", "max_samples"
 			if h.engineSamplesFromBytes {
-				setting = fmt.Sprintf("query.max_query_bytes %s at %d bytes a sample", byteString(h.cfg.MaxQueryBytes), engineSampleBytes)
+				setting, limit = fmt.Sprintf("query.max_query_bytes %s at %d bytes a sample", byteString(h.cfg.MaxQueryBytes), engineSampleBytes), "max_query_bytes"
 			}
+			h.limits.refused.WithLabelValues(limit).Inc()
 			return nil, &apiError{"cost_limit", fmt.Errorf("%w: the query would hold more samples in memory at once than %s allows; narrow the time range, raise the step or aggregate", res.Err, setting)}
 		}
 		return nil, res.Err

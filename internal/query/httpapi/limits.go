@@ -94,7 +94,7 @@ func newLimiter(concurrency, maxQueued int, maxQuery, maxTotal int64) *limiter {
 	}
 	l.heldG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_query_memory_bytes",
 		Help: "Bytes charged to running queries against query.max_total_bytes."}, func() float64 { return float64(l.held.Load()) })
-	for _, s := range []string{"max_queued", "max_query_bytes", "max_total_bytes", "max_query_length", "max_query_depth"} {
+	for _, s := range []string{"max_queued", "max_query_bytes", "max_total_bytes", "max_samples", "max_query_length", "max_query_depth"} {
 		l.refused.WithLabelValues(s)
 	}
 	return l
