@@ -18,10 +18,20 @@
 //  4. Label sets are read once per series (series_id) from the label
 //     columns and cached; the remaining matchers filter series.
 //
-// Range queries may read gauges and sums from metrics_rollup instead of
-// raw points (Options.Rollups; plan and freshTier in querier.go): per hour,
-// the coarsest tier no wider than the step whose rollup was computed from
-// the hour's current raw rows.
+// A selector reads metrics_rollup instead of raw points only where a tier
+// gives exactly the raw answer (rollupread.go): rollupUse picks the
+// aggregate from SelectHints.Func (last, max, min, sum, avg, or a
+// counter's first and last point for rate and increase) and the tiers
+// whose grid holds every evaluation time, step and range, which it learns
+// from the hints and the query's statement (WithStatement; subqueries read
+// raw points). plan serves each hour from the coarsest such tier that is
+// fresh for it, else from raw files. Data a rollup cannot stand for (a
+// point in a window's first millisecond, NaN or null values, merged lake
+// series, a rate whose extrapolation would differ) fails the rollup read
+// with errInexact, and the selector reads raw points.
+//
+// Delta sums and delta histograms are summed per series at read time
+// (series.finish), so PromQL sees cumulative counters.
 //
 // The OTLP -> Prometheus mapping (names.go, documented in docs/query.md)
 // follows the OpenTelemetry "Prometheus and OpenMetrics compatibility"
@@ -43,4 +53,9 @@
 //     with at most one sample per millisecond (the last read wins).
 //  3. Limits (series, samples, bytes) stop a query with an error wrapping
 //     ErrLimit before the limit is exceeded by more than one row range.
+//  4. A selector's answer with rollups equals its answer from raw points:
+//     exactly for max, min, last and instant selectors, up to summation
+//     order for sums and averages, and up to 1e-9 for rate and increase
+//     (TestRollupsDoNotChangeAnswers); whatever rollupUse and the checks
+//     cannot vouch for reads raw points.
 package prom

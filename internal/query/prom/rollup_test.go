@@ -69,6 +69,8 @@ func TestRollupUse(t *testing.T) {
 		{`sum_over_time(test_queue_depth[1m])`, at(1), at(59), time.Minute, 1e-9, true},
 		{`last_over_time(test_queue_depth[1h])`, at(60), at(60), time.Hour, 0, true},
 		{`rate(test_requests_total[5m])`, at(5), at(59), time.Minute, 1e-9, true},
+		{`rate(test_requests_total[1m])`, at(1), at(59), time.Minute, 1e-9, true}, // issue 11: was empty
+		{`increase(test_requests_total[3m])`, at(3), at(59), time.Minute, 1e-9, true},
 		{`sum(increase(test_requests_total[10m]))`, at(10), at(60), 10 * time.Minute, 1e-9, true},
 		{`increase(test_requests_total[1h])`, at(60), at(60), 0, 1e-9, true}, // instant: the 1h tier
 		{`max_over_time(test_queue_depth[5m] offset 5m)`, at(10), at(60), 5 * time.Minute, 0, true},
