@@ -18,6 +18,12 @@
 //     "attr.") + key with '%' → "%25" and '#' → "%23" + type suffix ("" for
 //     string, "#int", "#double", ...). A name decodes to exactly one
 //     (scope, key, type).
+//     At most Options.MaxAttributeColumns attribute columns per file
+//     (keptColumns, names.go, chooses them: most used, then first seen);
+//     the other attributes of a row go, typed, to its scope's overflow
+//     column (resource_overflow, scope_overflow, attr_overflow: a JSON
+//     object of key → OTLP JSON AnyValue). A key of a row is in its column
+//     or in the overflow, never both; readers take both.
 //  3. Partition time: a record's own time when it is > 0 and at most
 //     MaxFutureSkew past Now(); else (logs) its observed time under the same
 //     rule; else Now(). The stored timestamp columns are never altered.

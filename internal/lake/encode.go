@@ -114,8 +114,19 @@ type encoder struct {
 	cols   []colBuf // fixed columns, then one per attribute slot
 	attrs  []attrCol
 
-	// colOf[scope][type][key] is the attribute slot + 1, 0 when none.
+	// colOf[scope][type][key] is the attribute slot + 1, 0 when none,
+	// inOverflow when the attribute goes to its scope's overflow column.
 	colOf [numAttrScopes][numValueTypes][]int32
+
+	// maxCols caps the attribute columns of a file (keptColumns); ovfSlot
+	// is the slot of each scope's overflow column, -1 when the file has
+	// none. ovfRow holds a record's overflow attributes (indexes into
+	// Attrs, -1 once a later duplicate replaced one) until the row ends.
+	maxCols int
+	ovfSlot [numAttrScopes]int32
+	ovfRow  []int32
+	freq    []int32
+	kept    []int32
 
 	resCells   []cell
 	resRange   []signal.Range // per resource, into resCells
@@ -242,8 +253,23 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 		}
 	}
 
+	// Bounded schema: past maxCols, the least used attributes go to
+	// their scope's overflow column.
+	e.ovfSlot = [numAttrScopes]int32{-1, -1, -1}
+	nattr := len(e.attrs)
+	if nattr > e.maxColumns() {
+		e.capColumns(c, recAttrs, svcID, hasSvcKey)
+		nattr = len(e.attrs)
+		for s := range e.ovfSlot {
+			if e.ovfSlot[s] == 0 {
+				e.ovfSlot[s] = int32(nattr)
+				nattr++
+			}
+		}
+	}
+
 	// Schema: fixed columns and attribute columns by name.
-	g := make(parquet.Group, len(fixed)+len(e.attrs))
+	g := make(parquet.Group, len(fixed)+nattr)
 	for _, f := range fixed {
 		g[f.name] = f.kind.node()
 	}
@@ -257,10 +283,16 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 		g[name] = attrNode(a.typ)
 		attrNames[i] = name
 	}
+	for s, slot := range e.ovfSlot {
+		if slot >= 0 {
+			g[overflowColumns[s]] = parquet.Optional(parquet.String())
+			attrNames = append(attrNames, overflowColumns[s])
+		}
+	}
 	schema := parquet.NewSchema(table, g)
 
 	e.nfixed = len(fixed)
-	n := len(fixed) + len(e.attrs)
+	n := len(fixed) + nattr
 	if cap(e.cols) < n {
 		e.cols = append(e.cols[:cap(e.cols)], make([]colBuf, n-cap(e.cols))...)
 	}
@@ -285,6 +317,7 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 	for ri, r := range c.Resources {
 		stampGen++
 		start := uint32(len(e.resCells))
+		ovf := e.ovfRow[:0]
 		for i := int(r.Attrs.End) - 1; i >= int(r.Attrs.Start); i-- {
 			k := c.Attrs.Key[i]
 			if e.stamp[k] == stampGen {
@@ -294,12 +327,25 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 			if e.resHasSvc[ri] && k == svcID {
 				continue
 			}
-			slot := e.colOf[scopeResource][c.Attrs.Type[i]][k] - 1
-			v, err := e.attrValue(c, c.Attrs.Type[i], c.Attrs.Val[i], e.cols[e.nfixed+int(slot)].leaf, true)
+			t := attrType(c.Attrs.Type[i])
+			slot := e.colOf[scopeResource][t][k] - 1
+			if slot < 0 {
+				ovf = append(ovf, int32(i))
+				continue
+			}
+			v, err := e.attrValue(c, t, c.Attrs.Val[i], e.cols[e.nfixed+int(slot)].leaf, true)
 			if err != nil {
 				return nil, err
 			}
 			e.resCells = append(e.resCells, cell{slot, v})
+		}
+		e.ovfRow = ovf[:0]
+		if len(ovf) > 0 {
+			cl, err := e.overflowCell(c, scopeResource, ovf)
+			if err != nil {
+				return nil, err
+			}
+			e.resCells = append(e.resCells, cl)
 		}
 		e.resRange = append(e.resRange, signal.Range{Start: start, End: uint32(len(e.resCells))})
 	}
@@ -307,18 +353,32 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 	for _, s := range c.Scopes {
 		stampGen++
 		start := uint32(len(e.scCells))
+		ovf := e.ovfRow[:0]
 		for i := int(s.Attrs.End) - 1; i >= int(s.Attrs.Start); i-- {
 			k := c.Attrs.Key[i]
 			if e.stamp[k] == stampGen {
 				continue
 			}
 			e.stamp[k] = stampGen
-			slot := e.colOf[scopeScope][c.Attrs.Type[i]][k] - 1
-			v, err := e.attrValue(c, c.Attrs.Type[i], c.Attrs.Val[i], e.cols[e.nfixed+int(slot)].leaf, true)
+			t := attrType(c.Attrs.Type[i])
+			slot := e.colOf[scopeScope][t][k] - 1
+			if slot < 0 {
+				ovf = append(ovf, int32(i))
+				continue
+			}
+			v, err := e.attrValue(c, t, c.Attrs.Val[i], e.cols[e.nfixed+int(slot)].leaf, true)
 			if err != nil {
 				return nil, err
 			}
 			e.scCells = append(e.scCells, cell{slot, v})
+		}
+		e.ovfRow = ovf[:0]
+		if len(ovf) > 0 {
+			cl, err := e.overflowCell(c, scopeScope, ovf)
+			if err != nil {
+				return nil, err
+			}
+			e.scCells = append(e.scCells, cl)
 		}
 		e.scRange = append(e.scRange, signal.Range{Start: start, End: uint32(len(e.scCells))})
 	}
@@ -337,11 +397,17 @@ func resetInt32(s []int32, n int) []int32 {
 	return s
 }
 
+// attrType maps types no decoder produces to ValueEmpty, as slot does.
+func attrType(t signal.ValueType) signal.ValueType {
+	if int(t) >= numValueTypes {
+		return signal.ValueEmpty
+	}
+	return t
+}
+
 // slot returns the attribute slot of (scope, key, type), adding it.
 func (e *encoder) slot(s attrScope, k signal.KeyID, t signal.ValueType) int32 {
-	if int(t) >= numValueTypes {
-		t = signal.ValueEmpty // unknown types cannot come from a decoder
-	}
+	t = attrType(t) // unknown types cannot come from a decoder
 	if v := e.colOf[s][t][k]; v != 0 {
 		return v - 1
 	}
@@ -423,6 +489,7 @@ func (e *encoder) common(c *signal.Common, res, sc uint32, ri int) {
 func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int32) error {
 	attrCols := e.cols[e.nfixed:]
 	stampV := row + 1
+	e.ovfRow = e.ovfRow[:0]
 	for i := r.Start; i < r.End; i++ {
 		k := c.Attrs.Key[i]
 		t := c.Attrs.Type[i]
@@ -430,13 +497,21 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 			t = signal.ValueEmpty
 		}
 		slot := e.colOf[scopeRecord][t][k] - 1
-		cb := &attrCols[slot]
 		if e.stamp[k] == stampV {
 			// Duplicate key in one set: the last one wins.
-			if prev := e.lastSlot[k]; prev != slot {
+			if prev := e.lastSlot[k]; prev < -1 {
+				e.ovfRow[-2-prev] = -1
+			} else if prev != slot {
 				attrCols[prev].v[ri] = attrCols[prev].null
 			}
 		}
+		if slot < 0 {
+			// Overflow: lastSlot is -2 - the entry's index in ovfRow.
+			e.stamp[k], e.lastSlot[k] = stampV, -2-int32(len(e.ovfRow))
+			e.ovfRow = append(e.ovfRow, int32(i))
+			continue
+		}
+		cb := &attrCols[slot]
 		e.stamp[k], e.lastSlot[k] = stampV, slot
 		v, err := e.attrValue(c, t, c.Attrs.Val[i], cb.leaf, false)
 		if err != nil {
@@ -444,7 +519,98 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 		}
 		cb.v[ri] = v
 	}
+	if len(e.ovfRow) > 0 {
+		cl, err := e.overflowCell(c, scopeRecord, e.ovfRow)
+		if err != nil {
+			return err
+		}
+		attrCols[cl.slot].v[ri] = cl.val
+	}
 	return nil
+}
+
+// maxColumns is the attribute column cap of a file.
+func (e *encoder) maxColumns() int {
+	if e.maxCols <= 0 {
+		return DefaultMaxAttributeColumns
+	}
+	return e.maxCols
+}
+
+// capColumns keeps the columns keptColumns chooses and marks the others
+// (colOf inOverflow) and the scopes that need an overflow column (ovfSlot
+// 0, numbered by begin). Only files past the cap pay for the counting.
+func (e *encoder) capColumns(c *signal.Common, recAttrs []signal.Range, svcID signal.KeyID, hasSvc bool) {
+	e.freq = resetInt32(e.freq, len(e.attrs))
+	count := func(s attrScope, r signal.Range) {
+		for i := r.Start; i < r.End; i++ {
+			k := c.Attrs.Key[i]
+			if v := e.colOf[s][attrType(c.Attrs.Type[i])][k]; v > 0 && !(s == scopeResource && hasSvc && k == svcID && c.Attrs.Type[i] == signal.ValueString) {
+				e.freq[v-1]++
+			}
+		}
+	}
+	for _, r := range c.Resources {
+		count(scopeResource, r.Attrs)
+	}
+	for _, s := range c.Scopes {
+		count(scopeScope, s.Attrs)
+	}
+	for _, r := range recAttrs {
+		count(scopeRecord, r)
+	}
+	e.kept = keptColumns(e.kept, e.freq, e.maxColumns())
+	kept := e.attrs[:0]
+	next := 0 // index into e.kept
+	for i, a := range e.attrs {
+		if next < len(e.kept) && int(e.kept[next]) == i {
+			next++
+			kept = append(kept, a)
+			e.colOf[a.scope][a.typ][a.key] = int32(len(kept))
+			continue
+		}
+		e.colOf[a.scope][a.typ][a.key] = inOverflow
+		e.ovfSlot[a.scope] = 0
+	}
+	e.attrs = kept
+}
+
+// inOverflow in colOf marks an attribute stored in the overflow column.
+const inOverflow = -1
+
+// overflowCell renders the attributes at idx (indexes into c.Attrs; -1
+// skipped) as the JSON object of scope s's overflow column (see
+// overflowColumns), in the arena for resources and scopes, else in the
+// chunk scratch.
+func (e *encoder) overflowCell(c *signal.Common, s attrScope, idx []int32) (cell, error) {
+	slot := e.ovfSlot[s]
+	buf := &e.scratch
+	if s != scopeRecord {
+		buf = &e.arena
+	}
+	off := len(*buf)
+	b := append(*buf, '{')
+	first := true
+	for _, i := range idx {
+		if i < 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendJSONString(b, []byte(c.Keys.Name(c.Attrs.Key[i])))
+		b = append(b, ':')
+		var err error
+		if b, err = appendAnyValueJSON(b, c, attrType(c.Attrs.Type[i]), c.Attrs.Val[i]); err != nil {
+			*buf = b[:off]
+			return cell{}, err
+		}
+	}
+	b = append(b, '}')
+	*buf = b
+	js := b[off:len(b):len(b)]
+	return cell{slot, parquet.ByteArrayValue(js).Level(0, 1, e.cols[e.nfixed+int(slot)].leaf)}, nil
 }
 
 // writeChunk hands the chunk's values to the Parquet column writers.

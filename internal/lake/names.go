@@ -1,6 +1,8 @@
 package lake
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -100,4 +102,71 @@ func parseColumnName(name string) (s attrScope, key string, t signal.ValueType, 
 		key = b.String()
 	}
 	return s, key, t, true
+}
+
+// DefaultMaxAttributeColumns is the default cap on a file's attribute
+// columns (Options.MaxAttributeColumns): Parquet writers and readers slow
+// down with tens of thousands of columns, and parquet-go cannot write more
+// than 65534 leaves at all.
+const DefaultMaxAttributeColumns = 1000
+
+// overflowColumns are, per attribute scope, the columns that hold the
+// attributes of a row which did not get a column of their own in its file
+// (keptColumns): one JSON object per row, attribute key → OTLP JSON
+// AnyValue ({"stringValue":"x"}, {"intValue":"5"}, ...), so the value
+// type survives. The names cannot be attribute columns (those contain a
+// '.'), and a file has one only when some row needs it.
+var overflowColumns = [numAttrScopes]string{"resource_overflow", "scope_overflow", "attr_overflow"}
+
+// OverflowColumn is the overflow column of attribute scope "resource",
+// "scope" or "attr" (record attributes), or "" for another scope.
+func OverflowColumn(scope string) string {
+	for s, p := range scopePrefixes {
+		if p[:len(p)-1] == scope {
+			return overflowColumns[s]
+		}
+	}
+	return ""
+}
+
+// parseOverflowColumn reports the scope of an overflow column name.
+func parseOverflowColumn(name string) (attrScope, bool) {
+	for s, n := range overflowColumns {
+		if n == name {
+			return attrScope(s), true
+		}
+	}
+	return 0, false
+}
+
+// IsOverflowColumn reports whether name is an overflow column.
+func IsOverflowColumn(name string) bool {
+	_, ok := parseOverflowColumn(name)
+	return ok
+}
+
+// IsAttributeColumn reports whether name is a flattened attribute column
+// (not an overflow column): the columns MaxAttributeColumns counts.
+func IsAttributeColumn(name string) bool {
+	_, _, _, ok := parseColumnName(name)
+	return ok
+}
+
+// keptColumns is the bounded-schema rule: of a file's n attribute columns,
+// in first-seen order, with freq[i] the number of attribute sets (records,
+// or resources and scopes) that use column i, the limit most used stay
+// columns (ties: the first seen) and the rest go to their scope's overflow
+// column. It returns the indexes that stay, ascending, in dst.
+func keptColumns(dst []int32, freq []int32, limit int) []int32 {
+	dst = dst[:0]
+	for i := range freq {
+		dst = append(dst, int32(i))
+	}
+	if len(dst) <= limit {
+		return dst
+	}
+	slices.SortStableFunc(dst, func(a, b int32) int { return cmp.Compare(freq[b], freq[a]) })
+	dst = dst[:limit]
+	slices.Sort(dst)
+	return dst
 }

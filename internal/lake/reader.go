@@ -3,6 +3,7 @@ package lake
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type File struct {
 	cols              []readCol
 	nattr             int
 	resSlots, scSlots []uint32 // attribute slots of resource and scope columns
+	hasOvf            bool     // the file has an overflow column
 	nextRG            int
 	closed            bool
 	// t is the read scratch of one row group, borrowed from freeTmps for
@@ -66,6 +68,7 @@ type readCol struct {
 	fixed int // fixed column index, or -1 for attribute and unknown columns
 	kind  colKind
 	slot  int // attribute slot, or -1
+	ovf   int // 1 + the scope of an overflow column, or 0
 	scope attrScope
 	key   string
 	typ   signal.ValueType
@@ -148,6 +151,11 @@ func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
 				f.scSlots = append(f.scSlots, uint32(f.nattr))
 			}
 			f.nattr++
+		} else if s, ok := parseOverflowColumn(p[0]); ok && len(p) == 1 {
+			if leaf.MaxRepetitionLevel != 0 || leaf.MaxDefinitionLevel != 1 || leaf.Node.Type().Kind() != parquet.ByteArray {
+				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
+			}
+			rc.ovf, f.hasOvf = int(s)+1, true
 		}
 		// Other columns are ignored: files may gain columns.
 		f.cols = append(f.cols, rc)
@@ -383,7 +391,9 @@ type rowTmp struct {
 	scDropped  []uint32
 	resURL     []signal.Str
 	resDropped []uint32
-	resEnt     []entry // resource and scope values where they change, see consumeAttr
+	resEnt     []entry                     // resource and scope values where they change, see consumeAttr
+	ovf        [numAttrScopes][]signal.Str // per row: overflow JSON, 0 when null
+	prevOvf    [numAttrScopes]signal.Str
 	scEnt      []entry
 	lastSet    []bool   // per slot: the previous row had a value
 	lastVal    []uint64 // per slot: that value
@@ -490,6 +500,12 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		}
 	}
 	f.t.reset(n, f.nattr)
+	for s := range f.t.ovf { // pooled: never a previous file's
+		f.t.ovf[s], f.t.prevOvf[s] = f.t.ovf[s][:0], 0
+		if f.hasOvf {
+			f.t.ovf[s] = resize(f.t.ovf[s], n)
+		}
+	}
 	var base int
 	switch d := dst.(type) {
 	case *signal.Logs:
@@ -523,7 +539,7 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 	}
 	for j := range f.cols {
 		rc := &f.cols[j]
-		if rc.fixed < 0 && rc.slot < 0 {
+		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 {
 			continue
 		}
 		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
@@ -608,6 +624,13 @@ func (f *File) consume(rc *readCol, vals []parquet.Value, row int, c *signal.Com
 	t := f.t
 	if rc.slot >= 0 {
 		return f.consumeAttr(rc, vals, row, c)
+	}
+	if rc.ovf != 0 {
+		// Resource and scope rows repeat theirs: strRun shares the Str,
+		// so assemble compares them by Str.
+		s := rc.ovf - 1
+		runStrs(t, &t.prevOvf[s], t.ovf[s][row:], vals)
+		return nil
 	}
 	switch rc.fixed {
 	case cServiceName:
@@ -1267,7 +1290,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	for r := range n {
 		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
 		if r > 0 && !changed && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
-			t.resDropped[r] == t.resDropped[r-1] {
+			t.resDropped[r] == t.resDropped[r-1] && t.ovfAt(scopeResource, r) == t.ovfAt(scopeResource, r-1) {
 			resOf[r] = resOf[r-1]
 			continue
 		}
@@ -1282,6 +1305,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		sig = appendLenBytes(sig, t.bytes(t.resURL[r]))
 		sig = strconv.AppendUint(sig, uint64(t.resDropped[r]), 10)
 		sig = f.appendEntSig(sig, row)
+		sig = appendLenBytes(sig, t.bytes(t.ovfAt(scopeResource, r)))
 		f.sigBuf = sig
 		if len(f.prevRes) > 0 && bytes.Equal(sig, f.prevRes) {
 			resOf[r] = f.prevResID
@@ -1305,7 +1329,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	for r := range n {
 		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
 		if r > 0 && !changed && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
-			t.scDropped[r] == t.scDropped[r-1] {
+			t.scDropped[r] == t.scDropped[r-1] && t.ovfAt(scopeScope, r) == t.ovfAt(scopeScope, r-1) {
 			scOf[r] = scOf[r-1]
 			continue
 		}
@@ -1316,6 +1340,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		sig = appendLenBytes(sig, t.bytes(t.scURL[r]))
 		sig = strconv.AppendUint(sig, uint64(t.scDropped[r]), 10)
 		sig = f.appendEntSig(sig, row)
+		sig = appendLenBytes(sig, t.bytes(t.ovfAt(scopeScope, r)))
 		f.sigBuf = sig
 		if len(f.prevSc) > 0 && bytes.Equal(sig, f.prevSc) {
 			scOf[r] = f.prevScID
@@ -1325,6 +1350,9 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		if !ok {
 			start := uint32(c.Attrs.Len())
 			if err := f.appendEnts(c, row, false); err != nil {
+				return err
+			}
+			if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(scopeScope, r))); err != nil {
 				return err
 			}
 			c.Scopes = append(c.Scopes, signal.Scope{
@@ -1347,6 +1375,9 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		start := uint32(c.Attrs.Len())
 		for _, e := range ents[starts[r]:starts[r+1]] {
 			c.Attrs.Append(f.slotKey[e.slot], f.slotType(e.slot), e.val)
+		}
+		if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(scopeRecord, r))); err != nil {
+			return err
 		}
 		rec[r] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
 	}
@@ -1427,6 +1458,9 @@ func (f *File) newResource(c *signal.Common, r int, row []entry) (uint32, error)
 	if err := f.appendEnts(c, row, true); err != nil {
 		return 0, err
 	}
+	if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(scopeResource, r))); err != nil {
+		return 0, err
+	}
 	c.Resources = append(c.Resources, signal.Resource{
 		Attrs:        signal.Range{Start: start, End: uint32(c.Attrs.Len())},
 		DroppedAttrs: t.resDropped[r],
@@ -1494,6 +1528,50 @@ func (f *File) assembleMetrics(d *signal.Metrics, base, n int) error {
 			f.descIDs[string(sig)] = id
 		}
 		d.Desc[base+r] = id
+	}
+	return nil
+}
+
+// ovfAt is the overflow JSON of scope s at row r, 0 when none.
+func (t *rowTmp) ovfAt(s attrScope, r int) signal.Str {
+	if o := t.ovf[s]; r < len(o) {
+		return o[r]
+	}
+	return 0
+}
+
+// appendOverflowAttrs appends to c.Attrs the attributes of an overflow
+// column's JSON object (see overflowColumns), keys in their stored order;
+// empty js appends nothing.
+func appendOverflowAttrs(c *signal.Common, js []byte) error {
+	if len(js) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("overflow attributes: not a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("overflow attributes: %w", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("overflow attributes: key %v is not a string", tok)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fmt.Errorf("overflow attribute %q: %w", key, err)
+		}
+		typ, v, err := parseAnyValueJSON(c, raw)
+		if err != nil {
+			return fmt.Errorf("overflow attribute %q: %w", key, err)
+		}
+		c.Attrs.Append(c.Keys.IDString(key), typ, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("overflow attributes: %w", err)
 	}
 	return nil
 }

@@ -31,6 +31,11 @@ type Options struct {
 	MaxFutureSkew    time.Duration
 	Now              func() time.Time
 	Level            int // compaction level written to segments and footers; 0 = raw
+
+	// MaxAttributeColumns caps the attribute columns of one file; the
+	// attributes past it go to their scope's overflow column (keptColumns).
+	// Default DefaultMaxAttributeColumns.
+	MaxAttributeColumns int
 }
 
 // Defaults of Options.
@@ -144,6 +149,9 @@ func NewWriter(opts Options, commit func(Segment) error) (*Writer, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxAttributeColumns <= 0 {
+		opts.MaxAttributeColumns = DefaultMaxAttributeColumns
 	}
 	if commit == nil {
 		commit = func(Segment) error { return nil }
@@ -518,6 +526,7 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 			err = fmt.Errorf("lake: parquet writer panic: %v", r)
 		}
 	}()
+	w.enc.maxCols = w.opts.MaxAttributeColumns
 	w.counts = countingWriter{w: out}
 	w.bw.Reset(&w.counts)
 	var pw *parquet.Writer

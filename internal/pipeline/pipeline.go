@@ -174,6 +174,8 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		MaxBufferedBytes: int64(p.cfg.Lake.MaxBufferedBytes),
 		RowGroupRows:     p.cfg.Lake.RowGroupRows,
 		MaxFutureSkew:    p.cfg.Lake.MaxFutureSkew.D(),
+
+		MaxAttributeColumns: p.cfg.Lake.MaxAttributeColumns,
 	}, from, &lakeLoop{
 		log:      p.log.With("component", "lake"),
 		m:        p.m,

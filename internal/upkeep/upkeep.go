@@ -30,6 +30,7 @@ type Options struct {
 	CompactMinAge  time.Duration
 	RowGroupRows   int
 	MaxFutureSkew  time.Duration
+	MaxAttrColumns int // lake.max_attribute_columns, for compaction
 	Rollup         bool
 	RollupTiers    []time.Duration
 	RollupMinAge   time.Duration
@@ -48,6 +49,7 @@ func FromConfig(c config.Config) Options {
 		CompactMinAge:  u.Compaction.MinAge.D(),
 		RowGroupRows:   c.Lake.RowGroupRows,
 		MaxFutureSkew:  c.Lake.MaxFutureSkew.D(),
+		MaxAttrColumns: c.Lake.MaxAttributeColumns,
 		Rollup:         u.Rollup.Enabled,
 		RollupMinAge:   u.Rollup.MinAge.D(),
 		RetentionRules: RetentionRules(u.Retention),
@@ -295,7 +297,7 @@ func (s *Scheduler) record(ctx context.Context, tr TaskReport) {
 func (s *Scheduler) compaction(ctx context.Context, cat *catalog.Catalog, tr *TaskReport) error {
 	opts := compact.Options{
 		TargetBytes: s.opts.TargetBytes, RowGroupRows: s.opts.RowGroupRows, MaxFutureSkew: s.opts.MaxFutureSkew,
-		LeaseTTL: s.opts.LeaseTTL, Logger: s.log, Now: s.set.Now,
+		LeaseTTL: s.opts.LeaseTTL, Logger: s.log, Now: s.set.Now, MaxAttributeColumns: s.opts.MaxAttrColumns,
 	}
 	jobs, err := compact.Plan(ctx, cat, opts)
 	if err != nil {

@@ -2,6 +2,7 @@ package compact
 
 import (
 	"bufio"
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -207,6 +208,17 @@ func (m *colMerger) plan() error {
 			}
 			g[f.Name()] = f
 		}
+	}
+	// Bounded schema: the union of the inputs' attribute columns may pass
+	// the cap that each input keeps; the row merge re-applies it.
+	attrCols := 0
+	for name := range g {
+		if lake.IsAttributeColumn(name) {
+			attrCols++
+		}
+	}
+	if limit := cmp.Or(m.opts.MaxAttributeColumns, lake.DefaultMaxAttributeColumns); attrCols > limit {
+		return fmt.Errorf("%w: %d attribute columns, past the cap of %d", errColumnMerge, attrCols, limit)
 	}
 	m.schema = parquet.NewSchema(m.job.Table, g)
 	m.schemaHash = catalog.ParquetSchemaHash(m.schema)

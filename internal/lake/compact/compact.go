@@ -34,6 +34,11 @@ type Options struct {
 	MaxBufferedBytes int64
 	RowGroupRows     int           // default lake.DefaultRowGroupRows
 	MaxFutureSkew    time.Duration // must match ingest; default lake.DefaultMaxFutureSkew
+	// MaxAttributeColumns caps an output file's attribute columns as
+	// ingest does (lake.Options); inputs whose columns together pass it
+	// go through the row merge, which moves the rest to the overflow
+	// columns. Default lake.DefaultMaxAttributeColumns.
+	MaxAttributeColumns int
 	// Table and Tenant restrict Plan; "" means all.
 	Table, Tenant string
 	LeaseTTL      time.Duration // default 15 min

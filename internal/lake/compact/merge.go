@@ -341,6 +341,8 @@ func rowMerge(ctx context.Context, store lake.Store, job Job, opts Options) (res
 		MaxFutureSkew:    opts.MaxFutureSkew,
 		Now:              func() time.Time { return clock },
 		Level:            level + 1,
+
+		MaxAttributeColumns: opts.MaxAttributeColumns,
 	}, func(s lake.Segment) error {
 		written = append(written, s)
 		return nil

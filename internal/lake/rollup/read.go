@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/lake"
 )
 
 // chunkReader reads whole column chunks into one reused value buffer.
@@ -102,6 +104,9 @@ func isLabel(name string) bool {
 	switch name {
 	case "service_name", "scope_name", "scope_version":
 		return true
+	}
+	if lake.IsOverflowColumn(name) {
+		return true // the labels past the raw file's column cap
 	}
 	for _, p := range [...]string{"resource.", "scope.", "attr."} {
 		if len(name) > len(p) && name[:len(p)] == p {
