@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 	"github.com/sluice-dev/sluice/internal/signal"
 	tenantpkg "github.com/sluice-dev/sluice/internal/tenant"
 	"github.com/sluice-dev/sluice/internal/unsafex"
@@ -42,7 +44,7 @@ const (
 )
 
 var ioCols = []fixedCol{
-	ioTime:     {"time", kTime},
+	ioTime:     {"time", kTime}, // made required in ioSchema
 	ioDuration: {"duration_ns", kInt64},
 	ioGap:      {"gap_ns", kInt64},
 	ioPID:      {"pid", kUint32},
@@ -69,123 +71,221 @@ var ioSchema = func() *parquet.Schema {
 	for _, c := range ioCols {
 		g[c.name] = c.kind.node()
 	}
+	// Every row has a time: a required column takes the whole slice at
+	// once (pqenc Int64s) instead of a value and a level per row.
+	g[ioCols[ioTime].name] = parquet.Timestamp(parquet.Nanosecond)
 	return parquet.NewSchema(TableIOEvents, g)
 }()
 
-// ioEncoder writes IOEvents rows to a parquet.Writer of ioSchema, a chunk
-// of rows at a time, reusing its value buffers.
+// ioEncoder writes IOEvents rows column by column with pqenc: a row group
+// is built across any number of batches (its columns hold compressed pages
+// until the group ends), so rows are never copied, and runs of equal
+// values (the same path, pid, syscall on consecutive rows) cost one call.
 type ioEncoder struct {
-	cols [numIOCols]colBuf
-	host []byte
+	leaves []pqenc.Leaf         // in schema order
+	leafOf [numIOCols]int       // io column -> leaf index
+	cols   []pqenc.Column       // per leaf
+	footer *format.FileMetaData // parquet-go's footer of an empty file
+	file   *pqenc.File
+	rgRows int
+	inRG   int
+	host   []byte
+	rows   int64
+	minT   int64
+	maxT   int64
 }
 
-func newIOEncoder(host string) *ioEncoder {
-	e := &ioEncoder{host: []byte(host)}
+var ioFooterTemplate = sync.OnceValues(func() (*format.FileMetaData, error) {
+	return pqenc.Footer(ioSchema, FileOptions(TableIOEvents)...)
+})
+
+func newIOEncoder(host string, rgRows int) (*ioEncoder, error) {
+	footer, err := ioFooterTemplate()
+	if err != nil {
+		return nil, err
+	}
+	e := &ioEncoder{host: []byte(host), rgRows: rgRows, footer: footer}
+	leafCols := ioSchema.Columns()
+	e.leaves = make([]pqenc.Leaf, len(leafCols))
+	e.cols = make([]pqenc.Column, len(leafCols))
 	for i, c := range ioCols {
 		leaf, ok := ioSchema.Lookup(c.name)
 		if !ok {
-			panic("lake: io_events column missing: " + c.name)
+			return nil, fmt.Errorf("lake: io_events column %q missing", c.name)
 		}
-		e.cols[i].setLeaf(leaf.ColumnIndex)
+		li, err := pqenc.NewLeaf(leaf)
+		if err != nil {
+			return nil, err
+		}
+		li.MaxDictBytes = MaxDictBytes
+		e.leaves[leaf.ColumnIndex] = li
+		e.leafOf[i] = leaf.ColumnIndex
 	}
-	return e
+	return e, nil
 }
 
-// write writes rows [from, to) of b.
-func (e *ioEncoder) write(pw *parquet.Writer, b *signal.IOEvents, from, to int) error {
-	for a := from; a < to; a += chunkRows {
-		z := min(a+chunkRows, to)
-		for i := range e.cols {
-			e.cols[i].v = e.cols[i].v[:0]
+// begin starts a file on w.
+func (e *ioEncoder) begin(w io.Writer) {
+	e.file = pqenc.NewFile(w, e.leaves, Codec())
+	e.inRG, e.rows, e.minT, e.maxT = 0, 0, 0, 0
+	e.resetCols()
+}
+
+func (e *ioEncoder) resetCols() {
+	for i := range e.cols {
+		e.cols[i].Reset(&e.leaves[i], Codec())
+	}
+}
+
+func (e *ioEncoder) col(c int) *pqenc.Column { return &e.cols[e.leafOf[c]] }
+
+// runs calls add(from, to) for each run of rows [from, to) on which eq
+// holds between neighbours.
+func runs(from, to int, eq func(a, b int) bool, add func(i, k int)) {
+	for a := from; a < to; {
+		z := a + 1
+		for z < to && eq(z-1, z) {
+			z++
 		}
-		c := &e.cols
-		for r := a; r < z; r++ {
-			c[ioTime].time(b.Time[r])
-			c[ioDuration].i64(b.Duration[r])
-			c[ioGap].i64(b.Gap[r])
-			c[ioPID].u32(b.PID[r])
-			c[ioTID].u32(b.TID[r])
-			c[ioComm].strReq(b.StrBytes(b.Comm[r]))
-			c[ioSyscall].strReq(unsafex.Bytes(b.SyscallName(r)))
-			c[ioFD].i32(b.FD[r])
-			c[ioRet].i64(b.Ret[r])
-			c[ioErrno].i32(b.Errno[r])
-			c[ioBytes].i64(b.Bytes[r])
-			c[ioPath].str(b.StrBytes(b.Path[r]))
-			c[ioOldPath].str(b.StrBytes(b.OldPath[r]))
-			c[ioFlags].u64(b.Flags[r])
-			c[ioCgroup].u64(b.Cgroup[r])
-			c[ioHost].strReq(e.host)
-		}
-		cws := pw.ColumnWriters()
-		for i := range e.cols {
-			if _, err := cws[e.cols[i].leaf].WriteRowValues(e.cols[i].v); err != nil {
+		add(a, z-a)
+		a = z
+	}
+}
+
+// write appends rows [from, to) of b, ending row groups as they fill.
+func (e *ioEncoder) write(b *signal.IOEvents, from, to int) error {
+	for from < to {
+		z := min(to, from+e.rgRows-e.inRG)
+		e.add(b, from, z)
+		e.inRG += z - from
+		from = z
+		if e.inRG >= e.rgRows {
+			if err := e.endRowGroup(); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
 }
+
+func (e *ioEncoder) add(b *signal.IOEvents, from, to int) {
+	if to <= from {
+		return
+	}
+	lo, hi := slices.Min(b.Time[from:to]), slices.Max(b.Time[from:to])
+	if e.rows == 0 || lo < e.minT {
+		e.minT = lo
+	}
+	if e.rows == 0 || hi > e.maxT {
+		e.maxT = hi
+	}
+	e.rows += int64(to - from)
+
+	e.col(ioTime).Int64s(b.Time[from:to])
+	e.col(ioDuration).Int64s(b.Duration[from:to])
+	e.col(ioGap).Int64s(b.Gap[from:to])
+	e.col(ioRet).Int64s(b.Ret[from:to])
+	e.col(ioBytes).Int64s(b.Bytes[from:to])
+	c := e.col(ioPID)
+	runs(from, to, func(x, y int) bool { return b.PID[x] == b.PID[y] }, func(i, k int) { c.Int(int64(b.PID[i]), k) })
+	c2 := e.col(ioTID)
+	runs(from, to, func(x, y int) bool { return b.TID[x] == b.TID[y] }, func(i, k int) { c2.Int(int64(b.TID[i]), k) })
+	c3 := e.col(ioComm)
+	runs(from, to, func(x, y int) bool { return b.Comm[x] == b.Comm[y] }, func(i, k int) { c3.Bytes(b.StrBytes(b.Comm[i]), k) })
+	c4 := e.col(ioSyscall)
+	runs(from, to, func(x, y int) bool { return b.Syscall[x] == b.Syscall[y] }, func(i, k int) { c4.Bytes(unsafex.Bytes(b.SyscallName(i)), k) })
+	c5 := e.col(ioFD)
+	runs(from, to, func(x, y int) bool { return b.FD[x] == b.FD[y] }, func(i, k int) { c5.Int(int64(b.FD[i]), k) })
+	c6 := e.col(ioErrno)
+	runs(from, to, func(x, y int) bool { return b.Errno[x] == b.Errno[y] }, func(i, k int) { c6.Int(int64(b.Errno[i]), k) })
+	c7 := e.col(ioPath)
+	runs(from, to, func(x, y int) bool { return b.Path[x] == b.Path[y] }, func(i, k int) { c7.Str(b.String(b.Path[i]), k) })
+	c8 := e.col(ioOldPath)
+	runs(from, to, func(x, y int) bool { return b.OldPath[x] == b.OldPath[y] }, func(i, k int) { c8.Str(b.String(b.OldPath[i]), k) })
+	c9 := e.col(ioFlags)
+	runs(from, to, func(x, y int) bool { return b.Flags[x] == b.Flags[y] }, func(i, k int) { c9.Int(int64(b.Flags[i]), k) })
+	c10 := e.col(ioCgroup)
+	runs(from, to, func(x, y int) bool { return b.Cgroup[x] == b.Cgroup[y] }, func(i, k int) { c10.Int(int64(b.Cgroup[i]), k) })
+	e.col(ioHost).Bytes(e.host, to-from)
+}
+
+func (e *ioEncoder) endRowGroup() error {
+	if e.inRG == 0 {
+		return nil
+	}
+	e.file.BeginRowGroup(e.inRG)
+	for i := range e.cols {
+		if err := e.file.WriteChunk(&e.cols[i]); err != nil {
+			return err
+		}
+	}
+	e.inRG = 0
+	e.resetCols()
+	return nil
+}
+
+// finish ends the last row group and writes the footer of seg.
+func (e *ioEncoder) finish(seg Segment) error {
+	if err := e.endRowGroup(); err != nil {
+		return err
+	}
+	meta := *e.footer
+	meta.KeyValueMetadata = ioFooter(seg)
+	return e.file.Close(&meta)
+}
+
+var errIOFileClosed = errors.New("lake: io_events file closed")
 
 // IOFile writes io_events rows into one standalone Parquet file (sluice
 // trace --out), in row groups of RowGroupRows so memory stays bounded
 // however long the recording runs. It has the lake's schema and options,
 // so a recording can be read like the table.
 type IOFile struct {
-	bw     *bufio.Writer
-	pw     *parquet.Writer
-	enc    *ioEncoder
-	rgRows int
-	inRG   int
-	rows   int64
-	minT   int64
-	maxT   int64
+	bw   *bufio.Writer
+	enc  *ioEncoder
+	rows int64
+	err  error
 }
 
 // NewIOFile starts a file on w; host fills the host_name column.
 func NewIOFile(w io.Writer, host string) *IOFile {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	f := &IOFile{
-		bw:     bw,
-		enc:    newIOEncoder(host),
-		rgRows: DefaultRowGroupRows,
+	return newIOFile(w, host, DefaultRowGroupRows)
+}
+
+func newIOFile(w io.Writer, host string, rgRows int) *IOFile {
+	f := &IOFile{bw: bufio.NewWriterSize(w, 1<<20)}
+	ioEncoders.Lock()
+	if n := len(ioEncoders.free); n > 0 {
+		f.enc, ioEncoders.free = ioEncoders.free[n-1], ioEncoders.free[:n-1]
 	}
-	f.pw = parquet.NewWriter(bw, append([]parquet.WriterOption{ioSchema}, FileOptions(TableIOEvents)...)...)
+	ioEncoders.Unlock()
+	if f.enc == nil {
+		f.enc, f.err = newIOEncoder(host, rgRows)
+	}
+	if f.err == nil {
+		f.enc.host, f.enc.rgRows = append(f.enc.host[:0], host...), rgRows
+		f.enc.begin(f.bw)
+	}
 	return f
+}
+
+// ioEncoders keeps the encoders of closed IOFiles: their column buffers
+// (compressed pages of a whole row group) are the bulk of a file's
+// allocations. A plain list, not a sync.Pool, for the reason zstdCodec
+// gives.
+var ioEncoders struct {
+	sync.Mutex
+	free []*ioEncoder
 }
 
 // Write appends every row of b.
 func (f *IOFile) Write(b *signal.IOEvents) error {
-	for a := 0; a < b.Len(); {
-		z := min(b.Len(), a+f.rgRows-f.inRG)
-		if err := f.enc.write(f.pw, b, a, z); err != nil {
-			return err
-		}
-		f.track(b, a, z)
-		f.inRG += z - a
-		a = z
-		if f.inRG >= f.rgRows {
-			if err := f.pw.Flush(); err != nil {
-				return err
-			}
-			f.inRG = 0
-		}
+	if f.err != nil {
+		return f.err
 	}
-	return nil
-}
-
-func (f *IOFile) track(b *signal.IOEvents, from, to int) {
-	if to <= from {
-		return
-	}
-	lo, hi := slices.Min(b.Time[from:to]), slices.Max(b.Time[from:to])
-	if f.rows == 0 || lo < f.minT {
-		f.minT = lo
-	}
-	if f.rows == 0 || hi > f.maxT {
-		f.maxT = hi
-	}
-	f.rows += int64(to - from)
+	f.err = f.enc.write(b, 0, b.Len())
+	f.rows += int64(b.Len())
+	return f.err
 }
 
 // Rows is the number of rows written so far.
@@ -194,14 +294,25 @@ func (f *IOFile) Rows() int64 { return f.rows }
 // Close writes the footer and flushes; it does not close the underlying
 // writer.
 func (f *IOFile) Close() error {
-	seg := Segment{Table: TableIOEvents, MinTime: f.minT, MaxTime: f.maxT}
-	for _, kv := range ioFooter(seg) {
-		f.pw.SetKeyValueMetadata(kv.Key, kv.Value)
+	if f.err != nil {
+		return f.err
 	}
-	if err := f.pw.Close(); err != nil {
-		return err
+	f.err = f.enc.finish(Segment{Table: TableIOEvents, MinTime: f.enc.minT, MaxTime: f.enc.maxT})
+	if f.err == nil {
+		f.err = f.bw.Flush()
 	}
-	return f.bw.Flush()
+	e := f.enc
+	e.file = nil
+	ioEncoders.Lock()
+	if len(ioEncoders.free) < maxIdleCoders {
+		ioEncoders.free = append(ioEncoders.free, e)
+	}
+	ioEncoders.Unlock()
+	if f.err == nil {
+		f.err = errIOFileClosed
+		return nil
+	}
+	return f.err
 }
 
 func ioFooter(seg Segment) []format.KeyValue {
@@ -275,10 +386,14 @@ func NewIOWriter(opts Options, host string, commit func(Segment) error) (*IOWrit
 	if commit == nil {
 		commit = func(Segment) error { return nil }
 	}
+	enc, err := newIOEncoder(host, opts.RowGroupRows)
+	if err != nil {
+		return nil, err
+	}
 	return &IOWriter{
 		opts: opts, host: host, store: opts.Store, commit: commit,
 		parts: make(map[ioPartKey]*ioPartition),
-		enc:   newIOEncoder(host),
+		enc:   enc,
 		bw:    bufio.NewWriterSize(nil, 1<<20),
 	}, nil
 }
@@ -418,27 +533,13 @@ func (w *IOWriter) flushPartition(p *ioPartition) error {
 }
 
 func (w *IOWriter) encodeFile(rows *signal.IOEvents, out io.Writer, seg *Segment) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("lake: parquet writer panic: %v", r)
-		}
-	}()
 	w.counts = countingWriter{w: out}
 	w.bw.Reset(&w.counts)
-	pw := parquet.NewWriter(w.bw, append([]parquet.WriterOption{ioSchema}, FileOptions(TableIOEvents)...)...)
-	for a := 0; a < rows.Len(); a += w.opts.RowGroupRows {
-		z := min(a+w.opts.RowGroupRows, rows.Len())
-		if err := w.enc.write(pw, rows, a, z); err != nil {
-			return err
-		}
-		if err := pw.Flush(); err != nil {
-			return err
-		}
+	w.enc.begin(w.bw)
+	if err := w.enc.write(rows, 0, rows.Len()); err != nil {
+		return err
 	}
-	for _, kv := range ioFooter(*seg) {
-		pw.SetKeyValueMetadata(kv.Key, kv.Value)
-	}
-	if err := pw.Close(); err != nil {
+	if err := w.enc.finish(*seg); err != nil {
 		return err
 	}
 	if err := w.bw.Flush(); err != nil {

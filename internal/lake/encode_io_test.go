@@ -73,8 +73,7 @@ func TestIOWriterPartitionsAndCommits(t *testing.T) {
 
 func TestIOFileRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
-	f := NewIOFile(&buf, "box")
-	f.rgRows = 3 // several row groups
+	f := newIOFile(&buf, "box", 3) // several row groups
 	b := ioBatch(1, 2, 3, 4, 5, 6, 7)
 	if err := f.Write(b); err != nil {
 		t.Fatal(err)
