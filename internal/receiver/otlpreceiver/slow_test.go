@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -188,5 +189,114 @@ func TestSlowClientsCannotStarveFastOnes(t *testing.T) {
 	}
 	if slowGRPC < 250 {
 		t.Errorf("idle gRPC streams cut: %v, want all 250", slowGRPC)
+	}
+}
+
+// TestHTTPMinBodyRate: a body that stalls after the grace is cut with 408
+// long before read_timeout and counted; a body that keeps above the rate
+// for longer than the grace (so its deadline must move) is accepted.
+func TestHTTPMinBodyRate(t *testing.T) {
+	cfg := testConfig()
+	cfg.MinBodyRate = 16 << 10
+	cfg.BodyRateGrace = 300 * time.Millisecond
+	cfg.ReadTimeout = 20 * time.Second
+	rec := &recorder{}
+	r, reg := startReceiver(t, cfg, rec)
+
+	conn, err := net.Dial("tcp", r.HTTPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 100000\r\n\r\n0123456789")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || took > 3*time.Second {
+		t.Fatalf("stalled body: status %d after %v, want 408 soon after the grace", resp.StatusCode, took)
+	}
+	if !resp.Close {
+		t.Error("408 without Connection: close")
+	}
+	if got := counterValue(t, reg, "sluice_receiver_slow_clients_total", map[string]string{"transport": "http"}); got != 1 {
+		t.Errorf("slow clients = %v, want 1", got)
+	}
+
+	// 8 KiB every 125 ms is 64 KiB/s, four times the minimum, for 2 s.
+	p := samplePayloads(t, 2000)[0]
+	if len(p.proto) < 128<<10 {
+		t.Fatalf("sample of %d bytes, want at least 128 KiB", len(p.proto))
+	}
+	body := p.proto
+	pr, pw := io.Pipe()
+	go func() {
+		for off := 0; off < len(body); off += 8 << 10 {
+			pw.Write(body[off:min(off+8<<10, len(body))])
+			time.Sleep(125 * time.Millisecond)
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, httpURL(r, p.path), pr)
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	start = time.Now()
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("steady body above the rate: status %d after %v", resp.StatusCode, time.Since(start))
+	}
+	if len(rec.requests()) != 1 {
+		t.Fatalf("consumer saw %d requests, want the steady one only", len(rec.requests()))
+	}
+	t.Logf("steady %d-byte body took %v", len(body), time.Since(start))
+}
+
+// TestHTTPInflightBytes: bodies being read hold their bytes in the budget;
+// a body that cannot reserve within a moment gets 429 with a retry hint,
+// and gets in once the bytes are back.
+func TestHTTPInflightBytes(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxRequestBytes = 64 << 10
+	cfg.MaxInflightBytes = 100 << 10
+	cfg.BodyRateGrace = 500 * time.Millisecond
+	r, _ := startReceiver(t, cfg, &recorder{})
+	conn, err := net.Dial("tcp", r.HTTPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 65000\r\n\r\nabc")
+	waitUntil(t, func() bool { return r.budget.inUse() > 0 })
+	p := samplePayloads(t, 750)[0]
+	if n := len(p.proto); n < 40<<10 || n > 64<<10 {
+		t.Fatalf("sample of %d bytes", n)
+	}
+	resp, _ := post(t, nil, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("body over the byte budget: status %d, Retry-After %q; want 429 with a hint", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// The stalled body is cut after the grace and its bytes come back.
+	waitUntil(t, func() bool { return r.budget.inUse() == 0 })
+	resp, _ = post(t, nil, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("after the slow body was cut: status %d", resp.StatusCode)
+	}
+	if n := r.budget.inUse(); n != 0 {
+		t.Fatalf("%d bytes still reserved after every request ended", n)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("condition not reached within 5s")
+		}
 	}
 }
