@@ -131,8 +131,15 @@ func (r *Receiver) releaseSlot() {
 // grace period: by time start+grace+t the client must have sent rate×t
 // bytes. It moves the connection's (HTTP/2: the stream's) read deadline
 // forward as bytes arrive, so a client that stops sending fails its next
-// read with a timeout; a fast client never touches the deadline after the
-// first one.
+// read with a timeout.
+//
+// Cost: the clock is read once per `every` bytes (rate×grace/2), and the
+// deadline moved only when less than a grace is left, so a fast body pays
+// one deadline at the start and one at the end. A client at or above the
+// rate sends `every` bytes in at most grace/2, so it reaches the next check
+// before a deadline that had at least grace/2 left; bytes sent since the
+// last check are not credited, so a client falling behind is cut up to
+// grace/2 early.
 type rateLimit struct {
 	rc       http.ResponseController
 	start    time.Time
@@ -141,34 +148,35 @@ type rateLimit struct {
 	hard     time.Time // ReadTimeout's bound, never extended past
 	deadline time.Time // the read deadline set now
 	n        int64     // bytes read
+	every    int64     // bytes between clock reads
+	checkAt  int64     // n at which to read the clock next
 	armed    bool
 }
 
-// extendEvery: the deadline is moved only when it is this close, so the
-// deadline is set a few times per slow body, never per read.
-const extendEvery = time.Second
-
-func (l *rateLimit) arm(w http.ResponseWriter, grace time.Duration, rate int64, hard time.Time) {
+func (l *rateLimit) arm(w http.ResponseWriter, grace time.Duration, rate int64, readTimeout time.Duration) {
 	if rate <= 0 {
 		*l = rateLimit{}
 		return
 	}
-	*l = rateLimit{rc: *http.NewResponseController(w), start: time.Now(), grace: grace, rate: rate, hard: hard}
-	l.deadline = l.start.Add(grace)
-	if !l.deadline.Before(hard) {
-		l.deadline = hard
+	now := time.Now()
+	every := max(int64(float64(rate)*grace.Seconds()/2), 4<<10)
+	*l = rateLimit{rc: *http.NewResponseController(w), start: now, grace: grace, rate: rate,
+		hard: now.Add(readTimeout), every: every, checkAt: every}
+	l.deadline = now.Add(grace)
+	if !l.deadline.Before(l.hard) {
+		l.deadline = l.hard
 	}
 	l.armed = l.rc.SetReadDeadline(l.deadline) == nil
 }
 
 // advance records n more bytes and extends the deadline when it is near.
 func (l *rateLimit) advance(n int) {
-	if !l.armed {
+	l.n += int64(n)
+	if !l.armed || l.n < l.checkAt {
 		return
 	}
-	l.n += int64(n)
-	now := time.Now()
-	if l.deadline.Sub(now) > extendEvery || !l.deadline.Before(l.hard) {
+	l.checkAt = l.n + l.every
+	if time.Until(l.deadline) >= l.grace || !l.deadline.Before(l.hard) {
 		return
 	}
 	next := l.start.Add(l.grace + time.Duration(float64(l.n)/float64(l.rate)*float64(time.Second)))

@@ -312,7 +312,7 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 func (r *Receiver) readBody(x *exchange, w http.ResponseWriter, req *http.Request, enc contentEncoding) error {
 	limit := r.cfg.MaxRequestBytes
 	x.src = sourceReader{r: http.MaxBytesReader(w, req.Body, limit)}
-	x.src.rate.arm(w, r.cfg.BodyRateGrace, r.cfg.MinBodyRate, time.Now().Add(r.cfg.ReadTimeout))
+	x.src.rate.arm(w, r.cfg.BodyRateGrace, r.cfg.MinBodyRate, r.cfg.ReadTimeout)
 	defer x.src.rate.disarm()
 	hint := 0
 	if req.ContentLength > 0 {
