@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 		v.add(r+"max_inflight_bytes", "%s must be more than max_request_bytes (%s): a request could never be read", o.MaxInflightBytes, o.MaxRequestBytes)
 	}
 	v.positive(r+"body_rate_grace", o.BodyRateGrace)
+	v.positiveInt(r+"max_connections", o.MaxConnections)
 	v.positive(r+"read_timeout", o.ReadTimeout)
 	v.positive(r+"write_timeout", o.WriteTimeout)
 	v.positive(r+"idle_timeout", o.IdleTimeout)

@@ -463,6 +463,7 @@ func receiverConfig(o config.OTLP) otlpreceiver.Config {
 		MaxInflightBytes:      int64(o.MaxInflightBytes),
 		MinBodyRate:           int64(o.MinBodyRate),
 		BodyRateGrace:         o.BodyRateGrace.D(),
+		MaxConnections:        o.MaxConnections,
 	}
 	if o.MinBodyRate == 0 {
 		rc.MinBodyRate = -1 // 0 is "off" in the config, "default" in the receiver

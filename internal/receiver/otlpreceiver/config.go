@@ -26,6 +26,7 @@ const (
 	DefaultMaxInflightBytes      = 128 << 20
 	DefaultMinBodyRate           = 16 << 10
 	DefaultBodyRateGrace         = 5 * time.Second
+	DefaultMaxConnections        = 4096
 
 	maxMaxRequestBytes = 1 << 30 // gRPC sizes are ints; far beyond any sane OTLP request
 	maxHeaderBytes     = 64 << 10
@@ -84,6 +85,10 @@ type Config struct {
 	// disables it (ReadTimeout still bounds the whole body).
 	MinBodyRate   int64
 	BodyRateGrace time.Duration
+
+	// MaxConnections bounds the connections open at once per transport;
+	// one more is closed as soon as it is accepted.
+	MaxConnections int
 }
 
 // DefaultConfig has both transports on their OTLP ports on localhost.
@@ -120,6 +125,9 @@ func (c Config) withDefaults() Config {
 	if c.BodyRateGrace == 0 {
 		c.BodyRateGrace = DefaultBodyRateGrace
 	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
 	return c
 }
 
@@ -149,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflightBytes <= c.MaxRequestBytes {
 		return fmt.Errorf("otlp receiver: max in-flight bytes %d must be more than max request bytes %d", c.MaxInflightBytes, c.MaxRequestBytes)
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("otlp receiver: max connections %d is negative", c.MaxConnections)
 	}
 	if c.BodyRateGrace < 0 {
 		return errors.New("otlp receiver: body rate grace must not be negative")

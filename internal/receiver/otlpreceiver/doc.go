@@ -22,6 +22,7 @@
 // gRPC message not in within ReadTimeout ends its stream, both counted in
 // sluice_receiver_slow_clients_total. A request that finds no slot or no
 // bytes within maxAdmitWait gets 429 / RESOURCE_EXHAUSTED with a retry hint.
+// Each listener keeps at most Config.MaxConnections connections open.
 // Start, Shutdown and the address getters are safe for concurrent use.
 //
 // Invariants:

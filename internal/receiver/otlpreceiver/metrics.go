@@ -55,6 +55,9 @@ type metrics struct {
 	// slowClients counts bodies cut for arriving too slowly (HTTP 408,
 	// gRPC DeadlineExceeded), per transport.
 	slowClients [numTransports]prometheus.Counter
+	// Connections refused over Config.MaxConnections, and open now.
+	connsRefused [numTransports]prometheus.Counter
+	connsOpen    [numTransports]prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -79,9 +82,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "sluice_receiver_slow_clients_total",
 		Help: "Requests cut because their body arrived slower than receivers.otlp.min_body_rate or not within read_timeout.",
 	}, []string{"transport"})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_receiver_connections_refused_total",
+		Help: "Connections closed at once because receivers.otlp.max_connections were open.",
+	}, []string{"transport"})
+	open := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_receiver_connections",
+		Help: "Connections open now.",
+	}, []string{"transport"})
 	if reg != nil {
 		var err error
 		if slow, err = register(reg, slow); err != nil {
+			return nil, err
+		}
+		if refused, err = register(reg, refused); err != nil {
+			return nil, err
+		}
+		if open, err = register(reg, open); err != nil {
 			return nil, err
 		}
 		if requests, err = register(reg, requests); err != nil {
@@ -100,6 +117,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{requests: requests, inFlight: inFlight}
 	for t := range numTransports {
 		m.slowClients[t] = slow.WithLabelValues(transportNames[t])
+		m.connsRefused[t] = refused.WithLabelValues(transportNames[t])
+		m.connsOpen[t] = open.WithLabelValues(transportNames[t])
 	}
 	for t := range numTransports {
 		for k := range numKinds {

@@ -152,6 +152,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 	}
 	r.started = true
 	if grpcLn != nil {
+		grpcLn = r.limit(grpcLn, tGRPC)
 		r.grpcSrv = r.newGRPCServer()
 		r.grpcAddr = grpcLn.Addr()
 		r.serving.Go(func() {
@@ -162,6 +163,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 		r.log.Info("otlp grpc listening", "addr", r.grpcAddr.String(), "tls", r.tlsConf != nil)
 	}
 	if httpLn != nil {
+		httpLn = r.limit(httpLn, tHTTP)
 		r.httpSrv = r.newHTTPServer()
 		r.httpAddr = httpLn.Addr()
 		r.serving.Go(func() {
@@ -178,6 +180,11 @@ func (r *Receiver) Start(ctx context.Context) error {
 		r.log.Info("otlp http listening", "addr", r.httpAddr.String(), "tls", r.tlsConf != nil)
 	}
 	return nil
+}
+
+func (r *Receiver) limit(ln net.Listener, t transportID) net.Listener {
+	return &limitListener{Listener: ln, max: int64(r.cfg.MaxConnections),
+		refused: r.metrics.connsRefused[t], gauge: r.metrics.connsOpen[t]}
 }
 
 // GRPCAddr is the bound gRPC address, nil before Start or when disabled.

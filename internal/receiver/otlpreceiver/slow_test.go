@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -299,4 +300,77 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 5s")
 		}
 	}
+}
+
+// TestMaxConnections: past the bound a new connection is closed at once
+// and counted, on both transports; a closed one frees its place.
+func TestMaxConnections(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxConnections = 5
+	r, reg := startReceiver(t, cfg, &recorder{})
+	for _, tc := range []struct {
+		transport string
+		addr      net.Addr
+	}{{"http", r.HTTPAddr()}, {"grpc", r.GRPCAddr()}} {
+		var held []net.Conn
+		for range 5 {
+			c, err := net.Dial("tcp", tc.addr.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+		}
+		waitUntil(t, func() bool {
+			return gaugeValue(t, reg, "sluice_receiver_connections", map[string]string{"transport": tc.transport}) == 5
+		})
+		extra, err := net.Dial("tcp", tc.addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("%s: connection over the bound: read %v, want EOF (closed at once)", tc.transport, err)
+		}
+		extra.Close()
+		if got := counterValue(t, reg, "sluice_receiver_connections_refused_total", map[string]string{"transport": tc.transport}); got != 1 {
+			t.Errorf("%s: refused = %v, want 1", tc.transport, got)
+		}
+		for _, c := range held {
+			c.Close()
+		}
+		waitUntil(t, func() bool {
+			return gaugeValue(t, reg, "sluice_receiver_connections", map[string]string{"transport": tc.transport}) == 0
+		})
+	}
+	// With the places free again, requests go through on both.
+	p := samplePayloads(t, 3)[0]
+	if resp, _ := post(t, nil, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil); resp.StatusCode != 200 {
+		t.Fatalf("http after the held connections closed: %d", resp.StatusCode)
+	}
+	if _, _, err := p.export(context.Background(), grpcConn(t, r)); err != nil {
+		t.Fatalf("grpc after the held connections closed: %v", err)
+	}
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
