@@ -198,3 +198,9 @@ func (l *rateLimit) disarm() {
 		l.armed = false
 	}
 }
+
+// Messages of the 429s, naming the setting.
+const (
+	msgBytesBusy = "too many request bytes in flight (receivers.otlp.max_inflight_bytes): retry later"
+	msgSlotsBusy = "too many requests being processed (receivers.otlp.max_concurrent_requests): retry later"
+)

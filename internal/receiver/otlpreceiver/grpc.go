@@ -162,11 +162,11 @@ func (g *grpcService) serve(ctx context.Context, dec func(any) error) (string, o
 	}
 	body := msg.bytes()
 	if !r.budget.acquire(ctx, int64(len(body))) {
-		return tenant, outcomeBackpressure, len(body), nil, backpressureStatus("too many request bytes in flight", DefaultRetryAfter)
+		return tenant, outcomeBackpressure, len(body), nil, backpressureStatus(msgBytesBusy, DefaultRetryAfter)
 	}
 	defer r.budget.release(int64(len(body)))
 	if !r.acquireSlot(ctx) {
-		return tenant, outcomeBackpressure, len(body), nil, backpressureStatus("too many requests in flight", DefaultRetryAfter)
+		return tenant, outcomeBackpressure, len(body), nil, backpressureStatus(msgSlotsBusy, DefaultRetryAfter)
 	}
 	defer r.releaseSlot()
 	req := Request{Tenant: tenant, Kind: g.kind, Body: body, Transport: TransportGRPC}

@@ -234,7 +234,7 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 			writeHTTPError(w, ct, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, tooLargeMsg(limit), 0)
 			return tenant, outcomeTooLarge, n
 		case errors.Is(err, errNoBudget):
-			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many request bytes in flight", DefaultRetryAfter)
+			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, msgBytesBusy, DefaultRetryAfter)
 			return tenant, outcomeBackpressure, n
 		case x.src.err != nil:
 			// The client went away or was too slow; it may not read this.
@@ -262,12 +262,12 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 			return tenant, outcomeInvalid, n
 		}
 		if !x.res.grow(x.res.n + int64(len(body))) {
-			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many request bytes in flight", DefaultRetryAfter)
+			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, msgBytesBusy, DefaultRetryAfter)
 			return tenant, outcomeBackpressure, n
 		}
 	}
 	if !r.acquireSlot(req.Context()) {
-		writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, "too many requests in flight", DefaultRetryAfter)
+		writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, msgSlotsBusy, DefaultRetryAfter)
 		return tenant, outcomeBackpressure, n
 	}
 	defer r.releaseSlot()
