@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -21,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tenant"
 	"github.com/sluice-dev/sluice/internal/tracer"
+	"github.com/sluice-dev/sluice/internal/tui"
 )
 
 // traceFlags are sluice trace's flags.
@@ -58,6 +61,12 @@ the kernel, so what they exclude never reaches sluice. --path-prefix runs
 first thing in user space. Opens, closes and dups always reach sluice (they
 keep the fd -> path table right) and are dropped there when not asked for.
 
+By default a live view fills the terminal: top files, processes or syscalls
+(tab) by a sort key (s), a latency histogram of the selected syscall, a
+streaming tail (p pauses it), a filter editable live (/), and the lost and
+filtered counters always in the header; q quits. A summary of the whole run
+is printed when it ends.
+
 --headless prints a summary every --interval: top syscalls, processes and
 files by --sort (ops, bytes, time, p99, errors) with p50/p99 latency, and
 the lost-record count. Records the kernel could not hand over (a full ring
@@ -86,7 +95,7 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 			if f.interval <= 0 || f.top <= 0 {
 				return usageError{errors.New("--interval and --top must be positive")}
 			}
-			return runTrace(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), &f, opts, sortKey)
+			return runTrace(c.Context(), c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr(), &f, opts, sortKey)
 		},
 	}
 	fl := c.Flags()
@@ -193,7 +202,13 @@ type traceSink interface {
 	close() error
 }
 
-func runTrace(ctx context.Context, stdout, stderr io.Writer, f *traceFlags, opts tracer.Options, sortKey tracer.SortKey) error {
+func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f *traceFlags, opts tracer.Options, sortKey tracer.SortKey) error {
+	live := !f.headless
+	if live {
+		if out, ok := stdout.(*os.File); !ok || !term.IsTerminal(int(out.Fd())) {
+			return usageError{errors.New("the live view needs a terminal on stdout; use --headless for summaries")}
+		}
+	}
 	if f.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
@@ -205,41 +220,14 @@ func runTrace(ctx context.Context, stdout, stderr io.Writer, f *traceFlags, opts
 	}
 	defer tr.Close()
 
-	var (
-		mu      sync.Mutex
-		sum     = tracer.NewSummary(time.Now())
-		total   = tracer.NewSummary(time.Now())
-		dstats  tracer.DecoderStats
-		sinks   []traceSink
-		sinkErr error
-	)
-	report := func(final bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if final {
-			writeTraceReport(stdout, total, tr.Lost(), dstats, sortKey, f.top, true)
-			return
+	var sinks []traceSink
+	closeSinks := func() error {
+		var errs []error
+		for _, s := range sinks {
+			errs = append(errs, s.close())
 		}
-		writeTraceReport(stdout, sum, tr.Lost(), dstats, sortKey, f.top, false)
-		*sum = *tracer.NewSummary(time.Now())
+		return errors.Join(errs...)
 	}
-	fmt.Fprintf(stderr, "sluice trace: tracing (%s); interrupt to stop\n", describeTrace(opts))
-
-	stopTicker := make(chan struct{})
-	tickerDone := make(chan struct{})
-	go func() {
-		defer close(tickerDone)
-		t := time.NewTicker(f.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				report(false)
-			case <-stopTicker:
-				return
-			}
-		}
-	}()
 	if f.out != "" {
 		s, err := newFileSink(f.out)
 		if err != nil {
@@ -250,39 +238,98 @@ func runTrace(ctx context.Context, stdout, stderr io.Writer, f *traceFlags, opts
 	if f.toLake {
 		s, err := newLakeSink(ctx, f)
 		if err != nil {
-			for _, s := range sinks {
-				_ = s.close()
-			}
+			_ = closeSinks()
 			return err
 		}
 		sinks = append(sinks, s)
 	}
-	runErr := tr.Run(ctx, func(b *signal.IOEvents) error {
+
+	var (
+		mu     sync.Mutex
+		sum    = tracer.NewSummary(time.Now())
+		total  = tracer.NewSummary(time.Now())
+		dstats tracer.DecoderStats
+		feed   = tui.NewFeed(time.Now())
+	)
+	sinkFn := func(b *signal.IOEvents) error {
 		mu.Lock()
-		sum.Add(b)
-		total.Add(b)
 		dstats = tr.DecoderStats()
+		if live {
+			feed.Add(b, tr.Lost(), dstats.Filtered)
+		} else {
+			sum.Add(b)
+		}
+		total.Add(b)
 		mu.Unlock()
 		for _, s := range sinks {
 			if err := s.write(b); err != nil {
-				sinkErr = err
 				return err
 			}
 		}
 		return nil
-	})
+	}
+	describe := describeTrace(opts)
+
+	// Every interval: a headless summary, or the live view's lost count
+	// (which must move even when no batch arrives).
+	every := f.interval
+	if live {
+		every = tui.RefreshEvery
+	}
+	stopTicker := make(chan struct{})
+	tickerDone := make(chan struct{})
+	go func() {
+		defer close(tickerDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				mu.Lock()
+				if live {
+					feed.SetLost(tr.Lost())
+				} else {
+					writeTraceReport(stdout, sum, tr.Lost(), dstats, sortKey, f.top, false)
+					sum = tracer.NewSummary(time.Now())
+				}
+				mu.Unlock()
+			case <-stopTicker:
+				return
+			}
+		}
+	}()
+
+	var runErr error
+	if live {
+		model := tui.NewTraceModel(feed, describe)
+		model.Sort = sortKey
+		p := tea.NewProgram(model, tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout))
+		trCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runErr = tr.Run(trCtx, sinkFn)
+			feed.Finish(runErr)
+			p.Quit()
+		}()
+		_, viewErr := p.Run()
+		cancel()
+		<-done
+		if viewErr != nil && !errors.Is(viewErr, tea.ErrProgramKilled) && !errors.Is(viewErr, context.Canceled) &&
+			!errors.Is(viewErr, context.DeadlineExceeded) && runErr == nil {
+			runErr = fmt.Errorf("live view: %w", viewErr)
+		}
+	} else {
+		fmt.Fprintf(stderr, "sluice trace: tracing (%s); interrupt to stop\n", describe)
+		runErr = tr.Run(ctx, sinkFn)
+	}
 	close(stopTicker)
 	<-tickerDone
-	for _, s := range sinks {
-		if err := s.close(); err != nil && sinkErr == nil {
-			sinkErr = err
-		}
-	}
-	report(true)
-	if runErr != nil && !errors.Is(runErr, sinkErr) {
-		return runErr
-	}
-	return sinkErr
+	sinkErr := closeSinks()
+	mu.Lock()
+	writeTraceReport(stdout, total, tr.Lost(), dstats, sortKey, f.top, true)
+	mu.Unlock()
+	return errors.Join(runErr, sinkErr)
 }
 
 // fileSink records into one standalone Parquet file, written under a

@@ -208,7 +208,7 @@ func (s *Summary) Add(b *signal.IOEvents) {
 	for i := range b.Len() {
 		dur, by, failed := b.Duration[i], b.Bytes[i], b.Errno[i] != 0
 		s.Total.add(dur, by, failed)
-		s.Syscalls.get(SyscallName(b.Syscall[i])).add(dur, by, failed)
+		s.Syscalls.get(b.SyscallName(i)).add(dur, by, failed)
 		if p := b.String(b.Path[i]); p != "" {
 			s.Files.get(p).add(dur, by, failed)
 		}
