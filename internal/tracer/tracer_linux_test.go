@@ -125,8 +125,16 @@ func TestTraceOverloadCountsLost(t *testing.T) {
 	if lost == 0 {
 		t.Fatal("no lost records reported for a flood into a 4 KiB ring")
 	}
-	if got := uint64(rows.Len()) + lost; got != tracertest.FloodCalls {
-		t.Errorf("rows %d + lost %d = %d, want the %d calls made", rows.Len(), lost, got, tracertest.FloodCalls)
+	// Every stat is either a row or counted lost; the few other records
+	// (the exit, calls of the Go runtime) may be lost too.
+	stats := 0
+	for i := range rows.Len() {
+		if Syscall(rows.Syscall[i]) == SysNewfstatat {
+			stats++
+		}
+	}
+	if got := uint64(stats) + lost; got < tracertest.FloodCalls || uint64(rows.Len())+lost > tracertest.FloodCalls+16 {
+		t.Errorf("stat rows %d, all rows %d, lost %d: want stat rows + lost >= %d and not many more records", stats, rows.Len(), lost, tracertest.FloodCalls)
 	}
 	t.Logf("flood of %d stats: %d rows, %d lost", tracertest.FloodCalls, rows.Len(), lost)
 }
