@@ -52,6 +52,8 @@ type OTLP struct {
 	ReadTimeout           Duration `yaml:"read_timeout" doc:"Bound on reading one whole request. A gRPC stream that has not sent its whole message by then is ended (DeadlineExceeded) and counted in sluice_receiver_slow_clients_total."`
 	WriteTimeout          Duration `yaml:"write_timeout" doc:"Bound on processing and answering one request (HTTP)."`
 	IdleTimeout           Duration `yaml:"idle_timeout" doc:"Idle keep-alive connections are closed after this."`
+	MaxAttrsPerRecord     int      `yaml:"max_attributes_per_record" doc:"Most attributes of one log record, data point or span, and of one resource or scope. A request with a set past it is refused whole (400 / InvalidArgument naming the limit) and counted in sluice_pipeline_limited_requests_total{limit=\"max_attributes_per_record\"}. 0 means no limit."`
+	MaxAttrsPerRequest    int      `yaml:"max_attributes_per_request" doc:"Most attributes of one request, all sets together; past it the request is refused like max_attributes_per_record. 0 means no limit."`
 }
 
 // TLS names PEM files.

@@ -67,6 +67,12 @@ func (c *Config) Validate() error {
 	v.positive(r+"read_timeout", o.ReadTimeout)
 	v.positive(r+"write_timeout", o.WriteTimeout)
 	v.positive(r+"idle_timeout", o.IdleTimeout)
+	if o.MaxAttrsPerRecord < 0 {
+		v.add(r+"max_attributes_per_record", "must not be negative")
+	}
+	if o.MaxAttrsPerRequest < 0 {
+		v.add(r+"max_attributes_per_request", "must not be negative")
+	}
 	v.sameAddr(r+"grpc_addr", o.GRPCAddr, r+"http_addr", o.HTTPAddr)
 	v.sameAddr("admin.addr", c.Admin.Addr, r+"grpc_addr", o.GRPCAddr)
 	v.sameAddr("admin.addr", c.Admin.Addr, r+"http_addr", o.HTTPAddr)

@@ -26,6 +26,12 @@ var (
 	ErrWrongKind = errors.New("otlp: wrong signal kind")
 	// ErrNotOTLP: Sniff found neither OTLP JSON nor OTLP protobuf.
 	ErrNotOTLP = errors.New("not an OTLP export request")
+	// ErrLimit: a request past one of Limits (attributes per record or
+	// per request); see LimitError.
+	ErrLimit = errors.New("otlp: request past a limit")
+	// ErrTimestamp: a timestamp of 2^63 ns or more, which int64 cannot
+	// hold; see checkTimes.
+	ErrTimestamp = errors.New("otlp: timestamp out of range")
 	// ErrJSON: OTLP JSON that does not parse or does not fit the schema.
 	ErrJSON = errors.New("otlp: invalid OTLP JSON")
 )

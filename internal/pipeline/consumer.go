@@ -24,7 +24,8 @@ type consumer struct {
 	failed     atomic.Bool  // the queue refused appends with ErrFailed: restart needed
 	tenants    tenant.Names // refuses a tenant differing only in case from a known one
 	lowDisk    func()       // called when the queue refuses for disk space; may be nil
-	pool       sync.Pool    // *scratch
+	limits     otlp.Limits
+	pool       sync.Pool // *scratch
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to
@@ -45,21 +46,31 @@ func newConsumer(q *queue.Queue, retryAfter time.Duration, m *metrics) *consumer
 	return c
 }
 
-// decode validates body as an export request of kind and returns its
-// record count. The batch is reset first: only the count is kept.
-func (s *scratch) decode(kind signal.Kind, body []byte) (int, error) {
+// decode validates body as an export request of kind, within lim, and
+// returns its record count. The batch is reset first: only the count is
+// kept.
+func (s *scratch) decode(kind signal.Kind, body []byte, lim otlp.Limits) (int, error) {
 	switch kind {
 	case signal.KindLogs:
 		s.logs.Reset()
 		err := otlp.DecodeLogs(&s.logs, body)
+		if err == nil {
+			err = otlp.CheckLogs(&s.logs, 0, lim)
+		}
 		return s.logs.Len(), err
 	case signal.KindMetrics:
 		s.metrics.Reset()
 		err := otlp.DecodeMetrics(&s.metrics, body)
+		if err == nil {
+			err = otlp.CheckMetrics(&s.metrics, 0, lim)
+		}
 		return s.metrics.Len(), err
 	case signal.KindTraces:
 		s.spans.Reset()
 		err := otlp.DecodeTraces(&s.spans, body)
+		if err == nil {
+			err = otlp.CheckSpans(&s.spans, 0, lim)
+		}
 		return s.spans.Len(), err
 	}
 	return 0, fmt.Errorf("unknown signal %v", kind)
@@ -78,9 +89,13 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	ser := c.m.seriesFor(req.Kind, req.Tenant)
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)
-	n, err := s.decode(req.Kind, req.Body)
+	n, err := s.decode(req.Kind, req.Body, c.limits)
 	if err != nil {
 		ser.invalid.Inc()
+		var le *otlp.LimitError
+		if errors.As(err, &le) {
+			c.m.limited.WithLabelValues(req.Kind.String(), le.Limit).Inc()
+		}
 		return otlpreceiver.Result{}, fmt.Errorf("decode %s request: %w: %w", req.Kind, otlpreceiver.ErrInvalid, err)
 	}
 	if !tenant.Valid(req.Tenant) {

@@ -16,6 +16,7 @@ const numKinds = int(signal.KindTraces) + 1
 type metrics struct {
 	received, accepted, queuedBytes, invalid *prometheus.CounterVec
 	rejected                                 *prometheus.CounterVec
+	limited                                  *prometheus.CounterVec
 
 	// Per (signal, tenant) series, resolved once so a request does no
 	// label hashing.
@@ -64,6 +65,8 @@ func newMetrics() *metrics {
 			Help: "Requests rejected as undecodable (400 / InvalidArgument); their records are not counted anywhere else."}, st),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
 			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429) or error (queue failure, 503)."}, []string{"signal", "tenant", "reason"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_limited_requests_total",
+			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request or timestamp (a time of 2^63 ns or more)."}, []string{"signal", "limit"}),
 		series: make(map[seriesKey]*series),
 
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_written_rows_total",
@@ -104,7 +107,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
-		m.received, m.accepted, m.queuedBytes, m.invalid, m.rejected,
+		m.received, m.accepted, m.queuedBytes, m.invalid, m.rejected, m.limited,
 		m.rows, m.badRecords, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
 		m.checkpointSecs, m.checkpointRows, m.checkpointBytes, m.segments, m.segmentBytes, m.orphans,
 		m.bufferedBytes, m.uncommitted, m.committedPos, m.lastCheckpointTS,

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/s3store"
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/query/httpapi"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
@@ -200,6 +201,10 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}()
 
 	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
+	p.cons.limits = otlp.Limits{
+		MaxAttrsPerRecord:  p.cfg.Receivers.OTLP.MaxAttrsPerRecord,
+		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
+	}
 	p.cons.lowDisk = loop.nudgeLowDisk
 	if err := p.seedTenants(ctx); err != nil {
 		return err
