@@ -40,9 +40,11 @@ on the same lake and sees their data as they commit it to the catalog.
 Use it as a Prometheus data source in Grafana, or with promtool:
   promtool query instant http://127.0.0.1:9090 'sum by (service_name) (rate(http_server_request_duration_seconds_count[5m]))'
 
-With --config, the query section (limits, timeout), receivers.otlp.tenant_header
-and default_tenant, lake.root, lake.s3 and catalog.dsn of that file apply; flags
-override them. The name mapping from OTLP is in docs/query.md.`,
+With --config, the query section (limits, timeout, auth tokens, TLS),
+receivers.otlp.tenant_header and default_tenant, lake.root, lake.s3 and
+catalog.dsn of that file apply; flags override them. Without query.auth.tokens
+the API answers anyone who reaches --addr. The name mapping from OTLP, the
+authentication and the limits are in docs/query.md.`,
 		Example: `  sluice query-server --lake ./data
   sluice query-server --lake ./data --addr 0.0.0.0:9090 --config sluice.yaml
   sluice query-server --lake ./state --catalog postgres://sluice@db/sluice --s3-bucket lake`,

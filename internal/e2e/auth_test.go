@@ -95,8 +95,21 @@ lake:
 			t.Errorf("%s: a client not trusting the server's CA got %d", base, code)
 		}
 	}
+	// sluice run counted each refusal once, by reason (the TLS refusals
+	// never reached HTTP).
+	resp, err := http.Get("http://" + s.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, r := range []string{"missing_token", "invalid_token", "scope", "tenant"} {
+		if want := `sluice_query_auth_failures_total{reason="` + r + `"} 1` + "\n"; !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	// Ingestion is unaffected (receivers.otlp has no token here).
-	resp, err := http.Post("http://"+s.http+"/v1/metrics", "application/json", strings.NewReader(`{"resourceMetrics":[]}`))
+	resp, err = http.Post("http://"+s.http+"/v1/metrics", "application/json", strings.NewReader(`{"resourceMetrics":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
