@@ -132,11 +132,19 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 	meta := pf.Metadata()
 	for g, rg := range pf.RowGroups() {
 		ri := rgIndex{rows: rg.NumRows(), minT: 1, maxT: 0}
-		if g < len(meta.RowGroups) && c.ts < len(meta.RowGroups[g].Columns) {
-			st := meta.RowGroups[g].Columns[c.ts].MetaData.Statistics
-			if len(st.MinValue) == 8 && len(st.MaxValue) == 8 {
-				ri.minT = int64(binary.LittleEndian.Uint64(st.MinValue))
-				ri.maxT = int64(binary.LittleEndian.Uint64(st.MaxValue))
+		// A rollup window's points run from first_timestamp to
+		// last_timestamp: a row group spans the least of the one to the
+		// greatest of the other.
+		minC := c.ts
+		if idx.rollup {
+			minC = c.firstTS
+		}
+		if g < len(meta.RowGroups) && c.ts < len(meta.RowGroups[g].Columns) && minC >= 0 && minC < len(meta.RowGroups[g].Columns) {
+			lo := meta.RowGroups[g].Columns[minC].MetaData.Statistics
+			hi := meta.RowGroups[g].Columns[c.ts].MetaData.Statistics
+			if len(lo.MinValue) == 8 && len(hi.MaxValue) == 8 {
+				ri.minT = int64(binary.LittleEndian.Uint64(lo.MinValue))
+				ri.maxT = int64(binary.LittleEndian.Uint64(hi.MaxValue))
 			}
 		}
 		n := ri.rows

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/rollup"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -288,4 +290,57 @@ func empty(v parser.Value) bool {
 		return len(v) == 0
 	}
 	return false
+}
+
+// BenchmarkRollupDashboard runs dashboard range queries over a day of
+// generated counters and gauges (100 series, jittered points every 5-60 s),
+// rolled up into 1m/5m/1h, with raw points only and with rollups. Both
+// give the same answer (TestRollupsDoNotChangeAnswers); rows/op is what
+// each reads from the lake.
+func BenchmarkRollupDashboard(b *testing.B) {
+	l := newTestLake(b)
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	propLake(b, rand.New(rand.NewPCG(1, 2)), l, start, 24, 50)
+	opts := rollup.Options{Tiers: rollup.DefaultTiers, Store: l.Store}
+	jobs, err := rollup.Plan(context.Background(), l.Catalog, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, j := range jobs {
+		if _, err := rollup.Run(context.Background(), l.Catalog, l.Store, j, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, expr string
+		step       time.Duration
+	}{
+		{"rate_5m_step_5m", `sum by (service_name) (rate(ctr_total[5m]))`, 5 * time.Minute},
+		{"increase_1h_step_1h", `sum(increase(ctr_total[1h]))`, time.Hour},
+		{"max_over_time_1h_step_1h", `max_over_time(gauge[1h])`, time.Hour},
+		{"gauge_step_5m", `sum(gauge)`, 5 * time.Minute},
+	} {
+		for _, on := range []bool{false, true} {
+			name := c.name + "/raw"
+			if on {
+				name = c.name + "/rollups"
+			}
+			b.Run(name, func(b *testing.B) {
+				a, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Rollups: on})
+				if err != nil {
+					b.Fatal(err)
+				}
+				q := a.Queryable("acme", Limits{})
+				for b.Loop() {
+					m, err := runRange(q, c.expr, start.Add(time.Hour), start.Add(24*time.Hour), c.step)
+					if err != nil || len(m) == 0 {
+						b.Fatalf("%v %v", m, err)
+					}
+				}
+				b.ReportMetric(float64(a.Stats.Rows.Load())/float64(b.N), "rows/op")
+				b.ReportMetric(float64(a.Stats.Bytes.Load())/float64(b.N), "bytes/op")
+				b.ReportMetric(float64(a.Stats.RollupSelects.Load())/float64(b.N), "rollup-selects/op")
+			})
+		}
+	}
 }

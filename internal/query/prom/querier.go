@@ -49,9 +49,10 @@ type Stats struct {
 	Files, RowGroups, Rows, Bytes, Series, Samples atomic.Int64
 	RollupFiles                                    atomic.Int64 // metrics_rollup files read
 	// RollupSelects counts selectors answered (in part) from rollups;
-	// RollupFallbacks those that tried and read raw points because the
-	// data did not allow the exact answer.
-	RollupSelects, RollupFallbacks atomic.Int64
+	// RollupFallbacks those that tried and read raw points because what
+	// they select has no exact rollup aggregate; RollupSeriesRaw the series
+	// read again from raw points because their data did not allow one.
+	RollupSelects, RollupFallbacks, RollupSeriesRaw atomic.Int64
 }
 
 // Options configure an Adapter.
@@ -89,6 +90,7 @@ type Adapter struct {
 
 	rowsTotal, bytesTotal, filesTotal prometheus.Counter
 	rollupSelects, rollupFallbacks    prometheus.Counter
+	rollupSeriesRaw                   prometheus.Counter
 }
 
 // NewAdapter returns an Adapter over the catalog and store.
@@ -119,9 +121,11 @@ func NewAdapter(o Options) (*Adapter, error) {
 			Help: "PromQL selectors answered (in part) from metrics_rollup."}),
 		rollupFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_rollup_fallbacks_total",
 			Help: "PromQL selectors that tried metrics_rollup and read raw points because the rollup could not give the exact answer."}),
+		rollupSeriesRaw: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_rollup_series_raw_total",
+			Help: "Series of PromQL selectors read from raw points after their rollups could not give the exact answer."}),
 	}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.rowsTotal, a.bytesTotal, a.filesTotal, a.rollupSelects, a.rollupFallbacks} {
+		for _, c := range []prometheus.Collector{a.rowsTotal, a.bytesTotal, a.filesTotal, a.rollupSelects, a.rollupFallbacks, a.rollupSeriesRaw} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("prom: register metrics: %w", err)
 			}
@@ -489,21 +493,18 @@ func msToNs(ms int64) int64 {
 // selectSeries reads the matching series. Label sets that several lake
 // series share (they differ only in resource attributes that are not
 // labels) merge into one series. A selector the rollups can answer
-// exactly (rollupUse) reads them for the hours they cover; when the data
-// turns out not to allow the exact answer (errInexact), it reads raw
-// points instead.
+// exactly (rollupUse) reads them for the hours they cover; series whose
+// data does not allow the exact answer are read again from raw points
+// (seriesRollup.bad), and when what it selects does not (errInexact),
+// the whole selector is.
 func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly bool, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
 	if mint > maxt {
 		return nil, nil
 	}
 	if ru := q.rollupUse(ctx, hints, labelsOnly); ru != nil {
 		series, samples := q.series, q.samples
-		out, err := q.scanTasks(ctx, mint, maxt, labelsOnly, ms, ru)
+		out, err := q.scanTasks(ctx, mint, maxt, labelsOnly, ms, ru, nil)
 		if !errors.Is(err, errInexact) {
-			if err == nil && len(ru.hours) > 0 {
-				q.a.Stats.RollupSelects.Add(1)
-				q.a.rollupSelects.Inc()
-			}
 			return out, err
 		}
 		// The bytes read stay counted; series and samples are read again.
@@ -511,12 +512,13 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 		q.a.Stats.RollupFallbacks.Add(1)
 		q.a.rollupFallbacks.Inc()
 	}
-	return q.scanTasks(ctx, mint, maxt, labelsOnly, ms, nil)
+	return q.scanTasks(ctx, mint, maxt, labelsOnly, ms, nil, nil)
 }
 
 // scanTasks plans and reads one selector: raw points only when ru is
-// nil, else per hour a rollup tier or raw points (plan).
-func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bool, ms []*labels.Matcher, ru *rollupUse) ([]*series, error) {
+// nil (of the lake series in only, when not nil), else per hour a rollup
+// tier or raw points (plan).
+func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bool, ms []*labels.Matcher, ru *rollupUse, only map[uint64]bool) ([]*series, error) {
 	var nameMs []*labels.Matcher
 	for _, m := range ms {
 		if m.Name == labels.MetricName {
@@ -524,7 +526,7 @@ func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bo
 		}
 	}
 	sc := &scan{q: q, ms: ms, labelsOnly: labelsOnly, mint: msToNs(mint), maxt: msToNs(maxt) + 999_999,
-		byHash: map[uint64][]*series{}, bySID: map[sidKey]*series{}}
+		byHash: map[uint64][]*series{}, bySID: map[sidKey]*series{}, only: only}
 	tasks, err := q.plan(ctx, mint, maxt, ms, ru)
 	if err != nil {
 		return nil, err
@@ -579,14 +581,43 @@ func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bo
 		}
 	}
 	out := sc.all
-	for _, s := range out {
-		if sc.ru != nil {
-			if err := sc.ru.finish(s); err != nil {
+	if sc.ru == nil {
+		for _, s := range out {
+			s.finish()
+		}
+	} else {
+		var bad map[uint64]bool
+		served := false
+		good := out[:0]
+		for _, s := range out {
+			if !sc.ru.finish(s) {
+				if bad == nil {
+					bad = map[uint64]bool{}
+				}
+				for _, id := range s.ru.sids {
+					bad[id] = true
+				}
+				q.series-- // counted again when read from raw points
+				q.a.Stats.RollupSeriesRaw.Add(1)
+				q.a.rollupSeriesRaw.Inc()
+				continue
+			}
+			served = served || s.ru.win
+			s.ru = nil
+			good = append(good, s)
+		}
+		if served {
+			q.a.Stats.RollupSelects.Add(1)
+			q.a.rollupSelects.Inc()
+		}
+		out = good
+		if len(bad) > 0 {
+			raw, err := q.scanTasks(ctx, mint, maxt, labelsOnly, ms, nil, bad)
+			if err != nil {
 				return nil, err
 			}
-			continue
+			out = append(out, raw...)
 		}
-		s.finish()
 	}
 	slices.SortFunc(out, func(a, b *series) int { return labels.Compare(a.lbls, b.lbls) })
 	return out, nil

@@ -28,7 +28,7 @@ import (
 // every minute's first point sits on a window start and their rollups
 // cannot stand for them. Series differ in interval (5 s to 60 s) and some
 // have gaps.
-func propLake(t *testing.T, r *rand.Rand, l *promtest.Lake, start time.Time, hours int, seriesPer int) {
+func propLake(t testing.TB, r *rand.Rand, l *promtest.Lake, start time.Time, hours int, seriesPer int) {
 	t.Helper()
 	type ser struct {
 		name     string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/parquet-go/parquet-go"
@@ -14,7 +15,10 @@ import (
 )
 
 // errInexact stops a selector's rollup read: the rollup cannot give the
-// answer raw points give for this data, so the selector reads raw points.
+// answer raw points give for what it selects (a histogram, a gauge under
+// rate), so the selector reads raw points. Data that only one series'
+// rollup cannot stand for marks that series bad instead (seriesRollup.bad),
+// and the series alone is read again from raw points.
 var errInexact = errors.New("rollup cannot give the exact answer")
 
 type stmtKey struct{}
@@ -175,24 +179,20 @@ func (ru *rollupUse) serves(k metricKind) bool {
 
 // seriesRollup is what a selector reading rollups checks per series.
 type seriesRollup struct {
-	sid              uint64
-	sidSet, raw, win bool
-	winCount         uint64
-	ws               []uint64 // aggCounter: raw points each sample stands for
+	sids          []uint64 // the lake series feeding it
+	raw, win, bad bool
+	winCount      uint64
+	ws            []uint64 // aggCounter: raw points each sample stands for
 }
 
-// track fails when a second lake series feeds the series: raw points
-// would be merged per millisecond, windows cannot be.
-func (ru *rollupUse) track(s *series, sid uint64) error {
+// track records the lake series feeding s; a second one makes s bad:
+// raw points would be merged per millisecond, windows cannot be.
+func (ru *rollupUse) track(s *series, sid uint64) {
 	r := s.ru
-	if !r.sidSet {
-		r.sid, r.sidSet = sid, true
-		return nil
+	if len(r.sids) == 0 || r.sids[len(r.sids)-1] != sid && !slices.Contains(r.sids, sid) {
+		r.sids = append(r.sids, sid)
+		r.bad = r.bad || len(r.sids) > 1
 	}
-	if r.sid != sid {
-		return errInexact
-	}
-	return nil
 }
 
 const hourNs = int64(3_600_000_000_000)
@@ -207,11 +207,10 @@ func hourOf(tns int64) int64 {
 
 // addRaw adds a raw point (of an hour read raw) to s.
 func (ru *rollupUse) addRaw(s *series, sid uint64, tns int64, v float64) error {
+	ru.track(s, sid)
 	if ru.hours[hourOf(tns)] {
-		return errInexact // a stray point in an hour its rollup leaves out
-	}
-	if err := ru.track(s, sid); err != nil {
-		return err
+		s.ru.bad = true // a stray point in an hour its rollup leaves out
+		return nil
 	}
 	s.ru.raw = true
 	s.add(tns/1_000_000, v)
@@ -292,9 +291,7 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 			if s == nil {
 				continue
 			}
-			if err := ru.track(s, sc.ids[i]); err != nil {
-				return err
-			}
+			ru.track(s, sc.ids[i])
 			for w := i; w < j; w++ {
 				m, err := sc.emitWindow(s, w)
 				if err != nil {
@@ -308,26 +305,42 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 	return sc.addSamples(added)
 }
 
-// emitWindow adds the samples of window w to s, or fails with errInexact
-// when the window cannot stand for its raw points: a point in its first
+// emitWindow adds the samples of window w to s, or marks s bad when the
+// window cannot stand for its raw points: a point in its first
 // millisecond (it would belong to the range ending at the window's
 // start), a null or NaN value, two points in one millisecond, or a
 // counter whose resets cannot be written as one drop.
 func (sc *scan) emitWindow(s *series, w int64) (int64, error) {
+	if s.ru.bad {
+		return 0, nil // read again from raw points
+	}
+	n, ok := sc.windowSamples(s, w)
+	if !ok {
+		s.ru.bad = true
+	}
+	return n, nil
+}
+
+func (sc *scan) windowSamples(s *series, w int64) (int64, bool) {
 	ru := sc.ru
 	ft, lt, st := sc.wFirstT[w], sc.ts[w], sc.wStart[w]
-	if !sc.tsOK[w] || lt > sc.maxt || lt < sc.mint {
-		return 0, nil // no evaluation needs it (the grid is aligned)
-	}
-	if ft < sc.mint && ru.agg != aggLast {
-		return 0, errInexact
+	if !sc.tsOK[w] || lt < sc.mint || ft > sc.maxt {
+		return 0, true // none of its points is selected
 	}
 	cnt := sc.cnt[w]
 	if !sc.cntOK[w] || cnt != sc.wPoints[w] || cnt == 0 || !sc.valOK[w] {
-		return 0, errInexact
+		return 0, false
 	}
 	if ft < st+1_000_000 || lt < ft {
-		return 0, errInexact
+		return 0, false
+	}
+	if lt > sc.maxt {
+		// Its points after the window start are after every evaluation
+		// time (the grid is aligned): no evaluation needs it.
+		return 0, true
+	}
+	if ft < sc.mint && ru.agg != aggLast {
+		return 0, false
 	}
 	r := s.ru
 	r.win = true
@@ -338,18 +351,18 @@ func (sc *scan) emitWindow(s *series, w int64) (int64, error) {
 		if r.winCount == 0 {
 			r.winCount = cnt
 		} else if r.winCount != cnt {
-			return 0, errInexact
+			return 0, false
 		}
 		s.add(ltm, v/float64(cnt))
-		return 1, nil
+		return 1, true
 	case aggCounter:
 		if cnt == 1 {
 			s.add(ltm, v)
 			r.ws = append(r.ws, 1)
-			return 1, nil
+			return 1, true
 		}
 		if !sc.wFirstOK[w] || !sc.wIncOK[w] || ltm <= ftm {
-			return 0, errInexact
+			return 0, false
 		}
 		first, inc := sc.wFirst[w], sc.wInc[w]
 		s.add(ftm, first)
@@ -365,7 +378,7 @@ func (sc *scan) emitWindow(s *series, w int64) (int64, error) {
 		if math.Abs(inc-two) > 1e-12*math.Max(1, math.Abs(inc)) {
 			a := first + inc - v
 			if ltm-ftm < 3 || !(a >= first) || !(a > 0) {
-				return 0, errInexact
+				return 0, false
 			}
 			s.add(ftm+1, a)
 			s.add(ftm+2, 0)
@@ -374,17 +387,21 @@ func (sc *scan) emitWindow(s *series, w int64) (int64, error) {
 		}
 		s.add(ltm, v)
 		r.ws = append(r.ws, 0)
-		return added, nil
+		return added, true
 	}
 	s.add(ltm, v)
-	return 1, nil
+	return 1, true
 }
 
 // finish sorts the series' samples and checks what only the whole series
 // shows: samples in one millisecond, windows and raw points mixed under
-// avg_over_time, and rate extrapolation (see sameRates).
-func (ru *rollupUse) finish(s *series) error {
+// avg_over_time, and rate extrapolation (see sameRates). It reports false
+// when s must be read from raw points.
+func (ru *rollupUse) finish(s *series) bool {
 	r := s.ru
+	if r.bad {
+		return false
+	}
 	if s.unsorted {
 		order := make([]int, len(s.pts))
 		for i := range order {
@@ -402,18 +419,45 @@ func (ru *rollupUse) finish(s *series) error {
 				ws[i] = r.ws[o]
 			}
 			if i > 0 && pts[i].T == pts[i-1].T {
-				return errInexact
+				return false
 			}
 		}
 		s.pts, r.ws, s.unsorted = pts, ws, false
 	}
-	if ru.agg == aggAvg && r.raw && r.win {
-		return errInexact
+	if ru.agg == aggAvg && r.raw && r.win || ru.agg == aggCounter && r.win && !ru.grid.sameRates(s.pts, r.ws) {
+		return false
 	}
-	if ru.agg == aggCounter && r.win && !ru.grid.sameRates(s.pts, r.ws) {
-		return errInexact
+	r.ws = nil
+	return true
+}
+
+// readOnly reads the rows of run r whose series are in sc.only, one
+// stretch of wanted series at a time (rows are sorted by series).
+func (sc *scan) readOnly(pf *parquet.File, idx *fileIndex, g int, r run) error {
+	n := r.end - r.start
+	ids := make([]uint64, n) // sc.ids is the nested reads' buffer
+	if err := sc.readCol(pf, g, idx.cols.seriesID, n, "series_id", func(cc parquet.ColumnChunk) error {
+		return readUint64s(cc, r.start, r.end, ids)
+	}); err != nil {
+		return err
 	}
-	s.ru = nil
+	only := sc.only
+	sc.only = nil
+	defer func() { sc.only = only }()
+	for i := int64(0); i < n; {
+		if !only[ids[i]] {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && only[ids[j]] {
+			j++
+		}
+		if err := sc.readRun(pf, idx, g, run{start: r.start + i, end: r.start + j, desc: r.desc}); err != nil {
+			return err
+		}
+		i = j
+	}
 	return nil
 }
 

@@ -20,9 +20,10 @@ type scan struct {
 	q          *Querier
 	ms         []*labels.Matcher
 	labelsOnly bool
-	delta      bool       // the current run holds delta points (metricDesc.cumulative)
-	ru         *rollupUse // non-nil while the selector reads rollups for some hours
-	mint, maxt int64      // unix ns, inclusive
+	delta      bool            // the current run holds delta points (metricDesc.cumulative)
+	ru         *rollupUse      // non-nil while the selector reads rollups for some hours
+	only       map[uint64]bool // non-nil: read only these lake series (readOnly)
+	mint, maxt int64           // unix ns, inclusive
 	outs       []output
 
 	byHash map[uint64][]*series
@@ -85,6 +86,9 @@ func (sc *scan) addBytes(pf *parquet.File, g, col int, rows, total int64) error 
 
 // readRun reads the rows of run r of row group g and adds their samples.
 func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
+	if sc.only != nil {
+		return sc.readOnly(pf, idx, g, r)
+	}
 	rg := pf.RowGroups()[g]
 	ccs := rg.ColumnChunks()
 	n := r.end - r.start
