@@ -55,6 +55,12 @@ func (p *promResult) size() int64 {
 // ctx between series: past the deadline it stops and returns ctx's error,
 // and the caller aborts the connection (the status line is already sent).
 func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) error {
+	if dl, ok := ctx.Deadline(); ok {
+		// A client that reads slowly would otherwise hold the query's slot
+		// and memory past the deadline, blocked in a write that never
+		// looks at ctx. (A recorder in tests cannot set one: ignored.)
+		_ = http.NewResponseController(w).SetWriteDeadline(dl)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, encodeBuffer)
