@@ -32,6 +32,7 @@ func newCompactCmd() *cobra.Command {
 		leaseTTL      time.Duration
 		minAge        time.Duration
 		pauseBefore   time.Duration
+		pauseAfter    time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "compact",
@@ -103,6 +104,15 @@ The exit code is 1 if any partition failed.`,
 						return nil
 					case <-ctx.Done():
 						return ctx.Err()
+					}
+				}
+			}
+			if pauseAfter > 0 {
+				opts.AfterReplace = func(ctx context.Context, j compact.Job) {
+					fmt.Fprintf(errOut, "sluice: pausing %s after replacing %s\n", pauseAfter, j.Dir())
+					select {
+					case <-time.After(pauseAfter):
+					case <-ctx.Done():
 					}
 				}
 			}
@@ -255,6 +265,12 @@ The exit code is 1 if any partition failed.`,
 					if sr.UncommittedLeased > 0 {
 						fmt.Fprintf(out, "; %d uncommitted files under a held lease kept", sr.UncommittedLeased)
 					}
+					if sr.Moved > 0 {
+						fmt.Fprintf(out, "; finished %d file moves of interrupted swaps", sr.Moved)
+					}
+					if sr.Staged > 0 {
+						fmt.Fprintf(out, "; deleted %d staged files no run will swap in", sr.Staged)
+					}
 					fmt.Fprintln(out)
 				}
 			}
@@ -284,6 +300,9 @@ The exit code is 1 if any partition failed.`,
 	// For crash tests: hold each job between its merge and its Replace.
 	f.DurationVar(&pauseBefore, "debug-pause-before-replace", 0, "")
 	_ = f.MarkHidden("debug-pause-before-replace")
+	// For crash tests: hold each job between its Replace and its file moves.
+	f.DurationVar(&pauseAfter, "debug-pause-after-replace", 0, "")
+	_ = f.MarkHidden("debug-pause-after-replace")
 	return c
 }
 

@@ -25,6 +25,7 @@ import (
 const liveHashPy = `
 import hashlib, json, sys, duckdb
 con = duckdb.connect()
+con.execute("PRAGMA disable_progress_bar")  # on a loaded machine it would land in the output
 for arg in sys.argv[1:]:
     table, _, files = arg.partition("=")
     files = [f for f in files.split(",") if f]
@@ -43,16 +44,21 @@ for arg in sys.argv[1:]:
 const globRowsPy = `
 import sys, duckdb
 con = duckdb.connect()
+con.execute("PRAGMA disable_progress_bar")  # on a loaded machine it would land in the output
 lake = sys.argv[1]
 for table in sys.argv[2:]:
     (n,) = con.execute(f"SELECT count(*) FROM read_parquet('{lake}/{table}/**/*.parquet', union_by_name=true, hive_partitioning=true)").fetchone()
     print(f"{table} {n}")
 `
 
-// globRows returns what globRowsPy prints for logs and traces.
-func globRows(t *testing.T, lake string) map[string]int64 {
+// globRows returns what globRowsPy prints for tables, by default logs
+// and traces.
+func globRows(t *testing.T, lake string, tables ...string) map[string]int64 {
 	t.Helper()
-	out, err := exec.Command(python(t), "-c", globRowsPy, lake, "logs", "traces").CombinedOutput()
+	if len(tables) == 0 {
+		tables = []string{"logs", "traces"}
+	}
+	out, err := exec.Command(python(t), append([]string{"-c", globRowsPy, lake}, tables...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("duckdb glob over the lake: %v\n%s", err, out)
 	}
@@ -115,7 +121,13 @@ func readLakeState(t *testing.T, lake string) lakeState {
 		}
 		st.live = append(st.live, s)
 		st.rows[s.Table] += s.Rows
-		files[s.Table] = append(files[s.Table], filepath.Join(lake, s.Path))
+		// Where a reader of the catalog finds it (lake.OpenSegment, lake ls
+		// --paths): still staged after a kill between a swap and its moves.
+		p := filepath.Join(lake, s.Path)
+		if staged := filepath.Join(lake, "_staging", s.Path); !exists(p) && exists(staged) {
+			p = staged
+		}
+		files[s.Table] = append(files[s.Table], p)
 	}
 	args := []string{"-c", liveHashPy}
 	for _, table := range []string{"logs", "traces"} {
@@ -144,12 +156,15 @@ func (a lakeState) sameContent(t *testing.T, b lakeState, when string) {
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // TestCompactKill9 ingests the corpus as many small files, kills
-// 'sluice compact' with SIGKILL at several moments (one of them between
-// writing its outputs and swapping them in), and checks after each that
-// the live set read by DuckDB has exactly the rows it had before; then it
-// compacts to completion and sweeps, checking again, and checks that the
-// killed runs' outputs are gone: a raw DuckDB glob over the lake reads
-// exactly the catalogued rows, and after the sweep the ingested ones.
+// 'sluice compact' with SIGKILL at several moments (between writing its
+// outputs and swapping them in, between the swap and its file moves, and
+// at random), and checks after each that the live set read by DuckDB has
+// exactly the rows it had before, and after the first two that a raw
+// DuckDB glob over the lake reads exactly the ingested rows (staged
+// outputs are outside the Hive tree); then it compacts to completion,
+// checking again, and checks that a raw glob reads exactly the ingested
+// rows right away, with the replaced files in _trash/ for their grace
+// period, and after the sweep.
 func TestCompactKill9(t *testing.T) {
 	python(t)
 	lake := filepath.Join(t.TempDir(), "lake")
@@ -176,10 +191,12 @@ func TestCompactKill9(t *testing.T) {
 		t.Fatalf("--min-age 1h should plan the corpus hours: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	kill := func(trial int, atPause bool, after time.Duration) {
+	// pause: "before" or "after" the swap, or "" to kill after a delay.
+	kill := func(trial int, pause string, after time.Duration) {
 		args := []string{"compact", "--lake", lake, "--grace", "1h", "--lease-ttl", "1s", "--max-inputs", "8"}
+		atPause := pause != ""
 		if atPause {
-			args = append(args, "--debug-pause-before-replace", "1m")
+			args = append(args, "--debug-pause-"+pause+"-replace", "1m")
 		}
 		cmd := exec.Command(sluiceBin, args...)
 		stderr := &lockedBuffer{}
@@ -214,13 +231,26 @@ func TestCompactKill9(t *testing.T) {
 		<-exited
 		now := readLakeState(t, lake)
 		before.sameContent(t, now, "after kill -9 in trial "+strconv.Itoa(trial))
-		t.Logf("trial %d (at pause %v, after %v): %d live, %d replaced; content unchanged", trial, atPause, after, len(now.live), len(now.replaced))
+		if atPause {
+			// Killed before its swap, its output is staged; killed after,
+			// before moving files, its outputs are staged and its inputs
+			// still in place: either way a glob reads the ingested rows.
+			globbed := globRows(t, lake)
+			for _, table := range []string{"logs", "traces"} {
+				if globbed[table] != before.rows[table] {
+					t.Fatalf("trial %d: right after kill -9 %s the swap a glob reads %d %s rows, want the %d ingested",
+						trial, pause, globbed[table], table, before.rows[table])
+				}
+			}
+		}
+		t.Logf("trial %d (pause %q, after %v): %d live, %d replaced; content unchanged", trial, pause, after, len(now.live), len(now.replaced))
 		time.Sleep(1100 * time.Millisecond) // the killed run's leases expire
 	}
-	kill(1, true, 0)
-	for trial := 2; trial <= 4; trial++ {
+	kill(1, "before", 0)
+	kill(2, "after", 0)
+	for trial := 3; trial <= 5; trial++ {
 		// Anywhere in the run, which swaps several partitions.
-		kill(trial, false, time.Duration(rand.IntN(1500))*time.Millisecond)
+		kill(trial, "", time.Duration(rand.IntN(1500))*time.Millisecond)
 	}
 
 	// To completion: one or a few files per partition, same content, the
@@ -235,28 +265,26 @@ func TestCompactKill9(t *testing.T) {
 	if len(done.live) >= len(before.live) || len(done.replaced) < len(before.live) {
 		t.Fatalf("after compaction: %d live, %d replaced; before %d live", len(done.live), len(done.replaced), len(before.live))
 	}
+	// Replaced files left the Hive tree at their swap (or, for the swap
+	// killed before its moves, at this run's sweep) and wait in _trash/.
 	for _, s := range done.replaced {
-		if !exists(filepath.Join(lake, s.Path)) {
+		if !exists(filepath.Join(lake, "_trash", s.Path)) {
 			t.Fatalf("replaced file %s deleted before its grace period", s.Path)
+		}
+		if exists(filepath.Join(lake, s.Path)) {
+			t.Fatalf("replaced file %s still in the Hive tree", s.Path)
 		}
 	}
 	// The killed runs' uncommitted outputs are gone (the run cleaned up
-	// the partitions it compacted, its sweep the others): a glob reads the
-	// live rows and those of the replaced files kept for the grace period,
-	// nothing more.
+	// the partitions it compacted, its sweep the others): a glob reads
+	// exactly the live rows, which are the ingested ones.
 	if ins := intentsLeft(t, lake); len(ins) != 0 {
 		t.Fatalf("%d intents left after compaction, first %+v", len(ins), ins[0])
 	}
 	globbed := globRows(t, lake)
 	for _, table := range []string{"logs", "traces"} {
-		want := done.rows[table]
-		for _, s := range done.replaced {
-			if s.Table == table {
-				want += s.Rows
-			}
-		}
-		if globbed[table] != want {
-			t.Fatalf("after compaction a glob reads %d %s rows, want %d live and replaced", globbed[table], table, want)
+		if globbed[table] != done.rows[table] || globbed[table] != before.rows[table] {
+			t.Fatalf("right after compaction a glob reads %d %s rows, want the %d ingested", globbed[table], table, before.rows[table])
 		}
 	}
 	if r := run(t, "compact", "--lake", lake, "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "plan: 0 partitions") {
@@ -274,7 +302,7 @@ func TestCompactKill9(t *testing.T) {
 		t.Fatalf("%d replaced segments left after the sweep", len(swept.replaced))
 	}
 	for _, s := range done.replaced {
-		if exists(filepath.Join(lake, s.Path)) {
+		if exists(filepath.Join(lake, s.Path)) || exists(filepath.Join(lake, "_trash", s.Path)) {
 			t.Fatalf("replaced file %s not swept", s.Path)
 		}
 	}

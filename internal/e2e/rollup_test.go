@@ -339,6 +339,13 @@ func TestRollup(t *testing.T) {
 	}
 	t.Log(rollupCrosscheck(t, lake))
 	checkQuantiles(t, lake)
+	// The replaced rollups left the Hive tree at the swap: a raw glob
+	// reads exactly the live rollup rows, at once, not those of the
+	// replaced files as well.
+	liveRollup, replacedRollup := catalogRows(t, lake, "metrics_rollup")
+	if g := globRows(t, lake, "metrics_rollup")["metrics_rollup"]; replacedRollup == 0 || g != liveRollup {
+		t.Fatalf("right after the rollup a glob reads %d metrics_rollup rows, want the %d live (%d replaced)", g, liveRollup, replacedRollup)
+	}
 
 	// The catalog can be rebuilt from the files: levels (tiers), times
 	// and row counts come back from the footers.
@@ -356,4 +363,26 @@ func TestRollup(t *testing.T) {
 	if r := run(t, "rollup", "--lake", lake, "--tiers", "1m,7m"); r.code != 2 || !strings.Contains(r.stderr, "does not divide 1h") {
 		t.Fatalf("bad tiers: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// catalogRows sums the rows of table's live and of its replaced segments.
+func catalogRows(t *testing.T, lake, table string) (live, replaced int64) {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), filepath.Join(lake, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	segs, err := cat.List(context.Background(), catalog.Filter{Table: table, IncludeReplaced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		if s.ReplacedAt.IsZero() {
+			live += s.Rows
+		} else {
+			replaced += s.Rows
+		}
+	}
+	return live, replaced
 }

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -12,10 +13,13 @@ import (
 // outputs through, under the catalog lease key held by owner: before
 // creating an object it records an intent for it (catalog.AddIntent), so
 // that if the run dies before its catalog swap the next holder of the
-// lease finds the file and deletes it (CleanIntents). Create fails, with
-// catalog.ErrLeaseNotHeld, once owner no longer holds the lease.
-// Open, Remove and Walk go to the underlying Store. Safe for concurrent
-// use.
+// lease finds the file and deletes it (CleanIntents). Create(p) writes the
+// object at catalog.StagingPath(p), outside the Hive tree, so no glob
+// reads it before the swap; catalog.ReplaceIntents journals its move to p
+// and ApplyMoves does it. Create fails, with catalog.ErrLeaseNotHeld, once
+// owner no longer holds the lease. Open of a path created through it
+// opens the staged object; other calls go to the underlying Store. Safe
+// for concurrent use.
 type IntentStore struct {
 	Store
 	ctx        context.Context // of Create's catalog writes; Store.Create has none
@@ -40,7 +44,19 @@ func (s *IntentStore) Create(p string) (ObjectWriter, error) {
 	s.mu.Lock()
 	s.paths = append(s.paths, p)
 	s.mu.Unlock()
-	return s.Store.Create(p)
+	return s.Store.Create(catalog.StagingPath(p))
+}
+
+// Open opens the staged object of a path created through s, else the
+// object at p.
+func (s *IntentStore) Open(p string) (ObjectReader, error) {
+	s.mu.Lock()
+	staged := slices.Contains(s.paths, p)
+	s.mu.Unlock()
+	if staged {
+		return s.Store.Open(catalog.StagingPath(p))
+	}
+	return s.Store.Open(p)
 }
 
 // Discard removes every object created through s, committed or not, then
@@ -56,7 +72,7 @@ func (s *IntentStore) Discard(cause error) error {
 	if len(paths) == 0 {
 		return cause
 	}
-	err := RemoveAll(s.Store, paths)
+	err := RemoveAll(s.Store, stagedPaths(paths))
 	if err == nil {
 		// The lease may be lost or the run cancelled: forget the intents
 		// anyway. If another owner claimed them, this deletes none.
@@ -84,11 +100,20 @@ func CleanIntents(ctx context.Context, cat *catalog.Catalog, store Store, key, o
 	for i, in := range stale {
 		paths[i] = in.Path
 	}
-	if err := RemoveAll(store, paths); err != nil {
+	// Staged, or in place if an older sluice wrote it.
+	if err := RemoveAll(store, append(stagedPaths(paths), paths...)); err != nil {
 		return 0, fmt.Errorf("clean up after a run that lost lease %q: %w", key, err)
 	}
 	if _, err := cat.DeleteIntents(ctx, owner, paths); err != nil {
 		return 0, fmt.Errorf("clean up after a run that lost lease %q: %w", key, err)
 	}
 	return len(stale), nil
+}
+
+func stagedPaths(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = catalog.StagingPath(p)
+	}
+	return out
 }

@@ -89,9 +89,10 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
-// OpenObject opens the lake file at p in a Store.
+// OpenObject opens the file of the segment at p in a Store, wherever the
+// swap protocol has it (OpenSegment).
 func OpenObject(s Store, p string) (*File, error) {
-	r, err := s.Open(p)
+	r, err := OpenSegment(s, p)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", p, err)
 	}

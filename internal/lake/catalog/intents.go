@@ -145,8 +145,10 @@ func (c *Catalog) DeleteIntents(ctx context.Context, owner string, paths []strin
 // ReplaceIntents is Replace for the files an upkeep run wrote under the
 // lease key: in the same transaction it checks that owner still holds the
 // lease (ErrLeaseNotHeld) and deletes owner's intent of every segment in
-// add (ErrNoIntent if one is missing: it was claimed). On any error
-// nothing changes.
+// add (ErrNoIntent if one is missing: it was claimed). The files of add
+// are at their StagingPath (lake.IntentStore wrote them there); the swap
+// journals their moves into place along with the replaced files' moves
+// out (Move). On any error nothing changes.
 func (c *Catalog) ReplaceIntents(ctx context.Context, key, owner string, remove []int64, add []Segment) error {
 	if key == "" || owner == "" {
 		return fmt.Errorf("catalog: replace under lease %q of %q: want a key and an owner", key, owner)
@@ -180,7 +182,7 @@ func (c *Catalog) ReplaceIntents(ctx context.Context, key, owner string, remove 
 			}
 		}
 		return nil
-	})
+	}, true)
 }
 
 // intentPaths returns the paths of all intents, for Rebuild.

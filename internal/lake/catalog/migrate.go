@@ -63,6 +63,15 @@ var sqliteMigrations = [][]string{
 		)`,
 		`CREATE INDEX IF NOT EXISTS intents_lease ON intents (lease_key)`,
 	},
+	// 3: moves, the file relocations a swap committed (moves.go).
+	{
+		`CREATE TABLE IF NOT EXISTS moves (
+			id         INTEGER PRIMARY KEY AUTOINCREMENT,
+			src        TEXT    NOT NULL UNIQUE,
+			dst        TEXT    NOT NULL,
+			created_ns INTEGER NOT NULL
+		)`,
+	},
 }
 
 // postgresMigrations mirror sqliteMigrations version for version: the same
@@ -117,6 +126,14 @@ var postgresMigrations = [][]string{
 			created_ns BIGINT NOT NULL
 		)`,
 		`CREATE INDEX IF NOT EXISTS intents_lease ON intents (lease_key)`,
+	},
+	{
+		`CREATE TABLE IF NOT EXISTS moves (
+			id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			src        TEXT   NOT NULL UNIQUE,
+			dst        TEXT   NOT NULL,
+			created_ns BIGINT NOT NULL
+		)`,
 	},
 }
 

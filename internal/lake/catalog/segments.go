@@ -163,12 +163,14 @@ func (c *Catalog) QueuePosition(ctx context.Context, name string) (int64, error)
 // replaced time, until DeleteReplaced; their files must outlive any reader
 // that listed them before the swap.
 func (c *Catalog) Replace(ctx context.Context, remove []int64, add []Segment) error {
-	return c.replace(ctx, remove, add, nil)
+	return c.replace(ctx, remove, add, nil, false)
 }
 
 // replace is Replace with more checks and writes, run first in its
-// transaction when not nil.
-func (c *Catalog) replace(ctx context.Context, remove []int64, add []Segment, first func(tx *sql.Tx) error) error {
+// transaction when not nil. It journals the moves that take the replaced
+// files out of the Hive tree (Move) and, when staged, those that bring
+// the added files in from StagingPath.
+func (c *Catalog) replace(ctx context.Context, remove []int64, add []Segment, first func(tx *sql.Tx) error, staged bool) error {
 	for i := range add {
 		if err := add[i].validate(); err != nil {
 			return err
@@ -202,7 +204,25 @@ func (c *Catalog) replace(ctx context.Context, remove []int64, add []Segment, fi
 				return fmt.Errorf("segment %d: %w", id, ErrStale)
 			}
 		}
-		return c.insertSegments(ctx, tx, add, nil, now, false)
+		if err := c.insertSegments(ctx, tx, add, nil, now, false); err != nil {
+			return err
+		}
+		// The new files come in first, then the old ones leave: a glob
+		// between two moves sees rows twice rather than none (docs/query.md).
+		var moves [][2]string
+		if staged {
+			for i := range add {
+				moves = append(moves, [2]string{StagingPath(add[i].Path), add[i].Path})
+			}
+		}
+		for _, id := range sorted {
+			var p string
+			if err := tx.QueryRowContext(ctx, c.d.rebind(`SELECT path FROM segments WHERE id = ?`), id).Scan(&p); err != nil {
+				return fmt.Errorf("read path of segment %d: %w", id, err)
+			}
+			moves = append(moves, [2]string{p, TrashPath(p)})
+		}
+		return c.recordMoves(ctx, tx, moves, now)
 	})
 	if err != nil {
 		return fmt.Errorf("catalog: replace %d segments with %d: %w", len(remove), len(add), err)

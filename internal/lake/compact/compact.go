@@ -52,6 +52,9 @@ type Options struct {
 	// just before catalog.Replace; an error aborts the job like a failed
 	// Replace would. It exists for fault injection and crash tests.
 	BeforeReplace func(ctx context.Context, job Job) error
+	// AfterReplace, if set, runs after the swap committed and before its
+	// file moves (lake.FinishSwap). It exists for crash tests.
+	AfterReplace func(ctx context.Context, job Job)
 }
 
 // Defaults of Options.
@@ -257,6 +260,10 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return Result{}, out.Discard(fmt.Errorf("compact %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
 	res.Outputs = add
+	if opts.AfterReplace != nil {
+		opts.AfterReplace(ctx, job)
+	}
+	lake.FinishSwap(ctx, cat, store, job.Inputs, add, opts.Logger)
 	opts.Logger.Info("compacted partition", "partition", job.Dir(), "inputs", len(res.InputIDs),
 		"outputs", len(add), "rows", res.RowsOut, "bytes_in", res.BytesIn, "bytes_out", res.BytesOut)
 	return res, nil

@@ -373,8 +373,12 @@ func compactAll(t *testing.T, e *lakeEnv, opts Options) (rows int64, maxOutputs 
 			if i < 0 || all[i].ReplacedAt.IsZero() {
 				t.Fatalf("%s: input %d not marked replaced", j.Dir(), in.ID)
 			}
-			if _, err := os.Stat(filepath.Join(e.root, filepath.FromSlash(in.Path))); err != nil {
-				t.Fatalf("%s: input file removed before the sweeper: %v", j.Dir(), err)
+			// Out of the Hive tree at the swap, kept in the trash for the sweeper.
+			if _, err := os.Stat(filepath.Join(e.root, filepath.FromSlash(catalog.TrashPath(in.Path)))); err != nil {
+				t.Fatalf("%s: input file not in the trash until the sweeper: %v", j.Dir(), err)
+			}
+			if _, err := os.Stat(filepath.Join(e.root, filepath.FromSlash(in.Path))); err == nil {
+				t.Fatalf("%s: replaced input %s still in the Hive tree after the swap", j.Dir(), in.Path)
 			}
 		}
 	}

@@ -36,12 +36,17 @@
 //
 //  1. Readers of the catalog see either the old set or the new set of a
 //     partition, never both and never neither, whatever point a crash
-//     hits: the new files are written under their final names but stay
-//     invisible (uncatalogued) until catalog.ReplaceIntents swaps them for
-//     the inputs in one transaction.
-//  2. Run never deletes an input file. Inputs stay on disk, marked replaced,
-//     until the sweeper removes them after a grace period, so a reader that
-//     listed them before the swap can finish.
+//     hits: the new files are written at their staging paths
+//     (catalog.StagingPath, outside the Hive tree) and stay invisible
+//     (uncatalogued) until catalog.ReplaceIntents swaps them for the
+//     inputs in one transaction, which also journals the file moves.
+//  2. Run never deletes an input file. Right after the swap it moves the
+//     outputs into place and the inputs to catalog.TrashPath
+//     (lake.FinishSwap), so a glob over the Hive tree reads the new set;
+//     inputs stay in the trash, marked replaced, until the sweeper removes
+//     them after a grace period, and a reader that listed them before the
+//     swap finds them there (lake.OpenSegment). Moves a crash or a failed
+//     rename leaves pending are done by the next Sweep.
 //  3. Every output file has an intent in the catalog before it is created
 //     (lake.IntentStore), under the partition's lease; the swap deletes the
 //     intents of the files it adds. When Run fails before or at the swap,
@@ -50,10 +55,8 @@
 //     partition's lease deletes them first thing, and Sweep deletes those
 //     whose lease no one holds (it takes the lease itself), then the
 //     intents (lake.CleanIntents). Neither touches them while another owner
-//     holds the lease. So once a killed run's lease has expired, one more
-//     compaction or sweep leaves on disk only catalogued files: a glob over
-//     the lake reads the live rows, plus replaced ones until their grace
-//     period ends.
+//     holds the lease. Staged, they are never in the Hive tree, so a glob
+//     over the lake reads exactly the live rows even right after a kill.
 //  4. Output holds exactly the input rows: Run checks the rows written
 //     against the rows read and against the inputs' catalog row counts and
 //     refuses to commit on a mismatch.

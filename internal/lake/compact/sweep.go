@@ -48,6 +48,13 @@ type SweepResult struct {
 	// UncommittedLeased counts intents left alone because their lease is
 	// held: a run in progress, or a killed one whose lease has not expired.
 	UncommittedLeased int
+	// Moved counts the moves of committed swaps that their run left
+	// undone (killed, or a failed rename) and the sweep did (with DryRun:
+	// found): replaced files still in the Hive tree, new ones still staged.
+	Moved int
+	// Staged counts staged files that neither an intent nor a pending
+	// move names, deleted (with DryRun: found).
+	Staged int
 }
 
 // Sweep deletes the files of segments replaced more than Grace ago, by
@@ -79,8 +86,10 @@ func Sweep(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts Swe
 	if opts.Owner == "" {
 		opts.Owner = defaultOwner("sweep")
 	}
-	// One failing does not hold the other up.
-	err := errors.Join(sweepReplaced(ctx, cat, store, opts, &res), sweepIntents(ctx, cat, store, opts, &res))
+	// Moves first, so replaced files are in the trash before their
+	// grace is checked; one failing does not hold the others up.
+	err := errors.Join(sweepMoves(ctx, cat, store, opts, &res), sweepReplaced(ctx, cat, store, opts, &res),
+		sweepIntents(ctx, cat, store, opts, &res), sweepStaged(ctx, cat, store, opts, &res))
 	if err != nil {
 		return res, fmt.Errorf("compact: sweep: %w", err)
 	}
@@ -108,8 +117,9 @@ func sweepReplaced(ctx context.Context, cat *catalog.Catalog, store lake.Store, 
 			return err
 		}
 		if !opts.DryRun {
-			if err := store.Remove(s.Path); err != nil {
-				return fmt.Errorf("remove %q: %w", s.Path, err)
+			// In the trash, or in place if its move failed.
+			if err := lake.RemoveAll(store, []string{catalog.TrashPath(s.Path), s.Path}); err != nil {
+				return err
 			}
 		}
 		res.Files++
@@ -174,5 +184,71 @@ func sweepIntents(ctx context.Context, cat *catalog.Catalog, store lake.Store, o
 			opts.Logger.Info("deleted uncommitted outputs of a killed run", "lease", key, "files", n)
 		}
 	}
+	return nil
+}
+
+// sweepMoves does the moves that committed swaps left pending: their run
+// was killed between its catalog commit and its moves, or a move failed.
+// It is not limited to opts' table and tenant: a move is a committed
+// swap's unfinished business, whoever's it is.
+func sweepMoves(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts SweepOptions, res *SweepResult) error {
+	if opts.DryRun {
+		moves, err := cat.Moves(ctx)
+		res.Moved = len(moves)
+		return err
+	}
+	n, err := lake.ApplyMoves(ctx, cat, store, nil, opts.Logger)
+	res.Moved = n
+	if n > 0 {
+		opts.Logger.Info("finished the file moves of committed swaps", "moves", n)
+	}
+	return err
+}
+
+// sweepStaged deletes staged files that no intent and no pending move
+// names: left by a run whose intent was claimed and cleaned before its
+// late write landed. The walk comes first, then intents, then moves: a
+// staged file has an intent from before it exists until its swap turns
+// the intent into a move in one transaction, and the move is deleted only
+// after the file left, so every staged file the walk saw that is still
+// there is in one of the two listings, unless it is an orphan.
+func sweepStaged(ctx context.Context, cat *catalog.Catalog, store lake.Store, opts SweepOptions, res *SweepResult) error {
+	var staged []string
+	err := store.Walk(catalog.StagingDir+"/", func(p string, _ int64) error {
+		staged = append(staged, p)
+		return nil
+	})
+	if err != nil || len(staged) == 0 {
+		return err
+	}
+	intents, err := cat.Intents(ctx)
+	if err != nil {
+		return err
+	}
+	moves, err := cat.Moves(ctx)
+	if err != nil {
+		return err
+	}
+	known := make(map[string]bool, len(intents)+len(moves))
+	for _, in := range intents {
+		known[catalog.StagingPath(in.Path)] = true
+	}
+	for _, m := range moves {
+		known[m.Src] = true
+	}
+	var orphans []string
+	for _, p := range staged {
+		if !known[p] {
+			orphans = append(orphans, p)
+		}
+	}
+	res.Staged = len(orphans)
+	if opts.DryRun || len(orphans) == 0 {
+		return nil
+	}
+	if err := lake.RemoveAll(store, orphans); err != nil {
+		return err
+	}
+	opts.Logger.Info("deleted staged files no run will swap in", "files", len(orphans))
 	return nil
 }

@@ -3,6 +3,7 @@ package rollup
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,7 +156,8 @@ func TestRunFailureRemovesOutputs(t *testing.T) {
 }
 
 // killedRollup leaves what a rollup of job killed between writing a tier
-// and its swap leaves: under owner's lease of ttl, an intent and its file.
+// and its swap leaves: under owner's lease of ttl, an intent and its file,
+// staged outside the Hive tree. It returns the file's (staged) path.
 func killedRollup(t *testing.T, e *env, job Job, owner string, ttl time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
@@ -174,7 +176,10 @@ func killedRollup(t *testing.T, e *env, job Job, owner string, ttl time.Duration
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	if slices.Contains(rollupFiles(t, e), p) {
+		t.Fatalf("a killed rollup's output %s is in the Hive tree", p)
+	}
+	return catalog.StagingPath(p)
 }
 
 // TestRunCleansKilledRollup: a killed rollup's output is deleted by the
@@ -190,12 +195,11 @@ func TestRunCleansKilledRollup(t *testing.T) {
 	p1 := killedRollup(t, e, jobs[0], "killed1", time.Minute)
 	p2 := killedRollup(t, e, jobs[1], "killed2", time.Minute)
 	has := func(p string) bool {
-		for _, f := range rollupFiles(t, e) {
-			if f == p {
-				return true
-			}
+		r, err := e.store.Open(p)
+		if err == nil {
+			r.Close()
 		}
-		return false
+		return err == nil
 	}
 	if res, err := Run(ctx, e.cat, e.store, jobs[0], Options{Logger: quiet}); err != nil || !res.Skipped {
 		t.Fatalf("run under the killed run's lease: %+v, %v", res, err)

@@ -215,7 +215,7 @@ func sameLevels(segs []catalog.Segment, want []int) bool {
 
 // sourceRows reads the source-rows footer key of a rollup file.
 func sourceRows(store lake.Store, p string) (int64, error) {
-	r, err := store.Open(p)
+	r, err := lake.OpenSegment(store, p)
 	if err != nil {
 		return 0, err
 	}
@@ -360,6 +360,7 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 		return Result{}, out.Discard(fmt.Errorf("rollup %s: %w", job.Dir(), lease.WrapLost(err, ErrLeaseLost)))
 	}
 	res.Outputs = written
+	lake.FinishSwap(ctx, cat, store, old, written, opts.Logger)
 	opts.Logger.Info("rolled up hour", "partition", job.Dir(), "raw_segments", len(raw), "points", res.PointsOut,
 		"untimed", res.Untimed, "series", res.Series, "replaced", len(old), "outputs", len(written), "bytes_out", res.BytesOut)
 	return res, nil
@@ -383,7 +384,7 @@ func listHour(ctx context.Context, cat *catalog.Catalog, table string, job Job) 
 }
 
 func readRaw(store lake.Store, p string, h *hour, progress func(files, bytes, rows int64)) error {
-	r, err := store.Open(p)
+	r, err := lake.OpenSegment(store, p)
 	if err != nil {
 		return fmt.Errorf("open %q: %w", p, err)
 	}

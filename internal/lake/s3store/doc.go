@@ -20,6 +20,10 @@
 //  3. Readers see immutable objects: ranged reads carry If-Match with the
 //     ETag seen at Open, so a replaced object fails the read instead of
 //     mixing two versions.
+//  4. Rename (lake.Renamer, the lake's swap moves) is a server-side
+//     CopyObject then a DeleteObject: both keys exist in between. A reader
+//     whose object of the Hive tree is deleted under it (moved to the
+//     trash by a swap) continues at the trash key (catalog.TrashPath).
 //
 // A Commit whose answer is lost may still have completed; the caller then
 // sees an error while the object exists. The pipeline's start-up sweep

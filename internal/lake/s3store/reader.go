@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
 )
 
 // objectReader serves ReadAt from ranged GETs. Parquet readers make many
@@ -18,8 +21,11 @@ import (
 // ahead a block at a time.
 type objectReader struct {
 	s    *Store
-	key  string
+	name string // the key opened, for errors
 	size int64
+
+	// key and etag change (under mu) if the object moves to the trash.
+	key  string
 	etag string
 
 	mu     sync.Mutex
@@ -29,7 +35,7 @@ type objectReader struct {
 }
 
 func newReader(s *Store, key string, size int64, etag string) *objectReader {
-	return &objectReader{s: s, key: key, size: size, etag: etag, blocks: make(map[int64][]byte)}
+	return &objectReader{s: s, name: key, key: key, size: size, etag: etag, blocks: make(map[int64][]byte)}
 }
 
 func (r *objectReader) Size() int64 { return r.size }
@@ -44,7 +50,7 @@ func (r *objectReader) Close() error {
 // ReadAt implements io.ReaderAt; it is safe for concurrent use.
 func (r *objectReader) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
-		return 0, fmt.Errorf("read %q: negative offset %d", r.key, off)
+		return 0, fmt.Errorf("read %q: negative offset %d", r.name, off)
 	}
 	if off >= r.size {
 		return 0, io.EOF
@@ -65,7 +71,7 @@ func (r *objectReader) ReadAt(p []byte, off int64) (int, error) {
 			}
 			c := copy(p[done:n], blk[pos%bs:])
 			if c == 0 {
-				return done, fmt.Errorf("read %q at %d: %w", r.key, pos, io.ErrUnexpectedEOF)
+				return done, fmt.Errorf("read %q at %d: %w", r.name, pos, io.ErrUnexpectedEOF)
 			}
 			done += c
 		}
@@ -82,7 +88,7 @@ func (r *objectReader) block(i int64) ([]byte, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("read %q: %w", r.key, errors.New("reader closed"))
+		return nil, fmt.Errorf("read %q: %w", r.name, errors.New("reader closed"))
 	}
 	if b, ok := r.blocks[i]; ok {
 		r.touch(i)
@@ -123,24 +129,50 @@ func (r *objectReader) touch(i int64) {
 	}
 }
 
-// fetch fills p from the object at off with one ranged GET.
+// fetch fills p from the object at off with one ranged GET. An object of
+// the Hive tree that is gone was replaced and moved to the trash by a
+// swap (a server-side copy, so the same bytes): its reads continue there,
+// so a query that opened it just before the swap finishes.
 func (r *objectReader) fetch(p []byte, off int64) error {
+	r.mu.Lock()
+	key, etag := r.key, r.etag
+	r.mu.Unlock()
+	err := r.get(p, off, key, etag)
+	if err == nil || !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	rel, ok := strings.CutPrefix(key, r.s.prefix)
+	if !ok || catalog.IsOutsideTree(rel) {
+		return err
+	}
+	trash := r.s.prefix + catalog.TrashPath(rel)
+	// No If-Match: a copy of a multipart object has another ETag.
+	if terr := r.get(p, off, trash, ""); terr != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.key, r.etag = trash, ""
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *objectReader) get(p []byte, off int64, key, etag string) error {
 	ctx, cancel := r.s.callCtx()
 	defer cancel()
 	in := &s3.GetObjectInput{
-		Bucket: &r.s.bucket, Key: &r.key,
+		Bucket: &r.s.bucket, Key: &key,
 		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
 	}
-	if r.etag != "" {
-		in.IfMatch = aws.String(r.etag)
+	if etag != "" {
+		in.IfMatch = aws.String(etag)
 	}
 	out, err := r.s.client.GetObject(ctx, in)
 	if err != nil {
-		return wrap(fmt.Sprintf("get range %d+%d", off, len(p)), r.key, err)
+		return wrap(fmt.Sprintf("get range %d+%d", off, len(p)), key, err)
 	}
 	defer out.Body.Close()
 	if _, err := io.ReadFull(out.Body, p); err != nil {
-		return wrap(fmt.Sprintf("get range %d+%d", off, len(p)), r.key, err)
+		return wrap(fmt.Sprintf("get range %d+%d", off, len(p)), key, err)
 	}
 	return nil
 }

@@ -434,7 +434,7 @@ func (q *Querier) withFile(path string, fn func(*parquet.File, *fileIndex) error
 			err = fmt.Errorf("read segment %q: corrupt parquet: %v", path, p)
 		}
 	}()
-	r, err := q.a.store.Open(path)
+	r, err := lake.OpenSegment(q.a.store, path)
 	if err != nil {
 		return fmt.Errorf("open segment %q: %w", path, err)
 	}
@@ -752,7 +752,7 @@ func (a *Adapter) sourceRows(path string, store lake.Store) (int64, bool) {
 	if ok {
 		return n, true
 	}
-	r, err := store.Open(path)
+	r, err := lake.OpenSegment(store, path)
 	if err != nil {
 		return 0, false
 	}

@@ -84,7 +84,7 @@ type lakeFile struct {
 // openLakeFile opens p (indexes and bloom filters are read lazily) and checks that it holds table for tenant, so that
 // a wrong catalog row can never leak another tenant's rows.
 func openLakeFile(store lake.Store, p, table, tenant string) (lf *lakeFile, err error) {
-	r, err := store.Open(p)
+	r, err := lake.OpenSegment(store, p)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", p, err)
 	}

@@ -43,8 +43,12 @@
 //     statements are wrapped in a LIMIT so DuckDB never materialises more
 //     than maxRows+1 rows; other statements (PRAGMA, EXPLAIN, several
 //     statements) run as written and are cut while reading.
-//  5. The views read files as they were when Open listed them; compaction
-//     may replace them afterwards, but replaced files stay on disk for the
-//     sweeper's grace period, so a query started soon after Open is
-//     consistent.
+//  5. The views read files as they were when Open listed them: Open hard
+//     links them into the private directory (an S3 lake's are copied
+//     there), so a swap that moves a replaced file out of the Hive tree,
+//     or the sweeper deleting it, does not disturb the session. Where the
+//     private directory is on another filesystem than a local lake, the
+//     views name the files where Open found them (lake.OpenSegment's
+//     order) instead; a query that reads one after a swap moved it fails
+//     with a missing file and succeeds when run again.
 package sqlq

@@ -127,7 +127,7 @@ func Open(ctx context.Context, cat *catalog.Catalog, opts Options) (*Engine, err
 			if opts.Store != nil {
 				p, err = fetch(opts.Store, s.Path, filepath.Join(dir, "lake"), &buf)
 			} else {
-				p, err = localFile(root, s.Path)
+				p, err = localFile(root, s.Path, filepath.Join(dir, "lake"))
 			}
 			if err != nil {
 				e.Close()
@@ -192,19 +192,38 @@ func Open(ctx context.Context, cat *catalog.Catalog, opts Options) (*Engine, err
 // Files returns how many files the view of table reads.
 func (e *Engine) Files(table string) int { return e.files[table] }
 
-// localFile is the path of a segment of a local lake, which must exist.
-func localFile(root, rel string) (string, error) {
-	p := filepath.Join(root, filepath.FromSlash(rel))
-	if _, err := os.Stat(p); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("sql: %w: the catalog lists %s but it is not under %s; "+
-				"if the lake's files are in S3, name the bucket (sluice sql --s3-bucket ...): "+
-				"DuckDB cannot read S3 here, as its httpfs extension is not linked in and is never downloaded",
-				ErrMissingFile, rel, root)
-		}
-		return "", fmt.Errorf("sql: segment %s: %w", rel, err)
+// localFile returns a path of the file of the segment rel of the local
+// lake at root for the session's views: a hard link in dir, kept in the
+// Hive layout, so that the session reads the files it listed even after a
+// swap moves them out of the Hive tree or the sweeper deletes them. Where
+// dir is on another filesystem, it is the file's path where it is now
+// (lake.OpenSegment's order), which a later move breaks.
+func localFile(root, rel, dir string) (string, error) {
+	dst := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", fmt.Errorf("sql: link %s: %w", rel, err)
 	}
-	return p, nil
+	locs := catalog.Locations(rel)
+	for _, loc := range append([]string{rel}, locs[:]...) {
+		src := filepath.Join(root, filepath.FromSlash(loc))
+		err := os.Link(src, dst)
+		if err == nil {
+			return dst, nil
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		// Another filesystem, or links not allowed: use the file itself.
+		if _, serr := os.Stat(src); serr == nil {
+			return src, nil
+		} else if !errors.Is(serr, os.ErrNotExist) {
+			return "", fmt.Errorf("sql: segment %s: %w", rel, serr)
+		}
+	}
+	return "", fmt.Errorf("sql: %w: the catalog lists %s but it is not under %s; "+
+		"if the lake's files are in S3, name the bucket (sluice sql --s3-bucket ...): "+
+		"DuckDB cannot read S3 here, as its httpfs extension is not linked in and is never downloaded",
+		ErrMissingFile, rel, root)
 }
 
 // fetch copies the object rel of st to dir/rel and returns that path. The
@@ -219,7 +238,7 @@ func fetch(st lake.Store, rel, dir string, buf *[]byte) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", fmt.Errorf("sql: fetch %s: %w", rel, err)
 	}
-	src, err := st.Open(rel)
+	src, err := lake.OpenSegment(st, rel)
 	if err != nil {
 		return "", fmt.Errorf("sql: fetch %s: %w", rel, err)
 	}
