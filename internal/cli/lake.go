@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -122,21 +123,10 @@ With --summary, one line per partition instead.`,
 			}
 			if paths {
 				// File paths alone, for engines reading the live files directly
-				// (docs/query.md): a glob would also see replaced files.
-				for _, s := range segs {
-					fmt.Fprintln(c.OutOrStdout(), filepath.Join(lf.root, filepath.FromSlash(s.Path)))
-				}
-				return nil
+				// (docs/query.md): exact even while a swap moves files or on S3.
+				return printPaths(ctx, c.OutOrStdout(), cat, lf.root, segs)
 			}
-			fmt.Fprintln(out, "TABLE\tTENANT\tPARTITION\tLEVEL\tROWS\tBYTES\tFROM\tTO\tPATH")
-			var rows, bytes int64
-			for _, s := range segs {
-				rows += s.Rows
-				bytes += s.Bytes
-				fmt.Fprintf(out, "%s\t%s\tdt=%s/hour=%02d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Table, s.Tenant, s.Day, s.Hour,
-					s.Level, s.Rows, humanBytes(s.Bytes), fmtTime(s.MinTime), fmtTime(s.MaxTime), s.Path)
-			}
-			fmt.Fprintf(out, "%d segments\t\t\t\t%d\t%s\t\t\t\n", len(segs), rows, humanBytes(bytes))
+			printSegments(out, segs, all)
 			return nil
 		},
 	}
@@ -145,7 +135,7 @@ With --summary, one line per partition instead.`,
 	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
 	f.BoolVar(&summary, "summary", false, "one line per partition")
-	f.BoolVar(&all, "all", false, "include segments replaced by compaction and awaiting deletion")
+	f.BoolVar(&all, "all", false, "include segments replaced (by compaction, rollups or retention) and awaiting the sweeper, marked in a REPLACED column and left out of the total")
 	f.BoolVar(&paths, "paths", false, "print only the segments' file paths (<lake>/<path>), one per line")
 	f.StringVar(&fromStr, "from", "", "only segments overlapping this RFC 3339 time or later")
 	f.StringVar(&toStr, "to", "", "only segments overlapping this RFC 3339 time or earlier")
@@ -202,6 +192,71 @@ level from its footer. Files that cannot be read are reported and left out.`,
 	}
 	lf.register(c)
 	return c
+}
+
+// printPaths prints the file path of each segment under root. A live
+// segment whose swap committed but whose file a killed run left staged
+// (a pending move, done by the next run or sweep) is printed at its
+// staging path while the file is there, so the list stays readable.
+func printPaths(ctx context.Context, out io.Writer, cat *catalog.Catalog, root string, segs []catalog.Segment) error {
+	moves, err := cat.Moves(ctx)
+	if err != nil {
+		return err
+	}
+	staged := map[string]string{}
+	for _, m := range moves {
+		if strings.HasPrefix(m.Src, catalog.StagingDir+"/") {
+			staged[m.Dst] = m.Src
+		}
+	}
+	local := func(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
+	for _, s := range segs {
+		p := local(s.Path)
+		if src, ok := staged[s.Path]; ok && s.ReplacedAt.IsZero() {
+			if _, err := os.Stat(p); err != nil {
+				if _, err := os.Stat(local(src)); err == nil {
+					p = local(src)
+				}
+			}
+		}
+		fmt.Fprintln(out, p)
+	}
+	return nil
+}
+
+// printSegments writes one line per segment, then the total of the live
+// ones. With all, a REPLACED column gives the time each replaced segment
+// was replaced ("-" for live ones), and a line before the total sums the
+// replaced ones, which the total leaves out: their rows are in live
+// segments too.
+func printSegments(out io.Writer, segs []catalog.Segment, all bool) {
+	if all {
+		fmt.Fprintln(out, "TABLE\tTENANT\tPARTITION\tLEVEL\tROWS\tBYTES\tFROM\tTO\tREPLACED\tPATH")
+	} else {
+		fmt.Fprintln(out, "TABLE\tTENANT\tPARTITION\tLEVEL\tROWS\tBYTES\tFROM\tTO\tPATH")
+	}
+	var n, rows, bytes, rn, rrows, rbytes int64
+	for _, s := range segs {
+		replaced := "-"
+		if s.ReplacedAt.IsZero() {
+			n, rows, bytes = n+1, rows+s.Rows, bytes+s.Bytes
+		} else {
+			rn, rrows, rbytes = rn+1, rrows+s.Rows, rbytes+s.Bytes
+			replaced = fmtTime(s.ReplacedAt.UnixNano())
+		}
+		fmt.Fprintf(out, "%s\t%s\tdt=%s/hour=%02d\t%d\t%d\t%s\t%s\t%s\t", s.Table, s.Tenant, s.Day, s.Hour,
+			s.Level, s.Rows, humanBytes(s.Bytes), fmtTime(s.MinTime), fmtTime(s.MaxTime))
+		if all {
+			fmt.Fprintf(out, "%s\t", replaced)
+		}
+		fmt.Fprintln(out, s.Path)
+	}
+	if all {
+		fmt.Fprintf(out, "%d replaced segments (not in the total)\t\t\t\t%d\t%s\t\t\t\t\n", rn, rrows, humanBytes(rbytes))
+		fmt.Fprintf(out, "%d segments\t\t\t\t%d\t%s\t\t\t\t\n", n, rows, humanBytes(bytes))
+		return
+	}
+	fmt.Fprintf(out, "%d segments\t\t\t\t%d\t%s\t\t\t\n", n, rows, humanBytes(bytes))
 }
 
 // openExistingCatalog opens the catalog of a lake that must already exist,
