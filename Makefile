@@ -8,11 +8,14 @@ CORPUS    ?= ../shared/corpus/otlp
 BENCHTIME ?= 2s
 BENCH     ?= .
 STAMP     := $(shell date -u +%Y%m%dT%H%M%SZ)
+# sluice's one version (internal/version): what --version prints and Parquet
+# footers carry; empty leaves it to the module/VCS version Go stamps.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .PHONY: build run ingest-corpus test bench clean
 
 build:
-	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -ldflags "-X github.com/sluice-dev/sluice/internal/version.override=$(VERSION)" -o $(BIN) ./cmd/sluice
 
 # The main job on its embedded defaults: OTLP gRPC on localhost:4317, HTTP on
 # localhost:4318, lake and SQLite catalog in ./data, metrics on localhost:9464.

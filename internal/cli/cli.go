@@ -9,10 +9,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-)
 
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
+	"github.com/sluice-dev/sluice/internal/version"
+)
 
 // errPartial marks a run that did its work but had failures it already
 // reported; Main turns it into exit code 1 without printing it again.
@@ -50,7 +49,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Use:           "sluice",
 		Short:         "Carry telemetry into an open Parquet lake",
 		Long:          "sluice carries OpenTelemetry logs, metrics and traces into a Parquet lake that any engine can read.",
-		Version:       Version,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -69,7 +68,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newSQLCmd(),
 		newTraceCmd(),
 		newValidateCmd(),
+		newVersionCmd(),
 	)
+	root.SetVersionTemplate("sluice {{.Version}}\n")
 	return root
 }
 
@@ -89,5 +90,17 @@ func minArgs(n int) cobra.PositionalArgs {
 			return usageError{fmt.Errorf("%s needs at least %d argument(s) (see '%s --help')", c.CommandPath(), n, c.CommandPath())}
 		}
 		return nil
+	}
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print sluice's version (the one in Parquet footers) and the Prometheus API version it serves",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(c.OutOrStdout(), "sluice %s\nprometheus api %s\n", version.String(), version.Prometheus)
+			return nil
+		},
 	}
 }

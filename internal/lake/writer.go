@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
 	tenantpkg "github.com/sluice-dev/sluice/internal/tenant"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Options configure a Writer. Zero values take the defaults.
@@ -615,14 +615,6 @@ func estimateMetrics(m *signal.Metrics) int64 {
 
 func estimateSpans(s *signal.Spans) int64 { return commonBytes(&s.Common) + int64(s.Len())*150 }
 
-// buildVersion is the sluice module version for the footer's created_by.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
-
 // CatalogRow is the catalog row for this segment; every writer of catalog
 // rows (ingest, the lake loop, compaction) goes through it.
 func (s Segment) CatalogRow() catalog.Segment {
@@ -641,7 +633,7 @@ func FileOptions(table string) []parquet.WriterOption {
 	opts := []parquet.WriterOption{
 		parquet.Compression(sharedZstd),
 		parquet.DataPageStatistics(false),
-		parquet.CreatedBy("sluice", buildVersion(), ""),
+		parquet.CreatedBy("sluice", version.String(), ""),
 		parquet.PageBufferSize(256 << 10),
 		// High-cardinality strings (ids, urls) fall back to plain
 		// instead of growing a dictionary without bound.

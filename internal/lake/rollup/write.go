@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/pqenc"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Table is the rollup table's name.
@@ -143,7 +144,7 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta, re *rowEncoder
 
 	opts := []parquet.WriterOption{
 		parquet.Compression(&parquet.Zstd),
-		parquet.CreatedBy("sluice", "rollup", ""),
+		parquet.CreatedBy("sluice", version.String(), ""),
 		parquet.PageBufferSize(256 << 10),
 		parquet.DataPageStatistics(false),
 		parquet.KeyValueMetadata(lake.MetaTable, Table),

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/query/prom"
 	"github.com/sluice-dev/sluice/internal/query/search"
 	"github.com/sluice-dev/sluice/internal/tenant"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Config configures the query HTTP server.
@@ -195,7 +196,10 @@ func New(cfg Config) (*Handler, error) {
 	// Behind the guard too: Grafana sends the data source's
 	// Authorization header with its buildinfo probe, as with any request.
 	h.handle("/api/v1/status/buildinfo", "buildinfo", func(*http.Request, string) (any, error) {
-		return map[string]string{"version": "3.0.0", "application": "sluice"}, nil
+		// version is the Prometheus API Grafana's data source checks;
+		// sluice's own version is beside it.
+		return map[string]string{"version": version.Prometheus, "application": "sluice",
+			"sluice_version": version.String(), "revision": version.Revision()}, nil
 	})
 	h.handle("/api/v1/query_exemplars", "query_exemplars", func(*http.Request, string) (any, error) {
 		return []any{}, nil
