@@ -45,6 +45,8 @@ type traceFlags struct {
 	toLake    bool
 	tenant    string
 	lakeFlush time.Duration
+	folded    string
+	weight    string
 }
 
 func newTraceCmd() *cobra.Command {
@@ -92,6 +94,9 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--sort: %w", err)}
 			}
+			if _, err := tracer.ParseWeight(f.weight); err != nil {
+				return usageError{fmt.Errorf("--weight: %w", err)}
+			}
 			if f.interval <= 0 || f.top <= 0 {
 				return usageError{errors.New("--interval and --top must be positive")}
 			}
@@ -118,6 +123,8 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	f.lf.register(c)
 	fl.StringVar(&f.tenant, "tenant", "default", "tenant of the recorded io_events rows")
 	fl.DurationVar(&f.lakeFlush, "lake-flush", time.Minute, "with --record: commit a lake file at least this often")
+	fl.StringVar(&f.folded, "folded", "", "write folded stacks (comm;syscall;path;components weight) to this file at the end, for flamegraph.pl, inferno or speedscope")
+	fl.StringVar(&f.weight, "weight", "count", "--folded weight: count, duration (ns) or bytes")
 	return c
 }
 
@@ -234,6 +241,10 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 			return err
 		}
 		sinks = append(sinks, s)
+	}
+	if f.folded != "" {
+		w, _ := tracer.ParseWeight(f.weight) // checked with the flags
+		sinks = append(sinks, &foldedSink{path: f.folded, f: tracer.NewFolded(w)})
 	}
 	if f.toLake {
 		s, err := newLakeSink(ctx, f)
@@ -368,6 +379,36 @@ func (s *fileSink) close() error {
 	}
 	if err != nil {
 		_ = os.Remove(s.tmp.Name())
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// foldedSink aggregates folded stacks and writes them when the trace ends.
+type foldedSink struct {
+	path string
+	f    *tracer.Folded
+}
+
+func (s *foldedSink) write(b *signal.IOEvents) error {
+	s.f.Add(b)
+	return nil
+}
+
+func (s *foldedSink) close() error {
+	tmp, err := os.CreateTemp(filepath.Dir(s.path), "."+filepath.Base(s.path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("--folded: %w", err)
+	}
+	_, err = s.f.WriteTo(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", s.path, err)
 	}
 	return nil

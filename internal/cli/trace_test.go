@@ -43,6 +43,7 @@ func TestTraceBadFlags(t *testing.T) {
 		{"trace", "--syscalls", "read,nosuch"},
 		{"trace", "--comm", "a-very-long-command-name"},
 		{"trace", "--sort", "size"},
+		{"trace", "--headless", "--folded", "x", "--weight", "size"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(args, nil, &out, &errb); code != 2 {
@@ -97,9 +98,21 @@ func TestTraceHeadless(t *testing.T) {
 	tracertest.RequireTracing(t, tracer.Check().Err())
 	dir := t.TempDir()
 	child := tracertest.Start(t, dir, "")
-	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "1500ms", "--interval", "1h", "--top", "50")
+	folded := filepath.Join(dir, "io.folded")
+	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "1500ms", "--interval", "1h", "--top", "50",
+		"--folded", folded, "--weight", "bytes")
 	child.Go(t)
 	out := wait()
+	// Folded stacks weighted by bytes: a.dat got 3 writes of 4096 bytes.
+	fb, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm := filepath.Base(os.Args[0])[:min(15, len(filepath.Base(os.Args[0])))]
+	stack := comm + ";write;" + strings.ReplaceAll(strings.TrimPrefix(filepath.Join(dir, "a.dat"), "/"), "/", ";") + " 12288\n"
+	if !strings.Contains(string(fb), stack) {
+		t.Errorf("folded stacks lack %q:\n%s", stack, fb)
+	}
 	for _, want := range []string{"total", "lost 0", "pread64", "a.dat", "c.dat", "d.dat", "pre.dat", "12.0KiB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)

@@ -1,0 +1,42 @@
+package tracer
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+func TestFolded(t *testing.T) {
+	b := &signal.IOEvents{SyscallNames: syscallNames[:]}
+	add := func(comm string, sc Syscall, path string, dur, bytes int64) {
+		b.Append(&signal.IOEvent{Comm: b.AppendString(comm), Syscall: uint16(sc), Path: b.AppendString(path), Duration: dur, Bytes: bytes})
+	}
+	add("db", SysRead, "/data/a;b.db", 100, 4096)
+	add("db", SysRead, "/data/a;b.db", 300, 4096)
+	add("db", SysFsync, "/data/a;b.db", 5000, 0)
+	add("sh", SysWrite, "", 10, 3)
+	for w, want := range map[Weight]string{
+		WeightCount:    "db;fsync;data;a_b.db 1\ndb;read;data;a_b.db 2\nsh;write;(no path) 1\n",
+		WeightDuration: "db;fsync;data;a_b.db 5000\ndb;read;data;a_b.db 400\nsh;write;(no path) 10\n",
+		WeightBytes:    "db;read;data;a_b.db 8192\nsh;write;(no path) 3\n",
+	} {
+		f := NewFolded(w)
+		f.Add(b)
+		var out strings.Builder
+		if _, err := f.WriteTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want {
+			t.Errorf("weight %d:\n%s\nwant\n%s", w, out.String(), want)
+		}
+	}
+	if _, err := ParseWeight("size"); err == nil {
+		t.Error("bad weight accepted")
+	}
+	f := NewFolded(WeightCount)
+	f.Add(b)
+	if allocs := testing.AllocsPerRun(100, func() { f.Add(b) }); allocs != 0 {
+		t.Errorf("%.0f allocations adding known stacks", allocs)
+	}
+}
