@@ -266,6 +266,14 @@ shutdown_timeout: %s
 		t.Errorf("something hit ENOSPC: the headroom did not keep the disk from filling:\n%s", grepLines(s.stderr.String(), "no space left"))
 	}
 
+	// The refusals woke the lake loop for early checkpoints.
+	if n := metricValue(t, s.admin, `sluice_lake_checkpoints_total{reason="disk"}`); n < 1 {
+		t.Errorf("no checkpoint with reason disk after refusals for disk space")
+	}
+	if n := metricValue(t, s.admin, `sluice_queue_low_disk_refusals_total`); n < 1 {
+		t.Errorf("sluice_queue_low_disk_refusals_total = %v after refusals", n)
+	}
+
 	// 3. Nothing acknowledged is lost or doubled.
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
