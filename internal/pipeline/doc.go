@@ -23,6 +23,17 @@
 // then releases the queue below that position. docs/design/run.md explains
 // why this is exactly-once.
 //
+// # The unflushed tail
+//
+// With the query API on, queries also read the records above the
+// committed position (tail.go): the tail reads them from the queue on its
+// own reader when a query asks, encodes them with a lake.Writer into
+// in-memory Parquet files, and lists them beside the catalog's segments
+// such that no row is in both and none is in neither (the catalog position
+// read before and after the listing must agree). The lake loop trims the
+// tail after each commit, before releasing the queue.
+// docs/design/freshness.md explains it.
+//
 // # Invariants
 //
 //  1. A request is acknowledged only after its record is fsynced in the queue.

@@ -55,6 +55,7 @@ type lakeLoop struct {
 	interval time.Duration
 	maxBuf   int64 // checkpoint when the writer buffers more
 	maxQueue int64 // checkpoint when this many queue bytes were read
+	tail     *tail // trimmed at each commit; nil when queries do not read it
 
 	mu        sync.Mutex
 	wake      context.CancelFunc // cancels the loop's current wait
@@ -396,6 +397,11 @@ func (l *lakeLoop) commitCheckpoint(reason string) error {
 	l.pending = l.pending[:0]
 	l.last = time.Now()
 	l.backoff = 0
+	if l.tail != nil {
+		// Before Release: the tail must never read below what it serves
+		// (see tail).
+		l.tail.trim(int64(l.committed))
+	}
 	if err := l.q.Release(l.committed); err != nil {
 		// Only disk space is at stake; the next checkpoint retries.
 		l.log.Warn("releasing committed queue segments failed", "position", l.committed, "err", err)

@@ -39,6 +39,11 @@ type metrics struct {
 	uncommitted      prometheus.Gauge
 	committedPos     prometheus.Gauge
 	lastCheckpointTS prometheus.Gauge
+
+	tailBytes       prometheus.Gauge
+	tailBuilds      prometheus.Counter
+	tailBuildErrors prometheus.Counter
+	tailRetries     prometheus.Counter
 }
 
 type seriesKey struct {
@@ -101,6 +106,15 @@ func newMetrics() *metrics {
 			Help: "Queue position committed to the catalog."}),
 		lastCheckpointTS: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_lake_last_checkpoint_timestamp_seconds",
 			Help: "Unix time of the last committed checkpoint."}),
+
+		tailBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_lake_tail_bytes",
+			Help: "Bytes of in-memory Parquet files serving the unflushed tail to queries (docs/design/freshness.md)."}),
+		tailBuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_tail_builds_total",
+			Help: "Times a query read newly acknowledged queue records into the unflushed tail."}),
+		tailBuildErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_tail_build_errors_total",
+			Help: "Failed reads of the unflushed tail; those queries missed the newest records."}),
+		tailRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_tail_list_retries_total",
+			Help: "Query listings tried again because a checkpoint committed while they listed."}),
 	}
 	return m
 }
@@ -111,6 +125,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		m.rows, m.badRecords, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
 		m.checkpointSecs, m.checkpointRows, m.checkpointBytes, m.segments, m.segmentBytes, m.orphans,
 		m.bufferedBytes, m.uncommitted, m.committedPos, m.lastCheckpointTS,
+		m.tailBytes, m.tailBuilds, m.tailBuildErrors, m.tailRetries,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err

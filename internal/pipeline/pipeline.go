@@ -59,6 +59,7 @@ type Pipeline struct {
 	cat   *catalog.Catalog
 	q     atomic.Pointer[queue.Queue]
 	loop  *lakeLoop
+	tail  *tail // the unflushed tail served to the query API
 	cons  *consumer
 	recv  *otlpreceiver.Receiver
 	admin *http.Server
@@ -168,7 +169,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	st := q.Stats()
 	p.log.Info("queue open", "dir", p.cfg.QueueDir(), "committed", committed, "replay_bytes", int64(st.Last)-int64(from), "records", st.Records)
 
-	p.loop, err = newLakeLoop(q, p.cat, lake.Options{
+	wopts := lake.Options{
 		Root:             root,
 		Store:            store,
 		TargetFileBytes:  int64(p.cfg.Lake.TargetFileBytes),
@@ -177,12 +178,19 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		MaxFutureSkew:    p.cfg.Lake.MaxFutureSkew.D(),
 
 		MaxAttributeColumns: p.cfg.Lake.MaxAttributeColumns,
-	}, from, &lakeLoop{
+	}
+	if p.cfg.Query.Addr != "" {
+		if p.tail, err = newTail(q, p.cat, committed, wopts, p.m, p.log.With("component", "tail")); err != nil {
+			return err
+		}
+	}
+	p.loop, err = newLakeLoop(q, p.cat, wopts, from, &lakeLoop{
 		log:      p.log.With("component", "lake"),
 		m:        p.m,
 		interval: p.cfg.Lake.FlushInterval.D(),
 		maxBuf:   int64(p.cfg.Lake.CheckpointBufferedBytes),
 		maxQueue: p.cfg.CheckpointQueueBytes(),
+		tail:     p.tail,
 	})
 	if err != nil {
 		return err
@@ -412,12 +420,16 @@ func (p *Pipeline) startUpkeep(ctx context.Context, store lake.Store) error {
 }
 
 // startQuery serves the query API (internal/query/httpapi) on query.addr,
-// reading the lake through the pipeline's catalog handle and store.
+// reading the lake through the pipeline's catalog handle and store, and
+// the unflushed tail (tail.go) on top.
 func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
 	if p.cfg.Query.Addr == "" {
 		return nil
 	}
 	hc := httpapi.FromConfig(p.cfg)
+	if p.tail != nil {
+		hc.Tail, store = p.tail, p.tail.store(store)
+	}
 	srv, err := httpapi.Start(ctx, p.cfg.Query.Addr, hc, p.cat, store, p.log.With("component", "query"), p.reg)
 	if err != nil {
 		return err

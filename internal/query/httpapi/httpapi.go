@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/sluice-dev/sluice/internal/authn"
+	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/query/prom"
 	"github.com/sluice-dev/sluice/internal/query/search"
 	"github.com/sluice-dev/sluice/internal/tenant"
@@ -73,6 +74,11 @@ type Config struct {
 	TLS        authn.TLSFiles
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+
+	// Tail, when set, adds the unflushed tail of `sluice run` to what
+	// Start's adapter and search handler list (lake.TailSource); the store
+	// given to Start must open its paths.
+	Tail lake.TailSource
 }
 
 // Defaults of Config.

@@ -80,7 +80,7 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 	if log == nil {
 		log = slog.Default()
 	}
-	a, err := prom.NewAdapter(prom.Options{Catalog: cat, Store: store, Logger: log, Registerer: reg, Rollups: cfg.Rollups})
+	a, err := prom.NewAdapter(prom.Options{Catalog: cat, Store: store, Logger: log, Registerer: reg, Rollups: cfg.Rollups, Tail: cfg.Tail})
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +89,7 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		// The logs and traces search API (package search) on the same port.
 		so := cfg.SearchOptions
 		so.TenantHeader, so.DefaultTenant, so.Logger, so.Registerer = cfg.TenantHeader, cfg.DefaultTenant, log, reg
+		so.Tail = cfg.Tail
 		cfg.Search = search.NewHandler(cat, store, so)
 	}
 	h, err := New(cfg)

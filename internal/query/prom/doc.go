@@ -6,7 +6,9 @@
 // A Select works in four steps:
 //
 //  1. The catalog lists the tenant's live metrics segments overlapping the
-//     hinted time range.
+//     hinted time range; in `sluice run`, Options.Tail adds in-memory files
+//     of the records not yet committed (tail.go, docs/design/freshness.md),
+//     held until the Querier is closed.
 //  2. Each file's index (fileIndex: the runs of rows of each OTLP metric in
 //     each row group, with the row group's timestamp statistics) says which
 //     row groups and row ranges hold metrics whose Prometheus names match

@@ -70,6 +70,9 @@ type Options struct {
 	// metrics_rollup (see rollupUse); it needs the query's statement in
 	// the context (WithStatement).
 	Rollups bool
+	// Tail adds the unflushed tail to the raw segments (tail.go); Store
+	// must open its paths.
+	Tail lake.TailSource
 }
 
 // Adapter reads Prometheus series from the metrics table of the lake. It
@@ -81,6 +84,7 @@ type Adapter struct {
 	idx     *indexCache
 	labels  *labelCache
 	rollups bool
+	tail    lake.TailSource
 
 	srcMu   sync.Mutex
 	srcRows map[string]int64 // rollup path -> sluice.rollup.source_rows
@@ -108,7 +112,7 @@ func NewAdapter(o Options) (*Adapter, error) {
 		o.LabelCacheSeries = 1_000_000
 	}
 	a := &Adapter{
-		cat: o.Catalog, store: o.Store, log: o.Logger, rollups: o.Rollups, srcRows: map[string]int64{},
+		cat: o.Catalog, store: o.Store, log: o.Logger, rollups: o.Rollups, tail: o.Tail, srcRows: map[string]int64{},
 		idx:    newIndexCache(o.IndexCacheFiles),
 		labels: &labelCache{max: o.LabelCacheSeries, m: map[labelKey]labels.Labels{}},
 		rowsTotal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_query_rows_scanned_total",
@@ -153,10 +157,12 @@ type Querier struct {
 	series     int
 	samples    int64
 	bytes      int64
+	tailHeld   []func() // tail files listed by this querier (tail.go)
 }
 
-// Close releases nothing: series own their samples.
-func (q *Querier) Close() error { return nil }
+// Close releases the tail files the querier listed; series own their
+// samples.
+func (q *Querier) Close() error { q.releaseTail(); return nil }
 
 // Select returns the series matching ms with samples in the hinted range
 // (milliseconds, inclusive), sorted by labels.
@@ -316,7 +322,7 @@ func (q *Querier) plan(ctx context.Context, mint, maxt int64, ms []*labels.Match
 	if ru == nil {
 		f.Service = service // else every raw segment counts for freshness
 	}
-	segs, err := q.a.cat.List(ctx, f)
+	segs, err := q.listRaw(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("list segments of tenant %q: %w", q.tenant, err)
 	}
@@ -715,6 +721,7 @@ type Metadata struct {
 // from the file indexes; Help is empty (descriptions are not indexed).
 func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metadata, error) {
 	q := &Querier{a: a, tenant: tenant, mint: math.MinInt64 / 2_000_000, maxt: math.MaxInt64 / 2_000_000}
+	defer q.Close()
 	seen := map[Metadata]struct{}{}
 	var out []Metadata
 	err := q.eachFile(ctx, q.mint, q.maxt, func(_ *parquet.File, idx *fileIndex) error {

@@ -9,7 +9,8 @@
 // from the sluice config). docs/query.md documents every parameter.
 //
 // A search lists the tenant's segments from the catalog (pruned by time
-// and service), walks hour partitions newest first, skips row groups by
+// and service; in `sluice run` Options.Tail adds in-memory files of the
+// records not yet committed, held until the request ends: tail.go), walks hour partitions newest first, skips row groups by
 // their column statistics, reads only the filter columns of the rest,
 // keeps the best limit+1 matches in a bounded heap, and only then reads
 // the other columns of the rows it returns.

@@ -49,6 +49,9 @@ type Options struct {
 	Logger        *slog.Logger
 	// Registerer gets the counters; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Tail adds the unflushed tail to the listed segments (tail.go); the
+	// handler's store must open its paths.
+	Tail lake.TailSource
 	// FileCache is how many lake files stay open with their parsed
 	// footers between queries; 0 means DefaultFileCache.
 	FileCache int
@@ -204,6 +207,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ep string,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Limits.Timeout)
 	defer cancel()
+	ctx, release := h.holdTail(ctx)
+	defer release()
 	start := time.Now()
 	st, err := serve(ctx, w, r, t)
 	h.rows.WithLabelValues(ep).Add(float64(st.rows))

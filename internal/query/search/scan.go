@@ -137,7 +137,7 @@ func (h *Handler) scan(ctx context.Context, req *scanReq) ([]hit, []string, scan
 	if req.after != nil && req.after.t < req.end {
 		f.To = req.after.t
 	}
-	segs, err := h.cat.List(ctx, f)
+	segs, err := h.list(ctx, f)
 	if err != nil {
 		return nil, nil, scanStats{}, fmt.Errorf("list %s segments of tenant %q: %w", req.table, req.tenant, err)
 	}

@@ -44,7 +44,7 @@ func (h *Handler) serveTrace(ctx context.Context, w http.ResponseWriter, r *http
 	if f.From != 0 && f.To != 0 && f.To < f.From {
 		return st, badData("invalid time range: end (%s) is before start (%s)", fmtNs(f.To), fmtNs(f.From))
 	}
-	segs, err := h.cat.List(ctx, f)
+	segs, err := h.list(ctx, f)
 	if err != nil {
 		return st, fmt.Errorf("list trace segments of tenant %q: %w", tenant, err)
 	}
