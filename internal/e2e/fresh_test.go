@@ -130,9 +130,10 @@ func queryFresh(t *testing.T, qaddr string, traces []string) freshCounts {
 	t.Helper()
 	since := url.Values{"service": {freshService}, "start": {time.Now().Add(-time.Hour).Format(time.RFC3339)}}
 	c := freshCounts{
-		logs:   searchCount(t, qaddr, "", "/api/v1/logs/search", url.Values{"service": since["service"], "start": since["start"]}),
-		spans:  searchCount(t, qaddr, "", "/api/v1/traces/search", url.Values{"service": since["service"], "start": since["start"]}),
-		series: int(queryCount(t, "http://"+qaddr, "", "count(fresh_temp)", time.Now())),
+		logs:  searchCount(t, qaddr, "", "/api/v1/logs/search", url.Values{"service": since["service"], "start": since["start"]}),
+		spans: searchCount(t, qaddr, "", "/api/v1/traces/search", url.Values{"service": since["service"], "start": since["start"]}),
+		// queryCount sends whole seconds: one second ahead covers now.
+		series: int(queryCount(t, "http://"+qaddr, "", "count(fresh_temp)", time.Now().Add(time.Second))),
 	}
 	for _, id := range traces {
 		code, body := searchGet(t, qaddr, "", "/api/v1/traces/"+id, nil)
