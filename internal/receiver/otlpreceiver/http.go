@@ -240,7 +240,8 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 			// The client went away or was too slow; it may not read this.
 			status := http.StatusBadRequest
 			msg := "read request body failed"
-			if ne, ok := x.src.err.(net.Error); ok && ne.Timeout() {
+			// HTTP/2 wraps the stream's deadline error: look inside.
+			if ne := net.Error(nil); errors.As(x.src.err, &ne) && ne.Timeout() {
 				status = http.StatusRequestTimeout
 				msg = r.slowBodyMsg
 				r.metrics.slowClients[tHTTP].Inc()

@@ -374,3 +374,39 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string, want map[st
 	}
 	return 0
 }
+
+// TestHTTP2MinBodyRate: over h2c the rate applies per stream (the read
+// deadline is the stream's), and the connection keeps serving others.
+func TestHTTP2MinBodyRate(t *testing.T) {
+	cfg := testConfig()
+	cfg.BodyRateGrace = 300 * time.Millisecond
+	cfg.ReadTimeout = 20 * time.Second
+	r, reg := startReceiver(t, cfg, &recorder{})
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: protocols}}
+
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest(http.MethodPost, httpURL(r, "/v1/logs"), pr)
+	req.ContentLength = 100000
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	go func() { _, _ = pw.Write(make([]byte, 10)) }() // then nothing
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || took > 3*time.Second || resp.ProtoMajor != 2 {
+		t.Fatalf("stalled h2 stream: %s status %d after %v, want HTTP/2 408 soon after the grace", resp.Proto, resp.StatusCode, took)
+	}
+	if got := counterValue(t, reg, "sluice_receiver_slow_clients_total", map[string]string{"transport": "http"}); got != 1 {
+		t.Errorf("slow clients = %v, want 1", got)
+	}
+	p := samplePayloads(t, 3)[0]
+	resp, _ = post(t, client, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil)
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Fatalf("next h2 request: %s %d", resp.Proto, resp.StatusCode)
+	}
+}
