@@ -27,10 +27,12 @@
 // whose grid holds every evaluation time, step and range, which it learns
 // from the hints and the query's statement (WithStatement; subqueries read
 // raw points). plan serves each hour from the coarsest such tier that is
-// fresh for it, else from raw files. Data a rollup cannot stand for (a
-// point in a window's first millisecond, NaN or null values, merged lake
-// series, a rate whose extrapolation would differ) fails the rollup read
-// with errInexact, and the selector reads raw points.
+// fresh for it, else from raw files. A series whose data its rollup
+// cannot stand for (a point in a window's first millisecond, NaN or null
+// values, merged lake series) is read again from raw points alone
+// (scan.only); a counter whose rate extrapolation would differ gets as
+// many samples per window as it had points (counterSeries); a selector matching what
+// no rollup aggregate answers (errInexact) reads raw points.
 //
 // Delta sums and delta histograms are summed per series at read time
 // (series.finish), so PromQL sees cumulative counters.
@@ -56,8 +58,8 @@
 //  3. Limits (series, samples, bytes) stop a query with an error wrapping
 //     ErrLimit before the limit is exceeded by more than one row range.
 //  4. A selector's answer with rollups equals its answer from raw points:
-//     exactly for max, min, last and instant selectors, up to summation
-//     order for sums and averages, and up to 1e-9 for rate and increase
-//     (TestRollupsDoNotChangeAnswers); whatever rollupUse and the checks
-//     cannot vouch for reads raw points.
+//     exactly for max, min, last and instant selectors, and up to
+//     summation order for sums, averages, rate and increase (tested at
+//     1e-9 and 1e-7 relative by TestRollupsDoNotChangeAnswers); whatever
+//     rollupUse and the checks cannot vouch for reads raw points.
 package prom

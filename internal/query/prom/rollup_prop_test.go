@@ -156,8 +156,9 @@ func runRange(q storage.Queryable, expr string, start, end time.Time, step time.
 // Rollups never change an answer: random range queries over generated
 // counters (with resets) and gauges give the same series and points with
 // rollups on as with raw points only: exact for max, min, count and last
-// values, within 1e-9 relative for sums and averages, within 1% for rate
-// and increase. Some hours are rolled up, one hour's rollup is stale
+// values, within 1e-9 relative for sums and averages, and within 1e-7 for
+// rate and increase (the issue allows 1%; the adapter reproduces the
+// engine's extrapolation, so only summation order differs). Some hours are rolled up, one hour's rollup is stale
 // (late data) and one is not rolled up yet, so plans mix tiers and raw
 // hours. The test also reports how many selectors the rollups served.
 func TestRollupsDoNotChangeAnswers(t *testing.T) {
@@ -204,10 +205,10 @@ func TestRollupsDoNotChangeAnswers(t *testing.T) {
 		{"max_over_time(%s[%s])", 0}, {"min_over_time(%s[%s])", 0}, {"count_over_time(%s[%s])", 0},
 		{"last_over_time(%s[%s])", 0}, {"present_over_time(%s[%s])", 0},
 		{"sum_over_time(%s[%s])", 1e-9}, {"avg_over_time(%s[%s])", 1e-9},
-		{"rate(%s[%s])", 0.01}, {"increase(%s[%s])", 0.01}, {"sum by (service_name) (rate(%s[%s]))", 0.01},
+		{"rate(%s[%s])", 1e-7}, {"increase(%s[%s])", 1e-7}, {"sum by (service_name) (rate(%s[%s]))", 1e-7},
 		{"irate(%s[%s])", 0}, {"changes(%s[%s])", 0}, {"resets(%s[%s])", 0}, {"stddev_over_time(%s[%s])", 1e-9},
 		{"%s", 0}, {"sum(%s)", 1e-9}, {"max by (http_route) (%s)", 0}, {"timestamp(%s)", 0},
-		{"max_over_time(%s[%s] offset 5m)", 0}, {"rate(%s[%s] offset 1h)", 0.01},
+		{"max_over_time(%s[%s] offset 5m)", 0}, {"rate(%s[%s] offset 1h)", 1e-7},
 		{"max_over_time(rate(%s[5m])[30m:1m])", 0.01}, {"%s - %s offset 1m", 1e-9},
 	}
 	sels := []string{"ctr_total", "gauge", `gauge{service_name="a"}`, `ctr_total{http_route=~"/r[0-2]"}`,

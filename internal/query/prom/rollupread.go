@@ -1,11 +1,11 @@
 package prom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/prometheus/model/timestamp"
@@ -50,7 +50,7 @@ const (
 	aggMin               // min_over_time
 	aggSum               // sum_over_time
 	aggAvg               // avg_over_time: sum/count, when every window of a series has the same count
-	aggCounter           // rate, increase: first and last value (and a reset pair) per window
+	aggCounter           // rate, increase: first and last value (and a reset pair) per window (counterSamples)
 )
 
 // aggFor returns the aggregate that gives a function's exact answer, or
@@ -182,7 +182,14 @@ type seriesRollup struct {
 	sids          []uint64 // the lake series feeding it
 	raw, win, bad bool
 	winCount      uint64
-	ws            []uint64 // aggCounter: raw points each sample stands for
+	wins          []ctrWin // aggCounter: windows and raw points, made samples by finish
+}
+
+// ctrWin is one window of a counter (a raw point: cnt 1), times in ms.
+type ctrWin struct {
+	ft, lt           int64
+	first, last, inc float64
+	cnt              uint64
 }
 
 // track records the lake series feeding s; a second one makes s bad:
@@ -213,10 +220,12 @@ func (ru *rollupUse) addRaw(s *series, sid uint64, tns int64, v float64) error {
 		return nil
 	}
 	s.ru.raw = true
-	s.add(tns/1_000_000, v)
 	if ru.agg == aggCounter {
-		s.ru.ws = append(s.ru.ws, 1)
+		t := tns / 1_000_000
+		s.ru.wins = append(s.ru.wins, ctrWin{ft: t, lt: t, first: v, last: v, cnt: 1})
+		return nil
 	}
+	s.add(tns/1_000_000, v)
 	return nil
 }
 
@@ -357,37 +366,14 @@ func (sc *scan) windowSamples(s *series, w int64) (int64, bool) {
 		return 1, true
 	case aggCounter:
 		if cnt == 1 {
-			s.add(ltm, v)
-			r.ws = append(r.ws, 1)
+			r.wins = append(r.wins, ctrWin{ft: ltm, lt: ltm, first: v, last: v, cnt: 1})
 			return 1, true
 		}
 		if !sc.wFirstOK[w] || !sc.wIncOK[w] || ltm <= ftm {
 			return 0, false
 		}
-		first, inc := sc.wFirst[w], sc.wInc[w]
-		s.add(ftm, first)
-		r.ws = append(r.ws, cnt)
-		added := int64(2)
-		// The engine adds the value before each drop: first..last alone
-		// gives last-first, or last after one drop. Other increases
-		// (several resets) get a drop from a to 0 in between.
-		two := v - first
-		if v < first {
-			two = v
-		}
-		if math.Abs(inc-two) > 1e-12*math.Max(1, math.Abs(inc)) {
-			a := first + inc - v
-			if ltm-ftm < 3 || !(a >= first) || !(a > 0) {
-				return 0, false
-			}
-			s.add(ftm+1, a)
-			s.add(ftm+2, 0)
-			r.ws = append(r.ws, 0, 0)
-			added += 2
-		}
-		s.add(ltm, v)
-		r.ws = append(r.ws, 0)
-		return added, true
+		r.wins = append(r.wins, ctrWin{ft: ftm, lt: ltm, first: sc.wFirst[w], last: v, inc: sc.wInc[w], cnt: cnt})
+		return 2, true
 	}
 	s.add(ltm, v)
 	return 1, true
@@ -403,32 +389,94 @@ func (ru *rollupUse) finish(s *series) bool {
 		return false
 	}
 	if s.unsorted {
-		order := make([]int, len(s.pts))
-		for i := range order {
-			order[i] = i
-		}
-		sort.SliceStable(order, func(i, j int) bool { return s.pts[order[i]].T < s.pts[order[j]].T })
-		pts := make([]promql.FPoint, len(s.pts))
-		var ws []uint64
-		if r.ws != nil {
-			ws = make([]uint64, len(r.ws))
-		}
-		for i, o := range order {
-			pts[i] = s.pts[o]
-			if ws != nil {
-				ws[i] = r.ws[o]
-			}
-			if i > 0 && pts[i].T == pts[i-1].T {
+		slices.SortStableFunc(s.pts, func(a, b promql.FPoint) int { return cmp.Compare(a.T, b.T) })
+		for i := 1; i < len(s.pts); i++ {
+			if s.pts[i].T == s.pts[i-1].T {
 				return false
 			}
 		}
-		s.pts, r.ws, s.unsorted = pts, ws, false
+		s.unsorted = false
 	}
-	if ru.agg == aggAvg && r.raw && r.win || ru.agg == aggCounter && r.win && !ru.grid.sameRates(s.pts, r.ws) {
+	if ru.agg == aggAvg && r.raw && r.win {
 		return false
 	}
-	r.ws = nil
+	if ru.agg == aggCounter {
+		return ru.counterSeries(s)
+	}
 	return true
+}
+
+// counterSeries makes the samples of a counter series from its windows
+// and raw points: two (or four) per window when the engine's
+// extrapolation comes out as over the raw points at every evaluation
+// (sameRates), else as many as the window's raw points (flat fillers
+// between first and last carry no increase), which makes it so.
+func (ru *rollupUse) counterSeries(s *series) bool {
+	r := s.ru
+	wins := r.wins
+	r.wins = nil
+	slices.SortStableFunc(wins, func(a, b ctrWin) int { return cmp.Compare(a.ft, b.ft) })
+	for i := 1; i < len(wins); i++ {
+		if wins[i].ft <= wins[i-1].lt {
+			return false // points in one millisecond
+		}
+	}
+	for _, fill := range []bool{false, true} {
+		pts, ws, ok := counterSamples(wins, fill)
+		if ok && ru.grid.sameRates(pts, ws) {
+			s.pts, s.unsorted = pts, false
+			return true
+		}
+	}
+	return false
+}
+
+// counterSamples writes windows as samples: per window its first point,
+// a drop from a to 0 when its resets are not one drop from first to last,
+// with fill flat samples up to its raw point count, and its last point.
+// ws[i] is how many raw points sample i stands for (all of a window's on
+// its first sample).
+func counterSamples(wins []ctrWin, fill bool) ([]promql.FPoint, []uint64, bool) {
+	var pts []promql.FPoint
+	var ws []uint64
+	add := func(t int64, v float64, w uint64) {
+		pts = append(pts, promql.FPoint{T: t, F: v})
+		ws = append(ws, w)
+	}
+	for _, w := range wins {
+		if w.cnt == 1 {
+			add(w.lt, w.last, 1)
+			continue
+		}
+		add(w.ft, w.first, w.cnt)
+		used, v := int64(1), w.first
+		// The engine adds the value before each drop: first..last alone
+		// gives last-first, or last after one drop.
+		two := w.last - w.first
+		if w.last < w.first {
+			two = w.last
+		}
+		if math.Abs(w.inc-two) > 1e-12*math.Max(1, math.Abs(w.inc)) {
+			a := w.first + w.inc - w.last
+			if w.lt-w.ft < 3 || !(a >= w.first) || !(a > 0) {
+				return nil, nil, false
+			}
+			add(w.ft+1, a, 0)
+			add(w.ft+2, 0, 0)
+			used, v = 3, 0
+		}
+		if fill {
+			need := int64(w.cnt) - used - 1
+			if need < 0 || w.ft+used+need > w.lt {
+				return nil, nil, false
+			}
+			for k := int64(0); k < need; k++ {
+				add(w.ft+used+k, v, 0)
+			}
+		}
+		add(w.lt, w.last, 0)
+	}
+	return pts, ws, true
 }
 
 // readOnly reads the rows of run r whose series are in sc.only, one
