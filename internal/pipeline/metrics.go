@@ -44,6 +44,7 @@ type metrics struct {
 	tailBuilds      prometheus.Counter
 	tailBuildErrors prometheus.Counter
 	tailRetries     prometheus.Counter
+	tailMerges      prometheus.Counter
 }
 
 type seriesKey struct {
@@ -113,6 +114,8 @@ func newMetrics() *metrics {
 			Help: "Times a query read newly acknowledged queue records into the unflushed tail."}),
 		tailBuildErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_tail_build_errors_total",
 			Help: "Failed reads of the unflushed tail; those queries missed the newest records."}),
+		tailMerges: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_tail_merges_total",
+			Help: "Times the unflushed tail was read again into one chunk because queries had split it into many."}),
 		tailRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_tail_list_retries_total",
 			Help: "Query listings tried again because a checkpoint committed while they listed."}),
 	}
@@ -125,7 +128,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		m.rows, m.badRecords, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
 		m.checkpointSecs, m.checkpointRows, m.checkpointBytes, m.segments, m.segmentBytes, m.orphans,
 		m.bufferedBytes, m.uncommitted, m.committedPos, m.lastCheckpointTS,
-		m.tailBytes, m.tailBuilds, m.tailBuildErrors, m.tailRetries,
+		m.tailBytes, m.tailBuilds, m.tailBuildErrors, m.tailRetries, m.tailMerges,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err

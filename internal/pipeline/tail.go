@@ -57,6 +57,8 @@ type tail struct {
 	m     *metrics
 	log   *slog.Logger
 	wopts lake.Options
+	// maxChunks is tailMaxChunks (tests lower it).
+	maxChunks int
 
 	buildMu sync.Mutex
 	w       *lake.Writer
@@ -100,6 +102,11 @@ const (
 	// tailMaxHold drops a trimmed chunk even if a caller never released
 	// it, so that a forgotten release cannot hold memory forever.
 	tailMaxHold = 10 * time.Minute
+	// tailMaxChunks: a build that would add a chunk past this many reads
+	// the whole tail again into one chunk instead, so that frequent
+	// queries (a dashboard refreshing every few seconds) do not leave
+	// hundreds of small files for every query to open.
+	tailMaxChunks = 32
 	// tailListAttempts bounds List's retries when checkpoints commit
 	// while it lists (each attempt loses only to a checkpoint commit).
 	tailListAttempts = 20
@@ -108,7 +115,7 @@ const (
 var errTailStale = errors.New("tail: the catalog moved on during the listing")
 
 func newTail(q *queue.Queue, cat *catalog.Catalog, committed int64, wopts lake.Options, m *metrics, log *slog.Logger) (*tail, error) {
-	t := &tail{q: q, cat: cat, m: m, log: log, start: committed, built: committed,
+	t := &tail{q: q, cat: cat, m: m, log: log, start: committed, built: committed, maxChunks: tailMaxChunks,
 		mem: &memStore{files: map[string][]byte{}}, files: map[string]*tailFile{}}
 	w, err := lake.NewWriter(lake.Options{
 		Store: t.mem,
@@ -280,14 +287,19 @@ func (t *tail) dropLocked(c *tailChunk) {
 }
 
 // build reads the queue from built towards end (at most tailChunkBytes of
-// rows) into one new chunk.
+// rows) into one new chunk; with maxChunks chunks already, it reads
+// the whole tail from start into one chunk that replaces them all.
 func (t *tail) build(end int64) error {
 	t.buildMu.Lock()
 	defer t.buildMu.Unlock()
 	t.mu.Lock()
-	from := t.built
+	from, base := t.built, t.built
+	replace := len(t.chunks) >= t.maxChunks
+	if replace {
+		from = t.start
+	}
 	t.mu.Unlock()
-	if from >= end {
+	if base >= end {
 		return nil // built by another caller meanwhile
 	}
 	r := t.q.NewReader(queue.Position(from))
@@ -295,7 +307,7 @@ func (t *tail) build(end int64) error {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	to := from
-	for to < end && t.w.Stats().BufferedBytes < tailChunkBytes {
+	for to < end && (t.w.Stats().BufferedBytes < tailChunkBytes || to < base) {
 		rec, pos, err := r.Next(done)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -316,11 +328,20 @@ func (t *tail) build(end int64) error {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if from != t.built || from < t.start {
+	if t.built != base || from < t.start {
 		// Trimmed while building (the data may already be released):
 		// the next build starts again from built.
 		t.discard()
 		return nil
+	}
+	if replace {
+		now := time.Now()
+		for _, c := range t.chunks {
+			t.retireLocked(c, now)
+		}
+		clear(t.chunks)
+		t.chunks = t.chunks[:0]
+		t.m.tailMerges.Inc()
 	}
 	t.nextID++
 	c := &tailChunk{id: t.nextID, from: from, to: to}

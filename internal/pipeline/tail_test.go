@@ -49,20 +49,30 @@ func tailSeqs(t *testing.T, store lake.Store, segs []catalog.Segment) (seqs []in
 }
 
 // TestTailNoDuplicateNoGap lists the lake and the unflushed tail while
-// records are acknowledged and checkpoints commit every few milliseconds:
-// every listing must hold each record acknowledged before it exactly once,
-// and no record twice, whichever side of a commit it falls on.
+// records are acknowledged and checkpoints commit: every listing must hold
+// each record acknowledged before it exactly once, and no record twice,
+// whichever side of a commit it falls on. "commits" checkpoints every
+// 20 ms; "merges" rarely, so that listings split the tail into more than
+// tailMaxChunks chunks and builds read it again into one.
 func TestTailNoDuplicateNoGap(t *testing.T) {
+	t.Run("commits", func(t *testing.T) { testTailBoundary(t, 20*time.Millisecond, 3*time.Second, false) })
+	t.Run("merges", func(t *testing.T) { testTailBoundary(t, 1500*time.Millisecond, 4*time.Second, true) })
+}
+
+func testTailBoundary(t *testing.T, flush, run time.Duration, merges bool) {
 	cfg := testConfig(t)
 	cfg.Query.Addr = "127.0.0.1:0"
-	cfg.Lake.FlushInterval = config.Duration(20 * time.Millisecond)
+	cfg.Lake.FlushInterval = config.Duration(flush)
 	cfg.Upkeep.Enabled = false
 	p := start(t, cfg)
 	store := p.tail.store(lake.NewLocalStore(cfg.Lake.Root))
+	if merges {
+		p.tail.maxChunks = 4
+	}
 
 	const perReq = 7
 	var acked atomic.Int64 // records 0..acked-1 are acknowledged
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -119,8 +129,15 @@ func TestTailNoDuplicateNoGap(t *testing.T) {
 		return
 	}
 	commits, _ := p.cat.QueuePosition(context.Background(), QueueName)
-	t.Logf("%d listings, %d with tail rows, %d with tail and lake rows; %d records; committed position %d; %d tail builds, %d retries",
-		lists.Load(), withTail.Load(), withBoth.Load(), acked.Load(), commits, int(testCounter(p.m.tailBuilds)), int(testCounter(p.m.tailRetries)))
+	t.Logf("%d listings, %d with tail rows, %d with tail and lake rows; %d records; committed position %d; %d tail builds, %d merges, %d retries",
+		lists.Load(), withTail.Load(), withBoth.Load(), acked.Load(), commits, int(testCounter(p.m.tailBuilds)),
+		int(testCounter(p.m.tailMerges)), int(testCounter(p.m.tailRetries)))
+	if merges {
+		if testCounter(p.m.tailMerges) == 0 {
+			t.Fatal("no merge of the tail's chunks happened")
+		}
+		return
+	}
 	if withBoth.Load() < 5 {
 		t.Fatalf("only %d listings mixed tail and lake rows: the boundary was not exercised", withBoth.Load())
 	}
