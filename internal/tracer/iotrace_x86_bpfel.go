@@ -67,6 +67,7 @@ const (
 	iotraceVarFilterTid     = "filter_tid"
 	iotraceVarMinDurationNs = "min_duration_ns"
 	iotraceVarTraced        = "traced"
+	iotraceVarWakeupBytes   = "wakeup_bytes"
 )
 
 // loadIotrace returns the embedded CollectionSpec for iotrace.
@@ -139,6 +140,7 @@ type iotraceVariableSpecs struct {
 	FilterTid     *ebpf.VariableSpec `ebpf:"filter_tid"`
 	MinDurationNs *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	Traced        *ebpf.VariableSpec `ebpf:"traced"`
+	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // iotraceObjects contains all objects after they have been loaded into the kernel.
@@ -188,6 +190,7 @@ type iotraceVariables struct {
 	FilterTid     *ebpf.Variable `ebpf:"filter_tid"`
 	MinDurationNs *ebpf.Variable `ebpf:"min_duration_ns"`
 	Traced        *ebpf.Variable `ebpf:"traced"`
+	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // iotracePrograms contains all programs after they have been loaded into the kernel.

@@ -79,6 +79,7 @@ func Open(opts Options) (*Tracer, error) {
 		{"filter_tid", opts.TID},
 		{"filter_cgroup", opts.Cgroup},
 		{"min_duration_ns", uint64(opts.MinDuration)},
+		{"wakeup_bytes", uint64(min(opts.RingBytes/8, 512<<10))},
 		{"filter_comm_len", uint8(len(opts.Comm))},
 		{"filter_comm", comm},
 		{"traced", table},

@@ -25,6 +25,9 @@ volatile const u32 exclude_pid = 0; // the tracer itself: its own writes would f
 volatile const u32 filter_tid = 0;
 volatile const u64 filter_cgroup = 0;
 volatile const u64 min_duration_ns = 0;
+// Wake the reader only once this much is waiting: a wakeup per record costs
+// the traced thread an irq_work; the reader also polls on a timer.
+volatile const u64 wakeup_bytes = 0;
 volatile const u8 filter_comm_len = 0;
 volatile const char filter_comm[TASK_COMM_LEN] = {};
 // traced[nr] is the sluice syscall id (SC_*) of syscall number nr, 0 when
@@ -113,6 +116,39 @@ static __always_inline void count_lost(void)
 	u64 *n = bpf_map_lookup_elem(&lost, &zero);
 	if (n)
 		*n += 1;
+}
+
+// wakeup_flags wakes the reader only when this record of size bytes takes
+// the unread data across wakeup_bytes: once per fill, not once per record
+// while the reader catches up (a wakeup storm cost 20 µs per call). The
+// reader also polls on a timer, so a crossing missed between two CPUs is
+// read at the next poll.
+static __always_inline u64 wakeup_flags(u64 size)
+{
+	if (!wakeup_bytes)
+		return 0;
+	u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	return avail < wakeup_bytes && avail + size >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+// fill_header fills the fixed part of a syscall record.
+static __always_inline void fill_header(struct record *r, struct inflight *f, u64 pid_tgid, u64 dur, u64 gap, s64 ret)
+{
+	r->ts = f->enter_ts;
+	r->duration = dur;
+	r->gap = gap;
+	r->ret = ret;
+	r->cgroup = bpf_get_current_cgroup_id();
+	r->flags = f->flags;
+	r->pid = pid_tgid >> 32;
+	r->tid = (u32)pid_tgid;
+	r->fd = f->fd;
+	r->fd2 = f->fd2;
+	r->sc = f->sc;
+	r->kind = KIND_SYSCALL;
+	r->path_len = 0;
+	r->path2_len = 0;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
 }
 
 SEC("raw_tracepoint/sys_enter")
@@ -255,6 +291,12 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	u32 tid = (u32)pid_tgid;
+	// Every syscall of every task ends here: the cheap filters first
+	// spare the excluded tasks the hash lookup.
+	if (filter_pid && (u32)(pid_tgid >> 32) != filter_pid)
+		return 0;
+	if (filter_tid && tid != filter_tid)
+		return 0;
 	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
 	if (!f || !f->active)
 		return 0;
@@ -267,23 +309,25 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (dur < min_duration_ns && !(active & 2))
 		return 0;
 
+	s64 ret = (s64)ctx->args[1];
+	if (!f->ptr1) {
+		// No path: reserve the fixed-size record in the ring and fill it
+		// in place.
+		struct record *r = bpf_ringbuf_reserve(&events, RECORD_HEADER, 0);
+		if (!r) {
+			count_lost();
+			return 0;
+		}
+		fill_header(r, f, pid_tgid, dur, gap, ret);
+		u64 flags = wakeup_flags(RECORD_HEADER);
+		bpf_ringbuf_submit(r, flags);
+		return 0;
+	}
 	u32 zero = 0;
 	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
 	if (!r)
 		return 0;
-	r->ts = f->enter_ts;
-	r->duration = dur;
-	r->gap = gap;
-	r->ret = (s64)ctx->args[1];
-	r->cgroup = bpf_get_current_cgroup_id();
-	r->flags = f->flags;
-	r->pid = pid_tgid >> 32;
-	r->tid = tid;
-	r->fd = f->fd;
-	r->fd2 = f->fd2;
-	r->sc = f->sc;
-	r->kind = KIND_SYSCALL;
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	fill_header(r, f, pid_tgid, dur, gap, ret);
 	u32 n1 = read_path(r, 0, f->ptr1);
 	u32 n2 = 0;
 	if (f->ptr2)
@@ -293,7 +337,7 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	u64 size = RECORD_HEADER + n1 + n2;
 	if (size > sizeof(*r))
 		size = sizeof(*r);
-	if (bpf_ringbuf_output(&events, r, size, 0))
+	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(size)))
 		count_lost();
 	return 0;
 }
@@ -317,7 +361,7 @@ static __always_inline void process_event(u16 kind)
 	r->fd2 = -1;
 	r->kind = kind;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
-	if (bpf_ringbuf_output(&events, r, RECORD_HEADER, 0))
+	if (bpf_ringbuf_output(&events, r, RECORD_HEADER, wakeup_flags(RECORD_HEADER)))
 		count_lost();
 }
 
