@@ -99,6 +99,12 @@ const (
 	// tailChunkBytes bounds the rows one build buffers before it encodes
 	// them as a chunk (the writer's estimate of decoded bytes).
 	tailChunkBytes = 64 << 20
+	// tailMaxBytes stops building past this many bytes of tail files:
+	// they are about the size of the files the next checkpoint writes,
+	// so only a lake loop that cannot commit for a long time gets here,
+	// and queries then miss the newest records (counted as build errors)
+	// rather than the process growing with the queue.
+	tailMaxBytes = 512 << 20
 	// tailMaxHold drops a trimmed chunk even if a caller never released
 	// it, so that a forgotten release cannot hold memory forever.
 	tailMaxHold = 10 * time.Minute
@@ -294,13 +300,18 @@ func (t *tail) build(end int64) error {
 	defer t.buildMu.Unlock()
 	t.mu.Lock()
 	from, base := t.built, t.built
-	replace := len(t.chunks) >= t.maxChunks
+	// A merge reads the whole tail at once: only while it is small.
+	replace := len(t.chunks) >= t.maxChunks && base-t.start <= tailChunkBytes
 	if replace {
 		from = t.start
 	}
+	size := t.bytes
 	t.mu.Unlock()
 	if base >= end {
 		return nil // built by another caller meanwhile
+	}
+	if size >= tailMaxBytes {
+		return fmt.Errorf("the tail holds %d bytes of files, its limit; the lake loop is not committing", size)
 	}
 	r := t.q.NewReader(queue.Position(from))
 	defer r.Close()
