@@ -113,7 +113,7 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.StringVar(&f.syscalls, "syscalls", "all", "comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta) (kernel filter)")
 	fl.DurationVar(&f.minDuration, "min-duration", 0, "drop calls shorter than this (kernel filter)")
 	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls on paths under this prefix")
-	fl.StringVar(&f.ringSize, "ring-size", "16MiB", "kernel ring buffer size, a power of two (e.g. 4MiB, 64MiB)")
+	fl.StringVar(&f.ringSize, "ring-size", "64MiB", "kernel ring buffer size, a power of two (e.g. 16MiB, 256MiB)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "headless: time between summaries")
 	fl.IntVar(&f.top, "top", 10, "rows per summary table")

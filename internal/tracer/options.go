@@ -7,7 +7,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultRingBytes  = 16 << 20
+	DefaultRingBytes  = 64 << 20
 	DefaultBatchRows  = 8192
 	DefaultFlushEvery = 200 * time.Millisecond
 	maxSyscallNr      = 512 // MAX_SYSCALL_NR of bpf/iotrace.h
@@ -24,7 +24,7 @@ type Options struct {
 	Syscalls    SyscallSet    // rows wanted; the zero set is all
 	MinDuration time.Duration // drop calls shorter than this
 	PathPrefix  string        // keep rows whose path starts with it (user space, before any copy out of the decoder)
-	RingBytes   int           // ring buffer size: a power of two, at least one page; default 16 MiB
+	RingBytes   int           // ring buffer size: a power of two, at least one page; default 64 MiB
 	TraceSelf   bool          // also trace this process (excluded by default: its own output would feed back)
 
 	BatchRows  int           // rows per batch handed to the sink; default 8192
