@@ -76,7 +76,7 @@
 //     way inside sealed segments: to the next valid record, else to the
 //     segment's end.
 //  8. Data is deleted only by Release (whole segments below the committed
-//     position) and by DropOldest (whole oldest segments, counted in
+//     position and below every cursor, invariant 10) and by DropOldest (whole oldest segments, counted in
 //     Stats.DroppedRecords/DroppedBytes and logged). A reader positioned in
 //     deleted data skips to the oldest stored position and reports the
 //     skipped bytes in Reader.Lost. Under Backpressure, Append returns
@@ -88,6 +88,18 @@
 //     policy. The headroom is what the lake writer needs to turn queued
 //     data into files and let Release free segments, so that a disk that
 //     filled up recovers without an operator.
+//  10. Cursors (cursor.go, one per exporter) are named read positions
+//     committed in Dir/cursors/<name>. A segment is deleted only when the
+//     position given to Release AND every cursor's committed position (or
+//     its bound floor) have passed its end; cursors found on disk hold
+//     segments from Open on, before their exporter attaches. A cursor's
+//     Commit returns after its file is fsynced; the file has two CRC'd
+//     slots written alternately, so a torn write falls back to the
+//     previous commit: a restart resumes at the last commit that returned
+//     or later, never mid-record (delivery through a cursor is at least
+//     once). A cursor's MaxBytes/MaxAge bound moves only that cursor past
+//     whole sealed segments, counted in CursorStats.DroppedBytes and
+//     logged; it never affects the lake, another cursor or appends.
 //
 // Not covered by the CRCs: a bit flip in a sealed segment's header is
 // detected (header CRC) but the segment is then skipped whole; record

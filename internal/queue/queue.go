@@ -53,7 +53,9 @@ type Queue struct {
 	spaceErr     bool      // statfs failed once (logged); check off
 	refusedNeed  int64     // size of the last append refused for space
 	scratch      [12]byte
-	corruptAt    map[Position]bool // corrupt regions already counted and logged
+	corruptAt    map[Position]bool  // corrupt regions already counted and logged
+	cursors      map[string]*Cursor // exporters' read positions (cursor.go)
+	released     Position           // highest position passed to Release
 
 	// Read by readers without mu.
 	synced   atomic.Uint64 // durable end: readers never pass it
@@ -76,9 +78,11 @@ type segment struct {
 	base        Position
 	firstRecord uint64
 	path        string
-	size        int64 // record bytes (file size - header), clamped to the next base
-	sealed      bool  // no more appends; size is final
-	badHeader   bool  // header unreadable: the whole file is skipped
+	size        int64     // record bytes (file size - header), clamped to the next base
+	sealed      bool      // no more appends; size is final
+	badHeader   bool      // header unreadable: the whole file is skipped
+	created     time.Time // start of the segment (Open for recovered ones)
+	sealedAt    time.Time // when it was sealed (Open for recovered ones)
 }
 
 func (s *segment) end() Position { return s.base + Position(s.size) }
@@ -132,6 +136,10 @@ func Open(opts Options) (*Queue, error) {
 		q.closeFiles()
 		return nil, err
 	}
+	if err := q.loadCursors(); err != nil {
+		q.closeFiles()
+		return nil, err
+	}
 	q.initSpace()
 	return q, nil
 }
@@ -154,7 +162,8 @@ func (q *Queue) recover() error {
 		if !ok {
 			continue
 		}
-		q.segs = append(q.segs, &segment{base: base, path: filepath.Join(q.opts.Dir, name), sealed: true})
+		now := time.Now()
+		q.segs = append(q.segs, &segment{base: base, path: filepath.Join(q.opts.Dir, name), sealed: true, created: now, sealedAt: now})
 	}
 	slices.SortFunc(q.segs, func(a, b *segment) int { return cmpPos(a.base, b.base) })
 	for _, s := range q.segs[:max(len(q.segs)-1, 0)] {
@@ -374,13 +383,14 @@ func (q *Queue) startSegmentLocked(base Position) error {
 	}
 	if q.active != nil {
 		q.activeSeg().sealed = true
+		q.activeSeg().sealedAt = time.Now()
 		if q.syncing {
 			q.retired = append(q.retired, q.active)
 		} else if err := q.active.Close(); err != nil {
 			q.log.Warn("queue: close sealed segment", "file", q.activeSeg().path, "err", err)
 		}
 	}
-	q.segs = append(q.segs, &segment{base: base, firstRecord: q.nextRecord, path: path})
+	q.segs = append(q.segs, &segment{base: base, firstRecord: q.nextRecord, path: path, created: time.Now()})
 	q.active = f
 	q.writeEnd = base
 	q.bytes += segmentHeaderSize
@@ -533,7 +543,18 @@ func (q *Queue) rotateLocked() error {
 	}
 	q.publishLocked(q.writeEnd)
 	q.cond.Broadcast()
-	return q.startSegmentLocked(q.writeEnd)
+	if err := q.startSegmentLocked(q.writeEnd); err != nil {
+		return err
+	}
+	if len(q.cursors) > 0 {
+		// A new segment is when a cursor's backlog grows by one: enforce
+		// its bounds here too, so a stuck exporter with no lake beside it
+		// cannot fill the queue (a removal error is logged, not fatal).
+		if err := q.removeSegments(q.trimLocked(time.Now())); err != nil {
+			q.log.Warn("queue: remove segment", "err", err)
+		}
+	}
+	return nil
 }
 
 // waitDurableLocked returns once everything before end is fsynced. One
@@ -646,36 +667,20 @@ func (q *Queue) dropOldestLocked() {
 }
 
 // Release tells the queue that everything before upTo is committed
-// downstream. Whole segments that end at or before upTo are deleted; the
-// active segment is never deleted.
+// downstream (the lake). Whole segments that end at or before upTo and
+// before every cursor's committed position (cursor.go) are deleted; the
+// active segment is never deleted. A queue with cursors and no lake
+// consumer releases MaxPosition once, so only the cursors hold segments.
 func (q *Queue) Release(upTo Position) error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		return ErrClosed
 	}
-	var paths []string
-	for len(q.segs) > 1 && q.segs[1].base <= upTo {
-		s := q.segs[0]
-		q.bytes -= s.size + segmentHeaderSize
-		paths = append(paths, s.path)
-		q.segs = slices.Delete(q.segs, 0, 1)
-	}
-	q.first.Store(uint64(q.segs[0].base))
-	if len(paths) > 0 {
-		q.freeAt = time.Time{} // space comes back: look again at the next Append
-	}
+	q.released = max(q.released, upTo)
+	paths := q.trimLocked(time.Now())
 	q.mu.Unlock()
-
-	// No directory fsync: a deletion lost in a crash only brings back data
-	// below a committed position, which the consumer skips.
-	var errs []error
-	for _, p := range paths {
-		if err := q.fs.Remove(p); err != nil {
-			errs = append(errs, fmt.Errorf("queue: remove segment %q: %w", p, err))
-		}
-	}
-	return errors.Join(errs...)
+	return q.removeSegments(paths)
 }
 
 // Stats returns a snapshot of the queue's size and counters.
