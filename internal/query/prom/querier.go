@@ -397,7 +397,8 @@ func lacks(services []string, service string) bool {
 // freshTier returns the coarsest tier (level, in seconds) of the hour's
 // rollups that reflects its current raw rows, or 0. An hour with a raw
 // segment holding points outside the hour (a far-future point is filed
-// under its arrival hour, and rollups leave it out) has none.
+// under its arrival hour, and rollups leave it out) or with rows in the
+// unflushed tail has none.
 func (q *Querier) freshTier(h hourKey, raw []catalog.Segment, byLevel map[int][]catalog.Segment) int {
 	hs, ok := h.start()
 	if !ok {
@@ -405,8 +406,8 @@ func (q *Querier) freshTier(h hourKey, raw []catalog.Segment, byLevel map[int][]
 	}
 	var rows int64
 	for _, s := range raw {
-		if s.MinTime < hs || s.MaxTime >= hs+int64(time.Hour) {
-			return 0
+		if s.MinTime < hs || s.MaxTime >= hs+int64(time.Hour) || lake.IsTailPath(s.Path) {
+			return 0 // the unflushed tail's rows are in no rollup yet
 		}
 		rows += s.Rows
 	}
