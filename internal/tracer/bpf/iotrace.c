@@ -165,10 +165,14 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (!wanted(pid_tgid))
 		return 0;
 
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	u64 a0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	u64 a1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
-	u64 a2 = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	// One copy of the saved registers instead of a probe read per
+	// argument (pt_regs is user-visible ABI, fixed per architecture).
+	struct pt_regs regs;
+	if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]))
+		return 0;
+	u64 a0 = PT_REGS_PARM1_SYSCALL(&regs);
+	u64 a1 = PT_REGS_PARM2_SYSCALL(&regs);
+	u64 a2 = PT_REGS_PARM3_SYSCALL(&regs);
 
 	u32 tid = (u32)pid_tgid;
 	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
@@ -218,7 +222,7 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	case SC_NEWFSTATAT:
 		f->fd = (s32)a0;
 		f->ptr1 = a1;
-		f->flags = PT_REGS_PARM4_CORE_SYSCALL(regs);
+		f->flags = PT_REGS_PARM4_SYSCALL(&regs);
 		break;
 	case SC_OPENAT2: {
 		f->fd = (s32)a0;
@@ -239,9 +243,9 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		f->fd = (s32)a0;
 		f->ptr1 = a1;
 		f->fd2 = (s32)a2;
-		f->ptr2 = PT_REGS_PARM4_CORE_SYSCALL(regs);
+		f->ptr2 = PT_REGS_PARM4_SYSCALL(&regs);
 		if (sc == SC_RENAMEAT2)
-			f->flags = PT_REGS_PARM5_CORE_SYSCALL(regs);
+			f->flags = PT_REGS_PARM5_SYSCALL(&regs);
 		break;
 	case SC_DUP2:
 	case SC_DUP3:
