@@ -1,0 +1,286 @@
+package sending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrRejected wraps a permanent refusal (a 4xx other than 429): the data is
+// dropped and counted, never retried.
+var ErrRejected = errors.New("sending: rejected by endpoint")
+
+// Policy configures retries, the breaker and concurrency of an endpoint.
+type Policy struct {
+	InitialBackoff  time.Duration // first retry delay; default 100ms
+	MaxBackoff      time.Duration // cap of the delay; default 30s
+	Concurrency     int           // requests in flight per endpoint; default 4
+	BreakerFailures int           // consecutive failures that open the breaker; default 5
+	BreakerCooldown time.Duration // open -> half-open after this; default 5s
+	MaxRetryAfter   time.Duration // a Retry-After above this is capped; default 5m
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.InitialBackoff <= 0 {
+		p.InitialBackoff = 100 * time.Millisecond
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = 30 * time.Second
+	}
+	if p.Concurrency <= 0 {
+		p.Concurrency = 4
+	}
+	if p.BreakerFailures <= 0 {
+		p.BreakerFailures = 5
+	}
+	if p.BreakerCooldown <= 0 {
+		p.BreakerCooldown = 5 * time.Second
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = 5 * time.Minute
+	}
+	return p
+}
+
+// Outcome is what one attempt got: an HTTP status (gRPC exporters map
+// their codes to one), a Retry-After if the answer had one, or a transport
+// error (Status 0).
+type Outcome struct {
+	Status     int
+	RetryAfter time.Duration
+	Err        error
+}
+
+// Retryable tells the remote-write rule: transport errors, 429 and 5xx are
+// retried; 2xx is success; every other status is permanent.
+func (o Outcome) Retryable() bool {
+	return o.Status == 0 || o.Status == http.StatusTooManyRequests || o.Status >= 500
+}
+
+// OK reports a 2xx answer without a transport error.
+func (o Outcome) OK() bool { return o.Err == nil && o.Status >= 200 && o.Status < 300 }
+
+// ParseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+// It returns 0 when absent or unparseable.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// Stats are an endpoint's counters. Sent/Failed/Retried/Dropped count
+// requests (attempts for Failed and Retried); the exporter counts items.
+type Stats struct {
+	Sent, Failed, Retried, Dropped atomic.Uint64
+}
+
+// Endpoint sends to one URL under a Policy.
+type Endpoint struct {
+	Name    string
+	policy  Policy
+	sem     chan struct{}
+	Breaker *Breaker
+	Stats   Stats
+	sleep   func(context.Context, time.Duration) error
+	rnd     func(int64) int64
+}
+
+// NewEndpoint returns an endpoint for name (its URL or address).
+func NewEndpoint(name string, p Policy) *Endpoint {
+	p = p.withDefaults()
+	return &Endpoint{
+		Name:    name,
+		policy:  p,
+		sem:     make(chan struct{}, p.Concurrency),
+		Breaker: NewBreaker(p.BreakerFailures, p.BreakerCooldown),
+		sleep:   sleepCtx,
+		rnd:     rand.Int64N,
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Backoff returns the delay before retry number attempt (0-based): full
+// jitter over min(MaxBackoff, InitialBackoff*2^attempt), but at least
+// retryAfter (capped by MaxRetryAfter) when the endpoint asked for it.
+func (e *Endpoint) Backoff(attempt int, retryAfter time.Duration) time.Duration {
+	ceil := e.policy.InitialBackoff << min(attempt, 30)
+	if ceil <= 0 || ceil > e.policy.MaxBackoff {
+		ceil = e.policy.MaxBackoff
+	}
+	d := time.Duration(e.rnd(int64(ceil)) + 1)
+	if ra := min(retryAfter, e.policy.MaxRetryAfter); ra > d {
+		d = ra
+	}
+	return d
+}
+
+// Do runs attempt until it succeeds (nil), is refused for good (an error
+// wrapping ErrRejected) or ctx ends. It holds one of the endpoint's
+// concurrency slots while an attempt runs, and waits while the breaker is
+// open.
+func (e *Endpoint) Do(ctx context.Context, attempt func(context.Context) Outcome) error {
+	for n := 0; ; n++ {
+		if err := e.waitBreaker(ctx); err != nil {
+			return err
+		}
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		o := attempt(ctx)
+		<-e.sem
+		if o.OK() {
+			e.Breaker.Success()
+			e.Stats.Sent.Add(1)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.Stats.Failed.Add(1)
+		if !o.Retryable() {
+			// The endpoint is up and answered: not a breaker failure.
+			e.Breaker.Success()
+			e.Stats.Dropped.Add(1)
+			return fmt.Errorf("%w: %s answered %d: %v", ErrRejected, e.Name, o.Status, o.Err)
+		}
+		e.Breaker.Failure()
+		e.Stats.Retried.Add(1)
+		if err := e.sleep(ctx, e.Backoff(n, o.RetryAfter)); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *Endpoint) waitBreaker(ctx context.Context) error {
+	for {
+		wait, ok := e.Breaker.Allow(time.Now())
+		if ok {
+			return nil
+		}
+		if err := e.sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// BreakerState is the state of a circuit breaker; its value is the gauge
+// exported on /metrics.
+type BreakerState int
+
+const (
+	Closed   BreakerState = 0
+	HalfOpen BreakerState = 1
+	Open     BreakerState = 2
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case HalfOpen:
+		return "half-open"
+	default:
+		return "open"
+	}
+}
+
+// Breaker opens after a run of consecutive failures, lets one probe through
+// after the cooldown (half-open), and closes on its success.
+type Breaker struct {
+	mu        sync.Mutex
+	failures  int
+	threshold int
+	cooldown  time.Duration
+	state     BreakerState
+	openedAt  time.Time
+	probing   bool
+	opened    atomic.Uint64 // transitions to open
+}
+
+// NewBreaker returns a closed breaker.
+func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
+	return &Breaker{threshold: threshold, cooldown: cooldown}
+}
+
+// Allow reports whether a request may go now; if not, how long to wait.
+func (b *Breaker) Allow(now time.Time) (wait time.Duration, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case Closed:
+		return 0, true
+	case Open:
+		if d := b.openedAt.Add(b.cooldown).Sub(now); d > 0 {
+			return d, false
+		}
+		b.state = HalfOpen
+		b.probing = true
+		return 0, true
+	default: // half-open: one probe at a time
+		if b.probing {
+			return min(b.cooldown, 50*time.Millisecond), false
+		}
+		b.probing = true
+		return 0, true
+	}
+}
+
+// Success records a request the endpoint answered.
+func (b *Breaker) Success() {
+	b.mu.Lock()
+	b.failures, b.state, b.probing = 0, Closed, false
+	b.mu.Unlock()
+}
+
+// Failure records a failed request (transport error, 429 or 5xx).
+func (b *Breaker) Failure() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	b.probing = false
+	if b.state == HalfOpen || (b.state == Closed && b.failures >= b.threshold) {
+		b.state = Open
+		b.openedAt = time.Now()
+		b.opened.Add(1)
+	}
+}
+
+// State returns the current state.
+func (b *Breaker) State() BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// Opened counts transitions to open.
+func (b *Breaker) Opened() uint64 { return b.opened.Load() }

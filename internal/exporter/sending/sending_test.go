@@ -1,0 +1,198 @@
+package sending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// post sends one request with the real HTTP client and maps the answer.
+func post(url string) func(context.Context) Outcome {
+	return func(ctx context.Context) Outcome {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return Outcome{Err: err}
+		}
+		resp.Body.Close()
+		return Outcome{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	}
+}
+
+func TestDoRemoteWriteRule(t *testing.T) {
+	var calls atomic.Int64
+	codes := []int{503, 429, 500, 204}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1) - 1
+		if int(n) < len(codes) {
+			w.WriteHeader(codes[n])
+			return
+		}
+		w.WriteHeader(400)
+	}))
+	defer srv.Close()
+	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, BreakerFailures: 10})
+	if err := e.Do(context.Background(), post(srv.URL)); err != nil {
+		t.Fatalf("503, 429, 500 then 204 must end sent: %v", err)
+	}
+	if calls.Load() != 4 || e.Stats.Retried.Load() != 3 || e.Stats.Sent.Load() != 1 {
+		t.Fatalf("calls %d retried %d sent %d", calls.Load(), e.Stats.Retried.Load(), e.Stats.Sent.Load())
+	}
+	err := e.Do(context.Background(), post(srv.URL))
+	if !errors.Is(err, ErrRejected) || calls.Load() != 5 || e.Stats.Dropped.Load() != 1 {
+		t.Fatalf("400 must be dropped after one attempt: err %v calls %d", err, calls.Load())
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	var first atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(0, time.Now().UnixNano()) {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(429)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	start := time.Now()
+	if err := e.Do(context.Background(), post(srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("retried after %v, Retry-After asked 1s", d)
+	}
+	now := time.Now()
+	if d := ParseRetryAfter(now.Add(90*time.Second).UTC().Format(http.TimeFormat), now); d < 88*time.Second || d > 91*time.Second {
+		t.Fatalf("HTTP-date Retry-After parsed as %v", d)
+	}
+}
+
+func TestBackoffExponentialWithJitter(t *testing.T) {
+	e := NewEndpoint("a", Policy{InitialBackoff: 10 * time.Millisecond, MaxBackoff: time.Second})
+	for attempt, ceil := range []time.Duration{10, 20, 40, 80, 160, 320, 640, 1000, 1000} {
+		ceil *= time.Millisecond
+		var maxSeen, minSeen time.Duration = 0, time.Hour
+		for range 2000 {
+			d := e.Backoff(attempt, 0)
+			maxSeen, minSeen = max(maxSeen, d), min(minSeen, d)
+		}
+		if maxSeen > ceil || maxSeen < ceil*8/10 || minSeen > ceil/5 {
+			t.Fatalf("attempt %d: delays in [%v, %v], want full jitter up to %v", attempt, minSeen, maxSeen, ceil)
+		}
+	}
+}
+
+// A dead endpoint opens the breaker (no requests while open), a probe after
+// the cooldown finds it back and closes it.
+func TestBreakerOpensAndCloses(t *testing.T) {
+	var down atomic.Bool
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if down.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	down.Store(true)
+	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, BreakerFailures: 3, BreakerCooldown: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err := e.Do(ctx, post(srv.URL))
+	cancel()
+	if err == nil || e.Breaker.State() != Open || calls.Load() != 3 {
+		t.Fatalf("after 3 failures: err %v state %v calls %d", err, e.Breaker.State(), calls.Load())
+	}
+	down.Store(false)
+	start := time.Now()
+	if err := e.Do(context.Background(), post(srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if e.Breaker.State() != Closed || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("state %v after %v", e.Breaker.State(), time.Since(start))
+	}
+	// Half-open probe failing re-opens at once.
+	b := NewBreaker(1, time.Millisecond)
+	b.Failure()
+	time.Sleep(2 * time.Millisecond)
+	if _, ok := b.Allow(time.Now()); !ok || b.State() != HalfOpen {
+		t.Fatal("no probe after the cooldown")
+	}
+	if _, ok := b.Allow(time.Now()); ok {
+		t.Fatal("two probes at once in half-open")
+	}
+	b.Failure()
+	if b.State() != Open || b.Opened() != 2 {
+		t.Fatalf("failed probe: %v opened %d", b.State(), b.Opened())
+	}
+}
+
+func TestConcurrencyPerEndpoint(t *testing.T) {
+	var inflight, peak atomic.Int64
+	e := NewEndpoint("a", Policy{Concurrency: 2})
+	done := make(chan struct{})
+	for range 8 {
+		go func() {
+			e.Do(context.Background(), func(context.Context) Outcome {
+				n := inflight.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+				inflight.Add(-1)
+				return Outcome{Status: 200}
+			})
+			done <- struct{}{}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	if peak.Load() != 2 {
+		t.Fatalf("peak in flight %d, limit 2", peak.Load())
+	}
+}
+
+// Adding a fourth endpoint moves about a quarter of the series, all of
+// them onto the new endpoint; shares stay near 1/N.
+func TestRingMovesOneOverN(t *testing.T) {
+	three := NewRing([]string{"a:1", "b:2", "c:3"})
+	four := NewRing([]string{"a:1", "b:2", "c:3", "d:4"})
+	const n = 100000
+	moved := 0
+	share := make([]int, 4)
+	for i := range n {
+		h := xxhash.Sum64String(fmt.Sprintf(`{__name__="m",instance="i%d"}`, i))
+		a, b := three.Pick(h), four.Pick(h)
+		share[b]++
+		if a != b {
+			moved++
+			if b != 3 {
+				t.Fatalf("series moved between old endpoints %d -> %d", a, b)
+			}
+		}
+	}
+	frac := float64(moved) / n
+	if frac < 0.20 || frac > 0.30 {
+		t.Fatalf("adding a 4th endpoint moved %.3f of series, want about 0.25", frac)
+	}
+	for i, s := range share {
+		if f := float64(s) / n; f < 0.20 || f > 0.30 {
+			t.Fatalf("endpoint %d owns %.3f of series", i, f)
+		}
+	}
+	t.Logf("moved %.4f; shares %v", frac, share)
+}
