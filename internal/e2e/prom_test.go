@@ -380,53 +380,64 @@ func TestRunServesPromQL(t *testing.T) {
 }
 
 // TestPromtoolRollups: after `sluice rollup`, a promtool range query whose
-// step is a tier reads the rollup (each window's last value at its time),
-// and a finer step still reads raw points.
+// step is a tier reads the rollup and answers what raw points answer
+// (issue 11: it used to give each window's last value, the point before
+// the raw one), and a finer step reads raw points.
 func TestPromtoolRollups(t *testing.T) {
 	tool := promtool(t)
 	lake := t.TempDir()
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	synth := promtest.Synth{Start: t0, Interval: 15 * time.Second, Points: 240, Services: []string{"checkout"},
-		Routes: []string{"/a"}, CounterStep: 1, Bounds: []float64{1}, HistStep: []int{1, 1}}
-	in := filepath.Join(t.TempDir(), "synth.json")
-	if err := os.WriteFile(in, synth.JSON(), 0o644); err != nil {
-		t.Fatal(err)
+	// Service "checkout" has points 7.5 s into every 15 s, as an
+	// exporter's: the rollup stands for them. Service "aligned" has points
+	// on whole 15 s, so each window's first point sits on its start and
+	// belongs to the range before: its series is read from raw points.
+	offset := map[string]time.Duration{"checkout": 7500 * time.Millisecond, "aligned": 0}
+	var ins []string
+	for svc, off := range offset {
+		synth := promtest.Synth{Start: t0.Add(off), Interval: 15 * time.Second, Points: 240, Services: []string{svc},
+			Routes: []string{"/a"}, CounterStep: 1, Bounds: []float64{1}, HistStep: []int{1, 1}}
+		in := filepath.Join(t.TempDir(), svc+".json")
+		if err := os.WriteFile(in, synth.JSON(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, in)
 	}
-	if r := run(t, "ingest", "--lake", lake, "--progress", "never", in); r.code != 0 {
+	if r := run(t, append([]string{"ingest", "--lake", lake, "--progress", "never"}, ins...)...); r.code != 0 {
 		t.Fatalf("ingest exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := run(t, "rollup", "--lake", lake, "--tiers", "1m,5m,1h"); r.code != 0 {
 		t.Fatalf("rollup exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	addr := "http://" + startQueryServer(t, "--lake", lake)
-	query := func(step time.Duration) map[int64]float64 {
+	query := func(step time.Duration) map[string]map[int64]float64 {
 		out, err := exec.Command(tool, "query", "range", "-o", "json", "--start", t0.Add(10*time.Minute).Format(time.RFC3339),
 			"--end", t0.Add(50*time.Minute).Format(time.RFC3339), "--step", step.String(), addr, "test_queue_depth").Output()
 		if err != nil {
 			t.Fatalf("promtool: %v", err)
 		}
 		var got []promSeries
-		if err := json.Unmarshal(out, &got); err != nil || len(got) != 1 {
+		if err := json.Unmarshal(out, &got); err != nil || len(got) != 2 {
 			t.Fatalf("promtool output %s: %v", out, err)
 		}
-		return points(t, got[0])
-	}
-	// The gauge of point i (every 15 s) is i. From the 5m rollup, at t the
-	// newest window ending by t is [t-5m, t), whose last point is t-15s.
-	five, thirty := query(5*time.Minute), query(30*time.Second)
-	if len(five) != 9 || len(thirty) != 81 {
-		t.Fatalf("%d and %d points, want 9 and 81", len(five), len(thirty))
-	}
-	for ts, v := range five {
-		i := float64(time.UnixMilli(ts).Sub(t0) / (15 * time.Second))
-		if v != i-1 {
-			t.Errorf("5m step at %d: %v, want %v (last value of the 5m window before)", ts, v, i-1)
+		res := map[string]map[int64]float64{}
+		for _, s := range got {
+			res[s.Metric["service_name"]] = points(t, s)
 		}
+		return res
 	}
-	for ts, v := range thirty {
-		i := float64(time.UnixMilli(ts).Sub(t0) / (15 * time.Second))
-		if v != i {
-			t.Errorf("30s step at %d: %v, want the raw point %v", ts, v, i)
+	// The gauge of point i (at t0+offset+15s*i) is i: at t the answer is
+	// the newest point at or before t, read from the 5m rollup or raw.
+	for _, step := range []time.Duration{5 * time.Minute, 30 * time.Second} {
+		for svc, pts := range query(step) {
+			if want := 1 + int(40*time.Minute/step); len(pts) != want {
+				t.Fatalf("step %s %s: %d points, want %d", step, svc, len(pts), want)
+			}
+			for ts, v := range pts {
+				i := float64(time.UnixMilli(ts).Sub(t0.Add(offset[svc])) / (15 * time.Second))
+				if v != i {
+					t.Errorf("step %s %s at %d: %v, want the raw point %v", step, svc, ts, v, i)
+				}
+			}
 		}
 	}
 }
