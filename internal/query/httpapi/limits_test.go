@@ -144,7 +144,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	if code != 429 || r.ErrorType != "too_many_requests" || !strings.Contains(r.Error, "query.max_queued") {
 		t.Errorf("full queue: %d %s %q, want 429", code, r.ErrorType, r.Error)
 	}
-	// The search API shares the slots.
+	// The label endpoints share the slots.
 	if code, _ := get(t, base, "acme", "/api/v1/labels", vals()); code != 429 {
 		t.Errorf("labels with a full queue: %d", code)
 	}
