@@ -73,6 +73,7 @@ type Cursor struct {
 	open      bool // attached by OpenCursor (else only a hold loaded from disk)
 
 	droppedBytes, droppedAge atomic.Uint64
+	lost                     atomic.Uint64 // copy of r.Lost() for Stats
 
 	r *Reader // owner goroutine only
 }
@@ -268,7 +269,9 @@ func (c *Cursor) Next(ctx context.Context) ([]byte, Position, error) {
 		c.r = c.q.NewReader(floor)
 		c.r.lost = lost
 	}
-	return c.r.Next(ctx)
+	p, pos, err := c.r.Next(ctx)
+	c.lost.Store(c.r.lost)
+	return p, pos, err
 }
 
 // Rewind moves the read position back to the committed one (after a failed
@@ -329,9 +332,7 @@ func (c *Cursor) Stats() CursorStats {
 	q.mu.Unlock()
 	st.DroppedBytes = c.droppedBytes.Load()
 	st.DroppedAge = c.droppedAge.Load()
-	if c.r != nil {
-		st.LostBytes = c.r.lost
-	}
+	st.LostBytes = c.lost.Load()
 	return st
 }
 

@@ -1,0 +1,16 @@
+// Package otlpexporter sends queue records to OTLP endpoints over HTTP
+// (POST /v1/{logs,metrics,traces}, protobuf, gzip, zstd or none) or gRPC
+// (the collector services' Export, gzip or none). A queue record already
+// holds an OTLP export request body, and OTLP requests concatenate (their
+// only field is repeated), so a batch of records of one signal and tenant
+// goes out as one request without decoding anything.
+//
+// Several endpoints get every request (replication); sharding needs series
+// labels and lives in prwexporter.
+//
+// # Concurrency
+//
+// Send may be called from one goroutine (the Runner); the requests of one
+// batch go to the endpoints in parallel, each under its sending.Endpoint's
+// concurrency limit.
+package otlpexporter

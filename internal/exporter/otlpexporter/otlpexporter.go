@@ -1,0 +1,278 @@
+package otlpexporter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Config of an OTLP exporter.
+type Config struct {
+	// Endpoints: for HTTP a base URL (http://host:4318), for gRPC host:port.
+	Endpoints    []string
+	Protocol     string // "http" or "grpc"
+	Compression  string // "gzip", "zstd" (HTTP only) or "none"
+	TenantHeader string // header (gRPC metadata) carrying each record's tenant; empty: none
+	Headers      map[string]string
+	Timeout      time.Duration // per request; default 30s
+	MaxRequest   int           // body bytes per request before compression; default 4 MiB
+	Policy       sending.Policy
+}
+
+// Exporter is an exporter.Sender for OTLP.
+type Exporter struct {
+	cfg   Config
+	eps   []*sending.Endpoint
+	conns []*grpc.ClientConn
+	hc    *http.Client
+	zenc  *zstd.Encoder
+}
+
+// New validates cfg and sets up the endpoints (gRPC connections are lazy).
+func New(cfg Config) (*Exporter, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("otlpexporter: no endpoints")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxRequest <= 0 {
+		cfg.MaxRequest = 4 << 20
+	}
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout}}
+	switch cfg.Compression {
+	case "", "none", "gzip":
+	case "zstd":
+		if cfg.Protocol == "grpc" {
+			return nil, errors.New("otlpexporter: zstd is for HTTP; gRPC takes gzip or none")
+		}
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err != nil {
+			return nil, err
+		}
+		e.zenc = enc
+	default:
+		return nil, fmt.Errorf("otlpexporter: unknown compression %q", cfg.Compression)
+	}
+	for _, ep := range cfg.Endpoints {
+		e.eps = append(e.eps, sending.NewEndpoint(ep, cfg.Policy))
+		switch cfg.Protocol {
+		case "grpc":
+			cc, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				e.Close()
+				return nil, fmt.Errorf("otlpexporter: endpoint %q: %w", ep, err)
+			}
+			e.conns = append(e.conns, cc)
+		case "http":
+			if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+				return nil, fmt.Errorf("otlpexporter: endpoint %q: want http:// or https:// URL", ep)
+			}
+		default:
+			return nil, fmt.Errorf("otlpexporter: unknown protocol %q (grpc or http)", cfg.Protocol)
+		}
+	}
+	return e, nil
+}
+
+// Close closes gRPC connections.
+func (e *Exporter) Close() error {
+	var errs []error
+	for _, c := range e.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Endpoints implements exporter.Sender.
+func (e *Exporter) Endpoints() []*sending.Endpoint { return e.eps }
+
+// Send implements exporter.Sender: consecutive records of one signal and
+// tenant are concatenated into requests of at most MaxRequest bytes, and
+// every request goes to every endpoint.
+func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
+	var body []byte
+	for i := 0; i < len(recs); {
+		k, t := recs[i].Kind, recs[i].Tenant
+		body = append(body[:0], recs[i].Body...)
+		j := i + 1
+		for ; j < len(recs) && recs[j].Kind == k && recs[j].Tenant == t && len(body)+len(recs[j].Body) <= e.cfg.MaxRequest; j++ {
+			body = append(body, recs[j].Body...)
+		}
+		if err := e.sendAll(ctx, k, t, body); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+func (e *Exporter) sendAll(ctx context.Context, k signal.Kind, tenant string, body []byte) error {
+	payload, encoding, err := e.compress(body)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(e.eps))
+	var wg sync.WaitGroup
+	for i, ep := range e.eps {
+		wg.Go(func() {
+			err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
+				if e.cfg.Protocol == "grpc" {
+					return e.grpcAttempt(ctx, e.conns[i], k, tenant, body)
+				}
+				return e.httpAttempt(ctx, ep.Name, k, tenant, payload, encoding)
+			})
+			if errors.Is(err, sending.ErrRejected) {
+				err = nil // dropped and counted by the endpoint
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *Exporter) compress(body []byte) ([]byte, string, error) {
+	switch e.cfg.Compression {
+	case "gzip":
+		if e.cfg.Protocol == "grpc" {
+			return body, "", nil // gRPC compresses per message
+		}
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write(body)
+		if err := w.Close(); err != nil {
+			return nil, "", err
+		}
+		return b.Bytes(), "gzip", nil
+	case "zstd":
+		return e.zenc.EncodeAll(body, nil), "zstd", nil
+	}
+	return body, "", nil
+}
+
+var httpPaths = map[signal.Kind]string{signal.KindLogs: "/v1/logs", signal.KindMetrics: "/v1/metrics", signal.KindTraces: "/v1/traces"}
+
+func (e *Exporter) httpAttempt(ctx context.Context, base string, k signal.Kind, tenant string, payload []byte, encoding string) sending.Outcome {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+httpPaths[k], bytes.NewReader(payload))
+	if err != nil {
+		return sending.Outcome{Status: 400, Err: err}
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
+	for h, v := range e.cfg.Headers {
+		req.Header.Set(h, v)
+	}
+	if e.cfg.TenantHeader != "" {
+		req.Header.Set(e.cfg.TenantHeader, tenant)
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return sending.Outcome{Err: err}
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	o := sending.Outcome{Status: resp.StatusCode, RetryAfter: sending.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	if !o.OK() {
+		o.Err = fmt.Errorf("%s", bytes.TrimSpace(msg))
+	}
+	return o
+}
+
+var grpcMethods = map[signal.Kind]string{
+	signal.KindLogs:    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+	signal.KindMetrics: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+	signal.KindTraces:  "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+}
+
+func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signal.Kind, tenant string, body []byte) sending.Outcome {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	md := metadata.MD{}
+	for h, v := range e.cfg.Headers {
+		md.Set(h, v)
+	}
+	if e.cfg.TenantHeader != "" {
+		md.Set(e.cfg.TenantHeader, tenant)
+	}
+	ctx = metadata.NewOutgoingContext(ctx, md)
+	opts := []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})}
+	if e.cfg.Compression == "gzip" {
+		opts = append(opts, grpc.UseCompressor("gzip"))
+	}
+	var out []byte
+	var trailer metadata.MD
+	opts = append(opts, grpc.Trailer(&trailer))
+	err := cc.Invoke(ctx, grpcMethods[k], body, &out, opts...)
+	if err == nil {
+		return sending.Outcome{Status: 200}
+	}
+	st := status.Convert(err)
+	o := sending.Outcome{Status: grpcToHTTP(st.Code()), Err: err}
+	return o
+}
+
+// grpcToHTTP maps a gRPC code to the HTTP status the retry rule reads, as
+// the OTLP specification's retryable codes say.
+func grpcToHTTP(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return 200
+	case codes.ResourceExhausted:
+		return 429
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded, codes.Aborted, codes.OutOfRange, codes.DataLoss:
+		return 503
+	case codes.Unauthenticated:
+		return 401
+	case codes.PermissionDenied:
+		return 403
+	case codes.Unimplemented:
+		return 404
+	default:
+		return 400
+	}
+}
+
+// rawCodec sends []byte as the message and reads the reply as bytes.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, fmt.Errorf("otlpexporter: raw codec cannot marshal %T", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	p, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("otlpexporter: raw codec cannot unmarshal into %T", v)
+	}
+	*p = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }

@@ -1,0 +1,150 @@
+package otlpexporter
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+func corpusLogs(t *testing.T) [][]byte {
+	t.Helper()
+	files, _ := filepath.Glob("/work/shared/corpus/otlp/logs/*.binpb*")
+	if len(files) == 0 {
+		t.Fatal("no OTLP logs corpus")
+	}
+	var out [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Ext(f) == ".gz" {
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ = io.ReadAll(zr)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func countLogs(t *testing.T, body []byte) int {
+	var l signal.Logs
+	if err := otlp.DecodeLogs(&l, body); err != nil {
+		t.Errorf("downstream got an undecodable body: %v", err)
+		return 0
+	}
+	return l.Len()
+}
+
+// Records go from the queue through a Runner and the HTTP exporter into a
+// real HTTP server that fails the first requests: every log record arrives
+// (batches concatenate requests), and the cursor commits past them.
+func TestHTTPExporterDeliversThroughRetries(t *testing.T) {
+	for _, comp := range []string{"gzip", "zstd", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			bodies := corpusLogs(t)
+			want := 0
+			for _, b := range bodies {
+				want += countLogs(t, b)
+			}
+			var got, calls atomic.Int64
+			var mu sync.Mutex
+			tenants := map[string]bool{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) <= 2 {
+					w.WriteHeader(503)
+					return
+				}
+				if r.URL.Path != "/v1/logs" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+					w.WriteHeader(404)
+					return
+				}
+				var rd io.Reader = r.Body
+				switch r.Header.Get("Content-Encoding") {
+				case "gzip":
+					rd, _ = gzip.NewReader(r.Body)
+				case "zstd":
+					zr, _ := zstd.NewReader(r.Body)
+					defer zr.Close()
+					rd = zr
+				}
+				b, _ := io.ReadAll(rd)
+				got.Add(int64(countLogs(t, b)))
+				mu.Lock()
+				tenants[r.Header.Get("X-Scope-OrgID")] = true
+				mu.Unlock()
+				w.WriteHeader(200)
+			}))
+			defer srv.Close()
+
+			q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 64 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			q.Release(queue.MaxPosition)
+			cur, err := q.OpenCursor("otlp", queue.CursorOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bodies {
+				if _, err := q.Append(append([]byte{byte(signal.KindLogs)}, b...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "http", Compression: comp, TenantHeader: "X-Scope-OrgID",
+				Policy: sending.Policy{InitialBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := exporter.New(exporter.Options{Name: "otlp", Cursor: cur, Sender: exp, BatchDelay: 20 * time.Millisecond,
+				Parse: func(rec []byte) (exporter.Record, error) {
+					return exporter.Record{Kind: signal.Kind(rec[0]), Tenant: "t1", Body: rec[1:]}, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- r.Run(ctx) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for cur.Committed() < q.Stats().Last && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got.Load() != int64(want) || !tenants["t1"] {
+				t.Fatalf("downstream got %d log records of %d (tenants %v)", got.Load(), want, tenants)
+			}
+			ep := exp.Endpoints()[0]
+			if ep.Stats.Retried.Load() != 2 {
+				t.Fatalf("retried %d, want 2", ep.Stats.Retried.Load())
+			}
+			if st := r.Stats(); st.SentRecords != uint64(len(bodies)) || st.Cursor.LagBytes != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
