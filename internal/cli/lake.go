@@ -149,7 +149,10 @@ func newLakeRebuildCmd() *cobra.Command {
 		Short: "Recreate the catalog from the lake's Parquet files",
 		Long: `Recreate the catalog from the Parquet files alone, for when it was lost or damaged.
 Each file's partition comes from its path and its row count, time range and
-level from its footer. Files that cannot be read are reported and left out.`,
+level from its footer. Files that cannot be read are reported and left out.
+Files that a compaction or rollup output replaced, as its footer's lineage
+(sluice.replaces) says, are catalogued as replaced, moved to _trash/ and not
+counted; _staging/ and _trash/ are not read.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
@@ -179,8 +182,17 @@ level from its footer. Files that cannot be read are reported and left out.`,
 			for _, f := range st.Failed {
 				fmt.Fprintf(c.ErrOrStderr(), "sluice: skipped %s: %v\n", f.Path, f.Err)
 			}
-			fmt.Fprintf(c.OutOrStdout(), "catalog rebuilt from %d files: %d segments, %d rows, %s\n",
-				st.Files, st.Segments, st.Rows, humanBytes(st.Bytes))
+			fmt.Fprintf(c.OutOrStdout(), "catalog rebuilt from %d files: %d live segments, %d rows, %s\n",
+				st.Files, st.Segments-st.Replaced, st.Rows, humanBytes(st.Bytes))
+			if st.Replaced > 0 {
+				// Files that a newer file's lineage names: out of the Hive
+				// tree now, deleted by the sweeper after its grace period.
+				moved, err := lake.ApplyMoves(ctx, cat, lake.NewLocalStore(lf.root), nil, nil)
+				fmt.Fprintf(c.OutOrStdout(), "%d segments replaced by compaction or rollups (not counted; %d moved to _trash/ for the sweeper)\n", st.Replaced, moved)
+				if err != nil {
+					return err
+				}
+			}
 			if st.Intended > 0 {
 				fmt.Fprintf(c.OutOrStdout(), "left out %d uncommitted outputs of unfinished compactions or rollups (the next run or sweep deletes them)\n", st.Intended)
 			}

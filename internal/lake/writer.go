@@ -36,6 +36,9 @@ type Options struct {
 	// attributes past it go to their scope's overflow column (keptColumns).
 	// Default DefaultMaxAttributeColumns.
 	MaxAttributeColumns int
+	// Replaces, if set, is written to every file's footer under
+	// catalog.MetaReplaces: the lineage of a compaction's outputs.
+	Replaces string
 }
 
 // Defaults of Options.
@@ -556,6 +559,9 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 	}
 	for _, kv := range seg.FooterMetadata() {
 		pw.SetKeyValueMetadata(kv.Key, kv.Value)
+	}
+	if w.opts.Replaces != "" {
+		pw.SetKeyValueMetadata(catalog.MetaReplaces, w.opts.Replaces)
 	}
 	if err := pw.Close(); err != nil {
 		return err

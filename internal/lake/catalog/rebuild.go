@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,7 +27,23 @@ const (
 	MetaSchemaVersion = "sluice.schema_version"
 	MetaMinTime       = "sluice.min_time" // decimal unix ns
 	MetaMaxTime       = "sluice.max_time" // decimal unix ns
+	// MetaReplaces is the lineage of a compaction or rollup output: the
+	// file ids (FileID) of the files its swap replaced, space-separated.
+	// Rebuild drops the files a lake file's lineage names.
+	MetaReplaces = "sluice.replaces"
 )
+
+// FileID is the id of the lake file at p: its name without ".parquet".
+func FileID(p string) string { return strings.TrimSuffix(path.Base(p), ".parquet") }
+
+// Lineage is the MetaReplaces value of an output that replaces segs.
+func Lineage(segs []Segment) string {
+	ids := make([]string, len(segs))
+	for i, s := range segs {
+		ids[i] = FileID(s.Path)
+	}
+	return strings.Join(ids, " ")
+}
 
 // timeColumns names each table's event-time column, used when a footer
 // lacks the min/max keys. Tables not listed use "timestamp".
@@ -75,6 +92,12 @@ type RebuildStats struct {
 	// uncommitted outputs of an upkeep run, deleted by the next holder of
 	// its lease.
 	Intended int
+	// Replaced counts the segments catalogued as replaced (in Segments,
+	// not in Rows and Bytes): marked so in the old catalog, or named by
+	// the lineage (MetaReplaces) of another file, a compaction or rollup
+	// output whose swap replaced them. Those of the second kind get a
+	// move to the trash (ApplyMoves in package lake, or the next sweep).
+	Replaced int
 	Failed   []RebuildFailure
 }
 
@@ -103,15 +126,17 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 	}
 	st.Files, st.Skipped = len(paths), skipped
 	segs := make([]Segment, 0, len(paths))
+	lineage := make([][]string, 0, len(paths))
 	for i, rel := range paths {
 		if err := ctx.Err(); err != nil {
 			return st, fmt.Errorf("catalog: rebuild %q: %w", root, err)
 		}
-		s, err := readSegment(root, rel)
+		s, replaces, err := readSegment(root, rel)
 		if err != nil {
 			st.Failed = append(st.Failed, RebuildFailure{Path: rel, Err: err})
 		} else {
 			segs = append(segs, s)
+			lineage = append(lineage, replaces)
 		}
 		if progress != nil {
 			progress(i+1, len(paths))
@@ -133,11 +158,29 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 			return err
 		}
 		kept = kept[:0] // inTx may run this again
-		for _, s := range segs {
+		// A file named by the lineage of another catalogued file was
+		// replaced by it: all names count, so a chain of swaps is dropped
+		// whole. Uncommitted outputs (intents) name live files: not theirs.
+		named := map[string]bool{}
+		for i, s := range segs {
 			if !intended[s.Path] {
-				s.ReplacedAt = replaced[s.Path]
-				kept = append(kept, s)
+				for _, id := range lineage[i] {
+					named[id] = true
+				}
 			}
+		}
+		now := c.now()
+		var moves [][2]string
+		for _, s := range segs {
+			if intended[s.Path] {
+				continue
+			}
+			s.ReplacedAt = replaced[s.Path]
+			if s.ReplacedAt.IsZero() && named[FileID(s.Path)] {
+				s.ReplacedAt = now
+				moves = append(moves, [2]string{s.Path, TrashPath(s.Path)})
+			}
+			kept = append(kept, s)
 		}
 		// Names first: foreign keys cascade too, but not if a connection
 		// was opened without them.
@@ -147,13 +190,20 @@ func Rebuild(ctx context.Context, c *Catalog, root string, progress func(done, t
 		if _, err := tx.ExecContext(ctx, `DELETE FROM segments`); err != nil {
 			return fmt.Errorf("clear segments: %w", err)
 		}
-		return c.insertSegments(ctx, tx, kept, nil, c.now(), true)
+		if err := c.insertSegments(ctx, tx, kept, nil, now, true); err != nil {
+			return err
+		}
+		return c.recordMoves(ctx, tx, moves, now)
 	})
 	if err != nil {
 		return st, fmt.Errorf("catalog: rebuild %q: %w", root, err)
 	}
 	st.Segments, st.Intended = len(kept), len(segs)-len(kept)
 	for i := range kept {
+		if !kept[i].ReplacedAt.IsZero() {
+			st.Replaced++
+			continue
+		}
 		st.Rows += kept[i].Rows
 		st.Bytes += kept[i].Bytes
 	}
@@ -215,24 +265,38 @@ func lakeFiles(root string) (paths []string, skipped int, err error) {
 	return paths, skipped, err
 }
 
-// readSegment builds a Segment from the path and the footer of one file.
-func readSegment(root, rel string) (Segment, error) {
+// readSegment builds a Segment from the path and the footer of one file,
+// and returns the file ids its lineage (MetaReplaces) names.
+func readSegment(root, rel string) (Segment, []string, error) {
+	s, pf, err := readFooter(root, rel)
+	if err != nil {
+		return Segment{}, nil, err
+	}
+	var replaces []string
+	if v, ok := pf.Lookup(MetaReplaces); ok {
+		replaces = strings.Fields(v)
+	}
+	return s, replaces, nil
+}
+
+// readFooter builds a Segment from the path and the footer of one file.
+func readFooter(root, rel string) (Segment, *parquet.File, error) {
 	pt, err := parsePath(rel)
 	if err != nil {
-		return Segment{}, err
+		return Segment{}, nil, err
 	}
 	f, err := os.Open(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
-		return Segment{}, err
+		return Segment{}, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return Segment{}, fmt.Errorf("stat %q: %w", rel, err)
+		return Segment{}, nil, fmt.Errorf("stat %q: %w", rel, err)
 	}
 	pf, err := parquet.OpenFile(f, fi.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return Segment{}, fmt.Errorf("read footer of %q: %w", rel, err)
+		return Segment{}, nil, fmt.Errorf("read footer of %q: %w", rel, err)
 	}
 	s := Segment{
 		Table: pt.table, Tenant: pt.tenant, Day: pt.day, Hour: pt.hour, Path: rel,
@@ -242,24 +306,24 @@ func readSegment(root, rel string) (Segment, error) {
 		// A missing key is accepted so files from other writers can be
 		// imported; a present one must agree with the path.
 		if v, ok := pf.Lookup(kv.key); ok && v != kv.want {
-			return Segment{}, fmt.Errorf("%q: footer %s=%q disagrees with path (%q)", rel, kv.key, v, kv.want)
+			return Segment{}, nil, fmt.Errorf("%q: footer %s=%q disagrees with path (%q)", rel, kv.key, v, kv.want)
 		}
 	}
 	if v, ok := pf.Lookup(MetaLevel); ok {
 		if s.Level, err = strconv.Atoi(v); err != nil || s.Level < 0 {
-			return Segment{}, fmt.Errorf("%q: footer %s=%q: want a non-negative integer", rel, MetaLevel, v)
+			return Segment{}, nil, fmt.Errorf("%q: footer %s=%q: want a non-negative integer", rel, MetaLevel, v)
 		}
 	}
 	s.SchemaHash = ParquetSchemaHash(pf.Schema())
 	s.Services = dictionaryValues(pf, "service_name")
 	s.MetricNames = dictionaryValues(pf, "metric_name")
 	if s.MinTime, s.MaxTime, err = timeRange(pf, pt.table, rel); err != nil {
-		return Segment{}, err
+		return Segment{}, nil, err
 	}
 	if err := checkTimes(s.MinTime, s.MaxTime, s.Day, s.Hour); err != nil {
-		return Segment{}, fmt.Errorf("%q: %w", rel, err)
+		return Segment{}, nil, fmt.Errorf("%q: %w", rel, err)
 	}
-	return s, nil
+	return s, pf, nil
 }
 
 // maxRebuildNames bounds the pruning names Rebuild records per segment and

@@ -800,7 +800,8 @@ func (m *colMerger) endFile() error {
 		s.MetricNames = sortedNames(m.names[1])
 	}
 	footer := *m.footer
-	footer.KeyValueMetadata = s.FooterMetadata()
+	footer.KeyValueMetadata = append(s.FooterMetadata(),
+		format.KeyValue{Key: catalog.MetaReplaces, Value: catalog.Lineage(m.job.Inputs)})
 	if err := m.file.Close(&footer); err != nil {
 		return fmt.Errorf("write %q: %w", s.Path, err)
 	}

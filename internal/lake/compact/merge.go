@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -343,6 +344,7 @@ func rowMerge(ctx context.Context, store lake.Store, job Job, opts Options) (res
 		Level:            level + 1,
 
 		MaxAttributeColumns: opts.MaxAttributeColumns,
+		Replaces:            catalog.Lineage(job.Inputs),
 	}, func(s lake.Segment) error {
 		written = append(written, s)
 		return nil

@@ -324,7 +324,8 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	agg := NewAggregator(tiers, func(tier int, w *Window) { outs[tier].add(cur, w) })
 	h.aggregate(agg, func(si int32) { cur = si })
 
-	meta := fileMeta{tenant: job.Tenant, day: job.Day, hour: job.Hour, created: snapshot, sourceRows: res.SourceRows}
+	meta := fileMeta{tenant: job.Tenant, day: job.Day, hour: job.Hour, created: snapshot, sourceRows: res.SourceRows,
+		replaces: catalog.Lineage(old)}
 	out := lake.NewIntentStore(lctx, store, cat, key, opts.Owner)
 	var written []catalog.Segment
 	var re rowEncoder

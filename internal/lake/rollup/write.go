@@ -95,6 +95,7 @@ type fileMeta struct {
 	hour        int
 	created     time.Time
 	sourceRows  int64
+	replaces    string // lineage: catalog.Lineage of the rollups replaced
 }
 
 // writeTier writes one tier's rows as a metrics_rollup file and returns
@@ -156,6 +157,7 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta, re *rowEncoder
 		parquet.KeyValueMetadata(lake.MetaSort, sortKey),
 		parquet.KeyValueMetadata(MetaTier, TierName(o.tier)),
 		parquet.KeyValueMetadata(MetaSourceRows, strconv.FormatInt(m.sourceRows, 10)),
+		parquet.KeyValueMetadata(catalog.MetaReplaces, m.replaces),
 	}
 	ow, err := store.Create(p)
 	if err != nil {
