@@ -19,15 +19,17 @@ import (
 // parsing (yaml), the generated reference (doc) and, for values derived
 // from other keys when left empty, the documented default (derived).
 type Config struct {
-	Receivers       Receivers `yaml:"receivers" doc:"Where telemetry comes in."`
-	Queue           Queue     `yaml:"queue" doc:"The durable write-ahead queue between receivers and the lake."`
-	Lake            Lake      `yaml:"lake" doc:"The Parquet lake and how often it is checkpointed."`
-	Catalog         Catalog   `yaml:"catalog" doc:"The catalog of lake segments and committed queue positions."`
-	Upkeep          Upkeep    `yaml:"upkeep" doc:"Lake upkeep that sluice run does in the background: compaction, rollups, retention and the sweeper (docs/upkeep.md)."`
-	Query           Query     `yaml:"query" doc:"The query HTTP API: Prometheus-compatible PromQL over the lake (docs/query.md)."`
-	Admin           Admin     `yaml:"admin" doc:"The admin HTTP server: /metrics, /healthz, /readyz."`
-	Log             Log       `yaml:"log" doc:"Process logs (stderr)."`
-	ShutdownTimeout Duration  `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
+	Receivers       Receivers           `yaml:"receivers" doc:"Where telemetry comes in."`
+	Queue           Queue               `yaml:"queue" doc:"The durable write-ahead queue between receivers and the lake."`
+	Lake            Lake                `yaml:"lake" doc:"The Parquet lake and how often it is checkpointed."`
+	Catalog         Catalog             `yaml:"catalog" doc:"The catalog of lake segments and committed queue positions."`
+	Upkeep          Upkeep              `yaml:"upkeep" doc:"Lake upkeep that sluice run does in the background: compaction, rollups, retention and the sweeper (docs/upkeep.md)."`
+	Query           Query               `yaml:"query" doc:"The query HTTP API: Prometheus-compatible PromQL over the lake (docs/query.md)."`
+	Admin           Admin               `yaml:"admin" doc:"The admin HTTP server: /metrics, /healthz, /readyz."`
+	Log             Log                 `yaml:"log" doc:"Process logs (stderr)."`
+	Exporters       map[string]Exporter `yaml:"exporters" doc:"Forwarding exporters by name, <type>[/<name>] with type otlp or prometheus_remote_write; each reads the queue with a cursor of its own (at-least-once delivery). Keys: docs/config.md#exporters-and-pipelines."`
+	Pipelines       map[string]Pipeline `yaml:"pipelines" doc:"Per signal (<signal>[/<name>]): {receivers: [otlp], processors: [], exporters: [lake, otlp/x]}. Empty: everything received goes into the lake. Keys: docs/config.md#exporters-and-pipelines."`
+	ShutdownTimeout Duration            `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
 }
 
 // Receivers groups the receivers; OTLP is the only one today.

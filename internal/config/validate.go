@@ -128,6 +128,7 @@ func (c *Config) Validate() error {
 		v.add("catalog.dsn", "write a PostgreSQL DSN as postgres://user:pass@host:port/db")
 	}
 	validateUpkeep(&v, &c.Upkeep)
+	validateExporters(&v, c)
 	v.addr("admin.addr", c.Admin.Addr)
 	validateQuery(&v, c)
 

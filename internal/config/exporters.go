@@ -1,0 +1,254 @@
+package config
+
+import (
+	"errors"
+	"maps"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Exporter types and the built-in lake exporter's name.
+const (
+	ExporterLake = "lake"
+	ExporterOTLP = "otlp"
+	ExporterPRW  = "prometheus_remote_write"
+)
+
+// Exporter configures one forwarding exporter (exporters.<type>[/<name>]).
+// Zero values take the defaults the doc tags name (Resolved fills them).
+type Exporter struct {
+	Endpoints       []string          `yaml:"endpoints" doc:"otlp over http and prometheus_remote_write: URLs (http://host:4318, https://mimir/api/v1/push); otlp over grpc: host:port. Several endpoints replicate (mode replicate) or shard (mode shard)."`
+	Protocol        string            `yaml:"protocol" doc:"otlp: http (default) or grpc. prometheus_remote_write: 1.0 (default) or 2.0 (falls back to 1.0 on 415)."`
+	Compression     string            `yaml:"compression" doc:"otlp: gzip (default), zstd (http only) or none. prometheus_remote_write: always snappy."`
+	Mode            string            `yaml:"mode" doc:"replicate (default: every endpoint gets everything) or shard (prometheus_remote_write only: each series goes to one endpoint by consistent hashing of its labels; adding an endpoint moves about 1/N of the series)."`
+	Signals         []string          `yaml:"signals" doc:"Signals forwarded (logs, metrics, traces); default: those of the pipelines that list this exporter."`
+	TenantHeader    string            `yaml:"tenant_header" doc:"Header (gRPC metadata) carrying each record's tenant downstream, e.g. X-Scope-OrgID; empty sends none."`
+	Headers         map[string]string `yaml:"headers" doc:"Extra headers on every request (use ${ENV} for credentials)."`
+	Timeout         Duration          `yaml:"timeout" doc:"Per request; default 30s."`
+	BatchBytes      ByteSize          `yaml:"batch_bytes" doc:"A batch is sent when it holds this many bytes of OTLP bodies; default 1MiB."`
+	BatchDelay      Duration          `yaml:"batch_delay" doc:"... or when its first record has waited this long; default 200ms."`
+	Concurrency     int               `yaml:"concurrency" doc:"Requests in flight per endpoint; default 4."`
+	RetryInitial    Duration          `yaml:"retry_initial_backoff" doc:"First retry delay; doubles per retry with full jitter; a longer Retry-After wins. Default 100ms."`
+	RetryMax        Duration          `yaml:"retry_max_backoff" doc:"Cap of the retry delay; default 30s. 429, 5xx and transport errors are retried until the backlog bounds drop the data; other 4xx are dropped and counted."`
+	BreakerFailures int               `yaml:"breaker_failures" doc:"Consecutive failures that open an endpoint's circuit breaker; default 5."`
+	BreakerCooldown Duration          `yaml:"breaker_cooldown" doc:"Open breaker lets one probe through (half-open) after this; default 5s."`
+	MaxBacklogBytes ByteSize          `yaml:"max_backlog_bytes" doc:"Queue bytes this exporter may be behind; past it whole old segments are dropped for this exporter only and counted in sluice_exporter_dropped_bytes_total. Default half of queue.max_bytes; must be below queue.max_bytes so a dead backend never fills the queue."`
+	MaxBacklogAge   Duration          `yaml:"max_backlog_age" doc:"Age past which this exporter's backlog is dropped (whole segments, counted); default 24h."`
+}
+
+// UnmarshalYAML rejects unknown keys.
+func (e *Exporter) UnmarshalYAML(n *yaml.Node) error {
+	if errs := checkKeys(n, reflect.TypeFor[Exporter](), "exporter"); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	type plain Exporter
+	return n.Decode((*plain)(e))
+}
+
+// Pipeline says which receivers feed which exporters for one signal
+// (pipelines.<signal>[/<name>]).
+type Pipeline struct {
+	Receivers  []string `yaml:"receivers"`
+	Processors []string `yaml:"processors"`
+	Exporters  []string `yaml:"exporters"`
+}
+
+// UnmarshalYAML rejects unknown keys.
+func (p *Pipeline) UnmarshalYAML(n *yaml.Node) error {
+	if errs := checkKeys(n, reflect.TypeFor[Pipeline](), "pipeline"); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	type plain Pipeline
+	return n.Decode((*plain)(p))
+}
+
+// ExporterType is the part of an exporter or pipeline name before '/'.
+func ExporterType(name string) string {
+	t, _, _ := strings.Cut(name, "/")
+	return t
+}
+
+// Resolved returns e with its defaults filled in, given the queue's size.
+func (e Exporter) Resolved(name string, queueMax ByteSize) Exporter {
+	def := func(d *Duration, v time.Duration) {
+		if *d == 0 {
+			*d = Duration(v)
+		}
+	}
+	if e.Protocol == "" {
+		e.Protocol = map[string]string{ExporterOTLP: "http", ExporterPRW: "1.0"}[ExporterType(name)]
+	}
+	if e.Compression == "" {
+		e.Compression = map[string]string{ExporterOTLP: "gzip", ExporterPRW: "snappy"}[ExporterType(name)]
+	}
+	if e.Mode == "" {
+		e.Mode = "replicate"
+	}
+	def(&e.Timeout, 30*time.Second)
+	if e.BatchBytes == 0 {
+		e.BatchBytes = 1 << 20
+	}
+	def(&e.BatchDelay, 200*time.Millisecond)
+	if e.Concurrency == 0 {
+		e.Concurrency = 4
+	}
+	def(&e.RetryInitial, 100*time.Millisecond)
+	def(&e.RetryMax, 30*time.Second)
+	if e.BreakerFailures == 0 {
+		e.BreakerFailures = 5
+	}
+	def(&e.BreakerCooldown, 5*time.Second)
+	if e.MaxBacklogBytes == 0 {
+		e.MaxBacklogBytes = queueMax / 2
+	}
+	def(&e.MaxBacklogAge, 24*time.Hour)
+	return e
+}
+
+// ExporterSignals returns, per exporter named in a pipeline, the signals
+// it forwards (its own signals key, else its pipelines' signals). With no
+// pipelines configured the result is {lake: all}.
+func (c *Config) ExporterSignals() map[string][]string {
+	out := map[string][]string{}
+	if len(c.Pipelines) == 0 {
+		out[ExporterLake] = []string{"logs", "metrics", "traces"}
+		return out
+	}
+	for _, pname := range slices.Sorted(maps.Keys(c.Pipelines)) {
+		sig := ExporterType(pname)
+		for _, ex := range c.Pipelines[pname].Exporters {
+			if !slices.Contains(out[ex], sig) {
+				out[ex] = append(out[ex], sig)
+			}
+		}
+	}
+	for name, e := range c.Exporters {
+		if len(e.Signals) > 0 && out[name] != nil {
+			out[name] = e.Signals
+		}
+	}
+	return out
+}
+
+var knownSignals = []string{"logs", "metrics", "traces"}
+
+func validateExporters(v *validator, c *Config) {
+	for _, name := range slices.Sorted(maps.Keys(c.Exporters)) {
+		k := "exporters." + name + "."
+		typ := ExporterType(name)
+		if name == ExporterLake {
+			v.add("exporters."+name, "lake is built in (lake:, queue: configure it); list it in pipelines")
+			continue
+		}
+		if typ != ExporterOTLP && typ != ExporterPRW {
+			v.add("exporters."+name, "unknown exporter type %q: want otlp or prometheus_remote_write (optionally /name)", typ)
+			continue
+		}
+		e := c.Exporters[name].Resolved(name, c.Queue.MaxBytes)
+		if len(e.Endpoints) == 0 {
+			v.add(k+"endpoints", "at least one endpoint is required")
+		}
+		for _, ep := range e.Endpoints {
+			if typ == ExporterOTLP && e.Protocol == "grpc" {
+				v.addr(k+"endpoints", ep)
+				continue
+			}
+			if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.add(k+"endpoints", "%q: want an http:// or https:// URL", ep)
+			}
+		}
+		switch typ {
+		case ExporterOTLP:
+			if e.Protocol != "http" && e.Protocol != "grpc" {
+				v.add(k+"protocol", "%q: want http or grpc", e.Protocol)
+			}
+			if e.Compression != "gzip" && e.Compression != "none" && (e.Compression != "zstd" || e.Protocol == "grpc") {
+				v.add(k+"compression", "%q: want gzip, none, or zstd (http only)", e.Compression)
+			}
+			if e.Mode != "replicate" {
+				v.add(k+"mode", "%q: otlp exporters replicate; shard is for prometheus_remote_write", e.Mode)
+			}
+		case ExporterPRW:
+			if e.Protocol != "1.0" && e.Protocol != "2.0" {
+				v.add(k+"protocol", "%q: want 1.0 or 2.0", e.Protocol)
+			}
+			if e.Compression != "snappy" {
+				v.add(k+"compression", "%q: remote write is always snappy", e.Compression)
+			}
+			if e.Mode != "replicate" && e.Mode != "shard" {
+				v.add(k+"mode", "%q: want replicate or shard", e.Mode)
+			}
+			for _, s := range e.Signals {
+				if s != "metrics" {
+					v.add(k+"signals", "%q: remote write carries metrics only", s)
+				}
+			}
+		}
+		for _, s := range e.Signals {
+			if !slices.Contains(knownSignals, s) {
+				v.add(k+"signals", "%q: want logs, metrics or traces", s)
+			}
+		}
+		if e.TenantHeader != "" && !validHeader(e.TenantHeader) {
+			v.add(k+"tenant_header", "%q is not a valid header name", e.TenantHeader)
+		}
+		v.positive(k+"timeout", e.Timeout)
+		v.positiveSize(k+"batch_bytes", e.BatchBytes)
+		v.positive(k+"batch_delay", e.BatchDelay)
+		v.positiveInt(k+"concurrency", e.Concurrency)
+		v.positive(k+"retry_initial_backoff", e.RetryInitial)
+		v.positive(k+"retry_max_backoff", e.RetryMax)
+		v.positiveInt(k+"breaker_failures", e.BreakerFailures)
+		v.positive(k+"breaker_cooldown", e.BreakerCooldown)
+		v.positive(k+"max_backlog_age", e.MaxBacklogAge)
+		if e.MaxBacklogBytes <= 0 || e.MaxBacklogBytes >= c.Queue.MaxBytes {
+			v.add(k+"max_backlog_bytes", "%s must be positive and below queue.max_bytes (%s), or a dead backend would fill the queue and stop ingestion", e.MaxBacklogBytes, c.Queue.MaxBytes)
+		}
+		used := false
+		for _, p := range c.Pipelines {
+			used = used || slices.Contains(p.Exporters, name)
+		}
+		if !used {
+			v.add("exporters."+name, "not used by any pipeline")
+		}
+	}
+	for _, pname := range slices.Sorted(maps.Keys(c.Pipelines)) {
+		p := c.Pipelines[pname]
+		k := "pipelines." + pname + "."
+		if !slices.Contains(knownSignals, ExporterType(pname)) {
+			v.add("pipelines."+pname, "a pipeline is named after its signal: logs, metrics or traces (optionally /name)")
+		}
+		if len(p.Receivers) == 0 {
+			v.add(k+"receivers", "at least one receiver is required")
+		}
+		for _, r := range p.Receivers {
+			if r != "otlp" && r != "prometheus_remote_write" {
+				v.add(k+"receivers", "unknown receiver %q (otlp, prometheus_remote_write)", r)
+			}
+		}
+		if len(p.Processors) > 0 {
+			v.add(k+"processors", "no processors exist yet in this version")
+		}
+		if len(p.Exporters) == 0 {
+			v.add(k+"exporters", "at least one exporter is required (lake, or an exporter of exporters:)")
+		}
+		if !slices.Contains(p.Exporters, ExporterLake) {
+			v.add(k+"exporters", "must include lake: forwarding instead of the lake is not implemented yet (every signal received goes into the lake)")
+		}
+		for _, ex := range p.Exporters {
+			if ex == ExporterLake {
+				continue
+			}
+			if _, ok := c.Exporters[ex]; !ok {
+				v.add(k+"exporters", "%q is not defined under exporters:", ex)
+			} else if ExporterType(ex) == ExporterPRW && ExporterType(pname) != "metrics" {
+				v.add(k+"exporters", "%q: remote write carries metrics only", ex)
+			}
+		}
+	}
+}
