@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/compact"
@@ -199,6 +201,22 @@ func TestLateDataCompactionRetention(t *testing.T) {
 	second := liveSegs(t, e.cat, Table)
 	if len(second) != 3 || second[0].ID == first[0].ID {
 		t.Fatalf("rollups not replaced: before %v, after %v", first, second)
+	}
+	// Lineage: each new rollup file names the rollups it replaced, so a
+	// catalog rebuild counts them once.
+	for _, seg := range second {
+		r, err := lake.OpenSegment(e.store, seg.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := parquet.OpenFile(r, r.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := pf.Lookup(catalog.MetaReplaces); v != catalog.Lineage(first) {
+			t.Fatalf("%s: %s = %q, want %q", seg.Path, catalog.MetaReplaces, v, catalog.Lineage(first))
+		}
+		r.Close()
 	}
 	for _, lvl := range []int{60, 300, 3600} {
 		if p, _ := rolledPoints(t, e, lvl); p != rawRows(t, e) {
