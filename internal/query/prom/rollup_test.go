@@ -2,11 +2,16 @@ package prom
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/rollup"
 	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
 )
@@ -177,5 +182,83 @@ func TestRollupFallback(t *testing.T) {
 			t.Fatalf("%s: %d series, rollup selects +%d, series from raw points +%d; want 6, +1, +2", expr, len(want),
 				on.Stats.RollupSelects.Load()-sel, on.Stats.RollupSeriesRaw.Load()-raw)
 		}
+	}
+}
+
+// tailWith is a lake.TailSource listing the catalog's raw segments plus
+// extra (files under lake.TailPrefix).
+type tailWith struct {
+	cat   *catalog.Catalog
+	extra []catalog.Segment
+}
+
+func (tw *tailWith) List(ctx context.Context, f catalog.Filter) ([]catalog.Segment, func(), error) {
+	segs, err := tw.cat.List(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range tw.extra {
+		if s.Tenant == f.Tenant && s.MaxTime >= f.From && s.MinTime <= f.To {
+			segs = append(segs, s)
+		}
+	}
+	return segs, func() {}, nil
+}
+
+// An hour with rows in the unflushed tail reads raw points, even when the
+// row counts say its rollup is fresh: the rollup cannot hold them.
+func TestRollupTailHourReadsRaw(t *testing.T) {
+	l := newTestLake(t)
+	s := defaultSynth()
+	s.Start = synthStart.Add(7500 * time.Millisecond)
+	l.Write(t, "acme", 0, s.JSON())
+	rollUp(t, l)
+
+	// A tail file: a late gauge point written to another lake, placed
+	// under _tail/ in this one and listed with no rows, so that only its
+	// path tells it apart.
+	other := newTestLake(t)
+	ts := synthStart.Add(12*time.Minute + 3*time.Second).UnixNano()
+	other.Write(t, "acme", 0, []byte(fmt.Sprintf(`{"resourceMetrics":[{"resource":{"attributes":[%s]},"scopeMetrics":[{"metrics":[`+
+		`{"name":"test.queue.depth","gauge":{"dataPoints":[{"attributes":[%s],"timeUnixNano":"%d","asInt":"1000"}]}}]}]}]}`,
+		attr("service.name", "cart"), attr("http.route", "/a"), ts)))
+	segs, err := other.Catalog.List(context.Background(), catalog.Filter{Table: "metrics"})
+	if err != nil || len(segs) != 1 {
+		t.Fatal(segs, err)
+	}
+	seg := segs[0]
+	b, err := os.ReadFile(filepath.Join(other.Root, seg.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg.Path = lake.TailPrefix + "late.parquet"
+	seg.Rows = 0
+	if err := os.MkdirAll(filepath.Join(l.Root, lake.TailPrefix), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.Root, seg.Path), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tail := &tailWith{cat: l.Catalog, extra: []catalog.Segment{seg}}
+	on, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Rollups: true, Tail: tail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Tail: tail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr := `max_over_time(test_queue_depth{service_name="cart",http_route="/a"}[5m])`
+	want, err := runRange(off.Queryable("acme", Limits{}), expr, synthStart.Add(5*time.Minute), synthStart.Add(55*time.Minute), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runRange(on.Queryable("acme", Limits{}), expr, synthStart.Add(5*time.Minute), synthStart.Add(55*time.Minute), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareMatrices(t, expr, want, got, 0)
+	if len(want) != 1 || want[0].Floats[2].F != 1000 || on.Stats.RollupSelects.Load() != 0 {
+		t.Fatalf("raw %v; rollup selects %d, want the tail's point and none", want, on.Stats.RollupSelects.Load())
 	}
 }
