@@ -91,6 +91,7 @@ type DecoderStats struct {
 	ProcLookups int64 // lazy /proc/<pid>/fd readlinks of fds never seen
 	Preloaded   int64 // fds read from /proc when tracing started
 	Execs       int64
+	Forks       int64
 	Exits       int64
 	BadRecords  int64
 }
@@ -324,6 +325,10 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 		}
 		p.cwdOK = false
 		return
+	case kindFork:
+		d.stats.Forks++
+		d.fork(r.pid, r.tid)
+		return
 	case kindExit:
 		d.stats.Exits++
 		delete(d.procs, r.pid)
@@ -413,6 +418,31 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 	ev.Comm = d.commStr(out, p, r.comm)
 	out.Append(&ev)
 	d.stats.Rows++
+}
+
+// fork gives child a copy of parent's fd table and cwd, as the kernel did.
+func (d *Decoder) fork(parent, child uint32) {
+	pp := d.procs[parent]
+	if pp == nil {
+		return
+	}
+	c := &proc{cwd: pp.cwd, cwdOK: pp.cwdOK}
+	if len(pp.fds) > 0 {
+		c.fds = make([]fdEntry, len(pp.fds))
+		for i, e := range pp.fds {
+			c.fds[i] = fdEntry{path: e.path, state: e.state, cloexec: e.cloexec}
+		}
+	}
+	for fd, e := range pp.big {
+		if c.big == nil {
+			c.big = make(map[int32]*fdEntry)
+		}
+		c.big[fd] = &fdEntry{path: e.path, state: e.state, cloexec: e.cloexec}
+	}
+	d.procs[child] = c
+	if d.lastID == child {
+		d.last = nil
+	}
 }
 
 func (d *Decoder) prefixOK(out *signal.IOEvents, ev *signal.IOEvent) bool {

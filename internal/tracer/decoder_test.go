@@ -168,3 +168,24 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecoderFork: a child process starts with its parent's fds, so a
+// short-lived child's writes resolve without its /proc.
+func TestDecoderFork(t *testing.T) {
+	s := &stream{d: NewDecoder(DecoderOptions{ProcRoot: t.TempDir()}), out: new(signal.IOEvents)}
+	s.call(SysOpenat, atFDCWD, -1, 5, oCloexec, "/var/log/out.log", "")
+	s.d.Decode(appendRecord(nil, &rawRecord{pid: 7, tid: 9, kind: kindFork, fd: -1, fd2: -1}), s.out)
+	s.d.Decode(appendRecord(nil, &rawRecord{pid: 9, tid: 9, sc: uint16(SysWrite), fd: 5, fd2: -1, ret: 3, comm: []byte("child")}), s.out)
+	if got := s.lastPath(t); got != "/var/log/out.log" {
+		t.Fatalf("child's write to an inherited fd: path %q", got)
+	}
+	if st := s.d.Stats(); st.Forks != 1 || st.ProcLookups != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The parent's table is its own: the child closing fd 5 leaves it.
+	s.d.Decode(appendRecord(nil, &rawRecord{pid: 9, tid: 9, sc: uint16(SysClose), fd: 5, fd2: -1, comm: []byte("child")}), s.out)
+	s.call(SysWrite, 5, -1, 1, 0, "", "")
+	if got := s.lastPath(t); got != "/var/log/out.log" {
+		t.Fatalf("parent's fd after the child closed its copy: %q", got)
+	}
+}

@@ -4,8 +4,9 @@
 // Kernel side (bpf/iotrace.c, CO-RE against the committed bpf/vmlinux.h):
 // raw tracepoints on sys_enter and sys_exit (no tracefs mount needed) pair
 // each call's enter and exit in an LRU hash keyed by thread id, and send one
-// record per completed call through a BPF ring buffer. sched_process_exec
-// and sched_process_exit send process records for the fd table. Filters run
+// record per completed call through a BPF ring buffer. sched_process_fork,
+// sched_process_exec and sched_process_exit send process records for the
+// fd table. Filters run
 // at sys_enter, before anything is stored: the syscall set (a table indexed
 // by syscall number), pid, tid, comm and cgroup id (constants rewritten at
 // load time, so filters that are off cost nothing); the minimum duration is
@@ -16,7 +17,8 @@
 // Paths of opened files come from the kernel (the open's path argument,
 // read at exit), joined to the cwd or dirfd when relative; a (pid, fd)
 // table follows open, dup, dup2, dup3, fcntl(F_DUPFD*, F_SETFD), close,
-// close_range, exec (CLOEXEC fds) and process exit. /proc/<pid>/fd is read
+// close_range, fork (the child gets a copy), exec (CLOEXEC fds) and
+// process exit. /proc/<pid>/fd is read
 // only for an fd the table has never seen, once (cached).
 //
 // Regenerating the kernel program (only needed after changing bpf/):

@@ -57,6 +57,7 @@ const (
 	iotraceMapScratch       = "scratch"
 	iotraceProgProcessExec  = "process_exec"
 	iotraceProgProcessExit  = "process_exit"
+	iotraceProgProcessFork  = "process_fork"
 	iotraceProgSysEnter     = "sys_enter"
 	iotraceProgSysExit      = "sys_exit"
 	iotraceVarExcludePid    = "exclude_pid"
@@ -114,6 +115,7 @@ type iotraceSpecs struct {
 type iotraceProgramSpecs struct {
 	ProcessExec *ebpf.ProgramSpec `ebpf:"process_exec"`
 	ProcessExit *ebpf.ProgramSpec `ebpf:"process_exit"`
+	ProcessFork *ebpf.ProgramSpec `ebpf:"process_fork"`
 	SysEnter    *ebpf.ProgramSpec `ebpf:"sys_enter"`
 	SysExit     *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
@@ -199,6 +201,7 @@ type iotraceVariables struct {
 type iotracePrograms struct {
 	ProcessExec *ebpf.Program `ebpf:"process_exec"`
 	ProcessExit *ebpf.Program `ebpf:"process_exit"`
+	ProcessFork *ebpf.Program `ebpf:"process_fork"`
 	SysEnter    *ebpf.Program `ebpf:"sys_enter"`
 	SysExit     *ebpf.Program `ebpf:"sys_exit"`
 }
@@ -207,6 +210,7 @@ func (p *iotracePrograms) Close() error {
 	return _IotraceClose(
 		p.ProcessExec,
 		p.ProcessExit,
+		p.ProcessFork,
 		p.SysEnter,
 		p.SysExit,
 	)

@@ -65,6 +65,7 @@ const (
 	kindSyscall = 0
 	kindExec    = 1
 	kindExit    = 2
+	kindFork    = 3 // pid is the parent, tid the child process
 )
 
 var syscallNames = [NumSyscalls]string{

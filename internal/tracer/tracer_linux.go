@@ -113,6 +113,7 @@ func Open(opts Options) (*Tracer, error) {
 		{"sys_enter", t.objs.SysEnter},
 		{"sys_exit", t.objs.SysExit},
 		{"sched_process_exec", t.objs.ProcessExec},
+		{"sched_process_fork", t.objs.ProcessFork},
 		{"sched_process_exit", t.objs.ProcessExit},
 	} {
 		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: a.tp, Program: a.prog})

@@ -369,6 +369,38 @@ static __always_inline void process_event(u16 kind)
 		count_lost();
 }
 
+// A new process starts with a copy of its parent's fd table: the record
+// carries the parent as pid and the child as tid, so user space copies the
+// table instead of reading the child's /proc later (a short-lived child
+// is gone by then). New threads share the table and send nothing.
+SEC("raw_tracepoint/sched_process_fork")
+int process_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	u32 child_pid = BPF_CORE_READ(child, pid);
+	u32 child_tgid = BPF_CORE_READ(child, tgid);
+	if (child_pid != child_tgid)
+		return 0;
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!wanted(pid_tgid))
+		return 0;
+	u32 zero = 0;
+	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return 0;
+	__builtin_memset(r, 0, RECORD_HEADER);
+	r->ts = bpf_ktime_get_ns();
+	r->pid = pid_tgid >> 32;
+	r->tid = child_tgid;
+	r->fd = -1;
+	r->fd2 = -1;
+	r->kind = KIND_FORK;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	if (bpf_ringbuf_output(&events, r, RECORD_HEADER, wakeup_flags(RECORD_HEADER)))
+		count_lost();
+	return 0;
+}
+
 SEC("raw_tracepoint/sched_process_exec")
 int process_exec(struct bpf_raw_tracepoint_args *ctx)
 {

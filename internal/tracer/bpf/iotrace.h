@@ -17,6 +17,7 @@
 #define KIND_SYSCALL 0
 #define KIND_EXEC 1
 #define KIND_EXIT 2
+#define KIND_FORK 3
 
 // sluice syscall ids: arch-independent, the values of traced[].
 enum {
