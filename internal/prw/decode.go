@@ -1,0 +1,724 @@
+package prw
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/unsafex"
+)
+
+// ScopeName is the instrumentation scope of every point decoded here, so
+// that SQL over the lake tells remote-write data from OTLP.
+const ScopeName = "sluice/prometheus-remote-write"
+
+// Metadata attribute keys on a metric decoded from remote write.
+const (
+	AttrType = "prometheus.type"
+	AttrUnit = "prometheus.unit"
+)
+
+// Stats counts what one Decode call appended and dropped.
+type Stats struct {
+	Series     int // series with at least one point appended
+	Samples    int // float samples appended
+	Histograms int // native histogram samples appended
+	Exemplars  int // exemplars kept
+	Dropped    int // series dropped for invalid data
+	// ExemplarsDropped counts exemplars of series that had no sample or
+	// histogram to hang them on (2.0 allows exemplar-only series).
+	ExemplarsDropped int
+}
+
+type label struct{ name, value signal.Str }
+
+// descKinds are the metric types one remote-write name can map to.
+const (
+	descGauge = iota
+	descExp
+	descExplicit
+	numDescKinds
+)
+
+type span struct {
+	offset int32
+	length uint32
+}
+
+// hist is one native histogram message, decoded to validate it before
+// anything of its series is appended.
+type hist struct {
+	isFloat            bool
+	countInt           uint64
+	countFloat         float64
+	sum                float64
+	schema             int32
+	zeroThreshold      float64
+	zeroInt            uint64
+	zeroFloat          float64
+	negSpans, posSpans []span
+	negDeltas          []int64
+	posDeltas          []int64
+	negCounts          []float64
+	posCounts          []float64
+	custom             []float64
+	ts, start          int64
+	// dense bucket counts and OTLP offsets, filled by expand
+	pos, neg       []uint64
+	posOff, negOff int32
+}
+
+func (h *hist) reset() {
+	*h = hist{negSpans: h.negSpans[:0], posSpans: h.posSpans[:0], negDeltas: h.negDeltas[:0], posDeltas: h.posDeltas[:0],
+		negCounts: h.negCounts[:0], posCounts: h.posCounts[:0], custom: h.custom[:0], pos: h.pos[:0], neg: h.neg[:0]}
+}
+
+// MaxBuckets bounds the dense buckets of one side of a native histogram
+// (spans with huge gaps would otherwise expand without limit).
+const MaxBuckets = 1 << 15
+
+// Decoder decodes remote-write requests into metric batches. Its scratch
+// space is reused across calls; use one per goroutine.
+type Decoder struct {
+	m        *signal.Metrics
+	c        *signal.Common
+	b        []byte // the request's copy in the arena, from index 0 of the arena
+	res, sc  uint32
+	labels   []label
+	exLabels []label
+	names    map[string]uint32 // name -> index in descPool, per call
+	descPool [][numDescKinds]uint32 // desc index + 1 per kind
+	prevKeys []keyCache
+	symbols  []signal.Str
+	h        hist
+	ex       []byte
+	meta     [][2]int // 1.0 metadata messages [start, end)
+	key      []byte
+	st       Stats
+	perr     PartialError
+	version  string
+}
+
+type keyCache struct {
+	name signal.Str
+	id   signal.KeyID
+}
+
+// reset prepares a call: dst's arena already holds the request at base.
+func (d *Decoder) begin(dst *signal.Metrics, version string) {
+	d.m, d.c = dst, &dst.Common
+	d.st = Stats{}
+	d.perr = PartialError{}
+	d.version = version
+	if d.names == nil {
+		d.names = make(map[string]uint32, 64)
+	}
+	clear(d.names)
+	d.descPool = d.descPool[:0]
+	d.prevKeys = d.prevKeys[:0]
+	d.meta = d.meta[:0]
+}
+
+// end drops references into the arena, so the decoder pins no batch.
+func (d *Decoder) end() {
+	clear(d.names)
+	d.m, d.c, d.b = nil, nil, nil
+}
+
+type mark struct {
+	n, descs, attrs, msgs, buf, u64, f64, res, scopes int
+}
+
+func (d *Decoder) mark() mark {
+	m := d.m
+	return mark{m.Len(), len(m.Descs), m.Attrs.Len(), len(m.Msgs), len(m.Buf), len(m.U64), len(m.F64), len(m.Resources), len(m.Scopes)}
+}
+
+func (d *Decoder) restore(k mark) {
+	m := d.m
+	truncate(m, k.n)
+	m.Descs = m.Descs[:k.descs]
+	m.Attrs.Key, m.Attrs.Type, m.Attrs.Val = m.Attrs.Key[:k.attrs], m.Attrs.Type[:k.attrs], m.Attrs.Val[:k.attrs]
+	m.Msgs = m.Msgs[:k.msgs]
+	m.Buf = m.Buf[:k.buf]
+	m.U64, m.F64 = m.U64[:k.u64], m.F64[:k.f64]
+	m.Resources, m.Scopes = m.Resources[:k.res], m.Scopes[:k.scopes]
+}
+
+func truncate(m *signal.Metrics, n int) {
+	m.Desc, m.Resource, m.Scope = m.Desc[:n], m.Resource[:n], m.Scope[:n]
+	m.StartTime, m.Time, m.Attr, m.Flags = m.StartTime[:n], m.Time[:n], m.Attr[:n], m.Flags[:n]
+	m.Exemplars, m.SeriesID, m.NumberType, m.Number = m.Exemplars[:n], m.SeriesID[:n], m.NumberType[:n], m.Number[:n]
+	m.Count, m.Sum, m.Min, m.Max, m.Has = m.Count[:n], m.Sum[:n], m.Min[:n], m.Max[:n], m.Has[:n]
+	m.BucketCounts, m.Bounds, m.Scale = m.BucketCounts[:n], m.Bounds[:n], m.Scale[:n]
+	m.ZeroCount, m.ZeroThreshold = m.ZeroCount[:n], m.ZeroThreshold[:n]
+	m.PosOffset, m.PosCounts, m.NegOffset, m.NegCounts = m.PosOffset[:n], m.PosCounts[:n], m.NegOffset[:n], m.NegCounts[:n]
+	m.Quantiles = m.Quantiles[:n]
+}
+
+// start copies body into the arena and appends the resource and scope.
+func (d *Decoder) start(body []byte) int {
+	c := d.c
+	scopeName := c.AppendString(ScopeName)
+	ver := c.AppendString(d.version)
+	a := uint32(c.Attrs.Len())
+	c.Resources = append(c.Resources, signal.Resource{Attrs: signal.Range{Start: a, End: a}})
+	c.Scopes = append(c.Scopes, signal.Scope{Name: scopeName, Version: ver, Attrs: signal.Range{Start: a, End: a}})
+	d.res, d.sc = uint32(len(c.Resources)-1), uint32(len(c.Scopes)-1)
+	base := len(c.Buf)
+	c.Buf = append(c.Buf, body...)
+	d.b = c.Buf
+	return base
+}
+
+func (d *Decoder) finish(k mark) (Stats, error) {
+	if d.m.Len() > k.n {
+		d.m.ComputeSeriesIDsFrom(k.n)
+	}
+	st := d.st
+	if d.perr.Dropped > 0 {
+		pe := d.perr
+		pe.Problems = slices.Clone(pe.Problems)
+		d.perr.Problems = d.perr.Problems[:0]
+		return st, &pe
+	}
+	return st, nil
+}
+
+func (d *Decoder) drop(format string, a ...any) {
+	d.st.Dropped++
+	d.perr.Dropped++
+	if len(d.perr.Problems) < maxProblems {
+		d.perr.Problems = append(d.perr.Problems, fmt.Sprintf(format, a...))
+	}
+}
+
+func (d *Decoder) str(s signal.Str) []byte {
+	o := s.Off()
+	return d.b[o : o+s.Len()]
+}
+
+// seriesString names the series being decoded in an error message.
+func (d *Decoder) seriesString() string {
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i, l := range d.labels {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.Write(d.str(l.name))
+		sb.WriteByte('=')
+		sb.WriteString(strconv.Quote(string(d.str(l.value))))
+	}
+	sb.WriteByte('}')
+	return sb.String()
+}
+
+// checkLabels sorts d.labels by name and validates them. It returns the
+// index of __name__, or a problem.
+func (d *Decoder) checkLabels() (int, string) {
+	ls := d.labels
+	sorted := true
+	for i := 1; i < len(ls); i++ {
+		if bytes.Compare(d.str(ls[i-1].name), d.str(ls[i].name)) > 0 {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		slices.SortStableFunc(ls, func(a, b label) int { return bytes.Compare(d.str(a.name), d.str(b.name)) })
+	}
+	nameIdx := -1
+	for i, l := range ls {
+		n := d.str(l.name)
+		if len(n) == 0 {
+			return -1, "empty label name"
+		}
+		if i > 0 && bytes.Equal(n, d.str(ls[i-1].name)) {
+			return -1, fmt.Sprintf("duplicate label name %q", n)
+		}
+		if !utf8.Valid(n) || !utf8.Valid(d.str(l.value)) {
+			return -1, fmt.Sprintf("label %q: not valid UTF-8", n)
+		}
+		if string(n) == "__name__" {
+			nameIdx = i
+		}
+	}
+	if nameIdx < 0 {
+		return -1, "no __name__ label"
+	}
+	if ls[nameIdx].value.Len() == 0 {
+		return -1, "empty __name__"
+	}
+	return nameIdx, ""
+}
+
+// attrs appends the series' labels other than __name__ as attributes.
+func (d *Decoder) attrs(nameIdx int) signal.Range {
+	c := d.c
+	start := uint32(c.Attrs.Len())
+	k := 0
+	for i, l := range d.labels {
+		if i == nameIdx {
+			continue
+		}
+		var id signal.KeyID
+		// Series of one request mostly share their label names in the
+		// same order: compare with the previous series before interning.
+		if k < len(d.prevKeys) && bytes.Equal(d.str(d.prevKeys[k].name), d.str(l.name)) {
+			id = d.prevKeys[k].id
+			d.prevKeys[k].name = l.name
+		} else {
+			id = c.Keys.ID(d.str(l.name))
+			if k < len(d.prevKeys) {
+				d.prevKeys[k] = keyCache{l.name, id}
+			} else {
+				d.prevKeys = append(d.prevKeys, keyCache{l.name, id})
+			}
+		}
+		k++
+		c.Attrs.Append(id, signal.ValueString, uint64(l.value))
+	}
+	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+}
+
+// desc returns the descriptor of metric name (a Str of the arena) for a
+// kind, adding it on first sight in this call.
+func (d *Decoder) desc(name signal.Str, kind int) uint32 {
+	key := unsafex.String(d.str(name)) // valid while the arena copy lives: the map is cleared at end
+	x, ok := d.names[key]
+	if !ok {
+		x = uint32(len(d.descPool))
+		d.descPool = append(d.descPool, [numDescKinds]uint32{})
+		d.names[key] = x
+	}
+	e := &d.descPool[x]
+	if e[kind] != 0 {
+		return e[kind] - 1
+	}
+	md := signal.MetricDesc{Name: name, Type: signal.MetricGauge}
+	switch kind {
+	case descExp:
+		md.Type, md.Temporality = signal.MetricExponentialHistogram, signal.TemporalityCumulative
+	case descExplicit:
+		md.Type, md.Temporality = signal.MetricHistogram, signal.TemporalityCumulative
+	}
+	d.m.Descs = append(d.m.Descs, md)
+	e[kind] = uint32(len(d.m.Descs))
+	return e[kind] - 1
+}
+
+var typeNames = [...]string{"unknown", "counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset"}
+
+// applyMetadata sets help, type and unit on every descriptor of name that
+// has none yet.
+func (d *Decoder) applyMetadata(e *[numDescKinds]uint32, typ uint64, help, unit []byte) {
+	c := d.c
+	for _, v := range e {
+		if v == 0 {
+			continue
+		}
+		md := &d.m.Descs[v-1]
+		if md.Metadata.Len() > 0 || md.Description.Len() > 0 {
+			continue
+		}
+		if len(help) > 0 {
+			md.Description = c.AppendBytes(help)
+		}
+		a := uint32(c.Attrs.Len())
+		tn := "unknown"
+		if typ < uint64(len(typeNames)) {
+			tn = typeNames[typ]
+		}
+		c.Attrs.Append(c.Keys.IDString(AttrType), signal.ValueString, uint64(c.AppendString(tn)))
+		if len(unit) > 0 {
+			c.Attrs.Append(c.Keys.IDString(AttrUnit), signal.ValueString, uint64(c.AppendBytes(unit)))
+		}
+		md.Metadata = signal.Range{Start: a, End: uint32(c.Attrs.Len())}
+	}
+}
+
+// msToNs converts a millisecond timestamp; false when it does not fit.
+func msToNs(ms int64) (int64, bool) {
+	const lim = math.MaxInt64 / 1_000_000
+	if ms > lim || ms < -lim {
+		return 0, false
+	}
+	return ms * 1e6, true
+}
+
+func (d *Decoder) appendSample(desc uint32, attr signal.Range, ts, start int64, v uint64) {
+	m := d.m
+	p := m.AppendPoint(desc, d.res, d.sc)
+	m.Time[p], m.StartTime[p] = ts, start
+	m.Attr[p] = attr
+	m.NumberType[p] = signal.ValueDouble
+	m.Number[p] = v
+	d.st.Samples++
+}
+
+// parseHist decodes a Histogram message b[s:e] into d.h; v2 adds
+// start_timestamp (17). Wire errors return a negative index.
+func (d *Decoder) parseHist(b []byte, s, e int) int {
+	h := &d.h
+	h.reset()
+	b = b[:e]
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return -1
+		}
+		var v uint64
+		switch {
+		case wt == wtVarint && (num == 1 || num == 4 || num == 6 || num == 14 || num == 15 || num == 17):
+			if v, j = uvarint(b, j); j < 0 {
+				return -1
+			}
+			switch num {
+			case 1:
+				h.countInt, h.isFloat = v, false
+			case 4:
+				h.schema = int32(zigzag(v))
+			case 6:
+				h.zeroInt = v
+			case 15:
+				h.ts = int64(v)
+			case 17:
+				h.start = int64(v)
+			}
+		case wt == wtI64 && (num == 2 || num == 3 || num == 5 || num == 7):
+			if v, j = fixed64(b, j); j < 0 {
+				return -1
+			}
+			f := math.Float64frombits(v)
+			switch num {
+			case 2:
+				h.countFloat, h.isFloat = f, true
+			case 3:
+				h.sum = f
+			case 5:
+				h.zeroThreshold = f
+			case 7:
+				h.zeroFloat, h.isFloat = f, true
+			}
+		case wt == wtLen && (num == 8 || num == 11):
+			ss, se := lenField(b, j)
+			if ss < 0 {
+				return -1
+			}
+			var sp span
+			for k := ss; k < se; {
+				n2, w2, k2 := tag(b[:se], k)
+				if k2 < 0 || w2 != wtVarint {
+					if k2 >= 0 {
+						if k2 = skip(b[:se], k2, w2); k2 >= 0 {
+							k = k2
+							continue
+						}
+					}
+					return -1
+				}
+				x, k3 := uvarint(b[:se], k2)
+				if k3 < 0 {
+					return -1
+				}
+				switch n2 {
+				case 1:
+					sp.offset = int32(zigzag(x))
+				case 2:
+					if x > math.MaxUint32 {
+						return -1
+					}
+					sp.length = uint32(x)
+				}
+				k = k3
+			}
+			if num == 8 {
+				h.negSpans = append(h.negSpans, sp)
+			} else {
+				h.posSpans = append(h.posSpans, sp)
+			}
+			j = se
+		case (num == 9 || num == 12) && (wt == wtLen || wt == wtVarint):
+			dst := &h.posDeltas
+			if num == 9 {
+				dst = &h.negDeltas
+			}
+			if j = packedVarints(b, j, wt, func(x uint64) { *dst = append(*dst, zigzag(x)) }); j < 0 {
+				return -1
+			}
+		case (num == 10 || num == 13 || num == 16) && (wt == wtLen || wt == wtI64):
+			dst := &h.posCounts
+			switch num {
+			case 10:
+				dst = &h.negCounts
+			case 16:
+				dst = &h.custom
+			}
+			if j = packedDoubles(b, j, wt, dst); j < 0 {
+				return -1
+			}
+		case num <= 17 && num != 14:
+			return -1 // a known field with the wrong wire type
+		default:
+			if j = skip(b, j, wt); j < 0 {
+				return -1
+			}
+		}
+		i = j
+	}
+	return e
+}
+
+func packedVarints(b []byte, j, wt int, f func(uint64)) int {
+	if wt == wtVarint {
+		x, k := uvarint(b, j)
+		if k >= 0 {
+			f(x)
+		}
+		return k
+	}
+	s, e := lenField(b, j)
+	if s < 0 {
+		return -1
+	}
+	for s < e {
+		var x uint64
+		if x, s = uvarint(b[:e], s); s < 0 {
+			return -1
+		}
+		f(x)
+	}
+	return e
+}
+
+func packedDoubles(b []byte, j, wt int, dst *[]float64) int {
+	if wt == wtI64 {
+		x, k := fixed64(b, j)
+		if k >= 0 {
+			*dst = append(*dst, math.Float64frombits(x))
+		}
+		return k
+	}
+	s, e := lenField(b, j)
+	if s < 0 || (e-s)%8 != 0 {
+		return -1
+	}
+	for ; s < e; s += 8 {
+		x, _ := fixed64(b, s)
+		*dst = append(*dst, math.Float64frombits(x))
+	}
+	return e
+}
+
+// expandSide turns spans and deltas (or float counts) into dense counts
+// starting at the first bucket's Prometheus index. It returns the first
+// index, the dense counts and a problem.
+func expandSide(dst []uint64, spans []span, deltas []int64, counts []float64, isFloat bool, side string) (int32, []uint64, uint64, string) {
+	dst = dst[:0]
+	n := 0
+	for _, s := range spans {
+		n += int(s.length)
+	}
+	have := len(deltas)
+	if isFloat {
+		have = len(counts)
+	}
+	if n != have {
+		return 0, dst, 0, fmt.Sprintf("%s spans hold %d buckets but %d counts are given", side, n, have)
+	}
+	if n == 0 {
+		return 0, dst, 0, ""
+	}
+	var first, idx int64
+	var cur int64
+	var total uint64
+	k := 0
+	for si, s := range spans {
+		if si == 0 {
+			idx, first = int64(s.offset), int64(s.offset)
+		} else {
+			if s.offset < 0 {
+				return 0, dst, 0, fmt.Sprintf("%s span %d has a negative offset", side, si)
+			}
+			idx += int64(s.offset)
+		}
+		for range s.length {
+			pos := idx - first
+			if pos >= MaxBuckets {
+				return 0, dst, 0, fmt.Sprintf("%s buckets span more than %d indexes", side, MaxBuckets)
+			}
+			for int64(len(dst)) < pos {
+				dst = append(dst, 0)
+			}
+			var c uint64
+			if isFloat {
+				f := counts[k]
+				if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
+					return 0, dst, 0, fmt.Sprintf("%s bucket count %v is not a non-negative integer (float histograms with fractional counts are not supported)", side, f)
+				}
+				c = uint64(f)
+			} else {
+				cur += deltas[k]
+				if cur < 0 {
+					return 0, dst, 0, fmt.Sprintf("%s bucket %d has a negative count %d", side, k, cur)
+				}
+				c = uint64(cur)
+			}
+			dst = append(dst, c)
+			total += c
+			k++
+			idx++
+		}
+	}
+	return int32(first), dst, total, ""
+}
+
+// checkHist validates d.h and expands its buckets.
+func (d *Decoder) checkHist() string {
+	h := &d.h
+	count, zero := h.countInt, h.zeroInt
+	if h.isFloat {
+		for _, f := range [2]float64{h.countFloat, h.zeroFloat} {
+			if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
+				return fmt.Sprintf("histogram count %v is not a non-negative integer (float histograms with fractional counts are not supported)", f)
+			}
+		}
+		count, zero = uint64(h.countFloat), uint64(h.zeroFloat)
+	}
+	custom := h.schema == -53
+	if !custom && (h.schema < -4 || h.schema > 8) {
+		return fmt.Sprintf("histogram schema %d is not supported (want -4..8 or -53 for custom buckets)", h.schema)
+	}
+	if custom {
+		if len(h.negSpans) > 0 || len(h.negDeltas) > 0 || len(h.negCounts) > 0 {
+			return "custom-bucket histogram has negative buckets"
+		}
+		for i := 1; i < len(h.custom); i++ {
+			if !(h.custom[i] > h.custom[i-1]) {
+				return "custom-bucket histogram bounds are not strictly increasing"
+			}
+		}
+	} else if len(h.custom) > 0 {
+		return fmt.Sprintf("histogram of schema %d has custom bucket bounds", h.schema)
+	}
+	var pt, nt uint64
+	var p string
+	var off int32
+	if off, h.pos, pt, p = expandSide(h.pos, h.posSpans, h.posDeltas, h.posCounts, h.isFloat, "positive"); p != "" {
+		return "histogram " + p
+	}
+	h.posOff = off - 1 // OTLP bucket i is (base^i, base^(i+1)]; Prometheus's is (base^(i-1), base^i]
+	if custom {
+		if len(h.pos) > 0 && (off < 0 || int(off)+len(h.pos) > len(h.custom)+1) {
+			return fmt.Sprintf("custom-bucket histogram has buckets outside its %d bounds", len(h.custom))
+		}
+		h.posOff = off
+	}
+	if off, h.neg, nt, p = expandSide(h.neg, h.negSpans, h.negDeltas, h.negCounts, h.isFloat, "negative"); p != "" {
+		return "histogram " + p
+	}
+	h.negOff = off - 1
+	buckets := pt + nt + zero
+	if buckets > count || (!math.IsNaN(h.sum) && buckets != count) {
+		return fmt.Sprintf("histogram count %d does not match its buckets (%d)", count, buckets)
+	}
+	if h.isFloat {
+		h.countInt, h.zeroInt = count, zero
+	}
+	return ""
+}
+
+// appendHist appends d.h (checked) as a point.
+func (d *Decoder) appendHist(name signal.Str, attr signal.Range, ts, start int64) {
+	m, h := d.m, &d.h
+	kind := descExp
+	if h.schema == -53 {
+		kind = descExplicit
+	}
+	p := m.AppendPoint(d.desc(name, kind), d.res, d.sc)
+	m.Time[p], m.StartTime[p], m.Attr[p] = ts, start, attr
+	m.Count[p], m.Sum[p], m.Has[p] = h.countInt, h.sum, signal.HasSum
+	if kind == descExplicit {
+		// Dense counts over all len(custom)+1 buckets.
+		u := uint32(len(m.U64))
+		for range h.posOff {
+			m.U64 = append(m.U64, 0)
+		}
+		m.U64 = append(m.U64, h.pos...)
+		for len(m.U64)-int(u) < len(h.custom)+1 {
+			m.U64 = append(m.U64, 0)
+		}
+		m.BucketCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+		f := uint32(len(m.F64))
+		m.F64 = append(m.F64, h.custom...)
+		m.Bounds[p] = signal.Range{Start: f, End: uint32(len(m.F64))}
+	} else {
+		m.Scale[p] = h.schema
+		m.ZeroCount[p], m.ZeroThreshold[p] = h.zeroInt, h.zeroThreshold
+		m.PosOffset[p], m.NegOffset[p] = h.posOff, h.negOff
+		u := uint32(len(m.U64))
+		m.U64 = append(m.U64, h.pos...)
+		m.PosCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+		u = uint32(len(m.U64))
+		m.U64 = append(m.U64, h.neg...)
+		m.NegCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+	}
+	d.st.Histograms++
+}
+
+// appendExemplar encodes an OTLP Exemplar from d.exLabels, value and
+// timestamp and returns its Str in the arena.
+func (d *Decoder) appendExemplar(v uint64, tsNs int64) signal.Str {
+	e := d.ex[:0]
+	for _, l := range d.exLabels {
+		n, val := d.str(l.name), d.str(l.value)
+		// KeyValue{1: key, 2: AnyValue{1: string_value}}
+		anyLen := 1 + varintLen(uint64(len(val))) + len(val)
+		kvLen := 1 + varintLen(uint64(len(n))) + len(n) + 1 + varintLen(uint64(anyLen)) + anyLen
+		e = appendVarint(e, 7<<3|wtLen)
+		e = appendVarint(e, uint64(kvLen))
+		e = appendLenPrefix(e, 1, n)
+		e = appendVarint(e, 2<<3|wtLen)
+		e = appendVarint(e, uint64(anyLen))
+		e = appendLenPrefix(e, 1, val)
+	}
+	e = appendFixed64(e, 2, uint64(tsNs))
+	e = appendFixed64(e, 3, v)
+	d.ex = e
+	return d.c.AppendBytes(e)
+}
+
+// attachExemplars sets the exemplar range of the series' last point.
+func (d *Decoder) attachExemplars(p int, start int) {
+	if p < 0 {
+		d.st.ExemplarsDropped += len(d.m.Msgs) - start
+		d.st.Exemplars -= len(d.m.Msgs) - start
+		d.m.Msgs = d.m.Msgs[:start]
+		return
+	}
+	d.m.Exemplars[p] = signal.Range{Start: uint32(start), End: uint32(len(d.m.Msgs))}
+}
+
+func (d *Decoder) checkExLabels() string {
+	for i, l := range d.exLabels {
+		n := d.str(l.name)
+		if len(n) == 0 {
+			return "exemplar label with an empty name"
+		}
+		if !utf8.Valid(n) || !utf8.Valid(d.str(l.value)) {
+			return fmt.Sprintf("exemplar label %q: not valid UTF-8", n)
+		}
+		for _, o := range d.exLabels[:i] {
+			if bytes.Equal(d.str(o.name), n) {
+				return fmt.Sprintf("exemplar has duplicate label name %q", n)
+			}
+		}
+	}
+	return ""
+}

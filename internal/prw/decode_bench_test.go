@@ -1,0 +1,81 @@
+package prw
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// benchBodies builds a 1.0 and a 2.0 request of n series with one sample
+// each and nl labels besides __name__ (the shape Prometheus sends: 1,000 to
+// 2,000 samples per request, 5 to 10 labels).
+func benchBodies(n, nl int) ([]byte, []byte) {
+	r1 := &prompb.WriteRequest{}
+	st := writev2.NewSymbolTable()
+	r2 := &writev2.Request{}
+	for i := range n {
+		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i%50)}}
+		for k := range nl {
+			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
+		}
+		ts := int64(1700000000000 + i)
+		r1.Timeseries = append(r1.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: ts}}})
+		var refs []uint32
+		for _, l := range ls {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		r2.Timeseries = append(r2.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: float64(i), Timestamp: ts}}})
+	}
+	r2.Symbols = st.Symbols()
+	b1, _ := r1.Marshal()
+	b2, _ := r2.Marshal()
+	return b1, b2
+}
+
+func benchDecode(b *testing.B, v, n, nl int) {
+	b1, b2 := benchBodies(n, nl)
+	body := b1
+	if v == 2 {
+		body = b2
+	}
+	var m signal.Metrics
+	var d Decoder
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	cpu0 := cpuTime()
+	for b.Loop() {
+		m.Reset()
+		if _, err := decode(&d, v, &m, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+	// On a shared machine wall time overstates the cost: samples per
+	// second of this process's CPU time is the per-core figure.
+	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+}
+
+func BenchmarkDecodeV1(b *testing.B) {
+	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
+		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) { benchDecode(b, 1, c[0], c[1]) })
+	}
+}
+
+func BenchmarkDecodeV2(b *testing.B) {
+	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
+		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) { benchDecode(b, 2, c[0], c[1]) })
+	}
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

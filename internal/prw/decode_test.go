@@ -1,0 +1,428 @@
+package prw
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+var staleNaN = math.Float64frombits(value.StaleNaN)
+
+// oracleSeries is what a test sends: labels (possibly unsorted on the
+// wire), float samples or histograms.
+type oracleSeries struct {
+	lbls    []prompb.Label // wire order
+	samples []prompb.Sample
+	hists   []*histogram.Histogram
+	fhists  []*histogram.FloatHistogram
+	nEx     int
+}
+
+func oracleLoad() []oracleSeries {
+	return []oracleSeries{
+		{lbls: []prompb.Label{{Name: "__name__", Value: "http_requests_total"}, {Name: "job", Value: "api"}, {Name: "instance", Value: "a:9090"}, {Name: "code", Value: "200"}},
+			samples: []prompb.Sample{{Value: 1, Timestamp: 1700000000000}, {Value: 2.5, Timestamp: 1700000015000}, {Value: staleNaN, Timestamp: 1700000030000}}, nEx: 2},
+		{lbls: []prompb.Label{{Name: "zone", Value: "ü-1"}, {Name: "__name__", Value: "temp:celsius"}},
+			samples: []prompb.Sample{{Value: -40, Timestamp: 1}, {Value: math.Inf(1), Timestamp: 2}, {Value: math.NaN(), Timestamp: 3}}},
+		{lbls: []prompb.Label{{Name: "__name__", Value: "rpc_latency_seconds"}, {Name: "service_name", Value: "x"}, {Name: "le", Value: "weird"}},
+			hists: []*histogram.Histogram{generateTestHistogram(3), generateTestHistogram(7)}},
+		{lbls: []prompb.Label{{Name: "__name__", Value: "rpc_size_bytes"}},
+			fhists: []*histogram.FloatHistogram{generateTestFloatHistogram(4)}},
+		{lbls: []prompb.Label{{Name: "__name__", Value: "req_custom"}, {Name: "a", Value: "b"}},
+			hists: []*histogram.Histogram{generateTestCustomBucketsHistogram(2)}},
+	}
+}
+
+func sortedLabels(ls []prompb.Label) string {
+	var sb labels.ScratchBuilder
+	for _, l := range ls {
+		sb.Add(l.Name, l.Value)
+	}
+	sb.Sort()
+	return sb.Labels().String()
+}
+
+// checkOracle compares what was decoded with what was sent.
+func checkOracle(t *testing.T, got map[string][]point, load []oracleSeries, startMs int64) {
+	t.Helper()
+	if len(got) != len(load) {
+		t.Fatalf("got %d series, want %d:\n%s", len(got), len(load), keys(got))
+	}
+	for _, s := range load {
+		key := sortedLabels(s.lbls)
+		ps, ok := got[key]
+		if !ok {
+			t.Fatalf("series %s missing; have:\n%s", key, keys(got))
+		}
+		want := len(s.samples) + len(s.hists) + len(s.fhists)
+		if len(ps) != want {
+			t.Fatalf("series %s: %d points, want %d", key, len(ps), want)
+		}
+		nEx := 0
+		for i, p := range ps {
+			nEx += p.nEx
+			if p.start != startMs {
+				t.Errorf("series %s point %d: start %d, want %d", key, i, p.start, startMs)
+			}
+			switch {
+			case len(s.samples) > 0:
+				w := s.samples[i]
+				if p.t != w.Timestamp || p.v != math.Float64bits(w.Value) {
+					t.Errorf("series %s point %d: (%d, %#x), want (%d, %#x)", key, i, p.t, p.v, w.Timestamp, math.Float64bits(w.Value))
+				}
+			case len(s.hists) > 0:
+				w := s.hists[i].Copy().Compact(0)
+				if !p.h.Equals(w) {
+					t.Errorf("series %s histogram %d:\n got %s\nwant %s", key, i, histString(p.h), histString(w))
+				}
+			default:
+				w := s.fhists[i].Copy().Compact(0)
+				g := p.h.ToFloat(nil)
+				if !g.Equals(w) {
+					t.Errorf("series %s float histogram %d:\n got %s\nwant %s", key, i, g.String(), w.String())
+				}
+			}
+		}
+		if nEx != s.nEx {
+			t.Errorf("series %s: %d exemplars, want %d", key, nEx, s.nEx)
+		}
+	}
+}
+
+func v1Request(load []oracleSeries) *prompb.WriteRequest {
+	req := &prompb.WriteRequest{}
+	for _, s := range load {
+		ts := prompb.TimeSeries{Labels: s.lbls, Samples: s.samples}
+		for i, h := range s.hists {
+			ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(int64(1000+i), h))
+		}
+		for i, h := range s.fhists {
+			ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(int64(2000+i), h))
+		}
+		for i := range s.nEx {
+			ts.Exemplars = append(ts.Exemplars, prompb.Exemplar{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}}, Value: float64(i), Timestamp: 5})
+		}
+		req.Timeseries = append(req.Timeseries, ts)
+	}
+	req.Metadata = []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "http_requests_total", Help: "Requests.", Unit: "requests"}}
+	return req
+}
+
+
+func TestDecodeV1MatchesPrompb(t *testing.T) {
+	load := oracleLoad()
+	req := v1Request(load)
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m signal.Metrics
+	var d Decoder
+	st, err := d.DecodeV1(&m, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Samples != 6 || st.Histograms != 4 || st.Exemplars != 2 || st.Series != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+	got := readBack(t, &m)
+	// Histogram timestamps are 1000+i and 2000+i: check them, then compare
+	// the rest against the samples' layout.
+	for _, s := range load {
+		for i, p := range got[sortedLabels(s.lbls)] {
+			want := int64(1000 + i)
+			if len(s.fhists) > 0 {
+				want = int64(2000 + i)
+			}
+			if len(s.samples) == 0 && p.t != want {
+				t.Errorf("%v histogram %d at %d, want %d", s.lbls, i, p.t, want)
+			}
+		}
+	}
+	checkOracle(t, got, load, 0)
+	// Metadata lands on the counter's descriptor: help as description,
+	// type and unit as metadata attributes.
+	for _, md := range m.Descs {
+		if m.String(md.Name) != "http_requests_total" {
+			if md.Metadata.Len() != 0 {
+				t.Errorf("%s got metadata", m.String(md.Name))
+			}
+			continue
+		}
+		if m.String(md.Description) != "Requests." {
+			t.Errorf("help %q", m.String(md.Description))
+		}
+		if i := m.FindAttr(md.Metadata, AttrType); i < 0 || m.AttrString(i) != "counter" {
+			t.Errorf("type attribute missing")
+		}
+		if i := m.FindAttr(md.Metadata, AttrUnit); i < 0 || m.AttrString(i) != "requests" {
+			t.Errorf("unit attribute missing")
+		}
+	}
+	// The caller may reuse its buffer: nothing points into it.
+	for i := range body {
+		body[i] = 0xff
+	}
+	checkOracle(t, readBack(t, &m), load, 0)
+}
+
+func v2Request(load []oracleSeries, created int64, inSample bool) *writev2.Request {
+	st := writev2.NewSymbolTable()
+	req := &writev2.Request{}
+	for _, s := range load {
+		var sb labels.ScratchBuilder
+		for _, l := range s.lbls {
+			sb.Add(l.Name, l.Value)
+		}
+		// Unsorted on the wire: symbolize in the given order.
+		var refs []uint32
+		for _, l := range s.lbls {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		ts := writev2.TimeSeries{LabelsRefs: refs}
+		for _, smp := range s.samples {
+			ws := writev2.Sample{Value: smp.Value, Timestamp: smp.Timestamp}
+			if inSample {
+				ws.StartTimestamp = created
+			}
+			ts.Samples = append(ts.Samples, ws)
+		}
+		stc := int64(0)
+		if inSample {
+			stc = created
+		}
+		for i, h := range s.hists {
+			ts.Histograms = append(ts.Histograms, writev2.FromIntHistogram(stc, int64(1000+i), h))
+		}
+		for i, h := range s.fhists {
+			ts.Histograms = append(ts.Histograms, writev2.FromFloatHistogram(stc, int64(2000+i), h))
+		}
+		for i := range s.nEx {
+			ts.Exemplars = append(ts.Exemplars, writev2.Exemplar{LabelsRefs: []uint32{st.Symbolize("trace_id"), st.Symbolize("abc")}, Value: float64(i), Timestamp: 5})
+		}
+		if s.lbls[0].Value == "http_requests_total" {
+			ts.Metadata = writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: st.Symbolize("Requests."), UnitRef: st.Symbolize("requests")}
+		}
+		req.Timeseries = append(req.Timeseries, ts)
+	}
+	req.Symbols = st.Symbols()
+	return req
+}
+
+func TestDecodeV2MatchesWritev2(t *testing.T) {
+	for _, inSample := range []bool{true, false} {
+		load := oracleLoad()
+		req := v2Request(load, 1600000000000, inSample)
+		body, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !inSample {
+			// The series-level created_timestamp (field 6) of earlier 2.0 drafts.
+			body = appendCreatedToSeries(t, body, 1600000000000)
+		}
+		var m signal.Metrics
+		var d Decoder
+		st, err := d.DecodeV2(&m, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Samples != 6 || st.Histograms != 4 || st.Exemplars != 2 {
+			t.Fatalf("stats %+v", st)
+		}
+		checkOracle(t, readBack(t, &m), load, 1600000000000)
+		found := false
+		for _, md := range m.Descs {
+			if m.String(md.Name) == "http_requests_total" {
+				found = m.String(md.Description) == "Requests." && m.AttrString(m.FindAttr(md.Metadata, AttrType)) == "counter"
+			}
+		}
+		if !found {
+			t.Error("metadata of http_requests_total not kept")
+		}
+	}
+}
+
+// appendCreatedToSeries re-encodes a v2 request adding field 6 to every series.
+func appendCreatedToSeries(t *testing.T, body []byte, created int64) []byte {
+	var out []byte
+	for i := 0; i < len(body); {
+		num, wt, j := tag(body, i)
+		s, e := lenField(body, j)
+		if wt != wtLen || s < 0 {
+			t.Fatal("unexpected wire")
+		}
+		msg := body[s:e]
+		if num == 5 {
+			msg = appendVarint(appendVarint(append([]byte(nil), msg...), 6<<3|wtVarint), uint64(created))
+		}
+		out = appendLenPrefix(out, num, msg)
+		i = e
+	}
+	return out
+}
+
+func TestInvalidSeriesAreDroppedWithTheirOwnError(t *testing.T) {
+	good := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "ok"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 1}}}
+	badHist := prompb.FromIntHistogram(1, generateTestHistogram(1))
+	badHist.Count = &prompb.Histogram_CountInt{CountInt: 999}
+	cases := []struct {
+		name string
+		ts   prompb.TimeSeries
+		want string
+	}{
+		{"no name", prompb.TimeSeries{Labels: []prompb.Label{{Name: "a", Value: "b"}}, Samples: good.Samples}, "no __name__ label"},
+		{"empty name value", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: ""}}, Samples: good.Samples}, "empty __name__"},
+		{"empty label name", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "", Value: "v"}}, Samples: good.Samples}, "empty label name"},
+		{"duplicate", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, Samples: good.Samples}, `duplicate label name "a"`},
+		{"hist count", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{badHist}}, "histogram count 999 does not match its buckets"},
+		{"bad utf8", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "\xff"}}, Samples: good.Samples}, "not valid UTF-8"},
+		{"exemplar empty label", prompb.TimeSeries{Labels: good.Labels, Samples: good.Samples, Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "", Value: "x"}}}}}, "exemplar label with an empty name"},
+		{"timestamp", prompb.TimeSeries{Labels: good.Labels, Samples: []prompb.Sample{{Value: 1, Timestamp: math.MaxInt64}}}, "out of range"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{good, c.ts, good}}
+			body, _ := req.Marshal()
+			var m signal.Metrics
+			var d Decoder
+			st, err := d.DecodeV1(&m, body)
+			var pe *PartialError
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want *PartialError", err)
+			}
+			if !strings.Contains(err.Error(), c.want) || pe.Dropped != 1 || st.Dropped != 1 {
+				t.Fatalf("err = %v (dropped %d), want one dropped series naming %q", err, pe.Dropped, c.want)
+			}
+			if m.Len() != 2 || st.Samples != 2 || st.Series != 2 {
+				t.Fatalf("kept %d points (stats %+v), want the 2 good ones", m.Len(), st)
+			}
+		})
+	}
+	t.Run("metadata without name", func(t *testing.T) {
+		req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{good}, Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_GAUGE, Help: "h"}}}
+		body, _ := req.Marshal()
+		var m signal.Metrics
+		var d Decoder
+		_, err := d.DecodeV1(&m, body)
+		if err == nil || !strings.Contains(err.Error(), "no metric_family_name") || m.Len() != 1 {
+			t.Fatalf("err = %v, len %d", err, m.Len())
+		}
+	})
+	t.Run("v2 metadata of a series without name", func(t *testing.T) {
+		req := &writev2.Request{Symbols: []string{"", "a", "b", "help"}, Timeseries: []writev2.TimeSeries{
+			{LabelsRefs: []uint32{1, 2}, Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: 3}}}}
+		body, _ := req.Marshal()
+		var m signal.Metrics
+		var d Decoder
+		_, err := d.DecodeV2(&m, body)
+		if err == nil || !strings.Contains(err.Error(), "metadata of a series with no __name__ label") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("v2 bad symbol ref", func(t *testing.T) {
+		req := &writev2.Request{Symbols: []string{"", "__name__", "x"}, Timeseries: []writev2.TimeSeries{
+			{LabelsRefs: []uint32{1, 9}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}},
+			{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}}}
+		body, _ := req.Marshal()
+		var m signal.Metrics
+		var d Decoder
+		_, err := d.DecodeV2(&m, body)
+		if err == nil || !strings.Contains(err.Error(), "label reference out of the symbols table") || m.Len() != 1 {
+			t.Fatalf("err = %v, len %d", err, m.Len())
+		}
+	})
+}
+
+func TestMalformedLeavesBatchUnchanged(t *testing.T) {
+	load := oracleLoad()
+	b1, _ := v1Request(load).Marshal()
+	b2, _ := v2Request(load, 5, true).Marshal()
+	for _, v := range []int{1, 2} {
+		body := b1
+		if v == 2 {
+			body = b2
+		}
+		var m signal.Metrics
+		var d Decoder
+		// A first good request stays; each truncation of the second is
+		// either decoded or refused whole.
+		if _, err := decode(&d, v, &m, body); err != nil {
+			t.Fatal(err)
+		}
+		n, nbuf := m.Len(), len(m.Buf)
+		refused := 0
+		for cut := 1; cut < len(body); cut += 7 {
+			_, err := decode(&d, v, &m, body[:cut])
+			if errors.Is(err, ErrMalformed) {
+				refused++
+				if m.Len() != n || len(m.Buf) != nbuf {
+					t.Fatalf("v%d cut %d: malformed request changed the batch (%d -> %d points)", v, cut, n, m.Len())
+				}
+				continue
+			}
+			n, nbuf = m.Len(), len(m.Buf)
+		}
+		if refused == 0 {
+			t.Fatalf("v%d: no truncation was refused", v)
+		}
+	}
+}
+
+func decode(d *Decoder, v int, m *signal.Metrics, body []byte) (Stats, error) {
+	if v == 1 {
+		return d.DecodeV1(m, body)
+	}
+	return d.DecodeV2(m, body)
+}
+
+func TestDecodeAllocatesNothingInSteadyState(t *testing.T) {
+	b1, b2 := benchBodies(100, 10)
+	var m signal.Metrics
+	var d Decoder
+	for v, body := range map[int][]byte{1: b1, 2: b2} {
+		allocs := testing.AllocsPerRun(20, func() {
+			m.Reset()
+			if _, err := decode(&d, v, &m, body); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("v%d: %v allocations per decode, want 0", v, allocs)
+		}
+	}
+}
+
+// Histograms in the shape of Prometheus's tsdbutil test generators (that
+// package pulls dependencies sluice does not have).
+func generateTestHistogram(i int64) *histogram.Histogram {
+	return &histogram.Histogram{
+		Count: 12 + uint64(i*9), ZeroCount: 2 + uint64(i), ZeroThreshold: 0.001, Sum: 18.4 * float64(i+1), Schema: 1,
+		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
+		PositiveBuckets: []int64{i + 1, 1, -1, 0},
+		NegativeSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
+		NegativeBuckets: []int64{i + 1, 1, -1, 0},
+	}
+}
+
+func generateTestCustomBucketsHistogram(i int64) *histogram.Histogram {
+	return &histogram.Histogram{
+		Count: 5 + uint64(i*4), Sum: 18.4 * float64(i+1), Schema: histogram.CustomBucketsSchema,
+		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
+		PositiveBuckets: []int64{i + 1, 1, -1, 0},
+		CustomValues:    []float64{0, 1, 2, 3, 4},
+	}
+}
+
+func generateTestFloatHistogram(i int64) *histogram.FloatHistogram {
+	return generateTestHistogram(i).ToFloat(nil)
+}

@@ -1,0 +1,84 @@
+package prw
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// fuzzDecode checks the package invariants on any input: no panic; a
+// malformed message leaves the batch as it was; otherwise every appended
+// point has sorted, unique, non-empty label names and the columns agree.
+func fuzzDecode(t *testing.T, v int, body []byte) {
+	var m signal.Metrics
+	var d Decoder
+	// A batch that already holds a request, to check nothing of it changes.
+	b1, b2 := benchBodies(3, 2)
+	seed := b1
+	if v == 2 {
+		seed = b2
+	}
+	if _, err := decode(&d, v, &m, seed); err != nil {
+		t.Fatal(err)
+	}
+	n, nbuf, nattrs, ndescs := m.Len(), len(m.Buf), m.Attrs.Len(), len(m.Descs)
+	bodyCopy := slices.Clone(body)
+	st, err := decode(&d, v, &m, body)
+	if !slices.Equal(body, bodyCopy) {
+		t.Fatal("decoder modified its input")
+	}
+	var pe *PartialError
+	switch {
+	case errors.Is(err, ErrMalformed):
+		if m.Len() != n || len(m.Buf) != nbuf || m.Attrs.Len() != nattrs || len(m.Descs) != ndescs {
+			t.Fatalf("malformed input changed the batch: %v", err)
+		}
+		return
+	case errors.As(err, &pe):
+		if pe.Dropped == 0 || len(pe.Problems) == 0 || pe.Dropped != st.Dropped {
+			t.Fatalf("partial error without problems: %+v", pe)
+		}
+	case err != nil:
+		t.Fatalf("error neither malformed nor partial: %v", err)
+	}
+	if got := m.Len() - n; got != st.Samples+st.Histograms {
+		t.Fatalf("%d points appended, stats say %d samples + %d histograms", got, st.Samples, st.Histograms)
+	}
+	for i := n; i < m.Len(); i++ {
+		if m.Descs[m.Desc[i]].Name.Len() == 0 {
+			t.Fatalf("point %d has no name", i)
+		}
+		r := m.Attr[i]
+		for a := r.Start; a < r.End; a++ {
+			k := m.Keys.Name(m.Attrs.Key[a])
+			if k == "" || k == "__name__" {
+				t.Fatalf("point %d: label name %q", i, k)
+			}
+			if a > r.Start && m.Keys.Name(m.Attrs.Key[a-1]) >= k {
+				t.Fatalf("point %d: labels not sorted and unique", i)
+			}
+		}
+	}
+}
+
+func FuzzDecodeV1(f *testing.F) {
+	load := oracleLoad()
+	b, _ := v1Request(load).Marshal()
+	f.Add(b)
+	b1, _ := benchBodies(5, 3)
+	f.Add(b1)
+	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecode(t, 1, body) })
+}
+
+func FuzzDecodeV2(f *testing.F) {
+	load := oracleLoad()
+	b, _ := v2Request(load, 7, true).Marshal()
+	f.Add(b)
+	_, b2 := benchBodies(5, 3)
+	f.Add(b2)
+	f.Add([]byte{0x22, 0x00, 0x2a, 0x02, 0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecode(t, 2, body) })
+}

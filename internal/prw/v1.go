@@ -1,0 +1,392 @@
+package prw
+
+import (
+	"math"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/unsafex"
+)
+
+// DecodeV1 appends the series of a remote write 1.0 prometheus.WriteRequest
+// (already snappy-decoded) to dst. See the package invariants for what an
+// error leaves behind: *PartialError keeps the good series, an error
+// wrapping ErrMalformed keeps nothing.
+func (d *Decoder) DecodeV1(dst *signal.Metrics, body []byte) (Stats, error) {
+	d.begin(dst, "1.0")
+	defer d.end()
+	k := d.mark()
+	base := d.start(body)
+	b := d.b
+	for i := base; i < len(b); {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			d.restore(k)
+			return Stats{}, malformed("WriteRequest: bad tag", i-base)
+		}
+		switch {
+		case num == 1 && wt == wtLen:
+			s, e := lenField(b, j)
+			if s < 0 || !d.seriesV1(s, e) {
+				d.restore(k)
+				return Stats{}, malformed("WriteRequest.timeseries: bad encoding", j-base)
+			}
+			j = e
+		case num == 3 && wt == wtLen:
+			s, e := lenField(b, j)
+			if s < 0 {
+				d.restore(k)
+				return Stats{}, malformed("WriteRequest.metadata: bad length", j-base)
+			}
+			d.meta = append(d.meta, [2]int{s, e})
+			j = e
+		case num == 1 || num == 3:
+			d.restore(k)
+			return Stats{}, malformed("WriteRequest: wrong wire type", i-base)
+		default:
+			if j = skip(b, j, wt); j < 0 {
+				d.restore(k)
+				return Stats{}, malformed("WriteRequest: bad field", i-base)
+			}
+		}
+		i = j
+	}
+	for mi, r := range d.meta {
+		if !d.metadataV1(mi, r[0], r[1]) {
+			d.restore(k)
+			return Stats{}, malformed("WriteRequest.metadata: bad encoding", r[0]-base)
+		}
+	}
+	return d.finish(k)
+}
+
+// labelV1 decodes a Label message b[s:e] into d.labels or dst.
+func (d *Decoder) labelV1(dst *[]label, s, e int) bool {
+	b := d.b[:e]
+	var l label
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return false
+		}
+		if (num == 1 || num == 2) && wt == wtLen {
+			ss, se := lenField(b, j)
+			if ss < 0 {
+				return false
+			}
+			if num == 1 {
+				l.name = signal.MakeStr(ss, se-ss)
+			} else {
+				l.value = signal.MakeStr(ss, se-ss)
+			}
+			i = se
+			continue
+		}
+		if num == 1 || num == 2 {
+			return false
+		}
+		if j = skip(b, j, wt); j < 0 {
+			return false
+		}
+		i = j
+	}
+	*dst = append(*dst, l)
+	return true
+}
+
+// seriesV1 decodes one TimeSeries b[s:e]: a first pass collects and checks
+// labels and histograms, a second appends. False means malformed.
+func (d *Decoder) seriesV1(s, e int) bool {
+	b := d.b[:e]
+	d.labels = d.labels[:0]
+	samples, hists, exemplars := 0, 0, 0
+	problem := ""
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return false
+		}
+		if num >= 1 && num <= 4 && wt != wtLen {
+			return false
+		}
+		switch num {
+		case 1:
+			ls, le := lenField(b, j)
+			if ls < 0 || !d.labelV1(&d.labels, ls, le) {
+				return false
+			}
+			j = le
+		case 2, 3:
+			_, le := lenField(b, j)
+			if le < 0 {
+				return false
+			}
+			if num == 2 {
+				samples++
+			} else {
+				exemplars++
+			}
+			j = le
+		case 4:
+			hs, he := lenField(b, j)
+			if hs < 0 || d.parseHist(b, hs, he) < 0 {
+				return false
+			}
+			if problem == "" {
+				if p := d.checkHist(); p != "" {
+					problem = p
+				} else if _, ok := msToNs(d.h.ts); !ok {
+					problem = "histogram timestamp out of range"
+				}
+			}
+			hists++
+			j = he
+		default:
+			if j = skip(b, j, wt); j < 0 {
+				return false
+			}
+		}
+		i = j
+	}
+	nameIdx, p := d.checkLabels()
+	if p == "" {
+		p = problem
+	}
+	if p != "" {
+		// Wire errors in samples are found in the second pass; a series
+		// dropped here is still checked for them so malformed stays whole.
+		if !d.scanSamplesV1(s, e) {
+			return false
+		}
+		d.drop("series %s: %s", d.seriesString(), p)
+		return true
+	}
+	name := d.labels[nameIdx].value
+	attr := d.attrs(nameIdx)
+	desc := uint32(0)
+	if samples > 0 {
+		desc = d.desc(name, descGauge)
+	}
+	last := -1
+	msgStart := len(d.m.Msgs)
+	n0 := d.m.Len()
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		switch {
+		case num == 2 && wt == wtLen:
+			ss, se := lenField(b, j)
+			var v uint64
+			var ts int64
+			if !sampleV1(b, ss, se, &v, &ts) {
+				return false
+			}
+			tn, ok := msToNs(ts)
+			if !ok {
+				d.rollbackSeries(n0, msgStart, attr)
+				d.drop("series %s: sample timestamp %d out of range", d.seriesString(), ts)
+				return true
+			}
+			d.appendSample(desc, attr, tn, 0, v)
+			last = d.m.Len() - 1
+			j = se
+		case num == 4 && wt == wtLen:
+			hs, he := lenField(b, j)
+			d.parseHist(b, hs, he)
+			d.checkHist()
+			tn, _ := msToNs(d.h.ts)
+			d.appendHist(name, attr, tn, 0)
+			last = d.m.Len() - 1
+			j = he
+		case num == 3 && wt == wtLen:
+			xs, xe := lenField(b, j)
+			d.exLabels = d.exLabels[:0]
+			var v uint64
+			var ts int64
+			for x := xs; x < xe; {
+				n2, w2, x2 := tag(b[:xe], x)
+				if x2 < 0 {
+					return false
+				}
+				switch {
+				case n2 == 1 && w2 == wtLen:
+					ls, le := lenField(b[:xe], x2)
+					if ls < 0 || !d.labelV1(&d.exLabels, ls, le) {
+						return false
+					}
+					x2 = le
+				case n2 == 2 && w2 == wtI64:
+					if v, x2 = fixed64(b[:xe], x2); x2 < 0 {
+						return false
+					}
+				case n2 == 3 && w2 == wtVarint:
+					var u uint64
+					if u, x2 = uvarint(b[:xe], x2); x2 < 0 {
+						return false
+					}
+					ts = int64(u)
+				case n2 <= 3:
+					return false
+				default:
+					if x2 = skip(b[:xe], x2, w2); x2 < 0 {
+						return false
+					}
+				}
+				x = x2
+			}
+			tn, ok := msToNs(ts)
+			if p := d.checkExLabels(); p != "" || !ok {
+				if p == "" {
+					p = "exemplar timestamp out of range"
+				}
+				d.rollbackSeries(n0, msgStart, attr)
+				d.drop("series %s: %s", d.seriesString(), p)
+				return true
+			}
+			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
+			d.st.Exemplars++
+			j = xe
+		default:
+			j = skip(b, j, wt)
+		}
+		i = j
+	}
+	d.attachExemplars(last, msgStart)
+	if last >= 0 {
+		d.st.Series++
+	}
+	return true
+}
+
+// rollbackSeries forgets the points of a series dropped in the second pass.
+func (d *Decoder) rollbackSeries(n0, msgStart int, attr signal.Range) {
+	m := d.m
+	for p := n0; p < m.Len(); p++ {
+		if m.Descs[m.Desc[p]].Type == signal.MetricGauge {
+			d.st.Samples--
+		} else {
+			d.st.Histograms--
+		}
+	}
+	d.st.Exemplars -= len(m.Msgs) - msgStart
+	truncate(m, n0)
+	m.Msgs = m.Msgs[:msgStart]
+	m.Attrs.Key, m.Attrs.Type, m.Attrs.Val = m.Attrs.Key[:attr.Start], m.Attrs.Type[:attr.Start], m.Attrs.Val[:attr.Start]
+}
+
+// scanSamplesV1 checks the wire format of a series' samples and exemplars.
+func (d *Decoder) scanSamplesV1(s, e int) bool {
+	b := d.b[:e]
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if num == 2 && wt == wtLen {
+			ss, se := lenField(b, j)
+			var v uint64
+			var ts int64
+			if !sampleV1(b, ss, se, &v, &ts) {
+				return false
+			}
+			j = se
+		} else {
+			j = skip(b, j, wt)
+		}
+		i = j
+	}
+	return true
+}
+
+// sampleV1 decodes a Sample {1: double value, 2: int64 timestamp}.
+func sampleV1(b []byte, s, e int, v *uint64, ts *int64) bool {
+	if s < 0 {
+		return false
+	}
+	b = b[:e]
+	for i := s; i < e; {
+		// Fast path for the usual encoding: 0x09 value, 0x10 timestamp.
+		switch b[i] {
+		case 1<<3 | wtI64:
+			x, j := fixed64(b, i+1)
+			if j < 0 {
+				return false
+			}
+			*v, i = x, j
+			continue
+		case 2<<3 | wtVarint:
+			x, j := uvarint(b, i+1)
+			if j < 0 {
+				return false
+			}
+			*ts, i = int64(x), j
+			continue
+		}
+		num, wt, j := tag(b, i)
+		if j < 0 || num <= 2 {
+			return false
+		}
+		if j = skip(b, j, wt); j < 0 {
+			return false
+		}
+		i = j
+	}
+	return true
+}
+
+// metadataV1 decodes MetricMetadata b[s:e] {1: type, 2: family name,
+// 4: help, 5: unit} and applies it to the descriptors of that family.
+func (d *Decoder) metadataV1(mi, s, e int) bool {
+	b := d.b[:e]
+	var typ uint64
+	var name, help, unit []byte
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return false
+		}
+		switch {
+		case num == 1 && wt == wtVarint:
+			if typ, j = uvarint(b, j); j < 0 {
+				return false
+			}
+		case (num == 2 || num == 4 || num == 5) && wt == wtLen:
+			ss, se := lenField(b, j)
+			if ss < 0 {
+				return false
+			}
+			switch num {
+			case 2:
+				name = b[ss:se]
+			case 4:
+				help = b[ss:se]
+			case 5:
+				unit = b[ss:se]
+			}
+			j = se
+		case num == 1 || num == 2 || num == 4 || num == 5:
+			return false
+		default:
+			if j = skip(b, j, wt); j < 0 {
+				return false
+			}
+		}
+		i = j
+	}
+	if len(name) == 0 {
+		d.drop("metadata[%d]: no metric_family_name", mi)
+		return true
+	}
+	d.metadataFor(name, typ, help, unit)
+	return true
+}
+
+// metadataFor applies metadata of a family to the descriptors of its
+// names: the family itself and, for histograms and summaries, _bucket,
+// _sum and _count (a counter's family may also lack _total).
+func (d *Decoder) metadataFor(name []byte, typ uint64, help, unit []byte) {
+	if typ > math.MaxUint8 {
+		typ = 0
+	}
+	for _, suf := range [...]string{"", "_total", "_bucket", "_sum", "_count"} {
+		d.key = append(append(d.key[:0], name...), suf...)
+		if x, ok := d.names[unsafex.String(d.key)]; ok {
+			d.applyMetadata(&d.descPool[x], typ, help, unit)
+		}
+	}
+}

@@ -1,0 +1,388 @@
+package prw
+
+import (
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// DecodeV2 appends the series of a remote write 2.0
+// io.prometheus.write.v2.Request (already snappy-decoded) to dst. Errors
+// as for DecodeV1.
+func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
+	d.begin(dst, "2.0")
+	defer d.end()
+	k := d.mark()
+	base := d.start(body)
+	b := d.b
+	d.symbols = d.symbols[:0]
+	// Symbols first: an encoder may write them after the series.
+	for i := base; i < len(b); {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			d.restore(k)
+			return Stats{}, malformed("Request: bad tag", i-base)
+		}
+		if num == 4 || num == 5 {
+			if wt != wtLen {
+				d.restore(k)
+				return Stats{}, malformed("Request: wrong wire type", i-base)
+			}
+			s, e := lenField(b, j)
+			if s < 0 {
+				d.restore(k)
+				return Stats{}, malformed("Request: bad length", j-base)
+			}
+			if num == 4 {
+				d.symbols = append(d.symbols, signal.MakeStr(s, e-s))
+			}
+			j = e
+		} else if j = skip(b, j, wt); j < 0 {
+			d.restore(k)
+			return Stats{}, malformed("Request: bad field", i-base)
+		}
+		i = j
+	}
+	if len(d.symbols) > 0 && d.symbols[0].Len() != 0 {
+		d.restore(k)
+		return Stats{}, malformed("Request.symbols: the first symbol is not the empty string", 0)
+	}
+	for i := base; i < len(b); {
+		num, wt, j := tag(b, i)
+		if num == 5 {
+			s, e := lenField(b, j)
+			if !d.seriesV2(s, e) {
+				d.restore(k)
+				return Stats{}, malformed("Request.timeseries: bad encoding", j-base)
+			}
+			j = e
+		} else {
+			j = skip(b, j, wt)
+		}
+		i = j
+	}
+	return d.finish(k)
+}
+
+// refs appends label pairs from symbol references; false when a reference
+// is out of range or the count is odd (the problem is set).
+func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) int {
+	var pending uint64
+	have := *odd
+	return packedVarints(b, j, wt, func(x uint64) {
+		if x >= uint64(len(d.symbols)) {
+			*bad = true
+			x = 0
+		}
+		if !have {
+			pending, have = x, true
+		} else {
+			*dst = append(*dst, label{d.symbols[pending], d.symbols[x]})
+			have = false
+		}
+		*odd = have
+	})
+}
+
+// seriesV2 decodes one v2 TimeSeries b[s:e]. False means malformed.
+func (d *Decoder) seriesV2(s, e int) bool {
+	b := d.b[:e]
+	d.labels = d.labels[:0]
+	var odd, bad bool
+	var created int64
+	hists, samples := 0, 0
+	problem := ""
+	var metaType uint64
+	var helpRef, unitRef uint64
+	hasMeta := false
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return false
+		}
+		switch {
+		case num == 1 && (wt == wtLen || wt == wtVarint):
+			if j = d.refs(&d.labels, b, j, wt, &odd, &bad); j < 0 {
+				return false
+			}
+		case (num == 2 || num == 4) && wt == wtLen:
+			if _, j = lenField(b, j); j < 0 {
+				return false
+			}
+			if num == 2 {
+				samples++
+			}
+		case num == 3 && wt == wtLen:
+			hs, he := lenField(b, j)
+			if hs < 0 || d.parseHist(b, hs, he) < 0 {
+				return false
+			}
+			if problem == "" {
+				if p := d.checkHist(); p != "" {
+					problem = p
+				} else if _, ok := msToNs(d.h.ts); !ok {
+					problem = "histogram timestamp out of range"
+				}
+			}
+			hists++
+			j = he
+		case num == 5 && wt == wtLen:
+			ms, me := lenField(b, j)
+			if ms < 0 {
+				return false
+			}
+			hasMeta = true
+			for x := ms; x < me; {
+				n2, w2, x2 := tag(b[:me], x)
+				if x2 < 0 {
+					return false
+				}
+				if n2 == 1 || n2 == 3 || n2 == 4 {
+					if w2 != wtVarint {
+						return false
+					}
+					var v uint64
+					if v, x2 = uvarint(b[:me], x2); x2 < 0 {
+						return false
+					}
+					switch n2 {
+					case 1:
+						metaType = v
+					case 3:
+						helpRef = v
+					case 4:
+						unitRef = v
+					}
+				} else if x2 = skip(b[:me], x2, w2); x2 < 0 {
+					return false
+				}
+				x = x2
+			}
+			j = me
+		case num == 6 && wt == wtVarint:
+			var v uint64
+			if v, j = uvarint(b, j); j < 0 {
+				return false
+			}
+			created = int64(v)
+		case num >= 1 && num <= 6:
+			return false
+		default:
+			if j = skip(b, j, wt); j < 0 {
+				return false
+			}
+		}
+		i = j
+	}
+	p := ""
+	switch {
+	case bad:
+		p = "label reference out of the symbols table"
+	case odd:
+		p = "odd number of label references"
+	case hasMeta && (helpRef >= uint64(len(d.symbols)) || unitRef >= uint64(len(d.symbols))):
+		p = "metadata reference out of the symbols table"
+	case samples > 0 && hists > 0:
+		p = "series has both float samples and histograms"
+	}
+	nameIdx := -1
+	if p == "" {
+		nameIdx, p = d.checkLabels()
+		if p != "" && hasMeta {
+			p = "metadata of a series with " + p
+		}
+	}
+	if p == "" {
+		p = problem
+	}
+	createdNs, ok := msToNs(created)
+	if p == "" && !ok {
+		p = "created timestamp out of range"
+	}
+	if p != "" {
+		if !d.scanSamplesV2(s, e) {
+			return false
+		}
+		if len(d.labels) > 0 || bad || odd {
+			d.drop("series %s: %s", d.seriesString(), p)
+		} else {
+			d.drop("series with no labels: %s", p)
+		}
+		return true
+	}
+	name := d.labels[nameIdx].value
+	attr := d.attrs(nameIdx)
+	var desc uint32
+	if samples > 0 {
+		desc = d.desc(name, descGauge)
+	}
+	last := -1
+	msgStart := len(d.m.Msgs)
+	n0 := d.m.Len()
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		switch {
+		case num == 2 && wt == wtLen:
+			ss, se := lenField(b, j)
+			var v uint64
+			var ts, st int64
+			if !sampleV2(b, ss, se, &v, &ts, &st) {
+				return false
+			}
+			tn, ok1 := msToNs(ts)
+			sn, ok2 := msToNs(st)
+			if !ok1 || !ok2 {
+				d.rollbackSeries(n0, msgStart, attr)
+				d.drop("series %s: sample timestamp %d out of range", d.seriesString(), ts)
+				return true
+			}
+			if sn == 0 {
+				sn = createdNs
+			}
+			d.appendSample(desc, attr, tn, sn, v)
+			last = d.m.Len() - 1
+			j = se
+		case num == 3 && wt == wtLen:
+			hs, he := lenField(b, j)
+			d.parseHist(b, hs, he)
+			d.checkHist()
+			tn, _ := msToNs(d.h.ts)
+			sn, ok := msToNs(d.h.start)
+			if !ok {
+				d.rollbackSeries(n0, msgStart, attr)
+				d.drop("series %s: histogram start timestamp out of range", d.seriesString())
+				return true
+			}
+			if sn == 0 {
+				sn = createdNs
+			}
+			d.appendHist(name, attr, tn, sn)
+			last = d.m.Len() - 1
+			j = he
+		case num == 4 && wt == wtLen:
+			xs, xe := lenField(b, j)
+			d.exLabels = d.exLabels[:0]
+			var v uint64
+			var ts int64
+			var xodd, xbad bool
+			for x := xs; x < xe; {
+				n2, w2, x2 := tag(b[:xe], x)
+				if x2 < 0 {
+					return false
+				}
+				switch {
+				case n2 == 1 && (w2 == wtLen || w2 == wtVarint):
+					if x2 = d.refs(&d.exLabels, b[:xe], x2, w2, &xodd, &xbad); x2 < 0 {
+						return false
+					}
+				case n2 == 2 && w2 == wtI64:
+					if v, x2 = fixed64(b[:xe], x2); x2 < 0 {
+						return false
+					}
+				case n2 == 3 && w2 == wtVarint:
+					var u uint64
+					if u, x2 = uvarint(b[:xe], x2); x2 < 0 {
+						return false
+					}
+					ts = int64(u)
+				case n2 <= 3:
+					return false
+				default:
+					if x2 = skip(b[:xe], x2, w2); x2 < 0 {
+						return false
+					}
+				}
+				x = x2
+			}
+			tn, ok := msToNs(ts)
+			p := d.checkExLabels()
+			switch {
+			case xbad:
+				p = "exemplar label reference out of the symbols table"
+			case xodd:
+				p = "exemplar has an odd number of label references"
+			case p == "" && !ok:
+				p = "exemplar timestamp out of range"
+			}
+			if p != "" {
+				d.rollbackSeries(n0, msgStart, attr)
+				d.drop("series %s: %s", d.seriesString(), p)
+				return true
+			}
+			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
+			d.st.Exemplars++
+			j = xe
+		default:
+			j = skip(b, j, wt)
+		}
+		i = j
+	}
+	d.attachExemplars(last, msgStart)
+	if last >= 0 {
+		d.st.Series++
+	}
+	if hasMeta {
+		key := d.str(name)
+		d.metadataFor(key, metaType, d.str(d.symbols[helpRef]), d.str(d.symbols[unitRef]))
+	}
+	return true
+}
+
+func (d *Decoder) scanSamplesV2(s, e int) bool {
+	b := d.b[:e]
+	for i := s; i < e; {
+		num, wt, j := tag(b, i)
+		if num == 2 && wt == wtLen {
+			ss, se := lenField(b, j)
+			var v uint64
+			var ts, st int64
+			if !sampleV2(b, ss, se, &v, &ts, &st) {
+				return false
+			}
+			j = se
+		} else {
+			j = skip(b, j, wt)
+		}
+		i = j
+	}
+	return true
+}
+
+// sampleV2 decodes a v2 Sample {1: double value, 2: int64 timestamp,
+// 3: int64 start_timestamp}.
+func sampleV2(b []byte, s, e int, v *uint64, ts, st *int64) bool {
+	if s < 0 {
+		return false
+	}
+	b = b[:e]
+	for i := s; i < e; {
+		switch b[i] {
+		case 1<<3 | wtI64:
+			x, j := fixed64(b, i+1)
+			if j < 0 {
+				return false
+			}
+			*v, i = x, j
+			continue
+		case 2<<3 | wtVarint, 3<<3 | wtVarint:
+			x, j := uvarint(b, i+1)
+			if j < 0 {
+				return false
+			}
+			if b[i] == 2<<3|wtVarint {
+				*ts = int64(x)
+			} else {
+				*st = int64(x)
+			}
+			i = j
+			continue
+		}
+		num, wt, j := tag(b, i)
+		if j < 0 || num <= 3 {
+			return false
+		}
+		if j = skip(b, j, wt); j < 0 {
+			return false
+		}
+		i = j
+	}
+	return true
+}
