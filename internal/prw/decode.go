@@ -91,7 +91,7 @@ type Decoder struct {
 	res, sc  uint32
 	labels   []label
 	exLabels []label
-	names    map[string]uint32 // name -> index in descPool, per call
+	names    map[string]uint32      // name -> index in descPool, per call
 	descPool [][numDescKinds]uint32 // desc index + 1 per kind
 	prevKeys []keyCache
 	symbols  []signal.Str

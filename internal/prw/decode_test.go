@@ -117,7 +117,6 @@ func v1Request(load []oracleSeries) *prompb.WriteRequest {
 	return req
 }
 
-
 func TestDecodeV1MatchesPrompb(t *testing.T) {
 	load := oracleLoad()
 	req := v1Request(load)
