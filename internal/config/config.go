@@ -32,9 +32,17 @@ type Config struct {
 	ShutdownTimeout Duration            `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
 }
 
-// Receivers groups the receivers; OTLP is the only one today.
+// Receivers groups the receivers.
 type Receivers struct {
-	OTLP OTLP `yaml:"otlp" doc:"OTLP over gRPC and HTTP (protobuf or JSON; gzip, zstd or none)."`
+	OTLP                  OTLP                  `yaml:"otlp" doc:"OTLP over gRPC and HTTP (protobuf or JSON; gzip, zstd or none)."`
+	PrometheusRemoteWrite PrometheusRemoteWrite `yaml:"prometheus_remote_write" doc:"Prometheus remote write 1.0 and 2.0 on POST /api/v1/write of the query API (query.addr), behind query.auth (a token needs the write scope) and with its tenant header (receivers.otlp.tenant_header). Acknowledged after fsync in the queue, like OTLP."`
+}
+
+// PrometheusRemoteWrite configures the remote-write receiver.
+type PrometheusRemoteWrite struct {
+	Enabled               bool     `yaml:"enabled" doc:"Serve POST /api/v1/write on query.addr (needs query.addr)."`
+	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, snappy-compressed and decoded; larger requests get 413. Its OTLP form (about the same size) must fit in one queue segment, else the request gets 400."`
+	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests read and processed at once; others wait for a slot (memory is bounded by about 3 × max_request_bytes per slot)."`
 }
 
 // OTLP configures the OTLP receiver.

@@ -50,6 +50,15 @@ func (c *Config) Validate() error {
 		v.file(r+"tls.key_file", o.TLS.KeyFile)
 		v.file(r+"tls.client_ca_file", o.TLS.ClientCAFile)
 	}
+	if pw := &c.Receivers.PrometheusRemoteWrite; pw.Enabled {
+		const r = "receivers.prometheus_remote_write."
+		if pw.MaxRequestBytes <= 0 || pw.MaxRequestBytes > 1<<30 {
+			v.add(r+"max_request_bytes", "%s must be positive and at most 1GiB", pw.MaxRequestBytes)
+		}
+		if pw.MaxConcurrentRequests <= 0 {
+			v.add(r+"max_concurrent_requests", "must be positive")
+		}
+	}
 	switch maxBody := int64(c.Queue.SegmentBytes) - queueRecordOverhead; {
 	case o.MaxRequestBytes <= 0:
 		v.add(r+"max_request_bytes", "must be positive")

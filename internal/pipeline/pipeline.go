@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/query/httpapi"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/receiver/prwreceiver"
 	"github.com/sluice-dev/sluice/internal/upkeep"
 )
 
@@ -427,6 +428,16 @@ func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
 		return nil
 	}
 	hc := httpapi.FromConfig(p.cfg)
+	if pw := p.cfg.Receivers.PrometheusRemoteWrite; pw.Enabled {
+		// Remote write hands its batches to the same consumer as OTLP.
+		rw, err := prwreceiver.New(prwreceiver.Config{MaxRequestBytes: int64(pw.MaxRequestBytes),
+			MaxConcurrentRequests: pw.MaxConcurrentRequests, DefaultTenant: p.cfg.Receivers.OTLP.DefaultTenant,
+			Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.cons)
+		if err != nil {
+			return err
+		}
+		hc.RemoteWrite = rw
+	}
 	if p.tail != nil {
 		hc.Tail, store = p.tail, p.tail.store(store)
 	}

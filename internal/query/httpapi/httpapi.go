@@ -75,6 +75,11 @@ type Config struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 
+	// RemoteWrite, when set, serves Prometheus remote write on
+	// /api/v1/write behind the guard with the write scope (package
+	// prwreceiver); the guard puts the tenant in the request's context.
+	RemoteWrite http.Handler
+
 	// Tail, when set, adds the unflushed tail of `sluice run` to what
 	// Start's adapter and search handler list (lake.TailSource); the store
 	// given to Start must open its paths.
@@ -215,6 +220,9 @@ func New(cfg Config) (*Handler, error) {
 		h.route(Route{Pattern: "/api/v1/logs/", Example: "/api/v1/logs/search", Scope: authn.Read}, search)
 		h.route(Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/search", Scope: authn.Read}, search)
 		h.routes = append(h.routes, Route{Pattern: "/api/v1/traces/", Example: "/api/v1/traces/0af7651916cd43dd8448eb211c80319c", Scope: authn.Read})
+	}
+	if cfg.RemoteWrite != nil {
+		h.route(Route{Pattern: "/api/v1/write", Scope: authn.Write}, cfg.RemoteWrite)
 	}
 	scopes := map[string]authn.Scope{}
 	for _, rt := range h.routes {

@@ -1,0 +1,40 @@
+// Package prwreceiver serves Prometheus remote write 1.0 and 2.0
+// (POST /api/v1/write). It is an http.Handler that the query API mounts
+// behind its authentication guard (write scope); the guard resolves the
+// tenant, which the handler reads with authn.TenantOf.
+//
+// A request goes: content negotiation (Content-Type: application/x-protobuf
+// with no proto parameter or proto=prometheus.WriteRequest is 1.0,
+// proto=io.prometheus.write.v2.Request is 2.0, anything else 415;
+// Content-Encoding snappy or none, anything else such as gzip 415), read
+// the body within max_request_bytes, snappy block decode, decode with
+// package prw into a columnar batch, encode that batch as one OTLP
+// ExportMetricsServiceRequest and hand it to the same Consumer contract the
+// OTLP receiver uses (otlpreceiver.Consumer). That is where processors
+// (governance, issue 14) plug in, and the consumer of `sluice run` appends
+// it to the durable queue and returns only after fsync; the answer is sent
+// after that, so 2xx means durable.
+//
+// Why OTLP in the queue: the queue, the lake writer, the unflushed-tail
+// reader and the exporters all speak one record format; the mapping in
+// package prw is lossless through OTLP (names, labels, value bits, stale
+// markers, native histograms, exemplars, metadata), so a second record
+// kind would buy nothing but a second code path everywhere downstream.
+//
+// Answers: 204 on success; 400 naming the problem for a malformed message
+// or invalid series (a partial write keeps its good series and still
+// answers 400); 413 past max_request_bytes; 415 for an unsupported type or
+// encoding; 429 with Retry-After under backpressure (queue full or low on
+// disk); 503 with Retry-After for other failures. 2.0 answers carry
+// X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written, 1.0
+// answers never do.
+//
+// Retries are harmless for queries: PromQL reads at most one sample per
+// series and millisecond (see package prom), so a batch sent twice reads
+// as once.
+//
+// Concurrency: ServeHTTP is safe for concurrent use; at most
+// MaxConcurrentRequests requests are read and processed at once, the
+// others wait for a slot (bounded memory: each holds at most
+// 2 × MaxRequestBytes plus its batch).
+package prwreceiver

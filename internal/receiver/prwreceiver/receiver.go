@@ -1,0 +1,305 @@
+package prwreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/authn"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Path is where remote write is served, as Prometheus serves it.
+const Path = "/api/v1/write"
+
+// Transport names remote write in otlpreceiver.Request.Transport.
+const Transport = "prometheus_remote_write"
+
+// Content types of the two protocol versions.
+const (
+	ProtoV1 = "prometheus.WriteRequest"
+	ProtoV2 = "io.prometheus.write.v2.Request"
+)
+
+// Response headers of 2.0.
+const (
+	HeaderSamples    = "X-Prometheus-Remote-Write-Samples-Written"
+	HeaderHistograms = "X-Prometheus-Remote-Write-Histograms-Written"
+	HeaderExemplars  = "X-Prometheus-Remote-Write-Exemplars-Written"
+)
+
+// Config of the handler.
+type Config struct {
+	// MaxRequestBytes bounds the body, compressed and snappy-decoded
+	// (receivers.prometheus_remote_write.max_request_bytes).
+	MaxRequestBytes int64
+	// MaxConcurrentRequests bounds requests read and processed at once.
+	MaxConcurrentRequests int
+	// DefaultTenant is used when no guard put a tenant in the context.
+	DefaultTenant string
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxRequestBytes       = 16 << 20
+	DefaultMaxConcurrentRequests = 8
+)
+
+// Handler serves remote write. Create it with New.
+type Handler struct {
+	cfg   Config
+	cons  otlpreceiver.Consumer
+	slots chan struct{}
+	pool  sync.Pool // *exchange
+	m     metrics
+}
+
+// exchange is the per-request state, pooled.
+type exchange struct {
+	raw, body, rec []byte
+	batch          signal.Metrics
+	dec            prw.Decoder
+}
+
+// maxPooled keeps one huge request from pinning its buffers in the pool.
+const maxPooled = 8 << 20
+
+type metrics struct {
+	requests   *prometheus.CounterVec // version, code
+	written    *prometheus.CounterVec // version, what
+	invalid    *prometheus.CounterVec // version
+	exDropped  prometheus.Counter
+	collectors []prometheus.Collector
+}
+
+func newMetrics() metrics {
+	m := metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_prw_requests_total",
+			Help: "Remote-write requests by protocol version (1.0, 2.0, unknown) and HTTP status code."}, []string{"version", "code"}),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_prw_written_total",
+			Help: "Remote-write samples, histograms and exemplars acknowledged (durable in the queue), by protocol version."}, []string{"version", "what"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_prw_invalid_series_total",
+			Help: "Remote-write series dropped for invalid data (no __name__, empty or duplicate label name, histogram count not matching its buckets, ...); the request is answered 400."}, []string{"version"}),
+		exDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_prw_exemplars_dropped_total",
+			Help: "Remote-write 2.0 exemplars of series without a sample or histogram to keep them on."}),
+	}
+	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid, m.exDropped}
+	return m
+}
+
+// New returns a handler handing decoded batches to c.
+func New(cfg Config, c otlpreceiver.Consumer) (*Handler, error) {
+	if c == nil {
+		return nil, errors.New("prwreceiver: no consumer")
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxConcurrentRequests <= 0 {
+		cfg.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if cfg.DefaultTenant == "" {
+		cfg.DefaultTenant = otlpreceiver.DefaultTenantName
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{cfg: cfg, cons: c, slots: make(chan struct{}, cfg.MaxConcurrentRequests), m: newMetrics()}
+	h.pool.New = func() any { return new(exchange) }
+	if cfg.Registerer != nil {
+		for _, col := range h.m.collectors {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("prwreceiver: register metrics: %w", err)
+			}
+		}
+	}
+	return h, nil
+}
+
+// version parses Content-Type; "" means unsupported.
+func version(ct string) string {
+	if ct == "" {
+		return "1.0" // as Prometheus's own handler: 1.0 senders may omit it
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/x-protobuf" {
+		return ""
+	}
+	switch params["proto"] {
+	case "", ProtoV1:
+		return "1.0"
+	case ProtoV2:
+		return "2.0"
+	}
+	return ""
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ver := version(r.Header.Get("Content-Type"))
+	code := h.serve(w, r, ver)
+	if ver == "" {
+		ver = "unknown"
+	}
+	h.m.requests.WithLabelValues(ver, strconv.Itoa(code)).Inc()
+}
+
+func fail(w http.ResponseWriter, code int, retryAfter time.Duration, format string, a ...any) int {
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
+	}
+	http.Error(w, fmt.Sprintf(format, a...), code)
+	return code
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return fail(w, http.StatusMethodNotAllowed, 0, "remote write takes POST")
+	}
+	if ver == "" {
+		return fail(w, http.StatusUnsupportedMediaType, 0, "unsupported Content-Type %q: want application/x-protobuf (remote write 1.0) or application/x-protobuf;proto=%s (2.0)",
+			r.Header.Get("Content-Type"), ProtoV2)
+	}
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
+		return fail(w, http.StatusUnsupportedMediaType, 0, "unsupported Content-Encoding %q: remote write is snappy-encoded", enc)
+	}
+	tenant, ok := authn.TenantOf(r.Context())
+	if !ok {
+		tenant = h.cfg.DefaultTenant
+	}
+	select {
+	case h.slots <- struct{}{}:
+	case <-r.Context().Done():
+		return fail(w, http.StatusServiceUnavailable, time.Second, "request cancelled while waiting for a slot")
+	}
+	defer func() { <-h.slots }()
+	x := h.pool.Get().(*exchange)
+	defer h.put(x)
+
+	limit := h.cfg.MaxRequestBytes
+	var err error
+	x.raw, err = readAtMost(x.raw[:0], r.Body, limit)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			return fail(w, http.StatusRequestEntityTooLarge, 0, "request body larger than %d bytes (receivers.prometheus_remote_write.max_request_bytes)", limit)
+		}
+		return fail(w, http.StatusBadRequest, 0, "read body: %v", err)
+	}
+	n, err := snappy.DecodedLen(x.raw)
+	if err != nil {
+		return fail(w, http.StatusBadRequest, 0, "snappy: %v", err)
+	}
+	if int64(n) > limit {
+		return fail(w, http.StatusRequestEntityTooLarge, 0, "decoded body of %d bytes is larger than %d bytes (receivers.prometheus_remote_write.max_request_bytes)", n, limit)
+	}
+	if cap(x.body) < n {
+		x.body = make([]byte, n)
+	}
+	if x.body, err = snappy.Decode(x.body[:n], x.raw); err != nil {
+		return fail(w, http.StatusBadRequest, 0, "snappy: %v", err)
+	}
+
+	x.batch.Reset()
+	var st prw.Stats
+	if ver == "1.0" {
+		st, err = x.dec.DecodeV1(&x.batch, x.body)
+	} else {
+		st, err = x.dec.DecodeV2(&x.batch, x.body)
+	}
+	var partial *prw.PartialError
+	if err != nil && !errors.As(err, &partial) {
+		h.m.invalid.WithLabelValues(ver).Inc()
+		return fail(w, http.StatusBadRequest, 0, "%v", err)
+	}
+	if st.ExemplarsDropped > 0 {
+		h.m.exDropped.Add(float64(st.ExemplarsDropped))
+	}
+	if x.batch.Len() > 0 {
+		x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
+		_, cerr := h.cons.Consume(r.Context(), &otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.rec, Transport: Transport})
+		if cerr != nil {
+			return h.consumeFailed(w, cerr)
+		}
+	}
+	h.m.written.WithLabelValues(ver, "samples").Add(float64(st.Samples))
+	h.m.written.WithLabelValues(ver, "histograms").Add(float64(st.Histograms))
+	h.m.written.WithLabelValues(ver, "exemplars").Add(float64(st.Exemplars))
+	if ver == "2.0" {
+		w.Header().Set(HeaderSamples, strconv.Itoa(st.Samples))
+		w.Header().Set(HeaderHistograms, strconv.Itoa(st.Histograms))
+		w.Header().Set(HeaderExemplars, strconv.Itoa(st.Exemplars))
+	}
+	if partial != nil {
+		h.m.invalid.WithLabelValues(ver).Add(float64(partial.Dropped))
+		return fail(w, http.StatusBadRequest, 0, "%v (the other series were written)", partial)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// consumeFailed answers a Consumer error as the OTLP receiver does.
+func (h *Handler) consumeFailed(w http.ResponseWriter, err error) int {
+	var bp *otlpreceiver.BackpressureError
+	switch {
+	case errors.As(err, &bp):
+		d := bp.RetryAfter
+		if d <= 0 {
+			d = otlpreceiver.DefaultRetryAfter
+		}
+		return fail(w, http.StatusTooManyRequests, d, "%v", err)
+	case errors.Is(err, otlpreceiver.ErrBackpressure):
+		return fail(w, http.StatusTooManyRequests, otlpreceiver.DefaultRetryAfter, "%v", err)
+	case errors.Is(err, otlpreceiver.ErrInvalid):
+		return fail(w, http.StatusBadRequest, 0, "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fail(w, http.StatusServiceUnavailable, otlpreceiver.DefaultRetryAfter, "%v", err)
+	}
+	h.cfg.Logger.Warn("remote write: consumer failed", "err", err)
+	return fail(w, http.StatusServiceUnavailable, otlpreceiver.DefaultRetryAfter, "%v", err)
+}
+
+func (h *Handler) put(x *exchange) {
+	if cap(x.raw) > maxPooled || cap(x.body) > maxPooled || cap(x.rec) > maxPooled || cap(x.batch.Buf) > maxPooled {
+		return
+	}
+	h.pool.Put(x)
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readAtMost reads r into dst, failing once it holds more than limit bytes.
+func readAtMost(dst []byte, r io.Reader, limit int64) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if int64(len(dst)) > limit {
+			return dst, errTooLarge
+		}
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+}

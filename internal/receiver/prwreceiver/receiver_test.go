@@ -1,0 +1,204 @@
+package prwreceiver
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/authn"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// recorder is a Consumer that decodes what it is given, as the pipeline's
+// consumer does, and can be told to refuse.
+type recorder struct {
+	mu      sync.Mutex
+	tenants []string
+	points  int
+	names   map[string]bool
+	err     error
+}
+
+func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return otlpreceiver.Result{}, r.err
+	}
+	var m signal.Metrics
+	if err := otlp.DecodeMetrics(&m, req.Body); err != nil {
+		return otlpreceiver.Result{}, err
+	}
+	if req.Kind != signal.KindMetrics || req.Transport != Transport {
+		panic("wrong kind or transport")
+	}
+	r.tenants = append(r.tenants, req.Tenant)
+	r.points += m.Len()
+	if r.names == nil {
+		r.names = map[string]bool{}
+	}
+	for _, d := range m.Descs {
+		r.names[m.String(d.Name)] = true
+	}
+	return otlpreceiver.Result{}, nil
+}
+
+func newServer(t *testing.T, rec *recorder) *httptest.Server {
+	h, err := New(Config{MaxRequestBytes: 1 << 20}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t := r.Header.Get("X-Tenant"); t != "" {
+			r = r.WithContext(authn.WithTenant(r.Context(), t))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func post(t *testing.T, url, ct, enc string, body []byte, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+Path, bytes.NewReader(body))
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if enc != "" {
+		req.Header.Set("Content-Encoding", enc)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func v1Body(series ...prompb.TimeSeries) []byte {
+	b, _ := (&prompb.WriteRequest{Timeseries: series}).Marshal()
+	return snappy.Encode(nil, b)
+}
+
+func good(name string) prompb.TimeSeries {
+	return prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: name}, {Name: "job", Value: "j"}},
+		Samples: []prompb.Sample{{Value: 1, Timestamp: 1000}, {Value: 2, Timestamp: 2000}}}
+}
+
+const ctV1 = "application/x-protobuf"
+const ctV2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+
+func TestNegotiationAndHeaders(t *testing.T) {
+	rec := &recorder{}
+	srv := newServer(t, rec)
+	st := writev2.NewSymbolTable()
+	r2 := &writev2.Request{Timeseries: []writev2.TimeSeries{{
+		LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("up"), st.Symbolize("job"), st.Symbolize("x")},
+		Samples:    []writev2.Sample{{Value: 1, Timestamp: 5}},
+		Exemplars:  []writev2.Exemplar{{LabelsRefs: []uint32{st.Symbolize("trace_id"), st.Symbolize("t")}, Value: 1, Timestamp: 5}},
+	}}}
+	r2.Symbols = st.Symbols()
+	b2, _ := r2.Marshal()
+	v2 := snappy.Encode(nil, b2)
+
+	cases := []struct {
+		name, ct, enc string
+		body          []byte
+		code          int
+		v2Headers     bool
+	}{
+		{"1.0", ctV1, "snappy", v1Body(good("a")), 204, false},
+		{"1.0 explicit proto", ctV1 + ";proto=prometheus.WriteRequest", "snappy", v1Body(good("b")), 204, false},
+		{"1.0 without headers", "", "", v1Body(good("c")), 204, false},
+		{"2.0", ctV2, "snappy", v2, 204, true},
+		{"gzip", ctV1, "gzip", v1Body(good("d")), 415, false},
+		{"json", "application/json", "snappy", v1Body(good("e")), 415, false},
+		{"unknown proto", ctV1 + ";proto=foo.Bar", "snappy", v1Body(good("f")), 415, false},
+		{"not snappy", ctV1, "snappy", []byte("\xff\xff\xff\xff\xff\xff"), 400, false},
+		{"2.0 body as 1.0 garbage", ctV2, "snappy", snappy.Encode(nil, []byte{0x2a, 0x05}), 400, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := post(t, srv.URL, c.ct, c.enc, c.body)
+			msg, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != c.code {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, msg, c.code)
+			}
+			has := resp.Header.Get(HeaderSamples) != ""
+			if c.code == 204 && has != c.v2Headers {
+				t.Fatalf("written headers present = %v, want %v", has, c.v2Headers)
+			}
+			if c.code == 204 && c.v2Headers {
+				if resp.Header.Get(HeaderSamples) != "1" || resp.Header.Get(HeaderHistograms) != "0" || resp.Header.Get(HeaderExemplars) != "1" {
+					t.Fatalf("headers %v", resp.Header)
+				}
+			}
+		})
+	}
+	if rec.points != 2+2+2+1 {
+		t.Fatalf("consumer got %d points", rec.points)
+	}
+}
+
+func TestPartialWriteKeepsGoodSeriesAndAnswers400(t *testing.T) {
+	rec := &recorder{}
+	srv := newServer(t, rec)
+	bad := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "x"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 1}}}
+	resp := post(t, srv.URL, ctV1, "snappy", v1Body(good("kept"), bad), "X-Tenant", "team-a")
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(msg), "no __name__ label") || !strings.Contains(string(msg), "1 invalid series") {
+		t.Fatalf("status %d: %s", resp.StatusCode, msg)
+	}
+	if rec.points != 2 || !rec.names["kept"] || rec.tenants[0] != "team-a" {
+		t.Fatalf("consumer got %d points %v tenants %v", rec.points, rec.names, rec.tenants)
+	}
+}
+
+func TestBackpressureAndFailures(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code int
+		ra   string
+	}{
+		{otlpreceiver.Backpressure(3*time.Second, nil), 429, "3"},
+		{otlpreceiver.ErrInvalid, 400, ""},
+		{io.ErrUnexpectedEOF, 503, "1"},
+	} {
+		rec := &recorder{err: c.err}
+		srv := newServer(t, rec)
+		resp := post(t, srv.URL, ctV1, "snappy", v1Body(good("x")))
+		if resp.StatusCode != c.code || resp.Header.Get("Retry-After") != c.ra {
+			t.Fatalf("%v: status %d Retry-After %q, want %d %q", c.err, resp.StatusCode, resp.Header.Get("Retry-After"), c.code, c.ra)
+		}
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	rec := &recorder{}
+	h, _ := New(Config{MaxRequestBytes: 100}, rec)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var ts []prompb.TimeSeries
+	for range 50 {
+		ts = append(ts, good("a_rather_long_metric_name"))
+	}
+	resp := post(t, srv.URL, ctV1, "snappy", v1Body(ts...))
+	if resp.StatusCode != 413 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
