@@ -70,12 +70,13 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 	return packedVarints(b, j, wt, func(x uint64) {
 		if x >= uint64(len(d.symbols)) {
 			*bad = true
-			x = 0
 		}
 		if !have {
 			pending, have = x, true
 		} else {
-			*dst = append(*dst, label{d.symbols[pending], d.symbols[x]})
+			if !*bad {
+				*dst = append(*dst, label{d.symbols[pending], d.symbols[x]})
+			}
 			have = false
 		}
 		*odd = have
