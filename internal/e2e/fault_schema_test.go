@@ -255,3 +255,75 @@ print("pyarrow", keys, bad)
 	}
 	t.Logf("%s; %s", lines[0], lines[1])
 }
+
+// TestFaultPoisonQuarantine: a record the lake writer cannot encode (made
+// so by the SLUICE_FAULT_POISON_KEY fault injection) used to fail every
+// checkpoint for good; now it goes to the quarantine, the records sent
+// before and after it land once, /readyz is 200 again, and `sluice lake
+// quarantine ls` lists it.
+func TestFaultPoisonQuarantine(t *testing.T) {
+	t.Setenv("SLUICE_FAULT_POISON_KEY", "poison.key")
+	lakeDir := t.TempDir()
+	s := startServer(t, runConfig(t, lakeDir))
+	g := newLoadGen(20)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for range 3 {
+		if !g.send(t, context.Background(), client, s.http) {
+			t.Fatal("request refused")
+		}
+	}
+	ld := plog.NewLogs()
+	r := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	r.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+	r.Attributes().PutStr("poison.key", "x")
+	poison, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := sendLogs(t, s.http, "bad", poison); code != 200 {
+		t.Fatalf("poison request: %d %s", code, body)
+	}
+	for range 3 {
+		if !g.send(t, context.Background(), client, s.http) {
+			t.Fatal("request refused")
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := tenantRecords(t, lakeDir, "load")
+		code, _ := readyz(t, s.admin)
+		if len(got) == g.ackedCount() && code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s: %d of %d records in the lake, /readyz %d\n%s", len(got), g.ackedCount(), code, s.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	counts, ok := duckdbCounts(t, lakeDir)
+	if ok {
+		for seq, n := range counts {
+			if n != 1 {
+				t.Errorf("seq %d: %d times in the lake files", seq, n)
+			}
+		}
+		if len(counts) != g.ackedCount() {
+			t.Errorf("DuckDB: %d records, want %d", len(counts), g.ackedCount())
+		}
+	}
+	res := run(t, "lake", "quarantine", "ls", "--lake", lakeDir)
+	if res.code != 0 || !strings.Contains(res.stdout, "logs") || !strings.Contains(res.stdout, " bad ") ||
+		!strings.Contains(res.stdout, "poison") || !strings.Contains(res.stdout, "1 quarantined") {
+		t.Fatalf("quarantine ls: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	resp, err := http.Get("http://" + s.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), "sluice_lake_quarantined_records_total 1\n") {
+		t.Errorf("/metrics lacks sluice_lake_quarantined_records_total 1")
+	}
+	t.Logf("quarantine ls:\n%s", res.stdout)
+}

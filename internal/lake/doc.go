@@ -40,6 +40,11 @@
 //     events and links, exemplars, metric metadata) are stored as OTLP JSON
 //     by package otlp's codecs and converted back to protobuf on read.
 //
+// Quarantine (quarantine.go): records the lake loop could not write are
+// kept under QuarantineDir, body and entry named by queue position; a
+// Probe encodes a batch into nothing to tell such a record from a failing
+// store.
+//
 // Concurrency: a Writer is used by one goroutine at a time. A File is used by
 // one goroutine at a time; distinct Files may be read concurrently. An
 // IntentStore is safe for concurrent use.

@@ -39,6 +39,11 @@ type Options struct {
 	// Replaces, if set, is written to every file's footer under
 	// catalog.MetaReplaces: the lineage of a compaction's outputs.
 	Replaces string
+
+	// PoisonKey is fault injection for tests of what fails to encode (the
+	// lake loop's quarantine): a file with an attribute of this key fails
+	// to encode. Empty in production.
+	PoisonKey string
 }
 
 // Defaults of Options.
@@ -530,6 +535,11 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 		}
 	}()
 	w.enc.maxCols = w.opts.MaxAttributeColumns
+	if k := w.opts.PoisonKey; k != "" {
+		if err := poisoned(p, k); err != nil {
+			return err
+		}
+	}
 	w.counts = countingWriter{w: out}
 	w.bw.Reset(&w.counts)
 	var pw *parquet.Writer
@@ -686,4 +696,23 @@ func (s Segment) FooterMetadata() []format.KeyValue {
 		{Key: MetaMaxTime, Value: strconv.FormatInt(s.MaxTime, 10)},
 		{Key: MetaSort, Value: SortKey(s.Table)},
 	}
+}
+
+// poisoned implements Options.PoisonKey.
+func poisoned(p *partition, key string) error {
+	var c *signal.Common
+	switch {
+	case p.logs != nil:
+		c = &p.logs.Common
+	case p.metrics != nil:
+		c = &p.metrics.Common
+	default:
+		c = &p.spans.Common
+	}
+	for i := range c.Attrs.Len() {
+		if c.Keys.Name(c.Attrs.Key[i]) == key {
+			return fmt.Errorf("lake: attribute %q is poison (Options.PoisonKey fault injection)", key)
+		}
+	}
+	return nil
 }

@@ -76,6 +76,14 @@ type lakeLoop struct {
 	backoff   time.Duration
 	skipped   uint64 // r.Lost()+r.Corrupt() already counted
 
+	// Poison isolation (quarantine.go): after a failed checkpoint every
+	// record is first encoded alone by probe, and one that fails goes to
+	// the quarantine instead of the writer, until a checkpoint succeeds.
+	probe    *lake.Probe
+	isolate  bool
+	failures int          // consecutive failed checkpoints
+	status   atomic.Value // string: why the loop is failing, "" when not
+
 	tenants map[string]*tenantRows
 	logs    signal.Logs
 	metrics signal.Metrics
@@ -98,7 +106,12 @@ func newLakeLoop(q *queue.Queue, cat *catalog.Catalog, wopts lake.Options, commi
 	}
 	l.done = make(chan struct{})
 	l.tenants = make(map[string]*tenantRows)
+	l.status.Store("")
 	if err := l.newWriter(); err != nil {
+		return nil, err
+	}
+	var err error
+	if l.probe, err = lake.NewProbe(l.wopts); err != nil {
 		return nil, err
 	}
 	l.r = q.NewReader(committed)
@@ -294,38 +307,62 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 	kind, tb, body, err := parseRecord(rec)
 	if err != nil {
 		l.bad(pos, err)
+		if qerr := l.quarantine("", "", rec, pos, 0, err); qerr != nil {
+			return qerr
+		}
 		l.advance(pos)
 		return nil
 	}
 	t := l.tenant(tb)
 	var n int
+	probe := func(e error) error { // in isolation, a record the writer cannot encode alone
+		if e == nil && l.isolate {
+			e = l.probeRecord(kind, t.name)
+			if e != nil {
+				e = &poisonError{e}
+			}
+		}
+		return e
+	}
 	switch kind {
 	case signal.KindLogs:
 		l.logs.Reset()
 		if err = otlp.DecodeLogs(&l.logs, body); err == nil {
 			n = l.logs.Len()
-			err = l.w.WriteLogs(t.name, &l.logs)
+			if err = probe(nil); err == nil {
+				err = l.w.WriteLogs(t.name, &l.logs)
+			}
 		}
 	case signal.KindMetrics:
 		l.metrics.Reset()
 		if err = otlp.DecodeMetrics(&l.metrics, body); err == nil {
 			n = l.metrics.Len()
-			err = l.w.WriteMetrics(t.name, &l.metrics)
+			if err = probe(nil); err == nil {
+				err = l.w.WriteMetrics(t.name, &l.metrics)
+			}
 		}
 	case signal.KindTraces:
 		l.spans.Reset()
 		if err = otlp.DecodeTraces(&l.spans, body); err == nil {
 			n = l.spans.Len()
-			err = l.w.WriteSpans(t.name, &l.spans)
+			if err = probe(nil); err == nil {
+				err = l.w.WriteSpans(t.name, &l.spans)
+			}
 		}
 	}
+	var pe *poisonError
 	switch {
 	case err == nil:
-	case n == 0 || errors.Is(err, lake.ErrInvalidTenant):
+	case n == 0 || errors.Is(err, lake.ErrInvalidTenant) || errors.As(err, &pe):
 		// Undecodable (the consumer decoded it before acknowledging, so
-		// this is a version or corruption problem) or refused by the lake
-		// for good: retrying cannot help.
+		// this is a version or corruption problem), refused by the lake
+		// for good, or unwritable alone (poison): retrying cannot help.
+		// Quarantine it and go on; its position is passed like any
+		// record's (see quarantine.go).
 		l.bad(pos, err)
+		if qerr := l.quarantine(tableOf(kind), t.name, body, pos, n, err); qerr != nil {
+			return qerr
+		}
 		l.advance(pos)
 		return nil
 	default:
@@ -402,6 +439,7 @@ func (l *lakeLoop) commitCheckpoint(reason string) error {
 		// (see tail).
 		l.tail.trim(int64(l.committed))
 	}
+	l.recovered()
 	if err := l.q.Release(l.committed); err != nil {
 		// Only disk space is at stake; the next checkpoint retries.
 		l.log.Warn("releasing committed queue segments failed", "position", l.committed, "err", err)
@@ -501,6 +539,7 @@ func (l *lakeLoop) sleep(d time.Duration) bool {
 func (l *lakeLoop) rewind(cause error) {
 	l.m.checkpointFails.Inc()
 	l.m.rewinds.Inc()
+	l.failed(cause)
 	var ce *commitError
 	deleteFiles := !errors.As(cause, &ce) || ce.known
 	l.log.Error("lake checkpoint failed; replaying from the committed queue position",

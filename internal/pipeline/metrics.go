@@ -25,6 +25,7 @@ type metrics struct {
 
 	rows             *prometheus.CounterVec
 	badRecords       prometheus.Counter
+	quarantined      prometheus.Counter
 	skippedBytes     prometheus.Counter
 	checkpoints      *prometheus.CounterVec
 	checkpointFails  prometheus.Counter
@@ -79,6 +80,8 @@ func newMetrics() *metrics {
 			Help: "Rows handed to the lake writer (replays after a crash or rewind count again)."}, st),
 		badRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_bad_records_total",
 			Help: "Queue records the lake loop could not decode or write and skipped."}),
+		quarantined: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_quarantined_records_total",
+			Help: "Queue records (one export request each) the lake could not write and moved to <lake>/_quarantine instead; list them with sluice lake quarantine ls."}),
 		skippedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_lake_skipped_queue_bytes_total",
 			Help: "Queue bytes the lake loop never read: dropped (drop_oldest) or corrupt."}),
 		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_checkpoints_total",
@@ -125,7 +128,7 @@ func newMetrics() *metrics {
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		m.received, m.accepted, m.queuedBytes, m.invalid, m.rejected, m.limited,
-		m.rows, m.badRecords, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
+		m.rows, m.badRecords, m.quarantined, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
 		m.checkpointSecs, m.checkpointRows, m.checkpointBytes, m.segments, m.segmentBytes, m.orphans,
 		m.bufferedBytes, m.uncommitted, m.committedPos, m.lastCheckpointTS,
 		m.tailBytes, m.tailBuilds, m.tailBuildErrors, m.tailRetries, m.tailMerges,

@@ -54,7 +54,9 @@ type Pipeline struct {
 	m   *metrics
 
 	ready atomic.Bool
-	fatal chan error // the lake loop ended on its own
+	// lakeStatus is the lake loop for /readyz, which starts before it.
+	lakeStatus atomic.Pointer[lakeLoop]
+	fatal      chan error // the lake loop ended on its own
 
 	lock  *os.File
 	cat   *catalog.Catalog
@@ -179,6 +181,8 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		MaxFutureSkew:    p.cfg.Lake.MaxFutureSkew.D(),
 
 		MaxAttributeColumns: p.cfg.Lake.MaxAttributeColumns,
+		// Fault injection for the quarantine's end-to-end test only.
+		PoisonKey: os.Getenv("SLUICE_FAULT_POISON_KEY"),
 	}
 	if p.cfg.Query.Addr != "" {
 		if p.tail, err = newTail(q, p.cat, committed, wopts, p.m, p.log.With("component", "tail")); err != nil {
@@ -196,6 +200,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	p.lakeStatus.Store(p.loop)
 	// The reader starts at from, but the committed position is what the
 	// catalog holds; they differ only when nothing was ever committed.
 	p.loop.committed = queue.Position(committed)
@@ -346,6 +351,8 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 			http.Error(w, "queue failed: restart needed", http.StatusServiceUnavailable)
 		case p.diskLow() != "":
 			http.Error(w, p.diskLow(), http.StatusServiceUnavailable)
+		case p.lakeStatus.Load() != nil && p.lakeStatus.Load().failing() != "":
+			http.Error(w, p.lakeStatus.Load().failing(), http.StatusServiceUnavailable)
 		case !p.ready.Load():
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 		default:
