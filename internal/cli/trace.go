@@ -520,6 +520,9 @@ func writeTraceReport(out io.Writer, s *tracer.Summary, lost uint64, ds tracer.D
 	if lost > 0 {
 		fmt.Fprintf(&b, "!! %d records lost in the kernel (ring buffer full): raise --ring-size or narrow the filters\n", lost)
 	}
+	if ds.BadRecords > 0 {
+		fmt.Fprintf(&b, "!! %d ring buffer records could not be decoded (a kernel program and sluice of different versions?)\n", ds.BadRecords)
+	}
 	tracer.WriteTable(&b, "syscalls by "+by.String(), s.TopSyscalls(by, top, ""), 18)
 	tracer.WriteTable(&b, "processes by "+by.String(), s.TopProcs(by, top, ""), 24)
 	tracer.WriteTable(&b, "files by "+by.String(), s.TopFiles(by, top, ""), 48)
