@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -135,12 +136,18 @@ func (c *Config) ExporterSignals() map[string][]string {
 	return out
 }
 
+var exporterSuffixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+
 var knownSignals = []string{"logs", "metrics", "traces"}
 
 func validateExporters(v *validator, c *Config) {
 	for _, name := range slices.Sorted(maps.Keys(c.Exporters)) {
 		k := "exporters." + name + "."
 		typ := ExporterType(name)
+		if _, suffix, ok := strings.Cut(name, "/"); ok && !exporterSuffixRE.MatchString(suffix) {
+			v.add("exporters."+name, "the name after / must match [A-Za-z0-9_.-]{1,100}")
+			continue
+		}
 		if name == ExporterLake {
 			v.add("exporters."+name, "lake is built in (lake:, queue: configure it); list it in pipelines")
 			continue

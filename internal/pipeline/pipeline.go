@@ -62,7 +62,8 @@ type Pipeline struct {
 	cat   *catalog.Catalog
 	q     atomic.Pointer[queue.Queue]
 	loop  *lakeLoop
-	tail  *tail // the unflushed tail served to the query API
+	exps  *exporters // forwarding exporters (exporters.go); nil when none
+	tail  *tail      // the unflushed tail served to the query API
 	cons  *consumer
 	recv  *otlpreceiver.Receiver
 	admin *http.Server
@@ -214,6 +215,12 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		}
 	}()
 
+	if len(p.cfg.Exporters) > 0 {
+		if p.exps, err = startExporters(p.cfg, q, p.reg, p.log); err != nil {
+			return err
+		}
+	}
+
 	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
 	p.cons.limits = otlp.Limits{
 		MaxAttrsPerRecord:  p.cfg.Receivers.OTLP.MaxAttrsPerRecord,
@@ -300,6 +307,11 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 			}
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("final lake checkpoint did not finish in time (%w); the queue keeps the data for the next start", ctx.Err()))
+		}
+	}
+	if p.exps != nil {
+		if err := p.exps.stop(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if q := p.q.Load(); q != nil {

@@ -1,0 +1,69 @@
+package exporter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector exports every Runner's stats at scrape time.
+type Collector struct {
+	runners func() []*Runner
+
+	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
+	lagBytes, lagSeconds, breaker, breakerOpened                          *prometheus.Desc
+}
+
+// NewCollector returns a collector over the runners runners returns.
+func NewCollector(runners func() []*Runner) *Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append([]string{"exporter"}, labels...), nil)
+	}
+	return &Collector{
+		runners:       runners,
+		sent:          d("sluice_exporter_sent_records_total", "Queue records (OTLP requests) delivered: every endpoint accepted them."),
+		sentBytes:     d("sluice_exporter_sent_bytes_total", "Bytes of OTLP bodies in delivered records, before compression."),
+		bad:           d("sluice_exporter_bad_records_total", "Queue records skipped because they do not parse."),
+		skipped:       d("sluice_exporter_skipped_records_total", "Queue records of signals this exporter does not forward."),
+		failed:        d("sluice_exporter_failed_requests_total", "Requests that failed (transport error or non-2xx), retried or not.", "endpoint"),
+		retried:       d("sluice_exporter_retried_requests_total", "Failed requests retried (429, 5xx, transport errors).", "endpoint"),
+		dropped:       d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped.", "endpoint"),
+		droppedBytes:  d("sluice_exporter_dropped_bytes_total", "Queue bytes this exporter skipped: reason=max_backlog_bytes or max_backlog_age (its bounds), queue_full (the queue's drop_oldest deleted them first).", "reason"),
+		lagBytes:      d("sluice_exporter_queue_lag_bytes", "Queue bytes acknowledged but not yet delivered by this exporter."),
+		lagSeconds:    d("sluice_exporter_queue_lag_seconds", "Age of the oldest queue segment holding undelivered data; 0 when caught up."),
+		breaker:       d("sluice_exporter_breaker_state", "Circuit breaker of an endpoint: 0 closed, 1 half-open, 2 open.", "endpoint"),
+		breakerOpened: d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	for _, r := range c.runners() {
+		n := r.Name()
+		st := r.Stats()
+		counter(c.sent, st.SentRecords, n)
+		counter(c.sentBytes, st.SentBytes, n)
+		counter(c.bad, st.BadRecords, n)
+		counter(c.skipped, st.Skipped, n)
+		counter(c.droppedBytes, st.Cursor.DroppedBytes-st.Cursor.DroppedAge, n, "max_backlog_bytes")
+		counter(c.droppedBytes, st.Cursor.DroppedAge, n, "max_backlog_age")
+		counter(c.droppedBytes, st.Cursor.LostBytes, n, "queue_full")
+		ch <- prometheus.MustNewConstMetric(c.lagBytes, prometheus.GaugeValue, float64(st.Cursor.LagBytes), n)
+		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, st.Cursor.LagSeconds, n)
+		for _, ep := range r.Endpoints() {
+			counter(c.failed, ep.Stats.Failed.Load(), n, ep.Name)
+			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
+			counter(c.dropped, ep.Stats.Dropped.Load(), n, ep.Name)
+			counter(c.breakerOpened, ep.Breaker.Opened(), n, ep.Name)
+			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(ep.Breaker.State()), n, ep.Name)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/otlpexporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// exporters runs the forwarding exporters of the config, each on a queue
+// cursor of its own (docs/design/exporters.md). The lake loop is not one of
+// them: it keeps its exactly-once commit through the catalog.
+type exporters struct {
+	mu      sync.Mutex
+	runners []*exporter.Runner
+	cursors []*queue.Cursor
+	closers []func() error
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// cursorName maps an exporter name (type[/name]) to a queue cursor name.
+func cursorName(exporter string) string { return strings.ReplaceAll(exporter, "/", ".") }
+
+var signalKinds = map[string]signal.Kind{"logs": signal.KindLogs, "metrics": signal.KindMetrics, "traces": signal.KindTraces}
+
+// startExporters opens a cursor per configured exporter, removes cursors
+// of exporters no longer configured (so they stop holding segments), and
+// starts one goroutine per exporter.
+func startExporters(cfg config.Config, q *queue.Queue, reg prometheus.Registerer, log *slog.Logger) (*exporters, error) {
+	e := &exporters{}
+	if err := reg.Register(exporter.NewCollector(e.list)); err != nil {
+		return nil, fmt.Errorf("register exporter metrics: %w", err)
+	}
+	want := map[string]bool{}
+	for name := range cfg.Exporters {
+		want[cursorName(name)] = true
+	}
+	for _, c := range q.CursorNames() {
+		if !want[c] {
+			log.Warn("removing the queue cursor of an exporter no longer configured", "cursor", c)
+			if err := q.RemoveCursor(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	sigs := cfg.ExporterSignals()
+	for _, name := range slices.Sorted(maps.Keys(cfg.Exporters)) {
+		ec := cfg.Exporters[name].Resolved(name, cfg.Queue.MaxBytes)
+		r, err := e.build(name, ec, sigs[name], q, log)
+		if err != nil {
+			e.stop(context.Background())
+			return nil, err
+		}
+		e.wg.Go(func() {
+			if err := r.Run(ctx); err != nil {
+				log.Error("exporter stopped", "exporter", name, "err", err)
+			}
+		})
+	}
+	return e, nil
+}
+
+func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *queue.Queue, log *slog.Logger) (*exporter.Runner, error) {
+	policy := sending.Policy{
+		InitialBackoff:  ec.RetryInitial.D(),
+		MaxBackoff:      ec.RetryMax.D(),
+		Concurrency:     ec.Concurrency,
+		BreakerFailures: ec.BreakerFailures,
+		BreakerCooldown: ec.BreakerCooldown.D(),
+	}
+	var sender exporter.Sender
+	switch config.ExporterType(name) {
+	case config.ExporterOTLP:
+		x, err := otlpexporter.New(otlpexporter.Config{
+			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Compression: ec.Compression,
+			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("exporter %s: %w", name, err)
+		}
+		e.closers = append(e.closers, x.Close)
+		sender = x
+	default:
+		return nil, fmt.Errorf("exporter %s: the prometheus_remote_write exporter is not implemented in this build", name)
+	}
+	cur, err := q.OpenCursor(cursorName(name), queue.CursorOptions{MaxBytes: int64(ec.MaxBacklogBytes), MaxAge: ec.MaxBacklogAge.D()})
+	if err != nil {
+		return nil, fmt.Errorf("exporter %s: %w", name, err)
+	}
+	e.cursors = append(e.cursors, cur)
+	var kinds []signal.Kind
+	for _, s := range sigs {
+		kinds = append(kinds, signalKinds[s])
+	}
+	r, err := exporter.New(exporter.Options{
+		Name: name, Cursor: cur, Sender: sender, Signals: kinds,
+		BatchBytes: int(ec.BatchBytes), BatchDelay: ec.BatchDelay.D(),
+		Logger: log.With("component", "exporter"),
+		Parse: func(rec []byte) (exporter.Record, error) {
+			kind, tenant, body, err := parseRecord(rec)
+			return exporter.Record{Kind: kind, Tenant: string(tenant), Body: body}, err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.runners = append(e.runners, r)
+	e.mu.Unlock()
+	return r, nil
+}
+
+func (e *exporters) list() []*exporter.Runner {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.runners)
+}
+
+// stop ends the exporters: a batch in flight is abandoned uncommitted (sent
+// again at the next start: at least once). It waits until ctx ends.
+func (e *exporters) stop(ctx context.Context) error {
+	e.cancel()
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("exporters did not stop in time: %w", ctx.Err())
+	}
+	for _, c := range e.cursors {
+		c.Close()
+	}
+	for _, c := range e.closers {
+		c()
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+)
+
+func forwardingConfig(t *testing.T, downstreamHTTP string) config.Config {
+	cfg := testConfig(t)
+	cfg.Exporters = map[string]config.Exporter{
+		"otlp/down": {
+			Endpoints:       []string{"http://" + downstreamHTTP},
+			TenantHeader:    "X-Scope-OrgID",
+			BatchDelay:      config.Duration(20 * time.Millisecond),
+			RetryInitial:    config.Duration(10 * time.Millisecond),
+			RetryMax:        config.Duration(100 * time.Millisecond),
+			BreakerCooldown: config.Duration(100 * time.Millisecond),
+		},
+	}
+	cfg.Pipelines = map[string]config.Pipeline{
+		"logs":    {Receivers: []string{"otlp"}, Exporters: []string{"lake", "otlp/down"}},
+		"metrics": {Receivers: []string{"otlp"}, Exporters: []string{"lake"}},
+		"traces":  {Receivers: []string{"otlp"}, Exporters: []string{"lake"}},
+	}
+	return cfg
+}
+
+func waitCaughtUp(t *testing.T, p *Pipeline, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		r := p.exps.list()[0]
+		if st := r.Stats(); st.Cursor.LagBytes == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("exporter did not catch up in %v: %+v", limit, p.exps.list()[0].Stats())
+}
+
+// sluice -> sluice over OTLP/HTTP: the downstream goes away and comes back
+// on the same address while the upstream keeps acknowledging; the upstream
+// lake is never held up, and every acknowledged record reaches the
+// downstream lake, tenant kept. Metrics (not in the logs pipeline of the
+// exporter) are not forwarded.
+func TestPipelineForwardsThroughDownstreamRestart(t *testing.T) {
+	downCfg := testConfig(t)
+	down, err := New(downCfg, Settings{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	downAddr := down.Addrs().HTTP.String()
+
+	up := start(t, forwardingConfig(t, downAddr))
+	send := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			tenant := []string{"t1", "t2"}[i%2]
+			if resp := post(t, up, "/v1/logs", tenant, logsRequest(t, i*10, 10)); resp.StatusCode != 200 {
+				t.Fatalf("upstream refused request %d: %d", i, resp.StatusCode)
+			}
+		}
+	}
+	send(0, 20)
+	if resp := post(t, up, "/v1/metrics", "t1", metricsRequest(t, 5)); resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	waitCaughtUp(t, up, 10*time.Second)
+
+	// Downstream gone: the upstream keeps acknowledging and its lake commits.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if err := down.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	send(20, 20)
+	if err := up.Checkpoint(context.Background()); err != nil {
+		t.Fatalf("the upstream lake must not wait for a dead exporter: %v", err)
+	}
+	if st := up.exps.list()[0].Stats(); st.Cursor.LagBytes == 0 {
+		t.Fatal("exporter claims to be caught up with its downstream down")
+	}
+	time.Sleep(300 * time.Millisecond) // retries pile up; the breaker opens
+	_, metrics := get(t, up, "/metrics")
+	if !strings.Contains(metrics, `sluice_exporter_breaker_state{endpoint="http://`+downAddr+`",exporter="otlp/down"} 2`) &&
+		!strings.Contains(metrics, `sluice_exporter_breaker_state{endpoint="http://`+downAddr+`",exporter="otlp/down"} 1`) {
+		t.Fatalf("breaker not open on /metrics:\n%s", grep(metrics, "sluice_exporter_breaker_state"))
+	}
+
+	// Back on the same address and lake.
+	downCfg.Receivers.OTLP.HTTPAddr = downAddr
+	down2 := start(t, downCfg)
+	waitCaughtUp(t, up, 20*time.Second)
+	if err := down2.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := lakeSeqs(t, downCfg.Lake.Root)
+	for ti, tenant := range []string{"t1", "t2"} {
+		var want []int64
+		for i := ti; i < 40; i += 2 {
+			want = append(want, seqRange(i*10, 10)...)
+		}
+		seqs := slices.Compact(slices.Clone(got[tenant]))
+		if !slices.Equal(seqs, want) {
+			t.Fatalf("tenant %s: downstream has %d distinct records of %d", tenant, len(seqs), len(want))
+		}
+		t.Logf("tenant %s: %d records, %d duplicates", tenant, len(got[tenant]), len(got[tenant])-len(seqs))
+	}
+	_, metrics = get(t, up, "/metrics")
+	for _, want := range []string{
+		`sluice_exporter_sent_records_total{exporter="otlp/down"} 40`,
+		`sluice_exporter_skipped_records_total{exporter="otlp/down"} 1`,
+		`sluice_exporter_queue_lag_bytes{exporter="otlp/down"} 0`,
+		`sluice_exporter_breaker_state{endpoint="http://` + downAddr + `",exporter="otlp/down"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grep(metrics, "sluice_exporter_"))
+		}
+	}
+	if !strings.Contains(metrics, fmt.Sprintf(`sluice_exporter_breaker_opened_total{endpoint="http://%s",exporter="otlp/down"}`, downAddr)) {
+		t.Error("no breaker_opened counter")
+	}
+}
