@@ -189,6 +189,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		if p.tail, err = newTail(q, p.cat, committed, wopts, p.m, p.log.With("component", "tail")); err != nil {
 			return err
 		}
+		p.tail.warm()
 	}
 	p.loop, err = newLakeLoop(q, p.cat, wopts, from, &lakeLoop{
 		log:      p.log.With("component", "lake"),
@@ -297,6 +298,9 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 		}
 	}
 	var committed queue.Position
+	if p.tail != nil {
+		p.tail.stop() // its builds read the queue, closed below
+	}
 	if p.loop != nil {
 		p.loop.stop()
 		select {

@@ -24,7 +24,8 @@ import (
 // position to queries, as in-memory lake files written by the same
 // lake.Writer code as the lake itself (docs/design/freshness.md). It reads
 // the queue on its own, independently of the lake loop, when a query asks
-// (lake.TailSource.List), so it costs nothing while nobody queries.
+// (lake.TailSource.List) and, while queries come, every second in the
+// background (warm), so it costs nothing while nobody queries.
 //
 // Its chunks cover the queue range (start, built] without holes, each
 // chunk a contiguous range (from, to] of record boundaries. start only
@@ -77,7 +78,10 @@ type tail struct {
 	nextID  uint64
 	bytes   int64 // of live and retired chunks' files
 
-	errLog atomic.Int64 // unix ns of the last build error logged
+	errLog   atomic.Int64 // unix ns of the last build error logged
+	lastList atomic.Int64 // unix ns of the last List
+	stopWarm chan struct{}
+	warmDone chan struct{}
 }
 
 type tailChunk struct {
@@ -113,6 +117,12 @@ const (
 	// queries (a dashboard refreshing every few seconds) do not leave
 	// hundreds of small files for every query to open.
 	tailMaxChunks = 32
+	// tailWarmFor: while queries came within this long, the tail is
+	// built every tailWarmEvery in the background, so that a query finds
+	// at most that much to encode (at high ingest rates, the tail of a
+	// whole checkpoint interval takes seconds to encode).
+	tailWarmFor   = 2 * time.Minute
+	tailWarmEvery = time.Second
 	// tailListAttempts bounds List's retries when checkpoints commit
 	// while it lists (each attempt loses only to a checkpoint commit).
 	tailListAttempts = 20
@@ -146,6 +156,7 @@ func newTail(q *queue.Queue, cat *catalog.Catalog, committed int64, wopts lake.O
 
 // List implements lake.TailSource.
 func (t *tail) List(ctx context.Context, f catalog.Filter) ([]catalog.Segment, func(), error) {
+	t.lastList.Store(time.Now().UnixNano())
 	// Everything acknowledged before the call is durable up to end.
 	end := int64(t.q.Stats().Last)
 	for attempt := 1; ; attempt++ {
@@ -184,6 +195,52 @@ func (t *tail) List(ctx context.Context, f catalog.Filter) ([]catalog.Segment, f
 	}
 }
 
+// warm builds the tail every tailWarmEvery while queries came within
+// tailWarmFor, until stop.
+func (t *tail) warm() {
+	t.stopWarm, t.warmDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(t.warmDone)
+		tick := time.NewTicker(tailWarmEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.stopWarm:
+				return
+			case <-tick.C:
+			}
+			if time.Since(time.Unix(0, t.lastList.Load())) > tailWarmFor {
+				continue
+			}
+			end := int64(t.q.Stats().Last)
+			t.mu.Lock()
+			need := t.built < end
+			t.mu.Unlock()
+			if need {
+				if err := t.build(end); err != nil {
+					t.buildFailed(err)
+				}
+			}
+		}
+	}()
+}
+
+// stop ends the background builds; before the queue closes.
+func (t *tail) stop() {
+	if t.stopWarm != nil {
+		close(t.stopWarm)
+		<-t.warmDone
+		t.stopWarm = nil
+	}
+}
+
+func (t *tail) buildFailed(err error) {
+	t.m.tailBuildErrors.Inc()
+	if now, last := time.Now().UnixNano(), t.errLog.Load(); now-last > int64(time.Minute) && t.errLog.CompareAndSwap(last, now) {
+		t.log.Error("reading the unflushed tail for queries failed; they miss the newest records (logged at most once a minute; see sluice_lake_tail_build_errors_total)", "err", err)
+	}
+}
+
 // acquire returns the chunks covering (p, end] (p committed in the
 // catalog), building what is missing, with a reference on each.
 func (t *tail) acquire(ctx context.Context, p, end int64) ([]*tailChunk, error) {
@@ -209,10 +266,7 @@ func (t *tail) acquire(ctx context.Context, p, end int64) ([]*tailChunk, error) 
 		if err := t.build(end); err != nil {
 			// Serve what is built: the answer misses only the newest
 			// records, as it would without a tail.
-			t.m.tailBuildErrors.Inc()
-			if now, last := time.Now().UnixNano(), t.errLog.Load(); now-last > int64(time.Minute) && t.errLog.CompareAndSwap(last, now) {
-				t.log.Error("reading the unflushed tail for queries failed; they miss the newest records (logged at most once a minute; see sluice_lake_tail_build_errors_total)", "err", err)
-			}
+			t.buildFailed(err)
 			end = 0
 		}
 	}

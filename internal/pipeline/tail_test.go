@@ -55,7 +55,7 @@ func tailSeqs(t *testing.T, store lake.Store, segs []catalog.Segment) (seqs []in
 // 20 ms; "merges" rarely, so that listings split the tail into more than
 // tailMaxChunks chunks and builds read it again into one.
 func TestTailNoDuplicateNoGap(t *testing.T) {
-	t.Run("commits", func(t *testing.T) { testTailBoundary(t, 20*time.Millisecond, 3*time.Second, false) })
+	t.Run("commits", func(t *testing.T) { testTailBoundary(t, 20*time.Millisecond, 4*time.Second, false) })
 	t.Run("merges", func(t *testing.T) { testTailBoundary(t, 1500*time.Millisecond, 4*time.Second, true) })
 }
 
@@ -149,4 +149,43 @@ func testCounter(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestTailWarm: once queries come, the tail is built in the background,
+// so a later query finds the new records already encoded.
+func TestTailWarm(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Query.Addr = "127.0.0.1:0"
+	cfg.Upkeep.Enabled = false // flush_interval is an hour: no checkpoint
+	p := start(t, cfg)
+	store := p.tail.store(lake.NewLocalStore(cfg.Lake.Root))
+	list := func() int {
+		segs, release, err := p.tail.List(context.Background(), catalog.Filter{Table: "logs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		seqs, _ := tailSeqs(t, store, segs)
+		return len(seqs)
+	}
+	post(t, p, "/v1/logs", "", logsRequest(t, 0, 10))
+	if n := list(); n != 10 {
+		t.Fatalf("%d records listed, want 10", n)
+	}
+	post(t, p, "/v1/logs", "", logsRequest(t, 10, 10))
+	builds := testCounter(p.m.tailBuilds)
+	deadline := time.Now().Add(10 * time.Second)
+	for testCounter(p.m.tailBuilds) == builds {
+		if time.Now().After(deadline) {
+			t.Fatal("no background build within 10 s of new records")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	builds = testCounter(p.m.tailBuilds)
+	if n := list(); n != 20 {
+		t.Fatalf("%d records listed, want 20", n)
+	}
+	if b := testCounter(p.m.tailBuilds); b != builds {
+		t.Errorf("the query built %v more chunks; the background build should have done it", b-builds)
+	}
 }
