@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/processor"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -25,7 +26,8 @@ type consumer struct {
 	tenants    tenant.Names // refuses a tenant differing only in case from a known one
 	lowDisk    func()       // called when the queue refuses for disk space; may be nil
 	limits     otlp.Limits
-	pool       sync.Pool // *scratch
+	rules      atomic.Pointer[processor.Rules] // nil: no processing rules; swapped by a reload
+	pool       sync.Pool                       // *scratch
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to
@@ -35,6 +37,8 @@ type scratch struct {
 	metrics signal.Metrics
 	spans   signal.Spans
 	rec     []byte
+	proc    processor.Scratch
+	body    []byte // the request re-encoded after the rules changed it
 }
 
 // maxPooledBytes keeps one huge request from pinning its buffers in the pool.
@@ -76,8 +80,27 @@ func (s *scratch) decode(kind signal.Kind, body []byte, lim otlp.Limits) (int, e
 	return 0, fmt.Errorf("unknown signal %v", kind)
 }
 
+// process applies the rules to the decoded batch and returns the body to
+// queue and its record count: the original body when no rule changed
+// anything, else the kept records re-encoded.
+func (s *scratch) process(r *processor.Rules, kind signal.Kind, body []byte, n int) ([]byte, int) {
+	switch kind {
+	case signal.KindMetrics:
+		if changed, kept := r.ProcessMetrics(&s.metrics, &s.proc); changed {
+			s.body = otlp.AppendMetricsProto(s.body[:0], &s.proc.Out)
+			return s.body, kept
+		}
+	case signal.KindLogs:
+		if changed, kept := r.ProcessLogs(&s.logs, &s.proc); changed {
+			s.body = otlp.AppendLogsProto(s.body[:0], &s.proc.OutLogs)
+			return s.body, kept
+		}
+	}
+	return body, n
+}
+
 func (c *consumer) put(s *scratch) {
-	if cap(s.rec) > maxPooledBytes || cap(s.logs.Buf) > maxPooledBytes || cap(s.metrics.Buf) > maxPooledBytes || cap(s.spans.Buf) > maxPooledBytes {
+	if cap(s.rec) > maxPooledBytes || cap(s.body) > maxPooledBytes || cap(s.proc.Out.Buf) > maxPooledBytes || cap(s.proc.OutLogs.Buf) > maxPooledBytes || cap(s.logs.Buf) > maxPooledBytes || cap(s.metrics.Buf) > maxPooledBytes || cap(s.spans.Buf) > maxPooledBytes {
 		return
 	}
 	c.pool.Put(s)
@@ -110,10 +133,16 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 			req.Tenant, known, otlpreceiver.ErrInvalid)
 	}
 	ser.received.Add(float64(n))
+	body := req.Body
+	if r := c.rules.Load(); r != nil {
+		// One load per request: a reload never splits a request between
+		// two rule sets.
+		body, n = s.process(r, req.Kind, body, n)
+	}
 	if n == 0 {
 		return otlpreceiver.Result{}, nil // nothing to keep
 	}
-	s.rec = appendRecord(s.rec[:0], req.Kind, req.Tenant, req.Body)
+	s.rec = appendRecord(s.rec[:0], req.Kind, req.Tenant, body)
 	_, err = c.q.Append(s.rec)
 	switch {
 	case err == nil:

@@ -3,9 +3,10 @@ package prom
 import (
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/otlptranslator"
+
+	"github.com/sluice-dev/sluice/internal/promname"
 )
 
 // metricKind is how an OTLP metric is exposed to PromQL.
@@ -53,8 +54,6 @@ func (d *metricDesc) sameAs(o *metricDesc) bool {
 		d.temporality == o.temporality && d.monotonic == o.monotonic
 }
 
-var metricNamer = otlptranslator.NewMetricNamer("", otlptranslator.UnderscoreEscapingWithSuffixes)
-
 // describe fills kind, base and outputs from the stored fields. The name
 // follows otlptranslator's UnderscoreEscapingWithSuffixes, Prometheus's own
 // default for OTLP: invalid characters become "_", the unit becomes a
@@ -88,8 +87,8 @@ func (d *metricDesc) describe() {
 		d.kind = kindUnsupported
 		return
 	}
-	base, err := metricNamer.Build(otlptranslator.Metric{Name: d.otlpName, Unit: d.unit, Type: t})
-	if err != nil || base == "" {
+	base := promname.Base(d.otlpName, d.unit, t)
+	if base == "" {
 		d.kind = kindUnsupported
 		return
 	}
@@ -183,36 +182,13 @@ func nameMayMap(otlpName, promName string) bool {
 // Labels derived from resource attributes; a point attribute mapping to
 // one of these (or to a label sluice sets itself) is renamed "exported_"+name.
 const (
-	labelJob         = "job"
-	labelInstance    = "instance"
-	labelServiceName = "service_name"
-	labelLe          = "le"
-	labelQuantile    = "quantile"
+	labelJob         = promname.LabelJob
+	labelInstance    = promname.LabelInstance
+	labelServiceName = promname.LabelServiceName
+	labelLe          = promname.LabelLe
+	labelQuantile    = promname.LabelQuantile
 )
 
-var labelNamer = otlptranslator.LabelNamer{}
-
-var labelNames sync.Map // attribute key -> Prometheus label name ("" if none)
-
-// LabelName maps a point attribute key to its Prometheus label name: every
-// character other than [A-Za-z0-9_] becomes "_", runs of "_" collapse, a
-// leading digit gets "key_", and a name that sluice sets itself (job,
-// instance, service_name, le, quantile, __name__ or any "__" name) gets
-// "exported_". "" means the key has no label (empty or only underscores).
-func LabelName(key string) string {
-	if v, ok := labelNames.Load(key); ok {
-		return v.(string)
-	}
-	name, err := labelNamer.Build(key)
-	if err != nil {
-		name = ""
-	}
-	switch {
-	case name == "":
-	case name == labelJob, name == labelInstance, name == labelServiceName, name == labelLe, name == labelQuantile,
-		strings.HasPrefix(name, "__"):
-		name = "exported_" + name
-	}
-	labelNames.Store(key, name)
-	return name
-}
+// LabelName maps a point attribute key to its Prometheus label name; see
+// promname.LabelName, which owns the mapping.
+func LabelName(key string) string { return promname.LabelName(key) }

@@ -1,0 +1,36 @@
+// Package processor runs the processing rules between the receivers and the
+// queue (issue 14): an ordered list of rules per signal that drop, keep,
+// relabel or sample metric series, and drop, keep or sample log records.
+// What a rule removes is never queued, stored nor forwarded.
+//
+// Rules match series as PromQL shows them (internal/promname owns the
+// mapping): __name__ is the Prometheus name, job, instance and
+// service_name come from the resource, and point attributes become labels
+// under their sanitised names (colliding ones joined with ";"). A
+// histogram or summary point matches a __name__ matcher when any of its
+// Prometheus names does (base, _bucket, _sum, _count). Matchers are parsed
+// by Prometheus's own parser and relabeling is Prometheus's own
+// model/relabel, so a rule written for remote write matches the same OTLP
+// series.
+//
+// # Concurrency
+//
+// A *Rules is immutable after Load/Parse and shared by every request; a
+// reload swaps the pointer, so each batch is processed by exactly one rule
+// set (a reload loses and doubles nothing). A *Scratch belongs to one
+// goroutine at a time (the consumer keeps one per pooled request state).
+//
+// # Invariants
+//
+//  1. A batch comes out with only the points (records) the rules keep, in
+//     their original order; a batch no rule changes is reported unchanged
+//     and the caller queues its original bytes.
+//  2. Decisions that depend only on the series (drop, keep, relabel,
+//     sample one_in) are made once per series and cached by a 64-bit key
+//     (series id and descriptor); per-point work on a cache hit is a map
+//     lookup and a few slice appends, no allocation.
+//  3. Sampling is deterministic: one_in by the hash of the series' labels,
+//     probability by the hash of the series id and the point's time, so two
+//     processes, a restart or a replay decide the same.
+//  4. A shadow rule counts what it would do and changes nothing.
+package processor

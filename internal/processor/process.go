@@ -1,0 +1,417 @@
+package processor
+
+import (
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// maxCachedSeries bounds a Scratch's per-series decision cache; past it the
+// cache starts over (decisions are recomputed, never wrong).
+const maxCachedSeries = 1 << 18
+
+// event kinds of a series decision, replayed per point.
+const (
+	evMatched uint8 = iota
+	evDropped       // the rule drops the point (a shadow rule: would drop)
+	evChanged
+	evProb // the rule samples each point with its probability
+)
+
+type event struct {
+	rule uint8
+	kind uint8
+}
+
+// decision is what the rules do to one series, computed once.
+type decision struct {
+	events    []event
+	drop      bool          // a non-shadow rule drops every point
+	changed   bool          // a relabel changed the series' labels
+	orig, cur labels.Labels // set when changed
+	newName   string        // the new OTLP metric name, "" if unchanged
+}
+
+// Scratch is the reusable state of one Process call at a time.
+type Scratch struct {
+	// Out receives the kept points when ProcessMetrics reports a change.
+	Out signal.Metrics
+	// OutLogs receives the kept records when ProcessLogs reports a change.
+	OutLogs signal.Logs
+
+	rules    *Rules
+	cache    map[uint64]*decision
+	descKey  []uint64
+	sb       labels.ScratchBuilder
+	kv       []attrLabel
+	names    []string
+	counts   [maxRules][3]uint64
+	renamed  map[renameKey]uint32
+	ignoredResource uint64
+}
+
+type renameKey struct {
+	desc uint32
+	name string
+}
+
+type attrLabel struct{ label, key, value string }
+
+func (s *Scratch) bind(r *Rules) {
+	if s.rules != r || len(s.cache) > maxCachedSeries {
+		s.rules = r
+		if s.cache == nil {
+			s.cache = make(map[uint64]*decision)
+		}
+		clear(s.cache)
+	}
+}
+
+// ProcessMetrics applies the metric rules to b. It returns false when no
+// point is dropped or changed (b is to be used as is); otherwise the kept
+// points are in s.Out and kept is their number. b's SeriesID must be set
+// (the OTLP decoder sets it).
+func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kept int) {
+	if r == nil || len(r.metrics) == 0 || b.Len() == 0 {
+		return false, b.Len()
+	}
+	s.bind(r)
+	// Series ids hash the name but not the unit or type, which the
+	// Prometheus name depends on: fold them into the cache key.
+	s.descKey = s.descKey[:0]
+	for i := range b.Descs {
+		d := &b.Descs[i]
+		k := xxhash.Sum64(b.Bytes(d.Unit))*0x9E3779B97F4A7C15 + uint64(d.Type)<<8 + uint64(d.Temporality)<<1
+		if d.Monotonic {
+			k++
+		}
+		s.descKey = append(s.descKey, k)
+	}
+	n := b.Len()
+	first := -1 // first point dropped or changed
+	var dec *decision
+	var dropped bool
+	for i := 0; i < n; i++ {
+		dec = s.decide(b, i)
+		dropped = s.replay(dec, b.SeriesID[i], b.Time[i])
+		if dropped || dec.changed {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		s.flush(r.metrics)
+		return false, n
+	}
+	out := &s.Out
+	out.Reset()
+	clear(s.renamed)
+	for i := 0; i < first; i++ {
+		out.CopyFrom(b, i)
+	}
+	if !dropped {
+		s.copyChanged(b, first, dec)
+	}
+	for i := first + 1; i < n; i++ {
+		dec = s.decide(b, i)
+		if s.replay(dec, b.SeriesID[i], b.Time[i]) {
+			continue
+		}
+		if dec.changed {
+			s.copyChanged(b, i, dec)
+		} else {
+			out.CopyFrom(b, i)
+		}
+	}
+	s.flush(r.metrics)
+	return true, out.Len()
+}
+
+func (s *Scratch) flush(rs []rule) {
+	if s.ignoredResource != 0 && s.rules.m != nil {
+		s.rules.m.ResourceLabelsIgnored.Add(float64(s.ignoredResource))
+	}
+	s.ignoredResource = 0
+	for i := range rs {
+		c := &s.counts[i]
+		if c[0] != 0 {
+			rs[i].c.matched.Add(float64(c[0]))
+		}
+		if c[1] != 0 {
+			rs[i].c.dropped.Add(float64(c[1]))
+		}
+		if c[2] != 0 {
+			rs[i].c.changed.Add(float64(c[2]))
+		}
+		*c = [3]uint64{}
+	}
+}
+
+// replay counts a point's events and reports whether it is dropped.
+func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
+	rs := s.rules.metrics
+	for _, e := range d.events {
+		c := &s.counts[e.rule]
+		switch e.kind {
+		case evMatched:
+			c[0]++
+		case evChanged:
+			c[2]++
+		case evDropped:
+			c[1]++
+			if !rs[e.rule].shadow {
+				return true
+			}
+		case evProb:
+			if pointHash(id, t) >= rs[e.rule].threshold {
+				c[1]++
+				if !rs[e.rule].shadow {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// pointHash is a uniform 64-bit hash of a point, the same in every process.
+func pointHash(id uint64, t int64) uint64 {
+	return mix(id ^ bits.RotateLeft64(uint64(t)*0x9E3779B97F4A7C15, 23))
+}
+
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
+}
+
+func (s *Scratch) decide(b *signal.Metrics, i int) *decision {
+	key := b.SeriesID[i] ^ s.descKey[b.Desc[i]]
+	if d, ok := s.cache[key]; ok {
+		return d
+	}
+	d := s.evaluate(b, i)
+	s.cache[key] = d
+	return d
+}
+
+// evaluate runs the rules on point i's series.
+func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
+	orig := s.seriesLabels(b, i)
+	cur := orig
+	names := s.names
+	d := new(decision)
+	var lb *labels.Builder
+	for ri := range s.rules.metrics {
+		ru := &s.rules.metrics[ri]
+		ev := func(k uint8) { d.events = append(d.events, event{uint8(ri), k}) }
+		m := matches(ru, cur, names)
+		if m {
+			ev(evMatched)
+		}
+		switch ru.act {
+		case actDrop:
+			if m {
+				ev(evDropped)
+			}
+		case actKeep:
+			if !m {
+				ev(evDropped)
+			}
+		case actSampleOneIn:
+			if m && mix(cur.Hash())%ru.oneIn != 0 {
+				ev(evDropped)
+			}
+		case actSampleProb:
+			if m {
+				ev(evProb)
+			}
+		case actRelabel:
+			if !m {
+				break
+			}
+			if lb == nil {
+				lb = labels.NewBuilder(cur)
+			} else {
+				lb.Reset(cur)
+			}
+			if !relabelProcess(lb, ru) {
+				ev(evDropped)
+				break
+			}
+			nl := lb.Labels()
+			if labels.Equal(nl, cur) {
+				break
+			}
+			ev(evChanged)
+			if !ru.shadow {
+				cur = nl
+				names = []string{cur.Get(labels.MetricName)}
+			}
+		}
+		if n := len(d.events); n > 0 && d.events[n-1].kind == evDropped && !ru.shadow {
+			d.drop = true
+			return d
+		}
+	}
+	if !labels.Equal(cur, orig) {
+		d.changed, d.orig, d.cur = true, orig, cur
+		if nn := cur.Get(labels.MetricName); nn != orig.Get(labels.MetricName) {
+			d.newName = nn
+		}
+	}
+	return d
+}
+
+func matches(ru *rule, l labels.Labels, names []string) bool {
+	for _, m := range ru.ms {
+		if !m.Matches(l.Get(m.Name)) {
+			return false
+		}
+	}
+	if len(ru.nameMs) == 0 {
+		return true
+	}
+	for _, n := range names {
+		ok := true
+		for _, m := range ru.nameMs {
+			if !m.Matches(n) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// seriesLabels builds point i's labels as PromQL shows them, and sets
+// s.names to its Prometheus names (one, or the base and its _bucket, _sum,
+// _count for histograms and summaries).
+func (s *Scratch) seriesLabels(b *signal.Metrics, i int) labels.Labels {
+	desc := &b.Descs[b.Desc[i]]
+	base := promname.Base(b.String(desc.Name), b.String(desc.Unit), translatorType(desc))
+	s.names = s.names[:0]
+	s.names = append(s.names, base)
+	switch desc.Type {
+	case signal.MetricHistogram:
+		s.names = append(s.names, base+"_bucket", base+"_sum", base+"_count")
+	case signal.MetricExponentialHistogram, signal.MetricSummary:
+		s.names = append(s.names, base+"_sum", base+"_count")
+	}
+	s.names = slices.Clone(s.names)
+	s.sb.Reset()
+	s.sb.Add(labels.MetricName, base)
+	res := b.Resources[b.Resource[i]].Attrs
+	svc := attrStr(&b.Common, res, "service.name")
+	if svc != "" {
+		s.sb.Add(promname.LabelServiceName, svc)
+		job := svc
+		if ns := attrStr(&b.Common, res, "service.namespace"); ns != "" {
+			job = ns + "/" + svc
+		}
+		s.sb.Add(promname.LabelJob, job)
+	}
+	if inst := attrStr(&b.Common, res, "service.instance.id"); inst != "" {
+		s.sb.Add(promname.LabelInstance, inst)
+	}
+	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i])
+	joinCollisions(&s.sb, s.kv)
+	s.sb.Sort()
+	return s.sb.Labels()
+}
+
+// appendPointLabels appends the labels of the attributes in r, sorted by
+// label then key (the order joinCollisions needs).
+func appendPointLabels(kv []attrLabel, c *signal.Common, r signal.Range) []attrLabel {
+	for a := r.Start; a < r.End; a++ {
+		key := c.Keys.Name(c.Attrs.Key[a])
+		l := promname.LabelName(key)
+		if l == "" {
+			continue
+		}
+		kv = append(kv, attrLabel{label: l, key: key, value: strings.Clone(attrValue(c, int(a)))})
+	}
+	slices.SortFunc(kv, func(x, y attrLabel) int {
+		if c := strings.Compare(x.label, y.label); c != 0 {
+			return c
+		}
+		return strings.Compare(x.key, y.key)
+	})
+	return kv
+}
+
+// joinCollisions applies the OpenTelemetry rule the query adapter applies:
+// values of attributes whose label names collide are joined with ";".
+func joinCollisions(b *labels.ScratchBuilder, kvs []attrLabel) {
+	for i := 0; i < len(kvs); {
+		j := i + 1
+		for j < len(kvs) && kvs[j].label == kvs[i].label {
+			j++
+		}
+		if j == i+1 {
+			b.Add(kvs[i].label, kvs[i].value)
+		} else {
+			parts := make([]string, 0, j-i)
+			for _, kv := range kvs[i:j] {
+				parts = append(parts, kv.value)
+			}
+			b.Add(kvs[i].label, strings.Join(parts, ";"))
+		}
+		i = j
+	}
+}
+
+// attrValue formats attribute a as the lake and the query adapter do.
+func attrValue(c *signal.Common, a int) string {
+	switch c.Attrs.Type[a] {
+	case signal.ValueInt:
+		return strconv.FormatInt(c.AttrInt(a), 10)
+	case signal.ValueDouble:
+		return strconv.FormatFloat(c.AttrDouble(a), 'g', -1, 64)
+	case signal.ValueBool:
+		return strconv.FormatBool(c.AttrBool(a))
+	case signal.ValueEmpty:
+		return ""
+	}
+	return c.AttrString(a)
+}
+
+func attrStr(c *signal.Common, r signal.Range, key string) string {
+	if a := c.FindAttr(r, key); a >= 0 {
+		return strings.Clone(attrValue(c, a))
+	}
+	return ""
+}
+
+func translatorType(d *signal.MetricDesc) otlptranslator.MetricType {
+	switch d.Type {
+	case signal.MetricGauge:
+		return otlptranslator.MetricTypeGauge
+	case signal.MetricSum:
+		if d.Monotonic {
+			return otlptranslator.MetricTypeMonotonicCounter
+		}
+		return otlptranslator.MetricTypeNonMonotonicCounter
+	case signal.MetricHistogram:
+		return otlptranslator.MetricTypeHistogram
+	case signal.MetricExponentialHistogram:
+		return otlptranslator.MetricTypeExponentialHistogram
+	case signal.MetricSummary:
+		return otlptranslator.MetricTypeSummary
+	}
+	return otlptranslator.MetricTypeUnknown
+}

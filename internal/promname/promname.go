@@ -1,0 +1,67 @@
+// Package promname owns the mapping from OTLP metric names and attribute
+// keys to the names PromQL shows: the query adapter (internal/query/prom)
+// answers with it and the processing rules (internal/processor) match with
+// it, so that a rule sees a series exactly as a query does.
+//
+// The mapping follows the OpenTelemetry "Prometheus and OpenMetrics
+// compatibility" specification through github.com/prometheus/otlptranslator
+// with UnderscoreEscapingWithSuffixes, Prometheus's default for OTLP.
+// Everything here is safe for concurrent use.
+package promname
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/prometheus/otlptranslator"
+)
+
+// Labels sluice derives from resource attributes or sets itself; a point
+// attribute mapping to one of these is renamed "exported_"+name.
+const (
+	LabelJob         = "job"
+	LabelInstance    = "instance"
+	LabelServiceName = "service_name"
+	LabelLe          = "le"
+	LabelQuantile    = "quantile"
+)
+
+var metricNamer = otlptranslator.NewMetricNamer("", otlptranslator.UnderscoreEscapingWithSuffixes)
+
+// Base returns the Prometheus name of a gauge or sum, or the base name
+// (before _bucket, _sum, _count) of a histogram or summary, for the OTLP
+// metric name, unit and translator type; "" when it has none.
+func Base(otlpName, unit string, t otlptranslator.MetricType) string {
+	base, err := metricNamer.Build(otlptranslator.Metric{Name: otlpName, Unit: unit, Type: t})
+	if err != nil {
+		return ""
+	}
+	return base
+}
+
+var labelNamer = otlptranslator.LabelNamer{}
+
+var labelNames sync.Map // attribute key -> Prometheus label name ("" if none)
+
+// LabelName maps a point attribute key to its Prometheus label name: every
+// character other than [A-Za-z0-9_] becomes "_", runs of "_" collapse, a
+// leading digit gets "key_", and a name that sluice sets itself (job,
+// instance, service_name, le, quantile, __name__ or any "__" name) gets
+// "exported_". "" means the key has no label (empty or only underscores).
+func LabelName(key string) string {
+	if v, ok := labelNames.Load(key); ok {
+		return v.(string)
+	}
+	name, err := labelNamer.Build(key)
+	if err != nil {
+		name = ""
+	}
+	switch {
+	case name == "":
+	case name == LabelJob, name == LabelInstance, name == LabelServiceName, name == LabelLe, name == LabelQuantile,
+		strings.HasPrefix(name, "__"):
+		name = "exported_" + name
+	}
+	labelNames.Store(key, name)
+	return name
+}
