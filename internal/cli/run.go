@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/pipeline"
+	"github.com/sluice-dev/sluice/internal/processor"
 )
 
 // runFlags are the options of `sluice run` that override the config file.
@@ -137,6 +138,11 @@ exits 1. The run flags (--lake, --grpc-addr, ...) are applied first, as in 'slui
 			}
 			if err := cfg.Validate(); err != nil {
 				return printProblems(c.ErrOrStderr(), f.config, err)
+			}
+			if path := cfg.Processors.RulesFile; path != "" {
+				if _, err := processor.Load(path, nil); err != nil {
+					return printProblems(c.ErrOrStderr(), f.config, fmt.Errorf("processors.rules_file: %w", err))
+				}
 			}
 			if print {
 				fmt.Fprint(c.OutOrStdout(), cfg.Redacted().YAML())

@@ -29,7 +29,14 @@ type Config struct {
 	Log             Log                 `yaml:"log" doc:"Process logs (stderr)."`
 	Exporters       map[string]Exporter `yaml:"exporters" doc:"Forwarding exporters by name, <type>[/<name>] with type otlp or prometheus_remote_write; each reads the queue with a cursor of its own (at-least-once delivery). Keys: docs/config.md#exporters-and-pipelines."`
 	Pipelines       map[string]Pipeline `yaml:"pipelines" doc:"Per signal (<signal>[/<name>]): {receivers: [otlp], processors: [], exporters: [lake, otlp/x]}. Empty: everything received goes into the lake. Keys: docs/config.md#exporters-and-pipelines."`
+	Processors      Processors          `yaml:"processors" doc:"Processing rules between the receivers and the queue: what a rule drops is never stored nor forwarded (docs/rules.md)."`
 	ShutdownTimeout Duration            `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
+}
+
+// Processors configures the processing rules (docs/rules.md).
+type Processors struct {
+	RulesFile      string   `yaml:"rules_file" doc:"YAML rules file (docs/rules.md); empty: no rules. Checked by sluice validate; a sluice run that cannot load it does not start."`
+	ReloadInterval Duration `yaml:"reload_interval" doc:"How often sluice run checks the rules file for changes (SIGHUP reloads at once); 0 only on SIGHUP. An invalid new file keeps the old rules (logged, counted in sluice_processor_reload_failures_total)."`
 }
 
 // Receivers groups the receivers.

@@ -73,6 +73,7 @@ type Pipeline struct {
 	query  *httpapi.Server   // the query API; nil when query.addr is empty
 
 	adminDone    chan struct{}
+	rulesStop    context.CancelFunc // stops the rules reloader; nil when none
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -228,6 +229,9 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
 	}
 	p.cons.lowDisk = loop.nudgeLowDisk
+	if err := p.startRules(p.rulesCtx()); err != nil {
+		return fmt.Errorf("processors.rules_file: %w", err)
+	}
 	if err := p.seedTenants(ctx); err != nil {
 		return err
 	}
@@ -279,6 +283,9 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 
 func (p *Pipeline) shutdown(ctx context.Context) error {
 	p.ready.Store(false)
+	if p.rulesStop != nil {
+		p.rulesStop()
+	}
 	start := time.Now()
 	var errs []error
 	if p.upkeep != nil {

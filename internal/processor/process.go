@@ -47,14 +47,14 @@ type Scratch struct {
 	// OutLogs receives the kept records when ProcessLogs reports a change.
 	OutLogs signal.Logs
 
-	rules    *Rules
-	cache    map[uint64]*decision
-	descKey  []uint64
-	sb       labels.ScratchBuilder
-	kv       []attrLabel
-	names    []string
-	counts   [maxRules][3]uint64
-	renamed  map[renameKey]uint32
+	rules           *Rules
+	cache           map[uint64]*decision
+	descKey         []uint64
+	sb              labels.ScratchBuilder
+	kv              []attrLabel
+	names           []string
+	counts          [maxRules][3]uint64
+	renamed         map[renameKey]uint32
 	ignoredResource uint64
 }
 

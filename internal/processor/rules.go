@@ -111,6 +111,9 @@ func Parse(data []byte, m *Metrics) (*Rules, error) {
 // Compile checks and compiles f. m may be nil (validation only).
 func Compile(f *File, m *Metrics) (*Rules, error) {
 	seen := map[string]bool{}
+	if m == nil {
+		m, _ = NewMetrics(nil) // unregistered: validation and tests
+	}
 	r := Rules{m: m}
 	var err error
 	if r.metrics, err = compileList(f.Metrics, "metrics", false, seen, m); err != nil {
@@ -201,11 +204,7 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 		default:
 			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample)", where, c.Action)
 		}
-		if m != nil {
-			ru.c = m.forRule(c.Name)
-		} else {
-			ru.c = new(ruleCounters)
-		}
+		ru.c = m.forRule(c.Name)
 		out = append(out, ru)
 	}
 	return out, nil
