@@ -138,3 +138,63 @@ func TestTraceOverloadCountsLost(t *testing.T) {
 	}
 	t.Logf("flood of %d stats: %d rows, %d lost", tracertest.FloodCalls, rows.Len(), lost)
 }
+
+// TestTraceKernelFilters runs the workload under the comm, syscall-set and
+// minimum-duration filters.
+func TestTraceKernelFilters(t *testing.T) {
+	tracertest.RequireTracing(t, Check().Err())
+	comm := filepath.Base(os.Args[0])
+	if len(comm) > 15 {
+		comm = comm[:15]
+	}
+	writes, err := ParseSyscalls("write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		opts     Options
+		want     func(tracertest.Row) bool
+		filtered bool // bookkeeping calls crossed the ring and were dropped
+	}{
+		{"comm+syscalls", Options{Comm: comm, Syscalls: writes}, func(r tracertest.Row) bool { return r.Syscall == "write" }, true},
+		{"min-duration", Options{Comm: comm, MinDuration: time.Hour}, func(tracertest.Row) bool { return false }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			child := tracertest.Start(t, dir, "")
+			c.opts.FlushEvery = 20 * time.Millisecond
+			tr, err := Open(c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			rows := collect(t, tr, func() { child.Go(t) })
+			var want []tracertest.Row
+			for _, r := range tracertest.Expected(dir) {
+				if c.want(r) {
+					want = append(want, r)
+				}
+			}
+			got := 0
+			for i := range rows.Len() {
+				if c := rows.String(rows.Comm[i]); c != comm {
+					t.Fatalf("row of comm %q passed the comm filter %q", c, comm)
+				}
+				if rows.PID[i] != uint32(child.PID) {
+					continue // another process with the same comm
+				}
+				if got >= len(want) || SyscallName(rows.Syscall[i]) != want[got].Syscall || rows.String(rows.Path[i]) != want[got].Path {
+					t.Fatalf("row %d: %s %q, want %+v", got, SyscallName(rows.Syscall[i]), rows.String(rows.Path[i]), want)
+				}
+				got++
+			}
+			if got != len(want) {
+				t.Fatalf("%d rows, want %d", got, len(want))
+			}
+			if st := tr.DecoderStats(); c.filtered && st.Filtered == 0 {
+				t.Errorf("no bookkeeping calls filtered in user space: %+v", st)
+			}
+		})
+	}
+}
