@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/otlpexporter"
+	"github.com/sluice-dev/sluice/internal/exporter/prwexporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -95,8 +96,17 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		}
 		e.closers = append(e.closers, x.Close)
 		sender = x
+	case config.ExporterPRW:
+		x, err := prwexporter.New(prwexporter.Config{
+			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Shard: ec.Mode == "shard",
+			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("exporter %s: %w", name, err)
+		}
+		sender = x
 	default:
-		return nil, fmt.Errorf("exporter %s: the prometheus_remote_write exporter is not implemented in this build", name)
+		return nil, fmt.Errorf("exporter %s: unknown type", name)
 	}
 	cur, err := q.OpenCursor(cursorName(name), queue.CursorOptions{MaxBytes: int64(ec.MaxBacklogBytes), MaxAge: ec.MaxBacklogAge.D()})
 	if err != nil {

@@ -1,0 +1,245 @@
+package prwexporter
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+var (
+	metricNamer = otlptranslator.NewMetricNamer("", otlptranslator.UnderscoreEscapingWithSuffixes)
+	labelNamer  = otlptranslator.LabelNamer{}
+	labelNames  sync.Map // attribute key -> label name ("" if none)
+)
+
+// labelName maps an attribute key to its label: the query API's rule
+// (prom.LabelName), kept equal by TestLabelNameMatchesQuery.
+func labelName(key string) string {
+	if v, ok := labelNames.Load(key); ok {
+		return v.(string)
+	}
+	name, err := labelNamer.Build(key)
+	if err != nil {
+		name = ""
+	}
+	switch {
+	case name == "":
+	case name == "job", name == "instance", name == "service_name", name == "le", name == "quantile", strings.HasPrefix(name, "__"):
+		name = "exported_" + name
+	}
+	labelNames.Store(key, name)
+	return name
+}
+
+// noRecordedValue is OTLP's DataPointFlags.FLAG_NO_RECORDED_VALUE.
+const noRecordedValue = 1
+
+// converter turns decoded OTLP metric batches into remote-write series.
+type converter struct {
+	series   []prompb.TimeSeries
+	dropped  uint64 // points remote write 1.0 cannot carry
+	lbls     []prompb.Label
+	kv       []kvLabel
+	resLbls  map[uint32][]prompb.Label // resource -> job/instance labels
+	targetTs map[uint32]int64          // resource -> newest point time (ms)
+}
+
+type kvLabel struct{ label, key, value string }
+
+func attrValue(c *signal.Common, i int) string {
+	switch c.Attrs.Type[i] {
+	case signal.ValueString:
+		return strings.Clone(c.AttrString(i))
+	case signal.ValueInt:
+		return strconv.FormatInt(c.AttrInt(i), 10)
+	case signal.ValueDouble:
+		return strconv.FormatFloat(c.AttrDouble(i), 'g', -1, 64)
+	case signal.ValueBool:
+		return strconv.FormatBool(c.AttrBool(i))
+	case signal.ValueEmpty:
+		return ""
+	}
+	return strings.Clone(c.AttrString(i)) // bytes, arrays, maps: raw, as stored
+}
+
+// attrLabels appends the labels of the attributes in r, colliding
+// sanitised names joined with ";" in key order.
+func (cv *converter) attrLabels(c *signal.Common, r signal.Range, dst []prompb.Label, resource bool) []prompb.Label {
+	cv.kv = cv.kv[:0]
+	for i := int(r.Start); i < int(r.End); i++ {
+		key := c.Keys.Name(c.Attrs.Key[i])
+		if resource && (key == "service.name" || key == "service.namespace" || key == "service.instance.id") {
+			continue // job and instance
+		}
+		name := labelName(key)
+		if name == "" {
+			continue
+		}
+		v := attrValue(c, i)
+		if v == "" {
+			continue
+		}
+		cv.kv = append(cv.kv, kvLabel{name, key, v})
+	}
+	slices.SortFunc(cv.kv, func(a, b kvLabel) int {
+		if a.label != b.label {
+			return strings.Compare(a.label, b.label)
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	for i := 0; i < len(cv.kv); {
+		j := i + 1
+		v := cv.kv[i].value
+		for ; j < len(cv.kv) && cv.kv[j].label == cv.kv[i].label; j++ {
+			v += ";" + cv.kv[j].value
+		}
+		dst = append(dst, prompb.Label{Name: cv.kv[i].label, Value: v})
+		i = j
+	}
+	return dst
+}
+
+func (cv *converter) resource(m *signal.Metrics, res uint32) []prompb.Label {
+	if l, ok := cv.resLbls[res]; ok {
+		return l
+	}
+	r := m.Resources[res].Attrs
+	get := func(k string) string {
+		if i := m.FindAttr(r, k); i >= 0 {
+			return attrValue(&m.Common, i)
+		}
+		return ""
+	}
+	var l []prompb.Label
+	if svc := get("service.name"); svc != "" {
+		job := svc
+		if ns := get("service.namespace"); ns != "" {
+			job = ns + "/" + svc
+		}
+		l = append(l, prompb.Label{Name: "job", Value: job})
+	}
+	if inst := get("service.instance.id"); inst != "" {
+		l = append(l, prompb.Label{Name: "instance", Value: inst})
+	}
+	cv.resLbls[res] = l
+	return l
+}
+
+// add converts every point of m.
+func (cv *converter) add(m *signal.Metrics) {
+	if cv.resLbls == nil {
+		cv.resLbls, cv.targetTs = map[uint32][]prompb.Label{}, map[uint32]int64{}
+	}
+	clear(cv.resLbls)
+	clear(cv.targetTs)
+	for i := range m.Len() {
+		d := &m.Descs[m.Desc[i]]
+		var t otlptranslator.MetricType
+		switch d.Type {
+		case signal.MetricGauge:
+			t = otlptranslator.MetricTypeGauge
+		case signal.MetricSum:
+			t = otlptranslator.MetricTypeNonMonotonicCounter
+			if d.Monotonic {
+				t = otlptranslator.MetricTypeMonotonicCounter
+			}
+		case signal.MetricHistogram:
+			t = otlptranslator.MetricTypeHistogram
+		case signal.MetricExponentialHistogram:
+			t = otlptranslator.MetricTypeExponentialHistogram
+		case signal.MetricSummary:
+			t = otlptranslator.MetricTypeSummary
+		default:
+			cv.dropped++
+			continue
+		}
+		if d.Temporality == signal.TemporalityDelta && d.Type != signal.MetricGauge && d.Type != signal.MetricSummary {
+			cv.dropped++
+			continue
+		}
+		base, err := metricNamer.Build(otlptranslator.Metric{Name: m.String(d.Name), Unit: m.String(d.Unit), Type: t})
+		if err != nil || base == "" {
+			cv.dropped++
+			continue
+		}
+		ts := m.Time[i] / 1e6
+		if old, ok := cv.targetTs[m.Resource[i]]; !ok || ts > old {
+			cv.targetTs[m.Resource[i]] = ts
+		}
+		stale := m.Flags[i]&noRecordedValue != 0
+		val := func(v float64) float64 {
+			if stale {
+				return math.Float64frombits(value.StaleNaN)
+			}
+			return v
+		}
+		common := cv.attrLabels(&m.Common, m.Attr[i], append(cv.lbls[:0], cv.resource(m, m.Resource[i])...), false)
+		cv.lbls = common
+		switch d.Type {
+		case signal.MetricGauge, signal.MetricSum:
+			v := math.Float64frombits(m.Number[i])
+			if m.NumberType[i] == signal.ValueInt {
+				v = float64(int64(m.Number[i]))
+			}
+			cv.emit(base, common, ts, val(v))
+		case signal.MetricHistogram:
+			bounds := m.F64[m.Bounds[i].Start:m.Bounds[i].End]
+			counts := m.U64[m.BucketCounts[i].Start:m.BucketCounts[i].End]
+			var cum uint64
+			for b, n := range counts {
+				cum += n
+				le := "+Inf"
+				if b < len(bounds) {
+					le = strconv.FormatFloat(bounds[b], 'g', -1, 64)
+				}
+				cv.emit(base+"_bucket", append(slices.Clone(common), prompb.Label{Name: "le", Value: le}), ts, val(float64(cum)))
+			}
+			if len(counts) == 0 || len(counts) <= len(bounds) {
+				cv.emit(base+"_bucket", append(slices.Clone(common), prompb.Label{Name: "le", Value: "+Inf"}), ts, val(float64(m.Count[i])))
+			}
+			if m.Has[i]&signal.HasSum != 0 {
+				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
+			}
+			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
+		case signal.MetricExponentialHistogram:
+			if m.Has[i]&signal.HasSum != 0 {
+				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
+			}
+			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
+		case signal.MetricSummary:
+			q := m.F64[m.Quantiles[i].Start:m.Quantiles[i].End]
+			for k := 0; k+1 < len(q); k += 2 {
+				cv.emit(base, append(slices.Clone(common), prompb.Label{Name: "quantile", Value: strconv.FormatFloat(q[k], 'g', -1, 64)}), ts, val(q[k+1]))
+			}
+			cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
+			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
+		}
+	}
+	// target_info: one per resource with attributes besides job/instance.
+	for res, ts := range cv.targetTs {
+		r := m.Resources[res].Attrs
+		l := slices.Clone(cv.resource(m, res))
+		n := len(l)
+		l = cv.attrLabels(&m.Common, r, l, true)
+		if len(l) > n {
+			cv.emit("target_info", l, ts, 1)
+		}
+	}
+}
+
+// emit appends one series with one sample; labels are copied and sorted.
+func (cv *converter) emit(name string, lbls []prompb.Label, ts int64, v float64) {
+	l := make([]prompb.Label, 0, len(lbls)+1)
+	l = append(l, prompb.Label{Name: "__name__", Value: name})
+	l = append(l, lbls...)
+	slices.SortFunc(l, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
+	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Samples: []prompb.Sample{{Value: v, Timestamp: ts}}})
+}

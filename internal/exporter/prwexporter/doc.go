@@ -1,0 +1,20 @@
+// Package prwexporter forwards OTLP metrics as Prometheus remote write 1.0
+// (prometheus.WriteRequest, snappy block encoding) to one or more
+// endpoints, replicated or sharded by consistent hashing of each series'
+// labels (sending.Ring).
+//
+// OTLP -> remote write follows the OpenTelemetry specification's
+// Prometheus compatibility rules, as the query API does: metric names by
+// otlptranslator's UnderscoreEscapingWithSuffixes (unit and _total
+// suffixes), attributes to labels with invalid characters as "_" and
+// colliding keys joined with ";", job = service.namespace/service.name,
+// instance = service.instance.id, the other resource attributes on a
+// target_info series (value 1); histograms as _bucket{le}/_sum/_count,
+// summaries as {quantile}/_sum/_count, exponential histograms as
+// _sum/_count; a point flagged "no recorded value" as the stale NaN. Delta
+// sums and histograms cannot be expressed in remote write 1.0 and are
+// dropped and counted (Stats.DroppedPoints), as the specification allows.
+//
+// Not yet: remote write 2.0 (config protocol 2.0 is refused at start),
+// native histograms, exemplars and metadata.
+package prwexporter

@@ -1,0 +1,136 @@
+package prwexporter
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// receiver is a remote-write endpoint that records which series it got.
+type receiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	series map[string]int
+	down   atomic.Bool
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{series: map[string]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.down.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		b, _ := io.ReadAll(req.Body)
+		raw, err := snappy.Decode(nil, b)
+		var wr prompb.WriteRequest
+		if err != nil || wr.Unmarshal(raw) != nil || req.Header.Get("Content-Encoding") != "snappy" {
+			w.WriteHeader(400)
+			return
+		}
+		r.mu.Lock()
+		for _, ts := range wr.Timeseries {
+			key := ""
+			for _, l := range ts.Labels {
+				key += l.Name + "=" + l.Value + ","
+			}
+			r.series[key] += len(ts.Samples)
+		}
+		r.mu.Unlock()
+		w.WriteHeader(204)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// Three endpoints with sharding: every series lands on exactly one, each
+// gets a fair share; a dead endpoint opens its breaker (the batch waits),
+// and when it returns the breaker closes and its series arrive.
+func TestShardingThreeReceivers(t *testing.T) {
+	recv := []*receiver{newReceiver(t), newReceiver(t), newReceiver(t)}
+	var urls []string
+	for _, r := range recv {
+		urls = append(urls, r.srv.URL+"/api/v1/write")
+	}
+	exp, err := New(Config{Endpoints: urls, Shard: true, Policy: sending.Policy{
+		InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []exporter.Record
+	end := time.Now().Truncate(time.Second)
+	for i := range 20 {
+		// Different instances make different series.
+		body := testMetrics(t, end.Add(time.Duration(i)*time.Millisecond), 2)
+		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "t", Body: body})
+	}
+	if err := exp.Send(context.Background(), recs[:10]); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for i, r := range recv {
+		if len(r.series) == 0 {
+			t.Fatalf("receiver %d got no series", i)
+		}
+		for s := range r.series {
+			for j, o := range recv {
+				if j != i && o.series[s] > 0 {
+					t.Fatalf("series %s on receivers %d and %d", s, i, j)
+				}
+			}
+		}
+		total += len(r.series)
+	}
+	if total != 12 {
+		t.Fatalf("%d distinct series over the receivers, want 12", total)
+	}
+
+	// One endpoint dies: its breaker opens while the batch waits for it.
+	recv[1].down.Store(true)
+	done := make(chan error)
+	go func() { done <- exp.Send(context.Background(), recs[10:]) }()
+	ep := exp.Endpoints()[1]
+	deadline := time.Now().Add(5 * time.Second)
+	for ep.Breaker.State() != sending.Open && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ep.Breaker.State() != sending.Open {
+		t.Fatal("breaker did not open on the dead endpoint")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Send returned (%v) while an endpoint of the batch was dead", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	recv[1].down.Store(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ep.Breaker.State() != sending.Closed || ep.Breaker.Opened() == 0 {
+		t.Fatalf("breaker %v after the endpoint returned", ep.Breaker.State())
+	}
+	for i, r := range recv {
+		for s, n := range r.series {
+			want := 40 // 20 records x 2 points
+			if strings.Contains(s, "target_info") {
+				want = 20 // one per record
+			}
+			if n != want {
+				t.Errorf("receiver %d series %s has %d samples", i, s, n)
+			}
+		}
+	}
+}
