@@ -62,7 +62,9 @@ type tail struct {
 	maxChunks int
 
 	buildMu sync.Mutex
+	wo      lake.Options // of w
 	w       *lake.Writer
+	probe   *lake.Probe // after a failed encode, finds the records to leave out
 	mem     *memStore
 	made    []lake.Segment // files of the running build
 	logs    signal.Logs
@@ -133,7 +135,7 @@ var errTailStale = errors.New("tail: the catalog moved on during the listing")
 func newTail(q *queue.Queue, cat *catalog.Catalog, committed int64, wopts lake.Options, m *metrics, log *slog.Logger) (*tail, error) {
 	t := &tail{q: q, cat: cat, m: m, log: log, start: committed, built: committed, maxChunks: tailMaxChunks,
 		mem: &memStore{files: map[string][]byte{}}, files: map[string]*tailFile{}}
-	w, err := lake.NewWriter(lake.Options{
+	t.wo = lake.Options{
 		Store: t.mem,
 		// One file per partition and build: chunk size is bounded by
 		// tailChunkBytes instead.
@@ -143,15 +145,28 @@ func newTail(q *queue.Queue, cat *catalog.Catalog, committed int64, wopts lake.O
 		MaxFutureSkew:    wopts.MaxFutureSkew,
 		// The same schema as the lake's files, overflow column included.
 		MaxAttributeColumns: wopts.MaxAttributeColumns,
-	}, func(s lake.Segment) error {
+		PoisonKey:           wopts.PoisonKey,
+	}
+	if err := t.newWriter(); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.probe, err = lake.NewProbe(t.wo); err != nil {
+		return nil, fmt.Errorf("tail writer: %w", err)
+	}
+	return t, nil
+}
+
+func (t *tail) newWriter() error {
+	w, err := lake.NewWriter(t.wo, func(s lake.Segment) error {
 		t.made = append(t.made, s)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tail writer: %w", err)
+		return fmt.Errorf("tail writer: %w", err)
 	}
 	t.w = w
-	return t, nil
+	return nil
 }
 
 // List implements lake.TailSource.
@@ -367,27 +382,27 @@ func (t *tail) build(end int64) error {
 	if size >= tailMaxBytes {
 		return fmt.Errorf("the tail holds %d bytes of files, its limit; the lake loop is not committing", size)
 	}
-	r := t.q.NewReader(queue.Position(from))
-	defer r.Close()
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	to := from
-	for to < end && (t.w.Stats().BufferedBytes < tailChunkBytes || to < base) {
-		rec, pos, err := r.Next(done)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				break // caught up with the durable end
-			}
-			t.discard()
-			return fmt.Errorf("read queue at %d: %w", to, err)
-		}
-		to = int64(pos)
-		t.add(rec)
-	}
 	t.made = t.made[:0]
-	if err := t.w.Flush(); err != nil {
+	to, err := t.read(from, end, base, false)
+	if err == nil {
+		if err = t.w.Flush(); err != nil {
+			// A record the writer cannot encode (the lake loop puts it in
+			// quarantine): read the range again, each record probed alone
+			// first, leaving out those that fail.
+			t.discard()
+			if err = t.newWriter(); err == nil {
+				if _, err = t.read(from, to, to, true); err == nil {
+					err = t.w.Flush()
+				}
+			}
+		}
+	}
+	if err != nil {
 		t.discard()
-		return fmt.Errorf("encode tail files: %w", err)
+		if werr := t.newWriter(); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return fmt.Errorf("read the tail from queue position %d: %w", from, err)
 	}
 	t.m.tailBuilds.Inc()
 
@@ -429,14 +444,39 @@ func (t *tail) build(end int64) error {
 	return nil
 }
 
+// read hands the records of (from, end] (fewer past tailChunkBytes of
+// rows, once past base) to the writer and returns the position after the
+// last one; with probe, each record is first encoded alone and left out
+// when that fails.
+func (t *tail) read(from, end, base int64, probe bool) (int64, error) {
+	r := t.q.NewReader(queue.Position(from))
+	defer r.Close()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	to := from
+	for to < end && (t.w.Stats().BufferedBytes < tailChunkBytes || to < base) {
+		rec, pos, err := r.Next(done)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				break // caught up with the durable end
+			}
+			return to, fmt.Errorf("read queue at %d: %w", to, err)
+		}
+		to = int64(pos)
+		t.add(rec, probe)
+	}
+	return to, nil
+}
+
 func (t *tail) discard() {
 	clear(t.mem.files)
 	t.made = t.made[:0]
 }
 
 // add decodes one queue record into the tail writer. Records the lake
-// loop would skip (undecodable, refused tenant) are skipped here too.
-func (t *tail) add(rec []byte) {
+// loop would skip (undecodable, refused tenant) are skipped here too, and
+// with probe those it would put in quarantine.
+func (t *tail) add(rec []byte, probe bool) {
 	kind, tb, body, err := parseRecord(rec)
 	if err != nil {
 		return
@@ -445,17 +485,17 @@ func (t *tail) add(rec []byte) {
 	switch kind {
 	case signal.KindLogs:
 		t.logs.Reset()
-		if otlp.DecodeLogs(&t.logs, body) == nil {
+		if otlp.DecodeLogs(&t.logs, body) == nil && (!probe || t.probe.Logs(tenant, &t.logs) == nil) {
 			_ = t.w.WriteLogs(tenant, &t.logs)
 		}
 	case signal.KindMetrics:
 		t.metrics.Reset()
-		if otlp.DecodeMetrics(&t.metrics, body) == nil {
+		if otlp.DecodeMetrics(&t.metrics, body) == nil && (!probe || t.probe.Metrics(tenant, &t.metrics) == nil) {
 			_ = t.w.WriteMetrics(tenant, &t.metrics)
 		}
 	case signal.KindTraces:
 		t.spans.Reset()
-		if otlp.DecodeTraces(&t.spans, body) == nil {
+		if otlp.DecodeTraces(&t.spans, body) == nil && (!probe || t.probe.Spans(tenant, &t.spans) == nil) {
 			_ = t.w.WriteSpans(tenant, &t.spans)
 		}
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,4 +189,46 @@ func TestTailWarm(t *testing.T) {
 	if b := testCounter(p.m.tailBuilds); b != builds {
 		t.Errorf("the query built %v more chunks; the background build should have done it", b-builds)
 	}
+}
+
+// TestTailLeavesOutPoison: a record the lake writer cannot encode (the lake
+// loop puts it in quarantine) does not blank the tail: the records around
+// it are served, it is not, before and after the checkpoints.
+func TestTailLeavesOutPoison(t *testing.T) {
+	t.Setenv("SLUICE_FAULT_POISON_KEY", "poison")
+	cfg := testConfig(t)
+	cfg.Query.Addr = "127.0.0.1:0"
+	cfg.Upkeep.Enabled = false
+	p := start(t, cfg)
+	store := p.tail.store(lake.NewLocalStore(cfg.Lake.Root))
+	for _, body := range [][]byte{logsRequest(t, 0, 3), poisonRequest(t, 100), logsRequest(t, 10, 3)} {
+		if r := post(t, p, "/v1/logs", "acme", body); r.StatusCode != 200 {
+			t.Fatalf("status %d", r.StatusCode)
+		}
+	}
+	want := append(seqRange(0, 3), seqRange(10, 3)...)
+	check := func(when string) {
+		t.Helper()
+		segs, release, err := p.tail.List(context.Background(), catalog.Filter{Table: "logs", Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		got, _ := tailSeqs(t, store, segs)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: listed %v, want %v", when, got, want)
+		}
+	}
+	check("before the checkpoint")
+	if n := testCounter(p.m.tailBuildErrors); n != 0 {
+		t.Errorf("%v tail build errors", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_ = p.Checkpoint(ctx) // fails on the poison, then the replay quarantines it
+	if err := p.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after the checkpoints")
 }
