@@ -192,3 +192,39 @@ const (
 // LabelName maps a point attribute key to its Prometheus label name; see
 // promname.LabelName, which owns the mapping.
 func LabelName(key string) string { return promname.LabelName(key) }
+
+// reclaimLabels gives an attribute keyed exactly like a label that sluice
+// sets itself (job, instance, service_name, le, quantile) that label back,
+// instead of LabelName's "exported_" one, when sluice does not set it on
+// this series: a series without service.name gets no job or service_name
+// from its resource, one without service.instance.id no instance, and
+// only histograms get le and summaries quantile. Prometheus remote write
+// sends job, instance and a classic histogram's le as plain labels, and a
+// series must come back with exactly its labels. Where sluice does set
+// the label, the attribute keeps its exported_ name, as before.
+func reclaimLabels(kv []attrLabel, job, instance bool, kind metricKind) {
+	for j := range kv {
+		k := &kv[j]
+		if len(k.label) != len("exported_")+len(k.key) || k.label[len("exported_"):] != k.key {
+			continue
+		}
+		switch k.key {
+		case labelJob, labelServiceName:
+			if !job {
+				k.label = k.key
+			}
+		case labelInstance:
+			if !instance {
+				k.label = k.key
+			}
+		case labelLe:
+			if kind != kindHistogram {
+				k.label = k.key
+			}
+		case labelQuantile:
+			if kind != kindSummary {
+				k.label = k.key
+			}
+		}
+	}
+}

@@ -305,6 +305,7 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 			sc.sb.Add(labelInstance, inst[i])
 		}
 		kv := kvs[i]
+		reclaimLabels(kv, svc[i] != "", inst[i] != "", r.desc.kind)
 		slices.SortFunc(kv, func(a, b attrLabel) int {
 			if a.label != b.label {
 				if a.label < b.label {
