@@ -39,6 +39,7 @@ type colInfo struct {
 	prefix string // "resource.", "scope." or "attr." for attribute columns
 	key    string // the attribute key, unescaped
 	vt     valueType
+	ovf    bool // an overflow column (overflow.go)
 }
 
 // parseColumnName splits an attribute column name (docs/schema.md,
@@ -113,6 +114,7 @@ func openLakeFile(store lake.Store, p, table, tenant string) (lf *lakeFile, err 
 		if len(path) != 1 {
 			ci = colInfo{name: name} // nested: never read here
 		}
+		ci.ovf = lake.IsOverflowColumn(name)
 		lf.cols = append(lf.cols, ci)
 		lf.index[name] = i
 	}

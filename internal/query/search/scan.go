@@ -218,6 +218,9 @@ func (s *scanner) file(ctx context.Context, h *Handler, fi int32, p string) erro
 					pcols[k] = append(pcols[k], c)
 				}
 			}
+			if c := lf.overflowCol(pr.prefix); c >= 0 {
+				pcols[k] = append(pcols[k], c) // keys past the column cap
+			}
 		default:
 			if c := lf.col(pr.col); c >= 0 {
 				pcols[k] = []int{c}
@@ -413,6 +416,15 @@ func (s *scanner) filterPred(lf *lakeFile, g int, ccs []parquet.ColumnChunk, pr 
 	eq := newTypedEq(pr.s)
 	for _, c := range cols {
 		ci := &lf.cols[c]
+		if ci.ovf {
+			if err := s.charge(lf, g, c); err != nil {
+				return false, err
+			}
+			if err := s.filterOverflow(ccs[c], pr, &eq); err != nil {
+				return false, fmt.Errorf("read %s: %w", ci.name, err)
+			}
+			continue
+		}
 		if ci.name == "service_name" {
 			ci = &colInfo{name: ci.name, vt: vtString}
 		}
