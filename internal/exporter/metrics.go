@@ -9,7 +9,7 @@ type Collector struct {
 	runners func() []*Runner
 
 	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
-	lagBytes, lagSeconds, breaker, breakerOpened                          *prometheus.Desc
+	lagBytes, lagSeconds, breaker, breakerOpened, droppedPoints           *prometheus.Desc
 }
 
 // NewCollector returns a collector over the runners runners returns.
@@ -30,13 +30,14 @@ func NewCollector(runners func() []*Runner) *Collector {
 		lagBytes:      d("sluice_exporter_queue_lag_bytes", "Queue bytes acknowledged but not yet delivered by this exporter."),
 		lagSeconds:    d("sluice_exporter_queue_lag_seconds", "Age of the oldest queue segment holding undelivered data; 0 when caught up."),
 		breaker:       d("sluice_exporter_breaker_state", "Circuit breaker of an endpoint: 0 closed, 1 half-open, 2 open.", "endpoint"),
+		droppedPoints: d("sluice_exporter_dropped_points_total", "Data points the exporter's format cannot carry (remote write 1.0: delta sums and histograms, unknown types), dropped; and metric bodies that do not decode (reason=bad_body).", "reason"),
 		breakerOpened: d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints} {
 		ch <- d
 	}
 }
@@ -58,6 +59,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.droppedBytes, st.Cursor.LostBytes, n, "queue_full")
 		ch <- prometheus.MustNewConstMetric(c.lagBytes, prometheus.GaugeValue, float64(st.Cursor.LagBytes), n)
 		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, st.Cursor.LagSeconds, n)
+		if pc, ok := r.o.Sender.(pointCounter); ok {
+			unsupported, bad := pc.DroppedPoints()
+			counter(c.droppedPoints, unsupported, n, "unsupported")
+			counter(c.droppedPoints, bad, n, "bad_body")
+		}
 		for _, ep := range r.Endpoints() {
 			counter(c.failed, ep.Stats.Failed.Load(), n, ep.Name)
 			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
@@ -66,4 +72,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(ep.Breaker.State()), n, ep.Name)
 		}
 	}
+}
+
+// pointCounter is a Sender that converts points and may drop some.
+type pointCounter interface {
+	DroppedPoints() (unsupported, badBodies uint64)
 }

@@ -75,6 +75,12 @@ func (e *Exporter) Stats() (droppedPoints, badBodies, sentSeries uint64) {
 	return e.droppedPoints.Load(), e.badBodies.Load(), e.sentSeries.Load()
 }
 
+// DroppedPoints reports points remote write 1.0 cannot carry and metric
+// bodies that did not decode (for /metrics).
+func (e *Exporter) DroppedPoints() (unsupported, badBodies uint64) {
+	return e.droppedPoints.Load(), e.badBodies.Load()
+}
+
 // seriesHash hashes a series' sorted labels.
 func seriesHash(ls []prompb.Label) uint64 {
 	d := xxhash.New()
