@@ -81,7 +81,9 @@ func (s *Scratch) keepLog(b *signal.Logs, i int, l labels.Labels) bool {
 	for ri := range s.rules.logs {
 		ru := &s.rules.logs[ri]
 		c := &s.counts[ri]
-		m := matches(ru, l, nil) && (ru.maxSeverity == 0 || b.SeverityNum[i] <= ru.maxSeverity)
+		// Unspecified severity (0) is not "below" anything.
+		sev := b.SeverityNum[i]
+		m := matches(ru, l, nil) && (ru.maxSeverity == 0 || sev >= 1 && sev <= ru.maxSeverity)
 		if m {
 			c[0]++
 		}

@@ -38,7 +38,8 @@ type RuleConfig struct {
 	// sample).
 	Probability *float64 `yaml:"probability"`
 	// MaxSeverity, for logs, narrows the match to records whose
-	// severity_number is at most this (1..24).
+	// severity_number is at most this (1..24); a record of unspecified
+	// severity (0) never matches it.
 	MaxSeverity int32 `yaml:"max_severity"`
 	// Shadow makes the rule count what it would do without doing it.
 	Shadow bool `yaml:"shadow"`
