@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,11 +111,10 @@ func TestSweepOrphansSparesRunningCompaction(t *testing.T) {
 	if err := rw.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// Upkeep runs stage their outputs outside the Hive tree until the swap.
 	var outputs []string
-	if err := store.Walk(job.Dir(), func(p string, _ int64) error {
-		if !slices.ContainsFunc(job.Inputs, func(s catalog.Segment) bool { return s.Path == p }) {
-			outputs = append(outputs, p)
-		}
+	if err := store.Walk(catalog.StagingPath(job.Dir()), func(p string, _ int64) error {
+		outputs = append(outputs, p)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -132,7 +130,7 @@ func TestSweepOrphansSparesRunningCompaction(t *testing.T) {
 	if res.Removed != 1 {
 		t.Fatalf("sweep %+v; want the stray removed", res)
 	}
-	for _, p := range append(outputs, rollupOut) {
+	for _, p := range append(outputs, catalog.StagingPath(rollupOut)) {
 		if _, err := store.Open(p); err != nil {
 			t.Fatalf("sweep removed the compaction output %q: %v", p, err)
 		}
