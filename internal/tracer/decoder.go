@@ -405,6 +405,15 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 		}
 	case clPath:
 		ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+	case clChdir:
+		if sc == SysChdir {
+			ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+		} else {
+			ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		}
+		if ok && ev.Path != 0 {
+			p.cwd, p.cwdOK = d.internPath(out.StrBytes(ev.Path)), true
+		}
 	case clRename:
 		ev.OldPath = d.appendPath(out, r.pid, p, r.fd, r.path)
 		ev.Path = d.appendPath(out, r.pid, p, r.fd2, r.path2)

@@ -189,3 +189,19 @@ func TestDecoderFork(t *testing.T) {
 		t.Fatalf("parent's fd after the child closed its copy: %q", got)
 	}
 }
+
+func TestDecoderChdir(t *testing.T) {
+	root := fakeProc(t, 7, "/home/app", nil)
+	s := &stream{d: NewDecoder(DecoderOptions{ProcRoot: root}), out: new(signal.IOEvents)}
+	s.call(SysChdir, atFDCWD, -1, 0, 0, "sub", "")
+	s.call(SysOpenat, atFDCWD, -1, 3, 0, "a.txt", "")
+	if got := s.lastPath(t); got != "/home/app/sub/a.txt" {
+		t.Fatalf("after chdir: %q", got)
+	}
+	s.call(SysOpenat, atFDCWD, -1, 4, 0, "/srv", "")
+	s.call(SysFchdir, 4, -1, 0, 0, "", "")
+	s.call(SysOpenat, atFDCWD, -1, 5, 0, "b.txt", "")
+	if got := s.lastPath(t); got != "/srv/b.txt" {
+		t.Fatalf("after fchdir: %q", got)
+	}
+}

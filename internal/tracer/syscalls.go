@@ -57,6 +57,8 @@ const (
 	SysCopyFileRange
 	SysSplice
 	SysIoUringEnter
+	SysChdir
+	SysFchdir
 	NumSyscalls
 )
 
@@ -82,6 +84,7 @@ var syscallNames = [NumSyscalls]string{
 	SysTruncate: "truncate", SysFtruncate: "ftruncate",
 	SysSendfile: "sendfile", SysCopyFileRange: "copy_file_range", SysSplice: "splice",
 	SysIoUringEnter: "io_uring_enter",
+	SysChdir:        "chdir", SysFchdir: "fchdir",
 }
 
 // String is the syscall's Linux name.
@@ -111,6 +114,7 @@ const (
 	clPath           // works on a path, no fd result (stat, unlink, mkdir, truncate)
 	clRename         // path2 is the new path, path the old one
 	clTransfer       // ret > 0 is bytes moved from FD to fd2
+	clChdir          // sets the cwd that relative paths are joined to
 )
 
 var classes = [NumSyscalls]class{
@@ -124,6 +128,7 @@ var classes = [NumSyscalls]class{
 	SysTruncate: clPath,
 	SysRename:   clRename, SysRenameat: clRename, SysRenameat2: clRename,
 	SysSendfile: clTransfer, SysCopyFileRange: clTransfer, SysSplice: clTransfer,
+	SysChdir: clChdir, SysFchdir: clChdir,
 }
 
 // syscallGroups are names --syscalls accepts for several syscalls at once.
@@ -135,7 +140,7 @@ var syscallGroups = map[string][]Syscall{
 	"sync":  {SysFsync, SysFdatasync, SysSyncFileRange},
 	"stat":  {SysStat, SysLstat, SysFstat, SysNewfstatat, SysStatx},
 	"fd":    {SysClose, SysCloseRange, SysDup, SysDup2, SysDup3, SysFcntl},
-	"meta":  {SysUnlink, SysUnlinkat, SysRename, SysRenameat, SysRenameat2, SysMkdir, SysMkdirat, SysRmdir, SysTruncate, SysFtruncate},
+	"meta":  {SysUnlink, SysUnlinkat, SysRename, SysRenameat, SysRenameat2, SysMkdir, SysMkdirat, SysRmdir, SysTruncate, SysFtruncate, SysChdir, SysFchdir},
 }
 
 func init() {
@@ -149,7 +154,7 @@ func init() {
 // fdBookkeeping are the syscalls the fd table needs even when the user
 // traces fewer: without them a path would go stale (a closed and reused
 // fd). They are traced always and dropped in user space when not asked for.
-var fdBookkeeping = []Syscall{SysOpen, SysOpenat, SysOpenat2, SysCreat, SysClose, SysCloseRange, SysDup, SysDup2, SysDup3, SysFcntl}
+var fdBookkeeping = []Syscall{SysOpen, SysOpenat, SysOpenat2, SysCreat, SysClose, SysCloseRange, SysDup, SysDup2, SysDup3, SysFcntl, SysChdir, SysFchdir}
 
 // SyscallSet is a set of traced syscalls.
 type SyscallSet [NumSyscalls]bool

@@ -10,4 +10,5 @@ var syscallNumbers = [NumSyscalls]int{
 	SysUnlinkat: 263, SysRenameat: 264, SysSplice: 275, SysSyncFileRange: 277, SysDup3: 292,
 	SysPreadv: 295, SysPwritev: 296, SysCopyFileRange: 326, SysPreadv2: 327, SysPwritev2: 328,
 	SysRenameat2: 316, SysStatx: 332, SysIoUringEnter: 426, SysCloseRange: 436, SysOpenat2: 437,
+	SysChdir: 80, SysFchdir: 81,
 }

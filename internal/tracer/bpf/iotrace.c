@@ -195,6 +195,7 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	f->fd2 = -1;
 
 	switch (sc) {
+	case SC_CHDIR:
 	case SC_OPEN:
 	case SC_STAT:
 	case SC_LSTAT:
