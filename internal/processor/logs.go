@@ -124,7 +124,8 @@ func logHash(b *signal.Logs, i int) uint64 {
 func (s *Scratch) logLabels(b *signal.Logs, i int) labels.Labels {
 	s.sb.Reset()
 	res := b.Resources[b.Resource[i]].Attrs
-	if svc := attrStr(&b.Common, res, "service.name"); svc != "" {
+	svc := attrStr(&b.Common, res, "service.name")
+	if svc != "" {
 		s.sb.Add(promname.LabelServiceName, svc)
 		job := svc
 		if ns := attrStr(&b.Common, res, "service.namespace"); ns != "" {
@@ -132,14 +133,15 @@ func (s *Scratch) logLabels(b *signal.Logs, i int) labels.Labels {
 		}
 		s.sb.Add(promname.LabelJob, job)
 	}
-	if inst := attrStr(&b.Common, res, "service.instance.id"); inst != "" {
+	inst := attrStr(&b.Common, res, "service.instance.id")
+	if inst != "" {
 		s.sb.Add(promname.LabelInstance, inst)
 	}
 	if t := b.String(b.SeverityText[i]); t != "" {
 		s.sb.Add(labelSeverityText, t)
 	}
 	s.sb.Add(labelSeverityNumber, strconv.Itoa(int(b.SeverityNum[i])))
-	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i])
+	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], setLabels{job: svc != "", instance: inst != ""})
 	joinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
 	return s.sb.Labels()

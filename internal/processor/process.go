@@ -38,7 +38,13 @@ type decision struct {
 	changed   bool          // a relabel changed the series' labels
 	orig, cur labels.Labels // set when changed
 	newName   string        // the new OTLP metric name, "" if unchanged
+	set       setLabels     // the labels sluice sets on the series
 }
+
+// setLabels says which labels sluice derives itself for a series (see
+// promname.Reclaim): an attribute keyed like one of the others is a plain
+// label.
+type setLabels struct{ job, instance, histogram, summary bool }
 
 // Scratch is the reusable state of one Process call at a time.
 type Scratch struct {
@@ -56,6 +62,7 @@ type Scratch struct {
 	counts          [maxRules][3]uint64
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
+	set             setLabels // of the series seriesLabels built last
 }
 
 type renameKey struct {
@@ -266,7 +273,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 		}
 	}
 	if !labels.Equal(cur, orig) {
-		d.changed, d.orig, d.cur = true, orig, cur
+		d.changed, d.orig, d.cur, d.set = true, orig, cur, s.set
 		if nn := cur.Get(labels.MetricName); nn != orig.Get(labels.MetricName) {
 			d.newName = nn
 		}
@@ -325,21 +332,25 @@ func (s *Scratch) seriesLabels(b *signal.Metrics, i int) labels.Labels {
 		}
 		s.sb.Add(promname.LabelJob, job)
 	}
-	if inst := attrStr(&b.Common, res, "service.instance.id"); inst != "" {
+	inst := attrStr(&b.Common, res, "service.instance.id")
+	if inst != "" {
 		s.sb.Add(promname.LabelInstance, inst)
 	}
-	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i])
+	s.set = setLabels{svc != "", inst != "", desc.Type == signal.MetricHistogram, desc.Type == signal.MetricSummary}
+	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], s.set)
 	joinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
 	return s.sb.Labels()
 }
 
 // appendPointLabels appends the labels of the attributes in r, sorted by
-// label then key (the order joinCollisions needs).
-func appendPointLabels(kv []attrLabel, c *signal.Common, r signal.Range) []attrLabel {
+// label then key (the order joinCollisions needs). job, instance,
+// histogram and summary say which labels sluice sets on the series (see
+// promname.Reclaim).
+func appendPointLabels(kv []attrLabel, c *signal.Common, r signal.Range, set setLabels) []attrLabel {
 	for a := r.Start; a < r.End; a++ {
 		key := c.Keys.Name(c.Attrs.Key[a])
-		l := promname.LabelName(key)
+		l := set.label(key)
 		if l == "" {
 			continue
 		}
@@ -414,4 +425,21 @@ func translatorType(d *signal.MetricDesc) otlptranslator.MetricType {
 		return otlptranslator.MetricTypeSummary
 	}
 	return otlptranslator.MetricTypeUnknown
+}
+
+// label is the label of the attribute key on a series with these set
+// labels.
+func (set setLabels) label(key string) string {
+	return promname.Reclaim(key, promname.LabelName(key), set.job, set.instance, set.histogram, set.summary)
+}
+
+// fromResource reports whether label l comes from the resource.
+func (set setLabels) fromResource(l string) bool {
+	switch l {
+	case promname.LabelJob, promname.LabelServiceName:
+		return set.job
+	case promname.LabelInstance:
+		return set.instance
+	}
+	return false
 }

@@ -244,3 +244,32 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteWriteStyleLabels: a series without service.name whose points
+// carry job and instance attributes (as remote write sends them) shows them
+// as job and instance, as the query adapter does, and a relabel of job
+// rewrites the attribute.
+func TestRemoteWriteStyleLabels(t *testing.T) {
+	js := `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"up","gauge":{"dataPoints":[{"timeUnixNano":"1","asDouble":1,"attributes":[{"key":"job","value":{"stringValue":"node"}},{"key":"instance","value":{"stringValue":"h:9100"}}]}]}}]}]}]}`
+	var b signal.Metrics
+	if err := otlp.DecodeMetricsJSON(&b, []byte(js)); err != nil {
+		t.Fatal(err)
+	}
+	if got := labelsOf(&b)[0].String(); got != `{__name__="up", instance="h:9100", job="node"}` {
+		t.Fatalf("labels %s", got)
+	}
+	r := mustParse(t, `
+metrics:
+  - name: rejob
+    match: 'up{job="node"}'
+    action: relabel
+    relabel: [{action: replace, target_label: job, replacement: nodes}]
+`)
+	var s Scratch
+	if changed, kept := r.ProcessMetrics(&b, &s); !changed || kept != 1 {
+		t.Fatalf("changed=%v kept=%d", changed, kept)
+	}
+	if got := labelsOf(&s.Out)[0].String(); got != `{__name__="up", instance="h:9100", job="nodes"}` {
+		t.Fatalf("relabeled %s", got)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
-	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -12,17 +11,12 @@ func relabelProcess(lb *labels.Builder, ru *rule) bool {
 	return relabel.ProcessBuilder(lb, ru.relabel...)
 }
 
-// resourceLabel reports whether label l comes from the resource.
-func resourceLabel(l string) bool {
-	return l == promname.LabelJob || l == promname.LabelInstance || l == promname.LabelServiceName
-}
-
 // copyChanged appends point i of b to s.Out with the labels d.cur: an
 // attribute whose label keeps its value stays as it was (key and type), a
 // removed label removes its attributes, a new or changed label becomes a
 // string attribute named after the label, and a new __name__ renames the
 // metric. job, instance and service_name come from the resource and are
-// not rewritten (counted; docs/rules.md).
+// not rewritten where they come from the resource (counted; docs/rules.md).
 func (s *Scratch) copyChanged(b *signal.Metrics, i int, d *decision) {
 	out := &s.Out
 	out.CopyFrom(b, i)
@@ -47,7 +41,7 @@ func (s *Scratch) copyChanged(b *signal.Metrics, i int, d *decision) {
 	r := out.Attr[j]
 	start := uint32(c.Attrs.Len())
 	for a := r.Start; a < r.End; a++ {
-		l := promname.LabelName(c.Keys.Name(c.Attrs.Key[a]))
+		l := d.set.label(c.Keys.Name(c.Attrs.Key[a]))
 		if l == "" || d.cur.Get(l) == d.orig.Get(l) && d.cur.Has(l) {
 			c.Attrs.Append(c.Attrs.Key[a], c.Attrs.Type[a], c.Attrs.Val[a])
 		}
@@ -57,7 +51,7 @@ func (s *Scratch) copyChanged(b *signal.Metrics, i int, d *decision) {
 		if l.Name == labels.MetricName {
 			return
 		}
-		if resourceLabel(l.Name) {
+		if d.set.fromResource(l.Name) {
 			if d.orig.Get(l.Name) != l.Value {
 				ignored = true
 			}
@@ -69,7 +63,7 @@ func (s *Scratch) copyChanged(b *signal.Metrics, i int, d *decision) {
 		c.Attrs.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
 	})
 	d.orig.Range(func(l labels.Label) {
-		if resourceLabel(l.Name) && !d.cur.Has(l.Name) {
+		if d.set.fromResource(l.Name) && !d.cur.Has(l.Name) {
 			ignored = true
 		}
 	})

@@ -65,3 +65,36 @@ func LabelName(key string) string {
 	labelNames.Store(key, name)
 	return name
 }
+
+// Reclaim returns the label of an attribute whose LabelName is label: an
+// attribute keyed exactly like a label sluice sets itself (job, instance,
+// service_name, le, quantile) gets that label back, instead of the
+// "exported_" one, when sluice does not set it on this series (job and
+// service_name: the resource has no service.name; instance: no
+// service.instance.id; le: not a histogram; quantile: not a summary).
+// Prometheus remote write sends job, instance and a classic histogram's le
+// as plain labels, and a series must come back with exactly its labels.
+func Reclaim(key, label string, job, instance, histogram, summary bool) string {
+	if len(label) != len("exported_")+len(key) || label[len("exported_"):] != key {
+		return label
+	}
+	switch key {
+	case LabelJob, LabelServiceName:
+		if !job {
+			return key
+		}
+	case LabelInstance:
+		if !instance {
+			return key
+		}
+	case LabelLe:
+		if !histogram {
+			return key
+		}
+	case LabelQuantile:
+		if !summary {
+			return key
+		}
+	}
+	return label
+}

@@ -204,27 +204,6 @@ func LabelName(key string) string { return promname.LabelName(key) }
 // the label, the attribute keeps its exported_ name, as before.
 func reclaimLabels(kv []attrLabel, job, instance bool, kind metricKind) {
 	for j := range kv {
-		k := &kv[j]
-		if len(k.label) != len("exported_")+len(k.key) || k.label[len("exported_"):] != k.key {
-			continue
-		}
-		switch k.key {
-		case labelJob, labelServiceName:
-			if !job {
-				k.label = k.key
-			}
-		case labelInstance:
-			if !instance {
-				k.label = k.key
-			}
-		case labelLe:
-			if kind != kindHistogram {
-				k.label = k.key
-			}
-		case labelQuantile:
-			if kind != kindSummary {
-				k.label = k.key
-			}
-		}
+		kv[j].label = promname.Reclaim(kv[j].key, kv[j].label, job, instance, kind == kindHistogram, kind == kindSummary)
 	}
 }
