@@ -5,39 +5,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/otlptranslator"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 
+	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-var (
-	metricNamer = otlptranslator.NewMetricNamer("", otlptranslator.UnderscoreEscapingWithSuffixes)
-	labelNamer  = otlptranslator.LabelNamer{}
-	labelNames  sync.Map // attribute key -> label name ("" if none)
-)
-
-// labelName maps an attribute key to its label: the query API's rule
-// (prom.LabelName), kept equal by TestLabelNameMatchesQuery.
-func labelName(key string) string {
-	if v, ok := labelNames.Load(key); ok {
-		return v.(string)
-	}
-	name, err := labelNamer.Build(key)
-	if err != nil {
-		name = ""
-	}
-	switch {
-	case name == "":
-	case name == "job", name == "instance", name == "service_name", name == "le", name == "quantile", strings.HasPrefix(name, "__"):
-		name = "exported_" + name
-	}
-	labelNames.Store(key, name)
-	return name
-}
+// labelName maps an attribute key to its label as the query API does
+// (promname owns the rule).
+func labelName(key string) string { return promname.LabelName(key) }
 
 // noRecordedValue is OTLP's DataPointFlags.FLAG_NO_RECORDED_VALUE.
 const noRecordedValue = 1
@@ -73,13 +52,48 @@ func attrValue(c *signal.Common, i int) string {
 // attrLabels appends the labels of the attributes in r, colliding
 // sanitised names joined with ";" in key order.
 func (cv *converter) attrLabels(c *signal.Common, r signal.Range, dst []prompb.Label, resource bool) []prompb.Label {
+	return cv.attrLabelsReclaim(c, r, dst, resource, nil)
+}
+
+// reclaim says which exported_ labels take their bare name back on this
+// series (the query API's reclaimLabels): a series sluice sets no job,
+// instance, le or quantile on keeps an attribute of that exact name as
+// that label, so a remote-write series relays with exactly its labels.
+type reclaim struct{ job, instance, le, quantile bool }
+
+func (rc *reclaim) label(key, label string) string {
+	if rc == nil || label != "exported_"+key {
+		return label
+	}
+	switch key {
+	case promname.LabelJob, promname.LabelServiceName:
+		if rc.job {
+			return key
+		}
+	case promname.LabelInstance:
+		if rc.instance {
+			return key
+		}
+	case promname.LabelLe:
+		if rc.le {
+			return key
+		}
+	case promname.LabelQuantile:
+		if rc.quantile {
+			return key
+		}
+	}
+	return label
+}
+
+func (cv *converter) attrLabelsReclaim(c *signal.Common, r signal.Range, dst []prompb.Label, resource bool, rc *reclaim) []prompb.Label {
 	cv.kv = cv.kv[:0]
 	for i := int(r.Start); i < int(r.End); i++ {
 		key := c.Keys.Name(c.Attrs.Key[i])
 		if resource && (key == "service.name" || key == "service.namespace" || key == "service.instance.id") {
 			continue // job and instance
 		}
-		name := labelName(key)
+		name := rc.label(key, labelName(key))
 		if name == "" {
 			continue
 		}
@@ -165,8 +179,8 @@ func (cv *converter) add(m *signal.Metrics) {
 			cv.dropped++
 			continue
 		}
-		base, err := metricNamer.Build(otlptranslator.Metric{Name: m.String(d.Name), Unit: m.String(d.Unit), Type: t})
-		if err != nil || base == "" {
+		base := promname.Base(m.String(d.Name), m.String(d.Unit), t)
+		if base == "" {
 			cv.dropped++
 			continue
 		}
@@ -181,7 +195,17 @@ func (cv *converter) add(m *signal.Metrics) {
 			}
 			return v
 		}
-		common := cv.attrLabels(&m.Common, m.Attr[i], append(cv.lbls[:0], cv.resource(m, m.Resource[i])...), false)
+		res := cv.resource(m, m.Resource[i])
+		rc := reclaim{job: true, instance: true, le: d.Type != signal.MetricHistogram, quantile: d.Type != signal.MetricSummary}
+		for _, l := range res {
+			switch l.Name {
+			case "job":
+				rc.job = false
+			case "instance":
+				rc.instance = false
+			}
+		}
+		common := cv.attrLabelsReclaim(&m.Common, m.Attr[i], append(cv.lbls[:0], res...), false, &rc)
 		cv.lbls = common
 		switch d.Type {
 		case signal.MetricGauge, signal.MetricSum:
