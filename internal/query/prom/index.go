@@ -21,6 +21,7 @@ type fileIndex struct {
 	rollup    bool // a metrics_rollup file
 	cols      colMap
 	labelCols []labelCol
+	ovfCol    int // attr_overflow (overflow.go), -1 when none
 	rgs       []rgIndex
 }
 
@@ -50,7 +51,7 @@ type run struct {
 
 // buildIndex reads the metric descriptor columns of every row group once.
 func buildIndex(pf *parquet.File) (*fileIndex, error) {
-	idx := &fileIndex{}
+	idx := &fileIndex{ovfCol: -1}
 	c := &idx.cols
 	*c = colMap{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
 	var nameC, typeC, unitC, tempC, monoC = -1, -1, -1, -1, -1
@@ -118,6 +119,9 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 					lc.col = i
 					idx.labelCols = append(idx.labelCols, lc)
 				}
+			}
+			if len(p) == 1 && isPointOverflow(p[0]) {
+				idx.ovfCol = i
 			}
 		}
 	}

@@ -291,6 +291,9 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 			return fmt.Errorf("row group %d: attr.%s: %w", g, lc.key, err)
 		}
 	}
+	if err := sc.readOverflowLabels(pf, idx, g, r, total, kvs); err != nil {
+		return err
+	}
 	for i := range sc.need {
 		sc.sb.Reset()
 		if svc[i] != "" {
