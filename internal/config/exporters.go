@@ -24,7 +24,7 @@ const (
 // Zero values take the defaults the doc tags name (Resolved fills them).
 type Exporter struct {
 	Endpoints       []string          `yaml:"endpoints" doc:"otlp over http and prometheus_remote_write: URLs (http://host:4318, https://mimir/api/v1/push); otlp over grpc: host:port. Several endpoints replicate (mode replicate) or shard (mode shard)."`
-	Protocol        string            `yaml:"protocol" doc:"otlp: http (default) or grpc. prometheus_remote_write: 1.0 (the only one implemented; 2.0 is refused until it is)."`
+	Protocol        string            `yaml:"protocol" doc:"otlp: http (default) or grpc. prometheus_remote_write: 1.0 (default) or 2.0 (an endpoint answering 415 to 2.0 gets 1.0 from then on)."`
 	Compression     string            `yaml:"compression" doc:"otlp: gzip (default), zstd (http only) or none. prometheus_remote_write: always snappy."`
 	Mode            string            `yaml:"mode" doc:"replicate (default: every endpoint gets everything) or shard (prometheus_remote_write only: each series goes to one endpoint by consistent hashing of its labels; adding an endpoint moves about 1/N of the series)."`
 	Signals         []string          `yaml:"signals" doc:"Signals forwarded (logs, metrics, traces); default: those of the pipelines that list this exporter."`
@@ -181,8 +181,8 @@ func validateExporters(v *validator, c *Config) {
 				v.add(k+"mode", "%q: otlp exporters replicate; shard is for prometheus_remote_write", e.Mode)
 			}
 		case ExporterPRW:
-			if e.Protocol != "1.0" {
-				v.add(k+"protocol", "%q: want 1.0 (remote write 2.0 out is not implemented yet)", e.Protocol)
+			if e.Protocol != "1.0" && e.Protocol != "2.0" {
+				v.add(k+"protocol", "%q: want 1.0 or 2.0", e.Protocol)
 			}
 			if e.Compression != "snappy" {
 				v.add(k+"compression", "%q: remote write is always snappy", e.Compression)

@@ -1,5 +1,7 @@
 // Package prwexporter forwards OTLP metrics as Prometheus remote write 1.0
-// (prometheus.WriteRequest, snappy block encoding) to one or more
+// (prometheus.WriteRequest) or 2.0 (io.prometheus.write.v2.Request, one
+// symbols table per request; an endpoint answering 415 gets 1.0 from then
+// on), snappy block encoded, to one or more
 // endpoints, replicated or sharded by consistent hashing of each series'
 // labels (sending.Ring).
 //
@@ -15,6 +17,6 @@
 // sums and histograms cannot be expressed in remote write 1.0 and are
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
-// Not yet: remote write 2.0 (config protocol 2.0 is refused at start),
-// native histograms, exemplars and metadata.
+// Not yet: 2.0 metadata, exemplars, created timestamps and native
+// histograms.
 package prwexporter

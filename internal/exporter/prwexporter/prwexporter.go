@@ -14,6 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
@@ -28,7 +29,7 @@ const maxSeriesPerRequest = 2000
 // Config of a remote-write exporter.
 type Config struct {
 	Endpoints    []string // full push URLs
-	Protocol     string   // "1.0" (2.0 not yet)
+	Protocol     string   // "1.0" or "2.0" (falls back to 1.0 per endpoint on 415)
 	Shard        bool     // shard series over the endpoints; else replicate
 	TenantHeader string
 	Headers      map[string]string
@@ -45,16 +46,21 @@ type Exporter struct {
 	cv   converter
 	m    signal.Metrics
 
-	droppedPoints, badBodies, sentSeries atomic.Uint64
+	useV1 []*atomic.Bool // per endpoint: 1.0 configured, or 2.0 answered 415
+
+	droppedPoints, badBodies, sentSeries, fallbacks atomic.Uint64
 }
+
+// Fallbacks counts endpoints that answered 415 to 2.0 and now get 1.0.
+func (e *Exporter) Fallbacks() uint64 { return e.fallbacks.Load() }
 
 // New validates cfg.
 func New(cfg Config) (*Exporter, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("prwexporter: no endpoints")
 	}
-	if cfg.Protocol != "" && cfg.Protocol != "1.0" {
-		return nil, fmt.Errorf("prwexporter: protocol %q is not implemented in this build (1.0 is)", cfg.Protocol)
+	if cfg.Protocol != "" && cfg.Protocol != "1.0" && cfg.Protocol != "2.0" {
+		return nil, fmt.Errorf("prwexporter: protocol %q: want 1.0 or 2.0", cfg.Protocol)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
@@ -62,6 +68,9 @@ func New(cfg Config) (*Exporter, error) {
 	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout}, ring: sending.NewRing(cfg.Endpoints)}
 	for _, u := range cfg.Endpoints {
 		e.eps = append(e.eps, sending.NewEndpoint(u, cfg.Policy))
+		var v1 atomic.Bool
+		v1.Store(cfg.Protocol != "2.0")
+		e.useV1 = append(e.useV1, &v1)
 	}
 	return e, nil
 }
@@ -145,13 +154,30 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 		wg.Go(func() {
 			for s := per[k]; len(s) > 0; {
 				n := min(len(s), maxSeriesPerRequest)
-				body, err := (&prompb.WriteRequest{Timeseries: s[:n]}).Marshal()
-				if err != nil {
-					errs[k] = err
-					return
-				}
-				payload := snappy.Encode(nil, body)
-				err = ep.Do(ctx, func(ctx context.Context) sending.Outcome { return e.attempt(ctx, ep.Name, tenant, payload) })
+				var v1, v2 []byte
+				err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
+					var err error
+					if !e.useV1[k].Load() {
+						if v2 == nil {
+							if v2, err = encodeV2(s[:n]); err != nil {
+								return sending.Outcome{Status: 400, Err: err}
+							}
+						}
+						o := e.attempt(ctx, ep.Name, tenant, v2, true)
+						if o.Status != http.StatusUnsupportedMediaType {
+							return o
+						}
+						// The spec's fallback: this endpoint speaks 1.0 only.
+						e.useV1[k].Store(true)
+						e.fallbacks.Add(1)
+					}
+					if v1 == nil {
+						if v1, err = encodeV1(s[:n]); err != nil {
+							return sending.Outcome{Status: 400, Err: err}
+						}
+					}
+					return e.attempt(ctx, ep.Name, tenant, v1, false)
+				})
 				if err != nil && !errors.Is(err, sending.ErrRejected) {
 					errs[k] = err
 					return
@@ -167,14 +193,51 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 	return errors.Join(errs...)
 }
 
-func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []byte) sending.Outcome {
+func encodeV1(series []prompb.TimeSeries) ([]byte, error) {
+	body, err := (&prompb.WriteRequest{Timeseries: series}).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return snappy.Encode(nil, body), nil
+}
+
+// encodeV2 writes io.prometheus.write.v2.Request: labels as references
+// into one symbols table per request.
+func encodeV2(series []prompb.TimeSeries) ([]byte, error) {
+	st := writev2.NewSymbolTable()
+	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, len(series))}
+	for i, s := range series {
+		refs := make([]uint32, 0, 2*len(s.Labels))
+		for _, l := range s.Labels {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		samples := make([]writev2.Sample, len(s.Samples))
+		for j, x := range s.Samples {
+			samples[j] = writev2.Sample{Value: x.Value, Timestamp: x.Timestamp}
+		}
+		req.Timeseries[i] = writev2.TimeSeries{LabelsRefs: refs, Samples: samples}
+	}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return snappy.Encode(nil, body), nil
+}
+
+func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []byte, v2 bool) sending.Outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
 	if err != nil {
 		return sending.Outcome{Status: 400, Err: err}
 	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("Content-Encoding", "snappy")
-	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	if v2 {
+		req.Header.Set("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request")
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
+	} else {
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	}
 	req.Header.Set("User-Agent", "sluice")
 	for h, v := range e.cfg.Headers {
 		req.Header.Set(h, v)
