@@ -35,7 +35,10 @@ type Stats struct {
 	ExemplarsDropped int
 }
 
-type label struct{ name, value signal.Str }
+type label struct {
+	name, value signal.Str
+	ref         uint32 // 2.0: the value's symbol reference + 1 (0 in 1.0)
+}
 
 // descKinds are the metric types one remote-write name can map to.
 const (
@@ -95,6 +98,7 @@ type Decoder struct {
 	descPool [][numDescKinds]uint32 // desc index + 1 per kind
 	prevKeys []keyCache
 	symbols  []signal.Str
+	symDesc  []uint32 // 2.0: symbol -> index in descPool + 1, per call
 	h        hist
 	ex       []byte
 	meta     [][2]int // 1.0 metadata messages [start, end)
@@ -220,8 +224,9 @@ func (d *Decoder) seriesString() string {
 }
 
 // checkLabels sorts d.labels by name and validates them. It returns the
-// index of __name__, or a problem.
-func (d *Decoder) checkLabels() (int, string) {
+// index of __name__, or a problem. 2.0 checks UTF-8 once per symbol
+// instead (checkUTF8 false).
+func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 	ls := d.labels
 	sorted := true
 	for i := 1; i < len(ls); i++ {
@@ -242,7 +247,7 @@ func (d *Decoder) checkLabels() (int, string) {
 		if i > 0 && bytes.Equal(n, d.str(ls[i-1].name)) {
 			return -1, fmt.Sprintf("duplicate label name %q", n)
 		}
-		if !utf8.Valid(n) || !utf8.Valid(d.str(l.value)) {
+		if checkUTF8 && (!utf8.Valid(n) || !utf8.Valid(d.str(l.value))) {
 			return -1, fmt.Sprintf("label %q: not valid UTF-8", n)
 		}
 		if string(n) == "__name__" {
@@ -287,9 +292,13 @@ func (d *Decoder) attrs(nameIdx int) signal.Range {
 	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}
 }
 
-// desc returns the descriptor of metric name (a Str of the arena) for a
-// kind, adding it on first sight in this call.
-func (d *Decoder) desc(name signal.Str, kind int) uint32 {
+// family returns the index in descPool of metric name, adding it on first
+// sight in this call. ref (2.0: the name's symbol + 1) skips the hashing
+// for a name seen before.
+func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
+	if ref != 0 && d.symDesc[ref-1] != 0 {
+		return d.symDesc[ref-1] - 1
+	}
 	key := unsafex.String(d.str(name)) // valid while the arena copy lives: the map is cleared at end
 	x, ok := d.names[key]
 	if !ok {
@@ -297,7 +306,18 @@ func (d *Decoder) desc(name signal.Str, kind int) uint32 {
 		d.descPool = append(d.descPool, [numDescKinds]uint32{})
 		d.names[key] = x
 	}
-	e := &d.descPool[x]
+	if ref != 0 {
+		d.symDesc[ref-1] = x + 1
+	}
+	return x
+}
+
+// desc returns the descriptor of metric name (a Str of the arena) for a
+// kind, adding it on first sight in this call.
+func (d *Decoder) desc(name signal.Str, kind int) uint32 { return d.descRef(name, 0, kind) }
+
+func (d *Decoder) descRef(name signal.Str, ref uint32, kind int) uint32 {
+	e := &d.descPool[d.family(name, ref)]
 	if e[kind] != 0 {
 		return e[kind] - 1
 	}

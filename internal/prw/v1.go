@@ -111,7 +111,21 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		switch num {
 		case 1:
 			ls, le := lenField(b, j)
-			if ls < 0 || !d.labelV1(&d.labels, ls, le) {
+			if ls < 0 {
+				return false
+			}
+			// The usual encoding, 0x0a len name 0x12 len value with short
+			// strings, without the general field loop.
+			if le-ls >= 4 && b[ls] == 1<<3|wtLen && b[ls+1] < 0x80 {
+				ns := ls + 2
+				ne := ns + int(b[ls+1])
+				if ne+2 <= le && b[ne] == 2<<3|wtLen && b[ne+1] < 0x80 && ne+2+int(b[ne+1]) == le {
+					d.labels = append(d.labels, label{signal.MakeStr(ns, ne-ns), signal.MakeStr(ne+2, le-ne-2), 0})
+					j = le
+					break
+				}
+			}
+			if !d.labelV1(&d.labels, ls, le) {
 				return false
 			}
 			j = le
@@ -147,7 +161,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		}
 		i = j
 	}
-	nameIdx, p := d.checkLabels()
+	nameIdx, p := d.checkLabels(true)
 	if p == "" {
 		p = problem
 	}

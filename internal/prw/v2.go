@@ -1,6 +1,9 @@
 package prw
 
 import (
+	"fmt"
+	"unicode/utf8"
+
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -32,6 +35,10 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 				return Stats{}, malformed("Request: bad length", j-base)
 			}
 			if num == 4 {
+				if !utf8.Valid(b[s:e]) {
+					d.restore(k)
+					return Stats{}, malformed(fmt.Sprintf("Request.symbols[%d]: not valid UTF-8", len(d.symbols)), j-base)
+				}
 				d.symbols = append(d.symbols, signal.MakeStr(s, e-s))
 			}
 			j = e
@@ -41,6 +48,11 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 		}
 		i = j
 	}
+	if cap(d.symDesc) < len(d.symbols) {
+		d.symDesc = make([]uint32, len(d.symbols))
+	}
+	d.symDesc = d.symDesc[:len(d.symbols)]
+	clear(d.symDesc)
 	if len(d.symbols) > 0 && d.symbols[0].Len() != 0 {
 		d.restore(k)
 		return Stats{}, malformed("Request.symbols: the first symbol is not the empty string", 0)
@@ -67,6 +79,35 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) int {
 	var pending uint64
 	have := *odd
+	if wt == wtLen {
+		// Packed, as every encoder writes it: one loop, no callback.
+		s, e := lenField(b, j)
+		if s < 0 {
+			return -1
+		}
+		n := uint64(len(d.symbols))
+		for s < e {
+			var x uint64
+			if b[s] < 0x80 {
+				x, s = uint64(b[s]), s+1
+			} else if x, s = uvarint(b[:e], s); s < 0 {
+				return -1
+			}
+			if x >= n {
+				*bad = true
+			}
+			if !have {
+				pending, have = x, true
+				continue
+			}
+			if !*bad {
+				*dst = append(*dst, label{d.symbols[pending], d.symbols[x], uint32(x) + 1})
+			}
+			have = false
+		}
+		*odd = have
+		return e
+	}
 	return packedVarints(b, j, wt, func(x uint64) {
 		if x >= uint64(len(d.symbols)) {
 			*bad = true
@@ -75,7 +116,7 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 			pending, have = x, true
 		} else {
 			if !*bad {
-				*dst = append(*dst, label{d.symbols[pending], d.symbols[x]})
+				*dst = append(*dst, label{d.symbols[pending], d.symbols[x], uint32(x) + 1})
 			}
 			have = false
 		}
@@ -186,7 +227,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	}
 	nameIdx := -1
 	if p == "" {
-		nameIdx, p = d.checkLabels()
+		nameIdx, p = d.checkLabels(false)
 		if p != "" && hasMeta {
 			p = "metadata of a series with " + p
 		}
@@ -209,11 +250,11 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		}
 		return true
 	}
-	name := d.labels[nameIdx].value
+	name, nameRef := d.labels[nameIdx].value, d.labels[nameIdx].ref
 	attr := d.attrs(nameIdx)
 	var desc uint32
 	if samples > 0 {
-		desc = d.desc(name, descGauge)
+		desc = d.descRef(name, nameRef, descGauge)
 	}
 	last := -1
 	msgStart := len(d.m.Msgs)
