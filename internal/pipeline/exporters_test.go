@@ -129,3 +129,37 @@ func TestPipelineForwardsThroughDownstreamRestart(t *testing.T) {
 		t.Error("no breaker_opened counter")
 	}
 }
+
+// OTLP over gRPC (gzip) into a second pipeline's gRPC receiver: every log
+// record arrives under its tenant; metrics go out too when the metrics
+// pipeline lists the exporter.
+func TestPipelineForwardsOverGRPC(t *testing.T) {
+	down := start(t, testConfig(t))
+	downRoot := down.cfg.Lake.Root
+	cfg := forwardingConfig(t, "")
+	e := cfg.Exporters["otlp/down"]
+	e.Endpoints = []string{down.Addrs().GRPC.String()}
+	e.Protocol = "grpc"
+	e.Compression = "gzip"
+	cfg.Exporters["otlp/down"] = e
+	cfg.Pipelines["metrics"] = config.Pipeline{Receivers: []string{"otlp"}, Exporters: []string{"lake", "otlp/down"}}
+	up := start(t, cfg)
+	for i := range 10 {
+		if resp := post(t, up, "/v1/logs", "g1", logsRequest(t, i*10, 10)); resp.StatusCode != 200 {
+			t.Fatal(resp.StatusCode)
+		}
+	}
+	if resp := post(t, up, "/v1/metrics", "g1", metricsRequest(t, 5)); resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	waitCaughtUp(t, up, 10*time.Second)
+	if err := down.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lakeSeqs(t, downRoot)["g1"]; !slices.Equal(got, seqRange(0, 100)) {
+		t.Fatalf("downstream over gRPC has %d records of 100", len(got))
+	}
+	if st := up.exps.list()[0].Stats(); st.SentRecords != 11 || st.Skipped != 0 {
+		t.Fatalf("exporter stats %+v", st)
+	}
+}
