@@ -34,11 +34,14 @@ type event struct {
 // decision is what the rules do to one series, computed once.
 type decision struct {
 	events    []event
-	drop      bool          // a non-shadow rule drops every point
-	changed   bool          // a relabel changed the series' labels
-	orig, cur labels.Labels // set when changed
-	newName   string        // the new OTLP metric name, "" if unchanged
-	set       setLabels     // the labels sluice sets on the series
+	drop      bool           // a non-shadow rule drops every point
+	changed   bool           // a relabel changed the series' labels
+	orig, cur labels.Labels  // set when changed
+	newName   string         // the new OTLP metric name, "" if unchanged
+	set       setLabels      // the labels sluice sets on the series
+	removed   []string       // point labels whose attributes a relabel removes
+	added     []labels.Label // point labels a relabel adds or changes
+	ignored   bool           // a relabel changed a label from the resource
 }
 
 // setLabels says which labels sluice derives itself for a series (see
@@ -62,7 +65,8 @@ type Scratch struct {
 	counts          [maxRules][3]uint64
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
-	set             setLabels // of the series seriesLabels built last
+	set             setLabels  // of the series seriesLabels built last
+	keyLabel        []keyLabel // by key of Out, for this batch
 }
 
 type renameKey struct {
@@ -121,6 +125,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 	out := &s.Out
 	out.Reset()
 	clear(s.renamed)
+	s.keyLabel = s.keyLabel[:0]
 	for i := 0; i < first; i++ {
 		out.CopyFrom(b, i)
 	}
@@ -274,6 +279,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 	}
 	if !labels.Equal(cur, orig) {
 		d.changed, d.orig, d.cur, d.set = true, orig, cur, s.set
+		d.plan()
 		if nn := cur.Get(labels.MetricName); nn != orig.Get(labels.MetricName) {
 			d.newName = nn
 		}

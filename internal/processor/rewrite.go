@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"slices"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 
@@ -41,34 +43,72 @@ func (s *Scratch) copyChanged(b *signal.Metrics, i int, d *decision) {
 	r := out.Attr[j]
 	start := uint32(c.Attrs.Len())
 	for a := r.Start; a < r.End; a++ {
-		l := d.set.label(c.Keys.Name(c.Attrs.Key[a]))
-		if l == "" || d.cur.Get(l) == d.orig.Get(l) && d.cur.Has(l) {
-			c.Attrs.Append(c.Attrs.Key[a], c.Attrs.Type[a], c.Attrs.Val[a])
+		if len(d.removed) > 0 {
+			if l := s.outLabel(c, c.Attrs.Key[a], d.set); l != "" && slices.Contains(d.removed, l) {
+				continue
+			}
 		}
+		c.Attrs.Append(c.Attrs.Key[a], c.Attrs.Type[a], c.Attrs.Val[a])
 	}
-	ignored := false
+	for _, l := range d.added {
+		c.Attrs.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
+	}
+	if d.ignored {
+		s.ignoredResource++
+	}
+	out.Attr[j] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+}
+
+// plan works out, once per series, which point labels a relabel removed
+// or changed (their attributes go) and which it added or changed (they
+// become string attributes), and whether it touched a label that comes
+// from the resource.
+func (d *decision) plan() {
 	d.cur.Range(func(l labels.Label) {
 		if l.Name == labels.MetricName {
 			return
 		}
 		if d.set.fromResource(l.Name) {
 			if d.orig.Get(l.Name) != l.Value {
-				ignored = true
+				d.ignored = true
 			}
 			return
 		}
 		if d.orig.Has(l.Name) && d.orig.Get(l.Name) == l.Value {
 			return
 		}
-		c.Attrs.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
-	})
-	d.orig.Range(func(l labels.Label) {
-		if d.set.fromResource(l.Name) && !d.cur.Has(l.Name) {
-			ignored = true
+		d.added = append(d.added, l)
+		if d.orig.Has(l.Name) {
+			d.removed = append(d.removed, l.Name)
 		}
 	})
-	if ignored {
-		s.ignoredResource++
+	d.orig.Range(func(l labels.Label) {
+		if l.Name == labels.MetricName || d.cur.Has(l.Name) {
+			return
+		}
+		if d.set.fromResource(l.Name) {
+			d.ignored = true
+			return
+		}
+		d.removed = append(d.removed, l.Name)
+	})
+}
+
+// outLabel is d.set.label of key k of s.Out, cached per key for the batch
+// (LabelName's shared map costs more than the rest of a point's copy).
+func (s *Scratch) outLabel(c *signal.Common, k signal.KeyID, set setLabels) string {
+	if int(k) >= len(s.keyLabel) {
+		s.keyLabel = append(s.keyLabel, make([]keyLabel, int(k)+1-len(s.keyLabel))...)
 	}
-	out.Attr[j] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	kl := &s.keyLabel[k]
+	if !kl.known || kl.set != set {
+		*kl = keyLabel{label: set.label(c.Keys.Name(k)), set: set, known: true}
+	}
+	return kl.label
+}
+
+type keyLabel struct {
+	label string
+	set   setLabels
+	known bool
 }
