@@ -1,0 +1,68 @@
+package prwreceiver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// decodingConsumer does what the pipeline's consumer does with a body
+// before the queue append: decode it again to validate and count.
+type decodingConsumer struct{ m signal.Metrics }
+
+func (c *decodingConsumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
+	c.m.Reset()
+	return otlpreceiver.Result{}, otlp.DecodeMetrics(&c.m, req.Body)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkServeV1 is one remote write 1.0 request of 1,000 series (one
+// sample, 5 labels each) through the handler: snappy, decode, OTLP encode,
+// and the consumer's validating decode; no queue append.
+func BenchmarkServeV1(b *testing.B) {
+	const n = 1000
+	req := &prompb.WriteRequest{}
+	for i := range n {
+		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i%50)}}
+		for k := range 5 {
+			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
+		}
+		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1700000000000 + int64(i)}}})
+	}
+	raw, _ := req.Marshal()
+	body := snappy.Encode(nil, raw)
+	h, err := New(Config{MaxConcurrentRequests: 1}, &decodingConsumer{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-protobuf")
+		r.Header.Set("Content-Encoding", "snappy")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNoContent {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+}
