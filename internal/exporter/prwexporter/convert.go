@@ -29,6 +29,7 @@ type converter struct {
 	kv       []kvLabel
 	resLbls  map[uint32][]prompb.Label // resource -> job/instance labels
 	targetTs map[uint32]int64          // resource -> newest point time (ms)
+	bases    []string                  // desc -> Prometheus base name ("\x00": not yet)
 }
 
 type kvLabel struct{ label, key, value string }
@@ -154,6 +155,12 @@ func (cv *converter) add(m *signal.Metrics) {
 	}
 	clear(cv.resLbls)
 	clear(cv.targetTs)
+	// Names per metric, not per point: the translator splits and joins
+	// words on every call.
+	cv.bases = cv.bases[:0]
+	for range m.Descs {
+		cv.bases = append(cv.bases, "\x00")
+	}
 	for i := range m.Len() {
 		d := &m.Descs[m.Desc[i]]
 		var t otlptranslator.MetricType
@@ -179,7 +186,11 @@ func (cv *converter) add(m *signal.Metrics) {
 			cv.dropped++
 			continue
 		}
-		base := promname.Base(m.String(d.Name), m.String(d.Unit), t)
+		base := cv.bases[m.Desc[i]]
+		if base == "\x00" {
+			base = promname.Base(m.String(d.Name), m.String(d.Unit), t)
+			cv.bases[m.Desc[i]] = base
+		}
 		if base == "" {
 			cv.dropped++
 			continue
