@@ -99,7 +99,7 @@ func TestTraceHeadless(t *testing.T) {
 	dir := t.TempDir()
 	child := tracertest.Start(t, dir, "")
 	folded := filepath.Join(dir, "io.folded")
-	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "1500ms", "--interval", "1h", "--top", "50",
+	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "4s", "--interval", "1h", "--top", "50",
 		"--folded", folded, "--weight", "bytes")
 	child.Go(t)
 	out := wait()
@@ -141,7 +141,7 @@ func TestTraceRecord(t *testing.T) {
 	out := filepath.Join(dir, "rec.parquet")
 	lakeDir := filepath.Join(dir, "lake")
 	child := tracertest.Start(t, work, "")
-	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "1500ms", "--interval", "1h",
+	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "4s", "--interval", "1h",
 		"--out", out, "--record", "--lake", lakeDir, "--tenant", "acme")
 	child.Go(t)
 	wait()
