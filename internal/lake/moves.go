@@ -54,6 +54,15 @@ func Move(store Store, src, dst string) error {
 
 // Rename implements Renamer: a rename(2), with both directories fsynced.
 func (s *LocalStore) Rename(src, dst string) error {
+	if err := s.renameNoSync(src, dst); err != nil {
+		return err
+	}
+	return s.syncDirsOf([]string{src, dst})
+}
+
+// renameNoSync is rename(2) alone; the caller makes it durable with
+// syncDirsOf, once for a batch.
+func (s *LocalStore) renameNoSync(src, dst string) error {
 	from, err := s.full(src)
 	if err != nil {
 		return err
@@ -68,11 +77,25 @@ func (s *LocalStore) Rename(src, dst string) error {
 	if err := os.Rename(from, to); err != nil {
 		return fmt.Errorf("rename %q to %q: %w", src, dst, err)
 	}
-	if err := syncDir(filepath.Dir(to)); err != nil {
-		return fmt.Errorf("rename %q to %q: %w", src, dst, err)
-	}
-	if err := syncDir(filepath.Dir(from)); err != nil {
-		return fmt.Errorf("rename %q to %q: %w", src, dst, err)
+	return nil
+}
+
+// syncDirsOf fsyncs each distinct directory of the objects at paths.
+func (s *LocalStore) syncDirsOf(paths []string) error {
+	seen := map[string]bool{}
+	for _, p := range paths {
+		full, err := s.full(p)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(full)
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sync %q: %w", dir, err)
+		}
 	}
 	return nil
 }
@@ -120,17 +143,30 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 		}
 		moves = slices.DeleteFunc(moves, func(m catalog.Move) bool { return !want[m.Src] })
 	}
+	// A local store renames without syncing, then syncs each directory
+	// once before the moves are forgotten: one partition's swap touches
+	// three directories, not two per file.
+	local, _ := store.(*LocalStore)
+	move := func(src, dst string) error {
+		if local != nil {
+			return local.renameNoSync(src, dst)
+		}
+		return Move(store, src, dst)
+	}
 	var done []int64
+	var touched []string
 	var errs []error
 	for _, m := range moves {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		err := Move(store, m.Src, m.Dst)
+		err := move(m.Src, m.Dst)
 		if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(m.Dst, catalog.TrashDir+"/") {
-			err = Move(store, catalog.StagingPath(m.Src), m.Dst)
+			err = move(catalog.StagingPath(m.Src), m.Dst)
+			touched = append(touched, catalog.StagingPath(m.Src))
 		}
+		touched = append(touched, m.Src, m.Dst)
 		if errors.Is(err, fs.ErrNotExist) {
 			err = nil
 			if r, oerr := store.Open(m.Dst); oerr == nil {
@@ -144,6 +180,11 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 			continue
 		}
 		done = append(done, m.ID)
+	}
+	if local != nil && len(done) > 0 {
+		if err := local.syncDirsOf(touched); err != nil {
+			return 0, fmt.Errorf("lake: apply moves: %w", errors.Join(append(errs, err)...))
+		}
 	}
 	if len(done) > 0 {
 		if _, err := cat.DeleteMoves(context.WithoutCancel(ctx), done); err != nil {
