@@ -30,6 +30,8 @@ type converter struct {
 	resLbls  map[uint32][]prompb.Label // resource -> job/instance labels
 	targetTs map[uint32]int64          // resource -> newest point time (ms)
 	bases    []string                  // desc -> Prometheus base name ("\x00": not yet)
+	lblArena []prompb.Label            // series labels are sub-slices (emitWith)
+	smpArena []prompb.Sample
 }
 
 type kvLabel struct{ label, key, value string }
@@ -235,10 +237,10 @@ func (cv *converter) add(m *signal.Metrics) {
 				if b < len(bounds) {
 					le = strconv.FormatFloat(bounds[b], 'g', -1, 64)
 				}
-				cv.emit(base+"_bucket", append(slices.Clone(common), prompb.Label{Name: "le", Value: le}), ts, val(float64(cum)))
+				cv.emitWith(base+"_bucket", common, prompb.Label{Name: "le", Value: le}, ts, val(float64(cum)))
 			}
 			if len(counts) == 0 || len(counts) <= len(bounds) {
-				cv.emit(base+"_bucket", append(slices.Clone(common), prompb.Label{Name: "le", Value: "+Inf"}), ts, val(float64(m.Count[i])))
+				cv.emitWith(base+"_bucket", common, prompb.Label{Name: "le", Value: "+Inf"}, ts, val(float64(m.Count[i])))
 			}
 			if m.Has[i]&signal.HasSum != 0 {
 				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
@@ -252,7 +254,7 @@ func (cv *converter) add(m *signal.Metrics) {
 		case signal.MetricSummary:
 			q := m.F64[m.Quantiles[i].Start:m.Quantiles[i].End]
 			for k := 0; k+1 < len(q); k += 2 {
-				cv.emit(base, append(slices.Clone(common), prompb.Label{Name: "quantile", Value: strconv.FormatFloat(q[k], 'g', -1, 64)}), ts, val(q[k+1]))
+				cv.emitWith(base, common, prompb.Label{Name: "quantile", Value: strconv.FormatFloat(q[k], 'g', -1, 64)}, ts, val(q[k+1]))
 			}
 			cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
 			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
@@ -270,11 +272,41 @@ func (cv *converter) add(m *signal.Metrics) {
 	}
 }
 
+// reset forgets the series (after they were sent), keeping the arenas.
+func (cv *converter) reset() {
+	cv.series = cv.series[:0]
+	cv.lblArena = cv.lblArena[:0]
+	cv.smpArena = cv.smpArena[:0]
+}
+
 // emit appends one series with one sample; labels are copied and sorted.
 func (cv *converter) emit(name string, lbls []prompb.Label, ts int64, v float64) {
-	l := make([]prompb.Label, 0, len(lbls)+1)
-	l = append(l, prompb.Label{Name: "__name__", Value: name})
-	l = append(l, lbls...)
+	cv.emitWith(name, lbls, prompb.Label{}, ts, v)
+}
+
+// emitWith is emit with one more label (le, quantile) when extra.Name is
+// set. Labels and samples are carved from arenas that grow by doubling: a
+// series keeps its sub-slice of an old array when the arena moves on.
+func (cv *converter) emitWith(name string, lbls []prompb.Label, extra prompb.Label, ts int64, v float64) {
+	n := len(lbls) + 1
+	if extra.Name != "" {
+		n++
+	}
+	if cap(cv.lblArena)-len(cv.lblArena) < n {
+		cv.lblArena = make([]prompb.Label, 0, max(1024, 2*cap(cv.lblArena), n))
+	}
+	start := len(cv.lblArena)
+	cv.lblArena = append(cv.lblArena, prompb.Label{Name: "__name__", Value: name})
+	cv.lblArena = append(cv.lblArena, lbls...)
+	if extra.Name != "" {
+		cv.lblArena = append(cv.lblArena, extra)
+	}
+	l := cv.lblArena[start:len(cv.lblArena):len(cv.lblArena)]
 	slices.SortFunc(l, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
-	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Samples: []prompb.Sample{{Value: v, Timestamp: ts}}})
+	if cap(cv.smpArena) == len(cv.smpArena) {
+		cv.smpArena = make([]prompb.Sample, 0, max(1024, 2*cap(cv.smpArena)))
+	}
+	cv.smpArena = append(cv.smpArena, prompb.Sample{Value: v, Timestamp: ts})
+	k := len(cv.smpArena)
+	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Samples: cv.smpArena[k-1 : k : k]})
 }

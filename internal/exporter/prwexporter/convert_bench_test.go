@@ -23,7 +23,7 @@ func BenchmarkOTLPToRemoteWrite1(b *testing.B) {
 		if err := otlp.DecodeMetrics(&m, body); err != nil {
 			b.Fatal(err)
 		}
-		cv.series = cv.series[:0]
+		cv.reset()
 		cv.add(&m)
 		if _, err := encodeV1(cv.series); err != nil {
 			b.Fatal(err)

@@ -107,7 +107,7 @@ func seriesHash(ls []prompb.Label) uint64 {
 func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
 	for i := 0; i < len(recs); {
 		tenant := recs[i].Tenant
-		e.cv.series = e.cv.series[:0]
+		e.cv.reset()
 		j := i
 		for ; j < len(recs) && recs[j].Tenant == tenant; j++ {
 			if recs[j].Kind != signal.KindMetrics {
