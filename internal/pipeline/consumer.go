@@ -137,6 +137,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	if r := c.rules.Load(); r != nil {
 		// One load per request: a reload never splits a request between
 		// two rule sets.
+		s.proc.Tenant = req.Tenant
 		body, n = s.process(r, req.Kind, body, n)
 	}
 	if n == 0 {

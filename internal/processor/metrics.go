@@ -13,6 +13,7 @@ var errEOF = io.EOF
 type Metrics struct {
 	matched, dropped, changed *prometheus.CounterVec
 	ResourceLabelsIgnored     prometheus.Counter
+	limits                    limiters // limit state, kept across reloads
 }
 
 // ruleCounters are one rule's counters, resolved once per load.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/otlptranslator"
@@ -23,7 +24,8 @@ const (
 	evMatched uint8 = iota
 	evDropped       // the rule drops the point (a shadow rule: would drop)
 	evChanged
-	evProb // the rule samples each point with its probability
+	evProb  // the rule samples each point with its probability
+	evLimit // the rule's limiter admits or refuses the series; group in decision.groups
 )
 
 type event struct {
@@ -42,6 +44,7 @@ type decision struct {
 	removed   []string       // point labels whose attributes a relabel removes
 	added     []labels.Label // point labels a relabel adds or changes
 	ignored   bool           // a relabel changed a label from the resource
+	groups    []uint64       // per evLimit event, its group (0: the tenant's)
 }
 
 // setLabels says which labels sluice derives itself for a series (see
@@ -51,6 +54,11 @@ type setLabels struct{ job, instance, histogram, summary bool }
 
 // Scratch is the reusable state of one Process call at a time.
 type Scratch struct {
+	// Tenant is the tenant of the batch (limits per tenant).
+	Tenant string
+	// Now, when set, is the time limits use instead of the clock (tests).
+	Now time.Time
+
 	// Out receives the kept points when ProcessMetrics reports a change.
 	Out signal.Metrics
 	// OutLogs receives the kept records when ProcessLogs reports a change.
@@ -67,6 +75,8 @@ type Scratch struct {
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
 	keyLabel        []keyLabel // by key of Out, for this batch
+	now             int64
+	tenantGroup     uint64
 }
 
 type renameKey struct {
@@ -95,6 +105,11 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		return false, b.Len()
 	}
 	s.bind(r)
+	s.now = s.Now.UnixNano()
+	if s.Now.IsZero() {
+		s.now = time.Now().UnixNano()
+	}
+	s.tenantGroup = xxhash.Sum64String(s.Tenant) | 1
 	// Series ids hash the name but not the unit or type, which the
 	// Prometheus name depends on: fold them into the cache key.
 	s.descKey = s.descKey[:0]
@@ -170,6 +185,7 @@ func (s *Scratch) flush(rs []rule) {
 // replay counts a point's events and reports whether it is dropped.
 func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
 	rs := s.rules.metrics
+	gi := 0
 	for _, e := range d.events {
 		c := &s.counts[e.rule]
 		switch e.kind {
@@ -181,6 +197,20 @@ func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
 			c[1]++
 			if !rs[e.rule].shadow {
 				return true
+			}
+		case evLimit:
+			g := d.groups[gi]
+			gi++
+			if g == 0 {
+				g = s.tenantGroup
+			} else {
+				g = mix(g ^ s.tenantGroup) // per metric within the tenant
+			}
+			if !rs[e.rule].lim.admit(g, id, s.now) {
+				c[1]++
+				if !rs[e.rule].shadow {
+					return true
+				}
 			}
 		case evProb:
 			if pointHash(id, t) >= rs[e.rule].threshold {
@@ -248,6 +278,15 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 		case actSampleProb:
 			if m {
 				ev(evProb)
+			}
+		case actLimit:
+			if m {
+				ev(evLimit)
+				var g uint64 // per tenant: resolved per batch
+				if !ru.perTenant {
+					g = xxhash.Sum64String(cur.Get(labels.MetricName)) | 1
+				}
+				d.groups = append(d.groups, g)
 			}
 		case actRelabel:
 			if !m {

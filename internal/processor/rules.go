@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -41,7 +42,14 @@ type RuleConfig struct {
 	// severity_number is at most this (1..24); a record of unspecified
 	// severity (0) never matches it.
 	MaxSeverity int32 `yaml:"max_severity"`
-	// Shadow makes the rule count what it would do without doing it.
+	// MaxSeries, Per and Window configure action limit: at most MaxSeries
+	// distinct series per group (Per: metric or tenant) in each Window
+	// aligned to the clock (0: forever).
+	MaxSeries int           `yaml:"max_series"`
+	Per       string        `yaml:"per"`
+	Window    time.Duration `yaml:"window"`
+	// Shadow makes the rule count what it would do without doing it (for a
+	// limit: report only).
 	Shadow bool `yaml:"shadow"`
 }
 
@@ -53,6 +61,7 @@ const (
 	actRelabel
 	actSampleOneIn
 	actSampleProb
+	actLimit
 )
 
 // maxRules bounds the rules per signal.
@@ -69,6 +78,8 @@ type rule struct {
 	threshold   uint64 // probability * 2^64 (saturating)
 	maxSeverity int32
 	shadow      bool
+	perTenant   bool
+	lim         *limiter
 	c           *ruleCounters
 }
 
@@ -200,10 +211,32 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 			default:
 				return nil, fmt.Errorf("%s: action sample needs one_in (>= 1) or probability", where)
 			}
+		case "limit":
+			if logs {
+				return nil, fmt.Errorf("%s: limit applies to metrics only", where)
+			}
+			if c.MaxSeries < 1 {
+				return nil, fmt.Errorf("%s: action limit needs max_series >= 1", where)
+			}
+			if c.Window < 0 {
+				return nil, fmt.Errorf("%s: window %v is negative", where, c.Window)
+			}
+			switch c.Per {
+			case "metric":
+			case "tenant":
+				ru.perTenant = true
+			default:
+				return nil, fmt.Errorf("%s: per %q: want metric or tenant", where, c.Per)
+			}
+			ru.act = actLimit
+			ru.lim = m.limits.get(c.Name, c.MaxSeries, c.Window)
 		case "":
-			return nil, fmt.Errorf("%s: action is required (drop, keep, relabel, sample)", where)
+			return nil, fmt.Errorf("%s: action is required (drop, keep, relabel, sample, limit)", where)
 		default:
-			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample)", where, c.Action)
+			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample, limit)", where, c.Action)
+		}
+		if c.Action != "limit" && (c.MaxSeries != 0 || c.Per != "" || c.Window != 0) {
+			return nil, fmt.Errorf("%s: max_series, per and window are only for action limit", where)
 		}
 		ru.c = m.forRule(c.Name)
 		out = append(out, ru)
