@@ -14,6 +14,7 @@ import (
 	"time"
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -65,7 +66,8 @@ func promMatrix(t *testing.T, base, expr string, at time.Time) []rwSeries {
 // TestRemoteWriteRoundTrip sends remote write 1.0 and 2.0 with the
 // reference client (client_golang/exp/api/remote, the protocol layer of
 // Prometheus's storage/remote) to a real `sluice run` and reads the series
-// back from its PromQL API: exactly the sent names and labels (job,
+// back from its PromQL API (a native histogram as _count and _sum):
+// exactly the sent names and labels (job,
 // instance, le and service_name included, no suffix added), identical
 // values and timestamps, and a stale marker that ends the series.
 func TestRemoteWriteRoundTrip(t *testing.T) {
@@ -97,17 +99,34 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 		Samples:    []writev2.Sample{{Value: 21.5, Timestamp: t0, StartTimestamp: t0 - 60000}, {Value: -3, Timestamp: t0 + 15000}},
 		Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("Room temperature."), UnitRef: st.Symbolize("celsius")},
 	}}}
+	// A native histogram (schema 1): stored as an exponential histogram,
+	// served to PromQL as _count and _sum.
+	h := &histogram.Histogram{Count: 9, ZeroCount: 1, ZeroThreshold: 0.001, Sum: 12.5, Schema: 1,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 2, Length: 1}}, PositiveBuckets: []int64{2, 1, -1},
+		NegativeSpans: []histogram.Span{{Offset: -1, Length: 1}}, NegativeBuckets: []int64{1}}
+	v2.Timeseries = append(v2.Timeseries, writev2.TimeSeries{
+		LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("rwh_latency"), st.Symbolize("job"), st.Symbolize("h")},
+		Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, t0, h)}})
 	v2.Symbols = st.Symbols()
 	stats, err := api.Write(ctx, remoteapi.WriteV2MessageType, v2)
 	if err != nil {
 		t.Fatalf("2.0 write: %v", err)
+	}
+	if stats.Histograms != 1 {
+		t.Fatalf("2.0 written stats %+v, want 1 histogram", stats)
+	}
+	for q, want := range map[string]string{`rwh_latency_count`: "9", `rwh_latency_sum`: "12.5"} {
+		got := promMatrix(t, base, q+`{job="h"}`, time.UnixMilli(t0+1000))
+		if len(got) != 1 || got[0].Values[0][1] != want || got[0].Metric["job"] != "h" {
+			t.Fatalf("%s: %v, want one series {job=\"h\"} at %s", q, got, want)
+		}
 	}
 	if stats.Samples != 2 {
 		t.Fatalf("2.0 written stats %+v, want 2 samples", stats)
 	}
 
 	end := time.UnixMilli(t0 + 50000)
-	got := promMatrix(t, base, `{__name__=~"rw.*"}[5m]`, end)
+	got := promMatrix(t, base, `{__name__=~"rw_.*|rw2_.*"}[5m]`, end)
 	want := []rwSeries{
 		{Metric: map[string]string{"__name__": "rw2_temperature", "room": "b"}, Values: [][2]any{{float64(t0) / 1000, "21.5"}, {float64(t0+15000) / 1000, "-3"}}},
 		{Metric: map[string]string{"__name__": "rw_latency:bucket", "le": "0.5", "service_name": "svc"}, Values: [][2]any{{float64(t0) / 1000, "3"}}},
