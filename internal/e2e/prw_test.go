@@ -90,8 +90,13 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 		{Labels: []prompb.Label{{Name: "__name__", Value: "rw_latency:bucket"}, {Name: "le", Value: "0.5"}, {Name: "service_name", Value: "svc"}},
 			Samples: []prompb.Sample{{Value: 3, Timestamp: t0}}},
 	}}
-	if _, err := api.Write(ctx, remoteapi.WriteV1MessageType, v1); err != nil {
-		t.Fatalf("1.0 write: %v", err)
+	// Sent twice, as a sender retrying after a lost answer would: the
+	// answers below must not change (PromQL reads one sample per series
+	// and millisecond).
+	for range 2 {
+		if _, err := api.Write(ctx, remoteapi.WriteV1MessageType, v1); err != nil {
+			t.Fatalf("1.0 write: %v", err)
+		}
 	}
 	st := writev2.NewSymbolTable()
 	v2 := &writev2.Request{Timeseries: []writev2.TimeSeries{{
