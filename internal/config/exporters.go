@@ -239,7 +239,7 @@ func validateExporters(v *validator, c *Config) {
 			}
 		}
 		if len(p.Processors) > 0 {
-			v.add(k+"processors", "no processors exist yet in this version")
+			v.add(k+"processors", "per-pipeline processors are not implemented: set processors.rules_file, which applies to every pipeline (docs/rules.md)")
 		}
 		if len(p.Exporters) == 0 {
 			v.add(k+"exporters", "at least one exporter is required (lake, or an exporter of exporters:)")
