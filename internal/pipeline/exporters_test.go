@@ -163,3 +163,31 @@ func TestPipelineForwardsOverGRPC(t *testing.T) {
 		t.Fatalf("exporter stats %+v", st)
 	}
 }
+
+// An exporter removed from the config loses its cursor at the next start,
+// so it no longer holds queue segments.
+func TestPipelineRemovedExporterReleasesItsCursor(t *testing.T) {
+	cfg := forwardingConfig(t, "127.0.0.1:1") // nothing listens: the cursor stays behind
+	p, err := New(cfg, Settings{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		post(t, p, "/v1/logs", "t1", logsRequest(t, i*10, 10))
+	}
+	if names := p.q.Load().CursorNames(); len(names) != 1 || names[0] != "otlp.down" {
+		t.Fatalf("cursors %v", names)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	p.Shutdown(ctx)
+	cancel()
+
+	cfg.Exporters, cfg.Pipelines = nil, nil
+	p2 := start(t, cfg)
+	if names := p2.q.Load().CursorNames(); len(names) != 0 {
+		t.Fatalf("the removed exporter's cursor is still there: %v", names)
+	}
+}

@@ -217,10 +217,10 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		}
 	}()
 
-	if len(p.cfg.Exporters) > 0 {
-		if p.exps, err = startExporters(p.cfg, q, p.reg, p.log); err != nil {
-			return err
-		}
+	// Always: with no exporters left, it still deletes the cursors of
+	// removed ones, which would otherwise hold queue segments for good.
+	if p.exps, err = startExporters(p.cfg, q, p.reg, p.log); err != nil {
+		return err
 	}
 
 	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
