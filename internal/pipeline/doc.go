@@ -23,6 +23,16 @@
 // then releases the queue below that position. docs/design/run.md explains
 // why this is exactly-once.
 //
+// # Exporters
+//
+// exporters.go starts one exporter.Runner per entry of the config's
+// exporters: section, each on a queue cursor of its own, after the lake
+// loop and before the receivers, and stops them after the lake loop and
+// before the queue closes. The lake loop never waits for them; the queue
+// keeps a segment until the lake and every cursor passed it (queue
+// invariant 10). docs/design/exporters.md explains the at-least-once
+// delivery.
+//
 // # The unflushed tail
 //
 // With the query API on, queries also read the records above the
