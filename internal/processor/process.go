@@ -16,8 +16,11 @@ import (
 )
 
 // maxCachedSeries bounds a Scratch's per-series decision cache; past it the
-// cache starts over (decisions are recomputed, never wrong).
-const maxCachedSeries = 1 << 18
+// cache starts over (decisions are recomputed, never wrong). The consumer
+// keeps one Scratch per concurrent request, so this times
+// receivers.otlp.max_concurrent_requests bounds the memory (about 150 bytes
+// a series, more for relabeled ones).
+const maxCachedSeries = 1 << 16
 
 // event kinds of a series decision, replayed per point.
 const (
