@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -271,5 +272,25 @@ metrics:
 	}
 	if got := labelsOf(&s.Out)[0].String(); got != `{__name__="up", instance="h:9100", job="nodes"}` {
 		t.Fatalf("relabeled %s", got)
+	}
+}
+
+// TestProcessSteadyStateAllocs: once a batch's series are decided, running
+// drop, sample, relabel and limit rules over it allocates nothing.
+func TestProcessSteadyStateAllocs(t *testing.T) {
+	r := mustParse(t, `
+metrics:
+  - {name: d, action: drop, match: '{user_id=~"u1.*"}'}
+  - {name: s, action: sample, probability: 0.5}
+  - name: rl
+    action: relabel
+    relabel: [{action: replace, target_label: env, replacement: prod}, {action: labeldrop, regex: code}]
+  - {name: lim, action: limit, per: metric, max_series: 1000000, window: 1h}
+`)
+	b := batch(t, 2000, 100)
+	s := &Scratch{Tenant: "a", Now: time.Unix(3600, 0)}
+	r.ProcessMetrics(b, s)
+	if n := testing.AllocsPerRun(20, func() { r.ProcessMetrics(b, s) }); n != 0 {
+		t.Fatalf("%v allocations per batch in steady state", n)
 	}
 }
