@@ -151,6 +151,12 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 				r.o.Logger.Warn("exporter: batch not delivered; reading it again", "err", err)
 				c.Rewind()
+				// Not a hot loop on an error that repeats.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(time.Second):
+				}
 				continue
 			}
 			r.sentRecords.Add(uint64(len(batch)))
