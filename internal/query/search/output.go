@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
+	"github.com/sluice-dev/sluice/internal/lake"
 )
 
 // row is one materialised row: the values of cols (indexes into lf.cols),
@@ -208,7 +210,28 @@ func appendAttrObject(dst []byte, r *row, prefix string) []byte {
 		dst = append(dst, ':')
 		dst = appendPlainValue(dst, ci.vt, r.vals[i])
 	}
+	if js, ok := r.overflow(prefix); ok {
+		eachOverflow(js, func(key string, raw json.RawMessage) {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = jsonw.AppendString(dst, key)
+			dst = append(dst, ':')
+			dst = appendOverflowPlain(dst, raw)
+		})
+	}
 	return append(dst, '}')
+}
+
+// overflow is the row's overflow object of attribute prefix, if the file
+// has that column, the row read it and it is not null.
+func (r *row) overflow(prefix string) ([]byte, bool) {
+	v, ok := r.get(lake.OverflowColumn(strings.TrimSuffix(prefix, ".")))
+	if !ok {
+		return nil, false
+	}
+	return v.ByteArray(), true
 }
 
 // appendKeyValues appends the attributes of prefix as an OTLP JSON
@@ -238,6 +261,19 @@ func appendKeyValues(dst []byte, r *row, prefix string) []byte {
 		dst = append(dst, `,"value":`...)
 		dst = appendAnyValue(dst, ci.vt, r.vals[i])
 		dst = append(dst, '}')
+	}
+	if js, ok := r.overflow(prefix); ok {
+		eachOverflow(js, func(key string, raw json.RawMessage) {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, `{"key":`...)
+			dst = jsonw.AppendString(dst, key)
+			dst = append(dst, `,"value":`...)
+			dst = append(dst, raw...) // the lake wrote an OTLP JSON AnyValue
+			dst = append(dst, '}')
+		})
 	}
 	return append(dst, ']')
 }

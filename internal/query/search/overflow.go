@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"math"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/lake"
 )
 
@@ -34,6 +36,12 @@ func overflowValue(js []byte, key string) (vt valueType, plain string, ok bool) 
 	if !ok {
 		return 0, "", false
 	}
+	return anyValuePlain(raw)
+}
+
+// anyValuePlain is the type of one OTLP JSON AnyValue and the text
+// appendPlain would give for a column value of that type.
+func anyValuePlain(raw json.RawMessage) (vt valueType, plain string, ok bool) {
 	var av struct {
 		StringValue *string         `json:"stringValue"`
 		BoolValue   *bool           `json:"boolValue"`
@@ -116,4 +124,62 @@ func (s *scanner) filterOverflow(cc parquet.ColumnChunk, pr *pred, eq *typedEq) 
 		}
 		return nil
 	})
+}
+
+// eachOverflow calls fn for each attribute of an overflow object in the
+// order the lake wrote them (the record's order); a malformed object
+// yields what precedes the fault.
+func eachOverflow(js []byte, fn func(key string, raw json.RawMessage)) {
+	d := json.NewDecoder(bytes.NewReader(js))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return
+	}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return
+		}
+		key, ok := t.(string)
+		if !ok {
+			return
+		}
+		var raw json.RawMessage
+		if d.Decode(&raw) != nil {
+			return
+		}
+		fn(key, raw)
+	}
+}
+
+// appendOverflowPlain appends the overflow attribute raw (an OTLP JSON
+// AnyValue) as appendPlainValue appends a column value of its type.
+func appendOverflowPlain(dst []byte, raw json.RawMessage) []byte {
+	vt, plain, ok := anyValuePlain(raw)
+	if !ok {
+		return append(dst, "null"...)
+	}
+	switch vt {
+	case vtString:
+		return jsonw.AppendString(dst, plain)
+	case vtInt:
+		if _, err := strconv.ParseInt(plain, 10, 64); err != nil {
+			return jsonw.AppendString(dst, plain)
+		}
+		return append(dst, plain...)
+	case vtDouble:
+		f, err := strconv.ParseFloat(plain, 64)
+		if err != nil {
+			return jsonw.AppendString(dst, plain)
+		}
+		return jsonw.AppendFloat(dst, f)
+	case vtBool:
+		return append(dst, plain...)
+	case vtBytes:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, []byte(plain))
+		return append(dst, '"')
+	case vtArray, vtMap:
+		return append(dst, plain...)
+	}
+	return append(dst, "null"...)
 }
