@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/retention"
 	"github.com/sluice-dev/sluice/internal/progress"
 	"github.com/sluice-dev/sluice/internal/upkeep"
@@ -17,6 +18,7 @@ import (
 func newRetentionCmd() *cobra.Command {
 	var (
 		lf            lakeFlags
+		s3f           s3Flags
 		configPath    string
 		keep          []string
 		table, tenant string
@@ -37,9 +39,11 @@ Each item is [TENANT:]TABLE[.TIER]=AGE; AGE is days (7d) or a duration (36h),
 Partitions are removed from the catalog at once (queries stop seeing them), in
 one transaction each, under the same leases as compaction and rollups, so this
 is safe while 'sluice run' or another upkeep command works on the lake. Their
-files are deleted by the sweeper once upkeep.sweep_grace has passed (the
-background upkeep of 'sluice run', or 'sluice compact'), so queries already
-reading them finish. --dry-run prints the plan and changes nothing.`,
+files then leave the Hive tree for _trash/ (so a glob over the lake no longer
+reads them; with --s3-bucket or the config's lake.s3, in the bucket) and are
+deleted by the sweeper once upkeep.sweep_grace has passed (the background
+upkeep of 'sluice run', or 'sluice compact'), so queries already reading them
+finish. --dry-run prints the plan and changes nothing.`,
 		Example: `  sluice retention --lake ./data --keep logs=7d,traces=7d,metrics=30d --dry-run
   sluice retention --config sluice.yaml
   sluice retention --lake ./data --catalog postgres://... --keep metrics=14d --tenant acme`,
@@ -49,11 +53,13 @@ reading them finish. --dry-run prints the plan and changes nothing.`,
 			out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 			rules := retention.Rules{}
 			leaseTTL := time.Duration(0)
+			var cfg *config.Config
 			if configPath != "" {
-				cfg, err := config.Load(configPath)
+				loaded, err := config.Load(configPath)
 				if err != nil {
 					return printProblems(errOut, configPath, err)
 				}
+				cfg = &loaded
 				if c.Flags().Changed("lake") {
 					cfg.Lake.Root = lf.root
 				}
@@ -79,6 +85,18 @@ reading them finish. --dry-run prints the plan and changes nothing.`,
 			}
 			if !rules.Active() {
 				return usageError{fmt.Errorf("no retention rule deletes anything (everything is kept forever): give --keep or a --config with upkeep.retention (see '%s --help')", c.CommandPath())}
+			}
+			// The lake's store (as 'sluice run' or 'sluice compact' would
+			// open it): the removed files leave the Hive tree at once.
+			var store lake.Store
+			var err error
+			if cfg != nil {
+				store, err = queryStore(ctx, &s3f, *cfg)
+			} else if store, err = s3f.store(ctx); err == nil && store == nil {
+				store = lake.NewLocalStore(lf.root)
+			}
+			if err != nil {
+				return err
 			}
 			cat, err := openExistingCatalog(ctx, &lf)
 			if err != nil {
@@ -107,7 +125,7 @@ reading them finish. --dry-run prints the plan and changes nothing.`,
 			var parts, segs int
 			var rows, bytes int64
 			var failed, skipped int
-			opts := retention.Options{LeaseTTL: leaseTTL, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
+			opts := retention.Options{LeaseTTL: leaseTTL, Store: store, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
 			var bar *progress.Bar
 			if !dryRun {
 				var planSegs, planBytes int64
@@ -168,7 +186,7 @@ reading them finish. --dry-run prints the plan and changes nothing.`,
 				if failed > 0 {
 					fmt.Fprintf(out, "; %d failed", failed)
 				}
-				fmt.Fprintln(out, "\nfiles are deleted by the sweeper after the grace period (sluice run's upkeep or sluice compact)")
+				fmt.Fprintln(out, "\nfiles were moved to _trash/ and are deleted by the sweeper after the grace period (sluice run's upkeep or sluice compact)")
 			}
 			if failed > 0 {
 				return errPartial
@@ -177,6 +195,7 @@ reading them finish. --dry-run prints the plan and changes nothing.`,
 		},
 	}
 	lf.register(c)
+	s3f.register(c)
 	f := c.Flags()
 	f.StringVar(&configPath, "config", "", "take rules (upkeep.retention), lake root and catalog from this sluice run config")
 	f.StringArrayVar(&keep, "keep", nil, "rules [TENANT:]TABLE[.TIER]=AGE, comma-separated or repeated; override --config (e.g. logs=7d,acme:logs=30d)")

@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -479,5 +481,58 @@ func TestUpkeepCommandsTogether(t *testing.T) {
 	slices.Sort(catalogued)
 	if files := parquetFiles(t, lakeDir); !slices.Equal(files, catalogued) {
 		t.Errorf("files on disk and catalog differ:\nfiles   %d %v\ncatalog %d %v", len(files), files, len(catalogued), catalogued)
+	}
+}
+
+// TestRetentionMovesFilesOutOfTree: right after `sluice retention` a raw
+// glob over the lake's Hive tree (README's read_parquet('data/logs/**'))
+// no longer sees the removed partitions' files: they are in _trash/ for
+// the sweeper, and the kept partition's files stay in place.
+func TestRetentionMovesFilesOutOfTree(t *testing.T) {
+	lakeDir := t.TempDir()
+	old := writeLogsFile(t, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), 2, 10)
+	recent := writeLogsFile(t, time.Now().UTC().Truncate(time.Hour), 1, 10)
+	if r := run(t, "ingest", "--lake", lakeDir, "--progress", "never", old, recent); r.code != 0 {
+		t.Fatalf("ingest: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	glob := func(root string) (expired, kept []string) {
+		t.Helper()
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
+				return err
+			}
+			if strings.Contains(p, "dt=2025-01-01") {
+				expired = append(expired, p)
+			} else {
+				kept = append(kept, p)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return expired, kept
+	}
+	expired, kept := glob(filepath.Join(lakeDir, "logs"))
+	if len(expired) < 2 || len(kept) == 0 {
+		t.Fatalf("before retention: %d expired files, %d kept, want >= 2 and > 0", len(expired), len(kept))
+	}
+	r := run(t, "retention", "--lake", lakeDir, "--keep", "logs=7d")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed 2 partitions") {
+		t.Fatalf("retention: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	expiredAfter, keptAfter := glob(filepath.Join(lakeDir, "logs"))
+	if len(expiredAfter) != 0 {
+		t.Errorf("after retention the Hive tree still holds the removed files %v", expiredAfter)
+	}
+	if !slices.Equal(keptAfter, kept) {
+		t.Errorf("kept files %v, want %v", keptAfter, kept)
+	}
+	if trashed, _ := glob(filepath.Join(lakeDir, "_trash")); len(trashed) != len(expired) {
+		t.Errorf("_trash holds %d of the %d removed files: %v", len(trashed), len(expired), trashed)
+	}
+	ls := run(t, "lake", "ls", "--lake", lakeDir)
+	if rows := totalRows(t, ls.stdout); rows != 10 {
+		t.Errorf("%d rows left, want the 10 recent ones\n%s", rows, ls.stdout)
 	}
 }

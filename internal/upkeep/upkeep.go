@@ -335,7 +335,7 @@ func (s *Scheduler) retention(ctx context.Context, cat *catalog.Catalog, tr *Tas
 			return errors.Join(append(errs, ctx.Err())...)
 		}
 		tr.Jobs++
-		res, err := retention.Apply(ctx, cat, p, retention.Options{LeaseTTL: s.opts.LeaseTTL, Logger: s.log})
+		res, err := retention.Apply(ctx, cat, p, retention.Options{LeaseTTL: s.opts.LeaseTTL, Logger: s.log, Store: s.set.Store})
 		errs = tr.count(errs, err, res.Skipped, len(res.Removed), res.Rows, res.Bytes)
 	}
 	return errors.Join(errs...)

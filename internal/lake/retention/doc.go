@@ -5,8 +5,12 @@
 //
 // Retention never deletes a file. Apply marks every live segment of the
 // partition replaced, in one catalog transaction (catalog.Replace with
-// nothing added); the sweeper (compact.Sweep) deletes the files once the
-// grace period has passed, so a query that listed them keeps working.
+// nothing added, which journals a move of each file into the trash), and
+// given the lake's store does those moves at once (lake.FinishSwap), so a
+// glob over the Hive tree stops seeing the partition; the sweeper
+// (compact.Sweep) deletes the files once the grace period has passed, so
+// a query that listed them keeps working (a reader holding a file open
+// finishes; a catalog reader finds it in the trash).
 //
 // # Concurrency
 //

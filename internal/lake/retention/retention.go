@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 )
 
@@ -19,6 +20,11 @@ type Options struct {
 	LeaseTTL time.Duration // default 5 min; Apply holds its leases for one catalog transaction
 	Owner    string        // lease owner; default retention/host/pid/random
 	Logger   *slog.Logger  // default slog.Default()
+	// Store, when set, is the lake's store: right after the commit Apply
+	// moves the removed files out of the Hive tree into the trash
+	// (lake.FinishSwap), so a glob stops reading them at once. Without
+	// it the moves stay journaled for the next sweep.
+	Store lake.Store
 }
 
 // DefaultLeaseTTL is the lease TTL when Options.LeaseTTL is 0.
@@ -150,7 +156,8 @@ type Result struct {
 
 // Apply removes the partition from the catalog: under its leases it lists
 // the partition's live segments again and marks them all replaced in one
-// transaction. The files stay until the sweeper's grace period has passed.
+// transaction, then (with Options.Store) moves their files into the trash;
+// the sweeper deletes them once its grace period has passed.
 // It returns Result.Skipped, without error, while another owner holds a
 // lease, and catalog.ErrStale (wrapped) when a segment changed between the
 // listing and the swap, which the leases make a sign of a lost lease.
@@ -181,10 +188,12 @@ func Apply(ctx context.Context, cat *catalog.Catalog, p Partition, opts Options)
 	if err != nil {
 		return res, fmt.Errorf("retention %s: %w", p, err)
 	}
+	var removed []catalog.Segment
 	for _, s := range segs {
 		if s.Day != p.Day || s.Hour != p.Hour || (p.Table == TableRollup && TierOf(s) != p.Tier) {
 			continue
 		}
+		removed = append(removed, s)
 		res.Removed = append(res.Removed, s.ID)
 		res.Rows += s.Rows
 		res.Bytes += s.Bytes
@@ -194,6 +203,9 @@ func Apply(ctx context.Context, cat *catalog.Catalog, p Partition, opts Options)
 	}
 	if err := cat.Replace(ctx, res.Removed, nil); err != nil {
 		return Result{}, fmt.Errorf("retention %s: %w", p, err)
+	}
+	if opts.Store != nil {
+		lake.FinishSwap(ctx, cat, opts.Store, removed, nil, opts.Logger)
 	}
 	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
@@ -403,6 +404,64 @@ func TestRollupTiers(t *testing.T) {
 		}
 		if k := parts[0].LeaseKeys(); !slices.Equal(k, []string{"compact/" + parts[0].Dir(), "rollup/metrics/tenant=a/dt=2025-03-10/hour=00"}) {
 			t.Errorf("rollup partition lease keys %v", k)
+		}
+	})
+}
+
+// TestApplyMovesFilesToTrash: given the lake's store, Apply moves the
+// removed partition's files out of the Hive tree into the trash right
+// after its commit (no pending move left for the sweeper); kept files
+// stay in place. Without a store the moves stay journaled.
+func TestApplyMovesFilesToTrash(t *testing.T) {
+	forEachCatalog(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		c := openCat(t, dsn)
+		root := t.TempDir()
+		now := base.Add(30 * 24 * time.Hour)
+		in := []catalog.Segment{seg("logs", "a", base, "1"), seg("logs", "a", base, "2"),
+			seg("logs", "a", base.Add(time.Hour), "3"), seg("logs", "a", now.Add(-2*time.Hour).Truncate(time.Hour), "4")}
+		for _, s := range in {
+			p := filepath.Join(root, filepath.FromSlash(s.Path))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(s.Path), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.AddSegments(ctx, in...); err != nil {
+			t.Fatal(err)
+		}
+		parts, err := Plan(ctx, c, Rules{Keep: map[string]time.Duration{"logs": 24 * time.Hour}}, now)
+		if err != nil || len(parts) != 2 {
+			t.Fatalf("plan: %d partitions, %v", len(parts), err)
+		}
+		// The first partition without a store: its moves stay pending.
+		if _, err := Apply(ctx, c, parts[0], Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if moves, _ := c.Moves(ctx); len(moves) != 2 {
+			t.Fatalf("without a store: %d pending moves, want 2", len(moves))
+		}
+		// The second with the store: its file leaves the tree at once.
+		if _, err := Apply(ctx, c, parts[1], Options{Store: lake.NewLocalStore(root)}); err != nil {
+			t.Fatal(err)
+		}
+		exists := func(p string) bool {
+			_, err := os.Stat(filepath.Join(root, filepath.FromSlash(p)))
+			return err == nil
+		}
+		if exists(in[2].Path) || !exists(catalog.TrashPath(in[2].Path)) {
+			t.Errorf("%s: in place %v, in trash %v; want only in the trash", in[2].Path, exists(in[2].Path), exists(catalog.TrashPath(in[2].Path)))
+		}
+		if !exists(in[3].Path) {
+			t.Errorf("kept file %s was moved", in[3].Path)
+		}
+		moves, _ := c.Moves(ctx)
+		for _, m := range moves {
+			if m.Src == in[2].Path {
+				t.Errorf("move of %s still pending after Apply with a store", m.Src)
+			}
 		}
 	})
 }
