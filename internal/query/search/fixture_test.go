@@ -42,6 +42,13 @@ type testLake struct {
 // once per copy, each input file flushed into its own files.
 func buildLake(tb testing.TB, rowGroupRows int, copies []copySpec, extra func(w *lake.Writer)) *testLake {
 	tb.Helper()
+	return buildLakeCapped(tb, rowGroupRows, 0, copies, extra)
+}
+
+// buildLakeCapped is buildLake with lake.max_attribute_columns maxAttrCols
+// (0: the default).
+func buildLakeCapped(tb testing.TB, rowGroupRows, maxAttrCols int, copies []copySpec, extra func(w *lake.Writer)) *testLake {
+	tb.Helper()
 	dir := tb.TempDir()
 	ctx := context.Background()
 	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(dir, "catalog.db"))
@@ -50,7 +57,7 @@ func buildLake(tb testing.TB, rowGroupRows int, copies []copySpec, extra func(w 
 	}
 	tb.Cleanup(func() { _ = cat.Close() })
 	store := lake.NewLocalStore(dir)
-	w, err := lake.NewWriter(lake.Options{Store: store, RowGroupRows: rowGroupRows,
+	w, err := lake.NewWriter(lake.Options{Store: store, RowGroupRows: rowGroupRows, MaxAttributeColumns: maxAttrCols,
 		Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		func(s lake.Segment) error { return cat.AddSegments(ctx, s.CatalogRow()) })
 	if err != nil {

@@ -408,7 +408,14 @@ func TestTenancy(t *testing.T) {
 }
 
 func TestTraceFetch(t *testing.T) {
-	tl := buildLake(t, 100, []copySpec{{"default", 0}}, nil)
+	t.Run("columns", func(t *testing.T) { testTraceFetch(t, 0) })
+	// At max_attribute_columns 1 most span attributes are in the
+	// attr_overflow column; the fetched spans carry them all the same.
+	t.Run("overflow", func(t *testing.T) { testTraceFetch(t, 1) })
+}
+
+func testTraceFetch(t *testing.T, maxAttrCols int) {
+	tl := buildLakeCapped(t, 100, maxAttrCols, []copySpec{{"default", 0}}, nil)
 	c := serve(t, tl, Options{})
 	want := corpusTraces(t)
 	ids := make([]string, 0, len(want))
