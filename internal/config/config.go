@@ -100,7 +100,7 @@ type Lake struct {
 	TargetFileBytes         ByteSize `yaml:"target_file_bytes" doc:"A partition's buffer is written as a file when its estimated size reaches this."`
 	MaxBufferedBytes        ByteSize `yaml:"max_buffered_bytes" doc:"Memory bound over all buffered partitions; past it the largest is written out."`
 	RowGroupRows            int      `yaml:"row_group_rows" doc:"Rows per Parquet row group."`
-	MaxAttributeColumns     int      `yaml:"max_attribute_columns" doc:"Cap on the attribute columns of one file (ingest and compaction). Past it the least used attributes of the file go, with their types, to one overflow column per scope (resource_overflow, scope_overflow, attr_overflow; see docs/schema.md), so no request can make a file unwritable. At most 10000."`
+	MaxAttributeColumns     int      `yaml:"max_attribute_columns" doc:"Cap on the attribute columns of one file (ingest, compaction and rollups). Past it the least used attributes of the file go, with their types, to one overflow column per scope (resource_overflow, scope_overflow, attr_overflow; see docs/schema.md), so no request can make a file unwritable. At most 10000."`
 	MaxFutureSkew           Duration `yaml:"max_future_skew" doc:"A record time further than this in the future is not used for partitioning (see docs/schema.md)."`
 	FlushInterval           Duration `yaml:"flush_interval" doc:"Checkpoint period: buffered data is written to files and committed to the catalog with the queue position it covers, then the queue space is released. Data becomes visible to readers of the catalog at checkpoints."`
 	CheckpointBufferedBytes ByteSize `yaml:"checkpoint_buffered_bytes" doc:"Checkpoint early when the writer buffers more than this."`

@@ -1,9 +1,14 @@
 package lake
 
 import (
+	"bytes"
 	"cmp"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -169,4 +174,54 @@ func keptColumns(dst []int32, freq []int32, limit int) []int32 {
 	dst = dst[:limit]
 	slices.Sort(dst)
 	return dst
+}
+
+// KeptColumns is keptColumns for other packages that write lake files
+// (rollups): of n columns in first-seen order, with freq[i] the number of
+// attribute sets using column i, the indexes of the at most limit that keep
+// a column, ascending.
+func KeptColumns(freq []int32, limit int) []int32 { return keptColumns(nil, freq, limit) }
+
+// AppendOverflowAttr adds the attribute of attribute column col, holding v
+// as a lake file's column does, to obj, a JSON object of an overflow column
+// (empty for none yet), in the format of the lake's own overflow columns.
+// It returns the object and the overflow column it belongs in.
+func AppendOverflowAttr(obj []byte, col string, v parquet.Value) (string, []byte, error) {
+	s, key, t, ok := parseColumnName(col)
+	if !ok {
+		return "", obj, fmt.Errorf("lake: %q is not an attribute column", col)
+	}
+	obj = bytes.TrimSpace(obj)
+	switch {
+	case len(obj) == 0:
+		obj = append(obj, '{')
+	case len(obj) >= 2 && obj[0] == '{' && obj[len(obj)-1] == '}':
+		obj = obj[:len(obj)-1]
+		if len(bytes.TrimSpace(obj[1:])) > 0 {
+			obj = append(obj, ',')
+		}
+	default:
+		return "", obj, fmt.Errorf("lake: overflow value of %q is not a JSON object", col)
+	}
+	obj = appendJSONString(obj, []byte(key))
+	obj = append(obj, ':')
+	switch t {
+	case signal.ValueString, signal.ValueBytes:
+		obj = appendScalarJSON(obj, t, v.ByteArray(), 0)
+	case signal.ValueInt:
+		obj = appendScalarJSON(obj, t, nil, uint64(v.Int64()))
+	case signal.ValueDouble:
+		obj = appendScalarJSON(obj, t, nil, math.Float64bits(v.Double()))
+	case signal.ValueBool:
+		b := uint64(0)
+		if v.Boolean() {
+			b = 1
+		}
+		obj = appendScalarJSON(obj, t, nil, b)
+	case signal.ValueEmpty:
+		obj = appendScalarJSON(obj, t, nil, 0)
+	default: // array, map: the column holds the OTLP JSON AnyValue
+		obj = append(obj, v.ByteArray()...)
+	}
+	return overflowColumns[s], append(obj, '}'), nil
 }

@@ -35,33 +35,43 @@ func (k nestedKind) String() string {
 // JSON; arrays and maps go through the codec.
 func appendAnyValueJSON(dst []byte, c *signal.Common, t signal.ValueType, v uint64) ([]byte, error) {
 	switch t {
-	case signal.ValueEmpty:
-		return append(dst, "{}"...), nil
-	case signal.ValueString:
-		dst = append(dst, `{"stringValue":`...)
-		dst = appendJSONString(dst, c.Bytes(signal.Str(v)))
-		return append(dst, '}'), nil
-	case signal.ValueBool:
-		if v != 0 {
-			return append(dst, `{"boolValue":true}`...), nil
-		}
-		return append(dst, `{"boolValue":false}`...), nil
-	case signal.ValueInt:
-		dst = append(dst, `{"intValue":"`...)
-		dst = strconv.AppendInt(dst, int64(v), 10)
-		return append(dst, `"}`...), nil
-	case signal.ValueDouble:
-		dst = append(dst, `{"doubleValue":`...)
-		dst = appendJSONFloat(dst, math.Float64frombits(v))
-		return append(dst, '}'), nil
-	case signal.ValueBytes:
-		dst = append(dst, `{"bytesValue":"`...)
-		dst = base64.StdEncoding.AppendEncode(dst, c.Bytes(signal.Str(v)))
-		return append(dst, `"}`...), nil
+	case signal.ValueString, signal.ValueBytes:
+		return appendScalarJSON(dst, t, c.Bytes(signal.Str(v)), 0), nil
+	case signal.ValueEmpty, signal.ValueBool, signal.ValueInt, signal.ValueDouble:
+		return appendScalarJSON(dst, t, nil, v), nil
 	case signal.ValueArray, signal.ValueMap:
 		return otlp.AppendAnyValueJSON(dst, c.Bytes(signal.Str(v)))
 	}
 	return dst, fmt.Errorf("lake: unknown value type %d", t)
+}
+
+// appendScalarJSON renders a scalar AnyValue in OTLP JSON: b for strings
+// and bytes, v (as a batch holds it) for the other types.
+func appendScalarJSON(dst []byte, t signal.ValueType, b []byte, v uint64) []byte {
+	switch t {
+	case signal.ValueString:
+		dst = append(dst, `{"stringValue":`...)
+		dst = appendJSONString(dst, b)
+		return append(dst, '}')
+	case signal.ValueBool:
+		if v != 0 {
+			return append(dst, `{"boolValue":true}`...)
+		}
+		return append(dst, `{"boolValue":false}`...)
+	case signal.ValueInt:
+		dst = append(dst, `{"intValue":"`...)
+		dst = strconv.AppendInt(dst, int64(v), 10)
+		return append(dst, `"}`...)
+	case signal.ValueDouble:
+		dst = append(dst, `{"doubleValue":`...)
+		dst = appendJSONFloat(dst, math.Float64frombits(v))
+		return append(dst, '}')
+	case signal.ValueBytes:
+		dst = append(dst, `{"bytesValue":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		return append(dst, `"}`...)
+	}
+	return append(dst, "{}"...) // empty
 }
 
 // appendJSONFloat writes f as protojson does: a number, or "NaN",

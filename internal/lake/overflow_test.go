@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -230,5 +232,55 @@ func TestKeptColumns(t *testing.T) {
 		if IsAttributeColumn(name) || strings.Contains(name, ".") {
 			t.Errorf("overflow column %q could be taken for an attribute column", name)
 		}
+	}
+}
+
+// TestAppendOverflowAttr: attribute column values moved to an overflow
+// object by another writer (rollups) read back with their keys, types and
+// values, after what the object already held.
+func TestAppendOverflowAttr(t *testing.T) {
+	obj := []byte(`{"old":{"stringValue":"kept"}}`)
+	for _, a := range []struct {
+		col string
+		v   parquet.Value
+	}{
+		{"attr.s", parquet.ByteArrayValue([]byte("a\"b"))},
+		{"attr.i#int", parquet.Int64Value(-7)},
+		{"attr.d#double", parquet.DoubleValue(0.25)},
+		{"attr.b#bool", parquet.BooleanValue(false)},
+		{"attr.y#bytes", parquet.ByteArrayValue([]byte{0, 255})},
+		{"attr.e#empty", parquet.BooleanValue(true)},
+		{"attr.a%23x#array", parquet.ByteArrayValue([]byte(`{"arrayValue":{"values":[{"intValue":"1"}]}}`))},
+	} {
+		var ovf string
+		var err error
+		if ovf, obj, err = AppendOverflowAttr(obj, a.col, a.v); err != nil || ovf != "attr_overflow" {
+			t.Fatalf("%s: %q %v", a.col, ovf, err)
+		}
+	}
+	var c signal.Common
+	if err := appendOverflowAttrs(&c, obj); err != nil {
+		t.Fatalf("%s: %v", obj, err)
+	}
+	var got []string
+	for i := range c.Attrs.Len() {
+		js, err := appendAnyValueJSON(nil, &c, c.Attrs.Type[i], c.Attrs.Val[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.Keys.Name(c.Attrs.Key[i])+"="+string(js))
+	}
+	want := []string{`old={"stringValue":"kept"}`, `s={"stringValue":"a\"b"}`, `i={"intValue":"-7"}`,
+		`d={"doubleValue":0.25}`, `b={"boolValue":false}`, `y={"bytesValue":"AP8="}`, `e={}`,
+		`a#x={"arrayValue":{"values":[{"intValue":"1"}]}}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if ovf, o2, err := AppendOverflowAttr(nil, "resource.k", parquet.ByteArrayValue([]byte("v"))); err != nil ||
+		ovf != "resource_overflow" || string(o2) != `{"k":{"stringValue":"v"}}` {
+		t.Fatalf("resource: %q %s %v", ovf, o2, err)
+	}
+	if _, _, err := AppendOverflowAttr(nil, "service_name", parquet.ByteArrayValue([]byte("v"))); err == nil {
+		t.Fatal("service_name is not an attribute column")
 	}
 }

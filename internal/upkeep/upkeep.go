@@ -30,7 +30,7 @@ type Options struct {
 	CompactMinAge  time.Duration
 	RowGroupRows   int
 	MaxFutureSkew  time.Duration
-	MaxAttrColumns int // lake.max_attribute_columns, for compaction
+	MaxAttrColumns int // lake.max_attribute_columns, for compaction and rollups
 	Rollup         bool
 	RollupTiers    []time.Duration
 	RollupMinAge   time.Duration
@@ -359,7 +359,7 @@ func (s *Scheduler) sweep(ctx context.Context, cat *catalog.Catalog, tr *TaskRep
 func (s *Scheduler) rollup(ctx context.Context, cat *catalog.Catalog, tr *TaskReport) error {
 	opts := rollup.Options{
 		Tiers: s.opts.RollupTiers, MinAge: s.opts.RollupMinAge, Store: s.set.Store,
-		LeaseTTL: s.opts.LeaseTTL, Logger: s.log, Now: s.set.Now,
+		LeaseTTL: s.opts.LeaseTTL, Logger: s.log, Now: s.set.Now, MaxAttributeColumns: s.opts.MaxAttrColumns,
 	}
 	jobs, err := rollup.Plan(ctx, cat, opts)
 	if err != nil {

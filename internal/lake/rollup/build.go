@@ -427,3 +427,117 @@ func (h *hour) aggregate(agg *Aggregator, onSeries func(si int32)) {
 }
 
 var _ = lake.TableMetrics
+
+// capLabels bounds the hour's attribute label columns as a raw file's
+// (lake.KeptColumns, docs/schema.md "Bounded schema"): of the attribute
+// columns of the series with points in the hour, the limit most used stay
+// columns, and each series' labels in the others go, typed, into its
+// scope's overflow label, merged with the overflow object the series
+// already had. Without it the union of many raw files' columns could
+// exceed the cap, and parquet-go's column limit.
+func (h *hour) capLabels(limit int) error {
+	if limit <= 0 {
+		limit = lake.DefaultMaxAttributeColumns
+	}
+	var attrCols []int32 // label column indexes of attribute columns, first seen first
+	pos := make([]int32, len(h.labelCols))
+	for i, lc := range h.labelCols {
+		pos[i] = -1
+		if lake.IsAttributeColumn(lc.name) {
+			pos[i] = int32(len(attrCols))
+			attrCols = append(attrCols, int32(i))
+		}
+	}
+	if len(attrCols) <= limit {
+		return nil
+	}
+	freq := make([]int32, len(attrCols))
+	for si := range h.ser {
+		s := &h.ser[si]
+		if !h.hasPoints(s) {
+			continue
+		}
+		for _, l := range s.labels {
+			if p := pos[l.col]; p >= 0 {
+				freq[p]++
+			}
+		}
+	}
+	keep := make([]bool, len(h.labelCols))
+	for _, i := range lake.KeptColumns(freq, limit) {
+		keep[attrCols[i]] = true
+	}
+	type obj struct {
+		col int32
+		js  []byte
+	}
+	var objs []obj
+	for si := range h.ser {
+		s := &h.ser[si]
+		moved := false
+		for _, l := range s.labels {
+			if pos[l.col] >= 0 && !keep[l.col] {
+				moved = true
+				break
+			}
+		}
+		if !moved {
+			continue
+		}
+		objs = objs[:0]
+		labels := s.labels[:0:0]
+		// The series' own overflow objects first, then the moved labels.
+		for _, l := range s.labels {
+			if lake.IsOverflowColumn(h.labelCols[l.col].name) {
+				objs = append(objs, obj{l.col, slices.Clone(l.v.ByteArray())})
+			}
+		}
+		for _, l := range s.labels {
+			name := h.labelCols[l.col].name
+			switch {
+			case lake.IsOverflowColumn(name):
+			case pos[l.col] >= 0 && !keep[l.col]:
+				ovf := lake.OverflowColumn(name[:strings.IndexByte(name, '.')])
+				oc := h.labelColumn(ovf)
+				k := slices.IndexFunc(objs, func(o obj) bool { return o.col == oc })
+				if k < 0 {
+					objs = append(objs, obj{col: oc})
+					k = len(objs) - 1
+				}
+				var err error
+				if _, objs[k].js, err = lake.AppendOverflowAttr(objs[k].js, name, l.v); err != nil {
+					return fmt.Errorf("series %d: %w", s.sid, err)
+				}
+			default:
+				labels = append(labels, l)
+			}
+		}
+		for _, o := range objs {
+			labels = append(labels, labelVal{o.col, parquet.ByteArrayValue(o.js)})
+		}
+		s.labels = labels
+	}
+	return nil
+}
+
+// hasPoints reports whether s has a point in the hour.
+func (h *hour) hasPoints(s *series) bool {
+	for _, r := range s.runs {
+		if r.end > r.start {
+			return true
+		}
+	}
+	return false
+}
+
+// labelColumn returns the index of the overflow label column name, adding
+// it (an OPTIONAL STRING, as raw files have it) when no raw file had it.
+func (h *hour) labelColumn(name string) int32 {
+	if i, ok := h.labelIdx[name]; ok {
+		return i
+	}
+	i := int32(len(h.labelCols))
+	h.labelIdx[name] = i
+	h.labelCols = append(h.labelCols, labelCol{name: name, node: parquet.Optional(parquet.String())})
+	return i
+}

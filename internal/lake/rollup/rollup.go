@@ -40,6 +40,11 @@ type Options struct {
 	// lease renewed, just before the swap; an error aborts the run like a
 	// failed swap would. It exists for fault injection and crash tests.
 	BeforeReplace func(ctx context.Context, job Job) error
+	// MaxAttributeColumns caps the attribute label columns of a rollup
+	// file as lake.max_attribute_columns caps a raw file's; the labels past
+	// it go to their scope's overflow column. Default
+	// lake.DefaultMaxAttributeColumns.
+	MaxAttributeColumns int
 }
 
 // DefaultLeaseTTL is the default lease of one hour's rollup.
@@ -308,6 +313,9 @@ func Run(ctx context.Context, cat *catalog.Catalog, store lake.Store, job Job, o
 	}
 	if len(raw) == 0 {
 		return res, nil // retention took the hour; keep its rollups
+	}
+	if err := h.capLabels(opts.MaxAttributeColumns); err != nil {
+		return Result{}, fmt.Errorf("rollup %s: %w", job.Dir(), err)
 	}
 	res.PointsRead, res.Untimed, res.Series = h.rows, h.skipped, len(h.ser)
 	res.PointsOut = int64(len(h.t))
