@@ -15,7 +15,9 @@
 // point plus histogram payloads), aggregates each series in time order
 // into the finest tier and folds every closed window into the next tier,
 // so 5m comes from 1m and 1h from 5m in one pass. Label columns are read
-// once per series, from its first row.
+// once per series, from its first row. The union of the hour's label
+// columns is capped like a raw file's (Options.MaxAttributeColumns,
+// capLabels): a series' labels past the cap go into its overflow labels.
 //
 // Each tier's windows are kept column by column (tierOut) and written
 // with the lake's column-chunk encoder (internal/lake/pqenc): rows are sorted
