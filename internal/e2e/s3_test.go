@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/lake"
@@ -94,4 +95,55 @@ func TestIngestS3(t *testing.T) {
 		return
 	}
 	t.Log(crosscheck(t, filepath.Join(srv.Dir, bucket, "lake"), "--expect", "logs=6901", corpus))
+}
+
+// TestRetentionS3: `sluice retention --s3-…` moves the removed
+// partitions' objects out of the bucket's Hive tree (into _trash/) right
+// after its commit, as it does on a local lake.
+func TestRetentionS3(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.Bucket(t)
+	state := t.TempDir()
+	old := writeLogsFile(t, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), 2, 10)
+	recent := writeLogsFile(t, time.Now().UTC().Truncate(time.Hour), 1, 10)
+	s3args := []string{"--s3-bucket", bucket, "--s3-prefix", "lake", "--s3-endpoint", srv.Endpoint, "--s3-region", "us-east-1"}
+	sluice := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(sluiceBin, append(args, s3args...)...)
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3test.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3test.SecretKey,
+			"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PROFILE=", "AWS_SESSION_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	sluice("ingest", "--lake", state, "--progress", "never", old, recent)
+	// versitygw keeps each object as a plain file: list the bucket's tree.
+	objects := func(sub string) (expired, kept int) {
+		filepath.WalkDir(filepath.Join(srv.Dir, bucket, "lake", sub), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
+				if strings.Contains(p, "dt=2025-01-01") {
+					expired++
+				} else {
+					kept++
+				}
+			}
+			return nil
+		})
+		return expired, kept
+	}
+	if e, k := objects("logs"); e < 2 || k == 0 {
+		t.Fatalf("before retention: %d expired objects, %d kept", e, k)
+	}
+	out := sluice("retention", "--lake", state, "--keep", "logs=7d")
+	if !strings.Contains(out, "removed 2 partitions") {
+		t.Fatalf("retention:\n%s", out)
+	}
+	if e, k := objects("logs"); e != 0 || k == 0 {
+		t.Errorf("after retention the bucket's tree holds %d expired objects (want 0) and %d kept\n%s", e, k, out)
+	}
+	if e, _ := objects(catalog.TrashDir); e < 2 {
+		t.Errorf("_trash holds %d expired objects, want >= 2", e)
+	}
 }
