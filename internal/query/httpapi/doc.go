@@ -21,11 +21,13 @@
 //
 // Queries that touch the lake (PromQL, series, labels, metadata and the
 // mounted search API) run in one of MaxConcurrency slots; MaxQueued more
-// wait, and past that a query gets 429 at once. Each holds a budget that
-// counts its memory in bytes (samples loaded, through prom.Limits.Charge;
-// the result before it is sent; series label sets) against MaxQueryBytes
-// and, with every running query, MaxTotalBytes; the engine's MaxSamples is
-// derived from MaxQueryBytes. PromQL text is checked for length and depth
+// wait, and past that a query gets 429 at once. A running query reserves
+// MaxQueryBytes of MaxTotalBytes when admitted (so at most MaxTotalBytes /
+// MaxQueryBytes run at once, and the total bounds the engines' working
+// sets too) and counts its memory in bytes (samples loaded, through
+// prom.Limits.Charge; the result before it is sent; series label sets)
+// against that reservation; the engine's MaxSamples is derived from
+// MaxQueryBytes. PromQL text is checked for length and depth
 // before the parser sees it. One deadline covers queueing, parsing,
 // evaluation and the streamed answer.
 //

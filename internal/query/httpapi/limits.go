@@ -69,13 +69,19 @@ func DerivedTotalBytes() int64 {
 
 // limiter admits queries: at most max concurrent, at most maxQueued
 // waiting, and a memory budget in bytes per query and over all queries.
+// A running query reserves its whole budget (maxQuery) from maxTotal
+// when admitted, so the queries running at once are at most
+// maxTotal / maxQuery as well as at most the concurrency: what running
+// queries are allowed to hold, the engine's working set included, never
+// passes maxTotal. Charges then come from the query's own reservation.
 type limiter struct {
-	slots     chan struct{}
-	waiting   atomic.Int64
-	maxQueued int64
-	held      atomic.Int64 // bytes charged by running queries
-	maxQuery  int64
-	maxTotal  int64
+	slots       chan struct{} // one per running query: min(concurrency, maxTotal/maxQuery)
+	concurrency int
+	waiting     atomic.Int64
+	maxQueued   int64
+	held        atomic.Int64 // bytes reserved by running queries (maxQuery each)
+	maxQuery    int64
+	maxTotal    int64
 
 	refused  *prometheus.CounterVec
 	inflight prometheus.Gauge
@@ -84,16 +90,21 @@ type limiter struct {
 }
 
 func newLimiter(concurrency, maxQueued int, maxQuery, maxTotal int64) *limiter {
-	l := &limiter{slots: make(chan struct{}, concurrency), maxQueued: int64(maxQueued), maxQuery: maxQuery, maxTotal: maxTotal,
+	maxQuery = max(1, min(maxQuery, maxTotal))
+	running := int64(concurrency)
+	if n := maxTotal / maxQuery; n < running {
+		running = max(n, 1)
+	}
+	l := &limiter{slots: make(chan struct{}, running), concurrency: concurrency, maxQueued: int64(maxQueued), maxQuery: maxQuery, maxTotal: maxTotal,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_refused_total",
 			Help: "Queries refused by a query limit, by the setting that refused them (e.g. max_queued, max_query_bytes)."}, []string{"limit"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_query_running",
-			Help: "Queries holding one of query.max_concurrency slots."}),
+			Help: "Queries running, each holding a slot (query.max_concurrency) and a reservation of query.max_query_bytes from query.max_total_bytes."}),
 		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_query_queued",
 			Help: "Queries waiting for a slot (at most query.max_queued)."}),
 	}
 	l.heldG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_query_memory_bytes",
-		Help: "Bytes charged to running queries against query.max_total_bytes."}, func() float64 { return float64(l.held.Load()) })
+		Help: "Bytes of query.max_total_bytes reserved by running queries (query.max_query_bytes each)."}, func() float64 { return float64(l.held.Load()) })
 	for _, s := range []string{"max_queued", "max_query_bytes", "max_total_bytes", "max_samples", "max_query_length", "max_query_depth"} {
 		l.refused.WithLabelValues(s)
 	}
@@ -104,11 +115,23 @@ func (l *limiter) collectors() []prometheus.Collector {
 	return []prometheus.Collector{l.refused, l.inflight, l.queued, l.heldG}
 }
 
+// runningLimit says what bounds the queries running at once, naming the
+// setting: the concurrency, or the total budget when it holds fewer
+// reservations of max_query_bytes.
+func (l *limiter) runningLimit() string {
+	if cap(l.slots) < l.concurrency {
+		return fmt.Sprintf("%d queries running, as many as query.max_total_bytes %s holds at query.max_query_bytes %s each",
+			cap(l.slots), byteString(l.maxTotal), byteString(l.maxQuery))
+	}
+	return fmt.Sprintf("%d queries running (query.max_concurrency)", cap(l.slots))
+}
+
 // errQueueFull answers 429: the client may retry.
 var errQueueFull = errors.New("too many queries")
 
-// acquire waits for a slot until ctx ends. A full wait queue is refused at
-// once, so waiting requests (and their memory) stay bounded.
+// acquire waits for a slot and the query's reservation until ctx ends. A
+// full wait queue is refused at once, so waiting requests (and their
+// memory) stay bounded.
 func (l *limiter) acquire(ctx context.Context) (*budget, error) {
 	select {
 	case l.slots <- struct{}{}:
@@ -116,8 +139,8 @@ func (l *limiter) acquire(ctx context.Context) (*budget, error) {
 		if l.waiting.Add(1) > l.maxQueued {
 			l.waiting.Add(-1)
 			l.refused.WithLabelValues("max_queued").Inc()
-			return nil, &apiError{"too_many_requests", fmt.Errorf("%w: %d queries running (query.max_concurrency) and %d waiting (query.max_queued); retry later",
-				errQueueFull, cap(l.slots), l.maxQueued)}
+			return nil, &apiError{"too_many_requests", fmt.Errorf("%w: %s and %d waiting (query.max_queued); retry later",
+				errQueueFull, l.runningLimit(), l.maxQueued)}
 		}
 		l.queued.Inc()
 		select {
@@ -127,45 +150,46 @@ func (l *limiter) acquire(ctx context.Context) (*budget, error) {
 		case <-ctx.Done():
 			l.waiting.Add(-1)
 			l.queued.Dec()
-			return nil, fmt.Errorf("waiting for a query slot (query.max_concurrency %d): %w", cap(l.slots), ctx.Err())
+			return nil, fmt.Errorf("waiting for a query slot (%s): %w", l.runningLimit(), ctx.Err())
 		}
 	}
+	l.held.Add(l.maxQuery)
 	l.inflight.Inc()
 	return &budget{l: l}, nil
 }
 
-// budget is one query's share of the memory budget. Charges come from the
-// query's own goroutine (the engine, then the encoder), but atomics keep
-// it safe should a querier ever select concurrently.
+// budget is one query's reservation of the memory budget. Charges come
+// from the query's own goroutine (the engine, then the encoder), but
+// atomics keep it safe should a querier ever select concurrently.
 type budget struct {
-	l    *limiter
-	used atomic.Int64
+	l        *limiter
+	used     atomic.Int64
+	released atomic.Bool
 }
 
-// charge adds n bytes; past either budget it returns a cost_limit error
-// naming the setting, and the bytes stay charged until release.
+// charge adds n bytes to the query's reservation; past it, it returns a
+// cost_limit error naming query.max_query_bytes. The total is not charged
+// again: acquire reserved the whole of max_query_bytes from it.
 func (b *budget) charge(n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	used := b.used.Add(n)
-	total := b.l.held.Add(n)
-	if used > b.l.maxQuery {
+	if used := b.used.Add(n); used > b.l.maxQuery {
 		b.l.refused.WithLabelValues("max_query_bytes").Inc()
 		return fmt.Errorf("%w: the query needs more than %s of memory (query.max_query_bytes); narrow the time range, raise the step or add label matchers",
 			prom.ErrLimit, byteString(b.l.maxQuery))
 	}
-	if total > b.l.maxTotal {
-		b.l.refused.WithLabelValues("max_total_bytes").Inc()
-		return fmt.Errorf("%w: running queries together need more than %s of memory (query.max_total_bytes); retry later or narrow the query",
-			prom.ErrLimit, byteString(b.l.maxTotal))
-	}
 	return nil
 }
 
-// release returns the slot and every byte charged.
+// release returns the slot and the reservation; only the first call
+// counts.
 func (b *budget) release() {
-	b.l.held.Add(-b.used.Swap(0))
+	if b.released.Swap(true) {
+		return
+	}
+	b.used.Store(0)
+	b.l.held.Add(-b.l.maxQuery)
 	b.l.inflight.Dec()
 	<-b.l.slots
 }

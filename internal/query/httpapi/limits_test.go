@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -38,7 +39,7 @@ func TestQueryDepth(t *testing.T) {
 }
 
 func TestLimiterQueue(t *testing.T) {
-	l := newLimiter(2, 1, 100, 150)
+	l := newLimiter(2, 1, 100, 200)
 	ctx := context.Background()
 	a, err := l.acquire(ctx)
 	if err != nil {
@@ -74,17 +75,23 @@ func TestLimiterQueue(t *testing.T) {
 	if _, err := l.acquire(tctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "query.max_concurrency") {
 		t.Fatalf("timed-out wait: %v", err)
 	}
-	// Budgets: per query, then over all queries.
+	// Each running query has reserved its whole budget from the total.
+	if n := l.held.Load(); n != 200 {
+		t.Fatalf("reserved %d bytes by two running queries, want 200", n)
+	}
+	// Charges come from the query's own reservation, not from the total
+	// again: each may use all of its 100.
 	if err := b.charge(60); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.charge(100); err != nil {
+		t.Fatalf("a query within its own reservation: %v", err)
 	}
 	if err := b.charge(50); !errors.Is(err, prom.ErrLimit) || !strings.Contains(err.Error(), "query.max_query_bytes") {
 		t.Fatalf("per-query budget: %v", err)
 	}
-	if err := c.charge(45); !errors.Is(err, prom.ErrLimit) || !strings.Contains(err.Error(), "query.max_total_bytes") {
-		t.Fatalf("total budget: %v", err)
-	}
 	b.release()
+	b.release() // a second release returns nothing twice
 	c.release()
 	if l.held.Load() != 0 || len(l.slots) != 0 || l.waiting.Load() != 0 {
 		t.Fatalf("after release: held %d, slots %d, waiting %d", l.held.Load(), len(l.slots), l.waiting.Load())
@@ -177,12 +184,12 @@ func TestMemoryBudget(t *testing.T) {
 	if code != 422 || r.ErrorType != "cost_limit" || !strings.Contains(r.Error, "query.max_query_bytes") {
 		t.Errorf("engine samples: %d %s %q", code, r.ErrorType, r.Error)
 	}
-	// Other queries hold most of the total.
-	base3, h3 := serverWith(t, func(c *Config) { c.MaxQueryBytes = 1 << 20; c.MaxTotalBytes = 1 << 20 })
+	// Another query holds the whole total: this one waits for it, within
+	// its timeout, rather than running past the total.
+	base3, h3 := serverWith(t, func(c *Config) { c.MaxQueryBytes = 1 << 20; c.MaxTotalBytes = 1 << 20; c.MaxConcurrency = 4 })
 	other, _ := h3.limits.acquire(context.Background())
-	other.charge(1<<20 - 100)
-	code, r = get(t, base3, "acme", "/api/v1/query_range", rangeQ)
-	if code != 422 || r.ErrorType != "cost_limit" || !strings.Contains(r.Error, "query.max_total_bytes") {
+	code, r = get(t, base3, "acme", "/api/v1/query_range", withTimeout(rangeQ, "200ms"))
+	if code != 503 || r.ErrorType != "timeout" || !strings.Contains(r.Error, "query.max_total_bytes") {
 		t.Errorf("total budget: %d %s %q", code, r.ErrorType, r.Error)
 	}
 	other.release()
@@ -210,5 +217,149 @@ func TestWriteResultStopsAtDeadline(t *testing.T) {
 	}
 	if w.Body.Len() > 2*encodeBuffer {
 		t.Fatalf("wrote %d bytes after the deadline", w.Body.Len())
+	}
+}
+
+func withTimeout(v url.Values, d string) url.Values {
+	c := url.Values{}
+	for k, vs := range v {
+		c[k] = vs
+	}
+	c.Set("timeout", d)
+	return c
+}
+
+// query.max_total_bytes is a hard ceiling: with room for two reservations
+// of query.max_query_bytes, a third heavy query never runs while two do
+// (whatever query.max_concurrency allows); it waits in the queue or, with
+// no queue, is refused with 429 naming the setting. The reservation comes
+// back on every path: success, cost_limit error, timeout in the queue or
+// while running, and a client that goes away.
+func TestTotalBytesIsACeiling(t *testing.T) {
+	const perQuery = 1 << 20
+	rangeQ := vals("query", "test_requests_total", "start", fmt.Sprint(start.Unix()), "end", endTime(), "step", "15s")
+	for _, queued := range []int{-1, 4} {
+		base, h := serverWith(t, func(c *Config) {
+			c.MaxQueryBytes, c.MaxTotalBytes, c.MaxConcurrency, c.MaxQueued = perQuery, 2*perQuery, 8, queued
+		})
+		l := h.limits
+		if cap(l.slots) != 2 {
+			t.Fatalf("queries running at once: %d, want 2 (max_total_bytes / max_query_bytes)", cap(l.slots))
+		}
+		// Two heavy queries run (each holds its reservation, as one the
+		// engine is still evaluating does).
+		a, err := l.acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := l.acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := l.held.Load(); n != 2*perQuery {
+			t.Fatalf("reserved %d, want %d", n, 2*perQuery)
+		}
+		if queued < 0 {
+			code, r := get(t, base, "acme", "/api/v1/query_range", rangeQ)
+			if code != 429 || r.ErrorType != "too_many_requests" || !strings.Contains(r.Error, "query.max_total_bytes") {
+				t.Errorf("third query, no queue: %d %s %q, want 429 naming query.max_total_bytes", code, r.ErrorType, r.Error)
+			}
+		} else {
+			// The third waits; it never runs while both hold the total.
+			done := make(chan int, 1)
+			go func() { code, _ := get(t, base, "acme", "/api/v1/query_range", rangeQ); done <- code }()
+			for l.waiting.Load() != 1 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+			select {
+			case code := <-done:
+				t.Fatalf("third query ran past query.max_total_bytes: %d", code)
+			default:
+			}
+			if n := l.held.Load(); n != 2*perQuery {
+				t.Fatalf("reserved %d while the third waits, want %d", n, 2*perQuery)
+			}
+			// A client that goes away while queued leaves nothing behind.
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query_range?"+rangeQ.Encode(), nil)
+			req.Header.Set("X-Scope-OrgID", "acme")
+			gone := make(chan error, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				gone <- err
+			}()
+			for l.waiting.Load() != 2 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			<-gone
+			for l.waiting.Load() != 1 {
+				time.Sleep(time.Millisecond)
+			}
+			// A queued query past its timeout: 503 naming the setting.
+			code, r := get(t, base, "acme", "/api/v1/query_range", withTimeout(rangeQ, "100ms"))
+			if code != 503 || r.ErrorType != "timeout" || !strings.Contains(r.Error, "query.max_total_bytes") {
+				t.Errorf("queued past timeout: %d %s %q", code, r.ErrorType, r.Error)
+			}
+			// One finishes: the third runs and answers.
+			a.release()
+			if code := <-done; code != 200 {
+				t.Errorf("third query after a release: %d", code)
+			}
+			a, _ = l.acquire(context.Background())
+		}
+		a.release()
+		b.release()
+		// Every other path returns the reservation.
+		for _, c := range []struct {
+			name string
+			q    url.Values
+			code int
+			typ  string
+		}{
+			{"answer", rangeQ, 200, ""},
+			{"cost_limit", vals("query", "sum_over_time(vector(1)[10h:1s])", "start", "0", "end", "10000", "step", "1"), 422, "cost_limit"},
+			{"execution error", vals("query", `label_replace(up, "x", "$1", "y", "(")`, "start", "0", "end", "100", "step", "1"), 422, "execution"},
+			{"timeout while running", withTimeout(vals("query", "sum_over_time(vector(1)[1h:1s])", "start", "0", "end", "10000", "step", "10"), "5ms"), 503, "timeout"},
+		} {
+			if code, r := get(t, base, "acme", "/api/v1/query_range", c.q); code != c.code || r.ErrorType != c.typ {
+				t.Errorf("%s: %d %s %q, want %d %s", c.name, code, r.ErrorType, r.Error, c.code, c.typ)
+			}
+		}
+		// A client that goes away while its query runs.
+		ctx, cancel := context.WithCancel(context.Background())
+		slow := vals("query", "sum_over_time(vector(1)[1h:1s])", "start", "0", "end", "10000", "step", "10")
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query_range?"+slow.Encode(), nil)
+		req.Header.Set("X-Scope-OrgID", "acme")
+		gone := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			gone <- err
+		}()
+		for running := false; !running; {
+			select {
+			case err := <-gone:
+				t.Fatalf("slow query ended before its client went away: %v", err)
+			default:
+				running = len(l.slots) == 1
+				time.Sleep(time.Millisecond)
+			}
+		}
+		cancel()
+		<-gone
+		deadline := time.Now().Add(5 * time.Second)
+		for l.held.Load() != 0 || len(l.slots) != 0 || l.waiting.Load() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("queued %d: after every path %d bytes reserved, %d slots, %d waiting", queued, l.held.Load(), len(l.slots), l.waiting.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
