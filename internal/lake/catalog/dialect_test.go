@@ -239,9 +239,13 @@ func TestLeaseRealClock(t *testing.T) {
 		}
 		try(c1, "p1", time.Hour, true)
 		try(c2, "p2", time.Hour, false)
-		try(c1, "p1", 50*time.Millisecond, true) // renew, shorter
+		// Renew with a short TTL: long enough that the next call comes
+		// before it ends even on a loaded machine (50 ms flaked on
+		// PostgreSQL under load), short enough to wait out.
+		const short = 1500 * time.Millisecond
+		try(c1, "p1", short, true)
 		try(c2, "p2", time.Hour, false)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(short + 200*time.Millisecond)
 		try(c2, "p2", time.Hour, true)
 		try(c1, "p1", time.Hour, false)
 	})
