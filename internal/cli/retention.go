@@ -74,9 +74,9 @@ finish. --dry-run prints the plan and changes nothing.`,
 				}
 			}
 			switch table {
-			case "", retention.TableLogs, retention.TableMetrics, retention.TableTraces, retention.TableRollup:
+			case "", retention.TableLogs, retention.TableMetrics, retention.TableTraces, retention.TableIOEvents, retention.TableRollup:
 			default:
-				return usageError{fmt.Errorf("--table %q: want logs, metrics, traces or metrics_rollup", table)}
+				return usageError{fmt.Errorf("--table %q: want logs, metrics, traces, io_events or metrics_rollup", table)}
 			}
 			for _, k := range keep {
 				if err := rules.ParseKeep(k); err != nil {
@@ -199,7 +199,7 @@ finish. --dry-run prints the plan and changes nothing.`,
 	f := c.Flags()
 	f.StringVar(&configPath, "config", "", "take rules (upkeep.retention), lake root and catalog from this sluice run config")
 	f.StringArrayVar(&keep, "keep", nil, "rules [TENANT:]TABLE[.TIER]=AGE, comma-separated or repeated; override --config (e.g. logs=7d,acme:logs=30d)")
-	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces, metrics_rollup)")
+	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces, io_events, metrics_rollup)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	return c

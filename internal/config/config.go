@@ -161,8 +161,9 @@ type Retention struct {
 	Logs          Duration                   `yaml:"logs" doc:"Age of logs partitions."`
 	Metrics       Duration                   `yaml:"metrics" doc:"Age of raw metrics partitions."`
 	Traces        Duration                   `yaml:"traces" doc:"Age of traces partitions."`
+	IOEvents      Duration                   `yaml:"io_events" doc:"Age of io_events partitions (traced I/O syscalls that sluice trace --record writes)."`
 	MetricsRollup map[string]Duration        `yaml:"metrics_rollup" doc:"Age per rollup tier, e.g. {1m: 720h, 5m: 2160h, 1h: 9600h}; each key a tier of upkeep.rollup.tiers. A tier may not go before raw metrics (0 or shorter than metrics): rollups are computed from the raw data and would be recomputed."`
-	Tenants       map[string]TenantRetention `yaml:"tenants" doc:"Per-tenant overrides: tenant name to any of logs, metrics, traces, metrics_rollup."`
+	Tenants       map[string]TenantRetention `yaml:"tenants" doc:"Per-tenant overrides: tenant name to any of logs, metrics, traces, io_events, metrics_rollup."`
 }
 
 // TenantRetention overrides Retention for one tenant; nil (absent) keys
@@ -171,6 +172,7 @@ type TenantRetention struct {
 	Logs          *Duration           `yaml:"logs,omitempty"`
 	Metrics       *Duration           `yaml:"metrics,omitempty"`
 	Traces        *Duration           `yaml:"traces,omitempty"`
+	IOEvents      *Duration           `yaml:"io_events,omitempty"`
 	MetricsRollup map[string]Duration `yaml:"metrics_rollup,omitempty"`
 }
 

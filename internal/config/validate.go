@@ -235,6 +235,7 @@ func validateUpkeep(v *validator, u *Upkeep) {
 	ages(k+"retention.logs", &r.Logs)
 	ages(k+"retention.metrics", &r.Metrics)
 	ages(k+"retention.traces", &r.Traces)
+	ages(k+"retention.io_events", &r.IOEvents)
 	checkTiers(k+"retention.metrics_rollup", r.MetricsRollup)
 	for _, name := range slices.Sorted(maps.Keys(r.Tenants)) {
 		o := r.Tenants[name]
@@ -242,7 +243,7 @@ func validateUpkeep(v *validator, u *Upkeep) {
 		if !tenant.Valid(name) {
 			v.add(key, "%q is not a tenant name ([A-Za-z0-9._-]{1,64})", name)
 		}
-		ages(key, o.Logs, o.Metrics, o.Traces)
+		ages(key, o.Logs, o.Metrics, o.Traces, o.IOEvents)
 		checkTiers(key+".metrics_rollup", o.MetricsRollup)
 	}
 	// Rollups are computed from raw metrics and recomputed while an hour's

@@ -63,16 +63,17 @@ func FromConfig(c config.Config) Options {
 // RetentionRules turns the retention section of the config into rules.
 func RetentionRules(r config.Retention) retention.Rules {
 	rules := retention.Rules{Keep: map[string]time.Duration{
-		retention.TableLogs:    r.Logs.D(),
-		retention.TableMetrics: r.Metrics.D(),
-		retention.TableTraces:  r.Traces.D(),
+		retention.TableLogs:     r.Logs.D(),
+		retention.TableMetrics:  r.Metrics.D(),
+		retention.TableTraces:   r.Traces.D(),
+		retention.TableIOEvents: r.IOEvents.D(),
 	}}
 	for tier, age := range r.MetricsRollup {
 		rules.Keep[retention.Class(retention.TableRollup, tier)] = age.D()
 	}
 	for name, o := range r.Tenants {
 		m := map[string]time.Duration{}
-		for table, d := range map[string]*config.Duration{retention.TableLogs: o.Logs, retention.TableMetrics: o.Metrics, retention.TableTraces: o.Traces} {
+		for table, d := range map[string]*config.Duration{retention.TableLogs: o.Logs, retention.TableMetrics: o.Metrics, retention.TableTraces: o.Traces, retention.TableIOEvents: o.IOEvents} {
 			if d != nil {
 				m[table] = d.D()
 			}

@@ -235,9 +235,10 @@ upkeep:
   retention:
     logs: 168h
     metrics: 168h
+    io_events: 72h
     metrics_rollup: {1m: 720h, 1h: 9600h}
     tenants:
-      acme: {logs: 720h, traces: 0, metrics_rollup: {1h: 0}}
+      acme: {logs: 720h, traces: 0, io_events: 0, metrics_rollup: {1h: 0}}
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +261,8 @@ upkeep:
 		{"acme", "metrics_rollup", "1m", 30 * day},
 		{"acme", "traces", "", 0},
 		{"acme", "metrics", "", 7 * day},
+		{"x", "io_events", "", 3 * day},
+		{"acme", "io_events", "", 0},
 	} {
 		if got := r.Age(tc.tenant, tc.table, tc.tier); got != tc.want {
 			t.Errorf("Age(%s, %s, %s) = %v, want %v", tc.tenant, tc.table, tc.tier, got, tc.want)

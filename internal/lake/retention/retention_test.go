@@ -103,7 +103,8 @@ func TestPlanBoundaries(t *testing.T) {
 }
 
 // TestPlanRulesAndTenants: per-table ages, a tenant override both shorter
-// and "keep forever", and tables without a rule kept.
+// and "keep forever", tables without a rule kept, and io_events (sluice
+// trace --record) under its own rule like the other tables.
 func TestPlanRulesAndTenants(t *testing.T) {
 	ctx := context.Background()
 	c := openCat(t, "sqlite:"+filepath.Join(t.TempDir(), "catalog.db"))
@@ -112,7 +113,7 @@ func TestPlanRulesAndTenants(t *testing.T) {
 	now := base.Add(10 * 24 * time.Hour)
 	var segs []catalog.Segment
 	for _, tn := range []string{"a", "acme", "keep"} {
-		for _, tb := range []string{"logs", "metrics", "traces"} {
+		for _, tb := range []string{"logs", "metrics", "traces", "io_events"} {
 			segs = append(segs, seg(tb, tn, old, tb+tn+"old"), seg(tb, tn, mid, tb+tn+"mid"))
 		}
 	}
@@ -120,7 +121,7 @@ func TestPlanRulesAndTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rules Rules
-	if err := rules.ParseKeep("logs=7d,metrics=5d, acme:logs=2d,keep:logs=0,keep:metrics=forever"); err != nil {
+	if err := rules.ParseKeep("logs=7d,metrics=5d, acme:logs=2d,keep:logs=0,keep:metrics=forever,io_events=5d,acme:io_events=2d,keep:io_events=0"); err != nil {
 		t.Fatal(err)
 	}
 	parts, err := Plan(ctx, c, rules, now)
@@ -128,6 +129,9 @@ func TestPlanRulesAndTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"io_events/tenant=a/dt=2025-03-10/hour=00",
+		"io_events/tenant=acme/dt=2025-03-10/hour=00",
+		"io_events/tenant=acme/dt=2025-03-17/hour=00", // 2d override
 		"logs/tenant=a/dt=2025-03-10/hour=00",
 		"logs/tenant=acme/dt=2025-03-10/hour=00",
 		"logs/tenant=acme/dt=2025-03-17/hour=00", // 2d override: mid is 3 days old
@@ -137,8 +141,8 @@ func TestPlanRulesAndTenants(t *testing.T) {
 	if got := dirs(parts); !slices.Equal(got, want) {
 		t.Fatalf("planned\n%v\nwant\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if parts[2].Age != 48*time.Hour {
-		t.Errorf("acme logs age %v, want the 2d override", parts[2].Age)
+	if parts[5].Age != 48*time.Hour || parts[2].Age != 48*time.Hour || parts[0].Age != 5*24*time.Hour {
+		t.Errorf("ages %v %v %v, want the 2d overrides and io_events' 5d", parts[5].Age, parts[2].Age, parts[0].Age)
 	}
 }
 
@@ -314,7 +318,7 @@ func TestRulesParseAndValidate(t *testing.T) {
 	if err := back.ParseKeep(r.String()); err != nil || back.String() != r.String() {
 		t.Errorf("round trip: %v %q", err, back.String())
 	}
-	for _, bad := range []string{"logs", "log=7d", "logs=7", "logs=-1h", "logs=xd", "metrics.1m=1d", "bad/tenant:logs=1d", "metrics_rollup.=1d"} {
+	for _, bad := range []string{"logs", "log=7d", "logs=7", "logs=-1h", "logs=xd", "metrics.1m=1d", "bad/tenant:logs=1d", "metrics_rollup.=1d", "io_events.1m=1d", "io_event=1d"} {
 		var r Rules
 		if err := r.ParseKeep(bad); err == nil {
 			t.Errorf("%q accepted", bad)

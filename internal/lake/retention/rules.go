@@ -17,9 +17,11 @@ const (
 	TableMetrics = "metrics"
 	TableTraces  = "traces"
 	TableRollup  = "metrics_rollup"
+	// TableIOEvents holds traced I/O syscalls (sluice trace --record).
+	TableIOEvents = "io_events"
 )
 
-var tables = []string{TableLogs, TableMetrics, TableTraces, TableRollup}
+var tables = []string{TableLogs, TableMetrics, TableTraces, TableRollup, TableIOEvents}
 
 // Class names what a rule applies to: a table ("logs"), or one tier of the
 // rollup table ("metrics_rollup.1m"). A rule for "metrics_rollup" alone
@@ -137,7 +139,7 @@ func (r Rules) checkRollupOrder() []error {
 func checkClass(class string) error {
 	table, tier, hasTier := strings.Cut(class, ".")
 	if !slices.Contains(tables, table) {
-		return fmt.Errorf("%q: unknown table (want logs, metrics, traces or metrics_rollup[.TIER])", class)
+		return fmt.Errorf("%q: unknown table (want logs, metrics, traces, io_events or metrics_rollup[.TIER])", class)
 	}
 	if hasTier {
 		if table != TableRollup {
