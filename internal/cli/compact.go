@@ -26,6 +26,7 @@ func newCompactCmd() *cobra.Command {
 		table, tenant string
 		targetSize    int64
 		maxInputs     int
+		maxAttrCols   int
 		dryRun        bool
 		sweep         bool
 		grace         time.Duration
@@ -70,6 +71,9 @@ The exit code is 1 if any partition failed.`,
 			if targetSize <= 0 {
 				return usageError{fmt.Errorf("--target-file-size %d: want a positive number of bytes", targetSize)}
 			}
+			if err := checkMaxAttrColumns(maxAttrCols); err != nil {
+				return err
+			}
 			store, err := s3f.store(ctx)
 			if err != nil {
 				return err
@@ -88,7 +92,7 @@ The exit code is 1 if any partition failed.`,
 			log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			opts := compact.Options{
 				TargetBytes: targetSize, MaxInputs: maxInputs, Table: table, Tenant: tenant,
-				LeaseTTL: leaseTTL, Logger: log,
+				LeaseTTL: leaseTTL, Logger: log, MaxAttributeColumns: maxAttrCols,
 			}
 			// Most of the heap is a job's decoded row groups; a soft limit
 			// near them keeps the collector's headroom (as much again) off
@@ -292,6 +296,7 @@ The exit code is 1 if any partition failed.`,
 	f.Int64Var(&targetSize, "target-size", compact.DefaultTargetBytes, "alias of --target-file-size")
 	_ = f.MarkHidden("target-size")
 	f.IntVar(&maxInputs, "max-inputs", compact.DefaultMaxInputs, "most segments merged into one partition's output per run (bounds memory: one row group per input)")
+	registerMaxAttrColumns(c, &maxAttrCols)
 	f.DurationVar(&minAge, "min-age", 0, "only partitions whose hour ended at least this long ago (0: every hour, the current one too)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	f.BoolVar(&sweep, "sweep", true, "after compacting, delete the files of segments replaced more than --grace ago")
@@ -304,6 +309,25 @@ The exit code is 1 if any partition failed.`,
 	f.DurationVar(&pauseAfter, "debug-pause-after-replace", 0, "")
 	_ = f.MarkHidden("debug-pause-after-replace")
 	return c
+}
+
+// maxAttrColumnsLimit is the highest --max-attribute-columns, the bound
+// internal/config puts on lake.max_attribute_columns.
+const maxAttrColumnsLimit = 10000
+
+// registerMaxAttrColumns adds --max-attribute-columns (compact, rollup):
+// the cap on an output file's attribute columns that 'sluice run' takes
+// from lake.max_attribute_columns.
+func registerMaxAttrColumns(c *cobra.Command, p *int) {
+	c.Flags().IntVar(p, "max-attribute-columns", lake.DefaultMaxAttributeColumns,
+		fmt.Sprintf("most attribute columns per output file, 1 to %d; the least used attributes past it go to the overflow columns (as lake.max_attribute_columns)", maxAttrColumnsLimit))
+}
+
+func checkMaxAttrColumns(n int) error {
+	if n < 1 || n > maxAttrColumnsLimit {
+		return usageError{fmt.Errorf("--max-attribute-columns %d: want 1 to %d (as lake.max_attribute_columns)", n, maxAttrColumnsLimit)}
+	}
+	return nil
 }
 
 // maxPasses bounds the re-planning of one command run.

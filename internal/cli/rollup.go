@@ -22,6 +22,7 @@ func newRollupCmd() *cobra.Command {
 		dryRun   bool
 		minAge   time.Duration
 		leaseTTL time.Duration
+		maxCols  int
 	)
 	c := &cobra.Command{
 		Use:   "rollup",
@@ -50,6 +51,9 @@ failed.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--tiers: %w", err)}
 			}
+			if err := checkMaxAttrColumns(maxCols); err != nil {
+				return err
+			}
 			store, err := s3f.store(ctx)
 			if err != nil {
 				return err
@@ -64,7 +68,8 @@ failed.`,
 			}
 			defer cat.Close()
 			log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			opts := rollup.Options{Tiers: ts, Tenant: tenant, MinAge: minAge, Store: store, LeaseTTL: leaseTTL, Logger: log}
+			opts := rollup.Options{Tiers: ts, Tenant: tenant, MinAge: minAge, Store: store, LeaseTTL: leaseTTL, Logger: log,
+				MaxAttributeColumns: maxCols}
 			jobs, err := rollup.Plan(ctx, cat, opts)
 			if err != nil {
 				return err
@@ -149,6 +154,7 @@ failed.`,
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	f.DurationVar(&minAge, "min-age", 0, "skip hours that ended less than this long ago (0: roll up the current hour too)")
+	registerMaxAttrColumns(c, &maxCols)
 	f.DurationVar(&leaseTTL, "lease-ttl", rollup.DefaultLeaseTTL, "hour lease, renewed while an hour is rolled up; a killed run blocks its hours (and the deletion of its files) this long")
 	return c
 }
