@@ -162,3 +162,105 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 		t.Fatalf("gzip: %d, want 415", resp.StatusCode)
 	}
 }
+
+// TestRemoteWriteMetadata sends remote write 2.0 series with metadata, a
+// 1.0 series with its family's MetricMetadata and a 1.0 series without
+// any, next to an OTLP gauge, to a real `sluice run`: /api/v1/metadata
+// reports each remote-write metric with exactly the type, help and unit
+// sent ("unknown" when none was sent) and the OTLP metric as before.
+func TestRemoteWriteMetadata(t *testing.T) {
+	lakeDir := t.TempDir()
+	qaddr := freePort(t)
+	s := startServer(t, freshConfig(t, lakeDir, qaddr))
+	base := "http://" + qaddr
+	api, err := remoteapi.NewAPI(base, remoteapi.WithAPIPath("api/v1/write"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t0 := time.Now().Add(-5 * time.Minute).Truncate(time.Second).UnixMilli()
+
+	st := writev2.NewSymbolTable()
+	series := func(name string, typ writev2.Metadata_MetricType, help, unit string) writev2.TimeSeries {
+		return writev2.TimeSeries{
+			LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize(name), st.Symbolize("job"), st.Symbolize("m")},
+			Samples:    []writev2.Sample{{Value: 1, Timestamp: t0}},
+			Metadata:   writev2.Metadata{Type: typ, HelpRef: st.Symbolize(help), UnitRef: st.Symbolize(unit)},
+		}
+	}
+	v2 := &writev2.Request{Timeseries: []writev2.TimeSeries{
+		series("rwm_requests_total", writev2.Metadata_METRIC_TYPE_COUNTER, "Requests served.", ""),
+		series("rwm_heap_bytes", writev2.Metadata_METRIC_TYPE_GAUGE, "Heap in use.", "bytes"),
+		series("rwm_build_info", writev2.Metadata_METRIC_TYPE_INFO, "Build.", ""),
+		series("rwm_latency_seconds_sum", writev2.Metadata_METRIC_TYPE_SUMMARY, "Latency.", "seconds"),
+		series("rwm_untyped", writev2.Metadata_METRIC_TYPE_UNSPECIFIED, "", ""),
+	}}
+	v2.Symbols = st.Symbols()
+	if _, err := api.Write(ctx, remoteapi.WriteV2MessageType, v2); err != nil {
+		t.Fatalf("2.0 write: %v", err)
+	}
+	v1 := &prompb.WriteRequest{
+		Timeseries: []prompb.TimeSeries{
+			{Labels: []prompb.Label{{Name: "__name__", Value: "rwm_jobs_total"}}, Samples: []prompb.Sample{{Value: 2, Timestamp: t0}}},
+			{Labels: []prompb.Label{{Name: "__name__", Value: "rwm_bare"}}, Samples: []prompb.Sample{{Value: 3, Timestamp: t0}}},
+		},
+		Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "rwm_jobs", Help: "Jobs run.", Unit: "jobs"}},
+	}
+	if _, err := api.Write(ctx, remoteapi.WriteV1MessageType, v1); err != nil {
+		t.Fatalf("1.0 write: %v", err)
+	}
+	freshBatch(t, s.http, 1, 2) // OTLP gauge fresh_temp, no unit
+
+	type entry struct{ Type, Help, Unit string }
+	want := map[string][]entry{
+		"rwm_requests_total":      {{"counter", "Requests served.", ""}},
+		"rwm_heap_bytes":          {{"gauge", "Heap in use.", "bytes"}},
+		"rwm_build_info":          {{"info", "Build.", ""}},
+		"rwm_latency_seconds_sum": {{"summary", "Latency.", "seconds"}},
+		"rwm_untyped":             {{"unknown", "", ""}},
+		"rwm_jobs_total":          {{"counter", "Jobs run.", "jobs"}},
+		"rwm_bare":                {{"unknown", "", ""}},
+		"fresh_temp":              {{"gauge", "", ""}},
+	}
+	var got map[string][]entry
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/api/v1/metadata")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var a struct {
+			Status string                         `json:"status"`
+			Data   map[string][]map[string]string `json:"data"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil || a.Status != "success" {
+			t.Fatalf("metadata: %s (%v)", b, err)
+		}
+		got = map[string][]entry{}
+		for name, es := range a.Data {
+			for _, e := range es {
+				got[name] = append(got[name], entry{e["type"], e["help"], e["unit"]})
+			}
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("metadata\n got %v\nwant %v", got, want)
+	}
+	// ?metric= narrows to one name, with its metadata.
+	resp, err := http.Get(base + "/api/v1/metadata?metric=rwm_heap_bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if w := `{"rwm_heap_bytes":[{"help":"Heap in use.","type":"gauge","unit":"bytes"}]}`; !strings.Contains(string(b), w) {
+		t.Fatalf("metadata?metric=rwm_heap_bytes: %s, want data %s", b, w)
+	}
+}

@@ -2,14 +2,18 @@ package prom
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/prw"
 )
 
 // fileIndex is what a query needs to know about one lake file before
@@ -23,6 +27,26 @@ type fileIndex struct {
 	labelCols []labelCol
 	ovfCol    int // attr_overflow (overflow.go), -1 when none
 	rgs       []rgIndex
+	// meta tells, per descriptor, OTLP rows from remote-write rows (scope
+	// prw.ScopeName) and the latter's metadata; nil when the file has no
+	// scope_name column (every row is then read as OTLP).
+	meta map[*metricDesc]*descMeta
+}
+
+// descMeta is what a file's rows of one metric descriptor say about its
+// Prometheus metadata: whether some rows came from OTLP (metadata derived
+// from the OTLP type and unit), and the distinct type, help and unit that
+// remote write sent for the others (prometheus.type and prometheus.unit in
+// metric_metadata, help in description). An entry with bare set stands for
+// remote-write rows sent without metadata.
+type descMeta struct {
+	otlp bool
+	rw   []rwMeta
+}
+
+type rwMeta struct {
+	typ, help, unit string
+	bare            bool
 }
 
 type colMap struct {
@@ -55,6 +79,7 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 	c := &idx.cols
 	*c = colMap{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
 	var nameC, typeC, unitC, tempC, monoC = -1, -1, -1, -1, -1
+	var scopeC, helpC, metaC = -1, -1, -1
 	// A metrics_rollup file: rg.minT/maxT are its windows' last timestamps.
 	tsName, valueName := "timestamp", "value"
 	if t, _ := pf.Lookup("sluice.table"); t == rollupTable {
@@ -113,6 +138,12 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 			tempC = i
 		case "is_monotonic":
 			monoC = i
+		case "scope_name":
+			scopeC = i
+		case "description":
+			helpC = i
+		case "metric_metadata":
+			metaC = i
 		default:
 			if len(p) == 1 && strings.HasPrefix(p[0], "attr.") {
 				if lc, ok := parseAttrColumn(p[0]); ok {
@@ -186,9 +217,98 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 			}
 			ri.runs = append(ri.runs, run{start: i, end: i + 1, desc: p})
 		}
+		if scopeC >= 0 {
+			if err := idx.readRemoteWriteMeta(pf, g, rg, ri.runs, scopeC, helpC, metaC); err != nil {
+				return nil, err
+			}
+		}
 		idx.rgs = append(idx.rgs, ri)
 	}
 	return idx, nil
+}
+
+// readRemoteWriteMeta records in idx.meta the metadata of the remote-write
+// rows of row group g (none: nothing is read past scope_name). A file
+// without metric_metadata (a metrics_rollup file) gives its remote-write
+// rows as bare.
+func (idx *fileIndex) readRemoteWriteMeta(pf *parquet.File, g int, rg parquet.RowGroup, runs []run, scopeC, helpC, metaC int) error {
+	n := rg.NumRows()
+	cols := pf.Schema().Columns()
+	scopes, sstrs, err := readCodes(rg.ColumnChunks()[scopeC], n)
+	if err != nil {
+		return fmt.Errorf("row group %d: column %s: %w", g, cols[scopeC][0], err)
+	}
+	rw := int32(slices.Index(sstrs, prw.ScopeName))
+	var codes [2][]int32
+	var strs [2][]string
+	if rw >= 0 {
+		for k, col := range [2]int{helpC, metaC} {
+			if col < 0 {
+				continue
+			}
+			if codes[k], strs[k], err = readCodes(rg.ColumnChunks()[col], n); err != nil {
+				return fmt.Errorf("row group %d: column %s: %w", g, cols[col][0], err)
+			}
+		}
+	}
+	if idx.meta == nil {
+		idx.meta = map[*metricDesc]*descMeta{}
+	}
+	type key struct {
+		d          *metricDesc
+		help, meta string
+	}
+	seen := map[key]bool{}
+	for _, r := range runs {
+		dm := idx.meta[r.desc]
+		if dm == nil {
+			dm = &descMeta{}
+			idx.meta[r.desc] = dm
+		}
+		for i := r.start; i < r.end; i++ {
+			if rw < 0 || scopes[i] != rw {
+				dm.otlp = true
+				continue
+			}
+			k := key{r.desc, strOf(codes[0], strs[0], i), strOf(codes[1], strs[1], i)}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			m := parseRemoteWriteMeta(k.help, k.meta, metaC >= 0)
+			if !slices.Contains(dm.rw, m) {
+				dm.rw = append(dm.rw, m)
+			}
+		}
+	}
+	return nil
+}
+
+// parseRemoteWriteMeta reads prometheus.type and prometheus.unit from a
+// metric_metadata value (an OTLP JSON KeyValue array); bare when the row
+// has no type (sent without metadata, or the file does not keep it).
+func parseRemoteWriteMeta(help, meta string, kept bool) rwMeta {
+	var kvs []struct {
+		Key   string `json:"key"`
+		Value struct {
+			StringValue string `json:"stringValue"`
+		} `json:"value"`
+	}
+	m := rwMeta{help: help}
+	if kept && meta != "" && json.Unmarshal([]byte(meta), &kvs) == nil {
+		for _, kv := range kvs {
+			switch kv.Key {
+			case prw.AttrType:
+				m.typ = kv.Value.StringValue
+			case prw.AttrUnit:
+				m.unit = kv.Value.StringValue
+			}
+		}
+	}
+	if m.typ == "" {
+		return rwMeta{bare: true}
+	}
+	return m
 }
 
 // readCodes reads every row of a low-cardinality column (dictionary-encoded

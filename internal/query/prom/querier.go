@@ -718,33 +718,60 @@ type Metadata struct {
 }
 
 // Metadata lists the metric names of the tenant (all of them, or only
-// metric when it is not "") with their Prometheus type and OTLP unit,
-// from the file indexes; Help is empty (descriptions are not indexed).
+// metric when it is not "") with their Prometheus type and unit, from the
+// file indexes. An OTLP metric has the type and OTLP unit its Prometheus
+// name is derived from and no help (descriptions are not indexed); a
+// remote-write metric has the type, help and unit sent with it (each
+// distinct one), or type "unknown" when it was sent without metadata.
 func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metadata, error) {
 	q := &Querier{a: a, tenant: tenant, mint: math.MinInt64 / 2_000_000, maxt: math.MaxInt64 / 2_000_000}
 	defer q.Close()
 	seen := map[Metadata]struct{}{}
 	var out []Metadata
+	add := func(m Metadata) {
+		if _, ok := seen[m]; !ok {
+			seen[m] = struct{}{}
+			out = append(out, m)
+		}
+	}
+	bare := map[string]bool{} // remote-write names with rows sent without metadata
 	err := q.eachFile(ctx, q.mint, q.maxt, func(_ *parquet.File, idx *fileIndex) error {
 		for _, rg := range idx.rgs {
 			for _, r := range rg.runs {
 				d := r.desc
-				if d.kind == kindUnsupported {
+				if d.kind == kindUnsupported || (metric != "" && d.base != metric) {
 					continue
 				}
-				m := Metadata{Name: d.base, Type: d.promType(), Unit: d.unit}
-				if metric != "" && m.Name != metric {
+				dm := idx.meta[d]
+				if dm == nil || dm.otlp {
+					add(Metadata{Name: d.base, Type: d.promType(), Unit: d.unit})
+				}
+				if dm == nil {
 					continue
 				}
-				if _, ok := seen[m]; !ok {
-					seen[m] = struct{}{}
-					out = append(out, m)
+				for _, m := range dm.rw {
+					if m.bare {
+						bare[d.base] = true
+					} else {
+						add(Metadata{Name: d.base, Type: m.typ, Help: m.help, Unit: m.unit})
+					}
 				}
 			}
 		}
 		return nil
 	}, true)
-	slices.SortFunc(out, func(x, y Metadata) int { return strings.Compare(x.Name, y.Name) })
+	// Rows without metadata add "unknown" only to a name nothing else
+	// describes.
+	has := map[string]bool{}
+	for _, m := range out {
+		has[m.Name] = true
+	}
+	for name := range bare {
+		if !has[name] {
+			out = append(out, Metadata{Name: name, Type: "unknown"})
+		}
+	}
+	slices.SortStableFunc(out, func(x, y Metadata) int { return strings.Compare(x.Name, y.Name) })
 	return out, err
 }
 
