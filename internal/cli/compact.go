@@ -64,9 +64,9 @@ The exit code is 1 if any partition failed.`,
 			ctx := c.Context()
 			out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 			switch table {
-			case "", lake.TableLogs, lake.TableMetrics, lake.TableTraces:
+			case "", lake.TableLogs, lake.TableMetrics, lake.TableTraces, lake.TableIOEvents:
 			default:
-				return usageError{fmt.Errorf("--table %q: want logs, metrics or traces", table)}
+				return usageError{fmt.Errorf("--table %q: want logs, metrics, traces or io_events", table)}
 			}
 			if targetSize <= 0 {
 				return usageError{fmt.Errorf("--target-file-size %d: want a positive number of bytes", targetSize)}
@@ -290,7 +290,7 @@ The exit code is 1 if any partition failed.`,
 	lf.register(c)
 	s3f.register(c)
 	f := c.Flags()
-	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces)")
+	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces, io_events)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
 	f.Int64Var(&targetSize, "target-file-size", compact.DefaultTargetBytes, "segments this big are left alone; outputs roll at about this many bytes")
 	f.Int64Var(&targetSize, "target-size", compact.DefaultTargetBytes, "alias of --target-file-size")

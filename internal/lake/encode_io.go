@@ -62,6 +62,15 @@ var ioCols = []fixedCol{
 	ioHost:     {"host_name", kDictReq},
 }
 
+// ioReadCols are ioCols as OpenReader checks them: time is a required
+// column (ioSchema). A File of io_events gives its Parquet view (compaction
+// merges its columns); the signal readers refuse it.
+var ioReadCols = func() []fixedCol {
+	c := slices.Clone(ioCols)
+	c[ioTime].kind = kInt64
+	return c
+}()
+
 // IOSortKey is the footer's sluice.sort of io_events files: rows are in
 // the order the tracer saw them, which is time order per CPU.
 const IOSortKey = "time"

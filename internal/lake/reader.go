@@ -208,7 +208,7 @@ func sameLayout(leaf parquet.LeafColumn, p []string, k colKind) bool {
 	return leaf.Node.Type().Kind() == kind && leaf.MaxRepetitionLevel == rep && leaf.MaxDefinitionLevel == def
 }
 
-// Table is the table of the file: logs, metrics or traces.
+// Table is the table of the file: logs, metrics, traces or io_events.
 func (f *File) Table() string { return f.table }
 
 // Parquet is the file's parquet-go view, for column-level readers

@@ -309,6 +309,8 @@ func fixedColsOf(table string) []fixedCol {
 		return metricCols
 	case TableTraces:
 		return spanCols
+	case TableIOEvents:
+		return ioReadCols
 	}
 	return nil
 }

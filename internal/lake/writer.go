@@ -681,6 +681,8 @@ func SortKey(table string) string {
 		return "metric_name,series_id,timestamp"
 	case TableTraces:
 		return "service_name,start_timestamp"
+	case TableIOEvents:
+		return IOSortKey
 	}
 	return ""
 }

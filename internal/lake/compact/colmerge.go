@@ -260,13 +260,15 @@ func (m *colMerger) plan() error {
 		case col == "series_id" && m.job.Table == lake.TableMetrics:
 			m.keyLeaf[keySeries] = j
 		case col == "timestamp" && m.job.Table != lake.TableTraces,
-			col == "start_timestamp" && m.job.Table == lake.TableTraces:
+			col == "start_timestamp" && m.job.Table == lake.TableTraces,
+			col == "time" && m.job.Table == lake.TableIOEvents:
 			m.keyLeaf[keyTime] = j
 		case col == "observed_timestamp" && m.job.Table == lake.TableLogs:
 			m.keyLeaf[keyTime2] = j
 		}
 	}
-	if m.keyLeaf[keyName] < 0 || m.keyLeaf[keyTime] < 0 {
+	// io_events rows have no service: they sort by time alone.
+	if (m.keyLeaf[keyName] < 0 && m.job.Table != lake.TableIOEvents) || m.keyLeaf[keyTime] < 0 {
 		return fmt.Errorf("%w: the inputs lack the sort key columns", errColumnMerge)
 	}
 	for _, in := range m.inputs {
@@ -413,7 +415,10 @@ func (m *colMerger) load(in *colInput) (bool, error) {
 // its observed time when in the hour, else the hour's last nanosecond:
 // what the ingest writer chose, up to its clock, which is not recorded.
 func (m *colMerger) keys(in *colInput) {
-	in.name = in.chunk[m.keyLeaf[keyName]].Strings(in.name[:0])
+	in.name = in.name[:0]
+	if k := m.keyLeaf[keyName]; k >= 0 {
+		in.name = in.chunk[k].Strings(in.name)
+	}
 	in.t = in.chunk[m.keyLeaf[keyTime]].Int64s(in.t[:0])
 	in.sid, in.obs = in.sid[:0], in.obs[:0]
 	if k := m.keyLeaf[keySeries]; k >= 0 {
@@ -443,7 +448,7 @@ func (m *colMerger) keys(in *colInput) {
 
 // before reports whether row i of a merges before row j of b.
 func before(a *colInput, i int, b *colInput, j int) bool {
-	if a.name[i] != b.name[j] {
+	if len(a.name) > 0 && a.name[i] != b.name[j] {
 		return a.name[i] < b.name[j]
 	}
 	if len(a.sid) > 0 && a.sid[i] != b.sid[j] {

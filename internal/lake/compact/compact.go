@@ -163,10 +163,11 @@ func Plan(ctx context.Context, cat *catalog.Catalog, opts Options) ([]Job, error
 		if s.Bytes >= opts.TargetBytes || !s.ReplacedAt.IsZero() {
 			continue
 		}
-		// Only the raw tables: rollups rewrite metrics_rollup hours whole,
-		// one file per tier, and merging the tiers would lose them.
+		// Only the raw tables (and io_events, sluice trace --record):
+		// rollups rewrite metrics_rollup hours whole, one file per tier,
+		// and merging the tiers would lose them.
 		switch s.Table {
-		case lake.TableLogs, lake.TableMetrics, lake.TableTraces:
+		case lake.TableLogs, lake.TableMetrics, lake.TableTraces, lake.TableIOEvents:
 		default:
 			continue
 		}

@@ -272,6 +272,10 @@ func (m *merger) flushStaged() error {
 // remove them; it never touches the catalog.
 func merge(ctx context.Context, store lake.Store, job Job, opts Options) (Result, []lake.Segment, error) {
 	res, written, err := columnMerge(ctx, store, job, opts)
+	if errors.Is(err, errColumnMerge) && job.Table == lake.TableIOEvents {
+		// The row merge decodes logs, metrics and spans only.
+		return res, written, fmt.Errorf("io_events are merged by columns only: %w", err)
+	}
 	if errors.Is(err, errColumnMerge) {
 		opts.Logger.Warn("compaction falls back to the row merge", "partition", job.Dir(), "reason", err)
 		return rowMerge(ctx, store, job, opts)
