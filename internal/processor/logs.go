@@ -6,7 +6,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -123,25 +122,12 @@ func logHash(b *signal.Logs, i int) uint64 {
 
 func (s *Scratch) logLabels(b *signal.Logs, i int) labels.Labels {
 	s.sb.Reset()
-	res := b.Resources[b.Resource[i]].Attrs
-	svc := attrStr(&b.Common, res, "service.name")
-	if svc != "" {
-		s.sb.Add(promname.LabelServiceName, svc)
-		job := svc
-		if ns := attrStr(&b.Common, res, "service.namespace"); ns != "" {
-			job = ns + "/" + svc
-		}
-		s.sb.Add(promname.LabelJob, job)
-	}
-	inst := attrStr(&b.Common, res, "service.instance.id")
-	if inst != "" {
-		s.sb.Add(promname.LabelInstance, inst)
-	}
+	job, inst := s.addResourceLabels(&b.Common, b.Resources[b.Resource[i]].Attrs)
 	if t := b.String(b.SeverityText[i]); t != "" {
 		s.sb.Add(labelSeverityText, t)
 	}
 	s.sb.Add(labelSeverityNumber, strconv.Itoa(int(b.SeverityNum[i])))
-	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], setLabels{job: svc != "", instance: inst != ""})
+	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], setLabels{job: job, instance: inst})
 	joinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
 	return s.sb.Labels()

@@ -370,25 +370,33 @@ func (s *Scratch) seriesLabels(b *signal.Metrics, i int) labels.Labels {
 	s.names = slices.Clone(s.names)
 	s.sb.Reset()
 	s.sb.Add(labels.MetricName, base)
-	res := b.Resources[b.Resource[i]].Attrs
-	svc := attrStr(&b.Common, res, "service.name")
-	if svc != "" {
-		s.sb.Add(promname.LabelServiceName, svc)
-		job := svc
-		if ns := attrStr(&b.Common, res, "service.namespace"); ns != "" {
-			job = ns + "/" + svc
-		}
-		s.sb.Add(promname.LabelJob, job)
-	}
-	inst := attrStr(&b.Common, res, "service.instance.id")
-	if inst != "" {
-		s.sb.Add(promname.LabelInstance, inst)
-	}
-	s.set = setLabels{svc != "", inst != "", desc.Type == signal.MetricHistogram, desc.Type == signal.MetricSummary}
+	job, inst := s.addResourceLabels(&b.Common, b.Resources[b.Resource[i]].Attrs)
+	s.set = setLabels{job, inst, desc.Type == signal.MetricHistogram, desc.Type == signal.MetricSummary}
 	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], s.set)
 	joinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
 	return s.sb.Labels()
+}
+
+// addResourceLabels adds the labels sluice derives from resource attributes
+// res (service_name and job from service.name and service.namespace,
+// instance from service.instance.id) to s.sb, and says whether job and
+// instance were set.
+func (s *Scratch) addResourceLabels(c *signal.Common, res signal.Range) (job, instance bool) {
+	svc := attrStr(c, res, "service.name")
+	if svc != "" {
+		s.sb.Add(promname.LabelServiceName, svc)
+		j := svc
+		if ns := attrStr(c, res, "service.namespace"); ns != "" {
+			j = ns + "/" + svc
+		}
+		s.sb.Add(promname.LabelJob, j)
+	}
+	inst := attrStr(c, res, "service.instance.id")
+	if inst != "" {
+		s.sb.Add(promname.LabelInstance, inst)
+	}
+	return svc != "", inst != ""
 }
 
 // appendPointLabels appends the labels of the attributes in r, sorted by
