@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -188,17 +187,7 @@ func (e *Exporter) httpAttempt(ctx context.Context, base string, k signal.Kind, 
 	if e.cfg.TenantHeader != "" {
 		req.Header.Set(e.cfg.TenantHeader, tenant)
 	}
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		return sending.Outcome{Err: err}
-	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	resp.Body.Close()
-	o := sending.Outcome{Status: resp.StatusCode, RetryAfter: sending.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
-	if !o.OK() {
-		o.Err = fmt.Errorf("%s", bytes.TrimSpace(msg))
-	}
-	return o
+	return sending.Send(e.hc, req)
 }
 
 var grpcMethods = map[signal.Kind]string{

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -245,15 +244,5 @@ func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []by
 	if e.cfg.TenantHeader != "" {
 		req.Header.Set(e.cfg.TenantHeader, tenant)
 	}
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		return sending.Outcome{Err: err}
-	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	resp.Body.Close()
-	o := sending.Outcome{Status: resp.StatusCode, RetryAfter: sending.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
-	if !o.OK() {
-		o.Err = fmt.Errorf("%s", bytes.TrimSpace(msg))
-	}
-	return o
+	return sending.Send(e.hc, req)
 }

@@ -1,9 +1,11 @@
 package sending
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -84,6 +86,23 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// Send sends req with hc and reports the answer as an Outcome: its status
+// and Retry-After, and for a non-2xx answer the first 512 bytes of the body
+// as the error. A transport error is an Outcome with Status 0.
+func Send(hc *http.Client, req *http.Request) Outcome {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Outcome{Err: err}
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	o := Outcome{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	if !o.OK() {
+		o.Err = fmt.Errorf("%s", bytes.TrimSpace(msg))
+	}
+	return o
 }
 
 // Stats are an endpoint's counters. Sent/Failed/Retried/Dropped count
