@@ -6,6 +6,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -128,7 +129,7 @@ func (s *Scratch) logLabels(b *signal.Logs, i int) labels.Labels {
 	}
 	s.sb.Add(labelSeverityNumber, strconv.Itoa(int(b.SeverityNum[i])))
 	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], setLabels{job: job, instance: inst})
-	joinCollisions(&s.sb, s.kv)
+	promname.JoinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
 	return s.sb.Labels()
 }

@@ -87,7 +87,7 @@ type renameKey struct {
 	name string
 }
 
-type attrLabel struct{ label, key, value string }
+type attrLabel = promname.AttrLabel
 
 func (s *Scratch) bind(r *Rules) {
 	if s.rules != r || len(s.cache) > maxCachedSeries {
@@ -373,7 +373,7 @@ func (s *Scratch) seriesLabels(b *signal.Metrics, i int) labels.Labels {
 	job, inst := s.addResourceLabels(&b.Common, b.Resources[b.Resource[i]].Attrs)
 	s.set = setLabels{job, inst, desc.Type == signal.MetricHistogram, desc.Type == signal.MetricSummary}
 	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], s.set)
-	joinCollisions(&s.sb, s.kv)
+	promname.JoinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
 	return s.sb.Labels()
 }
@@ -400,7 +400,7 @@ func (s *Scratch) addResourceLabels(c *signal.Common, res signal.Range) (job, in
 }
 
 // appendPointLabels appends the labels of the attributes in r, sorted by
-// label then key (the order joinCollisions needs). job, instance,
+// label then key (the order promname.JoinCollisions needs). job, instance,
 // histogram and summary say which labels sluice sets on the series (see
 // promname.Reclaim).
 func appendPointLabels(kv []attrLabel, c *signal.Common, r signal.Range, set setLabels) []attrLabel {
@@ -410,36 +410,10 @@ func appendPointLabels(kv []attrLabel, c *signal.Common, r signal.Range, set set
 		if l == "" {
 			continue
 		}
-		kv = append(kv, attrLabel{label: l, key: key, value: strings.Clone(attrValue(c, int(a)))})
+		kv = append(kv, attrLabel{Label: l, Key: key, Value: strings.Clone(attrValue(c, int(a)))})
 	}
-	slices.SortFunc(kv, func(x, y attrLabel) int {
-		if c := strings.Compare(x.label, y.label); c != 0 {
-			return c
-		}
-		return strings.Compare(x.key, y.key)
-	})
+	promname.SortAttrLabels(kv)
 	return kv
-}
-
-// joinCollisions applies the OpenTelemetry rule the query adapter applies:
-// values of attributes whose label names collide are joined with ";".
-func joinCollisions(b *labels.ScratchBuilder, kvs []attrLabel) {
-	for i := 0; i < len(kvs); {
-		j := i + 1
-		for j < len(kvs) && kvs[j].label == kvs[i].label {
-			j++
-		}
-		if j == i+1 {
-			b.Add(kvs[i].label, kvs[i].value)
-		} else {
-			parts := make([]string, 0, j-i)
-			for _, kv := range kvs[i:j] {
-				parts = append(parts, kv.value)
-			}
-			b.Add(kvs[i].label, strings.Join(parts, ";"))
-		}
-		i = j
-	}
 }
 
 // attrValue formats attribute a as the lake and the query adapter do.

@@ -10,10 +10,12 @@
 package promname
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // Labels sluice derives from resource attributes or sets itself; a point
@@ -97,4 +99,41 @@ func Reclaim(key, label string, job, instance, histogram, summary bool) string {
 		}
 	}
 	return label
+}
+
+// AttrLabel is one point attribute as a label: the label name it maps to,
+// the original key and the value as text.
+type AttrLabel struct{ Label, Key, Value string }
+
+// SortAttrLabels sorts kvs by label then key, the order JoinCollisions
+// needs.
+func SortAttrLabels(kvs []AttrLabel) {
+	slices.SortFunc(kvs, func(x, y AttrLabel) int {
+		if c := strings.Compare(x.Label, y.Label); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Key, y.Key)
+	})
+}
+
+// JoinCollisions adds kvs to b, applying the OpenTelemetry rule for
+// attributes whose sanitised names collide: their values are joined with
+// ";" in the order of the original keys. kvs is sorted by SortAttrLabels.
+func JoinCollisions(b *labels.ScratchBuilder, kvs []AttrLabel) {
+	for i := 0; i < len(kvs); {
+		j := i + 1
+		for j < len(kvs) && kvs[j].Label == kvs[i].Label {
+			j++
+		}
+		if j == i+1 {
+			b.Add(kvs[i].Label, kvs[i].Value)
+		} else {
+			parts := make([]string, 0, j-i)
+			for _, kv := range kvs[i:j] {
+				parts = append(parts, kv.Value)
+			}
+			b.Add(kvs[i].Label, strings.Join(parts, ";"))
+		}
+		i = j
+	}
 }

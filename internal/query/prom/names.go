@@ -204,6 +204,6 @@ func LabelName(key string) string { return promname.LabelName(key) }
 // the label, the attribute keeps its exported_ name, as before.
 func reclaimLabels(kv []attrLabel, job, instance bool, kind metricKind) {
 	for j := range kv {
-		kv[j].label = promname.Reclaim(kv[j].key, kv[j].label, job, instance, kind == kindHistogram, kind == kindSummary)
+		kv[j].Label = promname.Reclaim(kv[j].Key, kv[j].Label, job, instance, kind == kindHistogram, kind == kindSummary)
 	}
 }

@@ -92,7 +92,7 @@ func appendOverflowLabels(dst []attrLabel, js []byte) ([]attrLabel, error) {
 		default:
 			continue
 		}
-		dst = append(dst, attrLabel{label: label, key: key, value: val})
+		dst = append(dst, attrLabel{Label: label, Key: key, Value: val})
 	}
 	return dst, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/rollup"
+	"github.com/sluice-dev/sluice/internal/promname"
 )
 
 // ErrLimit is wrapped by every error that stops a query for exceeding a
@@ -688,29 +689,7 @@ func formatLabelValue(v parquet.Value, kind byte) string {
 	return string(v.ByteArray())
 }
 
-// joinCollisions applies the OpenTelemetry rule for attributes whose
-// sanitised names collide: their values are joined with ";" in the order of
-// the original keys. kvs is sorted by label then key.
-func joinCollisions(b *labels.ScratchBuilder, kvs []attrLabel) {
-	for i := 0; i < len(kvs); {
-		j := i + 1
-		for j < len(kvs) && kvs[j].label == kvs[i].label {
-			j++
-		}
-		if j == i+1 {
-			b.Add(kvs[i].label, kvs[i].value)
-		} else {
-			parts := make([]string, 0, j-i)
-			for _, kv := range kvs[i:j] {
-				parts = append(parts, kv.value)
-			}
-			b.Add(kvs[i].label, strings.Join(parts, ";"))
-		}
-		i = j
-	}
-}
-
-type attrLabel struct{ label, key, value string }
+type attrLabel = promname.AttrLabel
 
 // Metadata describes one Prometheus metric name.
 type Metadata struct {

@@ -6,14 +6,14 @@ func TestReclaimLabelsOnlyWhereSluiceSetsNone(t *testing.T) {
 	mk := func() []attrLabel {
 		var kv []attrLabel
 		for _, k := range []string{"job", "instance", "service_name", "le", "quantile", "job.x"} {
-			kv = append(kv, attrLabel{label: LabelName(k), key: k, value: "v"})
+			kv = append(kv, attrLabel{Label: LabelName(k), Key: k, Value: "v"})
 		}
 		return kv
 	}
 	labelsOf := func(kv []attrLabel) map[string]string {
 		m := map[string]string{}
 		for _, k := range kv {
-			m[k.key] = k.label
+			m[k.Key] = k.Label
 		}
 		return m
 	}

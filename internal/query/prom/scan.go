@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/sluice-dev/sluice/internal/promname"
 )
 
 // scan is the state of one Select: reused column buffers and the series
@@ -284,7 +286,7 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 		}
 		err := readValuesAt(ccs[lc.col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
 			if !v.IsNull() {
-				kvs[i] = append(kvs[i], attrLabel{label: lc.label, key: lc.key, value: formatLabelValue(v, lc.kind)})
+				kvs[i] = append(kvs[i], attrLabel{Label: lc.label, Key: lc.key, Value: formatLabelValue(v, lc.kind)})
 			}
 		})
 		if err != nil {
@@ -309,22 +311,8 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 		}
 		kv := kvs[i]
 		reclaimLabels(kv, svc[i] != "", inst[i] != "", r.desc.kind)
-		slices.SortFunc(kv, func(a, b attrLabel) int {
-			if a.label != b.label {
-				if a.label < b.label {
-					return -1
-				}
-				return 1
-			}
-			if a.key < b.key {
-				return -1
-			}
-			if a.key > b.key {
-				return 1
-			}
-			return 0
-		})
-		joinCollisions(&sc.sb, kv)
+		promname.SortAttrLabels(kv)
+		promname.JoinCollisions(&sc.sb, kv)
 		sc.sb.Sort()
 		l := sc.sb.Labels()
 		id := sc.ids[sc.need[i]-r.start]
