@@ -58,35 +58,18 @@ func (cv *converter) attrLabels(c *signal.Common, r signal.Range, dst []prompb.L
 	return cv.attrLabelsReclaim(c, r, dst, resource, nil)
 }
 
-// reclaim says which exported_ labels take their bare name back on this
-// series (the query API's reclaimLabels): a series sluice sets no job,
-// instance, le or quantile on keeps an attribute of that exact name as
-// that label, so a remote-write series relays with exactly its labels.
-type reclaim struct{ job, instance, le, quantile bool }
+// reclaim says which labels sluice sets on this series (job and instance
+// from the resource; le on a histogram, quantile on a summary): an
+// attribute keyed exactly like one it does not set keeps that bare label
+// (promname.Reclaim, as the query API does), so a remote-write series
+// relays with exactly its labels.
+type reclaim struct{ job, instance, histogram, summary bool }
 
 func (rc *reclaim) label(key, label string) string {
-	if rc == nil || label != "exported_"+key {
+	if rc == nil {
 		return label
 	}
-	switch key {
-	case promname.LabelJob, promname.LabelServiceName:
-		if rc.job {
-			return key
-		}
-	case promname.LabelInstance:
-		if rc.instance {
-			return key
-		}
-	case promname.LabelLe:
-		if rc.le {
-			return key
-		}
-	case promname.LabelQuantile:
-		if rc.quantile {
-			return key
-		}
-	}
-	return label
+	return promname.Reclaim(key, label, rc.job, rc.instance, rc.histogram, rc.summary)
 }
 
 func (cv *converter) attrLabelsReclaim(c *signal.Common, r signal.Range, dst []prompb.Label, resource bool, rc *reclaim) []prompb.Label {
@@ -209,13 +192,13 @@ func (cv *converter) add(m *signal.Metrics) {
 			return v
 		}
 		res := cv.resource(m, m.Resource[i])
-		rc := reclaim{job: true, instance: true, le: d.Type != signal.MetricHistogram, quantile: d.Type != signal.MetricSummary}
+		rc := reclaim{histogram: d.Type == signal.MetricHistogram, summary: d.Type == signal.MetricSummary}
 		for _, l := range res {
 			switch l.Name {
 			case "job":
-				rc.job = false
+				rc.job = true
 			case "instance":
-				rc.instance = false
+				rc.instance = true
 			}
 		}
 		common := cv.attrLabelsReclaim(&m.Common, m.Attr[i], append(cv.lbls[:0], res...), false, &rc)
