@@ -26,15 +26,13 @@ type converter struct {
 	series   []prompb.TimeSeries
 	dropped  uint64 // points remote write 1.0 cannot carry
 	lbls     []prompb.Label
-	kv       []kvLabel
+	kv       []promname.AttrLabel
 	resLbls  map[uint32][]prompb.Label // resource -> job/instance labels
 	targetTs map[uint32]int64          // resource -> newest point time (ms)
 	bases    []string                  // desc -> Prometheus base name ("\x00": not yet)
 	lblArena []prompb.Label            // series labels are sub-slices (emitWith)
 	smpArena []prompb.Sample
 }
-
-type kvLabel struct{ label, key, value string }
 
 func attrValue(c *signal.Common, i int) string {
 	switch c.Attrs.Type[i] {
@@ -87,21 +85,16 @@ func (cv *converter) attrLabelsReclaim(c *signal.Common, r signal.Range, dst []p
 		if v == "" {
 			continue
 		}
-		cv.kv = append(cv.kv, kvLabel{name, key, v})
+		cv.kv = append(cv.kv, promname.AttrLabel{Label: name, Key: key, Value: v})
 	}
-	slices.SortFunc(cv.kv, func(a, b kvLabel) int {
-		if a.label != b.label {
-			return strings.Compare(a.label, b.label)
-		}
-		return strings.Compare(a.key, b.key)
-	})
+	promname.SortAttrLabels(cv.kv)
 	for i := 0; i < len(cv.kv); {
 		j := i + 1
-		v := cv.kv[i].value
-		for ; j < len(cv.kv) && cv.kv[j].label == cv.kv[i].label; j++ {
-			v += ";" + cv.kv[j].value
+		v := cv.kv[i].Value
+		for ; j < len(cv.kv) && cv.kv[j].Label == cv.kv[i].Label; j++ {
+			v += ";" + cv.kv[j].Value
 		}
-		dst = append(dst, prompb.Label{Name: cv.kv[i].label, Value: v})
+		dst = append(dst, prompb.Label{Name: cv.kv[i].Label, Value: v})
 		i = j
 	}
 	return dst
