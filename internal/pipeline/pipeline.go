@@ -369,18 +369,11 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case p.cons != nil && p.cons.failed.Load():
-			http.Error(w, "queue failed: restart needed", http.StatusServiceUnavailable)
-		case p.diskLow() != "":
-			http.Error(w, p.diskLow(), http.StatusServiceUnavailable)
-		case p.lakeStatus.Load() != nil && p.lakeStatus.Load().failing() != "":
-			http.Error(w, p.lakeStatus.Load().failing(), http.StatusServiceUnavailable)
-		case !p.ready.Load():
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-		default:
-			io.WriteString(w, "ready\n")
+		if msg := p.unready(); msg != "" {
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
 		}
+		io.WriteString(w, "ready\n")
 	})
 	if p.cfg.Admin.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -399,6 +392,26 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// unready says why /readyz answers 503, or "" when ready. Each state is
+// read once, so the answer names the state that made it 503.
+func (p *Pipeline) unready() string {
+	if p.cons != nil && p.cons.failed.Load() {
+		return "queue failed: restart needed"
+	}
+	if msg := p.diskLow(); msg != "" {
+		return msg
+	}
+	if l := p.lakeStatus.Load(); l != nil {
+		if msg := l.failing(); msg != "" {
+			return msg
+		}
+	}
+	if !p.ready.Load() {
+		return "not ready"
+	}
+	return ""
 }
 
 // diskLow says why ingestion is refused for disk space, or "" when it is not.
