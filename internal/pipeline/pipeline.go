@@ -229,7 +229,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
 	}
 	p.cons.lowDisk = loop.nudgeLowDisk
-	if err := p.startRules(p.rulesCtx()); err != nil {
+	if err := p.startRules(); err != nil {
 		return fmt.Errorf("processors.rules_file: %w", err)
 	}
 	if err := p.seedTenants(ctx); err != nil {

@@ -30,8 +30,8 @@ type rulesLoader struct {
 }
 
 // startRules loads the rules file (an error stops the start) and starts the
-// reloader, which stops when ctx ends.
-func (p *Pipeline) startRules(ctx context.Context) error {
+// reloader, which Shutdown stops (p.rulesStop).
+func (p *Pipeline) startRules() error {
 	path := p.cfg.Processors.RulesFile
 	if path == "" {
 		return nil
@@ -62,6 +62,8 @@ func (p *Pipeline) startRules(ctx context.Context) error {
 	}
 	l.install(r, data)
 	p.log.Info("processing rules loaded", "file", path, "metric_rules", r.MetricRules(), "log_rules", r.LogRules())
+	ctx, cancel := context.WithCancel(context.Background())
+	p.rulesStop = cancel
 	go l.run(ctx)
 	return nil
 }
@@ -116,11 +118,4 @@ func (l *rulesLoader) reload(force bool) {
 	l.install(r, data)
 	l.reloads.Inc()
 	log.Info("processing rules reloaded", "metric_rules", r.MetricRules(), "log_rules", r.LogRules())
-}
-
-// rulesCtx is the context of the rules reloader, cancelled by Shutdown.
-func (p *Pipeline) rulesCtx() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.rulesStop = cancel
-	return ctx
 }
