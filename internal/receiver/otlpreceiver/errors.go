@@ -3,6 +3,7 @@ package otlpreceiver
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -69,4 +70,19 @@ func classify(err error) (errorClass, time.Duration) {
 		return classInvalid, 0
 	}
 	return classRetryable, DefaultRetryAfter
+}
+
+// HTTPStatus is the HTTP answer to a consumer error, as this receiver
+// gives it: 429 with the retry hint for backpressure, 400 for ErrInvalid,
+// 503 with DefaultRetryAfter for anything else. Other receivers (remote
+// write) answer with it so that every edge classifies errors alike.
+func HTTPStatus(err error) (status int, retryAfter time.Duration) {
+	class, retry := classify(err)
+	switch class {
+	case classInvalid:
+		return http.StatusBadRequest, 0
+	case classBackpressure:
+		return http.StatusTooManyRequests, retry
+	}
+	return http.StatusServiceUnavailable, retry
 }

@@ -254,25 +254,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 	return http.StatusNoContent
 }
 
-// consumeFailed answers a Consumer error as the OTLP receiver does.
+// consumeFailed answers a Consumer error as the OTLP receiver does
+// (otlpreceiver.HTTPStatus) and logs a failure that is the server's own.
 func (h *Handler) consumeFailed(w http.ResponseWriter, err error) int {
-	var bp *otlpreceiver.BackpressureError
-	switch {
-	case errors.As(err, &bp):
-		d := bp.RetryAfter
-		if d <= 0 {
-			d = otlpreceiver.DefaultRetryAfter
-		}
-		return fail(w, http.StatusTooManyRequests, d, "%v", err)
-	case errors.Is(err, otlpreceiver.ErrBackpressure):
-		return fail(w, http.StatusTooManyRequests, otlpreceiver.DefaultRetryAfter, "%v", err)
-	case errors.Is(err, otlpreceiver.ErrInvalid):
-		return fail(w, http.StatusBadRequest, 0, "%v", err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fail(w, http.StatusServiceUnavailable, otlpreceiver.DefaultRetryAfter, "%v", err)
+	code, retry := otlpreceiver.HTTPStatus(err)
+	if code == http.StatusServiceUnavailable && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		h.cfg.Logger.Warn("remote write: consumer failed", "err", err)
 	}
-	h.cfg.Logger.Warn("remote write: consumer failed", "err", err)
-	return fail(w, http.StatusServiceUnavailable, otlpreceiver.DefaultRetryAfter, "%v", err)
+	return fail(w, code, retry, "%v", err)
 }
 
 func (h *Handler) put(x *exchange) {
