@@ -7,12 +7,10 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
-	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 	"github.com/sluice-dev/sluice/internal/signal"
 	tenantpkg "github.com/sluice-dev/sluice/internal/tenant"
@@ -374,23 +372,8 @@ func (p *ioPartition) bytes() int64 { return int64(len(p.rows.Buf)) + int64(p.ro
 
 // NewIOWriter returns an IOWriter; host fills the host_name column.
 func NewIOWriter(opts Options, host string, commit func(Segment) error) (*IOWriter, error) {
-	if opts.Store == nil {
-		if opts.Root == "" {
-			return nil, errors.New("lake: Options.Root or Options.Store is required")
-		}
-		opts.Store = NewLocalStore(opts.Root)
-	}
-	if opts.TargetFileBytes <= 0 {
-		opts.TargetFileBytes = DefaultTargetFileBytes
-	}
-	if opts.MaxBufferedBytes <= 0 {
-		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
-	if opts.RowGroupRows <= 0 {
-		opts.RowGroupRows = DefaultRowGroupRows
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if err := opts.fileDefaults(); err != nil {
+		return nil, err
 	}
 	if commit == nil {
 		commit = func(Segment) error { return nil }
@@ -502,43 +485,10 @@ func (w *IOWriter) flushPartition(p *ioPartition) error {
 	if p.rows.Len() == 0 {
 		return nil
 	}
-	created := w.opts.Now()
-	idTime := max(created.UnixNano(), w.lastID+1)
-	w.lastID = idTime
-	id := NewFileID(time.Unix(0, idTime))
-	hourStart := time.Unix(0, p.key.hour*hourNs).UTC()
-	seg := Segment{
-		Table:   TableIOEvents,
-		Tenant:  p.key.tenant,
-		Day:     hourStart.Format("2006-01-02"),
-		Hour:    hourStart.Hour(),
-		Rows:    int64(p.rows.Len()),
-		Level:   w.opts.Level,
-		Created: created,
-		MinTime: slices.Min(p.rows.Time),
-		MaxTime: slices.Max(p.rows.Time),
-	}
-	seg.Path = catalog.PartitionDir(seg.Table, seg.Tenant, seg.Day, seg.Hour) + "/" + id + ".parquet"
-	ow, err := w.store.Create(seg.Path)
-	if err != nil {
-		return fmt.Errorf("write %q: %w", seg.Path, err)
-	}
-	if err := w.encodeFile(&p.rows, ow, &seg); err != nil {
-		_ = ow.Abort()
-		return fmt.Errorf("write %q: %w", seg.Path, err)
-	}
-	if err := ow.Commit(); err != nil {
-		return fmt.Errorf("write %q: %w", seg.Path, err)
-	}
-	if err := w.commit(seg); err != nil {
-		if rerr := w.store.Remove(seg.Path); rerr != nil {
-			return fmt.Errorf("commit %q: %w (and removing it: %v)", seg.Path, err, rerr)
-		}
-		return fmt.Errorf("commit %q: %w", seg.Path, err)
-	}
-	w.stats.Files++
-	w.stats.FileBytes += seg.Bytes
-	return nil
+	seg := newSegment(TableIOEvents, p.key.tenant, p.key.hour, w.opts.Level, w.opts.Now(), &w.lastID)
+	seg.Rows = int64(p.rows.Len())
+	seg.MinTime, seg.MaxTime = slices.Min(p.rows.Time), slices.Max(p.rows.Time)
+	return writeSegment(w.store, w.commit, &w.stats, &seg, func(out io.Writer) error { return w.encodeFile(&p.rows, out, &seg) })
 }
 
 func (w *IOWriter) encodeFile(rows *signal.IOEvents, out io.Writer, seg *Segment) (err error) {

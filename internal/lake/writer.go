@@ -137,26 +137,11 @@ type Writer struct {
 // NewWriter returns a Writer; commit is called once per file after the file
 // is durable under its final path (see Segment).
 func NewWriter(opts Options, commit func(Segment) error) (*Writer, error) {
-	if opts.Store == nil {
-		if opts.Root == "" {
-			return nil, errors.New("lake: Options.Root or Options.Store is required")
-		}
-		opts.Store = NewLocalStore(opts.Root)
-	}
-	if opts.TargetFileBytes <= 0 {
-		opts.TargetFileBytes = DefaultTargetFileBytes
-	}
-	if opts.MaxBufferedBytes <= 0 {
-		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
-	if opts.RowGroupRows <= 0 {
-		opts.RowGroupRows = DefaultRowGroupRows
+	if err := opts.fileDefaults(); err != nil {
+		return nil, err
 	}
 	if opts.MaxFutureSkew <= 0 {
 		opts.MaxFutureSkew = DefaultMaxFutureSkew
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.MaxAttributeColumns <= 0 {
 		opts.MaxAttributeColumns = DefaultMaxAttributeColumns
@@ -484,45 +469,79 @@ func (w *Writer) flushPartition(p *partition) error {
 	if len(p.ptime) == 0 {
 		return nil
 	}
-	created := w.now()
-	// Ids of one writer strictly increase even when the clock does not.
-	idTime := max(created.UnixNano(), w.lastID+1)
-	w.lastID = idTime
+	seg := newSegment(tableName(p.key.kind), p.key.tenant, p.key.hour, w.opts.Level, w.now(), &w.lastID)
+	seg.Rows = int64(len(p.ptime))
+	seg.MinTime, seg.MaxTime = slices.Min(p.ptime), slices.Max(p.ptime)
+	return writeSegment(w.store, w.commit, &w.stats, &seg, func(out io.Writer) error { return w.encodeFile(p, out, &seg) })
+}
+
+// fileDefaults fills the Options that Writer and IOWriter share.
+func (o *Options) fileDefaults() error {
+	if o.Store == nil {
+		if o.Root == "" {
+			return errors.New("lake: Options.Root or Options.Store is required")
+		}
+		o.Store = NewLocalStore(o.Root)
+	}
+	if o.TargetFileBytes <= 0 {
+		o.TargetFileBytes = DefaultTargetFileBytes
+	}
+	if o.MaxBufferedBytes <= 0 {
+		o.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if o.RowGroupRows <= 0 {
+		o.RowGroupRows = DefaultRowGroupRows
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// newSegment names a new file of table in the partition (tenant, hour):
+// its id is from created, after *lastID (ids of one writer strictly
+// increase even when the clock does not). The caller fills Rows and the
+// time range.
+func newSegment(table, tenant string, hour int64, level int, created time.Time, lastID *int64) Segment {
+	idTime := max(created.UnixNano(), *lastID+1)
+	*lastID = idTime
 	id := NewFileID(time.Unix(0, idTime))
-	table := tableName(p.key.kind)
-	hourStart := time.Unix(0, p.key.hour*hourNs).UTC()
+	hourStart := time.Unix(0, hour*hourNs).UTC()
 	seg := Segment{
 		Table:   table,
-		Tenant:  p.key.tenant,
+		Tenant:  tenant,
 		Day:     hourStart.Format("2006-01-02"),
 		Hour:    hourStart.Hour(),
-		Rows:    int64(len(p.ptime)),
-		Level:   w.opts.Level,
+		Level:   level,
 		Created: created,
-		MinTime: slices.Min(p.ptime),
-		MaxTime: slices.Max(p.ptime),
 	}
 	seg.Path = catalog.PartitionDir(seg.Table, seg.Tenant, seg.Day, seg.Hour) + "/" + id + ".parquet"
+	return seg
+}
 
-	ow, err := w.store.Create(seg.Path)
+// writeSegment creates seg.Path in store, fills it with encode (which also
+// sets seg.Bytes and seg.SchemaHash), makes it durable and then commits
+// seg; a failure at any step leaves no file (package doc invariants 3-6).
+func writeSegment(store Store, commit func(Segment) error, stats *WriterStats, seg *Segment, encode func(io.Writer) error) error {
+	ow, err := store.Create(seg.Path)
 	if err != nil {
 		return fmt.Errorf("write %q: %w", seg.Path, err)
 	}
-	if err := w.encodeFile(p, ow, &seg); err != nil {
+	if err := encode(ow); err != nil {
 		_ = ow.Abort()
 		return fmt.Errorf("write %q: %w", seg.Path, err)
 	}
 	if err := ow.Commit(); err != nil {
 		return fmt.Errorf("write %q: %w", seg.Path, err)
 	}
-	if err := w.commit(seg); err != nil {
-		if rerr := w.store.Remove(seg.Path); rerr != nil {
+	if err := commit(*seg); err != nil {
+		if rerr := store.Remove(seg.Path); rerr != nil {
 			return fmt.Errorf("commit %q: %w (and removing it: %v)", seg.Path, err, rerr)
 		}
 		return fmt.Errorf("commit %q: %w", seg.Path, err)
 	}
-	w.stats.Files++
-	w.stats.FileBytes += seg.Bytes
+	stats.Files++
+	stats.FileBytes += seg.Bytes
 	return nil
 }
 
