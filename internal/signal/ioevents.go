@@ -130,7 +130,7 @@ func (b *IOEvents) AppendString(s string) Str {
 	return MakeStr(off, len(s))
 }
 
-// Bytes_ returns the bytes of s, aliasing Buf (valid until Reset or growth).
+// StrBytes returns the bytes of s, aliasing Buf (valid until Reset or growth).
 func (b *IOEvents) StrBytes(s Str) []byte {
 	off := s.Off()
 	return b.Buf[off : off+s.Len() : off+s.Len()]
