@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/compact"
@@ -311,21 +312,17 @@ The exit code is 1 if any partition failed.`,
 	return c
 }
 
-// maxAttrColumnsLimit is the highest --max-attribute-columns, the bound
-// internal/config puts on lake.max_attribute_columns.
-const maxAttrColumnsLimit = 10000
-
 // registerMaxAttrColumns adds --max-attribute-columns (compact, rollup):
 // the cap on an output file's attribute columns that 'sluice run' takes
 // from lake.max_attribute_columns.
 func registerMaxAttrColumns(c *cobra.Command, p *int) {
 	c.Flags().IntVar(p, "max-attribute-columns", lake.DefaultMaxAttributeColumns,
-		fmt.Sprintf("most attribute columns per output file, 1 to %d; the least used attributes past it go to the overflow columns (as lake.max_attribute_columns)", maxAttrColumnsLimit))
+		fmt.Sprintf("most attribute columns per output file, 1 to %d; the least used attributes past it go to the overflow columns (as lake.max_attribute_columns)", config.MaxAttributeColumnsLimit))
 }
 
 func checkMaxAttrColumns(n int) error {
-	if n < 1 || n > maxAttrColumnsLimit {
-		return usageError{fmt.Errorf("--max-attribute-columns %d: want 1 to %d (as lake.max_attribute_columns)", n, maxAttrColumnsLimit)}
+	if n < 1 || n > config.MaxAttributeColumnsLimit {
+		return usageError{fmt.Errorf("--max-attribute-columns %d: want 1 to %d (as lake.max_attribute_columns)", n, config.MaxAttributeColumnsLimit)}
 	}
 	return nil
 }

@@ -94,6 +94,10 @@ type Queue struct {
 	MinFreeBytes     ByteSize `yaml:"min_free_bytes" derived:"min(512MiB, a tenth of the file system)" doc:"Free space the queue leaves on the file system of queue.dir. An append that would leave less is refused with 429 / RESOURCE_EXHAUSTED and a retry hint (under either full_policy; counted in sluice_pipeline_rejected_records_total{reason=\"disk\"}), /readyz answers 503, and the lake writer checkpoints at once: the headroom is what it needs to turn queued data into Parquet and release queue segments, so a disk that filled up recovers by itself once space is freed. Keep it above what one checkpoint writes (about lake.checkpoint_queue_bytes). 0 means the derived default."`
 }
 
+// MaxAttributeColumnsLimit is the highest lake.max_attribute_columns (and
+// --max-attribute-columns of sluice compact and rollup).
+const MaxAttributeColumnsLimit = 10000
+
 // Lake configures the lake writer and its checkpoints.
 type Lake struct {
 	Root                    string   `yaml:"root" doc:"Lake root directory: <root>/<table>/tenant=<t>/dt=YYYY-MM-DD/hour=HH/<id>.parquet. With lake.s3.bucket set the files go to S3 instead, and the root keeps only local state: the queue, the SQLite catalog and the lock file."`

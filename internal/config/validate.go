@@ -110,8 +110,8 @@ func (c *Config) Validate() error {
 	v.positiveSize("lake.target_file_bytes", l.TargetFileBytes)
 	v.positiveSize("lake.max_buffered_bytes", l.MaxBufferedBytes)
 	v.positiveInt("lake.row_group_rows", l.RowGroupRows)
-	if l.MaxAttributeColumns < 1 || l.MaxAttributeColumns > 10000 {
-		v.add("lake.max_attribute_columns", "%d out of range [1, 10000]", l.MaxAttributeColumns)
+	if l.MaxAttributeColumns < 1 || l.MaxAttributeColumns > MaxAttributeColumnsLimit {
+		v.add("lake.max_attribute_columns", "%d out of range [1, %d]", l.MaxAttributeColumns, MaxAttributeColumnsLimit)
 	}
 	v.positive("lake.max_future_skew", l.MaxFutureSkew)
 	v.positive("lake.flush_interval", l.FlushInterval)
