@@ -34,7 +34,6 @@ type Feed struct {
 	tailN    int // rows written, ever
 	lost     uint64
 	filtered int64
-	calls    int64
 	done     bool
 	err      error
 }
@@ -49,7 +48,6 @@ func (f *Feed) Add(b *signal.IOEvents, lost uint64, filtered int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sum.Add(b)
-	f.calls += int64(b.Len())
 	f.lost, f.filtered = lost, filtered
 	for i := max(0, b.Len()-TailLen); i < b.Len(); i++ {
 		f.tail[f.tailN%TailLen] = TailRow{
@@ -97,7 +95,7 @@ func (f *Feed) snapshot(now time.Time, by tracer.SortKey, n int, filter string) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := Snapshot{
-		Taken: now, Elapsed: now.Sub(f.sum.Start), Calls: f.calls, Bytes: f.sum.Total.Bytes,
+		Taken: now, Elapsed: now.Sub(f.sum.Start), Calls: f.sum.Total.Ops, Bytes: f.sum.Total.Bytes,
 		Lost: f.lost, Filtered: f.filtered, Done: f.done, Err: f.err,
 	}
 	copyAggs := func(aggs []*tracer.Agg) []tracer.Agg {
