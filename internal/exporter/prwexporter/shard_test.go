@@ -2,6 +2,7 @@ package prwexporter
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
@@ -56,6 +58,20 @@ func newReceiver(t *testing.T) *receiver {
 	return r
 }
 
+// instanceMetrics is testMetrics from the resource instance id.
+func instanceMetrics(t *testing.T, end time.Time, n int, instance string) []byte {
+	req := pmetricotlp.NewExportRequest()
+	if err := req.UnmarshalProto(testMetrics(t, end, n)); err != nil {
+		t.Fatal(err)
+	}
+	req.Metrics().ResourceMetrics().At(0).Resource().Attributes().PutStr("service.instance.id", instance)
+	b, err := req.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // Three endpoints with sharding: every series lands on exactly one, each
 // gets a fair share; a dead endpoint opens its breaker (the batch waits),
 // and when it returns the breaker closes and its series arrive.
@@ -73,8 +89,10 @@ func TestShardingThreeReceivers(t *testing.T) {
 	var recs []exporter.Record
 	end := time.Now().Truncate(time.Second)
 	for i := range 20 {
-		// Different instances make different series.
-		body := testMetrics(t, end.Add(time.Duration(i)*time.Millisecond), 2)
+		// Each record is its own instance, so 20 x 12 distinct series:
+		// enough that every endpoint gets a share whatever ports the
+		// receivers were given (the ring hashes endpoint URLs).
+		body := instanceMetrics(t, end, 2, fmt.Sprintf("i-%d", i))
 		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "t", Body: body})
 	}
 	if err := exp.Send(context.Background(), recs[:10]); err != nil {
@@ -94,8 +112,8 @@ func TestShardingThreeReceivers(t *testing.T) {
 		}
 		total += len(r.series)
 	}
-	if total != 12 {
-		t.Fatalf("%d distinct series over the receivers, want 12", total)
+	if total != 120 {
+		t.Fatalf("%d distinct series over the receivers, want 120", total)
 	}
 
 	// One endpoint dies: its breaker opens while the batch waits for it.
@@ -124,9 +142,9 @@ func TestShardingThreeReceivers(t *testing.T) {
 	}
 	for i, r := range recv {
 		for s, n := range r.series {
-			want := 40 // 20 records x 2 points
+			want := 2 // one record's 2 points
 			if strings.Contains(s, "target_info") {
-				want = 20 // one per record
+				want = 1 // one per record
 			}
 			if n != want {
 				t.Errorf("receiver %d series %s has %d samples", i, s, n)
