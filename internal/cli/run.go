@@ -77,6 +77,11 @@ nothing acknowledged is lost and nothing is written twice, even after kill -9.
 SIGTERM or SIGINT stops the receivers, commits everything queued and exits 0 within
 shutdown_timeout.
 
+Prometheus remote write is received on the query address (POST /api/v1/write) and, with
+receivers.prometheus_remote_write.listen, on an address of its own. Exporters forward
+what is received (OTLP, remote write); pipelines without the lake make a forward-only
+relay (no lake, catalog or query API).
+
 Without --config the embedded defaults apply; every key is in docs/config.md.`,
 		Example: `  sluice run
   sluice run --config sluice.yaml
@@ -98,8 +103,12 @@ Without --config the embedded defaults apply; every key is in docs/config.md.`,
 			log := pipeline.NewLogger(cfg.Log, errOut)
 			return pipeline.Run(c.Context(), cfg, pipeline.Settings{Logger: log}, func(p *pipeline.Pipeline) {
 				a := p.Addrs()
-				fmt.Fprintf(c.OutOrStdout(), "sluice run: listening otlp-grpc=%s otlp-http=%s admin=%s lake=%s query=%s\n",
-					addr(a.GRPC), addr(a.HTTP), addr(a.Admin), cfg.Lake.Root, addr(a.Query))
+				lakeRoot := cfg.Lake.Root
+				if !cfg.LakeEnabled() {
+					lakeRoot = "off"
+				}
+				fmt.Fprintf(c.OutOrStdout(), "sluice run: listening otlp-grpc=%s otlp-http=%s admin=%s lake=%s query=%s prw=%s\n",
+					addr(a.GRPC), addr(a.HTTP), addr(a.Admin), lakeRoot, addr(a.Query), addr(a.RemoteWrite))
 			})
 		},
 	}

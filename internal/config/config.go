@@ -42,12 +42,13 @@ type Processors struct {
 // Receivers groups the receivers.
 type Receivers struct {
 	OTLP                  OTLP                  `yaml:"otlp" doc:"OTLP over gRPC and HTTP (protobuf or JSON; gzip, zstd or none)."`
-	PrometheusRemoteWrite PrometheusRemoteWrite `yaml:"prometheus_remote_write" doc:"Prometheus remote write 1.0 and 2.0 on POST /api/v1/write of the query API (query.addr), behind query.auth (a token needs the write scope) and with its tenant header (receivers.otlp.tenant_header). Acknowledged after fsync in the queue, like OTLP."`
+	PrometheusRemoteWrite PrometheusRemoteWrite `yaml:"prometheus_remote_write" doc:"Prometheus remote write 1.0 and 2.0 on POST /api/v1/write of the query API (query.addr) and, when listen is set, on an address of its own; both behind query.auth (a token needs the write scope), query.tls and the tenant header (receivers.otlp.tenant_header). Acknowledged after fsync in the queue, like OTLP."`
 }
 
 // PrometheusRemoteWrite configures the remote-write receiver.
 type PrometheusRemoteWrite struct {
-	Enabled               bool     `yaml:"enabled" doc:"Serve POST /api/v1/write on query.addr (needs query.addr)."`
+	Enabled               bool     `yaml:"enabled" doc:"Serve POST /api/v1/write on query.addr (when set) and on listen (when set)."`
+	Listen                string   `yaml:"listen" doc:"host:port of a listener of its own serving only POST /api/v1/write, with the query address's TLS (query.tls) and tokens (query.auth, write scope); empty: remote write on query.addr only. Port 0 picks a free port (printed at start as prw=)."`
 	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, snappy-compressed and decoded; larger requests get 413. Its OTLP form (about the same size) must fit in one queue segment, else the request gets 400."`
 	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests read and processed at once; others wait for a slot (memory is bounded by about 3 × max_request_bytes per slot)."`
 }

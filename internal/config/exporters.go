@@ -136,6 +136,39 @@ func (c *Config) ExporterSignals() map[string][]string {
 	return out
 }
 
+// LakeEnabled says whether received data goes into the lake: with no
+// pipelines (the embedded default), or when a pipeline lists lake. Without
+// it sluice is a forward-only relay: no catalog, lake files or query API.
+func (c *Config) LakeEnabled() bool {
+	if len(c.Pipelines) == 0 {
+		return true
+	}
+	for _, p := range c.Pipelines {
+		if slices.Contains(p.Exporters, ExporterLake) {
+			return true
+		}
+	}
+	return false
+}
+
+// PipelineSignals returns the signals some pipeline takes (every signal
+// when the lake is on, since the lake takes them all). The receivers
+// refuse the others rather than acknowledge data no sink reads.
+func (c *Config) PipelineSignals() []string {
+	if c.LakeEnabled() {
+		return slices.Clone(knownSignals)
+	}
+	var out []string
+	for _, s := range knownSignals {
+		for pname := range c.Pipelines {
+			if ExporterType(pname) == s && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 var exporterSuffixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
 
 var knownSignals = []string{"logs", "metrics", "traces"}
@@ -244,8 +277,8 @@ func validateExporters(v *validator, c *Config) {
 		if len(p.Exporters) == 0 {
 			v.add(k+"exporters", "at least one exporter is required (lake, or an exporter of exporters:)")
 		}
-		if !slices.Contains(p.Exporters, ExporterLake) {
-			v.add(k+"exporters", "must include lake: forwarding instead of the lake is not implemented yet (every signal received goes into the lake)")
+		if slices.Contains(p.Exporters, ExporterLake) != c.LakeEnabled() {
+			v.add(k+"exporters", "list lake in every pipeline or in none: the lake takes every signal received (per-signal lake routing is not implemented)")
 		}
 		for _, ex := range p.Exporters {
 			if ex == ExporterLake {

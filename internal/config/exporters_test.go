@@ -53,7 +53,9 @@ pipelines:
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake, nope]}}", `"nope" is not defined`},
 		{"pipelines: {spans: {receivers: [otlp], exporters: [lake]}}", "pipelines.spans: a pipeline is named after its signal"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [x]}}", "pipelines.logs.processors"},
-		{"exporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [otlp]}}", "must include lake"},
+		{"exporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [otlp]}, traces: {receivers: [otlp], exporters: [lake]}}", "pipelines.logs.exporters: list lake in every pipeline or in none"},
+		{"receivers: {prometheus_remote_write: {listen: 'nope'}}", "receivers.prometheus_remote_write.listen"},
+		{"receivers: {prometheus_remote_write: {listen: 'localhost:9090'}}", `receivers.prometheus_remote_write.listen: "localhost:9090" is also query.addr`},
 	} {
 		c, err := Parse([]byte(tc.src), env(nil))
 		if err == nil {
@@ -62,5 +64,29 @@ pipelines:
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s\n  got %v, want an error containing %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestForwardOnly: pipelines without the lake are a relay: valid, with
+// the lake off, and only their signals taken.
+func TestForwardOnly(t *testing.T) {
+	c, err := Parse([]byte(`receivers: {prometheus_remote_write: {listen: "127.0.0.1:0"}}
+exporters: {prometheus_remote_write/down: {endpoints: [http://x:1/api/v1/write]}}
+pipelines: {metrics: {receivers: [prometheus_remote_write], exporters: [prometheus_remote_write/down]}}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a forward-only config must be valid: %v", err)
+	}
+	if c.LakeEnabled() {
+		t.Fatal("no pipeline lists lake, yet LakeEnabled")
+	}
+	if got := strings.Join(c.PipelineSignals(), ","); got != "metrics" {
+		t.Fatalf("PipelineSignals = %q, want metrics", got)
+	}
+	if d := Default(); !d.LakeEnabled() || len(d.PipelineSignals()) != 3 {
+		t.Fatal("the embedded default must write every signal into the lake")
 	}
 }

@@ -58,6 +58,11 @@ func (c *Config) Validate() error {
 		if pw.MaxConcurrentRequests <= 0 {
 			v.add(r+"max_concurrent_requests", "must be positive")
 		}
+		v.addr(r+"listen", pw.Listen)
+		v.sameAddr(r+"listen", pw.Listen, "query.addr", c.Query.Addr)
+		v.sameAddr(r+"listen", pw.Listen, "admin.addr", c.Admin.Addr)
+		v.sameAddr(r+"listen", pw.Listen, "receivers.otlp.http_addr", c.Receivers.OTLP.HTTPAddr)
+		v.sameAddr(r+"listen", pw.Listen, "receivers.otlp.grpc_addr", c.Receivers.OTLP.GRPCAddr)
 	}
 	switch maxBody := int64(c.Queue.SegmentBytes) - queueRecordOverhead; {
 	case o.MaxRequestBytes <= 0:

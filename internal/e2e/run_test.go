@@ -71,6 +71,7 @@ shutdown_timeout: %s
 type server struct {
 	cmd               *exec.Cmd
 	grpc, http, admin string
+	prw               string // remote write's own listener, "off" when none
 	stderr            *lockedBuffer
 	exited            chan struct{}
 	exitCode          int
@@ -93,7 +94,10 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-var listenLine = regexp.MustCompile(`otlp-grpc=(\S+) otlp-http=(\S+) admin=(\S+)`)
+var (
+	listenLine = regexp.MustCompile(`otlp-grpc=(\S+) otlp-http=(\S+) admin=(\S+)`)
+	prwLine    = regexp.MustCompile(` prw=(\S+)`)
+)
 
 func startServer(t *testing.T, cfg string) *server {
 	t.Helper()
@@ -134,6 +138,9 @@ func startServer(t *testing.T, cfg string) *server {
 	case l := <-lines:
 		m := listenLine.FindStringSubmatch(l)
 		s.grpc, s.http, s.admin = m[1], m[2], m[3]
+		if m := prwLine.FindStringSubmatch(l); m != nil {
+			s.prw = m[1]
+		}
 	case <-s.exited:
 		t.Fatalf("sluice run exited %d before listening:\n%s", s.exitCode, s.stderr)
 	case <-time.After(30 * time.Second):

@@ -27,7 +27,10 @@ type consumer struct {
 	lowDisk    func()       // called when the queue refuses for disk space; may be nil
 	limits     otlp.Limits
 	rules      atomic.Pointer[processor.Rules] // nil: no processing rules; swapped by a reload
-	pool       sync.Pool                       // *scratch
+	// refuse marks the signals no pipeline takes (forward-only configs):
+	// they are refused rather than acknowledged into a queue no sink reads.
+	refuse [signal.KindTraces + 1]bool
+	pool   sync.Pool // *scratch
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to
@@ -110,6 +113,10 @@ func (c *consumer) put(s *scratch) {
 // request's record is fsynced in the queue.
 func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
 	ser := c.m.seriesFor(req.Kind, req.Tenant)
+	if int(req.Kind) < len(c.refuse) && c.refuse[req.Kind] {
+		ser.invalid.Inc()
+		return otlpreceiver.Result{}, fmt.Errorf("no pipeline takes %s (pipelines: in the config; the lake is off): %w", req.Kind, otlpreceiver.ErrInvalid)
+	}
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)
 	n, err := s.decode(req.Kind, req.Body, c.limits)

@@ -33,6 +33,15 @@
 // invariant 10). docs/design/exporters.md explains the at-least-once
 // delivery.
 //
+// # Forward only
+//
+// When no pipeline lists the lake (config.LakeEnabled), Start opens no
+// catalog, lake store, lake loop, tail, upkeep or query API: the queue is
+// locked by <queue dir>/_run.lock, released up to queue.MaxPosition once
+// so that only the exporters' cursors hold segments, and query.addr (when
+// set) serves remote write alone. The consumer refuses signals no
+// pipeline takes (consumer.refuse) instead of queueing them for no one.
+//
 // # The unflushed tail
 //
 // With the query API on, queries also read the records above the

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,8 @@ type Settings struct {
 // Addrs are the bound listener addresses; nil when disabled.
 type Addrs struct {
 	GRPC, HTTP, Admin net.Addr
-	Query             net.Addr // the query API (query.addr)
+	Query             net.Addr // the query API (query.addr); remote write only when the lake is off
+	RemoteWrite       net.Addr // remote write's own listener (receivers.prometheus_remote_write.listen)
 }
 
 // Pipeline is a running `sluice run`. Create it with New, then Start and,
@@ -66,6 +68,8 @@ type Pipeline struct {
 	tail  *tail      // the unflushed tail served to the query API
 	cons  *consumer
 	recv  *otlpreceiver.Receiver
+	rw    *prwreceiver.Handler  // remote write; nil when disabled
+	rwSrv []*prwreceiver.Server // remote write's own listener, and query.addr when the lake is off
 	admin *http.Server
 	addrs Addrs
 
@@ -117,29 +121,44 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err := p.startAdmin(ctx); err != nil {
 		return err
 	}
-	root := p.cfg.Lake.Root
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("create lake root: %w", err)
+	lakeOn := p.cfg.LakeEnabled()
+	var (
+		committed int64
+		store     lake.Store
+		where     = "off (forward only)"
+		swept     sweepResult
+	)
+	if lakeOn {
+		root := p.cfg.Lake.Root
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return fmt.Errorf("create lake root: %w", err)
+		}
+		if p.lock, err = LockLake(root); err != nil {
+			return err
+		}
+		if p.cat, err = catalog.Open(ctx, p.cfg.CatalogDSN()); err != nil {
+			return fmt.Errorf("open catalog: %w", err)
+		}
+		if committed, err = p.cat.QueuePosition(ctx, QueueName); err != nil {
+			return err
+		}
+		if store, where, err = p.lakeStore(ctx); err != nil {
+			return err
+		}
+		if swept, err = sweepOrphans(ctx, p.cat, store, committed, p.log); err != nil {
+			return fmt.Errorf("sweep uncommitted lake files: %w", err)
+		}
+		p.m.orphans.Add(float64(swept.Removed + swept.Quarantined))
+	} else {
+		// Forward only: no lake root, catalog or lake files; the queue
+		// directory is locked instead, for the same one-process rule.
+		if err := os.MkdirAll(p.cfg.QueueDir(), 0o755); err != nil {
+			return fmt.Errorf("create queue dir: %w", err)
+		}
+		if p.lock, err = lockFile(filepath.Join(p.cfg.QueueDir(), "_run.lock")); err != nil {
+			return err
+		}
 	}
-	if p.lock, err = LockLake(root); err != nil {
-		return err
-	}
-	if p.cat, err = catalog.Open(ctx, p.cfg.CatalogDSN()); err != nil {
-		return fmt.Errorf("open catalog: %w", err)
-	}
-	committed, err := p.cat.QueuePosition(ctx, QueueName)
-	if err != nil {
-		return err
-	}
-	store, where, err := p.lakeStore(ctx)
-	if err != nil {
-		return err
-	}
-	swept, err := sweepOrphans(ctx, p.cat, store, committed, p.log)
-	if err != nil {
-		return fmt.Errorf("sweep uncommitted lake files: %w", err)
-	}
-	p.m.orphans.Add(float64(swept.Removed + swept.Quarantined))
 
 	full := queue.Backpressure
 	if p.cfg.Queue.FullPolicy == "drop_oldest" {
@@ -161,6 +180,77 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("open queue: %w", err)
 	}
 	p.q.Store(q)
+	if lakeOn {
+		if err := p.startLake(q, store, committed); err != nil {
+			return err
+		}
+	} else {
+		// No lake consumer: only the exporters' cursors hold segments
+		// (queue invariant 10).
+		if err := q.Release(queue.MaxPosition); err != nil {
+			return fmt.Errorf("release queue: %w", err)
+		}
+		st := q.Stats()
+		p.log.Info("queue open (forward only: no pipeline lists lake)", "dir", p.cfg.QueueDir(), "bytes", st.Bytes, "records", st.Records)
+	}
+
+	// Always: with no exporters left, it still deletes the cursors of
+	// removed ones, which would otherwise hold queue segments for good.
+	if p.exps, err = startExporters(p.cfg, q, p.reg, p.log); err != nil {
+		return err
+	}
+
+	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
+	p.cons.limits = otlp.Limits{
+		MaxAttrsPerRecord:  p.cfg.Receivers.OTLP.MaxAttrsPerRecord,
+		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
+	}
+	for sig, kind := range signalKinds {
+		p.cons.refuse[kind] = !slices.Contains(p.cfg.PipelineSignals(), sig)
+	}
+	if p.loop != nil {
+		p.cons.lowDisk = p.loop.nudgeLowDisk
+	}
+	if err := p.startRules(); err != nil {
+		return fmt.Errorf("processors.rules_file: %w", err)
+	}
+	if p.cat != nil {
+		if err := p.seedTenants(ctx); err != nil {
+			return err
+		}
+	}
+	if p.recv, err = otlpreceiver.New(receiverConfig(p.cfg.Receivers.OTLP), p.cons, p.reg, p.log); err != nil {
+		return err
+	}
+	if err := p.recv.Start(ctx); err != nil {
+		return err
+	}
+	p.addrs.GRPC, p.addrs.HTTP = p.recv.GRPCAddr(), p.recv.HTTPAddr()
+	if err := p.startRemoteWrite(ctx, lakeOn); err != nil {
+		return err
+	}
+	if lakeOn {
+		if err := p.startUpkeep(ctx, store); err != nil {
+			return err
+		}
+		if err := p.startQuery(ctx, store); err != nil {
+			return err
+		}
+	}
+	p.ready.Store(true)
+	catDSN := "off (forward only)"
+	if lakeOn {
+		catDSN = p.cfg.CatalogDSN()
+	}
+	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
+		"admin", addrString(p.addrs.Admin), "query", addrString(p.addrs.Query), "remote_write", addrString(p.addrs.RemoteWrite),
+		"lake", where, "catalog", catDSN, "orphans_removed", swept.Removed, "orphans_quarantined", swept.Quarantined)
+	return nil
+}
+
+// startLake starts the tail and the lake loop, reading q from the
+// position the catalog committed.
+func (p *Pipeline) startLake(q *queue.Queue, store lake.Store, committed int64) error {
 	from := queue.Position(committed)
 	if committed > 0 {
 		// Segments wholly below the committed position are in the lake; a
@@ -175,7 +265,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	p.log.Info("queue open", "dir", p.cfg.QueueDir(), "committed", committed, "replay_bytes", int64(st.Last)-int64(from), "records", st.Records)
 
 	wopts := lake.Options{
-		Root:             root,
+		Root:             p.cfg.Lake.Root,
 		Store:            store,
 		TargetFileBytes:  int64(p.cfg.Lake.TargetFileBytes),
 		MaxBufferedBytes: int64(p.cfg.Lake.MaxBufferedBytes),
@@ -186,6 +276,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		// Fault injection for the quarantine's end-to-end test only.
 		PoisonKey: os.Getenv("SLUICE_FAULT_POISON_KEY"),
 	}
+	var err error
 	if p.cfg.Query.Addr != "" {
 		if p.tail, err = newTail(q, p.cat, committed, wopts, p.m, p.log.With("component", "tail")); err != nil {
 			return err
@@ -216,42 +307,47 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 			p.fatal <- fmt.Errorf("lake loop stopped: %w", loop.err)
 		}
 	}()
+	return nil
+}
 
-	// Always: with no exporters left, it still deletes the cursors of
-	// removed ones, which would otherwise hold queue segments for good.
-	if p.exps, err = startExporters(p.cfg, q, p.reg, p.log); err != nil {
+// startRemoteWrite builds the remote-write handler (one, whichever address
+// serves it) and serves it on its own listener when one is configured,
+// and on query.addr when the lake is off (there is no query API then to
+// mount it; with the lake on, startQuery mounts it there).
+func (p *Pipeline) startRemoteWrite(ctx context.Context, lakeOn bool) error {
+	pw := p.cfg.Receivers.PrometheusRemoteWrite
+	if !pw.Enabled {
+		return nil
+	}
+	var err error
+	p.rw, err = prwreceiver.New(prwreceiver.Config{MaxRequestBytes: int64(pw.MaxRequestBytes),
+		MaxConcurrentRequests: pw.MaxConcurrentRequests, DefaultTenant: p.cfg.Receivers.OTLP.DefaultTenant,
+		Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.cons)
+	if err != nil {
 		return err
 	}
-
-	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
-	p.cons.limits = otlp.Limits{
-		MaxAttrsPerRecord:  p.cfg.Receivers.OTLP.MaxAttrsPerRecord,
-		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
+	hc := httpapi.FromConfig(p.cfg) // the query address's tokens and TLS
+	listen := func(addr, area string) (net.Addr, error) {
+		srv, err := prwreceiver.Listen(ctx, prwreceiver.ListenConfig{Addr: addr, Tokens: hc.Tokens, TLS: hc.TLS,
+			TenantHeader: hc.TenantHeader, DefaultTenant: hc.DefaultTenant, Area: area,
+			Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.rw)
+		if err != nil {
+			return nil, err
+		}
+		p.rwSrv = append(p.rwSrv, srv)
+		return srv.Addr(), nil
 	}
-	p.cons.lowDisk = loop.nudgeLowDisk
-	if err := p.startRules(); err != nil {
-		return fmt.Errorf("processors.rules_file: %w", err)
+	if pw.Listen != "" {
+		if p.addrs.RemoteWrite, err = listen(pw.Listen, "prw"); err != nil {
+			return fmt.Errorf("receivers.prometheus_remote_write.listen: %w", err)
+		}
 	}
-	if err := p.seedTenants(ctx); err != nil {
-		return err
+	if !lakeOn && p.cfg.Query.Addr != "" {
+		p.log.Info("no pipeline lists lake: query.addr serves remote write only (no query API without a lake)")
+		if p.addrs.Query, err = listen(p.cfg.Query.Addr, "query"); err != nil {
+			return fmt.Errorf("query.addr: %w", err)
+		}
 	}
-	if p.recv, err = otlpreceiver.New(receiverConfig(p.cfg.Receivers.OTLP), p.cons, p.reg, p.log); err != nil {
-		return err
-	}
-	if err := p.recv.Start(ctx); err != nil {
-		return err
-	}
-	p.addrs.GRPC, p.addrs.HTTP = p.recv.GRPCAddr(), p.recv.HTTPAddr()
-	if err := p.startUpkeep(ctx, store); err != nil {
-		return err
-	}
-	if err := p.startQuery(ctx, store); err != nil {
-		return err
-	}
-	p.ready.Store(true)
-	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
-		"admin", addrString(p.addrs.Admin), "query", addrString(p.addrs.Query), "lake", where, "catalog", p.cfg.CatalogDSN(),
-		"orphans_removed", swept.Removed, "orphans_quarantined", swept.Quarantined)
 	return nil
 }
 
@@ -265,8 +361,11 @@ func (p *Pipeline) Fatal() <-chan error { return p.fatal }
 // Checkpoint writes everything acknowledged so far into the lake and
 // commits it, and waits for that. Tests and admin tooling use it.
 func (p *Pipeline) Checkpoint(ctx context.Context) error {
-	if p.loop == nil {
+	if p.q.Load() == nil {
 		return errors.New("pipeline: not started")
+	}
+	if p.loop == nil {
+		return nil // forward only: no lake to write
 	}
 	return p.loop.checkpoint(ctx)
 }
@@ -301,6 +400,11 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 	}
 	if p.recv != nil {
 		if err := p.recv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, srv := range p.rwSrv {
+		if err := srv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -350,7 +454,7 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 		<-p.adminDone
 	}
 	err := errors.Join(errs...)
-	if p.loop != nil {
+	if p.q.Load() != nil {
 		p.log.Info("sluice run stopped", "took", time.Since(start).Round(time.Millisecond), "committed_position", committed, "err", err)
 	}
 	return err
@@ -471,15 +575,9 @@ func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
 		return nil
 	}
 	hc := httpapi.FromConfig(p.cfg)
-	if pw := p.cfg.Receivers.PrometheusRemoteWrite; pw.Enabled {
+	if p.rw != nil {
 		// Remote write hands its batches to the same consumer as OTLP.
-		rw, err := prwreceiver.New(prwreceiver.Config{MaxRequestBytes: int64(pw.MaxRequestBytes),
-			MaxConcurrentRequests: pw.MaxConcurrentRequests, DefaultTenant: p.cfg.Receivers.OTLP.DefaultTenant,
-			Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.cons)
-		if err != nil {
-			return err
-		}
-		hc.RemoteWrite = rw
+		hc.RemoteWrite = p.rw
 	}
 	if p.tail != nil {
 		hc.Tail, store = p.tail, p.tail.store(store)

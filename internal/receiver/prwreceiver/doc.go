@@ -1,7 +1,9 @@
 // Package prwreceiver serves Prometheus remote write 1.0 and 2.0
 // (POST /api/v1/write). It is an http.Handler that the query API mounts
 // behind its authentication guard (write scope); the guard resolves the
-// tenant, which the handler reads with authn.TenantOf.
+// tenant, which the handler reads with authn.TenantOf. Listen serves the
+// same handler on an address of its own, behind a guard built from the
+// same tokens and TLS files (listen.go).
 //
 // A request goes: content negotiation (Content-Type: application/x-protobuf
 // with no proto parameter or proto=prometheus.WriteRequest is 1.0,

@@ -1,0 +1,109 @@
+package prwreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/authn"
+)
+
+// ListenConfig is a listener of remote write's own
+// (receivers.prometheus_remote_write.listen), or the query address of a
+// forward-only `sluice run`, which has no query API to mount the handler.
+type ListenConfig struct {
+	Addr string
+	// Tokens, TLS and the tenant settings are the query address's
+	// (query.auth, query.tls), so a sender uses the same credentials on
+	// either address; a token needs the write scope.
+	Tokens        []authn.Token
+	TLS           authn.TLSFiles
+	TenantHeader  string
+	DefaultTenant string
+	// Area names the auth failures counter, sluice_<area>_auth_failures_total.
+	Area       string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Server serves only POST /api/v1/write (Path) behind an authn guard.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// Listen serves h on cfg.Addr. Every path passes the guard with the write
+// scope first; paths other than Path then get 404.
+func Listen(ctx context.Context, cfg ListenConfig, h *Handler) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	failures := authn.NewFailureCounter(cfg.Area)
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(failures); err != nil {
+			return nil, fmt.Errorf("prwreceiver: register metrics: %w", err)
+		}
+	}
+	guard, err := authn.New(authn.Config{Tokens: cfg.Tokens, TenantHeader: cfg.TenantHeader,
+		DefaultTenant: cfg.DefaultTenant, Realm: "sluice remote write"}, failures)
+	if err != nil {
+		return nil, fmt.Errorf("prwreceiver: %w", err)
+	}
+	tlsConf, err := authn.ServerTLS(cfg.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("prwreceiver: query.tls: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, h)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("remote write: listen on %s: %w", cfg.Addr, err)
+	}
+	s := &Server{
+		srv: &http.Server{
+			Handler:           guard.Wrap(mux, func(*http.Request) authn.Scope { return authn.Write }),
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute,
+			IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+			TLSConfig: tlsConf,
+		},
+		ln:   ln,
+		done: make(chan struct{}),
+	}
+	cfg.Logger.Info("remote write listening", "addr", ln.Addr().String(), "tls", tlsConf != nil, "tokens", len(cfg.Tokens))
+	go func() {
+		defer close(s.done)
+		serve := s.srv.Serve
+		if tlsConf != nil {
+			serve = func(ln net.Listener) error { return s.srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("remote write server stopped", "addr", cfg.Addr, "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting requests and waits for those in flight (each
+// answered after its fsync) until ctx ends. Idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+	if err != nil {
+		return fmt.Errorf("remote write: shutdown: %w", err)
+	}
+	return nil
+}
