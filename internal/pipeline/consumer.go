@@ -89,8 +89,8 @@ func (s *scratch) decode(kind signal.Kind, body []byte, lim otlp.Limits) (int, e
 func (s *scratch) process(r *processor.Rules, kind signal.Kind, body []byte, n int) ([]byte, int) {
 	switch kind {
 	case signal.KindMetrics:
-		if changed, kept := r.ProcessMetrics(&s.metrics, &s.proc); changed {
-			s.body = otlp.AppendMetricsProto(s.body[:0], &s.proc.Out)
+		if changed, kept := r.ProcessMetrics(&s.metrics, &s.proc); changed { // in place
+			s.body = otlp.AppendMetricsProto(s.body[:0], &s.metrics)
 			return s.body, kept
 		}
 	case signal.KindLogs:
@@ -103,7 +103,7 @@ func (s *scratch) process(r *processor.Rules, kind signal.Kind, body []byte, n i
 }
 
 func (c *consumer) put(s *scratch) {
-	if cap(s.rec) > maxPooledBytes || cap(s.body) > maxPooledBytes || cap(s.proc.Out.Buf) > maxPooledBytes || cap(s.proc.OutLogs.Buf) > maxPooledBytes || cap(s.logs.Buf) > maxPooledBytes || cap(s.metrics.Buf) > maxPooledBytes || cap(s.spans.Buf) > maxPooledBytes {
+	if cap(s.rec) > maxPooledBytes || cap(s.body) > maxPooledBytes || cap(s.proc.OutLogs.Buf) > maxPooledBytes || cap(s.logs.Buf) > maxPooledBytes || cap(s.metrics.Buf) > maxPooledBytes || cap(s.spans.Buf) > maxPooledBytes {
 		return
 	}
 	c.pool.Put(s)

@@ -26,7 +26,7 @@ type limiter struct {
 
 type limitGroup struct {
 	start  int64 // window start, unix ns
-	series map[uint64]struct{}
+	series idSet
 }
 
 // admit reports whether series id of group g may pass at now.
@@ -39,19 +39,19 @@ func (l *limiter) admit(g, id uint64, now int64) bool {
 	defer l.mu.Unlock()
 	gr := l.groups[g]
 	if gr == nil {
-		gr = &limitGroup{start: start, series: make(map[uint64]struct{})}
+		gr = &limitGroup{start: start}
 		l.groups[g] = gr
 	} else if gr.start != start {
 		gr.start = start
-		clear(gr.series)
+		gr.series.reset()
 	}
-	if _, ok := gr.series[id]; ok {
+	if gr.series.has(id) {
 		return true
 	}
-	if len(gr.series) >= l.max {
+	if gr.series.len() >= l.max {
 		return false
 	}
-	gr.series[id] = struct{}{}
+	gr.series.add(id)
 	return true
 }
 

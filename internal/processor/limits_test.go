@@ -6,18 +6,14 @@ import (
 	"time"
 )
 
-// userIDs returns the user_id label of every point of s.Out, or of b when
-// nothing changed.
+// keptUsers returns the user_id label of every point the rules keep of a
+// batch of n points.
 func keptUsers(t *testing.T, r *Rules, s *Scratch, n, users int) []string {
 	t.Helper()
 	b := batch(t, n, users)
-	changed, _ := r.ProcessMetrics(b, s)
-	out := b
-	if changed {
-		out = &s.Out
-	}
+	r.ProcessMetrics(b, s)
 	var u []string
-	for _, l := range labelsOf(out) {
+	for _, l := range labelsOf(b) {
 		u = append(u, l.Get("user_id"))
 	}
 	return u

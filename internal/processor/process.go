@@ -22,6 +22,9 @@ import (
 // a series, more for relabeled ones).
 const maxCachedSeries = 1 << 16
 
+// maxLabelIDs bounds a Scratch's label numbering (see labelID).
+const maxLabelIDs = 1 << 14
+
 // event kinds of a series decision, replayed per point.
 const (
 	evMatched uint8 = iota
@@ -38,16 +41,24 @@ type event struct {
 
 // decision is what the rules do to one series, computed once.
 type decision struct {
-	events    []event
-	drop      bool           // a non-shadow rule drops every point
-	changed   bool           // a relabel changed the series' labels
-	orig, cur labels.Labels  // set when changed
-	newName   string         // the new OTLP metric name, "" if unchanged
-	set       setLabels      // the labels sluice sets on the series
-	removed   []string       // point labels whose attributes a relabel removes
-	added     []labels.Label // point labels a relabel adds or changes
-	ignored   bool           // a relabel changed a label from the resource
-	groups    []uint64       // per evLimit event, its group (0: the tenant's)
+	events     []event
+	drop       bool           // a non-shadow rule drops every point
+	changed    bool           // a relabel changed the series' labels
+	orig, cur  labels.Labels  // set when changed
+	newName    string         // the new OTLP metric name, "" if unchanged
+	set        setLabels      // the labels sluice sets on the series
+	removed    []string       // point labels whose attributes a relabel removes
+	removedIDs []uint32       // their Scratch.labelID
+	setIdx     uint8          // set.index()
+	added      []labels.Label // point labels a relabel adds or changes
+	ignored    bool           // a relabel changed a label from the resource
+	groups     []uint64       // per evLimit event, its group (0: the tenant's)
+
+	// added's keys and values in the batch being rewritten (batch: its
+	// Scratch.batch), so a batch interns them once per series.
+	batch     uint64
+	addedKeys []signal.KeyID
+	addedVals []signal.Str
 }
 
 // setLabels says which labels sluice derives itself for a series (see
@@ -62,8 +73,6 @@ type Scratch struct {
 	// Now, when set, is the time limits use instead of the clock (tests).
 	Now time.Time
 
-	// Out receives the kept points when ProcessMetrics reports a change.
-	Out signal.Metrics
 	// OutLogs receives the kept records when ProcessLogs reports a change.
 	OutLogs signal.Logs
 
@@ -77,9 +86,11 @@ type Scratch struct {
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
-	keyLabel        []keyLabel // by key of Out, for this batch
+	keyLabel        []keyLabel // by key and label set (16 a key) of the batch being processed
 	now             int64
 	tenantGroup     uint64
+	batch           uint64 // counts ProcessMetrics calls: per-batch state in decisions
+	labelIDs        map[string]uint32
 }
 
 type renameKey struct {
@@ -90,19 +101,24 @@ type renameKey struct {
 type attrLabel = promname.AttrLabel
 
 func (s *Scratch) bind(r *Rules) {
-	if s.rules != r || len(s.cache) > maxCachedSeries {
+	if s.rules != r || len(s.cache) > maxCachedSeries || len(s.labelIDs) > maxLabelIDs {
 		s.rules = r
 		if s.cache == nil {
 			s.cache = make(map[uint64]*decision)
 		}
 		clear(s.cache)
+		clear(s.labelIDs) // decisions hold label ids
 	}
 }
 
-// ProcessMetrics applies the metric rules to b. It returns false when no
-// point is dropped or changed (b is to be used as is); otherwise the kept
-// points are in s.Out and kept is their number. b's SeriesID must be set
-// (the OTLP decoder sets it).
+// ProcessMetrics applies the metric rules to b in place. It returns false
+// when no point is dropped or changed (b is unchanged and its original
+// bytes can be used as they are); otherwise b holds only the kept points,
+// in their order, and kept is their number. Kept points are compacted to
+// the front of b without copying what they reference, and a relabeled
+// point gets a new attribute range appended to b's stores, so a batch
+// where most points are kept costs little more than the decisions. b's
+// SeriesID must be set (the OTLP decoder sets it).
 func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kept int) {
 	if r == nil || len(r.metrics) == 0 || b.Len() == 0 {
 		return false, b.Len()
@@ -113,6 +129,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		s.now = time.Now().UnixNano()
 	}
 	s.tenantGroup = xxhash.Sum64String(s.Tenant) | 1
+	s.batch++
 	// Series ids hash the name but not the unit or type, which the
 	// Prometheus name depends on: fold them into the cache key.
 	s.descKey = s.descKey[:0]
@@ -124,45 +141,32 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		}
 		s.descKey = append(s.descKey, k)
 	}
-	n := b.Len()
-	first := -1 // first point dropped or changed
-	var dec *decision
-	var dropped bool
-	for i := 0; i < n; i++ {
-		dec = s.decide(b, i)
-		dropped = s.replay(dec, b.SeriesID[i], b.Time[i])
-		if dropped || dec.changed {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
-		s.flush(r.metrics)
-		return false, n
-	}
-	out := &s.Out
-	out.Reset()
 	clear(s.renamed)
 	s.keyLabel = s.keyLabel[:0]
-	for i := 0; i < first; i++ {
-		out.CopyFrom(b, i)
-	}
-	if !dropped {
-		s.copyChanged(b, first, dec)
-	}
-	for i := first + 1; i < n; i++ {
-		dec = s.decide(b, i)
+	n := b.Len()
+	j := 0
+	for i := 0; i < n; i++ {
+		dec := s.decide(b, i)
 		if s.replay(dec, b.SeriesID[i], b.Time[i]) {
 			continue
 		}
-		if dec.changed {
-			s.copyChanged(b, i, dec)
-		} else {
-			out.CopyFrom(b, i)
+		if j != i {
+			b.MovePoint(j, i)
 		}
+		if dec.changed {
+			s.rewrite(b, j, dec)
+			changed = true
+		}
+		j++
 	}
 	s.flush(r.metrics)
-	return true, out.Len()
+	if j != n {
+		changed = true
+	}
+	if changed {
+		b.Truncate(j)
+	}
+	return changed, j
 }
 
 func (s *Scratch) flush(rs []rule) {
@@ -322,6 +326,10 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 	if !labels.Equal(cur, orig) {
 		d.changed, d.orig, d.cur, d.set = true, orig, cur, s.set
 		d.plan()
+		d.setIdx = d.set.index()
+		for _, l := range d.removed {
+			d.removedIDs = append(d.removedIDs, s.labelID(l))
+		}
 		if nn := cur.Get(labels.MetricName); nn != orig.Get(labels.MetricName) {
 			d.newName = nn
 		}

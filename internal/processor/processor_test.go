@@ -81,14 +81,14 @@ metrics:
 	if kept != 4 {
 		t.Fatalf("kept %d points, want 4 (u0, u2, u6, u8)", kept)
 	}
-	for _, l := range labelsOf(&s.Out) {
+	for _, l := range labelsOf(b) {
 		if u := l.Get("user_id"); u == "u4" || l.Get("code") != "200" {
 			t.Fatalf("kept %s", l)
 		}
 	}
 	// A batch no rule touches is reported unchanged.
 	r2 := mustParse(t, "metrics:\n  - {name: none, match: 'other_metric', action: drop}\n")
-	if changed, kept := r2.ProcessMetrics(b, &s); changed || kept != 10 {
+	if changed, kept := r2.ProcessMetrics(batch(t, 10, 10), &s); changed || kept != 10 {
 		t.Fatalf("changed=%v kept=%d for a rule matching nothing", changed, kept)
 	}
 }
@@ -132,7 +132,7 @@ func TestRelabelEqualsPrometheus(t *testing.T) {
 	if kept != len(want) {
 		t.Fatalf("kept %d, Prometheus keeps %d", kept, len(want))
 	}
-	for i, l := range labelsOf(&s.Out) {
+	for i, l := range labelsOf(b) {
 		// Renaming to a name without a unit suffix: the PromQL name of the
 		// renamed gauge of unit "s" is the new name plus "_seconds"; compare
 		// without __name__ and check it separately.
@@ -186,8 +186,8 @@ metrics:
 			t.Fatal("sampling kept everything")
 		}
 		var out []string
-		for i, l := range labelsOf(&s.Out) {
-			out = append(out, fmt.Sprint(l.String(), s.Out.Time[i]))
+		for i, l := range labelsOf(b) {
+			out = append(out, fmt.Sprint(l.String(), b.Time[i]))
 		}
 		return out
 	}
@@ -270,7 +270,7 @@ metrics:
 	if changed, kept := r.ProcessMetrics(&b, &s); !changed || kept != 1 {
 		t.Fatalf("changed=%v kept=%d", changed, kept)
 	}
-	if got := labelsOf(&s.Out)[0].String(); got != `{__name__="up", instance="h:9100", job="nodes"}` {
+	if got := labelsOf(&b)[0].String(); got != `{__name__="up", instance="h:9100", job="nodes"}` {
 		t.Fatalf("relabeled %s", got)
 	}
 }
@@ -287,10 +287,19 @@ metrics:
     relabel: [{action: replace, target_label: env, replacement: prod}, {action: labeldrop, regex: code}]
   - {name: lim, action: limit, per: metric, max_series: 1000000, window: 1h}
 `)
-	b := batch(t, 2000, 100)
+	src := batch(t, 2000, 100)
+	var b signal.Metrics // rules work in place: a fresh copy each run
+	refill := func() {
+		b.Reset()
+		for i := range src.Len() {
+			b.CopyFrom(src, i)
+		}
+	}
 	s := &Scratch{Tenant: "a", Now: time.Unix(3600, 0)}
-	r.ProcessMetrics(b, s)
-	if n := testing.AllocsPerRun(20, func() { r.ProcessMetrics(b, s) }); n != 0 {
+	refill()
+	r.ProcessMetrics(&b, s)
+	refill()
+	if n := testing.AllocsPerRun(20, func() { refill(); r.ProcessMetrics(&b, s) }); n != 0 {
 		t.Fatalf("%v allocations per batch in steady state", n)
 	}
 }

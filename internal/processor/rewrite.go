@@ -2,6 +2,7 @@ package processor
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
@@ -13,50 +14,71 @@ func relabelProcess(lb *labels.Builder, ru *rule) bool {
 	return relabel.ProcessBuilder(lb, ru.relabel...)
 }
 
-// copyChanged appends point i of b to s.Out with the labels d.cur: an
+// rewrite gives point j of b, compacted in place, the labels d.cur: an
 // attribute whose label keeps its value stays as it was (key and type), a
 // removed label removes its attributes, a new or changed label becomes a
 // string attribute named after the label, and a new __name__ renames the
-// metric. job, instance and service_name come from the resource and are
-// not rewritten where they come from the resource (counted; docs/rules.md).
-func (s *Scratch) copyChanged(b *signal.Metrics, i int, d *decision) {
-	out := &s.Out
-	out.CopyFrom(b, i)
-	j := out.Len() - 1
-	c := &out.Common
+// metric. job, instance and service_name come from
+// the resource and are not rewritten where they come from the resource
+// (counted; docs/rules.md).
+func (s *Scratch) rewrite(b *signal.Metrics, j int, d *decision) {
+	c := &b.Common
 	if d.newName != "" {
-		di := out.Desc[j]
+		di := b.Desc[j]
 		k := renameKey{di, d.newName}
 		if s.renamed == nil {
 			s.renamed = map[renameKey]uint32{}
 		}
 		nd, ok := s.renamed[k]
 		if !ok {
-			desc := out.Descs[di]
+			desc := b.Descs[di]
 			desc.Name = c.AppendString(d.newName)
-			out.Descs = append(out.Descs, desc)
-			nd = uint32(len(out.Descs) - 1)
+			b.Descs = append(b.Descs, desc)
+			nd = uint32(len(b.Descs) - 1)
 			s.renamed[k] = nd
 		}
-		out.Desc[j] = nd
+		b.Desc[j] = nd
 	}
-	r := out.Attr[j]
-	start := uint32(c.Attrs.Len())
-	for a := r.Start; a < r.End; a++ {
-		if len(d.removed) > 0 {
-			if l := s.outLabel(c, c.Attrs.Key[a], d.set); l != "" && slices.Contains(d.removed, l) {
+	if d.batch != s.batch {
+		d.batch = s.batch
+		d.addedKeys, d.addedVals = d.addedKeys[:0], d.addedVals[:0]
+		for _, l := range d.added {
+			d.addedKeys = append(d.addedKeys, c.Keys.IDString(l.Name))
+			d.addedVals = append(d.addedVals, c.AppendString(l.Value))
+		}
+	}
+	// Removed attributes are filtered out in place, inside the point's
+	// own range (every point of a decoded batch has its own); only added
+	// labels need a new range, copied in bulk behind the store.
+	r := b.Attr[j]
+	at := &c.Attrs
+	if len(d.removed) > 0 {
+		w := r.Start
+		for a := r.Start; a < r.End; a++ {
+			if l := s.outLabelID(c, at.Key[a], d); l != 0 && slices.Contains(d.removedIDs, l) {
 				continue
 			}
+			if w != a {
+				at.Key[w], at.Type[w], at.Val[w] = at.Key[a], at.Type[a], at.Val[a]
+			}
+			w++
 		}
-		c.Attrs.Append(c.Attrs.Key[a], c.Attrs.Type[a], c.Attrs.Val[a])
+		r.End = w
 	}
-	for _, l := range d.added {
-		c.Attrs.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
+	if len(d.addedKeys) > 0 {
+		start := uint32(at.Len())
+		at.Key = append(at.Key, at.Key[r.Start:r.End]...)
+		at.Type = append(at.Type, at.Type[r.Start:r.End]...)
+		at.Val = append(at.Val, at.Val[r.Start:r.End]...)
+		for x, k := range d.addedKeys {
+			at.Append(k, signal.ValueString, uint64(d.addedVals[x]))
+		}
+		r = signal.Range{Start: start, End: uint32(at.Len())}
 	}
 	if d.ignored {
 		s.ignoredResource++
 	}
-	out.Attr[j] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	b.Attr[j] = r
 }
 
 // plan works out, once per series, which point labels a relabel removed
@@ -94,21 +116,52 @@ func (d *decision) plan() {
 	})
 }
 
-// outLabel is d.set.label of key k of s.Out, cached per key for the batch
-// (LabelName's shared map costs more than the rest of a point's copy).
-func (s *Scratch) outLabel(c *signal.Common, k signal.KeyID, set setLabels) string {
-	if int(k) >= len(s.keyLabel) {
-		s.keyLabel = append(s.keyLabel, make([]keyLabel, int(k)+1-len(s.keyLabel))...)
+// outLabelID is the label id (see labelID) of key k of the batch being
+// rewritten on a series of d's label set, cached per key and set for the
+// batch (LabelName's shared map costs more than the rest of a point's
+// rewrite; a batch mixes series of several sets).
+func (s *Scratch) outLabelID(c *signal.Common, k signal.KeyID, d *decision) uint32 {
+	i := int(k)<<4 | int(d.setIdx)
+	if i >= len(s.keyLabel) {
+		s.keyLabel = append(s.keyLabel, make([]keyLabel, i+16-len(s.keyLabel))...)
 	}
-	kl := &s.keyLabel[k]
-	if !kl.known || kl.set != set {
-		*kl = keyLabel{label: set.label(c.Keys.Name(k)), set: set, known: true}
+	kl := &s.keyLabel[i]
+	if !kl.known {
+		kl.known = true
+		if l := d.set.label(c.Keys.Name(k)); l != "" {
+			kl.id = s.labelID(l)
+		}
 	}
-	return kl.label
+	return kl.id
 }
 
 type keyLabel struct {
-	label string
-	set   setLabels
+	id    uint32 // 0: the key is no label
 	known bool
+}
+
+// labelID numbers label names for this Scratch (from 1), so a rewrite
+// compares integers per attribute. The numbering starts over with the
+// decision cache (bind).
+func (s *Scratch) labelID(l string) uint32 {
+	if s.labelIDs == nil {
+		s.labelIDs = map[string]uint32{}
+	}
+	id, ok := s.labelIDs[l]
+	if !ok {
+		id = uint32(len(s.labelIDs) + 1)
+		s.labelIDs[strings.Clone(l)] = id
+	}
+	return id
+}
+
+// index numbers the 16 sets.
+func (set setLabels) index() uint8 {
+	var i uint8
+	for b, on := range [4]bool{set.job, set.instance, set.histogram, set.summary} {
+		if on {
+			i |= 1 << b
+		}
+	}
+	return i
 }
