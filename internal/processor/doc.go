@@ -1,7 +1,8 @@
 // Package processor runs the processing rules between the receivers and the
 // queue (issue 14): an ordered list of rules per signal that drop, keep,
-// relabel or sample metric series, and drop, keep or sample log records.
-// What a rule removes is never queued, stored nor forwarded.
+// relabel, sample, limit (cardinality) or require labels of metric series,
+// and drop, keep or sample log records. What a rule removes is never
+// queued, stored nor forwarded.
 //
 // Rules match series as PromQL shows them (internal/promname owns the
 // mapping): __name__ is the Prometheus name, job, instance and
@@ -33,4 +34,11 @@
 //     probability by the hash of the series id and the point's time, so two
 //     processes, a restart or a replay decide the same.
 //  4. A shadow rule counts what it would do and changes nothing.
+//  5. Rules work on the decoded batch in place: kept points move to the
+//     front, nothing they reference is copied, and a relabel or strip
+//     rewrites attributes inside the point's own range (appending a new
+//     range only for added labels). Every point of a decoded batch has an
+//     attribute range of its own.
+//  6. Limit state (limits.go) holds 64-bit ids only, bounded per window by
+//     max_series (max_values) times max_groups.
 package processor

@@ -5,53 +5,71 @@ import (
 	"time"
 )
 
-// A limit rule (action limit) caps the distinct series of a group over a
-// window aligned to the clock: per metric (each Prometheus metric name
-// matched is a group), per tenant, or per value of a label's presence
-// (per label: the series of one metric carrying that label). The N-th new
-// series of a window passes, the N+1-th does not; series already admitted
-// in the window keep flowing. A new window starts empty.
+// A limit rule (action limit) caps, over a window aligned to the clock,
+// the distinct series of a group (per metric: each Prometheus metric name
+// within a tenant; per tenant) or the distinct values of one label per
+// metric (per label). The N-th new series (value) of a window passes, the
+// N+1-th is over; series (values) already admitted in the window keep
+// flowing. A new window starts empty. What happens to a series over the
+// limit is the rule's exceed action: refuse its points, strip the label,
+// keep a deterministic sample of such series, or only count.
 //
-// State is a set of 64-bit series ids per group (no strings per series),
-// shared by all requests and kept across reloads of the rules file (by
-// rule name).
+// State is a set of 64-bit ids per group (series ids, or hashes of label
+// values; no strings per series), in a flat open-addressing table of at
+// most 16 bytes an id. It is shared by all requests and kept across
+// reloads of the rules file while the rule's name and limit settings stay
+// the same. When the window turns, every group starts over and the groups
+// of the old window are freed; the groups of one window are bounded by
+// max_groups (a series of a group beyond it counts as over the limit).
+
+// limitSpec is what a limiter's state depends on.
+type limitSpec struct {
+	max, maxGroups int
+	window         time.Duration
+	per            uint8
+	label          string
+}
 
 // limiter is one limit rule's state.
 type limiter struct {
 	mu     sync.Mutex
-	max    int
-	window time.Duration
-	groups map[uint64]*limitGroup
+	spec   limitSpec
+	cur    int64 // start of the current window, unix ns (0: no window)
+	groups map[uint64]*idSet
 }
 
-type limitGroup struct {
-	start  int64 // window start, unix ns
-	series idSet
-}
-
-// admit reports whether series id of group g may pass at now.
+// admit reports whether id (a series id, or a label value's hash) of group
+// g may pass at now. A batch whose clock lags a window that another
+// request already started counts in the new window: windows only move
+// forward.
 func (l *limiter) admit(g, id uint64, now int64) bool {
-	start := now
-	if l.window > 0 {
-		start = now - now%int64(l.window)
+	var start int64
+	if w := int64(l.spec.window); w > 0 {
+		start = now - now%w
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	gr := l.groups[g]
-	if gr == nil {
-		gr = &limitGroup{start: start}
-		l.groups[g] = gr
-	} else if gr.start != start {
-		gr.start = start
-		gr.series.reset()
+	if start > l.cur {
+		l.cur = start
+		if len(l.groups) > 0 {
+			l.groups = map[uint64]*idSet{} // frees the old window's sets
+		}
 	}
-	if gr.series.has(id) {
+	set := l.groups[g]
+	if set == nil {
+		if len(l.groups) >= l.spec.maxGroups {
+			return false
+		}
+		set = new(idSet)
+		l.groups[g] = set
+	}
+	if set.has(id) {
 		return true
 	}
-	if gr.series.len() >= l.max {
+	if set.len() >= l.spec.max {
 		return false
 	}
-	gr.series.add(id)
+	set.add(id)
 	return true
 }
 
@@ -61,15 +79,15 @@ type limiters struct {
 	m  map[string]*limiter
 }
 
-func (ls *limiters) get(name string, max int, window time.Duration) *limiter {
+func (ls *limiters) get(name string, spec limitSpec) *limiter {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.m == nil {
 		ls.m = map[string]*limiter{}
 	}
 	l := ls.m[name]
-	if l == nil || l.max != max || l.window != window {
-		l = &limiter{max: max, window: window, groups: map[uint64]*limitGroup{}}
+	if l == nil || l.spec != spec {
+		l = &limiter{spec: spec, groups: map[uint64]*idSet{}}
 		ls.m[name] = l
 	}
 	return l

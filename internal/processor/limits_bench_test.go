@@ -15,7 +15,7 @@ func BenchmarkLimiter1MSeries(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	l := (&limiters{}).get("bench", 2*active, time.Hour)
+	l := (&limiters{}).get("bench", limitSpec{max: 2 * active, maxGroups: 1, window: time.Hour})
 	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).UnixNano()
 	ids := make([]uint64, active)
 	for i := range ids {

@@ -72,7 +72,7 @@ func (s *Scratch) flushLogs() {
 		if c[1] != 0 {
 			rs[i].c.dropped.Add(float64(c[1]))
 		}
-		*c = [3]uint64{}
+		*c = [4]uint64{}
 	}
 }
 

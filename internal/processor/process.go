@@ -31,8 +31,16 @@ const (
 	evDropped       // the rule drops the point (a shadow rule: would drop)
 	evChanged
 	evProb  // the rule samples each point with its probability
-	evLimit // the rule's limiter admits or refuses the series; group in decision.groups
+	evLimit // the rule's limiter admits or refuses the series; see decision.lims
 )
+
+// limitEvent is what replay needs for one evLimit of a series.
+type limitEvent struct {
+	group  uint64 // 0: the tenant's; else mixed with the tenant per batch
+	id     uint64 // 0: the point's series id; else the hash of the label's value
+	sample bool   // exceed_action sample: the series is in the kept sample
+	strip  uint32 // exceed_action strip_label: the label's id (labelID)
+}
 
 type event struct {
 	rule uint8
@@ -52,7 +60,7 @@ type decision struct {
 	setIdx     uint8          // set.index()
 	added      []labels.Label // point labels a relabel adds or changes
 	ignored    bool           // a relabel changed a label from the resource
-	groups     []uint64       // per evLimit event, its group (0: the tenant's)
+	lims       []limitEvent   // per evLimit event
 
 	// added's keys and values in the batch being rewritten (batch: its
 	// Scratch.batch), so a batch interns them once per series.
@@ -82,7 +90,8 @@ type Scratch struct {
 	sb              labels.ScratchBuilder
 	kv              []attrLabel
 	names           []string
-	counts          [maxRules][3]uint64
+	counts          [maxRules][4]uint64 // matched, dropped, changed, over a limit
+	strip           []uint32            // label ids replay strips from the point
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
@@ -157,6 +166,10 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 			s.rewrite(b, j, dec)
 			changed = true
 		}
+		if len(s.strip) > 0 {
+			s.filterAttrs(b, j, dec, s.strip)
+			changed = true
+		}
 		j++
 	}
 	s.flush(r.metrics)
@@ -185,14 +198,19 @@ func (s *Scratch) flush(rs []rule) {
 		if c[2] != 0 {
 			rs[i].c.changed.Add(float64(c[2]))
 		}
-		*c = [3]uint64{}
+		if c[3] != 0 {
+			rs[i].c.exceeded.Add(float64(c[3]))
+		}
+		*c = [4]uint64{}
 	}
 }
 
-// replay counts a point's events and reports whether it is dropped.
+// replay counts a point's events and reports whether it is dropped; the
+// label ids a strip_label limit removes from it are left in s.strip.
 func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
 	rs := s.rules.metrics
-	gi := 0
+	s.strip = s.strip[:0]
+	li := 0
 	for _, e := range d.events {
 		c := &s.counts[e.rule]
 		switch e.kind {
@@ -206,16 +224,34 @@ func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
 				return true
 			}
 		case evLimit:
-			g := d.groups[gi]
-			gi++
+			le := &d.lims[li]
+			li++
+			g := le.group
 			if g == 0 {
 				g = s.tenantGroup
 			} else {
 				g = mix(g ^ s.tenantGroup) // per metric within the tenant
 			}
-			if !rs[e.rule].lim.admit(g, id, s.now) {
+			lid := le.id
+			if lid == 0 {
+				lid = id
+			}
+			ru := &rs[e.rule]
+			if ru.lim.admit(g, lid, s.now) {
+				break
+			}
+			c[3]++
+			switch {
+			case ru.exceed == exReport:
+			case ru.exceed == exStrip:
+				c[2]++
+				if !ru.shadow && le.strip != 0 {
+					s.strip = append(s.strip, le.strip)
+				}
+			case ru.exceed == exSample && le.sample:
+			default:
 				c[1]++
-				if !rs[e.rule].shadow {
+				if !ru.shadow {
 					return true
 				}
 			}
@@ -288,12 +324,16 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 			}
 		case actLimit:
 			if m {
-				ev(evLimit)
-				var g uint64 // per tenant: resolved per batch
-				if !ru.perTenant {
-					g = xxhash.Sum64String(cur.Get(labels.MetricName)) | 1
+				s.limitEvent(d, ru, cur, ev)
+			}
+		case actRequire:
+			if m {
+				for _, l := range ru.required {
+					if cur.Get(l) == "" {
+						ev(evDropped)
+						break
+					}
 				}
-				d.groups = append(d.groups, g)
 			}
 		case actRelabel:
 			if !m {
@@ -323,10 +363,10 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 			return d
 		}
 	}
+	d.set, d.setIdx = s.set, s.set.index()
 	if !labels.Equal(cur, orig) {
-		d.changed, d.orig, d.cur, d.set = true, orig, cur, s.set
+		d.changed, d.orig, d.cur = true, orig, cur
 		d.plan()
-		d.setIdx = d.set.index()
 		for _, l := range d.removed {
 			d.removedIDs = append(d.removedIDs, s.labelID(l))
 		}
@@ -335,6 +375,31 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 		}
 	}
 	return d
+}
+
+// limitEvent adds limit rule ru's event for a series of labels cur to d;
+// a series without the label of a per-label limit has none.
+func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, ev func(uint8)) {
+	var le limitEvent
+	if ru.per != perTenant {
+		le.group = xxhash.Sum64String(cur.Get(labels.MetricName)) | 1
+	}
+	if ru.per == perLabel {
+		v := cur.Get(ru.label)
+		if v == "" {
+			return
+		}
+		le.group = mix(le.group^xxhash.Sum64String(ru.label)) | 1
+		le.id = xxhash.Sum64String(v) | 1
+	}
+	if ru.exceed == exSample {
+		le.sample = mix(cur.Hash())%ru.oneIn == 0
+	}
+	if ru.exceed == exStrip && cur.Get(ru.label) != "" {
+		le.strip = s.labelID(ru.label)
+	}
+	ev(evLimit)
+	d.lims = append(d.lims, le)
 }
 
 func matches(ru *rule, l labels.Labels, names []string) bool {

@@ -50,21 +50,9 @@ func (s *Scratch) rewrite(b *signal.Metrics, j int, d *decision) {
 	// Removed attributes are filtered out in place, inside the point's
 	// own range (every point of a decoded batch has its own); only added
 	// labels need a new range, copied in bulk behind the store.
+	s.filterAttrs(b, j, d, d.removedIDs)
 	r := b.Attr[j]
 	at := &c.Attrs
-	if len(d.removed) > 0 {
-		w := r.Start
-		for a := r.Start; a < r.End; a++ {
-			if l := s.outLabelID(c, at.Key[a], d); l != 0 && slices.Contains(d.removedIDs, l) {
-				continue
-			}
-			if w != a {
-				at.Key[w], at.Type[w], at.Val[w] = at.Key[a], at.Type[a], at.Val[a]
-			}
-			w++
-		}
-		r.End = w
-	}
 	if len(d.addedKeys) > 0 {
 		start := uint32(at.Len())
 		at.Key = append(at.Key, at.Key[r.Start:r.End]...)
@@ -79,6 +67,29 @@ func (s *Scratch) rewrite(b *signal.Metrics, j int, d *decision) {
 		s.ignoredResource++
 	}
 	b.Attr[j] = r
+}
+
+// filterAttrs removes from point j the attributes whose labels have the
+// ids in remove, in place inside the point's own range (every point of a
+// decoded batch has its own).
+func (s *Scratch) filterAttrs(b *signal.Metrics, j int, d *decision, remove []uint32) {
+	if len(remove) == 0 {
+		return
+	}
+	c := &b.Common
+	at := &c.Attrs
+	r := b.Attr[j]
+	w := r.Start
+	for a := r.Start; a < r.End; a++ {
+		if l := s.outLabelID(c, at.Key[a], d); l != 0 && slices.Contains(remove, l) {
+			continue
+		}
+		if w != a {
+			at.Key[w], at.Type[w], at.Val[w] = at.Key[a], at.Type[a], at.Val[a]
+		}
+		w++
+	}
+	b.Attr[j].End = w
 }
 
 // plan works out, once per series, which point labels a relabel removed

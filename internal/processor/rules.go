@@ -44,10 +44,22 @@ type RuleConfig struct {
 	MaxSeverity int32 `yaml:"max_severity"`
 	// MaxSeries, Per and Window configure action limit: at most MaxSeries
 	// distinct series per group (Per: metric or tenant) in each Window
-	// aligned to the clock (0: forever).
+	// aligned to the clock (0: forever). Per label: at most MaxValues
+	// distinct values of Label per metric.
 	MaxSeries int           `yaml:"max_series"`
 	Per       string        `yaml:"per"`
 	Window    time.Duration `yaml:"window"`
+	Label     string        `yaml:"label"`
+	MaxValues int           `yaml:"max_values"`
+	// ExceedAction is what a limit does to a series over it: refuse
+	// (default), strip_label (remove Label from it), sample (keep one
+	// series in OneIn of those over) or report (count only).
+	ExceedAction string `yaml:"exceed_action"`
+	// MaxGroups bounds a limit's groups (metrics, tenants) per window;
+	// the series of a group beyond it count as over the limit.
+	MaxGroups int `yaml:"max_groups"`
+	// Labels are the labels action require needs on every series.
+	Labels []string `yaml:"labels"`
 	// Shadow makes the rule count what it would do without doing it (for a
 	// limit: report only).
 	Shadow bool `yaml:"shadow"`
@@ -62,7 +74,26 @@ const (
 	actSampleOneIn
 	actSampleProb
 	actLimit
+	actRequire
 )
+
+// per groups of a limit.
+const (
+	perMetric uint8 = iota
+	perTenant
+	perLabel
+)
+
+// exceed actions of a limit.
+const (
+	exRefuse uint8 = iota
+	exStrip
+	exSample
+	exReport
+)
+
+// DefaultMaxGroups is a limit's max_groups when unset.
+const DefaultMaxGroups = 100000
 
 // maxRules bounds the rules per signal.
 const maxRules = 64
@@ -78,7 +109,10 @@ type rule struct {
 	threshold   uint64 // probability * 2^64 (saturating)
 	maxSeverity int32
 	shadow      bool
-	perTenant   bool
+	per         uint8
+	exceed      uint8
+	label       string   // per label, strip_label
+	required    []string // action require
 	lim         *limiter
 	c           *ruleCounters
 }
@@ -172,8 +206,14 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 		if len(c.Relabel) > 0 && c.Action != "relabel" {
 			return nil, fmt.Errorf("%s: relabel is only for action relabel", where)
 		}
-		if (c.OneIn != 0 || c.Probability != nil) && c.Action != "sample" {
-			return nil, fmt.Errorf("%s: one_in and probability are only for action sample", where)
+		if c.Probability != nil && c.Action != "sample" {
+			return nil, fmt.Errorf("%s: probability is only for action sample", where)
+		}
+		if c.OneIn != 0 && c.Action != "sample" && !(c.Action == "limit" && c.ExceedAction == "sample") {
+			return nil, fmt.Errorf("%s: one_in is only for action sample and for a limit's exceed_action sample", where)
+		}
+		if len(c.Labels) > 0 && c.Action != "require" {
+			return nil, fmt.Errorf("%s: labels is only for action require", where)
 		}
 		switch c.Action {
 		case "drop":
@@ -215,28 +255,30 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 			if logs {
 				return nil, fmt.Errorf("%s: limit applies to metrics only", where)
 			}
-			if c.MaxSeries < 1 {
-				return nil, fmt.Errorf("%s: action limit needs max_series >= 1", where)
+			if err := compileLimit(&ru, c, m); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
 			}
-			if c.Window < 0 {
-				return nil, fmt.Errorf("%s: window %v is negative", where, c.Window)
+		case "require":
+			if logs {
+				return nil, fmt.Errorf("%s: require applies to metrics only", where)
 			}
-			switch c.Per {
-			case "metric":
-			case "tenant":
-				ru.perTenant = true
-			default:
-				return nil, fmt.Errorf("%s: per %q: want metric or tenant", where, c.Per)
+			if len(c.Labels) == 0 {
+				return nil, fmt.Errorf("%s: action require needs labels", where)
 			}
-			ru.act = actLimit
-			ru.lim = m.limits.get(c.Name, c.MaxSeries, c.Window)
+			for _, l := range c.Labels {
+				if !model.LabelName(l).IsValid() || l == labels.MetricName {
+					return nil, fmt.Errorf("%s: required label %q is not a label name", where, l)
+				}
+			}
+			ru.act, ru.required = actRequire, c.Labels
 		case "":
-			return nil, fmt.Errorf("%s: action is required (drop, keep, relabel, sample, limit)", where)
+			return nil, fmt.Errorf("%s: action is required (drop, keep, relabel, sample, limit, require)", where)
 		default:
-			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample, limit)", where, c.Action)
+			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample, limit, require)", where, c.Action)
 		}
-		if c.Action != "limit" && (c.MaxSeries != 0 || c.Per != "" || c.Window != 0) {
-			return nil, fmt.Errorf("%s: max_series, per and window are only for action limit", where)
+		if c.Action != "limit" && (c.MaxSeries != 0 || c.Per != "" || c.Window != 0 || c.Label != "" ||
+			c.MaxValues != 0 || c.ExceedAction != "" || c.MaxGroups != 0) {
+			return nil, fmt.Errorf("%s: max_series, max_values, per, label, window, exceed_action and max_groups are only for action limit", where)
 		}
 		ru.c = m.forRule(c.Name)
 		out = append(out, ru)
@@ -251,4 +293,74 @@ func probThreshold(p float64) uint64 {
 		return ^uint64(0)
 	}
 	return uint64(p * (1 << 63) * 2)
+}
+
+// compileLimit checks and compiles the fields of action limit.
+func compileLimit(ru *rule, c *RuleConfig, m *Metrics) error {
+	if c.Window < 0 {
+		return fmt.Errorf("window %v is negative", c.Window)
+	}
+	max := c.MaxSeries
+	switch c.Per {
+	case "metric":
+		ru.per = perMetric
+	case "tenant":
+		ru.per = perTenant
+	case "label":
+		ru.per = perLabel
+		if c.Label == "" {
+			return errors.New("per label needs label (the label whose distinct values per metric are limited)")
+		}
+		if c.MaxSeries != 0 {
+			return errors.New("per label limits values: set max_values, not max_series")
+		}
+		if c.MaxValues < 1 {
+			return errors.New("per label needs max_values >= 1")
+		}
+		max = c.MaxValues
+	default:
+		return fmt.Errorf("per %q: want metric, tenant or label", c.Per)
+	}
+	if ru.per != perLabel {
+		if c.MaxValues != 0 {
+			return fmt.Errorf("max_values is for per label; per %s takes max_series", c.Per)
+		}
+		if max < 1 {
+			return errors.New("action limit needs max_series >= 1")
+		}
+	}
+	if c.Label != "" && (!model.LabelName(c.Label).IsValid() || c.Label == labels.MetricName) {
+		return fmt.Errorf("label %q is not a label name (nor __name__)", c.Label)
+	}
+	switch c.ExceedAction {
+	case "", "refuse":
+		ru.exceed = exRefuse
+	case "strip_label":
+		if c.Label == "" {
+			return errors.New("exceed_action strip_label needs label (the label to strip)")
+		}
+		ru.exceed = exStrip
+	case "sample":
+		if c.OneIn < 2 {
+			return errors.New("exceed_action sample needs one_in >= 2 (keep one series in one_in of those over the limit)")
+		}
+		ru.exceed, ru.oneIn = exSample, c.OneIn
+	case "report":
+		ru.exceed = exReport
+	default:
+		return fmt.Errorf("exceed_action %q: want refuse, strip_label, sample or report", c.ExceedAction)
+	}
+	if c.Label != "" && ru.per != perLabel && ru.exceed != exStrip {
+		return errors.New("label is for per label and for exceed_action strip_label")
+	}
+	groups := c.MaxGroups
+	if groups < 0 {
+		return fmt.Errorf("max_groups %d is negative", groups)
+	}
+	if groups == 0 {
+		groups = DefaultMaxGroups
+	}
+	ru.act, ru.label = actLimit, c.Label
+	ru.lim = m.limits.get(c.Name, limitSpec{max: max, maxGroups: groups, window: c.Window, per: ru.per, label: c.Label})
+	return nil
 }
