@@ -35,6 +35,7 @@ type traceFlags struct {
 	minDuration     time.Duration
 	pathPrefix      string
 	ringSize        string
+	attach          string
 	duration        time.Duration
 	interval        time.Duration
 	top             int
@@ -75,7 +76,12 @@ the lost-record count. Records the kernel could not hand over (a full ring
 buffer: raise --ring-size) are always counted and shown, never hidden.
 
 --check reports what this machine supports (privileges, BTF, kernel, ring
-buffer, tracefs) and exits 1 naming what is missing.
+buffer, attach mode, tracefs) and exits 1 naming what is missing.
+
+--attach auto (the default) attaches fentry/fexit programs to the traced
+syscalls' kernel functions where the kernel allows it, so untraced syscalls
+pay nothing; elsewhere it falls back to the raw sys_enter/sys_exit
+tracepoints, which every syscall of every task pays, and says why.
 
 Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 		Example: `  sluice trace --check
@@ -114,6 +120,7 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.DurationVar(&f.minDuration, "min-duration", 0, "drop calls shorter than this (kernel filter)")
 	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls on paths under this prefix")
 	fl.StringVar(&f.ringSize, "ring-size", "64MiB", "kernel ring buffer size, a power of two (e.g. 16MiB, 256MiB)")
+	fl.StringVar(&f.attach, "attach", "auto", "how to attach: fentry (only the traced syscalls pay), tracepoint (raw sys_enter/sys_exit: every syscall pays), or auto (fentry where the kernel can, else tracepoint)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "headless: time between summaries")
 	fl.IntVar(&f.top, "top", 10, "rows per summary table")
@@ -144,6 +151,9 @@ func (f *traceFlags) options() (tracer.Options, error) {
 	var err error
 	if o.Syscalls, err = tracer.ParseSyscalls(f.syscalls); err != nil {
 		return o, fmt.Errorf("--syscalls: %w", err)
+	}
+	if o.Attach, err = tracer.ParseAttachMode(f.attach); err != nil {
+		return o, fmt.Errorf("--attach: %w", err)
 	}
 	if o.RingBytes, err = parseSize(f.ringSize); err != nil {
 		return o, fmt.Errorf("--ring-size: %w", err)
@@ -226,6 +236,10 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 		return err
 	}
 	defer tr.Close()
+	fmt.Fprintf(stderr, "sluice trace: attached with %s\n", tr.Attachment())
+	if r := tr.FallbackReason(); r != nil {
+		fmt.Fprintf(stderr, "sluice trace: fentry mode unavailable, so every syscall of every task pays the tracepoints: %v\n", r)
+	}
 
 	var sinks []traceSink
 	closeSinks := func() error {

@@ -43,6 +43,7 @@ func TestTraceBadFlags(t *testing.T) {
 		{"trace", "--syscalls", "read,nosuch"},
 		{"trace", "--comm", "a-very-long-command-name"},
 		{"trace", "--sort", "size"},
+		{"trace", "--attach", "kprobe"},
 		{"trace", "--headless", "--folded", "x", "--weight", "size"},
 	} {
 		var out, errb bytes.Buffer
@@ -59,7 +60,8 @@ func TestTraceCheck(t *testing.T) {
 	if tracer.Check().Err() != nil {
 		want = 1
 	}
-	if code != want || !strings.Contains(out.String(), "privileges") || !strings.Contains(out.String(), "BTF") {
+	if code != want || !strings.Contains(out.String(), "privileges") || !strings.Contains(out.String(), "BTF") ||
+		(want == 0 && !strings.Contains(out.String(), "attach")) {
 		t.Fatalf("exit %d (want %d), output:\n%s%s", code, want, out.String(), errb.String())
 	}
 }

@@ -61,8 +61,11 @@ func effectiveCaps() (uint64, error) {
 	return 0, fmt.Errorf("no CapEff in /proc/self/status")
 }
 
-// Check reports what this machine supports, without loading anything.
-func Check() CheckReport {
+// Check reports what this machine supports; the only thing it loads is a
+// no-op fentry program, to learn the attach mode.
+func Check() CheckReport { return check(true) }
+
+func check(probe bool) CheckReport {
 	var r CheckReport
 	add := func(name string, ok, required bool, detail string) {
 		r.Items = append(r.Items, CheckItem{Name: name, OK: ok, Required: required, Detail: detail})
@@ -115,6 +118,18 @@ func Check() CheckReport {
 		add("memlock limit", true, false, d)
 	}
 
+	switch {
+	case !probe:
+	case r.Err() != nil:
+		add("attach", false, false, "not probed: a requirement above is missing")
+	default:
+		if err := probeAttach(); err != nil {
+			add("attach", false, false, "raw tracepoints sys_enter/sys_exit, which every syscall of every task pays (fentry unavailable: "+err.Error()+")")
+		} else {
+			add("attach", true, false, "fentry/fexit on the traced syscalls' kernel functions only (BPF trampolines), pairing in task storage")
+		}
+	}
+
 	d, ok2 := tracefsDetail()
 	add("tracefs", ok2, false, d)
 	add("ring buffer", kok, true, fmt.Sprintf("BPF_MAP_TYPE_RINGBUF, default %d MiB (--ring-size)", DefaultRingBytes>>20))
@@ -132,4 +147,4 @@ func tracefsDetail() (string, bool) {
 
 // quickCheck fails fast, with the check's words, when a requirement is
 // missing, instead of a bare EPERM from the loader.
-func quickCheck() error { return Check().Err() }
+func quickCheck() error { return check(false).Err() }

@@ -1,17 +1,28 @@
 // Package tracer traces file I/O syscalls with eBPF and turns them into
 // signal.IOEvents batches. It is the only importer of github.com/cilium/ebpf.
 //
-// Kernel side (bpf/iotrace.c, CO-RE against the committed bpf/vmlinux.h):
-// raw tracepoints on sys_enter and sys_exit (no tracefs mount needed) pair
-// each call's enter and exit in an LRU hash keyed by thread id, and send one
-// record per completed call through a BPF ring buffer. sched_process_fork,
-// sched_process_exec and sched_process_exit send process records for the
-// fd table. Filters run
-// at sys_enter, before anything is stored: the syscall set (a table indexed
-// by syscall number), pid, tid, comm and cgroup id (constants rewritten at
-// load time, so filters that are off cost nothing); the minimum duration is
-// checked at sys_exit. Records the ring has no room for are counted in a
-// per-CPU array (Tracer.Lost), never dropped silently.
+// Kernel side (bpf/iotrace.c, CO-RE against the committed bpf/vmlinux.h),
+// in one of two attach modes (AttachMode; Open picks fentry where the kernel
+// allows it and says why when it falls back):
+//
+//   - fentry: one copy of call_enter (fentry) and call_exit (fexit) loaded
+//     per traced syscall and attached to its __x64_sys_* function, so
+//     untraced syscalls run no BPF at all; the call's arguments are read
+//     from the saved user registers at exit;
+//   - tracepoint: the raw tracepoints sys_enter and sys_exit (no tracefs
+//     mount needed), which every syscall of every task runs.
+//
+// Both pair enter and exit in task storage (tracepoint mode falls back to
+// an LRU hash keyed by thread id where raw tracepoint programs cannot use
+// task storage) and send one record per completed call through a BPF ring
+// buffer. sched_process_fork, sched_process_exec and sched_process_exit
+// (raw tracepoints in both modes) send process records for the fd table.
+// Filters run at entry, first thing, before anything is stored: pid, tid,
+// comm and cgroup id (constants rewritten at load time, so filters that
+// are off cost nothing), then the syscall set (a table indexed by syscall
+// number); the minimum duration is checked at exit. Records the ring has
+// no room for are counted in a per-CPU array (Tracer.Lost), never dropped
+// silently.
 //
 // User side: Decoder turns records into rows without allocating per record.
 // Paths of opened files come from the kernel (the open's path argument,

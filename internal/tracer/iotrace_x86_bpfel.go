@@ -51,24 +51,31 @@ type iotraceRecord struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	iotraceMapEvents        = "events"
-	iotraceMapInflight      = "inflight"
-	iotraceMapLost          = "lost"
-	iotraceMapScratch       = "scratch"
-	iotraceProgProcessExec  = "process_exec"
-	iotraceProgProcessExit  = "process_exit"
-	iotraceProgProcessFork  = "process_fork"
-	iotraceProgSysEnter     = "sys_enter"
-	iotraceProgSysExit      = "sys_exit"
-	iotraceVarExcludePid    = "exclude_pid"
-	iotraceVarFilterCgroup  = "filter_cgroup"
-	iotraceVarFilterComm    = "filter_comm"
-	iotraceVarFilterCommLen = "filter_comm_len"
-	iotraceVarFilterPid     = "filter_pid"
-	iotraceVarFilterTid     = "filter_tid"
-	iotraceVarMinDurationNs = "min_duration_ns"
-	iotraceVarTraced        = "traced"
-	iotraceVarWakeupBytes   = "wakeup_bytes"
+	iotraceMapEvents           = "events"
+	iotraceMapInflight         = "inflight"
+	iotraceMapLost             = "lost"
+	iotraceMapScratch          = "scratch"
+	iotraceMapTaskInflight     = "task_inflight"
+	iotraceProgCallEnter       = "call_enter"
+	iotraceProgCallExit        = "call_exit"
+	iotraceProgProbeFentry     = "probe_fentry"
+	iotraceProgProcessExec     = "process_exec"
+	iotraceProgProcessExit     = "process_exit"
+	iotraceProgProcessExitHash = "process_exit_hash"
+	iotraceProgProcessFork     = "process_fork"
+	iotraceProgSysEnter        = "sys_enter"
+	iotraceProgSysEnterTask    = "sys_enter_task"
+	iotraceProgSysExit         = "sys_exit"
+	iotraceProgSysExitTask     = "sys_exit_task"
+	iotraceVarExcludePid       = "exclude_pid"
+	iotraceVarFilterCgroup     = "filter_cgroup"
+	iotraceVarFilterComm       = "filter_comm"
+	iotraceVarFilterCommLen    = "filter_comm_len"
+	iotraceVarFilterPid        = "filter_pid"
+	iotraceVarFilterTid        = "filter_tid"
+	iotraceVarMinDurationNs    = "min_duration_ns"
+	iotraceVarTraced           = "traced"
+	iotraceVarWakeupBytes      = "wakeup_bytes"
 )
 
 // loadIotrace returns the embedded CollectionSpec for iotrace.
@@ -113,21 +120,28 @@ type iotraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iotraceProgramSpecs struct {
-	ProcessExec *ebpf.ProgramSpec `ebpf:"process_exec"`
-	ProcessExit *ebpf.ProgramSpec `ebpf:"process_exit"`
-	ProcessFork *ebpf.ProgramSpec `ebpf:"process_fork"`
-	SysEnter    *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit     *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	CallEnter       *ebpf.ProgramSpec `ebpf:"call_enter"`
+	CallExit        *ebpf.ProgramSpec `ebpf:"call_exit"`
+	ProbeFentry     *ebpf.ProgramSpec `ebpf:"probe_fentry"`
+	ProcessExec     *ebpf.ProgramSpec `ebpf:"process_exec"`
+	ProcessExit     *ebpf.ProgramSpec `ebpf:"process_exit"`
+	ProcessExitHash *ebpf.ProgramSpec `ebpf:"process_exit_hash"`
+	ProcessFork     *ebpf.ProgramSpec `ebpf:"process_fork"`
+	SysEnter        *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysEnterTask    *ebpf.ProgramSpec `ebpf:"sys_enter_task"`
+	SysExit         *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	SysExitTask     *ebpf.ProgramSpec `ebpf:"sys_exit_task"`
 }
 
 // iotraceMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iotraceMapSpecs struct {
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Inflight *ebpf.MapSpec `ebpf:"inflight"`
-	Lost     *ebpf.MapSpec `ebpf:"lost"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	Inflight     *ebpf.MapSpec `ebpf:"inflight"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	TaskInflight *ebpf.MapSpec `ebpf:"task_inflight"`
 }
 
 // iotraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -165,10 +179,11 @@ func (o *iotraceObjects) Close() error {
 //
 // It can be passed to loadIotraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iotraceMaps struct {
-	Events   *ebpf.Map `ebpf:"events"`
-	Inflight *ebpf.Map `ebpf:"inflight"`
-	Lost     *ebpf.Map `ebpf:"lost"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Events       *ebpf.Map `ebpf:"events"`
+	Inflight     *ebpf.Map `ebpf:"inflight"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
+	TaskInflight *ebpf.Map `ebpf:"task_inflight"`
 }
 
 func (m *iotraceMaps) Close() error {
@@ -177,6 +192,7 @@ func (m *iotraceMaps) Close() error {
 		m.Inflight,
 		m.Lost,
 		m.Scratch,
+		m.TaskInflight,
 	)
 }
 
@@ -199,20 +215,32 @@ type iotraceVariables struct {
 //
 // It can be passed to loadIotraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iotracePrograms struct {
-	ProcessExec *ebpf.Program `ebpf:"process_exec"`
-	ProcessExit *ebpf.Program `ebpf:"process_exit"`
-	ProcessFork *ebpf.Program `ebpf:"process_fork"`
-	SysEnter    *ebpf.Program `ebpf:"sys_enter"`
-	SysExit     *ebpf.Program `ebpf:"sys_exit"`
+	CallEnter       *ebpf.Program `ebpf:"call_enter"`
+	CallExit        *ebpf.Program `ebpf:"call_exit"`
+	ProbeFentry     *ebpf.Program `ebpf:"probe_fentry"`
+	ProcessExec     *ebpf.Program `ebpf:"process_exec"`
+	ProcessExit     *ebpf.Program `ebpf:"process_exit"`
+	ProcessExitHash *ebpf.Program `ebpf:"process_exit_hash"`
+	ProcessFork     *ebpf.Program `ebpf:"process_fork"`
+	SysEnter        *ebpf.Program `ebpf:"sys_enter"`
+	SysEnterTask    *ebpf.Program `ebpf:"sys_enter_task"`
+	SysExit         *ebpf.Program `ebpf:"sys_exit"`
+	SysExitTask     *ebpf.Program `ebpf:"sys_exit_task"`
 }
 
 func (p *iotracePrograms) Close() error {
 	return _IotraceClose(
+		p.CallEnter,
+		p.CallExit,
+		p.ProbeFentry,
 		p.ProcessExec,
 		p.ProcessExit,
+		p.ProcessExitHash,
 		p.ProcessFork,
 		p.SysEnter,
+		p.SysEnterTask,
 		p.SysExit,
+		p.SysExitTask,
 	)
 }
 

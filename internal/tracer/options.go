@@ -13,6 +13,32 @@ const (
 	maxSyscallNr      = 512 // MAX_SYSCALL_NR of bpf/iotrace.h
 )
 
+// AttachMode is how the kernel program is attached to the syscalls.
+type AttachMode string
+
+const (
+	// AttachAuto uses fentry where the kernel has BPF trampolines and
+	// falls back to raw tracepoints otherwise.
+	AttachAuto AttachMode = ""
+	// AttachFentry attaches fentry/fexit programs to the traced syscalls'
+	// kernel functions only: untraced syscalls pay nothing.
+	AttachFentry AttachMode = "fentry"
+	// AttachTracepoint attaches the raw sys_enter and sys_exit
+	// tracepoints, which every syscall of every task runs.
+	AttachTracepoint AttachMode = "tracepoint"
+)
+
+// ParseAttachMode parses "auto", "fentry" or "tracepoint".
+func ParseAttachMode(s string) (AttachMode, error) {
+	switch s {
+	case "", "auto":
+		return AttachAuto, nil
+	case string(AttachFentry), string(AttachTracepoint):
+		return AttachMode(s), nil
+	}
+	return AttachAuto, fmt.Errorf("tracer: unknown attach mode %q (auto, fentry or tracepoint)", s)
+}
+
 // Options select what the kernel program traces. Filters other than
 // PathPrefix run in the kernel, so what they exclude never reaches user
 // space.
@@ -26,6 +52,9 @@ type Options struct {
 	PathPrefix  string        // keep rows whose path starts with it (user space, before any copy out of the decoder)
 	RingBytes   int           // ring buffer size: a power of two, at least one page; default 64 MiB
 	TraceSelf   bool          // also trace this process (excluded by default: its own output would feed back)
+	Attach      AttachMode    // default AttachAuto
+
+	hashPairing bool // tracepoint mode pairs in the thread-id hash even where task storage works (benchmarks)
 
 	BatchRows  int           // rows per batch handed to the sink; default 8192
 	FlushEvery time.Duration // hand over a partial batch at least this often; default 200ms
@@ -49,6 +78,9 @@ func (o *Options) validate() error {
 	}
 	if o.RingBytes < 4096 || o.RingBytes&(o.RingBytes-1) != 0 {
 		return fmt.Errorf("tracer: ring buffer size %d is not a power of two of at least 4096 bytes", o.RingBytes)
+	}
+	if _, err := ParseAttachMode(string(o.Attach)); err != nil {
+		return err
 	}
 	if o.MinDuration < 0 {
 		return fmt.Errorf("tracer: negative minimum duration %s", o.MinDuration)

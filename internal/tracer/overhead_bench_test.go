@@ -7,11 +7,42 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/sluice-dev/sluice/internal/signal"
 )
+
+// progRuns sums the kernel's run count and run time of the syscall enter
+// and exit programs (zero unless SLUICE_BPF_STATS enabled the accounting).
+func progRuns(tr *Tracer) (n [2]ebpf.ProgramStats) {
+	for name, p := range tr.coll.Programs {
+		i := -1
+		switch {
+		case name == "sys_enter" || strings.HasPrefix(name, "call_enter"):
+			i = 0
+		case name == "sys_exit" || strings.HasPrefix(name, "call_exit"):
+			i = 1
+		}
+		if s, err := p.Stats(); i >= 0 && err == nil {
+			n[i].RunCount += s.RunCount
+			n[i].Runtime += s.Runtime
+		}
+	}
+	return n
+}
+
+func reportProgRuns(b *testing.B, before, after [2]ebpf.ProgramStats) {
+	for i, unit := range []string{"enter-ns/run", "exit-ns/run"} {
+		if runs := after[i].RunCount - before[i].RunCount; runs > 0 {
+			b.ReportMetric(float64(after[i].Runtime-before[i].Runtime)/float64(runs), unit)
+		}
+	}
+}
 
 const rusageThread = 1 // RUSAGE_THREAD
 
@@ -61,19 +92,31 @@ func BenchmarkTracedReads(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer tr.Close()
+		b.Log(tr.Attachment())
 		ctx, cancel := context.WithCancel(context.Background())
 		var rows int64
 		done := make(chan error, 1)
 		go func() {
 			done <- tr.Run(ctx, func(bt *signal.IOEvents) error { rows += int64(bt.Len()); return nil })
 		}()
+		before := progRuns(tr)
 		loop(b)
+		reportProgRuns(b, before, progRuns(tr))
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(tr.Lost()), "lost")
 		b.ReportMetric(float64(rows), "rows")
+	}
+	if os.Getenv("SLUICE_BPF_STATS") != "" {
+		// The kernel's own accounting of each program's run time; it
+		// costs two clock reads per run, so CPU per read grows with it.
+		st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
 	}
 	b.Run("untraced", loop)
 	// The kernel's share alone: nothing reads the ring while the loop runs.
@@ -88,4 +131,7 @@ func BenchmarkTracedReads(b *testing.B) {
 	})
 	b.Run("traced", func(b *testing.B) { traced(b, Options{TraceSelf: true}) })
 	b.Run("pid-excluded", func(b *testing.B) { traced(b, Options{PID: 1}) })
+	// The pairing before task storage, where the kernel has no trampolines.
+	b.Run("traced-hash", func(b *testing.B) { traced(b, Options{TraceSelf: true, Attach: AttachTracepoint, hashPairing: true}) })
+	b.Run("pid-excluded-hash", func(b *testing.B) { traced(b, Options{PID: 1, Attach: AttachTracepoint, hashPairing: true}) })
 }

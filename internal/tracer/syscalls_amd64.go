@@ -12,3 +12,17 @@ var syscallNumbers = [NumSyscalls]int{
 	SysRenameat2: 316, SysStatx: 332, SysIoUringEnter: 426, SysCloseRange: 436, SysOpenat2: 437,
 	SysChdir: 80, SysFchdir: 81,
 }
+
+// syscallFunc is the kernel function of each traced syscall's table entry,
+// which fentry mode attaches to: the syscall's name after the prefix,
+// except where x86_64's table points at a newer variant.
+func syscallFunc(s Syscall) string {
+	name := s.String()
+	switch s {
+	case SysStat, SysLstat, SysFstat:
+		name = "new" + name
+	case SysSendfile:
+		name = "sendfile64"
+	}
+	return "__x64_sys_" + name
+}

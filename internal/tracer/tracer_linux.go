@@ -24,11 +24,16 @@ const Supported = true
 // Tracer is the loaded kernel program, its attachments and its ring
 // buffer. Open it, Run it once, Close it.
 type Tracer struct {
-	opts  Options
-	objs  iotraceObjects
-	links []link.Link
-	rd    *ringbuf.Reader
-	dec   *Decoder
+	opts     Options
+	mode     AttachMode
+	fallback error // why fentry mode was not used, in AttachAuto
+	pairing  string
+	attached int // syscalls with fentry/fexit programs
+	coll     *ebpf.Collection
+	lost     *ebpf.Map
+	links    []link.Link
+	rd       *ringbuf.Reader
+	dec      *Decoder
 }
 
 // Open checks the machine, loads the kernel program with opts' filters and
@@ -49,10 +54,63 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracer: %w", err)
 	}
+	table := syscallTable(opts.Syscalls)
+	if err := setVariables(spec, opts, table); err != nil {
+		return nil, err
+	}
+	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
+
+	t := &Tracer{opts: opts}
+	switch opts.Attach {
+	case AttachFentry:
+		err = t.attachFentry(spec, table)
+	case AttachTracepoint:
+		err = t.attachTracepoints(spec)
+	default:
+		if err = t.attachFentry(spec.Copy(), table); err != nil {
+			t.fallback = err
+			t.Close()
+			t = &Tracer{opts: opts, fallback: err}
+			if err = t.attachTracepoints(spec); err != nil {
+				err = fmt.Errorf("%w (and fentry mode failed first: %v)", err, t.fallback)
+			}
+		}
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.rd, err = ringbuf.NewReader(t.coll.Maps["events"])
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("tracer: open the ring buffer: %w", err)
+	}
+	t.dec = NewDecoder(DecoderOptions{
+		Syscalls:    opts.Syscalls,
+		PathPrefix:  opts.PathPrefix,
+		MinDuration: int64(opts.MinDuration),
+		ClockOffset: clockOffset(),
+	})
+	// After attaching: an fd opened from here on is seen by the program.
+	switch {
+	case opts.PID != 0:
+		t.dec.Preload(opts.PID)
+	case opts.TID == 0:
+		t.dec.PreloadAll(opts.Comm)
+	default:
+		t.dec.PreloadAll("")
+	}
+	return t, nil
+}
+
+// syscallTable is the kernel's traced[] table: for each syscall number,
+// its Syscall id, with keepFlag for the fd table's bookkeeping calls;
+// zero for a syscall that is not traced.
+func syscallTable(set SyscallSet) [maxSyscallNr]uint8 {
 	var table [maxSyscallNr]uint8
 	for s := Syscall(1); s < NumSyscalls; s++ {
 		nr := syscallNumbers[s]
-		want := opts.Syscalls[s] || opts.Syscalls == (SyscallSet{})
+		want := set[s] || set == (SyscallSet{})
 		keep := false
 		for _, b := range fdBookkeeping {
 			keep = keep || b == s
@@ -64,6 +122,11 @@ func Open(opts Options) (*Tracer, error) {
 			table[nr] = uint8(s)
 		}
 	}
+	return table
+}
+
+// setVariables writes opts' filters into the program's constants.
+func setVariables(spec *ebpf.CollectionSpec, opts Options, table [maxSyscallNr]uint8) error {
 	var excludePID uint32
 	if !opts.TraceSelf {
 		excludePID = uint32(os.Getpid())
@@ -87,64 +150,163 @@ func Open(opts Options) (*Tracer, error) {
 	for _, s := range sets {
 		v, ok := spec.Variables[s.name]
 		if !ok {
-			return nil, fmt.Errorf("tracer: kernel program lacks variable %q", s.name)
+			return fmt.Errorf("tracer: kernel program lacks variable %q", s.name)
 		}
 		if err := v.Set(s.val); err != nil {
-			return nil, fmt.Errorf("tracer: set %s: %w", s.name, err)
+			return fmt.Errorf("tracer: set %s: %w", s.name, err)
 		}
 	}
-	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
+	return nil
+}
 
-	t := &Tracer{opts: opts}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+// load loads the programs of spec named in progs (spec's others are left
+// out) and the maps they use, except the named unused maps.
+func (t *Tracer) load(spec *ebpf.CollectionSpec, fentry bool, progs map[string]*ebpf.ProgramSpec, unusedMaps ...string) error {
+	spec.Programs = progs
+	for _, m := range unusedMaps {
+		delete(spec.Maps, m)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil && fentry {
+		// Raw tracepoints loaded here means privileges are fine: a refusal
+		// is the kernel's lack of BPF trampolines or tracing programs.
+		if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) {
+			return fmt.Errorf("tracer: fentry mode: kernel %s cannot load fentry/fexit programs (BPF_PROG_TYPE_TRACING): %w", kernelRelease(), err)
+		}
+		return fmt.Errorf("tracer: fentry mode: %w", err)
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("tracer: the kernel's verifier rejected the program (kernel %s): %+v", kernelRelease(), ve)
+			return fmt.Errorf("tracer: the kernel's verifier rejected the program (kernel %s): %+v", kernelRelease(), ve)
 		}
 		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("tracer: loading the BPF program was refused: %w (needs root, or CAP_BPF and CAP_PERFMON; see sluice trace --check)", err)
+			return fmt.Errorf("tracer: loading the BPF program was refused: %w (needs root, or CAP_BPF and CAP_PERFMON; see sluice trace --check)", err)
 		}
-		return nil, fmt.Errorf("tracer: load the BPF program: %w", err)
+		return fmt.Errorf("tracer: load the BPF program: %w", err)
 	}
-	for _, a := range []struct {
-		tp   string
-		prog *ebpf.Program
-	}{
-		{"sys_enter", t.objs.SysEnter},
-		{"sys_exit", t.objs.SysExit},
-		{"sched_process_exec", t.objs.ProcessExec},
-		{"sched_process_fork", t.objs.ProcessFork},
-		{"sched_process_exit", t.objs.ProcessExit},
-	} {
-		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: a.tp, Program: a.prog})
+	t.coll = coll
+	t.lost = coll.Maps["lost"]
+	return nil
+}
+
+// processEvents are the raw tracepoints both modes attach for the fd
+// table: fork, exec and exit are rare, so they cost nothing measurable.
+var processEvents = []struct{ tp, prog string }{
+	{"sched_process_exec", "process_exec"},
+	{"sched_process_fork", "process_fork"},
+	{"sched_process_exit", "process_exit"},
+}
+
+func (t *Tracer) attachRawTracepoint(tp string, p *ebpf.Program) error {
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: p})
+	if err != nil {
+		return fmt.Errorf("tracer: attach raw tracepoint %s: %w", tp, err)
+	}
+	t.links = append(t.links, l)
+	return nil
+}
+
+// attachFentry loads one copy of call_enter and call_exit per traced
+// syscall, each attached to the syscall's kernel function, so untraced
+// syscalls run no BPF at all; calls are paired in task storage.
+func (t *Tracer) attachFentry(spec *ebpf.CollectionSpec, table [maxSyscallNr]uint8) error {
+	progs := map[string]*ebpf.ProgramSpec{}
+	for _, e := range processEvents {
+		progs[e.prog] = spec.Programs[e.prog]
+	}
+	var calls []string
+	for s := Syscall(1); s < NumSyscalls; s++ {
+		if table[syscallNumbers[s]] == 0 {
+			continue
+		}
+		for _, dir := range []string{"call_enter", "call_exit"} {
+			p := spec.Programs[dir].Copy()
+			p.AttachTo = syscallFunc(s)
+			name := dir + "_" + s.String()
+			progs[name] = p
+			calls = append(calls, name)
+		}
+	}
+	if err := t.load(spec, true, progs, "inflight"); err != nil {
+		return err
+	}
+	t.mode, t.pairing, t.attached = AttachFentry, "task storage", len(calls)/2
+	for _, name := range calls {
+		l, err := link.AttachTracing(link.TracingOptions{Program: t.coll.Programs[name]})
 		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("tracer: attach raw tracepoint %s: %w", a.tp, err)
+			return fmt.Errorf("tracer: fentry mode: attach %s to %s: %w", name, progs[name].AttachTo, err)
 		}
 		t.links = append(t.links, l)
 	}
-	t.rd, err = ringbuf.NewReader(t.objs.Events)
-	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("tracer: open the ring buffer: %w", err)
+	for _, e := range processEvents {
+		if err := t.attachRawTracepoint(e.tp, t.coll.Programs[e.prog]); err != nil {
+			return err
+		}
 	}
-	t.dec = NewDecoder(DecoderOptions{
-		Syscalls:    opts.Syscalls,
-		PathPrefix:  opts.PathPrefix,
-		MinDuration: int64(opts.MinDuration),
-		ClockOffset: clockOffset(),
-	})
-	// After attaching: an fd opened from here on is seen by the program.
-	switch {
-	case opts.PID != 0:
-		t.dec.Preload(opts.PID)
-	case opts.TID == 0:
-		t.dec.PreloadAll(opts.Comm)
-	default:
-		t.dec.PreloadAll("")
-	}
-	return t, nil
+	return nil
 }
+
+// attachTracepoints is the fallback where the kernel lacks BPF trampolines:
+// raw tracepoints on every syscall's enter and exit, paired in task
+// storage, or in a hash keyed by thread id where raw tracepoint programs
+// cannot use task storage (before Linux 6.x).
+func (t *Tracer) attachTracepoints(spec *ebpf.CollectionSpec) error {
+	var err error
+	if !t.opts.hashPairing {
+		if err = t.loadTracepoints(spec.Copy(), "sys_enter_task", "sys_exit_task", "process_exit", "inflight"); err == nil {
+			t.pairing = "task storage"
+		}
+	}
+	if t.opts.hashPairing || err != nil {
+		if err = t.loadTracepoints(spec, "sys_enter", "sys_exit", "process_exit_hash", "task_inflight"); err != nil {
+			return err
+		}
+		t.pairing = "hash by thread id"
+	}
+	t.mode = AttachTracepoint
+	for _, tp := range []string{"sys_enter", "sys_exit"} {
+		if err := t.attachRawTracepoint(tp, t.coll.Programs[tp]); err != nil {
+			return err
+		}
+	}
+	for _, e := range processEvents {
+		if err := t.attachRawTracepoint(e.tp, t.coll.Programs[e.prog]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tracer) loadTracepoints(spec *ebpf.CollectionSpec, enter, exit, processExit, unusedMap string) error {
+	progs := map[string]*ebpf.ProgramSpec{
+		"sys_enter":    spec.Programs[enter],
+		"sys_exit":     spec.Programs[exit],
+		"process_exec": spec.Programs["process_exec"],
+		"process_fork": spec.Programs["process_fork"],
+		"process_exit": spec.Programs[processExit],
+	}
+	return t.load(spec, false, progs, unusedMap)
+}
+
+// Attachment says how the program is attached and how it pairs enter and
+// exit, for sluice trace's start-up line and --check.
+func (t *Tracer) Attachment() string {
+	switch t.mode {
+	case AttachFentry:
+		return fmt.Sprintf("fentry/fexit on %d syscalls' kernel functions, pairing in %s", t.attached, t.pairing)
+	case AttachTracepoint:
+		return "raw tracepoints sys_enter/sys_exit, pairing in " + t.pairing
+	}
+	return "not attached"
+}
+
+// Mode is how the program is attached: AttachFentry or AttachTracepoint.
+func (t *Tracer) Mode() AttachMode { return t.mode }
+
+// FallbackReason is why fentry mode was not used when Options.Attach was
+// AttachAuto and the tracer fell back to raw tracepoints; nil otherwise.
+func (t *Tracer) FallbackReason() error { return t.fallback }
 
 // clockOffset is what turns the kernel's CLOCK_MONOTONIC times into Unix
 // time: sampled once, so rows keep their relative order exactly.
@@ -157,7 +319,10 @@ func clockOffset() int64 {
 // Lost is the number of records the kernel had no ring buffer room for.
 func (t *Tracer) Lost() uint64 {
 	var per []uint64
-	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
+	if t.lost == nil {
+		return 0
+	}
+	if err := t.lost.Lookup(uint32(0), &per); err != nil {
 		return 0
 	}
 	var n uint64
@@ -241,5 +406,31 @@ func (t *Tracer) Close() error {
 		_ = t.rd.Close()
 		t.rd = nil
 	}
-	return t.objs.Close()
+	if t.coll != nil {
+		t.coll.Close()
+		t.coll = nil
+	}
+	return nil
+}
+
+// probeAttach loads and attaches a no-op fentry program to learn whether
+// this kernel has BPF trampolines, which fentry mode needs.
+func probeAttach() error {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return err
+	}
+	spec, err := loadIotrace()
+	if err != nil {
+		return err
+	}
+	p, err := ebpf.NewProgram(spec.Programs["probe_fentry"])
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }

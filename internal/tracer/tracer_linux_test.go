@@ -42,15 +42,26 @@ func collect(tb testing.TB, tr *Tracer, stop func()) *signal.IOEvents {
 // TestTraceKnownWorkload traces a child doing known calls with a pid filter
 // and checks that exactly those calls arrive, with their paths and bytes,
 // while this process's own file I/O is excluded.
+//
+// It runs once per way of pairing enter and exit this kernel supports: the
+// default (fentry or raw tracepoints, both with task storage) and the
+// fallback's thread-id hash.
 func TestTraceKnownWorkload(t *testing.T) {
 	tracertest.RequireTracing(t, Check().Err())
+	t.Run("default", func(t *testing.T) { testKnownWorkload(t, Options{}) })
+	t.Run("tracepoint-hash", func(t *testing.T) { testKnownWorkload(t, Options{Attach: AttachTracepoint, hashPairing: true}) })
+}
+
+func testKnownWorkload(t *testing.T, opts Options) {
 	dir := t.TempDir()
 	child := tracertest.Start(t, dir, "")
-	tr, err := Open(Options{PID: uint32(child.PID), FlushEvery: 20 * time.Millisecond})
+	opts.PID, opts.FlushEvery = uint32(child.PID), 20*time.Millisecond
+	tr, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
+	t.Log(tr.Attachment())
 	rows := collect(t, tr, func() {
 		// Our own I/O in the same directory, during tracing: the pid
 		// filter must keep it out.
@@ -197,4 +208,49 @@ func TestTraceKernelFilters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAttachModes checks that the default mode is fentry exactly where the
+// kernel can attach it (as --check probes it), that the fallback says why,
+// and that forcing fentry where it cannot work fails with a clear error.
+func TestAttachModes(t *testing.T) {
+	tracertest.RequireTracing(t, Check().Err())
+	probeErr := probeAttach()
+	var item CheckItem
+	for _, it := range Check().Items {
+		if it.Name == "attach" {
+			item = it
+		}
+	}
+	if item.OK != (probeErr == nil) || item.Detail == "" {
+		t.Errorf("--check's attach item %+v disagrees with the probe (%v)", item, probeErr)
+	}
+	tr, err := Open(Options{PID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, reason, what := tr.Mode(), tr.FallbackReason(), tr.Attachment()
+	tr.Close()
+	t.Logf("default: %s (%v)", what, reason)
+	if probeErr == nil && (mode != AttachFentry || reason != nil) {
+		t.Errorf("fentry works here, but the default attached %s (%v)", what, reason)
+	}
+	if probeErr != nil && (mode != AttachTracepoint || reason == nil || !strings.Contains(what, "task storage")) {
+		t.Errorf("fentry does not work here (%v), but the default attached %s with fallback reason %v", probeErr, what, reason)
+	}
+	tr, err = Open(Options{PID: 1, Attach: AttachFentry})
+	if probeErr != nil {
+		if err == nil {
+			tr.Close()
+			t.Fatal("forced fentry mode opened where the probe fails")
+		}
+		if !strings.Contains(err.Error(), "fentry") && !strings.Contains(err.Error(), "__x64_sys_") {
+			t.Errorf("forced fentry error does not name fentry: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
 }

@@ -27,8 +27,19 @@ func (*Tracer) Lost() uint64 { return 0 }
 // DecoderStats is always empty.
 func (*Tracer) DecoderStats() DecoderStats { return DecoderStats{} }
 
+// Mode is always AttachAuto.
+func (*Tracer) Mode() AttachMode { return AttachAuto }
+
+// FallbackReason is always nil.
+func (*Tracer) FallbackReason() error { return nil }
+
 // Run fails.
 func (*Tracer) Run(context.Context, func(*signal.IOEvents) error) error { return errUnsupported }
 
 // Close does nothing.
 func (*Tracer) Close() error { return nil }
+
+func probeAttach() error { return errUnsupported }
+
+// Attachment says the tracer is not attached.
+func (*Tracer) Attachment() string { return "not attached" }

@@ -5,6 +5,14 @@
 // pid, tid, comm, cgroup, minimum duration) run here, before anything is
 // copied, so filtered calls never cross the ring buffer.
 //
+// Two ways to attach, chosen by the loader:
+//  - fentry/fexit on the traced syscalls' __x64_sys_* functions (one copy of
+//    call_enter and call_exit loaded per syscall): untraced syscalls pay
+//    nothing, and enter and exit are paired in task storage;
+//  - the fallback where BPF trampolines are missing: raw tracepoints on
+//    sys_enter and sys_exit (every syscall of every task runs them, on the
+//    kernel's slow syscall path), paired in an LRU hash keyed by thread id.
+//
 // Build: go generate ./internal/tracer (see internal/tracer/doc.go).
 
 //go:build ignore
@@ -54,6 +62,15 @@ struct {
 	__type(key, u32);
 	__type(value, struct inflight);
 } inflight SEC(".maps");
+
+// task_inflight pairs enter and exit in fentry mode: per-task storage is a
+// pointer chase from the task, no hashing, and it goes away with the task.
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct inflight);
+} task_inflight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -151,43 +168,10 @@ static __always_inline void fill_header(struct record *r, struct inflight *f, u6
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 }
 
-SEC("raw_tracepoint/sys_enter")
-int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+// decode_args saves what a record needs of the call's arguments (its fd,
+// path pointers and flags) in f.
+static __always_inline void decode_args(struct inflight *f, u16 sc, u64 a0, u64 a1, u64 a2, u64 a3, u64 a4)
 {
-	long nr = (long)ctx->args[1];
-	if (nr < 0 || nr >= MAX_SYSCALL_NR)
-		return 0;
-	u8 t = traced[nr];
-	u16 sc = t & 0x7f;
-	if (!sc)
-		return 0;
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!wanted(pid_tgid))
-		return 0;
-
-	// One copy of the saved registers instead of a probe read per
-	// argument (pt_regs is user-visible ABI, fixed per architecture).
-	struct pt_regs regs;
-	if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]))
-		return 0;
-	u64 a0 = PT_REGS_PARM1_SYSCALL(&regs);
-	u64 a1 = PT_REGS_PARM2_SYSCALL(&regs);
-	u64 a2 = PT_REGS_PARM3_SYSCALL(&regs);
-
-	u32 tid = (u32)pid_tgid;
-	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
-	struct inflight fresh = {};
-	if (!f) {
-		if (bpf_map_update_elem(&inflight, &tid, &fresh, BPF_ANY))
-			return 0;
-		f = bpf_map_lookup_elem(&inflight, &tid);
-		if (!f)
-			return 0;
-	}
-	f->sc = sc;
-	// Bit 0: a call is in flight; bit 1: send it whatever its duration
-	// (opens, closes and dups keep the user-space fd table right).
-	f->active = 1 | ((t & KEEP_FLAG) ? 2 : 0);
 	f->ptr1 = 0;
 	f->ptr2 = 0;
 	f->flags = 0;
@@ -223,7 +207,7 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	case SC_NEWFSTATAT:
 		f->fd = (s32)a0;
 		f->ptr1 = a1;
-		f->flags = PT_REGS_PARM4_SYSCALL(&regs);
+		f->flags = a3;
 		break;
 	case SC_OPENAT2: {
 		f->fd = (s32)a0;
@@ -244,9 +228,9 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		f->fd = (s32)a0;
 		f->ptr1 = a1;
 		f->fd2 = (s32)a2;
-		f->ptr2 = PT_REGS_PARM4_SYSCALL(&regs);
+		f->ptr2 = a3;
 		if (sc == SC_RENAMEAT2)
-			f->flags = PT_REGS_PARM5_SYSCALL(&regs);
+			f->flags = a4;
 		break;
 	case SC_DUP2:
 	case SC_DUP3:
@@ -276,8 +260,32 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		f->fd = (s32)a0;
 		break;
 	}
+}
+
+// start_call marks a call of syscall table entry t in flight in f.
+static __always_inline void start_call(struct inflight *f, u8 t)
+{
+	f->sc = t & 0x7f;
+	// Bit 0: a call is in flight; bit 1: send it whatever its duration
+	// (opens, closes and dups keep the user-space fd table right).
+	f->active = 1 | ((t & KEEP_FLAG) ? 2 : 0);
 	f->enter_ts = bpf_ktime_get_ns();
-	return 0;
+}
+
+// end_call closes the call in flight in f: its duration and gap, and
+// whether it is to be sent (false: none in flight, or under the minimum
+// duration).
+static __always_inline bool end_call(struct inflight *f, u64 *dur, u64 *gap)
+{
+	u16 active = f->active;
+	if (!active)
+		return false;
+	f->active = 0;
+	u64 now = bpf_ktime_get_ns();
+	*dur = now - f->enter_ts;
+	*gap = f->last_exit_ts ? f->enter_ts - f->last_exit_ts : 0;
+	f->last_exit_ts = now;
+	return *dur >= min_duration_ns || (active & 2);
 }
 
 static __always_inline u32 read_path(struct record *r, u32 off, u64 ptr)
@@ -289,6 +297,189 @@ static __always_inline u32 read_path(struct record *r, u32 off, u64 ptr)
 	if (n <= 1)
 		return 0;
 	return (u32)(n - 1) & (MAX_PATH - 1); // without the NUL
+}
+
+// send_call writes the record of a completed call.
+static __always_inline void send_call(struct inflight *f, u64 pid_tgid, u64 dur, u64 gap, s64 ret)
+{
+	if (!f->ptr1) {
+		// No path: reserve the fixed-size record in the ring and fill it
+		// in place.
+		struct record *r = bpf_ringbuf_reserve(&events, RECORD_HEADER, 0);
+		if (!r) {
+			count_lost();
+			return;
+		}
+		fill_header(r, f, pid_tgid, dur, gap, ret);
+		u64 flags = wakeup_flags(RECORD_HEADER);
+		bpf_ringbuf_submit(r, flags);
+		return;
+	}
+	u32 zero = 0;
+	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return;
+	fill_header(r, f, pid_tgid, dur, gap, ret);
+	u32 n1 = read_path(r, 0, f->ptr1);
+	u32 n2 = 0;
+	if (f->ptr2)
+		n2 = read_path(r, n1, f->ptr2);
+	r->path_len = n1;
+	r->path2_len = n2;
+	u64 size = RECORD_HEADER + n1 + n2;
+	if (size > sizeof(*r))
+		size = sizeof(*r);
+	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(size)))
+		count_lost();
+}
+
+// --- fentry mode: the loader loads one copy of call_enter and call_exit
+// per traced syscall, attached to its __x64_sys_* function (the section
+// names' target is a placeholder).
+
+SEC("fentry/__x64_sys_read")
+int BPF_PROG(call_enter, const struct pt_regs *regs)
+{
+	// The task filters first: an excluded task pays this and nothing else.
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!wanted(pid_tgid))
+		return 0;
+	long nr = regs->orig_ax;
+	if (nr < 0 || nr >= MAX_SYSCALL_NR)
+		return 0;
+	u8 t = traced[nr];
+	if (!(t & 0x7f))
+		return 0;
+	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!f)
+		return 0;
+	start_call(f, t);
+	return 0;
+}
+
+SEC("fexit/__x64_sys_read")
+int BPF_PROG(call_exit, const struct pt_regs *regs, long ret)
+{
+	// The constant filters first spare an excluded task the storage
+	// lookup; the others left no call in flight at enter.
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 pid = pid_tgid >> 32;
+	if (filter_pid && pid != filter_pid)
+		return 0;
+	if (exclude_pid && pid == exclude_pid)
+		return 0;
+	if (filter_tid && (u32)pid_tgid != filter_tid)
+		return 0;
+	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, 0);
+	if (!f)
+		return 0;
+	u64 dur, gap;
+	if (!end_call(f, &dur, &gap))
+		return 0;
+	// The saved user registers are the call's arguments, unchanged at exit.
+	decode_args(f, f->sc, PT_REGS_PARM1_SYSCALL(regs), PT_REGS_PARM2_SYSCALL(regs), PT_REGS_PARM3_SYSCALL(regs),
+		    PT_REGS_PARM4_SYSCALL(regs), PT_REGS_PARM5_SYSCALL(regs));
+	send_call(f, pid_tgid, dur, gap, ret);
+	return 0;
+}
+
+// A probe the loader loads and attaches to learn whether this kernel has
+// BPF trampolines (sluice trace --check).
+SEC("fentry/__x64_sys_getppid")
+int BPF_PROG(probe_fentry)
+{
+	return 0;
+}
+
+// --- raw tracepoint mode with task storage (kernels without BPF
+// trampolines): every syscall of every task runs these two programs.
+
+SEC("raw_tracepoint/sys_enter")
+int sys_enter_task(struct bpf_raw_tracepoint_args *ctx)
+{
+	// The task filters first: an excluded task pays this and nothing else.
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!wanted(pid_tgid))
+		return 0;
+	long nr = (long)ctx->args[1];
+	if (nr < 0 || nr >= MAX_SYSCALL_NR)
+		return 0;
+	u8 t = traced[nr];
+	if (!(t & 0x7f))
+		return 0;
+	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!f)
+		return 0;
+	start_call(f, t);
+	return 0;
+}
+
+SEC("raw_tracepoint/sys_exit")
+int sys_exit_task(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 pid = pid_tgid >> 32;
+	if (filter_pid && pid != filter_pid)
+		return 0;
+	if (exclude_pid && pid == exclude_pid)
+		return 0;
+	if (filter_tid && (u32)pid_tgid != filter_tid)
+		return 0;
+	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, 0);
+	if (!f)
+		return 0;
+	u64 dur, gap;
+	if (!end_call(f, &dur, &gap))
+		return 0;
+	// The argument registers are unchanged at exit (only ax holds the
+	// return value): read them once, only for a call that is sent.
+	struct pt_regs regs;
+	if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]))
+		return 0;
+	decode_args(f, f->sc, PT_REGS_PARM1_SYSCALL(&regs), PT_REGS_PARM2_SYSCALL(&regs), PT_REGS_PARM3_SYSCALL(&regs),
+		    PT_REGS_PARM4_SYSCALL(&regs), PT_REGS_PARM5_SYSCALL(&regs));
+	send_call(f, pid_tgid, dur, gap, (s64)ctx->args[1]);
+	return 0;
+}
+
+// --- raw tracepoint mode with a hash (kernels without task storage for
+// raw tracepoint programs).
+
+
+SEC("raw_tracepoint/sys_enter")
+int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	long nr = (long)ctx->args[1];
+	if (nr < 0 || nr >= MAX_SYSCALL_NR)
+		return 0;
+	u8 t = traced[nr];
+	u16 sc = t & 0x7f;
+	if (!sc)
+		return 0;
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!wanted(pid_tgid))
+		return 0;
+
+	// One copy of the saved registers instead of a probe read per
+	// argument (pt_regs is user-visible ABI, fixed per architecture).
+	struct pt_regs regs;
+	if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]))
+		return 0;
+
+	u32 tid = (u32)pid_tgid;
+	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+	struct inflight fresh = {};
+	if (!f) {
+		if (bpf_map_update_elem(&inflight, &tid, &fresh, BPF_ANY))
+			return 0;
+		f = bpf_map_lookup_elem(&inflight, &tid);
+		if (!f)
+			return 0;
+	}
+	decode_args(f, sc, PT_REGS_PARM1_SYSCALL(&regs), PT_REGS_PARM2_SYSCALL(&regs), PT_REGS_PARM3_SYSCALL(&regs),
+		    PT_REGS_PARM4_SYSCALL(&regs), PT_REGS_PARM5_SYSCALL(&regs));
+	start_call(f, t);
+	return 0;
 }
 
 SEC("raw_tracepoint/sys_exit")
@@ -303,47 +494,12 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (filter_tid && tid != filter_tid)
 		return 0;
 	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
-	if (!f || !f->active)
+	if (!f)
 		return 0;
-	u16 active = f->active;
-	f->active = 0;
-	u64 now = bpf_ktime_get_ns();
-	u64 dur = now - f->enter_ts;
-	u64 gap = f->last_exit_ts ? f->enter_ts - f->last_exit_ts : 0;
-	f->last_exit_ts = now;
-	if (dur < min_duration_ns && !(active & 2))
+	u64 dur, gap;
+	if (!end_call(f, &dur, &gap))
 		return 0;
-
-	s64 ret = (s64)ctx->args[1];
-	if (!f->ptr1) {
-		// No path: reserve the fixed-size record in the ring and fill it
-		// in place.
-		struct record *r = bpf_ringbuf_reserve(&events, RECORD_HEADER, 0);
-		if (!r) {
-			count_lost();
-			return 0;
-		}
-		fill_header(r, f, pid_tgid, dur, gap, ret);
-		u64 flags = wakeup_flags(RECORD_HEADER);
-		bpf_ringbuf_submit(r, flags);
-		return 0;
-	}
-	u32 zero = 0;
-	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
-	if (!r)
-		return 0;
-	fill_header(r, f, pid_tgid, dur, gap, ret);
-	u32 n1 = read_path(r, 0, f->ptr1);
-	u32 n2 = 0;
-	if (f->ptr2)
-		n2 = read_path(r, n1, f->ptr2);
-	r->path_len = n1;
-	r->path2_len = n2;
-	u64 size = RECORD_HEADER + n1 + n2;
-	if (size > sizeof(*r))
-		size = sizeof(*r);
-	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(size)))
-		count_lost();
+	send_call(f, pid_tgid, dur, gap, (s64)ctx->args[1]);
 	return 0;
 }
 
@@ -409,16 +565,29 @@ int process_exec(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-SEC("raw_tracepoint/sched_process_exit")
-int process_exit(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline void exit_event(void)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	u32 tid = (u32)pid_tgid;
-	bpf_map_delete_elem(&inflight, &tid);
 	// Only the whole process's exit closes its fds; threads share them.
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
-		return 0;
+		return;
 	process_event(KIND_EXIT);
+}
+
+// In fentry mode a task's storage goes away with the task.
+SEC("raw_tracepoint/sched_process_exit")
+int process_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	exit_event();
+	return 0;
+}
+
+// In raw tracepoint mode the exiting thread's hash entry is deleted.
+SEC("raw_tracepoint/sched_process_exit")
+int process_exit_hash(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(&inflight, &tid);
+	exit_event();
 	return 0;
 }
