@@ -1,0 +1,248 @@
+package stats
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Stat is one entry of a top list, in Prometheus's format.
+type Stat struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+// HeadStats is Prometheus's headStats over a tenant's active series.
+// sluice keeps no chunks: ChunkCount is always 0. MinTime and MaxTime are
+// the oldest and newest point times (ms) of the two windows, 0 when none.
+type HeadStats struct {
+	NumSeries     uint64 `json:"numSeries"`
+	NumLabelPairs int    `json:"numLabelPairs"`
+	ChunkCount    int64  `json:"chunkCount"`
+	MinTime       int64  `json:"minTime"`
+	MaxTime       int64  `json:"maxTime"`
+}
+
+// TSDBStatus is the data of Prometheus's /api/v1/status/tsdb.
+type TSDBStatus struct {
+	HeadStats                   HeadStats `json:"headStats"`
+	SeriesCountByMetricName     []Stat    `json:"seriesCountByMetricName"`
+	LabelValueCountByLabelName  []Stat    `json:"labelValueCountByLabelName"`
+	MemoryInBytesByLabelName    []Stat    `json:"memoryInBytesByLabelName"`
+	SeriesCountByLabelValuePair []Stat    `json:"seriesCountByLabelValuePair"`
+}
+
+// TSDB returns the statistics of tenant's active series, each list cut to
+// its limit largest entries (ties by name).
+func (s *Stats) TSDB(tenant string, limit int) TSDBStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roll(s.now().UnixNano() / int64(s.cfg.Window))
+	out := TSDBStatus{}
+	t := s.tenants[tenant]
+	if t == nil {
+		out.SeriesCountByMetricName, out.LabelValueCountByLabelName = []Stat{}, []Stat{}
+		out.MemoryInBytesByLabelName, out.SeriesCountByLabelValuePair = []Stat{}, []Stat{}
+		return out
+	}
+	var byMetric []Stat
+	for _, m := range s.metrics {
+		if m.tenant != t {
+			continue
+		}
+		if n := m.series[0] + m.series[1]; n > 0 {
+			byMetric = append(byMetric, Stat{m.name, uint64(n)})
+			out.HeadStats.NumSeries += uint64(n)
+		}
+	}
+	values := map[string]uint64{}
+	memory := map[string]uint64{}
+	var byPair []Stat
+	for _, p := range s.pairs {
+		if p.tenant != t {
+			continue
+		}
+		n := p.cnt[0] + p.cnt[1]
+		if n <= 0 {
+			continue
+		}
+		out.HeadStats.NumLabelPairs++
+		values[p.name]++
+		memory[p.name] += uint64(p.valueLen) * uint64(n)
+		byPair = append(byPair, Stat{p.name + "=" + p.value, uint64(n)})
+	}
+	lo, hi := min(t.minT[0], t.minT[1]), max(t.maxT[0], t.maxT[1])
+	if lo <= hi {
+		out.HeadStats.MinTime, out.HeadStats.MaxTime = lo/1e6, hi/1e6
+	}
+	out.SeriesCountByMetricName = top(byMetric, limit)
+	out.LabelValueCountByLabelName = top(fromMap(values), limit)
+	out.MemoryInBytesByLabelName = top(fromMap(memory), limit)
+	out.SeriesCountByLabelValuePair = top(byPair, limit)
+	return out
+}
+
+func fromMap(m map[string]uint64) []Stat {
+	out := make([]Stat, 0, len(m))
+	for k, v := range m {
+		out = append(out, Stat{k, v})
+	}
+	return out
+}
+
+// top sorts by value (largest first), then name, and keeps limit entries.
+func top(s []Stat, limit int) []Stat {
+	slices.SortFunc(s, func(a, b Stat) int {
+		if c := cmp.Compare(b.Value, a.Value); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if s == nil {
+		s = []Stat{}
+	}
+	return s[:min(len(s), limit)]
+}
+
+// TenantSummary is one tenant's totals. Series counts Prometheus series;
+// rates cover the two windows (see the package doc); Samples and Bytes
+// count since start-up.
+type TenantSummary struct {
+	Tenant        string  `json:"tenant"`
+	Series        int64   `json:"series"`
+	SamplesPerSec float64 `json:"samples_per_second"`
+	BytesPerSec   float64 `json:"bytes_per_second"`
+	Samples       uint64  `json:"samples_total"`
+	Bytes         uint64  `json:"bytes_total"`
+}
+
+// MetricSummary is one metric name of one tenant; fields as in
+// TenantSummary. Bytes are the queue record bytes of each batch split
+// over its samples evenly.
+type MetricSummary struct {
+	Tenant        string  `json:"tenant"`
+	Metric        string  `json:"metric"`
+	Series        int64   `json:"series"`
+	SamplesPerSec float64 `json:"samples_per_second"`
+	BytesPerSec   float64 `json:"bytes_per_second"`
+	Samples       uint64  `json:"samples_total"`
+	Bytes         uint64  `json:"bytes_total"`
+}
+
+// Summary is what `sluice top` shows of the statistics.
+type Summary struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	// TrackedSeries are OTLP series in the table, MaxSeries its bound.
+	TrackedSeries int `json:"tracked_series"`
+	MaxSeries     int `json:"max_series"`
+	// Points of untracked series, untracked metric names and label pairs
+	// since start-up (stats.max_*); above zero, counts are lower bounds.
+	OverflowSeries     uint64          `json:"overflow_series"`
+	OverflowMetrics    uint64          `json:"overflow_metrics"`
+	OverflowLabelPairs uint64          `json:"overflow_label_pairs"`
+	Tenants            []TenantSummary `json:"tenants"`
+	// Metrics holds the limit largest by series and the limit largest by
+	// samples/s (one list, by series).
+	Metrics []MetricSummary `json:"metrics"`
+}
+
+// Summary returns the statistics of one tenant, or of all when tenant is
+// "", with at most 2*limit metrics.
+func (s *Stats) Summary(tenant string, limit int) Summary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now().UnixNano()
+	s.roll(now / int64(s.cfg.Window))
+	span := time.Duration(now - max(s.start, (s.epoch-1)*int64(s.cfg.Window))).Seconds()
+	span = math.Max(span, 1e-3)
+	out := Summary{WindowSeconds: s.cfg.Window.Seconds(), TrackedSeries: s.used, MaxSeries: s.cfg.MaxSeries,
+		OverflowSeries: s.overSeries, OverflowMetrics: s.overMetrics, OverflowLabelPairs: s.overPairs,
+		Tenants: []TenantSummary{}, Metrics: []MetricSummary{}}
+	series := map[*tenantStats]int64{}
+	var ms []MetricSummary
+	for _, m := range s.metrics {
+		if tenant != "" && m.tenant.name != tenant {
+			continue
+		}
+		n := m.series[0] + m.series[1]
+		series[m.tenant] += n
+		ms = append(ms, MetricSummary{Tenant: m.tenant.name, Metric: m.name, Series: n,
+			SamplesPerSec: float64(m.samples[0]+m.samples[1]) / span, BytesPerSec: (m.bytes[0] + m.bytes[1]) / span,
+			Samples: m.total, Bytes: uint64(m.totBytes)})
+	}
+	for _, t := range s.tenants {
+		if tenant != "" && t.name != tenant {
+			continue
+		}
+		out.Tenants = append(out.Tenants, TenantSummary{Tenant: t.name, Series: series[t],
+			SamplesPerSec: float64(t.samples[0]+t.samples[1]) / span, BytesPerSec: (t.bytes[0] + t.bytes[1]) / span,
+			Samples: t.total, Bytes: uint64(t.totBytes)})
+	}
+	slices.SortFunc(out.Tenants, func(a, b TenantSummary) int { return strings.Compare(a.Tenant, b.Tenant) })
+	byName := func(a, b MetricSummary) int {
+		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric))
+	}
+	slices.SortFunc(ms, func(a, b MetricSummary) int { return cmp.Or(cmp.Compare(b.Series, a.Series), byName(a, b)) })
+	keep := ms[:min(limit, len(ms))]
+	rest := slices.Clone(ms[len(keep):])
+	slices.SortFunc(rest, func(a, b MetricSummary) int {
+		return cmp.Or(cmp.Compare(b.SamplesPerSec, a.SamplesPerSec), byName(a, b))
+	})
+	out.Metrics = append(out.Metrics, keep...)
+	out.Metrics = append(out.Metrics, rest[:min(limit, len(rest))]...)
+	slices.SortFunc(out.Metrics, func(a, b MetricSummary) int { return cmp.Or(cmp.Compare(b.Series, a.Series), byName(a, b)) })
+	return out
+}
+
+// collector exports the statistics' own health at scrape time.
+type collector struct {
+	s                                  *Stats
+	active, tracked                    *prometheus.Desc
+	overSeries, overMetrics, overPairs *prometheus.Desc
+}
+
+// Collector returns the sluice_stats_* metrics of s.
+func (s *Stats) Collector() prometheus.Collector {
+	return &collector{s: s,
+		active:  prometheus.NewDesc("sluice_stats_active_series", "Active Prometheus series per tenant (seen in the current or previous stats.window).", []string{"tenant"}, nil),
+		tracked: prometheus.NewDesc("sluice_stats_tracked_series", "OTLP series in the statistics' table (at most stats.max_series).", nil, nil),
+		overSeries: prometheus.NewDesc("sluice_stats_series_overflow_total",
+			"Points of new series the statistics did not track because stats.max_series were active; counts are lower bounds while it grows.", nil, nil),
+		overMetrics: prometheus.NewDesc("sluice_stats_metrics_overflow_total",
+			"Metric names the statistics did not track because stats.max_metrics (tenant, name) entries existed.", nil, nil),
+		overPairs: prometheus.NewDesc("sluice_stats_label_pairs_overflow_total",
+			"Label pairs the statistics did not track because stats.max_label_pairs existed.", nil, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.active, c.tracked, c.overSeries, c.overMetrics, c.overPairs} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	s.mu.Lock()
+	s.roll(s.now().UnixNano() / int64(s.cfg.Window))
+	active := map[string]int64{}
+	for _, t := range s.tenants {
+		active[t.name] += 0
+	}
+	for _, m := range s.metrics {
+		active[m.tenant.name] += m.series[0] + m.series[1]
+	}
+	used, os, om, op := s.used, s.overSeries, s.overMetrics, s.overPairs
+	s.mu.Unlock()
+	for t, n := range active {
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(n), t)
+	}
+	ch <- prometheus.MustNewConstMetric(c.tracked, prometheus.GaugeValue, float64(used))
+	ch <- prometheus.MustNewConstMetric(c.overSeries, prometheus.CounterValue, float64(os))
+	ch <- prometheus.MustNewConstMetric(c.overMetrics, prometheus.CounterValue, float64(om))
+	ch <- prometheus.MustNewConstMetric(c.overPairs, prometheus.CounterValue, float64(op))
+}

@@ -1,0 +1,641 @@
+package stats
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Config bounds the statistics (the stats section of the YAML config).
+type Config struct {
+	// Window is the activity window (see the package doc).
+	Window time.Duration
+	// MaxSeries bounds the active series tracked (16 bytes each, in a
+	// table of at most twice that many slots).
+	MaxSeries int
+	// MaxMetrics bounds the (tenant, metric name) entries.
+	MaxMetrics int
+	// MaxLabelPairs bounds the (tenant, label, value) entries.
+	MaxLabelPairs int
+}
+
+// Defaults of Config; the YAML defaults (internal/config) are the same.
+const (
+	DefaultWindow        = 5 * time.Minute
+	DefaultMaxSeries     = 1_000_000
+	DefaultMaxMetrics    = 10_000
+	DefaultMaxLabelPairs = 100_000
+)
+
+// maxStoredValue bounds the bytes of a label value kept for display; the
+// value's hash and length are of the whole value.
+const maxStoredValue = 256
+
+func (c *Config) fill() error {
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxSeries == 0 {
+		c.MaxSeries = DefaultMaxSeries
+	}
+	if c.MaxMetrics == 0 {
+		c.MaxMetrics = DefaultMaxMetrics
+	}
+	if c.MaxLabelPairs == 0 {
+		c.MaxLabelPairs = DefaultMaxLabelPairs
+	}
+	switch {
+	case c.Window < time.Second:
+		return fmt.Errorf("stats: window %v is shorter than 1s", c.Window)
+	case c.MaxSeries < 1 || c.MaxMetrics < 1 || c.MaxLabelPairs < 1:
+		return fmt.Errorf("stats: max_series, max_metrics and max_label_pairs must be at least 1")
+	case c.MaxSeries > 1<<30:
+		return fmt.Errorf("stats: max_series %d is more than %d", c.MaxSeries, 1<<30)
+	}
+	return nil
+}
+
+// kind is how a metric type expands into Prometheus series.
+type kind uint8
+
+const (
+	kindNone      kind = iota // not exposed to PromQL (unknown type or no name)
+	kindValue                 // gauge or sum: one series
+	kindHistogram             // _bucket{le} per bucket, _sum, _count
+	kindExpHist               // _sum, _count
+	kindSummary               // {quantile} per quantile, _sum, _count
+)
+
+// metric is one (tenant, Prometheus metric name).
+type metric struct {
+	tenant   *tenantStats
+	name     string
+	series   [2]int64 // active series per window generation
+	samples  [2]int64 // per window generation
+	bytes    [2]float64
+	total    uint64 // samples since start-up
+	totBytes float64
+}
+
+// pair is one (tenant, label name, label value).
+type pair struct {
+	tenant      *tenantStats
+	name, value string // value truncated to maxStoredValue
+	valueLen    int
+	cnt         [2]int64 // active series with the pair, per generation
+}
+
+type tenantStats struct {
+	name       string
+	hash       uint64
+	minT, maxT [2]int64 // point times (ms) per generation; minT > maxT: none
+	samples    [2]int64
+	bytes      [2]float64
+	total      uint64
+	totBytes   float64
+}
+
+// descInfo is a metric descriptor of one tenant resolved to its Prometheus
+// names.
+type descInfo struct {
+	kind   kind
+	fold   uint64     // folded into the series key: tenant, unit, type
+	outs   [3]*metric // value/_bucket/quantile, _sum, _count (nil: not tracked)
+	names  [3]string
+	nout   int
+	tenant *tenantStats
+}
+
+// slot is one series of the table; key 0 is empty.
+type slot struct {
+	key   uint64
+	epoch uint32 // the window it was last seen in (low 32 bits)
+	nb    uint32 // buckets or quantiles of its first point in that window
+}
+
+// Stats is the statistics of one process. Safe for concurrent use.
+type Stats struct {
+	cfg   Config
+	now   func() time.Time
+	start int64 // unix ns
+
+	mu      sync.Mutex
+	epoch   int64
+	slots   []slot
+	used    int // slots holding a series
+	metrics map[uint64]*metric
+	pairs   map[uint64]*pair
+	tenants map[string]*tenantStats
+	descs   map[uint64]*descInfo
+
+	overSeries, overMetrics, overPairs uint64
+
+	// per-call scratch (under mu)
+	bd   []*descInfo
+	ds   [][3]int64 // samples per batch descriptor and output
+	kv   []promname.AttrLabel
+	sb   labels.ScratchBuilder
+	ls   labels.Labels
+	num  []byte
+	lbls []lbl
+}
+
+type lbl struct {
+	name, value string
+	h           uint64 // hash of name and value (without tenant)
+}
+
+// New returns empty statistics; zero fields of cfg take the defaults.
+func New(cfg Config) (*Stats, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return newWithClock(cfg, time.Now), nil
+}
+
+func newWithClock(cfg Config, now func() time.Time) *Stats {
+	t := now().UnixNano()
+	return &Stats{
+		cfg: cfg, now: now, start: t, epoch: t / int64(cfg.Window),
+		slots:   make([]slot, 1024),
+		metrics: map[uint64]*metric{},
+		pairs:   map[uint64]*pair{},
+		tenants: map[string]*tenantStats{},
+		descs:   map[uint64]*descInfo{},
+	}
+}
+
+// Config returns the resolved configuration.
+func (s *Stats) Config() Config { return s.cfg }
+
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
+}
+
+// Observe counts a metrics batch of tenant that the queue accepted;
+// recordBytes is the size of its queue record. b.SeriesID must be set.
+func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
+	n := b.Len()
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now().UnixNano()
+	s.roll(now / int64(s.cfg.Window))
+	g := int(s.epoch & 1)
+	ep := uint32(s.epoch)
+	t := s.tenant(tenant)
+	s.resolve(t, b)
+
+	minT, maxT := int64(math.MaxInt64), int64(math.MinInt64)
+	var total int64
+	for i := 0; i < n; i++ {
+		di := b.Desc[i]
+		d := s.bd[di]
+		if d.kind == kindNone {
+			continue
+		}
+		ts := b.Time[i]
+		minT, maxT = min(minT, ts), max(maxT, ts)
+		nb := uint32(0)
+		c := &s.ds[di]
+		switch d.kind {
+		case kindValue:
+			c[0]++
+			total++
+		case kindHistogram:
+			nb = histBuckets(b, i)
+			c[0] += int64(nb)
+			c[1]++
+			c[2]++
+			total += int64(nb) + 2
+		case kindExpHist:
+			c[1]++
+			c[2]++
+			total += 2
+		case kindSummary:
+			nb = uint32(b.Quantiles[i].End-b.Quantiles[i].Start) / 2
+			c[0] += int64(nb)
+			c[1]++
+			c[2]++
+			total += int64(nb) + 2
+		}
+		key := mix(b.SeriesID[i]^d.fold) | 1
+		p, found := s.find(key)
+		if found {
+			sl := &s.slots[p]
+			if sl.epoch == ep {
+				continue
+			}
+			// Seen in the previous window (older ones were swept at the
+			// roll-over): move it to this one.
+			s.labelsOf(b, i, d)
+			s.account(b, i, d, 1-g, sl.nb, -1)
+			s.account(b, i, d, g, nb, 1)
+			sl.epoch, sl.nb = ep, nb
+			continue
+		}
+		if s.used >= s.cfg.MaxSeries {
+			s.overSeries++
+			continue
+		}
+		p = s.insert(p, key)
+		s.slots[p].epoch, s.slots[p].nb = ep, nb
+		s.labelsOf(b, i, d)
+		s.account(b, i, d, g, nb, 1)
+	}
+	if total == 0 {
+		return
+	}
+	if minT <= maxT {
+		if t.minT[g] > t.maxT[g] {
+			t.minT[g], t.maxT[g] = minT, maxT
+		} else {
+			t.minT[g], t.maxT[g] = min(t.minT[g], minT), max(t.maxT[g], maxT)
+		}
+	}
+	perSample := float64(recordBytes) / float64(total)
+	t.samples[g] += total
+	t.total += uint64(total)
+	t.bytes[g] += float64(recordBytes)
+	t.totBytes += float64(recordBytes)
+	for di := range s.ds {
+		c := &s.ds[di]
+		d := s.bd[di]
+		for o := 0; o < d.nout; o++ {
+			if c[o] == 0 || d.outs[o] == nil {
+				continue
+			}
+			m := d.outs[o]
+			by := float64(c[o]) * perSample
+			m.samples[g] += c[o]
+			m.total += uint64(c[o])
+			m.bytes[g] += by
+			m.totBytes += by
+		}
+		*c = [3]int64{}
+	}
+}
+
+// histBuckets is the number of _bucket series of histogram point i: none
+// when its counts do not fit its bounds, as the query adapter shows it.
+func histBuckets(b *signal.Metrics, i int) uint32 {
+	nc := b.BucketCounts[i].End - b.BucketCounts[i].Start
+	if nc == 0 || nc != b.Bounds[i].End-b.Bounds[i].Start+1 {
+		return 0
+	}
+	return nc
+}
+
+func (s *Stats) tenant(name string) *tenantStats {
+	t := s.tenants[name]
+	if t == nil {
+		t = &tenantStats{name: name, hash: xxhash.Sum64String(name)}
+		t.minT, t.maxT = [2]int64{math.MaxInt64, math.MaxInt64}, [2]int64{math.MinInt64, math.MinInt64}
+		s.tenants[name] = t
+	}
+	return t
+}
+
+// resolve fills s.bd with the descriptors of b for tenant t.
+func (s *Stats) resolve(t *tenantStats, b *signal.Metrics) {
+	s.bd = s.bd[:0]
+	if cap(s.ds) < len(b.Descs) {
+		s.ds = make([][3]int64, len(b.Descs))
+	}
+	s.ds = s.ds[:len(b.Descs)]
+	for i := range b.Descs {
+		d := &b.Descs[i]
+		h := xxhash.Sum64(b.Bytes(d.Name))*0x9E3779B97F4A7C15 ^ mix(xxhash.Sum64(b.Bytes(d.Unit))+uint64(d.Type)<<8+uint64(d.Temporality)<<1)
+		if d.Monotonic {
+			h ^= 0x5bd1e995
+		}
+		h = mix(h ^ t.hash)
+		di := s.descs[h]
+		if di == nil {
+			di = s.describe(t, b, d, h)
+			s.descs[h] = di
+		}
+		s.bd = append(s.bd, di)
+	}
+}
+
+func (s *Stats) describe(t *tenantStats, b *signal.Metrics, d *signal.MetricDesc, h uint64) *descInfo {
+	di := &descInfo{tenant: t, fold: h}
+	var tt otlptranslator.MetricType
+	switch d.Type {
+	case signal.MetricGauge:
+		di.kind, tt = kindValue, otlptranslator.MetricTypeGauge
+	case signal.MetricSum:
+		di.kind, tt = kindValue, otlptranslator.MetricTypeNonMonotonicCounter
+		if d.Monotonic {
+			tt = otlptranslator.MetricTypeMonotonicCounter
+		}
+	case signal.MetricHistogram:
+		di.kind, tt = kindHistogram, otlptranslator.MetricTypeHistogram
+	case signal.MetricExponentialHistogram:
+		di.kind, tt = kindExpHist, otlptranslator.MetricTypeExponentialHistogram
+	case signal.MetricSummary:
+		di.kind, tt = kindSummary, otlptranslator.MetricTypeSummary
+	default:
+		return di
+	}
+	base := promname.Base(b.String(d.Name), b.String(d.Unit), tt)
+	if base == "" {
+		di.kind = kindNone
+		return di
+	}
+	switch di.kind {
+	case kindValue:
+		di.names[0], di.nout = base, 1
+	case kindHistogram:
+		di.names, di.nout = [3]string{base + "_bucket", base + "_sum", base + "_count"}, 3
+	case kindExpHist:
+		di.names, di.nout = [3]string{"", base + "_sum", base + "_count"}, 3
+	case kindSummary:
+		di.names, di.nout = [3]string{base, base + "_sum", base + "_count"}, 3
+	}
+	for o := 0; o < di.nout; o++ {
+		if di.names[o] != "" {
+			di.outs[o] = s.metric(t, di.names[o])
+		}
+	}
+	return di
+}
+
+func (s *Stats) metric(t *tenantStats, name string) *metric {
+	k := mix(t.hash ^ xxhash.Sum64String(name))
+	if m := s.metrics[k]; m != nil {
+		return m
+	}
+	if len(s.metrics) >= s.cfg.MaxMetrics {
+		s.overMetrics++
+		return nil
+	}
+	m := &metric{tenant: t, name: name}
+	s.metrics[k] = m
+	return m
+}
+
+// labelsOf puts the labels of series i, other than __name__, le and
+// quantile, into s.lbls: the resource's service_name, job and instance and
+// the point attributes, as the query adapter and the processor name them.
+func (s *Stats) labelsOf(b *signal.Metrics, i int, d *descInfo) {
+	c := &b.Common
+	s.sb.Reset()
+	res := b.Resources[b.Resource[i]].Attrs
+	svc := attrStr(c, res, "service.name")
+	if svc != "" {
+		s.sb.Add(promname.LabelServiceName, svc)
+		j := svc
+		if ns := attrStr(c, res, "service.namespace"); ns != "" {
+			j = ns + "/" + svc
+		}
+		s.sb.Add(promname.LabelJob, j)
+	}
+	inst := attrStr(c, res, "service.instance.id")
+	if inst != "" {
+		s.sb.Add(promname.LabelInstance, inst)
+	}
+	s.kv = s.kv[:0]
+	r := b.Attr[i]
+	for a := r.Start; a < r.End; a++ {
+		key := c.Keys.Name(c.Attrs.Key[a])
+		l := promname.Reclaim(key, promname.LabelName(key), svc != "", inst != "", d.kind == kindHistogram, d.kind == kindSummary)
+		if l == "" {
+			continue
+		}
+		s.kv = append(s.kv, promname.AttrLabel{Label: l, Key: key, Value: attrValue(c, int(a))})
+	}
+	promname.SortAttrLabels(s.kv)
+	promname.JoinCollisions(&s.sb, s.kv)
+	s.sb.Sort()
+	s.sb.Overwrite(&s.ls)
+	s.lbls = s.lbls[:0]
+	s.ls.Range(func(l labels.Label) {
+		s.lbls = append(s.lbls, lbl{l.Name, l.Value, pairHash(l.Name, l.Value)})
+	})
+}
+
+func pairHash(name, value string) uint64 {
+	return mix(xxhash.Sum64String(name)*0x9E3779B97F4A7C15 ^ xxhash.Sum64String(value))
+}
+
+func pairHashBytes(name string, value []byte) uint64 {
+	return mix(xxhash.Sum64String(name)*0x9E3779B97F4A7C15 ^ xxhash.Sum64(value))
+}
+
+// account adds delta times series i's Prometheus series (with nb buckets
+// or quantiles) to generation g of its metrics and label pairs; s.lbls
+// holds its labels.
+func (s *Stats) account(b *signal.Metrics, i int, d *descInfo, g int, nb uint32, delta int64) {
+	var per [3]int64
+	switch d.kind {
+	case kindValue:
+		per[0] = 1
+	case kindHistogram, kindSummary:
+		per = [3]int64{int64(nb), 1, 1}
+	case kindExpHist:
+		per = [3]int64{0, 1, 1}
+	}
+	all := per[0] + per[1] + per[2]
+	t := d.tenant
+	for o := 0; o < d.nout; o++ {
+		if per[o] == 0 {
+			continue
+		}
+		if m := d.outs[o]; m != nil {
+			m.series[g] += delta * per[o]
+		}
+		s.addPair(t, labels.MetricName, d.names[o], pairHash(labels.MetricName, d.names[o]), g, delta*per[o])
+	}
+	for _, l := range s.lbls {
+		s.addPair(t, l.name, l.value, l.h, g, delta*all)
+	}
+	switch {
+	case d.kind == kindHistogram && nb > 0:
+		bounds := b.F64[b.Bounds[i].Start:b.Bounds[i].End]
+		for k := uint32(0); k < nb; k++ {
+			le := math.Inf(1)
+			if int(k) < len(bounds) {
+				le = bounds[k]
+			}
+			s.addNumPair(t, promname.LabelLe, le, g, delta)
+		}
+	case d.kind == kindSummary && nb > 0:
+		q := b.F64[b.Quantiles[i].Start:b.Quantiles[i].End]
+		for k := 0; k+1 < len(q) && k/2 < int(nb); k += 2 {
+			s.addNumPair(t, promname.LabelQuantile, q[k], g, delta)
+		}
+	}
+}
+
+// addNumPair counts a le or quantile pair, formatted as Prometheus does.
+func (s *Stats) addNumPair(t *tenantStats, name string, v float64, g int, delta int64) {
+	switch {
+	case math.IsInf(v, 1):
+		s.num = append(s.num[:0], "+Inf"...)
+	case math.IsInf(v, -1):
+		s.num = append(s.num[:0], "-Inf"...)
+	default:
+		s.num = strconv.AppendFloat(s.num[:0], v, 'f', -1, 64)
+	}
+	h := pairHashBytes(name, s.num)
+	s.addPairKey(t, name, h, g, delta, func() string { return string(s.num) })
+}
+
+func (s *Stats) addPair(t *tenantStats, name, value string, h uint64, g int, delta int64) {
+	s.addPairKey(t, name, h, g, delta, func() string { return value })
+}
+
+func (s *Stats) addPairKey(t *tenantStats, name string, h uint64, g int, delta int64, value func() string) {
+	k := mix(h ^ t.hash)
+	p := s.pairs[k]
+	if p == nil {
+		if delta < 0 {
+			return // not tracked (an overflow); nothing to take back
+		}
+		if len(s.pairs) >= s.cfg.MaxLabelPairs {
+			s.overPairs++
+			return
+		}
+		v := value()
+		p = &pair{tenant: t, name: name, valueLen: len(v)}
+		if len(v) > maxStoredValue {
+			v = v[:maxStoredValue]
+		}
+		p.value = string([]byte(v)) // the value may alias a batch's arena
+		s.pairs[k] = p
+	}
+	p.cnt[g] = max(p.cnt[g]+delta, 0)
+}
+
+// attrValue formats attribute a as the lake and the query adapter do.
+func attrValue(c *signal.Common, a int) string {
+	switch c.Attrs.Type[a] {
+	case signal.ValueInt:
+		return strconv.FormatInt(c.AttrInt(a), 10)
+	case signal.ValueDouble:
+		return strconv.FormatFloat(c.AttrDouble(a), 'g', -1, 64)
+	case signal.ValueBool:
+		return strconv.FormatBool(c.AttrBool(a))
+	case signal.ValueEmpty:
+		return ""
+	}
+	return c.AttrString(a)
+}
+
+func attrStr(c *signal.Common, r signal.Range, key string) string {
+	if a := c.FindAttr(r, key); a >= 0 {
+		return attrValue(c, a)
+	}
+	return ""
+}
+
+// find returns the slot of key, or the empty slot where it would go.
+func (s *Stats) find(key uint64) (int, bool) {
+	mask := len(s.slots) - 1
+	p := int(key>>7) & mask
+	for {
+		k := s.slots[p].key
+		if k == key {
+			return p, true
+		}
+		if k == 0 {
+			return p, false
+		}
+		p = (p + 1) & mask
+	}
+}
+
+// insert puts key in the empty slot p (from find), growing the table at
+// three quarters full, and returns its slot.
+func (s *Stats) insert(p int, key uint64) int {
+	if (s.used+1)*4 > len(s.slots)*3 {
+		s.rehash(len(s.slots)*2, 0)
+		p, _ = s.find(key)
+	}
+	s.slots[p].key = key
+	s.used++
+	return p
+}
+
+// rehash rebuilds the table with size slots, keeping the series seen in
+// window minEpoch or later (all when minEpoch is 0).
+func (s *Stats) rehash(size int, minEpoch uint32) {
+	old := s.slots
+	s.slots = make([]slot, size)
+	s.used = 0
+	for _, sl := range old {
+		if sl.key == 0 || (minEpoch != 0 && sl.epoch < minEpoch) {
+			continue
+		}
+		p, _ := s.find(sl.key)
+		s.slots[p] = sl
+		s.used++
+	}
+}
+
+// roll moves to window e: generations older than the previous window are
+// dropped, with the series, metrics and pairs only they held.
+func (s *Stats) roll(e int64) {
+	if e <= s.epoch {
+		return
+	}
+	var drop []int
+	if e-s.epoch >= 2 {
+		drop = []int{0, 1}
+	} else {
+		drop = []int{int(e & 1)}
+	}
+	for _, g := range drop {
+		for _, m := range s.metrics {
+			m.series[g], m.samples[g], m.bytes[g] = 0, 0, 0
+		}
+		for _, p := range s.pairs {
+			p.cnt[g] = 0
+		}
+		for _, t := range s.tenants {
+			t.minT[g], t.maxT[g], t.samples[g], t.bytes[g] = math.MaxInt64, math.MinInt64, 0, 0
+		}
+	}
+	for k, m := range s.metrics {
+		if m.series == [2]int64{} && m.samples == [2]int64{} {
+			delete(s.metrics, k)
+		}
+	}
+	for k, p := range s.pairs {
+		if p.cnt == [2]int64{} {
+			delete(s.pairs, k)
+		}
+	}
+	clear(s.descs) // they point at metrics just deleted
+	s.epoch = e
+	minEpoch := uint32(e - 1)
+	live := 0
+	for _, sl := range s.slots {
+		if sl.key != 0 && sl.epoch >= minEpoch {
+			live++
+		}
+	}
+	size := 1024
+	for size < live*2 {
+		size *= 2
+	}
+	s.rehash(size, minEpoch)
+}

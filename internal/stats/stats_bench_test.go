@@ -1,0 +1,81 @@
+package stats
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// benchBatches returns a 10,000-point batch and k series-id sets for it,
+// so that the batch stands for k*10,000 distinct series.
+func benchBatches(b *testing.B, k int) (*signal.Metrics, [][]uint64) {
+	m := gauges(b, "api", 10_000, 1e18)
+	ids := make([][]uint64, k)
+	for j := range ids {
+		ids[j] = make([]uint64, m.Len())
+		for i := range ids[j] {
+			ids[j][i] = m.SeriesID[i] ^ mix(uint64(j)+1)
+		}
+	}
+	return m, ids
+}
+
+// BenchmarkObserve is the hot-path cost per point of known series (the
+// steady state), at 10K, 100K and 1M active series.
+func BenchmarkObserve(b *testing.B) {
+	for _, k := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("series=%d", k*10_000), func(b *testing.B) {
+			m, ids := benchBatches(b, k)
+			s, _ := newTest(b, Config{})
+			for j := range ids {
+				m.SeriesID = ids[j]
+				s.Observe("t", m, 1<<20)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n++ {
+				m.SeriesID = ids[n%k]
+				s.Observe("t", m, 1<<20)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m.Len()), "ns/point")
+		})
+	}
+}
+
+// BenchmarkObserveNew is the cost per point when every series is new
+// (labels computed, pairs counted): the worst case of a churn.
+func BenchmarkObserveNew(b *testing.B) {
+	m, ids := benchBatches(b, 50)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var s *Stats
+	for n := 0; n < b.N; n++ {
+		if n%len(ids) == 0 {
+			b.StopTimer()
+			s, _ = newTest(b, Config{})
+			b.StartTimer()
+		}
+		m.SeriesID = ids[n%len(ids)]
+		s.Observe("t", m, 1<<20)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m.Len()), "ns/point")
+}
+
+// BenchmarkDecodeBaseline decodes the same batch from OTLP protobuf: the
+// ingest cost that Observe adds to.
+func BenchmarkDecodeBaseline(b *testing.B) {
+	m := gauges(b, "api", 10_000, 1e18)
+	body := otlp.AppendMetricsProto(nil, m)
+	var d signal.Metrics
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		d.Reset()
+		if err := otlp.DecodeMetrics(&d, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m.Len()), "ns/point")
+}
