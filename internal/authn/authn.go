@@ -147,6 +147,16 @@ func TenantOf(ctx context.Context) (string, bool) {
 	return t, ok
 }
 
+type boundKey struct{}
+
+// Bound reports whether the request's token is bound to its tenant (a
+// Guard with tokens marks it), so that an endpoint about the whole
+// process shows that tenant's rows only.
+func Bound(ctx context.Context) bool {
+	b, _ := ctx.Value(boundKey{}).(bool)
+	return b
+}
+
 // WithTenant returns ctx carrying tenant t, as a Guard leaves it.
 func WithTenant(ctx context.Context, t string) context.Context {
 	return context.WithValue(ctx, tenantKey{}, t)
@@ -161,12 +171,16 @@ func (g *Guard) Wrap(next http.Handler, need func(*http.Request) Scope) http.Han
 		if need != nil {
 			scope = need(r)
 		}
-		t, err := g.Authorize(r, scope)
+		t, bound, err := g.authorize(r, scope)
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithTenant(r.Context(), t)))
+		ctx := WithTenant(r.Context(), t)
+		if bound {
+			ctx = context.WithValue(ctx, boundKey{}, true)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -185,11 +199,18 @@ func (e *Error) Error() string { return e.Msg }
 // Authorize authenticates r for scope need and returns its tenant, or an
 // *Error saying why not (counted in the failures counter).
 func (g *Guard) Authorize(r *http.Request, need Scope) (string, error) {
+	t, _, err := g.authorize(r, need)
+	return t, err
+}
+
+// authorize is Authorize that also says whether the token is bound to
+// the tenant.
+func (g *Guard) authorize(r *http.Request, need Scope) (string, bool, error) {
 	var tok *Token
 	if len(g.digests) > 0 {
 		secret, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
-			return "", g.fail(http.StatusUnauthorized, ReasonMissing, "missing bearer token: send 'Authorization: Bearer <token>' (query.auth.tokens)")
+			return "", false, g.fail(http.StatusUnauthorized, ReasonMissing, "missing bearer token: send 'Authorization: Bearer <token>' (query.auth.tokens)")
 		}
 		d := sha256.Sum256([]byte(secret))
 		match := -1
@@ -201,18 +222,18 @@ func (g *Guard) Authorize(r *http.Request, need Scope) (string, error) {
 			}
 		}
 		if match < 0 {
-			return "", g.fail(http.StatusUnauthorized, ReasonInvalid, "invalid bearer token")
+			return "", false, g.fail(http.StatusUnauthorized, ReasonInvalid, "invalid bearer token")
 		}
 		tok = &g.cfg.Tokens[match]
 		if tok.Scope&need != need {
-			return "", g.fail(http.StatusForbidden, ReasonScope, fmt.Sprintf("token has scope %s; this endpoint needs %s", tok.Scope, need))
+			return "", false, g.fail(http.StatusForbidden, ReasonScope, fmt.Sprintf("token has scope %s; this endpoint needs %s", tok.Scope, need))
 		}
 	}
 	t, err := g.tenant(r, tok)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return t, nil
+	return t, tok != nil && tok.Tenant != "", nil
 }
 
 func (g *Guard) tenant(r *http.Request, tok *Token) (string, error) {

@@ -157,7 +157,23 @@ func (c *Config) Validate() error {
 		v.add("log.format", "%q: want text or json", c.Log.Format)
 	}
 	v.positive("shutdown_timeout", c.ShutdownTimeout)
+	validateStats(&v, &c.Stats)
 	return errors.Join(v.errs...)
+}
+
+// MaxStatsSeries bounds stats.max_series (a table of 2^31 16-byte slots).
+const MaxStatsSeries = 1 << 30
+
+func validateStats(v *validator, s *Stats) {
+	const k = "stats."
+	if s.Window.D() < time.Second {
+		v.add(k+"window", "%s is shorter than 1s", s.Window)
+	}
+	if s.MaxSeries < 1 || s.MaxSeries > MaxStatsSeries {
+		v.add(k+"max_series", "%d out of range [1, %d]", s.MaxSeries, MaxStatsSeries)
+	}
+	v.positiveInt(k+"max_metrics", s.MaxMetrics)
+	v.positiveInt(k+"max_label_pairs", s.MaxLabelPairs)
 }
 
 func validateS3(v *validator, s *S3) {

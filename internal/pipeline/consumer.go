@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/stats"
 	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
@@ -30,7 +31,8 @@ type consumer struct {
 	// refuse marks the signals no pipeline takes (forward-only configs):
 	// they are refused rather than acknowledged into a queue no sink reads.
 	refuse [signal.KindTraces + 1]bool
-	pool   sync.Pool // *scratch
+	stats  *stats.Stats // counts the metrics queued; nil when off
+	pool   sync.Pool    // *scratch
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to
@@ -42,6 +44,7 @@ type scratch struct {
 	rec     []byte
 	proc    processor.Scratch
 	body    []byte // the request re-encoded after the rules changed it
+	changed bool   // process re-encoded the request from proc.Out (OutLogs)
 }
 
 // maxPooledBytes keeps one huge request from pinning its buffers in the pool.
@@ -87,19 +90,33 @@ func (s *scratch) decode(kind signal.Kind, body []byte, lim otlp.Limits) (int, e
 // queue and its record count: the original body when no rule changed
 // anything, else the kept records re-encoded.
 func (s *scratch) process(r *processor.Rules, kind signal.Kind, body []byte, n int) ([]byte, int) {
+	s.changed = false
 	switch kind {
 	case signal.KindMetrics:
 		if changed, kept := r.ProcessMetrics(&s.metrics, &s.proc); changed { // in place
 			s.body = otlp.AppendMetricsProto(s.body[:0], &s.metrics)
+			s.changed = true
 			return s.body, kept
 		}
 	case signal.KindLogs:
 		if changed, kept := r.ProcessLogs(&s.logs, &s.proc); changed {
 			s.body = otlp.AppendLogsProto(s.body[:0], &s.proc.OutLogs)
+			s.changed = true
 			return s.body, kept
 		}
 	}
 	return body, n
+}
+
+// queuedMetrics is the metrics batch whose points were queued (the rules
+// work in place), with series ids recomputed when the rules changed it: a
+// relabel keeps the ids of the input series, and the lake loop's decoder
+// computes them from the labels the series now has.
+func (s *scratch) queuedMetrics() *signal.Metrics {
+	if s.changed {
+		s.metrics.ComputeSeriesIDs()
+	}
+	return &s.metrics
 }
 
 func (c *consumer) put(s *scratch) {
@@ -141,6 +158,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	}
 	ser.received.Add(float64(n))
 	body := req.Body
+	s.changed = false
 	if r := c.rules.Load(); r != nil {
 		// One load per request: a reload never splits a request between
 		// two rule sets.
@@ -156,6 +174,9 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	case err == nil:
 		ser.accepted.Add(float64(n))
 		ser.queuedBytes.Add(float64(len(s.rec)))
+		if c.stats != nil && req.Kind == signal.KindMetrics {
+			c.stats.Observe(req.Tenant, s.queuedMetrics(), len(s.rec))
+		}
 		return otlpreceiver.Result{}, nil
 	case errors.Is(err, queue.ErrLowDisk):
 		ser.rejectedDisk.Add(float64(n))

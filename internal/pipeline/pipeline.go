@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/receiver/prwreceiver"
+	"github.com/sluice-dev/sluice/internal/stats"
 	"github.com/sluice-dev/sluice/internal/upkeep"
 )
 
@@ -75,6 +76,7 @@ type Pipeline struct {
 
 	upkeep *upkeep.Scheduler // background compaction, rollups, retention, sweep; nil when disabled
 	query  *httpapi.Server   // the query API; nil when query.addr is empty
+	stats  *stats.Stats      // live series statistics (docs/stats.md); nil when stats.enabled is false
 
 	adminDone    chan struct{}
 	rulesStop    context.CancelFunc // stops the rules reloader; nil when none
@@ -103,6 +105,16 @@ func New(cfg config.Config, set Settings) (*Pipeline, error) {
 	}
 	if err := reg.Register(newQueueCollector(p.q.Load)); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	if sc := cfg.Stats; sc.Enabled {
+		st, err := stats.New(stats.Config{Window: sc.Window.D(), MaxSeries: sc.MaxSeries, MaxMetrics: sc.MaxMetrics, MaxLabelPairs: sc.MaxLabelPairs})
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Register(st.Collector()); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+		p.stats = st
 	}
 	return p, nil
 }
@@ -211,6 +223,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if p.loop != nil {
 		p.cons.lowDisk = p.loop.nudgeLowDisk
 	}
+	p.cons.stats = p.stats
 	if err := p.startRules(); err != nil {
 		return fmt.Errorf("processors.rules_file: %w", err)
 	}
@@ -575,6 +588,7 @@ func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
 		return nil
 	}
 	hc := httpapi.FromConfig(p.cfg)
+	hc.Stats, hc.Gatherer = p.stats, p.reg
 	if p.rw != nil {
 		// Remote write hands its batches to the same consumer as OTLP.
 		hc.RemoteWrite = p.rw

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/query/prom"
 	"github.com/sluice-dev/sluice/internal/query/search"
+	"github.com/sluice-dev/sluice/internal/stats"
 	"github.com/sluice-dev/sluice/internal/tenant"
 	"github.com/sluice-dev/sluice/internal/version"
 )
@@ -79,6 +80,12 @@ type Config struct {
 	// /api/v1/write behind the guard with the write scope (package
 	// prwreceiver); the guard puts the tenant in the request's context.
 	RemoteWrite http.Handler
+
+	// Stats, when set, answers /api/v1/status/tsdb and the statistics of
+	// /api/v1/status/sluice; Gatherer (the process's metrics) the rest of
+	// /api/v1/status/sluice (status.go).
+	Stats    *stats.Stats
+	Gatherer prometheus.Gatherer
 
 	// Tail, when set, adds the unflushed tail of `sluice run` to what
 	// Start's adapter and search handler list (lake.TailSource); the store
@@ -215,6 +222,7 @@ func New(cfg Config) (*Handler, error) {
 	h.handle("/api/v1/query_exemplars", "query_exemplars", func(*http.Request, string) (any, error) {
 		return []any{}, nil
 	})
+	h.statusRoutes()
 	if cfg.Search != nil {
 		search := h.limitedHandler(cfg.Search)
 		h.route(Route{Pattern: "/api/v1/logs/", Example: "/api/v1/logs/search", Scope: authn.Read}, search)
