@@ -24,6 +24,7 @@ func newCompactCmd() *cobra.Command {
 	var (
 		lf            lakeFlags
 		s3f           s3Flags
+		uc            upkeepConfig
 		table, tenant string
 		targetSize    int64
 		maxInputs     int
@@ -54,16 +55,36 @@ skipped.
 --min-age leaves partitions whose hour ended less than that long ago (the hour
 'sluice run' is still filling) for a later run.
 
+--config takes the lake, catalog, S3 bucket and settings of a 'sluice run'
+config: upkeep.compaction.target_file_bytes and min_age, upkeep.sweep_grace,
+upkeep.lease_ttl and lake.max_attribute_columns; flags given win.
+
 --dry-run prints the plan (partitions, inputs, rows, bytes) and changes nothing.
 The exit code is 1 if any partition failed.`,
 		Example: `  sluice compact --lake ./data
   sluice compact --lake ./data --table logs --tenant acme --dry-run
   sluice compact --lake ./data --catalog postgres://sluice@db/sluice --grace 0
+  sluice compact --config sluice.yaml --dry-run
   sluice compact --lake ./state --s3-bucket my-lake --s3-prefix prod`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+			cfg, err := uc.load(c, &lf)
+			if err != nil {
+				return err
+			}
+			if cfg != nil {
+				unlessSet(c, "target-file-size", func() {
+					if !c.Flags().Changed("target-size") {
+						targetSize = int64(cfg.Upkeep.Compaction.TargetFileBytes)
+					}
+				})
+				unlessSet(c, "min-age", func() { minAge = cfg.Upkeep.Compaction.MinAge.D() })
+				unlessSet(c, "grace", func() { grace = cfg.Upkeep.SweepGrace.D() })
+				unlessSet(c, "lease-ttl", func() { leaseTTL = cfg.Upkeep.LeaseTTL.D() })
+				unlessSet(c, "max-attribute-columns", func() { maxAttrCols = cfg.Lake.MaxAttributeColumns })
+			}
 			switch table {
 			case "", lake.TableLogs, lake.TableMetrics, lake.TableTraces, lake.TableIOEvents:
 			default:
@@ -75,12 +96,9 @@ The exit code is 1 if any partition failed.`,
 			if err := checkMaxAttrColumns(maxAttrCols); err != nil {
 				return err
 			}
-			store, err := s3f.store(ctx)
+			store, err := upkeepStore(ctx, &s3f, &lf, cfg)
 			if err != nil {
 				return err
-			}
-			if store == nil {
-				store = lake.NewLocalStore(lf.root)
 			}
 			// No lake lock: 'sluice run' may be ingesting; leases and
 			// Replace keep upkeep and writers apart.
@@ -290,6 +308,7 @@ The exit code is 1 if any partition failed.`,
 	}
 	lf.register(c)
 	s3f.register(c)
+	uc.register(c, "upkeep.compaction, sweep_grace, lease_ttl, lake.max_attribute_columns")
 	f := c.Flags()
 	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces, io_events)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")

@@ -98,19 +98,16 @@ func liveLogs(t *testing.T, root string) (rows []string, files, attrCols int, ov
 	return rows, files, attrCols, overflow
 }
 
-// TestCompactMaxAttributeColumns: `sluice compact --max-attribute-columns 2`
-// merges two files of four attribute columns each (six in all, under the
-// default cap of 1000) into one file with at most 2 attribute columns and
-// the rest in the overflow column, every record keeping every attribute.
-// Out-of-range values are usage errors naming the flag, in compact and in
-// rollup, and change nothing.
-func TestCompactMaxAttributeColumns(t *testing.T) {
+// capLake is a lake with two logs files of capLogs(0) and capLogs(1).
+func capLake(t *testing.T) string {
+	t.Helper()
 	root := t.TempDir()
 	ctx := context.Background()
 	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cat.Close()
 	for b := range 2 {
 		w, err := lake.NewWriter(lake.Options{Root: root, Now: func() time.Time { return capNow }},
 			func(s lake.Segment) error { return cat.AddSegments(ctx, s.CatalogRow()) })
@@ -124,7 +121,17 @@ func TestCompactMaxAttributeColumns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cat.Close()
+	return root
+}
+
+// TestCompactMaxAttributeColumns: `sluice compact --max-attribute-columns 2`
+// merges two files of four attribute columns each (six in all, under the
+// default cap of 1000) into one file with at most 2 attribute columns and
+// the rest in the overflow column, every record keeping every attribute.
+// Out-of-range values are usage errors naming the flag, in compact and in
+// rollup, and change nothing.
+func TestCompactMaxAttributeColumns(t *testing.T) {
+	root := capLake(t)
 	want, files, cols, ovf := liveLogs(t, root)
 	if files != 2 || cols != 4 || ovf || len(want) != 60 {
 		t.Fatalf("inputs: %d files, %d attribute columns, overflow %v, %d rows", files, cols, ovf, len(want))

@@ -8,8 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluice-dev/sluice/internal/config"
-	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/retention"
 	"github.com/sluice-dev/sluice/internal/progress"
 	"github.com/sluice-dev/sluice/internal/upkeep"
@@ -19,7 +17,7 @@ func newRetentionCmd() *cobra.Command {
 	var (
 		lf            lakeFlags
 		s3f           s3Flags
-		configPath    string
+		uc            upkeepConfig
 		keep          []string
 		table, tenant string
 		dryRun        bool
@@ -53,25 +51,13 @@ finish. --dry-run prints the plan and changes nothing.`,
 			out, errOut := c.OutOrStdout(), c.ErrOrStderr()
 			rules := retention.Rules{}
 			leaseTTL := time.Duration(0)
-			var cfg *config.Config
-			if configPath != "" {
-				loaded, err := config.Load(configPath)
-				if err != nil {
-					return printProblems(errOut, configPath, err)
-				}
-				cfg = &loaded
-				if c.Flags().Changed("lake") {
-					cfg.Lake.Root = lf.root
-				}
-				if err := cfg.Validate(); err != nil {
-					return printProblems(errOut, configPath, err)
-				}
+			cfg, err := uc.load(c, &lf)
+			if err != nil {
+				return err
+			}
+			if cfg != nil {
 				rules = upkeep.RetentionRules(cfg.Upkeep.Retention)
 				leaseTTL = cfg.Upkeep.LeaseTTL.D()
-				lf.root = cfg.Lake.Root
-				if lf.catalog == "" {
-					lf.catalog = cfg.CatalogDSN()
-				}
 			}
 			switch table {
 			case "", retention.TableLogs, retention.TableMetrics, retention.TableTraces, retention.TableIOEvents, retention.TableRollup:
@@ -88,13 +74,7 @@ finish. --dry-run prints the plan and changes nothing.`,
 			}
 			// The lake's store (as 'sluice run' or 'sluice compact' would
 			// open it): the removed files leave the Hive tree at once.
-			var store lake.Store
-			var err error
-			if cfg != nil {
-				store, err = queryStore(ctx, &s3f, *cfg)
-			} else if store, err = s3f.store(ctx); err == nil && store == nil {
-				store = lake.NewLocalStore(lf.root)
-			}
+			store, err := upkeepStore(ctx, &s3f, &lf, cfg)
 			if err != nil {
 				return err
 			}
@@ -197,7 +177,7 @@ finish. --dry-run prints the plan and changes nothing.`,
 	lf.register(c)
 	s3f.register(c)
 	f := c.Flags()
-	f.StringVar(&configPath, "config", "", "take rules (upkeep.retention), lake root and catalog from this sluice run config")
+	uc.register(c, "rules (upkeep.retention), lease_ttl")
 	f.StringArrayVar(&keep, "keep", nil, "rules [TENANT:]TABLE[.TIER]=AGE, comma-separated or repeated; override --config (e.g. logs=7d,acme:logs=30d)")
 	f.StringVar(&table, "table", "", "only this table (logs, metrics, traces, io_events, metrics_rollup)")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/rollup"
 	"github.com/sluice-dev/sluice/internal/progress"
 )
@@ -17,6 +16,7 @@ func newRollupCmd() *cobra.Command {
 	var (
 		lf       lakeFlags
 		s3f      s3Flags
+		uc       upkeepConfig
 		tiers    string
 		tenant   string
 		dryRun   bool
@@ -38,28 +38,45 @@ recomputed and replace their old rollup in one catalog transaction. Each hour
 is taken under a catalog lease, so this is safe while 'sluice run' ingests and
 while other upkeep works on the lake: an hour leased elsewhere is skipped.
 
+--config takes the lake, catalog, S3 bucket and settings of a 'sluice run'
+config: upkeep.rollup.tiers and min_age, upkeep.lease_ttl and
+lake.max_attribute_columns; flags given win.
+
 --dry-run prints the plan and changes nothing. The exit code is 1 if any hour
 failed.`,
 		Example: `  sluice rollup --lake ./data
   sluice rollup --lake ./data --tiers 1m,5m,1h --tenant acme --dry-run
-  sluice rollup --lake ./data --catalog postgres://sluice@db/sluice`,
+  sluice rollup --lake ./data --catalog postgres://sluice@db/sluice
+  sluice rollup --config sluice.yaml --dry-run`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			out, errOut := c.OutOrStdout(), c.ErrOrStderr()
+			cfg, err := uc.load(c, &lf)
+			if err != nil {
+				return err
+			}
 			ts, err := rollup.ParseTiers(tiers)
 			if err != nil {
 				return usageError{fmt.Errorf("--tiers: %w", err)}
 			}
+			if cfg != nil {
+				unlessSet(c, "tiers", func() {
+					ts = ts[:0]
+					for _, t := range cfg.Upkeep.Rollup.Tiers {
+						ts = append(ts, t.D())
+					}
+				})
+				unlessSet(c, "min-age", func() { minAge = cfg.Upkeep.Rollup.MinAge.D() })
+				unlessSet(c, "lease-ttl", func() { leaseTTL = cfg.Upkeep.LeaseTTL.D() })
+				unlessSet(c, "max-attribute-columns", func() { maxCols = cfg.Lake.MaxAttributeColumns })
+			}
 			if err := checkMaxAttrColumns(maxCols); err != nil {
 				return err
 			}
-			store, err := s3f.store(ctx)
+			store, err := upkeepStore(ctx, &s3f, &lf, cfg)
 			if err != nil {
 				return err
-			}
-			if store == nil {
-				store = lake.NewLocalStore(lf.root)
 			}
 			// No lake lock: leases and Replace keep upkeep and writers apart.
 			cat, err := openExistingCatalog(ctx, &lf)
@@ -149,6 +166,7 @@ failed.`,
 	}
 	lf.register(c)
 	s3f.register(c)
+	uc.register(c, "upkeep.rollup, lease_ttl, lake.max_attribute_columns")
 	f := c.Flags()
 	f.StringVar(&tiers, "tiers", rollup.FormatTiers(rollup.DefaultTiers), "rollup tiers, finest first; each a multiple of the one before and dividing 1h")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")

@@ -248,7 +248,10 @@ func validateUpkeep(v *validator, u *Upkeep) {
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			d := m[name]
 			ages(key+"."+name, &d)
-			if !tiers[name] {
+			// A tier left out of upkeep.rollup.tiers may keep its
+			// default 0 (keep forever: nothing to delete); an age for it
+			// would be a rule that never runs.
+			if !tiers[name] && d != 0 {
 				v.add(key+"."+name, "not a tier of upkeep.rollup.tiers (%s)", u.Rollup.Tiers)
 			}
 		}

@@ -269,6 +269,13 @@ upkeep:
 		}
 	}
 
+	// Changing the tiers alone is valid: the default keep-forever ages of
+	// the tiers left out are no rules.
+	if c, err := config.Parse([]byte("upkeep: {rollup: {tiers: [5m]}}"), func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	} else if err := c.Validate(); err != nil {
+		t.Errorf("tiers [5m] with the default retention: %v", err)
+	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"upkeep: {retention: {tenants: {acme: {lgos: 1h}}}}", "unknown key"},
 		{"upkeep: {retention: {logs: -1h}}", "upkeep.retention.logs: must not be negative"},
@@ -281,6 +288,7 @@ upkeep:
 		{"upkeep: {retention: {metrics: 48h, metrics_rollup: {1m: 24h}}}", "upkeep.retention.metrics_rollup.1m: 24h is shorter than metrics (48h"},
 		{"upkeep: {retention: {metrics: 12h, metrics_rollup: {1m: 24h}, tenants: {acme: {metrics: 0}}}}", "upkeep.retention.tenants.acme.metrics_rollup.1m"},
 		{"upkeep: {sweep_grace: -1s}", "upkeep.sweep_grace: must not be negative"},
+		{"upkeep: {rollup: {tiers: [5m]}, retention: {metrics_rollup: {1m: 48h}}}", "upkeep.retention.metrics_rollup.1m: not a tier"},
 	} {
 		c, err := config.Parse([]byte(tc.yaml), func(string) (string, bool) { return "", false })
 		if err == nil {
