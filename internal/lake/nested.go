@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -45,65 +46,15 @@ func appendAnyValueJSON(dst []byte, c *signal.Common, t signal.ValueType, v uint
 	return dst, fmt.Errorf("lake: unknown value type %d", t)
 }
 
-// appendScalarJSON renders a scalar AnyValue in OTLP JSON: b for strings
-// and bytes, v (as a batch holds it) for the other types.
+// appendScalarJSON renders a scalar AnyValue in OTLP JSON
+// (format.AppendScalarJSON).
 func appendScalarJSON(dst []byte, t signal.ValueType, b []byte, v uint64) []byte {
-	switch t {
-	case signal.ValueString:
-		dst = append(dst, `{"stringValue":`...)
-		dst = appendJSONString(dst, b)
-		return append(dst, '}')
-	case signal.ValueBool:
-		if v != 0 {
-			return append(dst, `{"boolValue":true}`...)
-		}
-		return append(dst, `{"boolValue":false}`...)
-	case signal.ValueInt:
-		dst = append(dst, `{"intValue":"`...)
-		dst = strconv.AppendInt(dst, int64(v), 10)
-		return append(dst, `"}`...)
-	case signal.ValueDouble:
-		dst = append(dst, `{"doubleValue":`...)
-		dst = appendJSONFloat(dst, math.Float64frombits(v))
-		return append(dst, '}')
-	case signal.ValueBytes:
-		dst = append(dst, `{"bytesValue":"`...)
-		dst = base64.StdEncoding.AppendEncode(dst, b)
-		return append(dst, `"}`...)
-	}
-	return append(dst, "{}"...) // empty
-}
-
-// appendJSONFloat writes f as protojson does: a number, or "NaN",
-// "Infinity", "-Infinity" as strings.
-func appendJSONFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+	return format.AppendScalarJSON(dst, t, b, v)
 }
 
 const hexDigits = "0123456789abcdef"
 
-func appendJSONString(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	for _, c := range s {
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
-}
+func appendJSONString(dst, s []byte) []byte { return format.AppendJSONString(dst, s) }
 
 // jsonAnyValue is the decoded shape of an OTLP JSON AnyValue; only one field
 // is set. Raw messages are kept for arrays and maps, which go to the codec.
