@@ -121,6 +121,9 @@ func (c *Config) Validate() error {
 	v.positive("lake.max_future_skew", l.MaxFutureSkew)
 	v.positive("lake.flush_interval", l.FlushInterval)
 	v.positiveSize("lake.checkpoint_buffered_bytes", l.CheckpointBufferedBytes)
+	if l.TailMaxBytes < 0 {
+		v.add("lake.tail_max_bytes", "must not be negative (0 turns tail serving off)")
+	}
 	if l.CheckpointQueueBytes < 0 {
 		v.add("lake.checkpoint_queue_bytes", "must not be negative")
 	} else if l.CheckpointQueueBytes > q.MaxBytes && q.MaxBytes > 0 {

@@ -290,8 +290,8 @@ func (p *Pipeline) startLake(q *queue.Queue, store lake.Store, committed int64) 
 		PoisonKey: os.Getenv("SLUICE_FAULT_POISON_KEY"),
 	}
 	var err error
-	if p.cfg.Query.Addr != "" {
-		if p.tail, err = newTail(q, p.cat, committed, wopts, p.m, p.log.With("component", "tail")); err != nil {
+	if p.cfg.Query.Addr != "" && p.cfg.Lake.TailMaxBytes > 0 {
+		if p.tail, err = newTail(q, p.cat, committed, int64(p.cfg.Lake.TailMaxBytes), wopts, p.m, p.log.With("component", "tail")); err != nil {
 			return err
 		}
 		p.tail.warm()

@@ -60,6 +60,9 @@ type tail struct {
 	wopts lake.Options
 	// maxChunks is tailMaxChunks (tests lower it).
 	maxChunks int
+	// maxBytes is lake.tail_max_bytes; chunkBytes bounds one build's
+	// rows: tailChunkBytes, or an eighth of a smaller maxBytes.
+	maxBytes, chunkBytes int64
 
 	buildMu sync.Mutex
 	wo      lake.Options // of w
@@ -105,12 +108,6 @@ const (
 	// tailChunkBytes bounds the rows one build buffers before it encodes
 	// them as a chunk (the writer's estimate of decoded bytes).
 	tailChunkBytes = 64 << 20
-	// tailMaxBytes stops building past this many bytes of tail files:
-	// they are about the size of the files the next checkpoint writes,
-	// so only a lake loop that cannot commit for a long time gets here,
-	// and queries then miss the newest records (counted as build errors)
-	// rather than the process growing with the queue.
-	tailMaxBytes = 512 << 20
 	// tailMaxHold drops a trimmed chunk even if a caller never released
 	// it, so that a forgotten release cannot hold memory forever.
 	tailMaxHold = 10 * time.Minute
@@ -132,8 +129,15 @@ const (
 
 var errTailStale = errors.New("tail: the catalog moved on during the listing")
 
-func newTail(q *queue.Queue, cat *catalog.Catalog, committed int64, wopts lake.Options, m *metrics, log *slog.Logger) (*tail, error) {
+//
+// maxBytes (lake.tail_max_bytes) stops building past that many bytes of
+// tail files: they are about the size of the files the next checkpoint
+// writes, so only a lake loop that cannot commit for a long time gets
+// there, and queries then miss the newest records (counted as build
+// errors) rather than the process growing with the queue.
+func newTail(q *queue.Queue, cat *catalog.Catalog, committed, maxBytes int64, wopts lake.Options, m *metrics, log *slog.Logger) (*tail, error) {
 	t := &tail{q: q, cat: cat, m: m, log: log, start: committed, built: committed, maxChunks: tailMaxChunks,
+		maxBytes: maxBytes, chunkBytes: min(tailChunkBytes, max(maxBytes/8, 1<<20)),
 		mem: &memStore{files: map[string][]byte{}}, files: map[string]*tailFile{}}
 	t.wo = lake.Options{
 		Store: t.mem,
@@ -370,7 +374,7 @@ func (t *tail) build(end int64) error {
 	t.mu.Lock()
 	from, base := t.built, t.built
 	// A merge reads the whole tail at once: only while it is small.
-	replace := len(t.chunks) >= t.maxChunks && base-t.start <= tailChunkBytes
+	replace := len(t.chunks) >= t.maxChunks && base-t.start <= t.chunkBytes
 	if replace {
 		from = t.start
 	}
@@ -379,8 +383,8 @@ func (t *tail) build(end int64) error {
 	if base >= end {
 		return nil // built by another caller meanwhile
 	}
-	if size >= tailMaxBytes {
-		return fmt.Errorf("the tail holds %d bytes of files, its limit; the lake loop is not committing", size)
+	if size >= t.maxBytes {
+		return fmt.Errorf("the tail holds %d bytes of files, lake.tail_max_bytes (%d); the lake loop is not committing", size, t.maxBytes)
 	}
 	t.made = t.made[:0]
 	to, err := t.read(from, end, base, false)
@@ -454,7 +458,7 @@ func (t *tail) read(from, end, base int64, probe bool) (int64, error) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	to := from
-	for to < end && (t.w.Stats().BufferedBytes < tailChunkBytes || to < base) {
+	for to < end && (t.w.Stats().BufferedBytes < t.chunkBytes || to < base) {
 		rec, pos, err := r.Next(done)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {

@@ -191,6 +191,45 @@ func TestTailWarm(t *testing.T) {
 	}
 }
 
+// TestTailMaxBytes: lake.tail_max_bytes bounds the tail's files: past it
+// builds fail (counted) and queries see what was built, not the newest
+// records; 0 serves no tail at all.
+func TestTailMaxBytes(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Query.Addr = "127.0.0.1:0"
+	cfg.Upkeep.Enabled = false // flush_interval is an hour: no checkpoint
+	cfg.Lake.TailMaxBytes = 1  // the first chunk passes it
+	p := start(t, cfg)
+	store := p.tail.store(lake.NewLocalStore(cfg.Lake.Root))
+	list := func() int {
+		segs, release, err := p.tail.List(context.Background(), catalog.Filter{Table: "logs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		seqs, _ := tailSeqs(t, store, segs)
+		return len(seqs)
+	}
+	post(t, p, "/v1/logs", "", logsRequest(t, 0, 10))
+	if n := list(); n != 10 {
+		t.Fatalf("%d records listed, want 10", n)
+	}
+	post(t, p, "/v1/logs", "", logsRequest(t, 10, 10))
+	if n := list(); n != 10 {
+		t.Fatalf("%d records listed past lake.tail_max_bytes, want the 10 built before it", n)
+	}
+	if testCounter(p.m.tailBuildErrors) == 0 {
+		t.Error("a build past lake.tail_max_bytes was not counted")
+	}
+
+	cfg = testConfig(t)
+	cfg.Query.Addr = "127.0.0.1:0"
+	cfg.Lake.TailMaxBytes = 0
+	if p := start(t, cfg); p.tail != nil {
+		t.Error("lake.tail_max_bytes 0 still serves the tail")
+	}
+}
+
 // TestTailLeavesOutPoison: a record the lake writer cannot encode (the lake
 // loop puts it in quarantine) does not blank the tail: the records around
 // it are served, it is not, before and after the checkpoints.
