@@ -129,8 +129,8 @@ const (
 
 var errTailStale = errors.New("tail: the catalog moved on during the listing")
 
-// maxBytes (lake.tail_max_bytes) stops building past that many bytes of
-// tail files: they are about the size of the files the next checkpoint
+// newTail serves the queue after committed. maxBytes
+// (lake.tail_max_bytes) stops building past that many bytes of tail files: they are about the size of the files the next checkpoint
 // writes, so only a lake loop that cannot commit for a long time gets
 // there, and queries then miss the newest records (counted as build
 // errors) rather than the process growing with the queue.
