@@ -197,3 +197,19 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	ser.rejectedError.Add(float64(n))
 	return otlpreceiver.Result{}, fmt.Errorf("append to queue: %w", err)
 }
+
+// appendEmitted appends rec, a record of points the rules emitted
+// (aggregate and downsample output) for tenant, to the queue and counts
+// them as accepted.
+func (c *consumer) appendEmitted(tenant string, rec []byte, points int) error {
+	if _, err := c.q.Append(rec); err != nil {
+		if errors.Is(err, queue.ErrFailed) {
+			c.failed.Store(true)
+		}
+		return fmt.Errorf("append aggregate output: %w", err)
+	}
+	ser := c.m.seriesFor(signal.KindMetrics, tenant)
+	ser.accepted.Add(float64(points))
+	ser.queuedBytes.Add(float64(len(rec)))
+	return nil
+}

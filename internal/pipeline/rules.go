@@ -3,14 +3,17 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
-	"os/signal"
+	ossignal "os/signal"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/processor"
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // rulesLoader loads the processing rules file into the consumer and
@@ -63,9 +66,96 @@ func (p *Pipeline) startRules() error {
 	l.install(r, data)
 	p.log.Info("processing rules loaded", "file", path, "metric_rules", r.MetricRules(), "log_rules", r.LogRules())
 	ctx, cancel := context.WithCancel(context.Background())
-	p.rulesStop = cancel
-	go l.run(ctx)
+	e := &emitter{cons: p.cons, pm: pm, log: p.log.With("component", "rules"),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_aggregate_emit_dropped_points_total",
+			Help: "Output points of aggregate and downsample rules dropped because the queue refused them for longer than the pending bound."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_aggregate_emit_failures_total",
+			Help: "Appends of aggregate and downsample output to the queue that failed (retried on the next flush)."}),
+	}
+	if err := p.reg.Register(e.dropped); err != nil {
+		cancel()
+		return err
+	}
+	if err := p.reg.Register(e.failures); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{}, 2)
+	go func() { l.run(ctx); done <- struct{}{} }()
+	go func() { e.run(ctx, time.Second); done <- struct{}{} }()
+	p.rulesStop = func() {
+		cancel()
+		<-done
+		<-done
+	}
 	return nil
+}
+
+// emitter flushes the aggregate and downsample rules' ended intervals
+// every tick and queues their output like a received request (an OTLP
+// metrics request of the tenant, one queue record a tenant and interval);
+// the output does not pass the rules again. The state is in the
+// processor.Metrics that every reload shares, and this is its only
+// flusher, so a reload neither loses nor doubles an interval. A record the
+// queue refuses (full, low disk) is retried on the next tick, up to
+// maxPendingEmits records; older ones are dropped and counted.
+type emitter struct {
+	cons              *consumer
+	pm                *processor.Metrics
+	log               *slog.Logger
+	pending           []pendingEmit
+	dropped, failures prometheus.Counter
+}
+
+type pendingEmit struct {
+	tenant string
+	rec    []byte
+	points int
+}
+
+const maxPendingEmits = 256
+
+func (e *emitter) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			e.flush(now)
+		}
+	}
+}
+
+func (e *emitter) flush(now time.Time) {
+	e.retry()
+	_, err := e.pm.Flush(now, func(tenant string, b *signal.Metrics) error {
+		body := otlp.AppendMetricsProto(nil, b)
+		e.pending = append(e.pending, pendingEmit{tenant: tenant, rec: appendRecord(nil, signal.KindMetrics, tenant, body), points: b.Len()})
+		return nil
+	})
+	if err != nil {
+		e.log.Error("aggregate flush", "err", err)
+	}
+	e.retry()
+}
+
+// retry appends the pending records in order and stops at the first the
+// queue refuses.
+func (e *emitter) retry() {
+	for len(e.pending) > 0 {
+		pe := e.pending[0]
+		if err := e.cons.appendEmitted(pe.tenant, pe.rec, pe.points); err != nil {
+			e.failures.Inc()
+			break
+		}
+		e.pending = e.pending[1:]
+	}
+	for len(e.pending) > maxPendingEmits {
+		e.dropped.Add(float64(e.pending[0].points))
+		e.pending = e.pending[1:]
+	}
 }
 
 func (l *rulesLoader) install(r *processor.Rules, data []byte) {
@@ -75,8 +165,8 @@ func (l *rulesLoader) install(r *processor.Rules, data []byte) {
 
 func (l *rulesLoader) run(ctx context.Context) {
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	ossignal.Notify(hup, syscall.SIGHUP)
+	defer ossignal.Stop(hup)
 	var tick <-chan time.Time
 	if l.interval > 0 {
 		t := time.NewTicker(l.interval)

@@ -1,7 +1,7 @@
 // Package processor runs the processing rules between the receivers and the
 // queue (issue 14): an ordered list of rules per signal that drop, keep,
-// relabel, sample, limit (cardinality) or require labels of metric series,
-// and drop, keep or sample log records. What a rule removes is never
+// relabel, sample, limit (cardinality), require labels, aggregate or
+// downsample metric series, and drop, keep or sample log records. What a rule removes is never
 // queued, stored nor forwarded.
 //
 // Rules match series as PromQL shows them (internal/promname owns the
@@ -41,4 +41,8 @@
 //     attribute range of its own.
 //  6. Limit state (limits.go) holds 64-bit ids only, bounded per window by
 //     max_series (max_values) times max_groups.
+//  7. Aggregate and downsample state (aggregate.go) lives in Metrics, kept
+//     by rule name across reloads, and Metrics.Flush is its one emitter:
+//     each interval is emitted once, at its end plus flush_delay. The
+//     pipeline calls Flush every second and queues the output.
 package processor

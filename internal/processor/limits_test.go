@@ -258,7 +258,7 @@ func TestLimitConfigErrors(t *testing.T) {
 		"{name: x, action: limit, per: metric, max_series: 3, label: u}":                         "label is for per label",
 		"{name: x, action: require}":                                                             "needs labels",
 		"{name: x, action: drop, labels: [a]}":                                                   "only for action require",
-		"{name: x, action: drop, max_groups: 3}":                                                 "only for action limit",
+		"{name: x, action: drop, max_groups: 3}":                                                 "only for actions limit, aggregate",
 		"{name: x, action: limit, per: metric, max_series: 3, max_groups: -1}":                   "negative",
 		"{name: x, action: limit, per: label, label: __name__, max_values: 3}":                   "not a label name",
 		"{name: x, action: limit, per: metric, max_series: 3, exceed_action: sample, one_in: 1}": "one_in >= 2",

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"io"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,7 +15,10 @@ type Metrics struct {
 	matched, dropped, changed *prometheus.CounterVec
 	exceeded                  *prometheus.CounterVec
 	ResourceLabelsIgnored     prometheus.Counter
-	limits                    limiters // limit state, kept across reloads
+	limits                    limiters    // limit state, kept across reloads
+	aggs                      aggregators // aggregate and downsample state, kept across reloads
+
+	aggLate, aggOverflow, aggOutOfOrder, aggEmitted *prometheus.CounterVec
 }
 
 // ruleCounters are one rule's counters, resolved once per load.
@@ -37,8 +41,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		ResourceLabelsIgnored: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_relabel_resource_labels_ignored_total",
 			Help: "Points whose relabeled job, instance or service_name could not be applied (they come from the resource; see docs/rules.md)."}),
 	}
+	m.aggLate = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_processor_aggregate_late_points_total",
+		Help: "Points an aggregate or downsample rule did not take because their interval was already emitted (kept as they were)."}, []string{"rule"})
+	m.aggOverflow = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_processor_aggregate_overflow_points_total",
+		Help: "Points an aggregate or downsample rule did not take because its groups (max_groups) or counter series were full (kept as they were)."}, []string{"rule"})
+	m.aggOutOfOrder = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_processor_aggregate_out_of_order_points_total",
+		Help: "Counter points not newer than their series' previous one, left out of total, increase and rate_sum."}, []string{"rule"})
+	m.aggEmitted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_processor_aggregate_emitted_points_total",
+		Help: "Output points aggregate and downsample rules emitted."}, []string{"rule"})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.matched, m.dropped, m.changed, m.exceeded, m.ResourceLabelsIgnored} {
+		for _, c := range []prometheus.Collector{m.matched, m.dropped, m.changed, m.exceeded, m.ResourceLabelsIgnored,
+			m.aggLate, m.aggOverflow, m.aggOutOfOrder, m.aggEmitted} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -54,4 +67,33 @@ func (m *Metrics) forRule(name string) *ruleCounters {
 		changed:  m.changed.WithLabelValues(name),
 		exceeded: m.exceeded.WithLabelValues(name),
 	}
+}
+
+func (m *Metrics) aggCounters(name string) *aggCounters {
+	return &aggCounters{late: m.aggLate.WithLabelValues(name), overflow: m.aggOverflow.WithLabelValues(name),
+		outOfOrder: m.aggOutOfOrder.WithLabelValues(name), emitted: m.aggEmitted.WithLabelValues(name)}
+}
+
+// Flush emits the output points of every aggregate and downsample rule
+// whose interval (plus flush_delay) ended by now, one call of emit per
+// tenant and interval, and forgets those intervals. It returns the points
+// emitted and the first error emit returned. State is kept in m, across
+// reloads of the rules file, so one caller flushing m emits each interval
+// once. Calls are serialised.
+func (m *Metrics) Flush(now time.Time, emit Emit) (int, error) {
+	return m.aggs.flush(now.UnixNano(), emit)
+}
+
+// HasAggregation reports whether r has aggregate or downsample rules (the
+// caller then runs Flush on a timer).
+func (r *Rules) HasAggregation() bool {
+	if r == nil {
+		return false
+	}
+	for i := range r.metrics {
+		if r.metrics[i].agg != nil {
+			return true
+		}
+	}
+	return false
 }

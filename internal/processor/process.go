@@ -32,6 +32,7 @@ const (
 	evChanged
 	evProb  // the rule samples each point with its probability
 	evLimit // the rule's limiter admits or refuses the series; see decision.lims
+	evAgg   // the rule aggregates (downsamples) the point; see decision.aggs
 )
 
 // limitEvent is what replay needs for one evLimit of a series.
@@ -61,6 +62,7 @@ type decision struct {
 	added      []labels.Label // point labels a relabel adds or changes
 	ignored    bool           // a relabel changed a label from the resource
 	lims       []limitEvent   // per evLimit event
+	aggs       []*aggTarget   // per evAgg event
 
 	// added's keys and values in the batch being rewritten (batch: its
 	// Scratch.batch), so a batch interns them once per series.
@@ -156,7 +158,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 	j := 0
 	for i := 0; i < n; i++ {
 		dec := s.decide(b, i)
-		if s.replay(dec, b.SeriesID[i], b.Time[i]) {
+		if s.replay(dec, b, i) {
 			continue
 		}
 		if j != i {
@@ -207,10 +209,11 @@ func (s *Scratch) flush(rs []rule) {
 
 // replay counts a point's events and reports whether it is dropped; the
 // label ids a strip_label limit removes from it are left in s.strip.
-func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
+func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 	rs := s.rules.metrics
+	id, t := b.SeriesID[i], b.Time[i]
 	s.strip = s.strip[:0]
-	li := 0
+	li, ai := 0, 0
 	for _, e := range d.events {
 		c := &s.counts[e.rule]
 		switch e.kind {
@@ -254,6 +257,17 @@ func (s *Scratch) replay(d *decision, id uint64, t int64) bool {
 				if !ru.shadow {
 					return true
 				}
+			}
+		case evAgg:
+			at := d.aggs[ai]
+			ai++
+			ru := &rs[e.rule]
+			if ru.shadow {
+				break
+			}
+			if ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b.Value(i), at.cumulative) && !ru.keepInput {
+				c[1]++
+				return true
 			}
 		case evProb:
 			if pointHash(id, t) >= rs[e.rule].threshold {
@@ -326,6 +340,13 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 			if m {
 				s.limitEvent(d, ru, cur, ev)
 			}
+		case actAggregate, actDownsample:
+			if m {
+				if at := aggTargetOf(ru, cur, &b.Descs[b.Desc[i]], b); at != nil {
+					ev(evAgg)
+					d.aggs = append(d.aggs, at)
+				}
+			}
 		case actRequire:
 			if m {
 				for _, l := range ru.required {
@@ -375,6 +396,33 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 		}
 	}
 	return d
+}
+
+// aggTargetOf is the group a series of labels cur (of metric desc in b)
+// feeds in aggregate or downsample rule ru; nil for points that are not
+// gauges or sums (they pass as they are).
+func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal.Metrics) *aggTarget {
+	if desc.Type != signal.MetricGauge && desc.Type != signal.MetricSum {
+		return nil
+	}
+	name := cur.Get(labels.MetricName)
+	at := &aggTarget{cumulative: !(desc.Type == signal.MetricSum && desc.Temporality == signal.TemporalityDelta)}
+	lb := labels.NewBuilder(cur)
+	switch {
+	case ru.act == actDownsample:
+		lb.Del(labels.MetricName)
+		at.desc = outDesc{name: strings.Clone(b.String(desc.Name)), unit: strings.Clone(b.String(desc.Unit)),
+			description: strings.Clone(b.String(desc.Description)), typ: desc.Type, temporality: desc.Temporality, monotonic: desc.Monotonic}
+	case len(ru.by) > 0:
+		lb.Keep(ru.by...)
+	default:
+		lb.Del(labels.MetricName)
+		lb.Del(ru.without...)
+	}
+	at.labels = lb.Labels()
+	at.prefix = name + ":" + ru.aggPrefix
+	at.key = mix(xxhash.Sum64String(at.prefix) ^ at.labels.Hash())
+	return at
 }
 
 // limitEvent adds limit rule ru's event for a series of labels cur to d;

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -60,6 +62,15 @@ type RuleConfig struct {
 	MaxGroups int `yaml:"max_groups"`
 	// Labels are the labels action require needs on every series.
 	Labels []string `yaml:"labels"`
+	// Interval, Outputs, By, Without, KeepInput and FlushDelay configure
+	// actions aggregate and downsample (docs/rules.md); MaxGroups bounds
+	// their groups too.
+	Interval   time.Duration  `yaml:"interval"`
+	Outputs    []string       `yaml:"outputs"`
+	By         []string       `yaml:"by"`
+	Without    []string       `yaml:"without"`
+	KeepInput  bool           `yaml:"keep_input"`
+	FlushDelay *time.Duration `yaml:"flush_delay"`
 	// Shadow makes the rule count what it would do without doing it (for a
 	// limit: report only).
 	Shadow bool `yaml:"shadow"`
@@ -75,7 +86,17 @@ const (
 	actSampleProb
 	actLimit
 	actRequire
+	actAggregate
+	actDownsample
 )
+
+// DefaultFlushDelay is how long after an interval's end aggregate and
+// downsample rules wait for late points before emitting it.
+const DefaultFlushDelay = 10 * time.Second
+
+// DefaultMaxAggregateGroups is an aggregate or downsample rule's
+// max_groups when unset: output series per interval.
+const DefaultMaxAggregateGroups = 1000000
 
 // per groups of a limit.
 const (
@@ -114,6 +135,11 @@ type rule struct {
 	label       string   // per label, strip_label
 	required    []string // action require
 	lim         *limiter
+	agg         *aggregator // aggregate, downsample
+	by, without []string
+	aggPrefix   string // "<interval>" then "_by_..." or "_without_..."
+	keepInput   bool
+	multiOut    bool // downsample with several outputs
 	c           *ruleCounters
 }
 
@@ -271,14 +297,28 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 				}
 			}
 			ru.act, ru.required = actRequire, c.Labels
+		case "aggregate", "downsample":
+			if logs {
+				return nil, fmt.Errorf("%s: %s applies to metrics only", where, c.Action)
+			}
+			if err := compileAggregate(&ru, c, m); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
 		case "":
-			return nil, fmt.Errorf("%s: action is required (drop, keep, relabel, sample, limit, require)", where)
+			return nil, fmt.Errorf("%s: action is required (drop, keep, relabel, sample, limit, require, aggregate, downsample)", where)
 		default:
-			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample, limit, require)", where, c.Action)
+			return nil, fmt.Errorf("%s: unknown action %q (want drop, keep, relabel, sample, limit, require, aggregate, downsample)", where, c.Action)
 		}
 		if c.Action != "limit" && (c.MaxSeries != 0 || c.Per != "" || c.Window != 0 || c.Label != "" ||
-			c.MaxValues != 0 || c.ExceedAction != "" || c.MaxGroups != 0) {
-			return nil, fmt.Errorf("%s: max_series, max_values, per, label, window, exceed_action and max_groups are only for action limit", where)
+			c.MaxValues != 0 || c.ExceedAction != "") {
+			return nil, fmt.Errorf("%s: max_series, max_values, per, label, window and exceed_action are only for action limit", where)
+		}
+		if c.MaxGroups != 0 && c.Action != "limit" && c.Action != "aggregate" && c.Action != "downsample" {
+			return nil, fmt.Errorf("%s: max_groups is only for actions limit, aggregate and downsample", where)
+		}
+		if c.Action != "aggregate" && c.Action != "downsample" && (c.Interval != 0 || len(c.Outputs) > 0 ||
+			len(c.By) > 0 || len(c.Without) > 0 || c.KeepInput || c.FlushDelay != nil) {
+			return nil, fmt.Errorf("%s: interval, outputs, by, without, keep_input and flush_delay are only for actions aggregate and downsample", where)
 		}
 		ru.c = m.forRule(c.Name)
 		out = append(out, ru)
@@ -362,5 +402,65 @@ func compileLimit(ru *rule, c *RuleConfig, m *Metrics) error {
 	}
 	ru.act, ru.label = actLimit, c.Label
 	ru.lim = m.limits.get(c.Name, limitSpec{max: max, maxGroups: groups, window: c.Window, per: ru.per, label: c.Label})
+	return nil
+}
+
+// compileAggregate checks and compiles the fields of actions aggregate and
+// downsample.
+func compileAggregate(ru *rule, c *RuleConfig, m *Metrics) error {
+	down := c.Action == "downsample"
+	if c.Interval < time.Second || c.Interval%time.Second != 0 {
+		return fmt.Errorf("interval %v: want whole seconds, at least 1s", c.Interval)
+	}
+	if 24*time.Hour%c.Interval != 0 {
+		return fmt.Errorf("interval %v does not divide a day (intervals are aligned to the clock)", c.Interval)
+	}
+	outs, err := parseOutputs(c.Outputs, down)
+	if err != nil {
+		return err
+	}
+	if down && (len(c.By) > 0 || len(c.Without) > 0 || c.KeepInput) {
+		return errors.New("downsample works per series: by, without and keep_input are for aggregate")
+	}
+	if len(c.By) > 0 && len(c.Without) > 0 {
+		return errors.New("set one of by and without")
+	}
+	for _, l := range append(slices.Clone(c.By), c.Without...) {
+		if !model.LabelName(l).IsValid() || l == labels.MetricName {
+			return fmt.Errorf("label %q in by/without is not a label name (nor __name__)", l)
+		}
+	}
+	delay := DefaultFlushDelay
+	if c.FlushDelay != nil {
+		delay = *c.FlushDelay
+	}
+	if delay < 0 {
+		return fmt.Errorf("flush_delay %v is negative", delay)
+	}
+	groups := c.MaxGroups
+	if groups < 0 {
+		return fmt.Errorf("max_groups %d is negative", groups)
+	}
+	if groups == 0 {
+		groups = DefaultMaxAggregateGroups
+	}
+	ru.act = actAggregate
+	if down {
+		ru.act = actDownsample
+	}
+	ru.by, ru.without, ru.keepInput, ru.multiOut = c.By, c.Without, c.KeepInput, down && len(outs) > 1
+	ru.aggPrefix = model.Duration(c.Interval).String()
+	switch {
+	case len(c.By) > 0:
+		ru.aggPrefix += "_by_" + strings.Join(c.By, "_")
+	case len(c.Without) > 0:
+		ru.aggPrefix += "_without_" + strings.Join(c.Without, "_")
+	}
+	names := make([]string, len(c.Outputs))
+	for i, o := range c.Outputs {
+		names[i] = strings.ReplaceAll(o, " ", "")
+	}
+	spec := aggSpec{interval: c.Interval, delay: delay, outputs: strings.Join(names, ","), downsample: down, maxGroups: groups}
+	ru.agg = m.aggs.get(c.Name, spec, outs, m.aggCounters(c.Name))
 	return nil
 }

@@ -1,0 +1,592 @@
+package processor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Aggregation (action aggregate, like vmagent's stream aggregation) and
+// downsampling (action downsample) share one engine: matched gauge and sum
+// points are folded into per-group state, per interval aligned to the
+// clock by the point's own timestamp, and Flush emits one point per group
+// and output at the interval's end once the interval (plus flush_delay)
+// is over. A group is a set of output labels: by/without labels of the
+// input series (aggregate), or the whole series (downsample).
+//
+// State lives in Metrics (by rule name and settings), so it survives a
+// reload of the rules file, and one Flush caller emits it: a reload
+// neither loses nor doubles an interval. It is not durable: a restart
+// loses the open intervals.
+
+// aggSpec is what an aggregator's state depends on.
+type aggSpec struct {
+	interval, delay time.Duration
+	outputs         string // joined, in order
+	downsample      bool
+	maxGroups       int
+}
+
+// Output kinds.
+const (
+	outSum uint8 = iota
+	outCount
+	outMin
+	outMax
+	outAvg
+	outLast
+	outTotal
+	outIncrease
+	outRateSum
+	outQuantiles
+	outHistogramBucket
+)
+
+var outputNames = map[string]uint8{
+	"sum": outSum, "count": outCount, "min": outMin, "max": outMax, "avg": outAvg, "last": outLast,
+	"total": outTotal, "increase": outIncrease, "rate_sum": outRateSum, "histogram_bucket": outHistogramBucket,
+}
+
+// downsampleOutputs are the outputs downsample allows.
+var downsampleOutputs = map[string]bool{"sum": true, "count": true, "min": true, "max": true, "avg": true, "last": true}
+
+// aggOutput is one compiled output.
+type aggOutput struct {
+	kind      uint8
+	name      string    // as written, "quantiles(0.5, 0.9)" as "quantiles"
+	quantiles []float64 // outQuantiles
+}
+
+// parseOutputs compiles outputs like ["sum", "quantiles(0.5, 0.99)"].
+func parseOutputs(in []string, downsample bool) ([]aggOutput, error) {
+	if len(in) == 0 {
+		return nil, fmt.Errorf("outputs is required")
+	}
+	var out []aggOutput
+	seen := map[string]bool{}
+	for _, o := range in {
+		o = strings.TrimSpace(o)
+		var ao aggOutput
+		if rest, ok := strings.CutPrefix(o, "quantiles("); ok && strings.HasSuffix(rest, ")") {
+			ao = aggOutput{kind: outQuantiles, name: "quantiles"}
+			for _, f := range strings.Split(strings.TrimSuffix(rest, ")"), ",") {
+				q, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil || !(q >= 0 && q <= 1) {
+					return nil, fmt.Errorf("output %q: quantile %q is not a number in [0, 1]", o, f)
+				}
+				ao.quantiles = append(ao.quantiles, q)
+			}
+		} else if k, ok := outputNames[o]; ok {
+			ao = aggOutput{kind: k, name: o}
+		} else {
+			return nil, fmt.Errorf("unknown output %q (want sum, count, min, max, avg, last, total, increase, rate_sum, quantiles(...), histogram_bucket)", o)
+		}
+		if downsample && !downsampleOutputs[ao.name] {
+			return nil, fmt.Errorf("output %q is not a downsample output (want avg, min, max, sum, last, count)", o)
+		}
+		if seen[ao.name] {
+			return nil, fmt.Errorf("output %q given twice", ao.name)
+		}
+		seen[ao.name] = true
+		out = append(out, ao)
+	}
+	return out, nil
+}
+
+// aggTarget is what a series feeds, computed once per series (decision).
+type aggTarget struct {
+	key        uint64        // the group, before the tenant is mixed in
+	cumulative bool          // the series is a cumulative counter (or a gauge), not a delta sum
+	labels     labels.Labels // output labels, without __name__
+	prefix     string        // output names: prefix + "_" + output (aggregate)
+	desc       outDesc       // downsample with one output: the input's metric
+}
+
+// outDesc is the OTLP metric a downsample with one output writes: the
+// input's own, so PromQL shows the same series.
+type outDesc struct {
+	name, unit, description string
+	typ                     signal.MetricType
+	temporality             signal.Temporality
+	monotonic               bool
+}
+
+// aggregator is one aggregate or downsample rule's state.
+type aggregator struct {
+	mu      sync.Mutex
+	spec    aggSpec
+	outputs []aggOutput
+	needCtr bool // an output needs per-series counter state
+	needQ   bool // an output needs the values (quantiles)
+	needH   bool // histogram_bucket
+	buckets map[int64]*aggBucket
+	last    *aggBucket // the bucket of the previous point (most are in it)
+	totals  map[uint64]*aggTotal
+	series  map[uint64]*ctrSeries
+	flushed int64 // end of the last interval flushed, unix ns
+	groups  int   // groups in all open buckets
+	c       *aggCounters
+}
+
+type aggBucket struct {
+	start  int64
+	groups map[uint64]*aggGroup
+}
+
+// aggGroup accumulates one group's points of one interval.
+type aggGroup struct {
+	tenant string
+	t      *aggTarget
+	sum    float64
+	count  uint64
+	min    float64
+	max    float64
+	last   float64
+	lastT  int64
+	inc    float64 // increase: reset-aware deltas in the interval
+	rate   float64 // rate_sum: sum over series of their current inc/dt
+	values []float64
+	hist   map[int32]uint64
+	total  *aggTotal
+}
+
+// aggTotal is a group's running total (output total), kept across
+// intervals while the group keeps getting points.
+type aggTotal struct {
+	v    float64
+	seen int64 // start of the last interval with a point
+}
+
+// ctrSeries is one input series' counter state.
+type ctrSeries struct {
+	last   float64
+	lastT  int64
+	bucket int64   // interval of inc and firstT
+	inc    float64 // reset-aware increase in that interval
+	firstT int64   // time of the sample before the interval's first delta
+	rate   float64 // this series' contribution to its group's rate
+}
+
+type aggCounters struct {
+	late, overflow, outOfOrder, emitted countAdder
+}
+
+type countAdder interface{ Add(float64) }
+
+// maxQuantileValues bounds the values a group keeps per interval for
+// quantiles; past it a deterministic reservoir sample is kept.
+const maxQuantileValues = 4096
+
+// maxCounterSeries bounds the input series an aggregator keeps counter
+// state for (total, increase, rate_sum: 16 bytes of key and about 64 of
+// state each); points of further series are not aggregated (overflow).
+const maxCounterSeries = 1 << 21
+
+// stale is how many intervals without a point drop a group's total and a
+// series' counter state.
+const stale = 5
+
+func newAggregator(spec aggSpec, outs []aggOutput) *aggregator {
+	a := &aggregator{spec: spec, outputs: outs, buckets: map[int64]*aggBucket{},
+		totals: map[uint64]*aggTotal{}, series: map[uint64]*ctrSeries{}}
+	for _, o := range outs {
+		switch o.kind {
+		case outTotal, outIncrease, outRateSum:
+			a.needCtr = true
+		case outQuantiles:
+			a.needQ = true
+		case outHistogramBucket:
+			a.needH = true
+		}
+	}
+	return a
+}
+
+// add folds a point (value v at t of input series id, of a cumulative
+// counter when cumulative) into group g of target at. It reports false
+// when the point was not taken (late, or beyond max_groups): the caller
+// keeps it as it was.
+func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t int64, v float64, cumulative bool) bool {
+	iv := int64(a.spec.interval)
+	start := t - t%iv
+	if t < 0 && t%iv != 0 {
+		start -= iv
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if start+iv <= a.flushed {
+		a.c.late.Add(1)
+		return false
+	}
+	b := a.last
+	if b == nil || b.start != start {
+		b = a.buckets[start]
+		if b == nil {
+			b = &aggBucket{start: start, groups: map[uint64]*aggGroup{}}
+			a.buckets[start] = b
+		}
+		a.last = b
+	}
+	var cs *ctrSeries
+	if a.needCtr && cumulative {
+		cs = a.series[id]
+		if cs == nil && len(a.series) >= maxCounterSeries {
+			a.c.overflow.Add(1)
+			return false
+		}
+	}
+	gr := b.groups[g]
+	if gr == nil {
+		if a.groups >= a.spec.maxGroups {
+			a.c.overflow.Add(1)
+			return false
+		}
+		a.groups++
+		gr = &aggGroup{tenant: strings.Clone(tenant), t: at, min: math.Inf(1), max: math.Inf(-1), lastT: math.MinInt64}
+		b.groups[g] = gr
+	}
+	gr.sum += v
+	gr.count++
+	gr.min = math.Min(gr.min, v)
+	gr.max = math.Max(gr.max, v)
+	if t >= gr.lastT {
+		gr.last, gr.lastT = v, t
+	}
+	if a.needQ {
+		if len(gr.values) < maxQuantileValues {
+			gr.values = append(gr.values, v)
+		} else if k := mix(id^uint64(t)) % gr.count; k < maxQuantileValues {
+			gr.values[k] = v
+		}
+	}
+	if a.needH {
+		if gr.hist == nil {
+			gr.hist = map[int32]uint64{}
+		}
+		gr.hist[vmBucket(v)]++
+	}
+	if a.needCtr {
+		a.counter(g, gr, cs, start, id, t, v, cumulative)
+	}
+	return true
+}
+
+// counter updates the counter outputs with the point's reset-aware
+// increase. The first sample of a series (or a delta point's value) is
+// its baseline: a cumulative series contributes from its second sample.
+func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, id uint64, t int64, v float64, cumulative bool) {
+	if gr.total == nil {
+		tot := a.totals[g]
+		if tot == nil {
+			tot = &aggTotal{}
+			a.totals[g] = tot
+		}
+		gr.total = tot
+	}
+	gr.total.seen = max(gr.total.seen, start)
+	var d float64
+	if !cumulative {
+		d = v // a delta point is its own increase
+		gr.inc += d
+		gr.total.v += d
+		return
+	}
+	if s == nil {
+		a.series[id] = &ctrSeries{last: v, lastT: t, bucket: start, firstT: t}
+		return
+	}
+	if t <= s.lastT {
+		a.c.outOfOrder.Add(1)
+		return
+	}
+	d = v - s.last
+	if v < s.last {
+		d = v // a reset: the counter restarted from 0
+	}
+	if s.bucket != start {
+		s.bucket, s.inc, s.firstT, s.rate = start, 0, s.lastT, 0
+	}
+	s.inc += d
+	s.last, s.lastT = v, t
+	gr.inc += d
+	gr.total.v += d
+	r := s.inc / (float64(t-s.firstT) / 1e9)
+	gr.rate += r - s.rate
+	s.rate = r
+}
+
+// vmBucket is the VictoriaMetrics histogram bucket of v: 18 per decimal
+// order of magnitude for v > 0, bucket math.MinInt32 for v <= 0.
+func vmBucket(v float64) int32 {
+	if !(v > 0) {
+		return math.MinInt32
+	}
+	return int32(math.Floor(math.Log10(v) * 18))
+}
+
+func vmRange(b int32) string {
+	if b == math.MinInt32 {
+		return "0...0"
+	}
+	lo, hi := math.Pow(10, float64(b)/18), math.Pow(10, float64(b+1)/18)
+	return fmt.Sprintf("%.3e...%.3e", lo, hi)
+}
+
+// Emit receives the output points of one tenant; the batch is only valid
+// during the call.
+type Emit func(tenant string, b *signal.Metrics) error
+
+// flush emits every interval that ended (end + flush_delay <= now), in
+// order, per tenant into out (reset per tenant), and forgets it.
+func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points int, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	iv := int64(a.spec.interval)
+	var starts []int64
+	for s := range a.buckets {
+		if s+iv+int64(a.spec.delay) <= now {
+			starts = append(starts, s)
+		}
+	}
+	slices.Sort(starts)
+	for _, s := range starts {
+		b := a.buckets[s]
+		keys := make([]uint64, 0, len(b.groups))
+		for k := range b.groups {
+			keys = append(keys, k)
+		}
+		// Tenants apart, each in a stable order (tests and output files).
+		sort.Slice(keys, func(i, j int) bool {
+			gi, gj := b.groups[keys[i]], b.groups[keys[j]]
+			if gi.tenant != gj.tenant {
+				return gi.tenant < gj.tenant
+			}
+			return keys[i] < keys[j]
+		})
+		for i := 0; i < len(keys); {
+			tenant := b.groups[keys[i]].tenant
+			out.Reset()
+			w := newOutWriter(out)
+			for ; i < len(keys) && b.groups[keys[i]].tenant == tenant; i++ {
+				a.emitGroup(w, b.groups[keys[i]], s+iv, iv)
+			}
+			points += out.Len()
+			if out.Len() > 0 {
+				if e := emit(tenant, out); e != nil && err == nil {
+					err = e
+				}
+			}
+		}
+		a.groups -= len(b.groups)
+		delete(a.buckets, s)
+		if a.last == b {
+			a.last = nil
+		}
+		a.flushed = max(a.flushed, s+iv)
+	}
+	if len(starts) > 0 {
+		a.expire(starts[len(starts)-1])
+	}
+	a.c.emitted.Add(float64(points))
+	return points, err
+}
+
+// expire drops totals and counter states not fed for stale intervals.
+func (a *aggregator) expire(lastStart int64) {
+	old := lastStart - stale*int64(a.spec.interval)
+	for k, t := range a.totals {
+		if t.seen < old {
+			delete(a.totals, k)
+		}
+	}
+	for k, s := range a.series {
+		if s.lastT < old {
+			delete(a.series, k)
+		}
+	}
+}
+
+func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
+	if a.spec.downsample && len(a.outputs) == 1 {
+		// The series itself, at the interval's end.
+		w.point(g.t.desc, g.t.labels, "", "", end, a.value(a.outputs[0].kind, g, iv))
+		return
+	}
+	gauge := outDesc{typ: signal.MetricGauge}
+	for _, o := range a.outputs {
+		gauge.name = g.t.prefix + "_" + o.name
+		switch o.kind {
+		case outQuantiles:
+			vs := slices.Clone(g.values)
+			slices.Sort(vs)
+			for _, q := range o.quantiles {
+				w.point(gauge, g.t.labels, "quantile", strconv.FormatFloat(q, 'g', -1, 64), end, quantile(vs, q))
+			}
+		case outHistogramBucket:
+			bs := make([]int32, 0, len(g.hist))
+			for b := range g.hist {
+				bs = append(bs, b)
+			}
+			slices.Sort(bs)
+			for _, b := range bs {
+				w.point(gauge, g.t.labels, "vmrange", vmRange(b), end, float64(g.hist[b]))
+			}
+		default:
+			if (o.kind == outTotal || o.kind == outIncrease || o.kind == outRateSum) && g.total == nil {
+				continue // no counter point
+			}
+			w.point(gauge, g.t.labels, "", "", end, a.value(o.kind, g, iv))
+		}
+	}
+}
+
+func (a *aggregator) value(kind uint8, g *aggGroup, iv int64) float64 {
+	switch kind {
+	case outSum:
+		return g.sum
+	case outCount:
+		return float64(g.count)
+	case outMin:
+		return g.min
+	case outMax:
+		return g.max
+	case outAvg:
+		return g.sum / float64(g.count)
+	case outLast:
+		return g.last
+	case outTotal:
+		return g.total.v
+	case outIncrease:
+		return g.inc
+	case outRateSum:
+		return g.rate
+	}
+	return math.NaN()
+}
+
+// quantile is the q-quantile of sorted vs with linear interpolation
+// between closest ranks (rank q*(n-1)), as DuckDB's quantile_cont and
+// numpy's default.
+func quantile(vs []float64, q float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	r := q * float64(len(vs)-1)
+	lo := int(math.Floor(r))
+	hi := int(math.Ceil(r))
+	if lo == hi {
+		return vs[lo]
+	}
+	return vs[lo] + (vs[hi]-vs[lo])*(r-float64(lo))
+}
+
+// outWriter appends output points to a batch: one empty resource and
+// scope, a descriptor per metric name, labels as string attributes.
+type outWriter struct {
+	b     *signal.Metrics
+	descs map[string]uint32
+}
+
+func newOutWriter(b *signal.Metrics) *outWriter {
+	b.Resources = append(b.Resources, signal.Resource{})
+	b.Scopes = append(b.Scopes, signal.Scope{})
+	return &outWriter{b: b, descs: map[string]uint32{}}
+}
+
+func (w *outWriter) point(d outDesc, ls labels.Labels, extraName, extraValue string, t int64, v float64) {
+	b := w.b
+	c := &b.Common
+	di, ok := w.descs[d.name]
+	if !ok {
+		b.Descs = append(b.Descs, signal.MetricDesc{Name: c.AppendString(d.name), Unit: c.AppendString(d.unit),
+			Description: c.AppendString(d.description), Type: d.typ, Temporality: d.temporality, Monotonic: d.monotonic})
+		di = uint32(len(b.Descs) - 1)
+		w.descs[d.name] = di
+	}
+	i := b.AppendPoint(di, 0, 0)
+	b.Time[i] = t
+	b.NumberType[i] = signal.ValueDouble
+	b.Number[i] = math.Float64bits(v)
+	start := uint32(c.Attrs.Len())
+	ls.Range(func(l labels.Label) {
+		c.Attrs.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
+	})
+	if extraName != "" {
+		c.Attrs.Append(c.Keys.IDString(extraName), signal.ValueString, uint64(c.AppendString(extraValue)))
+	}
+	b.Attr[i] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+}
+
+// aggregators keeps aggregator state by rule name across reloads.
+type aggregators struct {
+	mu  sync.Mutex
+	m   map[string]*aggregator
+	fmu sync.Mutex     // serialises flush
+	out signal.Metrics // flush's output batch
+}
+
+// flush flushes every aggregator (see aggregator.flush) and forgets the
+// retired ones (a changed rule's old state) once they are empty.
+func (as *aggregators) flush(now int64, emit Emit) (int, error) {
+	as.fmu.Lock()
+	defer as.fmu.Unlock()
+	as.mu.Lock()
+	names := make([]string, 0, len(as.m))
+	for n := range as.m {
+		names = append(names, n)
+	}
+	as.mu.Unlock()
+	slices.Sort(names)
+	var points int
+	var err error
+	for _, n := range names {
+		as.mu.Lock()
+		a := as.m[n]
+		as.mu.Unlock()
+		p, e := a.flush(now, &as.out, emit)
+		points += p
+		if e != nil && err == nil {
+			err = e
+		}
+		if strings.Contains(n, "\x00") {
+			a.mu.Lock()
+			empty := len(a.buckets) == 0
+			a.mu.Unlock()
+			if empty {
+				as.mu.Lock()
+				delete(as.m, n)
+				as.mu.Unlock()
+			}
+		}
+	}
+	return points, err
+}
+
+func (as *aggregators) get(name string, spec aggSpec, outs []aggOutput, c *aggCounters) *aggregator {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.m == nil {
+		as.m = map[string]*aggregator{}
+	}
+	a := as.m[name]
+	if a == nil || a.spec != spec {
+		// A changed rule starts over; its old open intervals are still
+		// flushed (they stay in the map under a key of their own).
+		if a != nil {
+			as.m[name+"\x00"+strconv.FormatInt(time.Now().UnixNano(), 10)] = a
+		}
+		a = newAggregator(spec, outs)
+		a.c = c
+		as.m[name] = a
+	}
+	return a
+}

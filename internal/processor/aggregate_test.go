@@ -1,0 +1,272 @@
+package processor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// t0 is a whole minute.
+var t0 = time.Unix(1_700_000_040, 0).UTC()
+
+type inPoint struct {
+	attrs map[string]string
+	at    time.Duration // after t0
+	v     float64
+}
+
+// metricBatch decodes one metric of kind gauge, counter (monotonic
+// cumulative sum) or delta (monotonic delta sum) with points pts.
+func metricBatch(t *testing.T, name, kind string, pts ...inPoint) *signal.Metrics {
+	t.Helper()
+	var js []string
+	for _, p := range pts {
+		var attrs []string
+		keys := make([]string, 0, len(p.attrs))
+		for k := range p.attrs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			attrs = append(attrs, fmt.Sprintf(`{"key":%q,"value":{"stringValue":%q}}`, k, p.attrs[k]))
+		}
+		js = append(js, fmt.Sprintf(`{"timeUnixNano":"%d","asDouble":%v,"attributes":[%s]}`, t0.Add(p.at).UnixNano(), p.v, strings.Join(attrs, ",")))
+	}
+	data := `{"dataPoints":[` + strings.Join(js, ",") + `]`
+	switch kind {
+	case "gauge":
+		data = `"gauge":` + data + `}`
+	case "counter":
+		data = `"sum":` + data + `,"aggregationTemporality":2,"isMonotonic":true}`
+	case "delta":
+		data = `"sum":` + data + `,"aggregationTemporality":1,"isMonotonic":true}`
+	}
+	doc := `{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"api"}}]},"scopeMetrics":[{"metrics":[{"name":"` +
+		name + `",` + data + `}]}]}]}`
+	var m signal.Metrics
+	if err := otlp.DecodeMetricsJSON(&m, []byte(doc)); err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	return &m
+}
+
+// flushed runs m.Flush at t0+at and returns the emitted points as
+// "tenant labels @seconds-after-t0 = value", sorted.
+func flushed(t *testing.T, m *Metrics, at time.Duration) []string {
+	t.Helper()
+	var out []string
+	_, err := m.Flush(t0.Add(at), func(tenant string, b *signal.Metrics) error {
+		for i, l := range labelsOf(b) {
+			out = append(out, fmt.Sprintf("%s %s @%ds = %g", tenant, l, (b.Time[i]-t0.UnixNano())/1e9, b.Value(i)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func parseWith(t *testing.T, y string) (*Rules, *Metrics) {
+	t.Helper()
+	m, _ := NewMetrics(nil)
+	r, err := Parse([]byte(y), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, m
+}
+
+func wantLines(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("emitted:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestAggregateOutputsHandComputed(t *testing.T) {
+	r, m := parseWith(t, `
+metrics:
+  - name: by-path
+    action: aggregate
+    match: req
+    interval: 1m
+    flush_delay: 0s
+    by: [path]
+    outputs: [sum, count, min, max, avg, last, 'quantiles(0.5, 1)', histogram_bucket]
+`)
+	a := map[string]string{"path": "/x", "host": "a"}
+	b := map[string]string{"path": "/x", "host": "b"}
+	y := map[string]string{"path": "/y", "host": "a"}
+	in := metricBatch(t, "req", "gauge",
+		inPoint{a, 5 * time.Second, 1}, inPoint{b, 10 * time.Second, 3}, inPoint{a, 20 * time.Second, 50},
+		inPoint{y, 30 * time.Second, 7}, inPoint{a, 65 * time.Second, 10})
+	s := &Scratch{Tenant: "t1"}
+	if changed, kept := r.ProcessMetrics(in, s); !changed || kept != 0 {
+		t.Fatalf("changed=%v kept=%d: the inputs are dropped", changed, kept)
+	}
+	if got := flushed(t, m, 59*time.Second); len(got) != 0 {
+		t.Fatalf("emitted before the interval ended: %v", got)
+	}
+	// Interval [t0, t0+1m): /x has 1, 3, 50; /y has 7.
+	p := `t1 {__name__="req:1m_by_path_`
+	wantLines(t, flushed(t, m, 60*time.Second),
+		p+`sum", path="/x"} @60s = 54`, p+`count", path="/x"} @60s = 3`, p+`min", path="/x"} @60s = 1`,
+		p+`max", path="/x"} @60s = 50`, p+`avg", path="/x"} @60s = 18`, p+`last", path="/x"} @60s = 50`,
+		p+`quantiles", path="/x", quantile="0.5"} @60s = 3`, p+`quantiles", path="/x", quantile="1"} @60s = 50`,
+		p+`histogram_bucket", path="/x", vmrange="1.000e+00...1.136e+00"} @60s = 1`,
+		p+`histogram_bucket", path="/x", vmrange="2.783e+00...3.162e+00"} @60s = 1`,
+		p+`histogram_bucket", path="/x", vmrange="4.642e+01...5.275e+01"} @60s = 1`,
+		p+`sum", path="/y"} @60s = 7`, p+`count", path="/y"} @60s = 1`, p+`min", path="/y"} @60s = 7`,
+		p+`max", path="/y"} @60s = 7`, p+`avg", path="/y"} @60s = 7`, p+`last", path="/y"} @60s = 7`,
+		p+`quantiles", path="/y", quantile="0.5"} @60s = 7`, p+`quantiles", path="/y", quantile="1"} @60s = 7`,
+		p+`histogram_bucket", path="/y", vmrange="6.813e+00...7.743e+00"} @60s = 1`,
+	)
+	// Emitted once: a second flush has nothing for that interval.
+	if got := flushed(t, m, 61*time.Second); len(got) != 0 {
+		t.Fatalf("emitted twice: %v", got)
+	}
+	// A point of the emitted interval is late: kept as it was, counted.
+	late := metricBatch(t, "req", "gauge", inPoint{a, 50 * time.Second, 2})
+	if _, kept := r.ProcessMetrics(late, s); kept != 1 {
+		t.Fatalf("late point: kept %d, want 1 (not taken)", kept)
+	}
+	if c := counterValue(m.aggLate.WithLabelValues("by-path")); c != 1 {
+		t.Fatalf("late counter %v", c)
+	}
+	got := flushed(t, m, 120*time.Second)
+	if len(got) != 9 || !strings.Contains(strings.Join(got, "\n"), p+`sum", path="/x"} @120s = 10`) {
+		t.Fatalf("second interval: %v", got)
+	}
+}
+
+// TestAggregateCountersWithResets: total (running, reset-aware), increase
+// (per interval) and rate_sum (per series increase over the time since
+// the series' previous sample, summed) against hand-computed values.
+func TestAggregateCountersWithResets(t *testing.T) {
+	r, m := parseWith(t, `
+metrics:
+  - name: ctr
+    action: aggregate
+    interval: 1m
+    flush_delay: 0s
+    without: [host]
+    outputs: [total, increase, rate_sum]
+    keep_input: true
+`)
+	h1 := map[string]string{"host": "a"}
+	h2 := map[string]string{"host": "b"}
+	s := &Scratch{Tenant: "t"}
+	in := metricBatch(t, "c", "counter",
+		inPoint{h1, 0, 10}, inPoint{h2, 10 * time.Second, 100}, inPoint{h1, 20 * time.Second, 15},
+		inPoint{h1, 40 * time.Second, 3}, // reset: +3
+		inPoint{h2, 50 * time.Second, 130})
+	if changed, kept := r.ProcessMetrics(in, s); changed || kept != 5 {
+		t.Fatalf("keep_input: changed=%v kept=%d", changed, kept)
+	}
+	// h1: +5 (0s->20s), +3 (reset at 40s): 8 over 40s; h2: +30 over 40s.
+	p := `t {__name__="c_total:1m_without_host_`
+	wantLines(t, flushed(t, m, 60*time.Second),
+		p+`total", job="api", service_name="api"} @60s = 38`,
+		p+`increase", job="api", service_name="api"} @60s = 38`,
+		p+`rate_sum", job="api", service_name="api"} @60s = 0.95`)
+	// h1 at 60s: +5 since 40s (20s); h2 silent.
+	r.ProcessMetrics(metricBatch(t, "c", "counter", inPoint{h1, 60 * time.Second, 8}), s)
+	wantLines(t, flushed(t, m, 120*time.Second),
+		p+`total", job="api", service_name="api"} @120s = 43`,
+		p+`increase", job="api", service_name="api"} @120s = 5`,
+		p+`rate_sum", job="api", service_name="api"} @120s = 0.25`)
+	// Delta sums are their own increase.
+	r.ProcessMetrics(metricBatch(t, "d", "delta", inPoint{h1, 125 * time.Second, 2}, inPoint{h2, 130 * time.Second, 3}), s)
+	got := flushed(t, m, 180*time.Second)
+	d := `t {__name__="d_total:1m_without_host_`
+	if j := strings.Join(got, "\n"); !strings.Contains(j, d+`total", job="api", service_name="api"} @180s = 5`) ||
+		!strings.Contains(j, d+`increase", job="api", service_name="api"} @180s = 5`) {
+		t.Fatalf("delta sums: %v", got)
+	}
+}
+
+func TestDownsampleHandComputed(t *testing.T) {
+	r, m := parseWith(t, `
+metrics:
+  - {name: one, action: downsample, match: temp, interval: 1m, flush_delay: 0s, outputs: [avg]}
+  - {name: many, action: downsample, match: hum, interval: 30s, flush_delay: 5s, outputs: [min, max, sum, count, last]}
+`)
+	a := map[string]string{"host": "a"}
+	b := map[string]string{"host": "b"}
+	s := &Scratch{Tenant: "t"}
+	r.ProcessMetrics(metricBatch(t, "temp", "gauge",
+		inPoint{a, 0, 1}, inPoint{a, 15 * time.Second, 2}, inPoint{b, 20 * time.Second, 10},
+		inPoint{a, 30 * time.Second, 6}, inPoint{a, 45 * time.Second, 3}), s)
+	r.ProcessMetrics(metricBatch(t, "hum", "gauge",
+		inPoint{a, 0, 4}, inPoint{a, 10 * time.Second, 2}, inPoint{a, 20 * time.Second, 3}, inPoint{a, 40 * time.Second, 9}), s)
+	// hum [0s, 30s) ends at 30s, emitted from 35s; temp at 60s.
+	h := `t {__name__="hum:30s_`
+	wantLines(t, flushed(t, m, 35*time.Second),
+		h+`min", host="a", job="api", service_name="api"} @30s = 2`,
+		h+`max", host="a", job="api", service_name="api"} @30s = 4`,
+		h+`sum", host="a", job="api", service_name="api"} @30s = 9`,
+		h+`count", host="a", job="api", service_name="api"} @30s = 3`,
+		h+`last", host="a", job="api", service_name="api"} @30s = 3`)
+	// One output: the series itself, under its own name and labels.
+	got := flushed(t, m, 60*time.Second)
+	wantLines(t, got[:2],
+		`t {__name__="temp", host="a", job="api", service_name="api"} @60s = 3`,
+		`t {__name__="temp", host="b", job="api", service_name="api"} @60s = 10`)
+}
+
+// TestAggregateSurvivesReload: state is kept by rule name across a reload
+// of the same rule (no interval lost or emitted twice); a changed rule
+// starts over, and its old intervals are still emitted once.
+func TestAggregateSurvivesReload(t *testing.T) {
+	const y = "metrics:\n  - {name: s, action: aggregate, interval: 1m, flush_delay: 0s, by: [host], outputs: [sum]}\n"
+	m, _ := NewMetrics(nil)
+	r1, err := Parse([]byte(y), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := map[string]string{"host": "a"}
+	s := &Scratch{Tenant: "t"}
+	r1.ProcessMetrics(metricBatch(t, "g", "gauge", inPoint{a, time.Second, 1}), s)
+	r2, _ := Parse([]byte(y), m) // reload, same rule
+	r2.ProcessMetrics(metricBatch(t, "g", "gauge", inPoint{a, 2 * time.Second, 2}), s)
+	wantLines(t, flushed(t, m, time.Minute), `t {__name__="g:1m_by_host_sum", host="a"} @60s = 3`)
+	r2.ProcessMetrics(metricBatch(t, "g", "gauge", inPoint{a, 61 * time.Second, 5}), s)
+	r3, _ := Parse([]byte(strings.Replace(y, "[sum]", "[sum, count]", 1)), m) // changed rule
+	r3.ProcessMetrics(metricBatch(t, "g", "gauge", inPoint{a, 62 * time.Second, 7}), s)
+	wantLines(t, flushed(t, m, 2*time.Minute),
+		`t {__name__="g:1m_by_host_count", host="a"} @120s = 1`,
+		`t {__name__="g:1m_by_host_sum", host="a"} @120s = 5`,
+		`t {__name__="g:1m_by_host_sum", host="a"} @120s = 7`)
+	if got := flushed(t, m, 3*time.Minute); len(got) != 0 {
+		t.Fatalf("emitted again: %v", got)
+	}
+}
+
+func TestAggregateConfigErrors(t *testing.T) {
+	for y, want := range map[string]string{
+		"{name: x, action: aggregate, outputs: [sum]}":                                      "interval",
+		"{name: x, action: aggregate, interval: 7s, outputs: [sum]}":                        "does not divide a day",
+		"{name: x, action: aggregate, interval: 1m}":                                        "outputs is required",
+		"{name: x, action: aggregate, interval: 1m, outputs: [median]}":                     "unknown output",
+		"{name: x, action: aggregate, interval: 1m, outputs: ['quantiles(2)']}":             "not a number in [0, 1]",
+		"{name: x, action: aggregate, interval: 1m, outputs: [sum, sum]}":                   "given twice",
+		"{name: x, action: aggregate, interval: 1m, outputs: [sum], by: [a], without: [b]}": "one of by and without",
+		"{name: x, action: downsample, interval: 1m, outputs: [total]}":                     "not a downsample output",
+		"{name: x, action: downsample, interval: 1m, outputs: [avg], by: [a]}":              "per series",
+		"{name: x, action: drop, interval: 1m}":                                             "only for actions aggregate and downsample",
+		"{name: x, action: aggregate, interval: 1m, outputs: [sum], flush_delay: -1s}":      "negative",
+	} {
+		_, err := Parse([]byte("metrics:\n  - "+y+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", y, err, want)
+		}
+	}
+}
