@@ -66,6 +66,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newRollupCmd(),
 		newRunCmd(),
 		newSQLCmd(),
+		newTopCmd(),
 		newTraceCmd(),
 		newValidateCmd(),
 		newVersionCmd(),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -515,11 +516,12 @@ func (s *Stats) addPairKey(t *tenantStats, name string, h uint64, g int, delta i
 			return
 		}
 		v := value()
-		p = &pair{tenant: t, name: name, valueLen: len(v)}
+		// Both may alias s.ls or a batch's arena: copy them.
+		p = &pair{tenant: t, name: strings.Clone(name), valueLen: len(v)}
 		if len(v) > maxStoredValue {
 			v = v[:maxStoredValue]
 		}
-		p.value = string([]byte(v)) // the value may alias a batch's arena
+		p.value = strings.Clone(v)
 		s.pairs[k] = p
 	}
 	p.cnt[g] = max(p.cnt[g]+delta, 0)

@@ -229,3 +229,18 @@ func TestConfig(t *testing.T) {
 		}
 	}
 }
+
+// Label names and values are copied: a later series' labels (built in the
+// same scratch) never change the names already counted.
+func TestLabelsCopied(t *testing.T) {
+	s, _ := newTest(t, Config{})
+	s.Observe("t", gauges(t, "checkout", 2, 1e18), 10)
+	s.Observe("t", gauges(t, "cart", 3, 1e18), 10)
+	st := s.TSDB("t", 100)
+	if got, want := stats(st.LabelValueCountByLabelName...), "user_id:3 job:2 service_name:2 __name__:1 code:1"; got != want {
+		t.Errorf("label values %s, want %s", got, want)
+	}
+	if got, want := stats(st.SeriesCountByLabelValuePair[:3]...), "__name__=req_seconds:5 code=200:5 job=cart:3"; got != want {
+		t.Errorf("pairs %s, want %s", got, want)
+	}
+}

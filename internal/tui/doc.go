@@ -4,6 +4,11 @@
 // syscall, a pausable streaming tail, and the lost and filtered counters,
 // always visible.
 //
+// The top view (TopModel) shows a running sluice's status document
+// (package stats, GET /api/v1/status/sluice): rates per receiver and
+// tenant from the difference of two documents, queue and lake lag,
+// exporters and breakers, checkpoints, top metrics and rules by effect.
+//
 // A view reads batches and stats, never a receiver or the tracer: the
 // tracer's goroutine hands each batch to a Feed (Feed.Add), and the view
 // takes a Snapshot of the feed on every tick.

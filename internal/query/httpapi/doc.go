@@ -13,6 +13,11 @@
 // the default tenant and an invalid one is rejected with 400. Start serves
 // TLS or mutual TLS when Config.TLS is set.
 //
+// /api/v1/status/tsdb (Prometheus's format, for the request's tenant) and
+// /api/v1/status/sluice (the process's status for `sluice top`; a token
+// bound to a tenant sees that tenant's rows only) serve Config.Stats and
+// Config.Gatherer (status.go, docs/stats.md); they take no query slot.
+//
 // When Config.Search is set it is mounted under /api/v1/logs/ and
 // /api/v1/traces/; Start (used by sluice run and sluice query-server) sets
 // it to the logs and traces search API of package search.

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
+)
+
+// getJSON GETs base+path as tenant and decodes the Prometheus envelope's
+// data into v.
+func getJSON(t *testing.T, base, path, tenant string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+	req.Header.Set("X-Scope-OrgID", tenant)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Status != "success" {
+		t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, body.Error)
+	}
+	if err := json.Unmarshal(body.Data, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+type tsdbStat struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+type tsdbStatus struct {
+	HeadStats struct {
+		NumSeries uint64 `json:"numSeries"`
+		MinTime   int64  `json:"minTime"`
+		MaxTime   int64  `json:"maxTime"`
+	} `json:"headStats"`
+	SeriesCountByMetricName     []tsdbStat `json:"seriesCountByMetricName"`
+	LabelValueCountByLabelName  []tsdbStat `json:"labelValueCountByLabelName"`
+	MemoryInBytesByLabelName    []tsdbStat `json:"memoryInBytesByLabelName"`
+	SeriesCountByLabelValuePair []tsdbStat `json:"seriesCountByLabelValuePair"`
+}
+
+// TestRunStatusTSDBAndTop: after sluice run ingested known series,
+// /api/v1/status/tsdb as Grafana asks for it gives exactly the series and
+// label values the query API lists (per metric name, per label, per
+// pair), only for the request's tenant; and `sluice top --once` prints
+// the tenant and its metrics.
+func TestRunStatusTSDBAndTop(t *testing.T) {
+	lakeDir := t.TempDir()
+	cfg := runConfig(t, lakeDir)
+	qaddr := freePort(t)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte("query:\n  addr: \"\"\n"), []byte("query:\n  addr: "+qaddr+"\n"), 1)
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	synth := promtest.Synth{Start: t0, Interval: 15 * time.Second, Points: 20, Services: []string{"checkout", "cart"},
+		Routes: []string{"/a", "/b", "/c"}, CounterStep: 1, Bounds: []float64{0.1, 1}, HistStep: []int{1, 1, 1}}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.http+"/v1/metrics", bytes.NewReader(synth.JSON()))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Scope-OrgID", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("export: %d", resp.StatusCode)
+	}
+	base := "http://" + qaddr
+
+	// What the query API lists (the unflushed tail shows it at once).
+	var series []map[string]string
+	getJSON(t, base, "/api/v1/series?"+url.Values{"match[]": {`{__name__=~".+"}`},
+		"start": {t0.Add(-time.Minute).Format(time.RFC3339)}, "end": {time.Now().Format(time.RFC3339)}}.Encode(), "acme", &series)
+	if len(series) < 10 {
+		t.Fatalf("query API lists %d series", len(series))
+	}
+	byName := map[string]uint64{}
+	values := map[string]map[string]bool{}
+	pairs := map[string]uint64{}
+	for _, ls := range series {
+		byName[ls["__name__"]]++
+		for k, v := range ls {
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][v] = true
+			pairs[k+"="+v]++
+		}
+	}
+
+	var st tsdbStatus
+	getJSON(t, base, "/api/v1/status/tsdb?limit=1000", "acme", &st)
+	if st.HeadStats.NumSeries != uint64(len(series)) {
+		t.Errorf("numSeries %d, the query API lists %d", st.HeadStats.NumSeries, len(series))
+	}
+	if want := t0.UnixMilli(); st.HeadStats.MinTime != want {
+		t.Errorf("minTime %d, want %d", st.HeadStats.MinTime, want)
+	}
+	check := func(what string, got []tsdbStat, want map[string]uint64) {
+		t.Helper()
+		g := map[string]uint64{}
+		for _, s := range got {
+			g[s.Name] = s.Value
+		}
+		if len(g) != len(want) {
+			t.Errorf("%s: %d entries, want %d: %v vs %v", what, len(g), len(want), g, want)
+		}
+		for k, v := range want {
+			if g[k] != v {
+				t.Errorf("%s[%s] = %d, want %d", what, k, g[k], v)
+			}
+		}
+	}
+	check("seriesCountByMetricName", st.SeriesCountByMetricName, byName)
+	counts := map[string]uint64{}
+	for k, vs := range values {
+		counts[k] = uint64(len(vs))
+	}
+	check("labelValueCountByLabelName", st.LabelValueCountByLabelName, counts)
+	check("seriesCountByLabelValuePair", st.SeriesCountByLabelValuePair, pairs)
+
+	// Grafana's default request: the 10 largest of each, largest first.
+	var top10 tsdbStatus
+	getJSON(t, base, "/api/v1/status/tsdb", "acme", &top10)
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if byName[names[i]] != byName[names[j]] {
+			return byName[names[i]] > byName[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	if len(top10.SeriesCountByLabelValuePair) != min(10, len(pairs)) || top10.SeriesCountByMetricName[0].Name != names[0] {
+		t.Errorf("default limit: %d pairs, first metric %v, want %s", len(top10.SeriesCountByLabelValuePair), top10.SeriesCountByMetricName[0], names[0])
+	}
+	var other tsdbStatus
+	getJSON(t, base, "/api/v1/status/tsdb", "globex", &other)
+	if other.HeadStats.NumSeries != 0 || len(other.SeriesCountByMetricName) != 0 {
+		t.Errorf("tenant globex sees %+v", other)
+	}
+
+	r := run(t, "top", "--once", "--interval", "200ms", "--url", base)
+	if r.code != 0 {
+		t.Fatalf("sluice top --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"sluice top", "otlp/http", "acme", "test_queue_depth", "checkpoints"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("sluice top --once lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r := run(t, "top", "--once", "--url", "http://"+freePort(t)); r.code == 0 || !strings.Contains(r.stderr, "/api/v1/status/sluice") {
+		t.Errorf("top against nothing: exit %d %s", r.code, r.stderr)
+	}
+}
