@@ -53,6 +53,21 @@ type Stats struct {
 type Receivers struct {
 	OTLP                  OTLP                  `yaml:"otlp" doc:"OTLP over gRPC and HTTP (protobuf or JSON; gzip, zstd or none)."`
 	PrometheusRemoteWrite PrometheusRemoteWrite `yaml:"prometheus_remote_write" doc:"Prometheus remote write 1.0 and 2.0 on POST /api/v1/write of the query API (query.addr) and, when listen is set, on an address of its own; both behind query.auth (a token needs the write scope), query.tls and the tenant header (receivers.otlp.tenant_header). Acknowledged after fsync in the queue, like OTLP."`
+	IOTrace               IOTrace               `yaml:"iotrace" doc:"The eBPF I/O syscall tracer of sluice trace as a source: traced calls are queued like received records (durable queue, then the lake's io_events table through the same writer and catalog). Needs root (or CAP_BPF and CAP_PERFMON), BTF and the lake; see docs/trace.md."`
+}
+
+// IOTrace configures the eBPF I/O tracer source (docs/trace.md).
+type IOTrace struct {
+	Enabled     bool     `yaml:"enabled" doc:"Trace I/O syscalls into the lake's io_events table. Off by default; sluice run fails at start, naming what is missing, when this machine cannot trace (sluice trace --check)."`
+	Tenant      string   `yaml:"tenant" doc:"Tenant of the recorded io_events rows."`
+	PID         uint32   `yaml:"pid" doc:"Trace only this process id (kernel filter); 0 all."`
+	Comm        string   `yaml:"comm" doc:"Trace only tasks with exactly this command name, at most 15 bytes (kernel filter); empty all."`
+	Cgroup      uint64   `yaml:"cgroup" doc:"Trace only this cgroup v2 id (the inode number of its directory; kernel filter); 0 all."`
+	Syscalls    string   `yaml:"syscalls" doc:"Comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta), as sluice trace --syscalls (kernel filter)."`
+	MinDuration Duration `yaml:"min_duration" doc:"Drop calls shorter than this (kernel filter)."`
+	PathPrefix  string   `yaml:"path_prefix" doc:"Keep only calls on paths under this prefix (first thing in user space)."`
+	RingBytes   ByteSize `yaml:"ring_bytes" doc:"Kernel ring buffer size, a power of two from 4KiB to 1GiB: locked kernel memory. A full ring counts its lost records (sluice_iotrace_lost_total), never silently."`
+	Attach      string   `yaml:"attach" doc:"auto, fentry or tracepoint, as sluice trace --attach."`
 }
 
 // PrometheusRemoteWrite configures the remote-write receiver.

@@ -64,6 +64,29 @@ func (c *Config) Validate() error {
 		v.sameAddr(r+"listen", pw.Listen, "receivers.otlp.http_addr", c.Receivers.OTLP.HTTPAddr)
 		v.sameAddr(r+"listen", pw.Listen, "receivers.otlp.grpc_addr", c.Receivers.OTLP.GRPCAddr)
 	}
+	if it := &c.Receivers.IOTrace; it.Enabled {
+		const r = "receivers.iotrace."
+		if !c.LakeEnabled() {
+			v.add(r+"enabled", "traced I/O goes only into the lake, which this config turns off")
+		}
+		if !tenant.Valid(it.Tenant) {
+			v.add(r+"tenant", "%q is not a valid tenant", it.Tenant)
+		}
+		if len(it.Comm) > 15 {
+			v.add(r+"comm", "%q is longer than the kernel's 15 bytes", it.Comm)
+		}
+		if it.RingBytes < 4096 || it.RingBytes > 1<<30 || it.RingBytes&(it.RingBytes-1) != 0 {
+			v.add(r+"ring_bytes", "%s must be a power of two from 4KiB to 1GiB", it.RingBytes)
+		}
+		if it.MinDuration < 0 {
+			v.add(r+"min_duration", "must not be negative")
+		}
+		switch it.Attach {
+		case "auto", "fentry", "tracepoint":
+		default:
+			v.add(r+"attach", "%q is not auto, fentry or tracepoint", it.Attach)
+		}
+	}
 	switch maxBody := int64(c.Queue.SegmentBytes) - queueRecordOverhead; {
 	case o.MaxRequestBytes <= 0:
 		v.add(r+"max_request_bytes", "must be positive")

@@ -23,6 +23,16 @@
 // then releases the queue below that position. docs/design/run.md explains
 // why this is exactly-once.
 //
+// # The I/O tracer source
+//
+// With receivers.iotrace on, iotrace.go opens the eBPF tracer after the
+// receivers and stops it first: each batch it reads from the kernel ring
+// becomes one queue record of kind io_events (body: tracer.AppendWire),
+// appended like a request, and the lake loop writes it with a
+// lake.IOWriter whose files join the same pending list and checkpoint
+// transaction as the writer's. Exporters never forward io_events; the
+// unflushed tail does not serve them.
+//
 // # Exporters
 //
 // exporters.go starts one exporter.Runner per entry of the config's

@@ -117,6 +117,11 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 	for _, s := range sigs {
 		kinds = append(kinds, signalKinds[s])
 	}
+	if len(kinds) == 0 {
+		// Never "everything": the queue also holds io_events, which no
+		// exporter speaks.
+		kinds = []signal.Kind{signal.KindLogs, signal.KindMetrics, signal.KindTraces}
+	}
 	r, err := exporter.New(exporter.Options{
 		Name: name, Cursor: cur, Sender: sender, Signals: kinds,
 		BatchBytes: int(ec.BatchBytes), BatchDelay: ec.BatchDelay.D(),

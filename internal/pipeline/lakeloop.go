@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/tracer"
 )
 
 // QueueName is the name under which the lake commits its queue position
@@ -68,6 +70,7 @@ type lakeLoop struct {
 	err       error // why the loop ended; read after done
 
 	w         *lake.Writer
+	iow       *lake.IOWriter // io_events from the tracer source (iotrace.go)
 	r         *queue.Reader
 	committed queue.Position // in the catalog
 	pos       queue.Position // after the last record handed to w
@@ -88,6 +91,7 @@ type lakeLoop struct {
 	logs    signal.Logs
 	metrics signal.Metrics
 	spans   signal.Spans
+	io      signal.IOEvents
 	badLog  time.Time // last bad-record log line
 }
 
@@ -130,7 +134,14 @@ func (l *lakeLoop) newWriter() error {
 	if err != nil {
 		return fmt.Errorf("lake writer: %w", err)
 	}
-	l.w = w
+	iow, err := lake.NewIOWriter(l.wopts, ioHost(), func(s lake.Segment) error {
+		l.pending = append(l.pending, s) // like the writer's files
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("lake io_events writer: %w", err)
+	}
+	l.w, l.iow = w, iow
 	return nil
 }
 
@@ -230,7 +241,7 @@ func (l *lakeLoop) run() {
 		l.answer(reqs, err)
 		if stop {
 			if err == nil {
-				err = l.w.Close() // nothing is buffered after the final checkpoint
+				err = errors.Join(l.w.Close(), l.iow.Close()) // nothing is buffered after the final checkpoint
 			} else {
 				l.log.Error("final lake checkpoint failed; the queue keeps the data for the next start", "err", err)
 			}
@@ -269,7 +280,7 @@ func (l *lakeLoop) consume(ctx context.Context) (string, error) {
 			return "", nil
 		}
 		switch {
-		case l.w.Stats().BufferedBytes >= l.maxBuf:
+		case l.bufferedBytes() >= l.maxBuf:
 			return reasonBuffered, nil
 		case int64(l.pos-l.committed) >= l.maxQueue:
 			return reasonQueue, nil
@@ -349,6 +360,12 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 				err = l.w.WriteSpans(t.name, &l.spans)
 			}
 		}
+	case signal.KindIOEvents:
+		l.io.Reset()
+		if err = tracer.DecodeWire(&l.io, body); err == nil {
+			n = l.io.Len()
+			err = l.iow.Write(t.name, &l.io)
+		}
 	}
 	var pe *poisonError
 	switch {
@@ -373,6 +390,18 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 	return nil
 }
 
+// bufferedBytes is what both writers hold in memory.
+func (l *lakeLoop) bufferedBytes() int64 {
+	return l.w.Stats().BufferedBytes + l.iow.Stats().BufferedBytes
+}
+
+// ioHost is the host column of io_events rows: the tracer traces this
+// machine.
+func ioHost() string {
+	h, _ := os.Hostname()
+	return h
+}
+
 func (l *lakeLoop) advance(pos queue.Position) {
 	l.pos = pos
 	if s := l.r.Lost() + l.r.Corrupt(); s != l.skipped {
@@ -380,7 +409,7 @@ func (l *lakeLoop) advance(pos queue.Position) {
 		l.skipped = s
 	}
 	l.m.uncommitted.Set(float64(l.pos - l.committed))
-	l.m.bufferedBytes.Set(float64(l.w.Stats().BufferedBytes))
+	l.m.bufferedBytes.Set(float64(l.bufferedBytes()))
 }
 
 func (l *lakeLoop) bad(pos queue.Position, err error) {
@@ -396,7 +425,7 @@ func (l *lakeLoop) tenant(b []byte) *tenantRows {
 		return t
 	}
 	t := &tenantRows{name: string(b)}
-	for k := signal.KindLogs; k <= signal.KindTraces; k++ {
+	for k := signal.KindLogs; k <= signal.KindIOEvents; k++ {
 		t.rows[k] = l.m.rows.WithLabelValues(k.String(), t.name)
 	}
 	l.tenants[t.name] = t
@@ -407,12 +436,15 @@ func (l *lakeLoop) tenant(b []byte) *tenantRows {
 // position they cover, then releases the queue below it.
 func (l *lakeLoop) commitCheckpoint(reason string) error {
 	start := time.Now()
-	if l.pos == l.committed && len(l.pending) == 0 && l.w.Stats().BufferedBytes == 0 {
+	if l.pos == l.committed && len(l.pending) == 0 && l.bufferedBytes() == 0 {
 		l.last = start
 		return nil
 	}
 	if err := l.w.Flush(); err != nil {
 		return fmt.Errorf("flush lake writer: %w", err)
+	}
+	if err := l.iow.Flush(); err != nil {
+		return fmt.Errorf("flush lake io_events writer: %w", err)
 	}
 	segs := make([]catalog.Segment, len(l.pending))
 	var rows, bytes int64

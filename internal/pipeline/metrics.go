@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-const numKinds = int(signal.KindTraces) + 1
+const numKinds = int(signal.KindIOEvents) + 1
 
 // metrics are the pipeline's own collectors; the receiver registers its
 // sluice_receiver_* ones on the same registry.

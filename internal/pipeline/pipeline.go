@@ -73,6 +73,8 @@ type Pipeline struct {
 	rwSrv []*prwreceiver.Server // remote write's own listener, and query.addr when the lake is off
 	admin *http.Server
 	addrs Addrs
+	io    *ioSource  // the I/O tracer source (receivers.iotrace); nil when off
+	iom   *ioMetrics // its counters, registered whether or not it runs
 
 	upkeep *upkeep.Scheduler // background compaction, rollups, retention, sweep; nil when disabled
 	query  *httpapi.Server   // the query API; nil when query.addr is empty
@@ -99,7 +101,16 @@ func New(cfg config.Config, set Settings) (*Pipeline, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	p := &Pipeline{cfg: cfg, log: log, reg: reg, m: newMetrics(), fatal: make(chan error, 1)}
+	p := &Pipeline{cfg: cfg, log: log, reg: reg, m: newMetrics(), iom: newIOMetrics(), fatal: make(chan error, 1)}
+	if cfg.Receivers.IOTrace.Enabled {
+		// Names the key now rather than at Start.
+		if _, err := ioOptions(cfg.Receivers.IOTrace); err != nil {
+			return nil, fmt.Errorf("invalid config:\n%w", err)
+		}
+		if err := p.iom.register(reg); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	if err := p.m.register(reg); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
@@ -241,6 +252,11 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	p.addrs.GRPC, p.addrs.HTTP = p.recv.GRPCAddr(), p.recv.HTTPAddr()
 	if err := p.startRemoteWrite(ctx, lakeOn); err != nil {
 		return err
+	}
+	if p.cfg.Receivers.IOTrace.Enabled {
+		if err := p.startIOTrace(); err != nil {
+			return err
+		}
 	}
 	if lakeOn {
 		if err := p.startUpkeep(ctx, store); err != nil {
@@ -410,6 +426,13 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		cancel()
+	}
+	if p.io != nil {
+		// A source like the receivers: what it read from the kernel is in
+		// the queue before the final checkpoint.
+		if err := p.io.stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if p.recv != nil {
 		if err := p.recv.Shutdown(ctx); err != nil {

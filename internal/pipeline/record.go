@@ -36,7 +36,7 @@ func parseRecord(rec []byte) (kind signal.Kind, tenant, body []byte, err error) 
 		return 0, nil, nil, fmt.Errorf("%w: version %d (this build reads %d)", errBadRecord, rec[0], recordVersion)
 	}
 	kind = signal.Kind(rec[1])
-	if kind != signal.KindLogs && kind != signal.KindMetrics && kind != signal.KindTraces {
+	if kind != signal.KindLogs && kind != signal.KindMetrics && kind != signal.KindTraces && kind != signal.KindIOEvents {
 		return 0, nil, nil, fmt.Errorf("%w: signal kind %d", errBadRecord, rec[1])
 	}
 	n := int(rec[2])

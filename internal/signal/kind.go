@@ -2,7 +2,8 @@ package signal
 
 import "fmt"
 
-// Kind names the three OTLP signals.
+// Kind names the three OTLP signals, and the traced I/O calls that
+// `sluice run` queues from its eBPF tracer (never sent to an exporter).
 type Kind uint8
 
 const (
@@ -10,6 +11,7 @@ const (
 	KindLogs
 	KindMetrics
 	KindTraces
+	KindIOEvents
 )
 
 func (k Kind) String() string {
@@ -20,6 +22,8 @@ func (k Kind) String() string {
 		return "metrics"
 	case KindTraces:
 		return "traces"
+	case KindIOEvents:
+		return "io_events"
 	}
 	return "unknown"
 }
