@@ -211,5 +211,24 @@ func (c *consumer) appendEmitted(tenant string, rec []byte, points int) error {
 	ser := c.m.seriesFor(signal.KindMetrics, tenant)
 	ser.accepted.Add(float64(points))
 	ser.queuedBytes.Add(float64(len(rec)))
+	if c.stats != nil {
+		c.observeEmitted(tenant, rec)
+	}
 	return nil
+}
+
+// observeEmitted counts an emitted record in the statistics, which count
+// what is stored. It decodes the record again: the emitter queues bytes,
+// once per tenant and interval, not per request.
+func (c *consumer) observeEmitted(tenant string, rec []byte) {
+	_, _, body, err := parseRecord(rec)
+	if err != nil {
+		return // appendRecord made it: cannot happen
+	}
+	s := c.pool.Get().(*scratch)
+	defer c.put(s)
+	s.metrics.Reset()
+	if otlp.DecodeMetrics(&s.metrics, body) == nil {
+		c.stats.Observe(tenant, &s.metrics, len(rec))
+	}
 }

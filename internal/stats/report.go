@@ -169,6 +169,9 @@ func (s *Stats) Summary(tenant string, limit int) Summary {
 			continue
 		}
 		n := m.series[0] + m.series[1]
+		if n == 0 && m.samples == [2]int64{} {
+			continue // a descriptor without points (the rules removed them)
+		}
 		series[m.tenant] += n
 		ms = append(ms, MetricSummary{Tenant: m.tenant.name, Metric: m.name, Series: n,
 			SamplesPerSec: float64(m.samples[0]+m.samples[1]) / span, BytesPerSec: (m.bytes[0] + m.bytes[1]) / span,

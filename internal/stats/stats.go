@@ -361,6 +361,7 @@ func (s *Stats) describe(t *tenantStats, b *signal.Metrics, d *signal.MetricDesc
 		di.kind = kindNone
 		return di
 	}
+	base = strings.Clone(base) // it may be the name itself, in the batch's arena
 	switch di.kind {
 	case kindValue:
 		di.names[0], di.nout = base, 1

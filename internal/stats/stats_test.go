@@ -244,3 +244,20 @@ func TestLabelsCopied(t *testing.T) {
 		t.Errorf("pairs %s, want %s", got, want)
 	}
 }
+
+// A metric name that needs no mapping is copied out of the batch, whose
+// arena the next request reuses.
+func TestMetricNameCopied(t *testing.T) {
+	s, _ := newTest(t, Config{})
+	var m signal.Metrics
+	for _, name := range []string{"up", "xy"} {
+		m.Reset()
+		if err := otlp.DecodeMetricsJSON(&m, []byte(`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"`+name+`","gauge":{"dataPoints":[{"timeUnixNano":"1","asInt":"1"}]}}]}]}]}`)); err != nil {
+			t.Fatal(err)
+		}
+		s.Observe("t", &m, 1)
+	}
+	if got := stats(s.TSDB("t", 10).SeriesCountByMetricName...); got != "up:1 xy:1" {
+		t.Errorf("by metric %s, want up:1 xy:1", got)
+	}
+}
