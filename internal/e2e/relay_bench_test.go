@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/prw"
+	sig "github.com/sluice-dev/sluice/internal/signal"
+)
+
+// The two helpers of scripts/bench-relay.sh, run from the e2e test binary
+// only when their environment is set (never in make test).
+
+// TestRelaySink is a remote-write 1.0 null sink: it decodes each request
+// (to count its samples) and answers 204. It writes its address to
+// SLUICE_BENCH_RELAY_SINK, serves GET /count, and runs until SIGTERM.
+func TestRelaySink(t *testing.T) {
+	out := os.Getenv("SLUICE_BENCH_RELAY_SINK")
+	if out == "" {
+		t.Skip("scripts/bench-relay.sh helper (SLUICE_BENCH_RELAY_SINK not set)")
+	}
+	var samples, requests atomic.Int64
+	var pool sync.Pool
+	type scratch struct {
+		raw, body []byte
+		batch     sig.Metrics
+		dec       prw.Decoder
+	}
+	pool.New = func() any { return new(scratch) }
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/write", func(w http.ResponseWriter, r *http.Request) {
+		s := pool.Get().(*scratch)
+		defer pool.Put(s)
+		buf := bytes.NewBuffer(s.raw[:0])
+		if _, err := buf.ReadFrom(r.Body); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		s.raw = buf.Bytes()
+		var err error
+		if s.body, err = snappy.Decode(s.body[:cap(s.body)], s.raw); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		s.batch.Reset()
+		st, err := s.dec.DecodeV1(&s.batch, s.body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		samples.Add(int64(st.Samples))
+		requests.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /count", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "%d %d\n", samples.Load(), requests.Load())
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	if err := os.WriteFile(out+".tmp", []byte(ln.Addr().String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(out+".tmp", out)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+	srv.Close()
+}
+
+// TestRelayLoad sends remote-write 1.0 load to SLUICE_BENCH_RELAY_TARGET
+// (a full URL): SLUICE_BENCH_RELAY_SAMPLES samples in requests of
+// SLUICE_BENCH_RELAY_PER_REQ series of one sample each, every series with
+// SLUICE_BENCH_RELAY_LABELS labels (including __name__), from
+// SLUICE_BENCH_RELAY_WORKERS workers. Requests are encoded before the
+// clock starts, so the generator costs little more than its HTTP client.
+func TestRelayLoad(t *testing.T) {
+	target := os.Getenv("SLUICE_BENCH_RELAY_TARGET")
+	if target == "" {
+		t.Skip("scripts/bench-relay.sh helper (SLUICE_BENCH_RELAY_TARGET not set)")
+	}
+	total := envInt(t, "SLUICE_BENCH_RELAY_SAMPLES", 2_000_000)
+	perReq := envInt(t, "SLUICE_BENCH_RELAY_PER_REQ", 1500)
+	nLabels := envInt(t, "SLUICE_BENCH_RELAY_LABELS", 8)
+	workers := envInt(t, "SLUICE_BENCH_RELAY_WORKERS", 4)
+	series := envInt(t, "SLUICE_BENCH_RELAY_SERIES", 30_000)
+	nReq := total / perReq
+	// 64 distinct bodies per worker cycle; timestamps advance per body.
+	const distinct = 64
+	bodies := make([][]byte, distinct)
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	for b := range bodies {
+		req := &prompb.WriteRequest{}
+		for i := range perReq {
+			id := (b*perReq + i) % series
+			ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("relay_metric_%d", id%50)}}
+			extra := []string{"instance", "job", "pod", "namespace", "container", "zone", "path", "code", "method"}
+			for k := 0; k < nLabels-1 && k < len(extra); k++ {
+				ls = append(ls, prompb.Label{Name: extra[k], Value: fmt.Sprintf("%s-%d", extra[k], (id>>uint(k))%97+id%7)})
+			}
+			ls = append(ls, prompb.Label{Name: "series", Value: strconv.Itoa(id)})
+			if len(ls) > nLabels {
+				ls = append(ls[:nLabels-1], ls[len(ls)-1])
+			}
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls,
+				Samples: []prompb.Sample{{Value: float64(b*perReq + i), Timestamp: t0 + int64(b)*1000}}})
+		}
+		raw, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[b] = snappy.Encode(nil, raw)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}, Timeout: time.Minute}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(nReq) {
+					return
+				}
+				for attempt := 0; ; attempt++ {
+					req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(bodies[i%distinct]))
+					req.Header.Set("Content-Type", "application/x-protobuf")
+					req.Header.Set("Content-Encoding", "snappy")
+					req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+					resp, err := client.Do(req)
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode/100 == 2 {
+							break
+						}
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+					failed.Add(1)
+					if attempt > 100 {
+						t.Errorf("request %d: %v", i, err)
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	fmt.Printf("load: %d requests of %d samples (%d labels) in %.2fs, %.0f samples/s acknowledged, %d retried\n",
+		nReq, perReq, nLabels, d.Seconds(), float64(nReq*perReq)/d.Seconds(), failed.Load())
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Relay benchmark: remote write 1.0 in -> remote write 1.0 out, side by side
+# for sluice (receiver -> durable queue (fsync) -> prometheus_remote_write
+# exporter, no lake: a forward-only pipeline) and vmagent (Debian package
+# victoria-metrics), each pinned to one core (taskset, GOMAXPROCS=1), each
+# relaying the same pre-encoded load into the same null sink (the e2e test
+# binary's TestRelaySink, which decodes and counts samples). The load
+# generator (TestRelayLoad) and the sink share the other core.
+#
+# Reports, per relay and load shape, samples per CPU-second of the relay
+# process (utime+stime from the first request until the sink counted every
+# sample) and the sluice/vmagent ratio.
+#
+#   scripts/bench-relay.sh                     # both shapes, 2M samples each
+#   SAMPLES=4000000 scripts/bench-relay.sh
+#   SHAPES="1500:8" scripts/bench-relay.sh     # series per request : labels per series
+#   ONLY=sluice PROFILE=1 scripts/bench-relay.sh   # CPU profile of sluice's relay
+#
+# LAKE=1 adds remote write -> lake runs (default pipeline, upkeep off, flush
+# every 5s): samples per CPU-second until every sample is committed.
+#
+# Knobs: SAMPLES, SHAPES (default "1500:8 100:6": the large-request shape and a
+# small-request one), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
+# PROFILE=1 (sluice admin.pprof, profile of the whole load), SLUICE_BIN, KEEP=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SAMPLES="${SAMPLES:-2000000}"
+SHAPES="${SHAPES:-1500:8 100:6}"
+WORKERS="${WORKERS:-4}"
+RELAY_CPU="${RELAY_CPU:-0}"
+GEN_CPU="${GEN_CPU:-1}"
+ONLY="${ONLY:-}"
+PROFILE="${PROFILE:-0}"
+TIMEOUT="${TIMEOUT:-300}"
+
+command -v vmagent >/dev/null || [ -n "$ONLY" ] || {
+  echo "vmagent not found: apt-get install -y victoria-metrics (or ONLY=sluice)" >&2; exit 2; }
+
+work="$(mktemp -d /tmp/sluice-bench-relay.XXXXXX)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+bin="${SLUICE_BIN:-}"
+if [ -z "$bin" ]; then
+  bin="$work/sluice"
+  go build -o "$bin" ./cmd/sluice
+fi
+go test -c -o "$work/e2e.test" ./internal/e2e
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+now() { date +%s.%N; }
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { # URL
+  for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "not up: $1" >&2; return 1
+}
+
+echo "# sluice $(git describe --always --dirty 2>/dev/null || echo '?'), vmagent $(dpkg-query -W -f='${Version}' victoria-metrics 2>/dev/null || echo '?'), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# remote write 1.0 in and out, $SAMPLES samples per run, $WORKERS sender workers; relay on core $RELAY_CPU (GOMAXPROCS=1), load + null sink on core $GEN_CPU"
+
+# One sink for every run; its count is read before and after each.
+taskset -c "$GEN_CPU" env GOMAXPROCS=1 SLUICE_BENCH_RELAY_SINK="$work/sink.addr" "$work/e2e.test" -test.run '^TestRelaySink$' >"$work/sink.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 1200); do [ -s "$work/sink.addr" ] && break; sleep 0.1; done
+[ -s "$work/sink.addr" ] || { echo "the sink did not start:" >&2; cat "$work/sink.log" >&2; exit 1; }
+sink="$(cat "$work/sink.addr")"
+sink_count() { curl -fsS "http://$sink/count" | awk '{print $1}'; }
+
+# run_relay NAME PID INPUT_URL SHAPE: drive the load, print the result line.
+run_relay() {
+  local name=$1 pid=$2 url=$3 per=${4%%:*} labels=${4##*:}
+  local total=$(( SAMPLES / per * per ))
+  local base c0 c1 t0 t1 got
+  base=$(sink_count)
+  c0=$(cpu_ticks "$pid"); t0=$(now)
+  taskset -c "$GEN_CPU" env SLUICE_BENCH_RELAY_TARGET="$url" SLUICE_BENCH_RELAY_SAMPLES="$SAMPLES" \
+    SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" \
+    "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-$name-$per.log" 2>&1 || { cat "$work/load-$name-$per.log" >&2; exit 1; }
+  for _ in $(seq 1 $(( TIMEOUT * 20 ))); do
+    got=$(( $(sink_count) - base ))
+    [ "$got" -ge "$total" ] && break
+    sleep 0.05
+  done
+  t1=$(now); c1=$(cpu_ticks "$pid")
+  [ "$got" -ge "$total" ] || { echo "$name: the sink got $got of $total samples" >&2; exit 1; }
+  awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v name="$name" -v per="$per" -v labels="$labels" -v got="$got" 'BEGIN {
+    cpu = (c1 - c0) / hz
+    printf "%-8s %5d samples/request, %2d labels: %9.0f samples per CPU-second (%.2f CPU-s for %d samples, %.1f s wall, %.0f%% of a core; sink got %d)\n", name, per, labels, n / cpu, cpu, n, t1 - t0, 100 * cpu / (t1 - t0), got
+  }' | tee -a "$work/results"
+}
+
+for shape in $SHAPES; do
+  if [ -z "$ONLY" ] || [ "$ONLY" = sluice ]; then
+    qport=$(freeport); aport=$(freeport)
+    cat >"$work/sluice.yaml" <<EOF
+receivers:
+  otlp: {grpc_addr: "", http_addr: "127.0.0.1:0"}
+  prometheus_remote_write: {listen: "127.0.0.1:$qport", max_concurrent_requests: 8}
+admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
+query: {addr: ""}
+lake: {root: $work/lake}
+queue: {dir: $work/queue-${shape%%:*}, max_bytes: 4GiB}
+exporters:
+  prometheus_remote_write/sink:
+    endpoints: [http://$sink/api/v1/write]
+    batch_delay: 50ms
+pipelines:
+  metrics: {receivers: [prometheus_remote_write], exporters: [prometheus_remote_write/sink]}
+log: {level: warn}
+EOF
+    taskset -c "$RELAY_CPU" env GOMAXPROCS=1 "$bin" run --config "$work/sluice.yaml" >"$work/sluice.out" 2>"$work/sluice.err" &
+    spid=$!; pids+=($spid)
+    wait_http "http://127.0.0.1:$aport/readyz" || { cat "$work/sluice.err" >&2; exit 1; }
+    prof=""
+    if [ "$PROFILE" = 1 ]; then
+      curl -fsS -o "$work/cpu-${shape%%:*}.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
+    fi
+    run_relay sluice "$spid" "http://127.0.0.1:$qport/api/v1/write" "$shape"
+    if [ -n "$prof" ]; then
+      wait "$prof" || true
+      mkdir -p bench-profiles; cp "$work/cpu-${shape%%:*}.prof" "bench-profiles/relay-${shape%%:*}-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
+      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/relay-${shape%%:*}-cpu.prof"
+    fi
+    kill -TERM "$spid"; wait "$spid" || true
+  fi
+  if [ -z "$ONLY" ] || [ "$ONLY" = vmagent ]; then
+    vport=$(freeport)
+    taskset -c "$RELAY_CPU" env GOMAXPROCS=1 vmagent -httpListenAddr="127.0.0.1:$vport" -remoteWrite.url="http://$sink/api/v1/write" \
+      -remoteWrite.tmpDataPath="$work/vmagent-${shape%%:*}" -loggerLevel=ERROR >"$work/vmagent.log" 2>&1 &
+    vpid=$!; pids+=($vpid)
+    wait_http "http://127.0.0.1:$vport/health"
+    run_relay vmagent "$vpid" "http://127.0.0.1:$vport/api/v1/write" "$shape"
+    kill -TERM "$vpid"; wait "$vpid" || true
+  fi
+done
+
+# Remote write -> lake (LAKE=1): sluice with the default pipeline (everything
+# into the lake), CPU until every acknowledged record is committed.
+if [ "${LAKE:-0}" = 1 ]; then
+  for shape in $SHAPES; do
+    per=${shape%%:*} labels=${shape##*:}
+    total=$(( SAMPLES / per * per ))
+    qport=$(freeport); aport=$(freeport)
+    cat >"$work/lake.yaml" <<EOF
+receivers:
+  otlp: {grpc_addr: "", http_addr: "127.0.0.1:0"}
+  prometheus_remote_write: {listen: "127.0.0.1:$qport", max_concurrent_requests: 8}
+admin: {addr: "127.0.0.1:$aport"}
+query: {addr: ""}
+upkeep: {enabled: false}
+lake: {root: $work/lake-$per, flush_interval: 5s}
+queue: {max_bytes: 4GiB}
+log: {level: warn}
+EOF
+    taskset -c "$RELAY_CPU" env GOMAXPROCS=1 "$bin" run --config "$work/lake.yaml" >"$work/lake.out" 2>"$work/lake.err" &
+    lpid=$!; pids+=($lpid)
+    wait_http "http://127.0.0.1:$aport/readyz" || { cat "$work/lake.err" >&2; exit 1; }
+    metric() { curl -fsS "http://127.0.0.1:$aport/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}'; }
+    c0=$(cpu_ticks "$lpid"); t0=$(now)
+    taskset -c "$GEN_CPU" env SLUICE_BENCH_RELAY_TARGET="http://127.0.0.1:$qport/api/v1/write" SLUICE_BENCH_RELAY_SAMPLES="$SAMPLES" \
+      SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" \
+      "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-lake-$per.log" 2>&1 || { cat "$work/load-lake-$per.log" >&2; exit 1; }
+    for _ in $(seq 1 $(( TIMEOUT * 10 ))); do
+      rows=$(metric sluice_lake_written_rows_total); durable=$(metric sluice_queue_durable_position); committed=$(metric sluice_lake_committed_queue_position)
+      [ "$rows" -ge "$total" ] && [ "$committed" -ge "$durable" ] && break
+      sleep 0.1
+    done
+    t1=$(now); c1=$(cpu_ticks "$lpid")
+    [ "$rows" -ge "$total" ] || { echo "lake: $rows of $total rows written" >&2; exit 1; }
+    awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v per="$per" -v labels="$labels" 'BEGIN {
+      cpu = (c1 - c0) / hz
+      printf "lake     %5d samples/request, %2d labels: %9.0f samples per CPU-second into the lake, all committed (%.2f CPU-s for %d samples, %.1f s wall)\n", per, labels, n / cpu, cpu, n, t1 - t0
+    }'
+    kill -TERM "$lpid"; wait "$lpid" || true
+  done
+fi
+
+if [ -z "$ONLY" ]; then
+  awk '{for (i = 1; i <= NF; i++) if ($i == "samples" && $(i+1) == "per") {r[$1 " " $2] = $(i-1)}}
+       END {for (k in r) {split(k, a, " "); if (a[1] == "sluice") printf "ratio sluice/vmagent at %5d samples/request: %.2fx\n", a[2], r[k] / r["vmagent " a[2]]}}' "$work/results"
+fi
