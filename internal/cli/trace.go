@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -36,6 +40,7 @@ type traceFlags struct {
 	pathPrefix      string
 	ringSize        string
 	attach          string
+	metricsAddr     string
 	duration        time.Duration
 	interval        time.Duration
 	top             int
@@ -72,7 +77,9 @@ is printed when it ends.
 
 --headless prints a summary every --interval: top syscalls, processes and
 files by --sort (ops, bytes, time, p99, errors) with p50/p99 latency, and
-the lost-record count. Records the kernel could not hand over (a full ring
+the lost-record count; the final one ends with each top syscall's latency
+histogram. --metrics-addr serves the same counts as Prometheus metrics
+(sluice_iotrace_*) while tracing. Records the kernel could not hand over (a full ring
 buffer: raise --ring-size) are always counted and shown, never hidden.
 
 --check reports what this machine supports (privileges, BTF, kernel, ring
@@ -121,6 +128,7 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls on paths under this prefix")
 	fl.StringVar(&f.ringSize, "ring-size", "64MiB", "kernel ring buffer size, a power of two (e.g. 16MiB, 256MiB)")
 	fl.StringVar(&f.attach, "attach", "auto", "how to attach: fentry (only the traced syscalls pay), tracepoint (raw sys_enter/sys_exit: every syscall pays), or auto (fentry where the kernel can, else tracepoint)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve live I/O metrics (calls, bytes, errors, latency histogram per syscall, lost) on http://ADDR/metrics while tracing; port 0 picks one (printed)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "headless: time between summaries")
 	fl.IntVar(&f.top, "top", 10, "rows per summary table")
@@ -237,6 +245,15 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	}
 	defer tr.Close()
 	fmt.Fprintf(stderr, "sluice trace: attached with %s\n", tr.Attachment())
+	iom := tracer.NewIOMetrics()
+	iom.SetLost(tr.Lost)
+	if f.metricsAddr != "" {
+		stop, err := serveTraceMetrics(f.metricsAddr, iom, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if r := tr.FallbackReason(); r != nil {
 		fmt.Fprintf(stderr, "sluice trace: fentry mode unavailable, so every syscall of every task pays the tracepoints: %v\n", r)
 	}
@@ -286,6 +303,7 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 		}
 		total.Add(b)
 		mu.Unlock()
+		iom.Add(b)
 		for _, s := range sinks {
 			if err := s.write(b); err != nil {
 				return err
@@ -353,6 +371,9 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	sinkErr := closeSinks()
 	mu.Lock()
 	writeTraceReport(stdout, total, tr.Lost(), dstats, sortKey, f.top, true)
+	if f.headless {
+		writeTraceHistograms(stdout, total, iom, sortKey, f.top)
+	}
 	mu.Unlock()
 	return errors.Join(runErr, sinkErr)
 }
@@ -540,5 +561,40 @@ func writeTraceReport(out io.Writer, s *tracer.Summary, lost uint64, ds tracer.D
 	tracer.WriteTable(&b, "syscalls by "+by.String(), s.TopSyscalls(by, top, ""), 18)
 	tracer.WriteTable(&b, "processes by "+by.String(), s.TopProcs(by, top, ""), 24)
 	tracer.WriteTable(&b, "files by "+by.String(), s.TopFiles(by, top, ""), 48)
+	_, _ = io.WriteString(out, b.String())
+}
+
+// serveTraceMetrics serves iom on http://addr/metrics until stop.
+func serveTraceMetrics(addr string, iom *tracer.IOMetrics, stderr io.Writer) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(iom); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "sluice trace: metrics on http://%s/metrics\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// writeTraceHistograms ends the final headless summary with the latency
+// histogram of each top syscall.
+func writeTraceHistograms(out io.Writer, s *tracer.Summary, iom *tracer.IOMetrics, by tracer.SortKey, top int) {
+	stats, _ := iom.Snapshot()
+	var names []string
+	for _, a := range s.TopSyscalls(by, top, "") {
+		names = append(names, a.Key)
+	}
+	var b strings.Builder
+	tracer.WriteHistograms(&b, stats, names)
 	_, _ = io.WriteString(out, b.String())
 }

@@ -102,7 +102,7 @@ func TestTraceHeadless(t *testing.T) {
 	child := tracertest.Start(t, dir, "")
 	folded := filepath.Join(dir, "io.folded")
 	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--duration", "4s", "--interval", "1h", "--top", "50",
-		"--folded", folded, "--weight", "bytes")
+		"--folded", folded, "--weight", "bytes", "--metrics-addr", "127.0.0.1:0")
 	child.Go(t)
 	out := wait()
 	// Folded stacks weighted by bytes: a.dat got 3 writes of 4096 bytes.
@@ -122,6 +122,26 @@ func TestTraceHeadless(t *testing.T) {
 	}
 	if !strings.Contains(out, ": 28 calls") {
 		t.Errorf("summary does not count the workload's 28 calls:\n%s", out)
+	}
+	// The final summary ends with each syscall's latency histogram: the
+	// workload's 7 writes are all in the write line's buckets.
+	writes := -1
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "write" || !strings.Contains(f[1], ":") {
+			continue
+		}
+		writes = 0
+		for _, cell := range f[1:] {
+			n, err := strconv.Atoi(cell[strings.LastIndex(cell, ":")+1:])
+			if err != nil {
+				t.Fatalf("histogram cell %q: %v", cell, err)
+			}
+			writes += n
+		}
+	}
+	if writes != 7 || !strings.Contains(out, "-- latency by syscall") {
+		t.Errorf("write latency histogram counts %d calls, want 7:\n%s", writes, out)
 	}
 }
 
