@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -69,6 +71,13 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = bytes.Replace(b, []byte("query:\n  addr: \"\"\n"), []byte("query:\n  addr: "+qaddr+"\n"), 1)
+	// A shadow rule counts what it would drop and changes nothing: top
+	// shows it under rules.
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("metrics:\n  - {name: would-drop-depth, match: test_queue_depth, action: drop, shadow: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "processors:\n  rules_file: "+rules+"\n"...)
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -168,10 +177,23 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("sluice top --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"sluice top", "otlp/http", "acme", "test_queue_depth", "checkpoints"} {
+	for _, want := range []string{"sluice top", "otlp/http", "acme", "test_queue_depth", "checkpoints", "would-drop-depth"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("sluice top --once lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	// The shadow rule matched the depth series' points and would have
+	// dropped them all.
+	hdr := regexp.MustCompile(`(?m)^RULE .*$`).FindString(r.stdout)
+	row := regexp.MustCompile(`(?m)^would-drop-depth .*$`).FindString(r.stdout)
+	effects := map[string]string{}
+	if h, v := strings.Fields(hdr), strings.Fields(row); len(h) == len(v) {
+		for i := range h {
+			effects[h[i]] = v[i]
+		}
+	}
+	if effects["MATCHED"] != "120" || effects["DROPPED"] != "120" || effects["CHANGED"] != "0" {
+		t.Errorf("rules section: %v, want matched 120, dropped 120 (2 services × 3 routes × 20 points), changed 0:\n%s", effects, r.stdout)
 	}
 	if r := run(t, "top", "--once", "--url", "http://"+freePort(t)); r.code == 0 || !strings.Contains(r.stderr, "/api/v1/status/sluice") {
 		t.Errorf("top against nothing: exit %d %s", r.code, r.stderr)

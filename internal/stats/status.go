@@ -93,8 +93,10 @@ type LakeStatus struct {
 	BufferedBytes  uint64  `json:"buffered_bytes"`
 }
 
-// RuleRow is one processing rule's counters by effect (matched, dropped,
-// changed, and any other sluice_processor_rule_<effect>_total).
+// RuleRow is one processing rule's counters by effect: every
+// sluice_processor_<effect>_total with a rule label (rule_matched,
+// rule_dropped and rule_changed as matched, dropped and changed), summed
+// over its other labels.
 type RuleRow struct {
 	Rule    string            `json:"rule"`
 	Effects map[string]uint64 `json:"effects"`
@@ -230,14 +232,18 @@ func CollectStatus(g prometheus.Gatherer, s *Stats, tenant string, limit int, no
 			case "sluice_exporter_breaker_opened_total":
 				ep().Opened = uint64(v)
 			default:
-				effect, ok := strings.CutPrefix(name, "sluice_processor_rule_")
-				if effect, ok = strings.CutSuffix(effect, "_total"); ok && l("rule") != "" {
+				// Every sluice_processor_<what>_total with a rule label is
+				// an effect of that rule: rule_matched -> matched,
+				// limit_exceeded, aggregate_emitted_points, ...
+				effect, ok := strings.CutPrefix(name, "sluice_processor_")
+				if effect, ok2 := strings.CutSuffix(effect, "_total"); ok && ok2 && l("rule") != "" {
+					effect = strings.TrimPrefix(effect, "rule_")
 					r := rules[l("rule")]
 					if r == nil {
 						r = &RuleRow{Rule: l("rule"), Effects: map[string]uint64{}}
 						rules[r.Rule] = r
 					}
-					r.Effects[effect] = uint64(v)
+					r.Effects[effect] += uint64(v)
 				}
 			}
 		}
