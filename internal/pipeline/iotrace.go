@@ -87,23 +87,38 @@ func (p *Pipeline) startIOTrace() error {
 	return nil
 }
 
-// queueBatch appends one batch as a queue record. It retries while the
-// queue refuses for space (the kernel counts what the ring cannot hold
-// meanwhile) until abort, then counts the batch as dropped.
+// queueBatch counts a batch in the live metrics and appends it as a queue
+// record.
 func (s *ioSource) queueBatch(abort context.Context, b *signal.IOEvents) error {
-	n := b.Len()
-	if n == 0 {
+	if b.Len() == 0 {
 		return nil
 	}
 	s.m.io.Add(b) // what the kernel reported, queued or not
-	s.rec = appendRecord(s.rec[:0], signal.KindIOEvents, s.tenant, tracer.AppendWire(nil, b))
+	s.queueRows(abort, b)
+	return nil
+}
+
+// queueRows appends b as one record. It retries while the queue refuses
+// for space (the kernel counts what the ring cannot hold meanwhile) until
+// abort, then counts the rows as dropped; a batch too large for one record
+// (long distinct paths) is halved until it fits.
+func (s *ioSource) queueRows(abort context.Context, b *signal.IOEvents) {
+	n := b.Len()
+	s.rec = tracer.AppendWire(appendRecord(s.rec[:0], signal.KindIOEvents, s.tenant, nil), b)
 	for {
 		_, err := s.q.Append(s.rec)
 		switch {
 		case err == nil:
 			s.m.queued.Add(float64(n))
 			s.m.queuedBytes.Add(float64(len(s.rec)))
-			return nil
+			return
+		case errors.Is(err, queue.ErrTooLarge) && n > 1:
+			var lo, hi signal.IOEvents
+			lo.AppendRows(b, 0, n/2)
+			hi.AppendRows(b, n/2, n)
+			s.queueRows(abort, &lo)
+			s.queueRows(abort, &hi)
+			return
 		case errors.Is(err, queue.ErrFull) || errors.Is(err, queue.ErrLowDisk):
 			s.m.queueWaits.Inc()
 			t := time.NewTimer(s.retry)
@@ -117,7 +132,7 @@ func (s *ioSource) queueBatch(abort context.Context, b *signal.IOEvents) error {
 		// Refused for good, or still refused when stopping: never silent.
 		s.m.dropped.Add(float64(n))
 		s.log.Error("traced I/O batch dropped: the queue refused it", "rows", n, "err", err)
-		return nil
+		return
 	}
 }
 

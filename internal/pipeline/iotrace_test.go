@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,13 +20,87 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tracer"
 	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
 )
 
 func TestMain(m *testing.M) {
 	tracertest.MaybeRunChild()
+	if dir := os.Getenv(envNotRootDir); dir != "" {
+		startNotRoot(dir)
+	}
 	os.Exit(m.Run())
+}
+
+const envNotRootDir = "SLUICE_TEST_IOTRACE_NOT_ROOT_DIR"
+
+// startNotRoot is the child of TestIOTraceNotRoot: it starts a pipeline
+// with the tracer on, prints Start's error and exits.
+func startNotRoot(dir string) {
+	c := config.Default()
+	c.Lake.Root = filepath.Join(dir, "lake")
+	c.Receivers.OTLP.GRPCAddr, c.Receivers.OTLP.HTTPAddr, c.Admin.Addr, c.Query.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", ""
+	c.Receivers.IOTrace.Enabled = true
+	p, err := New(c, Settings{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		err = p.Start(context.Background())
+	}
+	fmt.Printf("uid %d: start error: %v\n", os.Geteuid(), err)
+	os.Exit(0)
+}
+
+// TestIOTraceNotRoot starts sluice run's pipeline with the tracer on as an
+// unprivileged user: Start must fail naming the key and what is missing.
+func TestIOTraceNotRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		// Not root: the pipeline itself must fail the same way.
+		cfg := testConfig(t)
+		cfg.Receivers.IOTrace.Enabled = true
+		p, err := New(cfg, Settings{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Start(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "receivers.iotrace") || !strings.Contains(err.Error(), "privileges") {
+			t.Fatalf("start as uid %d: %v", os.Geteuid(), err)
+		}
+		return
+	}
+	// Root: run a copy of this test binary as nobody (a directory and
+	// binary nobody can reach; t.TempDir is private to root).
+	dir, err := os.MkdirTemp("", "sluice-notroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "pipeline.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^$")
+	cmd.Env = append(os.Environ(), envNotRootDir+"="+dir)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	s := string(out)
+	t.Log(strings.TrimSpace(s))
+	for _, want := range []string{"uid 65534", "receivers.iotrace", "privileges", "not root", "CAP_BPF"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("child's start error lacks %q:\n%s", want, s)
+		}
+	}
 }
 
 // TestIOTraceSource runs the pipeline with the tracer as a source filtered
@@ -164,4 +240,59 @@ func counterValue(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestIOTraceSplitsLargeBatches: a batch whose record would not fit in a
+// queue segment (long distinct paths) is queued in halves, every row once,
+// none dropped.
+func TestIOTraceSplitsLargeBatches(t *testing.T) {
+	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 64 << 10, MaxBytes: 16 << 20, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	s := &ioSource{q: q, tenant: "t", log: testLogger(t), retry: time.Millisecond, m: newIOMetrics()}
+	b := new(signal.IOEvents)
+	const rows = 300
+	for i := range rows {
+		b.Append(&signal.IOEvent{Time: int64(i), Syscall: uint16(tracer.SysRead), Path: b.AppendString(fmt.Sprintf("/%04d/%s", i, strings.Repeat("p", 1000)))})
+	}
+	if err := s.queueBatch(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	r := q.NewReader(0)
+	defer r.Close()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	var got []int64
+	records := 0
+	for {
+		rec, _, err := r.Next(done)
+		if err != nil {
+			break
+		}
+		kind, tenant, body, err := parseRecord(rec)
+		if err != nil || kind != signal.KindIOEvents || string(tenant) != "t" {
+			t.Fatalf("record: kind %v tenant %q err %v", kind, tenant, err)
+		}
+		var io signal.IOEvents
+		if err := tracer.DecodeWire(&io, body); err != nil {
+			t.Fatal(err)
+		}
+		for i := range io.Len() {
+			if want := fmt.Sprintf("/%04d/", io.Time[i]); !strings.HasPrefix(io.String(io.Path[i]), want) {
+				t.Fatalf("row %d: path %.10q, want prefix %q", io.Time[i], io.String(io.Path[i]), want)
+			}
+			got = append(got, io.Time[i])
+		}
+		records++
+	}
+	if len(got) != rows || records < 2 || counterValue(s.m.dropped) != 0 || counterValue(s.m.queued) != rows {
+		t.Fatalf("%d rows in %d records, dropped %v, queued %v; want %d rows in several records", len(got), records, counterValue(s.m.dropped), counterValue(s.m.queued), rows)
+	}
+	for i, v := range got {
+		if v != int64(i) {
+			t.Fatalf("row %d is %d: order lost", i, v)
+		}
+	}
 }
