@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
+	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/format"
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // valueType is the OTLP value type of an attribute column (its suffix).
@@ -27,9 +29,10 @@ const (
 	vtEmpty
 )
 
-var typeSuffixes = map[string]valueType{
-	"#int": vtInt, "#double": vtDouble, "#bool": vtBool, "#bytes": vtBytes,
-	"#array": vtArray, "#map": vtMap, "#empty": vtEmpty,
+// vtOf is the valueType of each attribute value type.
+var vtOf = [format.NumValueTypes]valueType{
+	signal.ValueEmpty: vtEmpty, signal.ValueString: vtString, signal.ValueBool: vtBool, signal.ValueInt: vtInt,
+	signal.ValueDouble: vtDouble, signal.ValueBytes: vtBytes, signal.ValueArray: vtArray, signal.ValueMap: vtMap,
 }
 
 // colInfo is the role of one (flat) column of a lake file.
@@ -42,32 +45,15 @@ type colInfo struct {
 	ovf    bool // an overflow column (overflow.go)
 }
 
-// parseColumnName splits an attribute column name (docs/schema.md,
-// "Attribute columns") into prefix, key and type; ok is false for other
-// columns.
-func parseColumnName(name string) (ci colInfo, ok bool) {
-	ci.name = name
-	for _, p := range [...]string{"resource.", "scope.", "attr."} {
-		if strings.HasPrefix(name, p) {
-			ci.prefix, ci.key, ok = p, name[len(p):], true
-			break
-		}
+// columnInfo is the role of column name: an attribute column (its name
+// parsed by format.ParseAttrName, docs/schema.md "Attribute columns"), an
+// overflow column or another.
+func columnInfo(name string) colInfo {
+	ci := colInfo{name: name, ovf: format.IsOverflowColumn(name)}
+	if c, ok := format.ParseAttrName(name); ok {
+		ci.attr, ci.prefix, ci.key, ci.vt = true, c.Scope.Prefix(), c.Key, vtOf[c.Type]
 	}
-	if !ok {
-		return ci, false
-	}
-	if h := strings.LastIndexByte(ci.key, '#'); h >= 0 {
-		vt, known := typeSuffixes[ci.key[h:]]
-		if !known {
-			return ci, false
-		}
-		ci.vt, ci.key = vt, ci.key[:h]
-	}
-	if strings.IndexByte(ci.key, '%') >= 0 {
-		ci.key = strings.NewReplacer("%23", "#", "%25", "%").Replace(ci.key)
-	}
-	ci.attr = true
-	return ci, true
+	return ci
 }
 
 // lakeFile is an open lake file with its columns by name.
@@ -90,31 +76,27 @@ func openLakeFile(store lake.Store, p, table, tenant string) (lf *lakeFile, err 
 		return nil, fmt.Errorf("open %q: %w", p, err)
 	}
 	defer func() {
-		if x := recover(); x != nil {
-			err = fmt.Errorf("open %q: corrupt parquet: %v", p, x)
-		}
 		if err != nil {
 			_ = r.Close()
 		}
 	}()
-	pf, err := parquet.OpenFile(r, r.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	pf, err := format.Open(r, r.Size(), p, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", p, err)
+		return nil, err
 	}
-	if t, _ := pf.Lookup(lake.MetaTable); t != table {
+	if t, _ := pf.Lookup(format.MetaTable); t != table {
 		return nil, fmt.Errorf("open %q: holds table %q, want %q", p, t, table)
 	}
-	if t, _ := pf.Lookup("sluice.tenant"); t != tenant {
+	if t, _ := pf.Lookup(format.MetaTenant); t != tenant {
 		return nil, fmt.Errorf("open %q: holds tenant %q, want %q", p, t, tenant)
 	}
 	lf = &lakeFile{path: p, table: table, tenant: tenant, r: r, pf: pf, index: map[string]int{}}
 	for i, path := range pf.Schema().Columns() {
 		name := strings.Join(path, ".")
-		ci, _ := parseColumnName(name)
-		if len(path) != 1 {
-			ci = colInfo{name: name} // nested: never read here
+		ci := colInfo{name: name} // nested: never read here
+		if len(path) == 1 {
+			ci = columnInfo(name)
 		}
-		ci.ovf = lake.IsOverflowColumn(name)
 		lf.cols = append(lf.cols, ci)
 		lf.index[name] = i
 	}
@@ -130,7 +112,7 @@ func (lf *lakeFile) col(name string) int {
 	return -1
 }
 
-func (lf *lakeFile) stats(g, col int) (*format.Statistics, int64) {
+func (lf *lakeFile) stats(g, col int) (*pqformat.Statistics, int64) {
 	md := &lf.pf.Metadata().RowGroups[g].Columns[col].MetaData
 	return &md.Statistics, md.TotalCompressedSize
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 var (
@@ -27,7 +28,7 @@ func (h *Handler) serveLogs(ctx context.Context, w http.ResponseWriter, r *http.
 	if err != nil {
 		return scanStats{}, err
 	}
-	req.timeCol, req.altTimeCol = "timestamp", "observed_timestamp"
+	req.timeCol, req.altTimeCol = format.ColTimestamp, format.ColObservedTimestamp
 	if s := p.get("severity_min"); s != "" {
 		n, ok := severityNames[strings.ToLower(s)]
 		if !ok {
@@ -37,13 +38,13 @@ func (h *Handler) serveLogs(ctx context.Context, w http.ResponseWriter, r *http.
 			}
 			n = v
 		}
-		req.preds = append(req.preds, pred{kind: predIntRange, col: "severity_number", lo: n, hi: 1<<31 - 1})
+		req.preds = append(req.preds, pred{kind: predIntRange, col: format.ColSeverityNumber, lo: n, hi: 1<<31 - 1})
 	}
 	if s := p.get("severity_text"); s != "" {
-		req.preds = append(req.preds, pred{kind: predStrEq, col: "severity_text", s: s})
+		req.preds = append(req.preds, pred{kind: predStrEq, col: format.ColSeverityText, s: s})
 	}
 	if s := p.get("q"); s != "" {
-		req.preds = append(req.preds, pred{kind: predSubstr, col: "body", s: s})
+		req.preds = append(req.preds, pred{kind: predSubstr, col: format.ColBody, s: s})
 	}
 	return h.run(ctx, w, req, allCols, appendLogLine)
 }
@@ -57,9 +58,9 @@ func (h *Handler) serveSpans(ctx context.Context, w http.ResponseWriter, r *http
 	if err != nil {
 		return scanStats{}, err
 	}
-	req.timeCol = "start_timestamp"
+	req.timeCol = format.ColStartTimestamp
 	if s := p.get("name"); s != "" {
-		req.preds = append(req.preds, pred{kind: predStrEq, col: "name", s: s})
+		req.preds = append(req.preds, pred{kind: predStrEq, col: format.ColName, s: s})
 	}
 	lo, hi := int64(0), int64(1<<63-1)
 	for _, b := range [...]struct {
@@ -78,7 +79,7 @@ func (h *Handler) serveSpans(ctx context.Context, w http.ResponseWriter, r *http
 		return scanStats{}, badData("invalid duration range: min_duration %d ns is above max_duration %d ns", lo, hi)
 	}
 	if lo > 0 || hi < 1<<63-1 {
-		req.preds = append(req.preds, pred{kind: predIntRange, col: "duration_ns", lo: lo, hi: hi})
+		req.preds = append(req.preds, pred{kind: predIntRange, col: format.ColDurationNs, lo: lo, hi: hi})
 	}
 	if s := p.get("status"); s != "" {
 		code := -1
@@ -90,7 +91,7 @@ func (h *Handler) serveSpans(ctx context.Context, w http.ResponseWriter, r *http
 		if code < 0 {
 			return scanStats{}, badData("invalid parameter \"status\": %q is not one of unset, ok, error", s)
 		}
-		req.preds = append(req.preds, pred{kind: predIntRange, col: "status_code", lo: int64(code), hi: int64(code)})
+		req.preds = append(req.preds, pred{kind: predIntRange, col: format.ColStatusCode, lo: int64(code), hi: int64(code)})
 	}
 	return h.run(ctx, w, req, colsNamed(spanSearchCols), appendSpanLine)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
-	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // row is one materialised row: the values of cols (indexes into lf.cols),
@@ -49,7 +49,7 @@ func (r *row) int(name string) (int64, bool) {
 		return 0, false
 	}
 	if v.Kind() == parquet.Int32 {
-		if name == "flags" || strings.HasSuffix(name, "_count") {
+		if name == format.ColFlags || strings.HasSuffix(name, "_count") {
 			return int64(uint32(v.Int32())), true // UINT32 columns
 		}
 		return int64(v.Int32()), true
@@ -190,8 +190,8 @@ func appendAnyValue(dst []byte, vt valueType, v parquet.Value) []byte {
 func appendAttrObject(dst []byte, r *row, prefix string) []byte {
 	dst = append(dst, '{')
 	first := true
-	if prefix == "resource." {
-		if s, ok := r.str("service_name"); ok {
+	if prefix == format.PrefixResource {
+		if s, ok := r.str(format.ColServiceName); ok {
 			dst = append(dst, `"service.name":`...)
 			dst = jsonw.AppendString(dst, s)
 			first = false
@@ -227,7 +227,7 @@ func appendAttrObject(dst []byte, r *row, prefix string) []byte {
 // overflow is the row's overflow object of attribute prefix, if the file
 // has that column, the row read it and it is not null.
 func (r *row) overflow(prefix string) ([]byte, bool) {
-	v, ok := r.get(lake.OverflowColumn(strings.TrimSuffix(prefix, ".")))
+	v, ok := r.get(format.OverflowColumn(strings.TrimSuffix(prefix, ".")))
 	if !ok {
 		return nil, false
 	}
@@ -239,8 +239,8 @@ func (r *row) overflow(prefix string) ([]byte, bool) {
 func appendKeyValues(dst []byte, r *row, prefix string) []byte {
 	dst = append(dst, '[')
 	first := true
-	if prefix == "resource." {
-		if s, ok := r.str("service_name"); ok {
+	if prefix == format.PrefixResource {
+		if s, ok := r.str(format.ColServiceName); ok {
 			dst = append(dst, `{"key":"service.name","value":{"stringValue":`...)
 			dst = jsonw.AppendString(dst, s)
 			dst = append(dst, "}}"...)
@@ -318,17 +318,17 @@ func memberTime(dst []byte, r *row, col, name string) []byte {
 // appendLogLine appends one log record as a flat JSON object and '\n'.
 func appendLogLine(dst []byte, r *row) []byte {
 	dst = append(dst, `{"timestamp":`...)
-	if t, ok := r.int("timestamp"); ok {
+	if t, ok := r.int(format.ColTimestamp); ok {
 		dst = appendTime(dst, t)
 	} else {
 		dst = append(dst, "null"...)
 	}
-	dst = memberTime(dst, r, "observed_timestamp", "observed_timestamp")
-	dst = memberInt(dst, r, "severity_number", "severity_number", false)
-	dst = memberStr(dst, r, "severity_text", "severity_text")
-	if body, ok := r.str("body"); ok {
+	dst = memberTime(dst, r, format.ColObservedTimestamp, "observed_timestamp")
+	dst = memberInt(dst, r, format.ColSeverityNumber, "severity_number", false)
+	dst = memberStr(dst, r, format.ColSeverityText, "severity_text")
+	if body, ok := r.str(format.ColBody); ok {
 		dst = append(dst, `,"body":`...)
-		if bt, ok := r.str("body_type"); ok {
+		if bt, ok := r.str(format.ColBodyType); ok {
 			dst = append(dst, body...) // OTLP JSON AnyValue
 			dst = append(dst, `,"body_type":`...)
 			dst = jsonw.AppendString(dst, bt)
@@ -336,30 +336,31 @@ func appendLogLine(dst []byte, r *row) []byte {
 			dst = jsonw.AppendString(dst, body)
 		}
 	}
-	dst = memberStr(dst, r, "service_name", "service")
-	dst = memberStr(dst, r, "trace_id", "trace_id")
-	dst = memberStr(dst, r, "span_id", "span_id")
-	dst = memberInt(dst, r, "flags", "flags", false)
-	dst = memberStr(dst, r, "event_name", "event_name")
+	dst = memberStr(dst, r, format.ColServiceName, "service")
+	dst = memberStr(dst, r, format.ColTraceID, "trace_id")
+	dst = memberStr(dst, r, format.ColSpanID, "span_id")
+	dst = memberInt(dst, r, format.ColFlags, "flags", false)
+	dst = memberStr(dst, r, format.ColEventName, "event_name")
 	dst = append(dst, `,"attributes":`...)
-	dst = appendAttrObject(dst, r, "attr.")
+	dst = appendAttrObject(dst, r, format.PrefixRecord)
 	dst = append(dst, `,"resource":`...)
-	dst = appendAttrObject(dst, r, "resource.")
+	dst = appendAttrObject(dst, r, format.PrefixResource)
 	dst = append(dst, `,"scope":{"name":`...)
-	if s, ok := r.str("scope_name"); ok {
+	if s, ok := r.str(format.ColScopeName); ok {
 		dst = jsonw.AppendString(dst, s)
 	} else {
 		dst = append(dst, `""`...)
 	}
-	dst = memberStr(dst, r, "scope_version", "version")
+	dst = memberStr(dst, r, format.ColScopeVersion, "version")
 	dst = append(dst, `,"attributes":`...)
-	dst = appendAttrObject(dst, r, "scope.")
+	dst = appendAttrObject(dst, r, format.PrefixScope)
 	return append(dst, "}}\n"...)
 }
 
 // spanSearchCols are the columns a span search returns.
-var spanSearchCols = []string{"trace_id", "span_id", "parent_span_id", "name", "kind", "service_name",
-	"start_timestamp", "end_timestamp", "duration_ns", "status_code", "status_message"}
+var spanSearchCols = []string{format.ColTraceID, format.ColSpanID, format.ColParentSpanID, format.ColName, format.ColKind,
+	format.ColServiceName, format.ColStartTimestamp, format.ColEndTimestamp, format.ColDurationNs, format.ColStatusCode,
+	format.ColStatusMessage}
 
 func colsNamed(names []string) func(*lakeFile) []int {
 	return func(lf *lakeFile) []int {
@@ -378,17 +379,17 @@ var statusNames = [...]string{"unset", "ok", "error"}
 // appendSpanLine appends one span search result and '\n'.
 func appendSpanLine(dst []byte, r *row) []byte {
 	dst = append(dst, `{"trace_id":`...)
-	s, _ := r.str("trace_id")
+	s, _ := r.str(format.ColTraceID)
 	dst = jsonw.AppendString(dst, s)
-	dst = memberStr(dst, r, "span_id", "span_id")
-	dst = memberStr(dst, r, "parent_span_id", "parent_span_id")
-	dst = memberStr(dst, r, "name", "name")
-	dst = memberInt(dst, r, "kind", "kind", false)
-	dst = memberStr(dst, r, "service_name", "service")
-	dst = memberTime(dst, r, "start_timestamp", "start")
-	dst = memberTime(dst, r, "end_timestamp", "end")
-	dst = memberInt(dst, r, "duration_ns", "duration_ns", false)
-	if c, ok := r.int("status_code"); ok {
+	dst = memberStr(dst, r, format.ColSpanID, "span_id")
+	dst = memberStr(dst, r, format.ColParentSpanID, "parent_span_id")
+	dst = memberStr(dst, r, format.ColName, "name")
+	dst = memberInt(dst, r, format.ColKind, "kind", false)
+	dst = memberStr(dst, r, format.ColServiceName, "service")
+	dst = memberTime(dst, r, format.ColStartTimestamp, "start")
+	dst = memberTime(dst, r, format.ColEndTimestamp, "end")
+	dst = memberInt(dst, r, format.ColDurationNs, "duration_ns", false)
+	if c, ok := r.int(format.ColStatusCode); ok {
 		dst = append(dst, `,"status":`...)
 		if c >= 0 && c < int64(len(statusNames)) {
 			dst = jsonw.AppendString(dst, statusNames[c])
@@ -396,6 +397,6 @@ func appendSpanLine(dst []byte, r *row) []byte {
 			dst = strconv.AppendInt(dst, c, 10)
 		}
 	}
-	dst = memberStr(dst, r, "status_message", "status_message")
+	dst = memberStr(dst, r, format.ColStatusMessage, "status_message")
 	return append(dst, "}\n"...)
 }

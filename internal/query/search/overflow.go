@@ -11,7 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
-	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // Overflow columns (docs/schema.md, "Bounded schema"): a file past
@@ -22,7 +22,7 @@ import (
 // overflowCol is the overflow column of attribute prefix ("attr.", ...),
 // -1 when the file has none.
 func (lf *lakeFile) overflowCol(prefix string) int {
-	return lf.col(lake.OverflowColumn(strings.TrimSuffix(prefix, ".")))
+	return lf.col(format.OverflowColumn(strings.TrimSuffix(prefix, ".")))
 }
 
 // overflowValue is one attribute of an overflow object as a filter sees

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // Bounds of representable times (int64 unix nanoseconds).
@@ -144,7 +146,8 @@ func (p *params) attrFilters() ([]pred, error) {
 		for _, pf := range [...]struct {
 			param, col string
 			re         bool
-		}{{"attr.", "attr.", false}, {"attr_re.", "attr.", true}, {"resource.", "resource.", false}, {"resource_re.", "resource.", true}} {
+		}{{"attr.", format.PrefixRecord, false}, {"attr_re.", format.PrefixRecord, true},
+			{"resource.", format.PrefixResource, false}, {"resource_re.", format.PrefixResource, true}} {
 			if !strings.HasPrefix(name, pf.param) {
 				continue
 			}

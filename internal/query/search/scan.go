@@ -13,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 type predKind uint8
@@ -198,7 +199,7 @@ func (s *scanner) file(ctx context.Context, h *Handler, fi int32, p string) erro
 		ac = lf.col(req.altTimeCol)
 	}
 	if req.service != "" {
-		if sc = lf.col("service_name"); sc < 0 {
+		if sc = lf.col(format.ColServiceName); sc < 0 {
 			return nil
 		}
 	}
@@ -213,8 +214,8 @@ func (s *scanner) file(ctx context.Context, h *Handler, fi int32, p string) erro
 					pcols[k] = append(pcols[k], c)
 				}
 			}
-			if pr.prefix == "resource." && pr.key == "service.name" {
-				if c := lf.col("service_name"); c >= 0 {
+			if pr.prefix == format.PrefixResource && pr.key == "service.name" {
+				if c := lf.col(format.ColServiceName); c >= 0 {
 					pcols[k] = append(pcols[k], c)
 				}
 			}
@@ -425,7 +426,7 @@ func (s *scanner) filterPred(lf *lakeFile, g int, ccs []parquet.ColumnChunk, pr 
 			}
 			continue
 		}
-		if ci.name == "service_name" {
+		if ci.name == format.ColServiceName {
 			ci = &colInfo{name: ci.name, vt: vtString}
 		}
 		if pr.kind == predAttr && !eq.possible(ci.vt) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // serveTrace writes every span of one trace as an OTLP JSON
@@ -104,7 +105,7 @@ func (h *Handler) serveTrace(ctx context.Context, w http.ResponseWriter, r *http
 // traceRows appends the spans of trace id in row groups groups of lf
 // (those its traceIndex could not rule out).
 func (h *Handler) traceRows(lf *lakeFile, id string, groups []int, buf []parquet.Value, out []row, st *scanStats) ([]row, error) {
-	tc := lf.col("trace_id")
+	tc := lf.col(format.ColTraceID)
 	if tc < 0 {
 		return out, nil
 	}
@@ -195,8 +196,8 @@ func appendTraceJSON(dst []byte, rows []row) []byte {
 			dst = append(dst, s.key...)
 			dst = append(dst, `,"spans":[`...)
 			slices.SortStableFunc(s.spans, func(a, b int) int {
-				x, _ := rows[a].int("start_timestamp")
-				y, _ := rows[b].int("start_timestamp")
+				x, _ := rows[a].int(format.ColStartTimestamp)
+				y, _ := rows[b].int(format.ColStartTimestamp)
 				return int(min(max(x-y, -1), 1))
 			})
 			for k, i := range s.spans {
@@ -216,57 +217,57 @@ func appendTraceJSON(dst []byte, rows []row) []byte {
 // closing brace), also used as the grouping key.
 func resourceJSON(dst []byte, r *row) []byte {
 	dst = append(dst, `{"resource":{"attributes":`...)
-	dst = appendKeyValues(dst, r, "resource.")
-	dst = memberInt(dst, r, "resource_dropped_attributes_count", "droppedAttributesCount", false)
+	dst = appendKeyValues(dst, r, format.PrefixResource)
+	dst = memberInt(dst, r, format.ColResourceDropped, "droppedAttributesCount", false)
 	dst = append(dst, '}')
-	return memberStr(dst, r, "resource_schema_url", "schemaUrl")
+	return memberStr(dst, r, format.ColResourceSchemaURL, "schemaUrl")
 }
 
 // scopeJSON is the opening of a ScopeSpans object.
 func scopeJSON(dst []byte, r *row) []byte {
 	dst = append(dst, `{"scope":{"name":`...)
-	s, _ := r.str("scope_name")
+	s, _ := r.str(format.ColScopeName)
 	dst = jsonw.AppendString(dst, s)
-	dst = memberStr(dst, r, "scope_version", "version")
+	dst = memberStr(dst, r, format.ColScopeVersion, "version")
 	dst = append(dst, `,"attributes":`...)
-	dst = appendKeyValues(dst, r, "scope.")
-	dst = memberInt(dst, r, "scope_dropped_attributes_count", "droppedAttributesCount", false)
+	dst = appendKeyValues(dst, r, format.PrefixScope)
+	dst = memberInt(dst, r, format.ColScopeDropped, "droppedAttributesCount", false)
 	dst = append(dst, '}')
-	return memberStr(dst, r, "scope_schema_url", "schemaUrl")
+	return memberStr(dst, r, format.ColScopeSchemaURL, "schemaUrl")
 }
 
 func appendSpanJSON(dst []byte, r *row) []byte {
 	dst = append(dst, `{"traceId":`...)
-	s, _ := r.str("trace_id")
+	s, _ := r.str(format.ColTraceID)
 	dst = jsonw.AppendString(dst, s)
-	dst = memberStr(dst, r, "span_id", "spanId")
-	dst = memberStr(dst, r, "trace_state", "traceState")
-	dst = memberStr(dst, r, "parent_span_id", "parentSpanId")
-	dst = memberInt(dst, r, "flags", "flags", false)
-	dst = memberStr(dst, r, "name", "name")
-	dst = memberInt(dst, r, "kind", "kind", false)
-	dst = memberInt(dst, r, "start_timestamp", "startTimeUnixNano", true)
-	dst = memberInt(dst, r, "end_timestamp", "endTimeUnixNano", true)
+	dst = memberStr(dst, r, format.ColSpanID, "spanId")
+	dst = memberStr(dst, r, format.ColTraceState, "traceState")
+	dst = memberStr(dst, r, format.ColParentSpanID, "parentSpanId")
+	dst = memberInt(dst, r, format.ColFlags, "flags", false)
+	dst = memberStr(dst, r, format.ColName, "name")
+	dst = memberInt(dst, r, format.ColKind, "kind", false)
+	dst = memberInt(dst, r, format.ColStartTimestamp, "startTimeUnixNano", true)
+	dst = memberInt(dst, r, format.ColEndTimestamp, "endTimeUnixNano", true)
 	dst = append(dst, `,"attributes":`...)
-	dst = appendKeyValues(dst, r, "attr.")
-	dst = memberInt(dst, r, "dropped_attributes_count", "droppedAttributesCount", false)
-	if ev, ok := r.str("events"); ok {
+	dst = appendKeyValues(dst, r, format.PrefixRecord)
+	dst = memberInt(dst, r, format.ColDropped, "droppedAttributesCount", false)
+	if ev, ok := r.str(format.ColEvents); ok {
 		dst = append(dst, `,"events":`...)
 		dst = append(dst, ev...)
 	}
-	dst = memberInt(dst, r, "dropped_events_count", "droppedEventsCount", false)
-	if ln, ok := r.str("links"); ok {
+	dst = memberInt(dst, r, format.ColDroppedEventsCount, "droppedEventsCount", false)
+	if ln, ok := r.str(format.ColLinks); ok {
 		dst = append(dst, `,"links":`...)
 		dst = append(dst, ln...)
 	}
-	dst = memberInt(dst, r, "dropped_links_count", "droppedLinksCount", false)
+	dst = memberInt(dst, r, format.ColDroppedLinksCount, "droppedLinksCount", false)
 	dst = append(dst, `,"status":{`...)
-	code, hasCode := r.int("status_code")
+	code, hasCode := r.int(format.ColStatusCode)
 	if hasCode {
 		dst = append(dst, `"code":`...)
 		dst = strconv.AppendInt(dst, code, 10)
 	}
-	if m, ok := r.str("status_message"); ok {
+	if m, ok := r.str(format.ColStatusMessage); ok {
 		if hasCode {
 			dst = append(dst, ',')
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go/bloom"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // traceIndex is what a trace lookup needs from one traces file, kept in
@@ -57,7 +59,7 @@ func (t *traceIndexes) put(p string, ix *traceIndex) {
 // buildTraceIndex reads the statistics and bloom filters of trace_id.
 func buildTraceIndex(lf *lakeFile) (*traceIndex, error) {
 	ix := &traceIndex{groups: make([]traceGroup, len(lf.pf.RowGroups()))}
-	tc := lf.col("trace_id")
+	tc := lf.col(format.ColTraceID)
 	if tc < 0 {
 		return ix, nil
 	}
