@@ -8,12 +8,13 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // fileIndex is what a query needs to know about one lake file before
@@ -81,71 +82,71 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 	var nameC, typeC, unitC, tempC, monoC = -1, -1, -1, -1, -1
 	var scopeC, helpC, metaC = -1, -1, -1
 	// A metrics_rollup file: rg.minT/maxT are its windows' last timestamps.
-	tsName, valueName := "timestamp", "value"
-	if t, _ := pf.Lookup("sluice.table"); t == rollupTable {
-		tsName, valueName = "last_timestamp", "last"
+	tsName, valueName := format.ColTimestamp, format.ColValue
+	if t, _ := pf.Lookup(format.MetaTable); t == rollupTable {
+		tsName, valueName = format.ColLastTimestamp, format.ColLast
 		idx.rollup = true
 	}
 	for i, p := range pf.Schema().Columns() {
 		switch p[0] {
 		case tsName:
 			c.ts = i
-		case "series_id":
+		case format.ColSeriesID:
 			c.seriesID = i
 		case valueName:
 			c.value = i
-		case "count":
+		case format.ColCount:
 			c.count = i
-		case "sum":
+		case format.ColSum:
 			c.sum = i
-		case "explicit_bounds":
+		case format.ColExplicitBounds:
 			c.bounds = i
-		case "bucket_counts":
+		case format.ColBucketCounts:
 			c.buckets = i
-		case "quantiles":
+		case format.ColQuantiles:
 			c.quantiles = i
-		case "quantile_values":
+		case format.ColQuantileValues:
 			c.qvalues = i
-		case "service_name":
+		case format.ColServiceName:
 			c.service = i
-		case "resource.service.namespace":
+		case colNamespace:
 			c.namespace = i
-		case "resource.service.instance.id":
+		case colInstance:
 			c.instance = i
-		case "window_start":
+		case format.ColWindowStart:
 			c.winStart = i
-		case "first_timestamp":
+		case format.ColFirstTimestamp:
 			c.firstTS = i
-		case "points":
+		case format.ColPoints:
 			c.points = i
-		case "min":
+		case format.ColMin:
 			c.min = i
-		case "max":
+		case format.ColMax:
 			c.max = i
-		case "first":
+		case format.ColFirst:
 			c.first = i
-		case "increase":
+		case format.ColIncrease:
 			c.increase = i
-		case "resets":
+		case format.ColResets:
 			c.resets = i
-		case "metric_name":
+		case format.ColMetricName:
 			nameC = i
-		case "metric_type":
+		case format.ColMetricType:
 			typeC = i
-		case "unit":
+		case format.ColUnit:
 			unitC = i
-		case "temporality":
+		case format.ColTemporality:
 			tempC = i
-		case "is_monotonic":
+		case format.ColIsMonotonic:
 			monoC = i
-		case "scope_name":
+		case format.ColScopeName:
 			scopeC = i
-		case "description":
+		case format.ColDescription:
 			helpC = i
-		case "metric_metadata":
+		case format.ColMetricMetadata:
 			metaC = i
 		default:
-			if len(p) == 1 && strings.HasPrefix(p[0], "attr.") {
+			if len(p) == 1 {
 				if lc, ok := parseAttrColumn(p[0]); ok {
 					lc.col = i
 					idx.labelCols = append(idx.labelCols, lc)
@@ -412,31 +413,38 @@ func strOf(codes []int32, strs []string, i int64) string {
 	return strs[codes[i]]
 }
 
-// parseAttrColumn maps a point attribute column ("attr." + escaped key +
-// optional "#type") to a label column; bytes, array, map and empty values
-// have no label.
+// The resource attribute columns of the job and instance labels.
+var (
+	colNamespace = format.AttrName(format.ScopeResource, "service.namespace", signal.ValueString)
+	colInstance  = format.AttrName(format.ScopeResource, "service.instance.id", signal.ValueString)
+)
+
+// parseAttrColumn maps a point attribute column (format.ParseAttrName,
+// scope attr) to a label column; bytes, array, map and empty values have
+// no label.
 func parseAttrColumn(name string) (labelCol, bool) {
-	s := strings.TrimPrefix(name, "attr.")
-	kind := byte('s')
-	if i := strings.LastIndexByte(s, '#'); i >= 0 {
-		switch s[i+1:] {
-		case "int":
-			kind = 'i'
-		case "double":
-			kind = 'd'
-		case "bool":
-			kind = 'b'
-		default:
-			return labelCol{}, false
-		}
-		s = s[:i]
+	c, ok := format.ParseAttrName(name)
+	if !ok || c.Scope != format.ScopeRecord {
+		return labelCol{}, false
 	}
-	key := strings.ReplaceAll(strings.ReplaceAll(s, "%23", "#"), "%25", "%")
-	label := LabelName(key)
+	var kind byte
+	switch c.Type {
+	case signal.ValueString:
+		kind = 's'
+	case signal.ValueInt:
+		kind = 'i'
+	case signal.ValueDouble:
+		kind = 'd'
+	case signal.ValueBool:
+		kind = 'b'
+	default:
+		return labelCol{}, false
+	}
+	label := LabelName(c.Key)
 	if label == "" {
 		return labelCol{}, false
 	}
-	return labelCol{key: key, label: label, kind: kind}, true
+	return labelCol{key: c.Key, label: label, kind: kind}, true
 }
 
 // indexCache keeps the index of recently used files, by lake path.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // Overflow labels (docs/schema.md, "Bounded schema"): a file past
@@ -17,7 +17,7 @@ import (
 // bool values; bytes, arrays, maps and empty values have none), so a
 // series keeps all of its labels whatever column cap its file had.
 
-func isPointOverflow(col string) bool { return col == lake.OverflowColumn("attr") }
+func isPointOverflow(col string) bool { return col == format.ColAttrOverflow }
 
 // readOverflowLabels adds the overflow labels of the sc.need rows to kvs.
 func (sc *scan) readOverflowLabels(pf *parquet.File, idx *fileIndex, g int, r run, total int64, kvs [][]attrLabel) error {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
-	"github.com/sluice-dev/sluice/internal/lake/rollup"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/promname"
 )
 
@@ -435,21 +435,17 @@ func (q *Querier) freshTier(h hourKey, raw []catalog.Segment, byLevel map[int][]
 }
 
 func (q *Querier) withFile(path string, fn func(*parquet.File, *fileIndex) error) (err error) {
-	defer func() {
-		// parquet-go may panic on corrupt pages; one bad file fails the
-		// query with its name instead of the process.
-		if p := recover(); p != nil {
-			err = fmt.Errorf("read segment %q: corrupt parquet: %v", path, p)
-		}
-	}()
+	// parquet-go may panic on corrupt pages; one bad file fails the query
+	// with its name instead of the process.
+	defer format.Recover(&err, "read segment %q", path)
 	r, err := lake.OpenSegment(q.a.store, path)
 	if err != nil {
 		return fmt.Errorf("open segment %q: %w", path, err)
 	}
 	defer r.Close()
-	pf, err := openParquet(r, r.Size())
+	pf, err := format.Open(readerAt{r}, r.Size(), path, parquet.SkipBloomFilters(true))
 	if err != nil {
-		return fmt.Errorf("open segment %q: %w", path, err)
+		return err
 	}
 	q.a.filesTotal.Inc()
 	q.a.Stats.Files.Add(1)
@@ -467,17 +463,6 @@ func (q *Querier) withFile(path string, fn func(*parquet.File, *fileIndex) error
 		return fmt.Errorf("read segment %q: %w", path, err)
 	}
 	return nil
-}
-
-func openParquet(r interface {
-	ReadAt([]byte, int64) (int, error)
-}, size int64) (pf *parquet.File, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			pf, err = nil, fmt.Errorf("corrupt parquet: %v", p)
-		}
-	}()
-	return parquet.OpenFile(readerAt{r}, size, parquet.SkipBloomFilters(true))
 }
 
 type readerAt struct {
@@ -754,8 +739,8 @@ func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metada
 	return out, err
 }
 
-// rollupTable is the rollup table (package rollup's Table).
-const rollupTable = rollup.Table
+// rollupTable is the rollup table.
+const rollupTable = format.TableRollup
 
 // sourceRows reads (once per file) the raw row count a rollup file was
 // computed from; ok is false when it cannot be read.
@@ -771,11 +756,11 @@ func (a *Adapter) sourceRows(path string, store lake.Store) (int64, bool) {
 		return 0, false
 	}
 	defer r.Close()
-	pf, err := openParquet(r, r.Size())
+	pf, err := format.Open(readerAt{r}, r.Size(), path, parquet.SkipBloomFilters(true))
 	if err != nil {
 		return 0, false
 	}
-	v, _ := pf.Lookup(rollup.MetaSourceRows)
+	v, _ := pf.Lookup(format.MetaRollupSourceRows)
 	n, err = strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		return 0, false

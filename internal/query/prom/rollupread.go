@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // errInexact stops a selector's rollup read: the rollup cannot give the
@@ -240,7 +242,7 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 	c := &idx.cols
 	a, b := r.start, r.end
 	sc.ids = grow(sc.ids, n)
-	if err := sc.readCol(pf, g, c.seriesID, n, "series_id", func(cc parquet.ColumnChunk) error { return readUint64s(cc, a, b, sc.ids) }); err != nil {
+	if err := sc.readCol(pf, g, c.seriesID, n, format.ColSeriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, a, b, sc.ids) }); err != nil {
 		return err
 	}
 	sc.wStart, sc.wFirstT, sc.ts = grow(sc.wStart, n), grow(sc.wFirstT, n), grow(sc.ts, n)
@@ -254,12 +256,12 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 		what string
 		f    func(cc parquet.ColumnChunk) error
 	}{
-		{c.winStart, "window_start", func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.wStart, reqOK) }},
-		{c.firstTS, "first_timestamp", func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.wFirstT, reqOK) }},
-		{c.points, "points", func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, a, b, sc.wPoints, reqOK) }},
-		{c.ts, "last_timestamp", func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.ts, sc.tsOK) }},
-		{c.count, "count", func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, a, b, sc.cnt, sc.cntOK) }},
-		{valueCol, "value", func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.vals, sc.valOK) }},
+		{c.winStart, format.ColWindowStart, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.wStart, reqOK) }},
+		{c.firstTS, format.ColFirstTimestamp, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.wFirstT, reqOK) }},
+		{c.points, format.ColPoints, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, a, b, sc.wPoints, reqOK) }},
+		{c.ts, format.ColLastTimestamp, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.ts, sc.tsOK) }},
+		{c.count, format.ColCount, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, a, b, sc.cnt, sc.cntOK) }},
+		{valueCol, format.ColValue, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.vals, sc.valOK) }},
 	}
 	if ru.agg == aggCounter {
 		sc.wFirst, sc.wFirstOK = grow(sc.wFirst, n), grow(sc.wFirstOK, n)
@@ -269,8 +271,8 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 			what string
 			f    func(cc parquet.ColumnChunk) error
 		}{
-			{c.first, "first", func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.wFirst, sc.wFirstOK) }},
-			{c.increase, "increase", func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.wInc, sc.wIncOK) }},
+			{c.first, format.ColFirst, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.wFirst, sc.wFirstOK) }},
+			{c.increase, format.ColIncrease, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.wInc, sc.wIncOK) }},
 		}...)
 	}
 	for _, col := range cols {
@@ -484,7 +486,7 @@ func counterSamples(wins []ctrWin, fill bool) ([]promql.FPoint, []uint64, bool) 
 func (sc *scan) readOnly(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	n := r.end - r.start
 	ids := make([]uint64, n) // sc.ids is the nested reads' buffer
-	if err := sc.readCol(pf, g, idx.cols.seriesID, n, "series_id", func(cc parquet.ColumnChunk) error {
+	if err := sc.readCol(pf, g, idx.cols.seriesID, n, format.ColSeriesID, func(cc parquet.ColumnChunk) error {
 		return readUint64s(cc, r.start, r.end, ids)
 	}); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/promname"
 )
 
@@ -110,7 +111,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	}
 	sc.delta = r.desc.cumulative()
 	sc.ids = grow(sc.ids, n)
-	if err := read(c.seriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, r.start, r.end, sc.ids) }, "series_id"); err != nil {
+	if err := read(c.seriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, r.start, r.end, sc.ids) }, format.ColSeriesID); err != nil {
 		return err
 	}
 	need := map[part]bool{}
@@ -119,24 +120,24 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	}
 	if !sc.labelsOnly || need[partBucket] || need[partQuantile] {
 		sc.ts, sc.tsOK = grow(sc.ts, n), grow(sc.tsOK, n)
-		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, "timestamp"); err != nil {
+		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, format.ColTimestamp); err != nil {
 			return err
 		}
 		if need[partValue] && !sc.labelsOnly {
 			sc.vals, sc.valOK = grow(sc.vals, n), grow(sc.valOK, n)
-			if err := read(c.value, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.vals, sc.valOK) }, "value"); err != nil {
+			if err := read(c.value, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.vals, sc.valOK) }, format.ColValue); err != nil {
 				return err
 			}
 		}
 		if need[partSum] && !sc.labelsOnly {
 			sc.sums, sc.sumOK = grow(sc.sums, n), grow(sc.sumOK, n)
-			if err := read(c.sum, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.sums, sc.sumOK) }, "sum"); err != nil {
+			if err := read(c.sum, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.sums, sc.sumOK) }, format.ColSum); err != nil {
 				return err
 			}
 		}
 		if (need[partCount] || need[partQuantile]) && !sc.labelsOnly {
 			sc.cnt, sc.cntOK = grow(sc.cnt, n), grow(sc.cntOK, n)
-			if err := read(c.count, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, r.start, r.end, sc.cnt, sc.cntOK) }, "count"); err != nil {
+			if err := read(c.count, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, r.start, r.end, sc.cnt, sc.cntOK) }, format.ColCount); err != nil {
 				return err
 			}
 		}
@@ -145,13 +146,13 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 			if err := read(c.bounds, func(cc parquet.ColumnChunk) (err error) {
 				sc.bnd, err = readListF64(cc, r.start, r.end, sc.bnd, sc.bndOff)
 				return err
-			}, "explicit_bounds"); err != nil {
+			}, format.ColExplicitBounds); err != nil {
 				return err
 			}
 			if err := read(c.buckets, func(cc parquet.ColumnChunk) (err error) {
 				sc.bkt, err = readListU64(cc, r.start, r.end, sc.bkt, sc.bktOff)
 				return err
-			}, "bucket_counts"); err != nil {
+			}, format.ColBucketCounts); err != nil {
 				return err
 			}
 		}
@@ -160,13 +161,13 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 			if err := read(c.quantiles, func(cc parquet.ColumnChunk) (err error) {
 				sc.qs, err = readListF64(cc, r.start, r.end, sc.qs, sc.qsOff)
 				return err
-			}, "quantiles"); err != nil {
+			}, format.ColQuantiles); err != nil {
 				return err
 			}
 			if err := read(c.qvalues, func(cc parquet.ColumnChunk) (err error) {
 				sc.qv, err = readListF64(cc, r.start, r.end, sc.qv, sc.qvOff)
 				return err
-			}, "quantile_values"); err != nil {
+			}, format.ColQuantileValues); err != nil {
 				return err
 			}
 		}
