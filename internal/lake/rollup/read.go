@@ -7,7 +7,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // chunkReader reads whole column chunks into one reused value buffer.
@@ -91,10 +91,11 @@ func lookupCols(s *parquet.Schema) rawCols {
 		return -1
 	}
 	return rawCols{
-		name: idx("metric_name"), typ: idx("metric_type"), unit: idx("unit"), temporality: idx("temporality"),
-		monotonic: idx("is_monotonic"), sid: idx("series_id"), ts: idx("timestamp"), value: idx("value"),
-		valueInt: idx("value_int"), count: idx("count"), sum: idx("sum"), min: idx("min"), max: idx("max"),
-		buckets: idx("bucket_counts"), bounds: idx("explicit_bounds"), sketch: idx("sketch"),
+		name: idx(format.ColMetricName), typ: idx(format.ColMetricType), unit: idx(format.ColUnit),
+		temporality: idx(format.ColTemporality), monotonic: idx(format.ColIsMonotonic), sid: idx(format.ColSeriesID),
+		ts: idx(format.ColTimestamp), value: idx(format.ColValue), valueInt: idx(format.ColValueInt),
+		count: idx(format.ColCount), sum: idx(format.ColSum), min: idx(format.ColMin), max: idx(format.ColMax),
+		buckets: idx(format.ColBucketCounts), bounds: idx(format.ColExplicitBounds), sketch: idx(format.ColSketch),
 	}
 }
 
@@ -102,18 +103,11 @@ func lookupCols(s *parquet.Schema) rawCols {
 // columns, copied into metrics_rollup from the series' first point.
 func isLabel(name string) bool {
 	switch name {
-	case "service_name", "scope_name", "scope_version":
+	case format.ColServiceName, format.ColScopeName, format.ColScopeVersion:
 		return true
 	}
-	if lake.IsOverflowColumn(name) {
-		return true // the labels past the raw file's column cap
-	}
-	for _, p := range [...]string{"resource.", "scope.", "attr."} {
-		if len(name) > len(p) && name[:len(p)] == p {
-			return true
-		}
-	}
-	return false
+	// Overflow columns hold the labels past the raw file's column cap.
+	return format.IsAttrColumn(name) || format.IsOverflowColumn(name)
 }
 
 // listOffsets splits the values of a LIST column into rows: row r's

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // Options configure Plan and Run. Zero values take the defaults.
@@ -225,9 +226,9 @@ func sourceRows(store lake.Store, p string) (int64, error) {
 		return 0, err
 	}
 	defer r.Close()
-	pf, err := parquet.OpenFile(r, r.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	pf, err := format.Open(r, r.Size(), p, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return 0, fmt.Errorf("read footer of %q: %w", p, err)
+		return 0, err
 	}
 	v, ok := pf.Lookup(MetaSourceRows)
 	if !ok {
@@ -392,15 +393,18 @@ func listHour(ctx context.Context, cat *catalog.Catalog, table string, job Job) 
 	return out, nil
 }
 
-func readRaw(store lake.Store, p string, h *hour, progress func(files, bytes, rows int64)) error {
+func readRaw(store lake.Store, p string, h *hour, progress func(files, bytes, rows int64)) (err error) {
 	r, err := lake.OpenSegment(store, p)
 	if err != nil {
 		return fmt.Errorf("open %q: %w", p, err)
 	}
 	defer r.Close()
-	pf, err := openParquet(r)
+	// parquet-go may panic on a damaged page: the run fails naming the
+	// file, the process goes on.
+	defer format.Recover(&err, "read %q", p)
+	pf, err := openParquet(r, p)
 	if err != nil {
-		return fmt.Errorf("open %q: %w", p, err)
+		return err
 	}
 	var onGroup func(int64)
 	if progress != nil {
@@ -412,6 +416,8 @@ func readRaw(store lake.Store, p string, h *hour, progress func(files, bytes, ro
 	return nil
 }
 
-func openParquet(r lake.ObjectReader) (*parquet.File, error) {
-	return parquet.OpenFile(r, r.Size(), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
+// openParquet opens a raw metrics file to roll it up: the page index is
+// read (row groups are read whole, page by page).
+func openParquet(r lake.ObjectReader, name string) (*parquet.File, error) {
+	return format.Open(r, r.Size(), name, parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
 }

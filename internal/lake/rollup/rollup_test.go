@@ -55,7 +55,7 @@ func rolledPoints(t *testing.T, e *env, level int) (points int64, windows int64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pf, err := openParquet(r)
+		pf, err := openParquet(r, s.Path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,22 +9,22 @@ import (
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
+	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // Table is the rollup table's name.
-const Table = "metrics_rollup"
+const Table = format.TableRollup
 
 // Footer keys of metrics_rollup files, besides the lake's own.
 const (
-	MetaTier       = "sluice.rollup.tier"        // tier name, e.g. "5m"
-	MetaSourceRows = "sluice.rollup.source_rows" // live raw rows of the hour the rollup was computed from
-	sortKey        = "metric_name,series_id,window_start"
+	MetaTier       = format.MetaRollupTier       // tier name, e.g. "5m"
+	MetaSourceRows = format.MetaRollupSourceRows // live raw rows of the hour the rollup was computed from
 )
 
 // Fixed columns of metrics_rollup; the label columns follow the raw
@@ -56,38 +56,16 @@ const (
 	numFixed
 )
 
-var fixedNames = [numFixed]string{"tier", "window_start", "metric_name", "metric_type", "unit", "temporality",
-	"is_monotonic", "series_id", "points", "count", "sum", "min", "max", "first", "last", "first_timestamp",
-	"last_timestamp", "increase", "resets", "bucket_counts", "explicit_bounds", "bounds_mismatch", "sketch"}
-
-func fixedNode(c int) parquet.Node {
-	dict := parquet.Encoded(parquet.String(), &parquet.RLEDictionary)
-	switch c {
-	case cTier, cMetricType, cTemporality:
-		return dict
-	case cMetricName, cUnit:
-		return parquet.Optional(dict)
-	case cWindowStart, cFirstTS, cLastTS:
-		return parquet.Timestamp(parquet.Nanosecond)
-	case cMonotonic:
-		return parquet.Leaf(parquet.BooleanType)
-	case cSeriesID, cPoints:
-		return parquet.Uint(64)
-	case cCount, cResets:
-		return parquet.Optional(parquet.Uint(64))
-	case cSum, cMin, cMax, cFirst, cLast, cIncrease:
-		return parquet.Optional(parquet.Leaf(parquet.DoubleType))
-	case cBuckets:
-		return parquet.Optional(parquet.List(parquet.Uint(64)))
-	case cBounds:
-		return parquet.Optional(parquet.List(parquet.Leaf(parquet.DoubleType)))
-	case cMismatch:
-		return parquet.Optional(parquet.Leaf(parquet.BooleanType))
-	case cSketch:
-		return parquet.Optional(parquet.Leaf(parquet.ByteArrayType))
+// fixedNames are the names of format.Rollup's columns, whose order the
+// constants above follow (TestFixedColumnsFollowFormat).
+var fixedNames = func() (n [numFixed]string) {
+	for i, c := range format.Rollup.Columns {
+		n[i] = c.Name
 	}
-	panic("rollup: unknown column " + strconv.Itoa(c))
-}
+	return n
+}()
+
+func fixedNode(c int) parquet.Node { return format.Rollup.Columns[c].Kind.Node() }
 
 // fileMeta is what a written rollup file records.
 type fileMeta struct {
@@ -123,7 +101,7 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta, re *rowEncoder
 		s := &h.ser[o.ser[i]]
 		names[s.name] = struct{}{}
 		for _, l := range s.labels {
-			if h.labelCols[l.col].name != "service_name" {
+			if h.labelCols[l.col].name != format.ColServiceName {
 				continue
 			}
 			if b := l.v.ByteArray(); !hasKey(services, b) {
@@ -154,7 +132,7 @@ func writeTier(store lake.Store, h *hour, o *tierOut, m fileMeta, re *rowEncoder
 		parquet.KeyValueMetadata(lake.MetaSchemaVersion, strconv.Itoa(lake.SchemaVersion)),
 		parquet.KeyValueMetadata(lake.MetaMinTime, strconv.FormatInt(seg.MinTime, 10)),
 		parquet.KeyValueMetadata(lake.MetaMaxTime, strconv.FormatInt(seg.MaxTime, 10)),
-		parquet.KeyValueMetadata(lake.MetaSort, sortKey),
+		parquet.KeyValueMetadata(lake.MetaSort, format.Rollup.Sort),
 		parquet.KeyValueMetadata(MetaTier, TierName(o.tier)),
 		parquet.KeyValueMetadata(MetaSourceRows, strconv.FormatInt(m.sourceRows, 10)),
 		parquet.KeyValueMetadata(catalog.MetaReplaces, m.replaces),
@@ -280,7 +258,7 @@ func encodeTier(w io.Writer, h *hour, o *tierOut, schema *parquet.Schema, fixedI
 type tierEncoding struct {
 	leaves []pqenc.Leaf
 	srcs   []colSrc
-	footer *format.FileMetaData
+	footer *pqformat.FileMetaData
 }
 
 // newTierEncoding returns nil, without error, when a column has a type or
