@@ -12,6 +12,8 @@ import (
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/format"
 	"github.com/spf13/cobra"
+
+	lakeformat "github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 func newParquetCmd() *cobra.Command {
@@ -33,10 +35,10 @@ func openParquet(path string) (*parquet.File, *os.File, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	pf, err := parquet.OpenFile(f, st.Size())
+	pf, err := lakeformat.Open(f, st.Size(), path)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: not a readable Parquet file: %w", path, err)
+		return nil, nil, fmt.Errorf("not a readable Parquet file: %w", err)
 	}
 	return pf, f, nil
 }
@@ -88,12 +90,13 @@ func newParquetCatCmd() *cobra.Command {
 		Long: `Print rows as one JSON object per line. Null columns are left out unless
 --nulls is given; binary values are base64, as encoding/json writes them.`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) (err error) {
 			pf, f, err := openParquet(args[0])
 			if err != nil {
 				return err
 			}
 			defer f.Close()
+			defer lakeformat.Recover(&err, "read %q", args[0]) // a damaged page fails the command, not with a panic
 			r := parquet.NewReader(pf)
 			defer r.Close()
 			fields := map[string]parquet.Node{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -109,13 +110,14 @@ func OpenObject(s Store, p string) (*File, error) {
 // caller keeps r open while the File is used.
 func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			f, err = nil, fmt.Errorf("open %q: corrupt parquet: %v", name, p)
+		if err != nil {
+			f = nil
 		}
 	}()
-	pf, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	defer format.Recover(&err, "open %q", name)
+	pf, err := format.Open(r, size, name, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", name, err)
+		return nil, err
 	}
 	f = &File{name: name, pf: pf}
 	table, _ := pf.Lookup(MetaTable)

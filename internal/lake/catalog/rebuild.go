@@ -16,21 +16,23 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
+	pqformat "github.com/parquet-go/parquet-go/format"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
-// Footer metadata keys written by the lake writer.
+// Footer metadata keys written by the lake writer (package format's).
 const (
-	MetaTable         = "sluice.table"
-	MetaTenant        = "sluice.tenant"
-	MetaLevel         = "sluice.level"
-	MetaSchemaVersion = "sluice.schema_version"
-	MetaMinTime       = "sluice.min_time" // decimal unix ns
-	MetaMaxTime       = "sluice.max_time" // decimal unix ns
+	MetaTable         = format.MetaTable
+	MetaTenant        = format.MetaTenant
+	MetaLevel         = format.MetaLevel
+	MetaSchemaVersion = format.MetaSchemaVersion
+	MetaMinTime       = format.MetaMinTime // decimal unix ns
+	MetaMaxTime       = format.MetaMaxTime // decimal unix ns
 	// MetaReplaces is the lineage of a compaction or rollup output: the
 	// file ids (FileID) of the files its swap replaced, space-separated.
 	// Rebuild drops the files a lake file's lineage names.
-	MetaReplaces = "sluice.replaces"
+	MetaReplaces = format.MetaReplaces
 )
 
 // FileID is the id of the lake file at p: its name without ".parquet".
@@ -43,14 +45,6 @@ func Lineage(segs []Segment) string {
 		ids[i] = FileID(s.Path)
 	}
 	return strings.Join(ids, " ")
-}
-
-// timeColumns names each table's event-time column, used when a footer
-// lacks the min/max keys. Tables not listed use "timestamp".
-var timeColumns = map[string]string{
-	"logs":    "timestamp",
-	"metrics": "timestamp",
-	"traces":  "start_timestamp",
 }
 
 // SchemaHash identifies a schema by its column descriptors: hex of xxhash64
@@ -294,9 +288,9 @@ func readFooter(root, rel string) (Segment, *parquet.File, error) {
 	if err != nil {
 		return Segment{}, nil, fmt.Errorf("stat %q: %w", rel, err)
 	}
-	pf, err := parquet.OpenFile(f, fi.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	pf, err := format.Open(f, fi.Size(), rel, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return Segment{}, nil, fmt.Errorf("read footer of %q: %w", rel, err)
+		return Segment{}, nil, fmt.Errorf("read footer: %w", err)
 	}
 	s := Segment{
 		Table: pt.table, Tenant: pt.tenant, Day: pt.day, Hour: pt.hour, Path: rel,
@@ -315,8 +309,8 @@ func readFooter(root, rel string) (Segment, *parquet.File, error) {
 		}
 	}
 	s.SchemaHash = ParquetSchemaHash(pf.Schema())
-	s.Services = dictionaryValues(pf, "service_name")
-	s.MetricNames = dictionaryValues(pf, "metric_name")
+	s.Services = dictionaryValues(pf, format.ColServiceName)
+	s.MetricNames = dictionaryValues(pf, format.ColMetricName)
 	if s.MinTime, s.MaxTime, err = timeRange(pf, pt.table, rel); err != nil {
 		return Segment{}, nil, err
 	}
@@ -362,13 +356,13 @@ func dictionaryValues(pf *parquet.File, column string) []string {
 	return uniqueSorted(values)
 }
 
-func dictionaryOnly(stats []format.PageEncodingStats) bool {
+func dictionaryOnly(stats []pqformat.PageEncodingStats) bool {
 	data := false
 	for _, st := range stats {
-		if st.PageType != format.DataPage && st.PageType != format.DataPageV2 {
+		if st.PageType != pqformat.DataPage && st.PageType != pqformat.DataPageV2 {
 			continue
 		}
-		if st.Encoding != format.RLEDictionary && st.Encoding != format.PlainDictionary {
+		if st.Encoding != pqformat.RLEDictionary && st.Encoding != pqformat.PlainDictionary {
 			return false
 		}
 		data = true
@@ -390,10 +384,9 @@ func timeRange(pf *parquet.File, table, rel string) (minT, maxT int64, err error
 		}
 		return minT, maxT, nil
 	}
-	col := timeColumns[table]
-	if col == "" {
-		col = "timestamp"
-	}
+	// The table's event-time column (format.TimeColumn; ColTimestamp for
+	// tables sluice does not know).
+	col := format.TimeColumn(table)
 	found := false
 	for _, rg := range pf.Metadata().RowGroups {
 		for _, cc := range rg.Columns {

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
+	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 )
 
@@ -82,7 +83,7 @@ type colMerger struct {
 	hourEnd    int64 // last nanosecond of the hour
 	schema     *parquet.Schema
 	leaves     []pqenc.Leaf
-	footer     *format.FileMetaData
+	footer     *pqformat.FileMetaData
 	schemaHash string
 	level      int
 	keyLeaf    [4]int // output leaves of the key columns (-1: none)
@@ -249,21 +250,21 @@ func (m *colMerger) plan() error {
 			continue
 		}
 		switch col := p[0]; {
-		case col == "service_name":
+		case col == format.ColServiceName:
 			m.nameLeaf[0] = j
 			if m.job.Table != lake.TableMetrics {
 				m.keyLeaf[keyName] = j
 			}
-		case col == "metric_name" && m.job.Table == lake.TableMetrics:
+		case col == format.ColMetricName && m.job.Table == lake.TableMetrics:
 			m.nameLeaf[1] = j
 			m.keyLeaf[keyName] = j
-		case col == "series_id" && m.job.Table == lake.TableMetrics:
+		case col == format.ColSeriesID && m.job.Table == lake.TableMetrics:
 			m.keyLeaf[keySeries] = j
-		case col == "timestamp" && m.job.Table != lake.TableTraces,
-			col == "start_timestamp" && m.job.Table == lake.TableTraces,
-			col == "time" && m.job.Table == lake.TableIOEvents:
+		case col == format.ColTimestamp && m.job.Table != lake.TableTraces,
+			col == format.ColStartTimestamp && m.job.Table == lake.TableTraces,
+			col == format.ColTime && m.job.Table == lake.TableIOEvents:
 			m.keyLeaf[keyTime] = j
-		case col == "observed_timestamp" && m.job.Table == lake.TableLogs:
+		case col == format.ColObservedTimestamp && m.job.Table == lake.TableLogs:
 			m.keyLeaf[keyTime2] = j
 		}
 	}
@@ -806,7 +807,7 @@ func (m *colMerger) endFile() error {
 	}
 	footer := *m.footer
 	footer.KeyValueMetadata = append(s.FooterMetadata(),
-		format.KeyValue{Key: catalog.MetaReplaces, Value: catalog.Lineage(m.job.Inputs)})
+		pqformat.KeyValue{Key: catalog.MetaReplaces, Value: catalog.Lineage(m.job.Inputs)})
 	if err := m.file.Close(&footer); err != nil {
 		return fmt.Errorf("write %q: %w", s.Path, err)
 	}
