@@ -17,9 +17,11 @@
 //  2. Attribute column names are injective: prefix ("resource.", "scope.",
 //     "attr.") + key with '%' → "%25" and '#' → "%23" + type suffix ("" for
 //     string, "#int", "#double", ...). A name decodes to exactly one
-//     (scope, key, type).
+//     (scope, key, type). The codec, the table descriptors and the column
+//     names are package format's (internal/lake/format), which owns the
+//     file format; this package uses them.
 //     At most Options.MaxAttributeColumns attribute columns per file
-//     (keptColumns, names.go, chooses them: most used, then first seen);
+//     (format.KeptColumns chooses them: most used, then first seen);
 //     the other attributes of a row go, typed, to its scope's overflow
 //     column (resource_overflow, scope_overflow, attr_overflow: a JSON
 //     object of key → OTLP JSON AnyValue). A key of a row is in its column
