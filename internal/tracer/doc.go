@@ -32,6 +32,10 @@
 // process exit. /proc/<pid>/fd is read
 // only for an fd the table has never seen, once (cached).
 //
+// AppendWire and DecodeWire (wire.go) are a batch's body in sluice run's
+// queue; IOMetrics (iometrics.go) counts calls, bytes, errors and latency
+// per syscall for /metrics and the headless summary.
+//
 // Regenerating the kernel program (only needed after changing bpf/):
 //
 //	apt-get install -y clang llvm libbpf-dev bpftool    # Debian, seconds

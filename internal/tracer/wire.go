@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -34,35 +35,45 @@ func AppendWire(dst []byte, b *signal.IOEvents) []byte {
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = binary.AppendUvarint(dst, uint64(len(b.Buf)))
 	dst = append(dst, b.Buf...)
+	// One growth, then fixed-width stores: no per-value length checks.
+	at := len(dst)
+	dst = slices.Grow(dst, n*wireRowBytes)[:at+n*wireRowBytes]
+	out := dst[at:]
 	le := binary.LittleEndian
-	for _, col := range [][]int64{b.Time, b.Duration, b.Gap, b.Ret, b.Bytes} {
-		for _, v := range col[:n] {
-			dst = le.AppendUint64(dst, uint64(v))
+	for _, col := range [...][]int64{b.Time, b.Duration, b.Gap, b.Ret, b.Bytes} {
+		for i, v := range col[:n] {
+			le.PutUint64(out[8*i:], uint64(v))
 		}
+		out = out[8*n:]
 	}
-	for _, col := range [][]uint64{b.Flags, b.Cgroup} {
-		for _, v := range col[:n] {
-			dst = le.AppendUint64(dst, v)
+	for _, col := range [...][]uint64{b.Flags, b.Cgroup} {
+		for i, v := range col[:n] {
+			le.PutUint64(out[8*i:], v)
 		}
+		out = out[8*n:]
 	}
-	for _, col := range [][]uint32{b.PID, b.TID} {
-		for _, v := range col[:n] {
-			dst = le.AppendUint32(dst, v)
+	for _, col := range [...][]uint32{b.PID, b.TID} {
+		for i, v := range col[:n] {
+			le.PutUint32(out[4*i:], v)
 		}
+		out = out[4*n:]
 	}
-	for _, col := range [][]int32{b.FD, b.Errno} {
-		for _, v := range col[:n] {
-			dst = le.AppendUint32(dst, uint32(v))
+	for _, col := range [...][]int32{b.FD, b.Errno} {
+		for i, v := range col[:n] {
+			le.PutUint32(out[4*i:], uint32(v))
 		}
+		out = out[4*n:]
 	}
-	for _, v := range b.Syscall[:n] {
-		dst = le.AppendUint16(dst, v)
+	for i, v := range b.Syscall[:n] {
+		le.PutUint16(out[2*i:], v)
 	}
-	for _, col := range [][]signal.Str{b.Comm, b.Path, b.OldPath} {
-		for _, v := range col[:n] {
-			dst = le.AppendUint32(dst, uint32(v.Off()))
-			dst = le.AppendUint32(dst, uint32(v.Len()))
+	out = out[2*n:]
+	for _, col := range [...][]signal.Str{b.Comm, b.Path, b.OldPath} {
+		for i, v := range col[:n] {
+			le.PutUint32(out[8*i:], uint32(v.Off()))
+			le.PutUint32(out[8*i+4:], uint32(v.Len()))
 		}
+		out = out[8*n:]
 	}
 	return dst
 }
@@ -106,44 +117,51 @@ func DecodeWire(b *signal.IOEvents, body []byte) error {
 		cols = cols[size*n:]
 		return c
 	}
-	for _, col := range []*[]int64{&b.Time, &b.Duration, &b.Gap, &b.Ret, &b.Bytes} {
-		c := take(8)
-		for i := range n {
-			*col = append(*col, int64(le.Uint64(c[8*i:])))
+	for _, col := range [...]*[]int64{&b.Time, &b.Duration, &b.Gap, &b.Ret, &b.Bytes} {
+		c, dst := take(8), grow(col, n)
+		for i := range dst {
+			dst[i] = int64(le.Uint64(c[8*i:]))
 		}
 	}
-	for _, col := range []*[]uint64{&b.Flags, &b.Cgroup} {
-		c := take(8)
-		for i := range n {
-			*col = append(*col, le.Uint64(c[8*i:]))
+	for _, col := range [...]*[]uint64{&b.Flags, &b.Cgroup} {
+		c, dst := take(8), grow(col, n)
+		for i := range dst {
+			dst[i] = le.Uint64(c[8*i:])
 		}
 	}
-	for _, col := range []*[]uint32{&b.PID, &b.TID} {
-		c := take(4)
-		for i := range n {
-			*col = append(*col, le.Uint32(c[4*i:]))
+	for _, col := range [...]*[]uint32{&b.PID, &b.TID} {
+		c, dst := take(4), grow(col, n)
+		for i := range dst {
+			dst[i] = le.Uint32(c[4*i:])
 		}
 	}
-	for _, col := range []*[]int32{&b.FD, &b.Errno} {
-		c := take(4)
-		for i := range n {
-			*col = append(*col, int32(le.Uint32(c[4*i:])))
+	for _, col := range [...]*[]int32{&b.FD, &b.Errno} {
+		c, dst := take(4), grow(col, n)
+		for i := range dst {
+			dst[i] = int32(le.Uint32(c[4*i:]))
 		}
 	}
-	c := take(2)
-	for i := range n {
-		b.Syscall = append(b.Syscall, le.Uint16(c[2*i:]))
+	c, sc := take(2), grow(&b.Syscall, n)
+	for i := range sc {
+		sc[i] = le.Uint16(c[2*i:])
 	}
-	for _, col := range []*[]signal.Str{&b.Comm, &b.Path, &b.OldPath} {
-		c := take(8)
-		for i := range n {
+	for _, col := range [...]*[]signal.Str{&b.Comm, &b.Path, &b.OldPath} {
+		c, dst := take(8), grow(col, n)
+		for i := range dst {
 			var s signal.Str // empty strings stay the zero Str
 			if ln := int(le.Uint32(c[8*i+4:])); ln > 0 {
 				s = signal.MakeStr(base+int(le.Uint32(c[8*i:])), ln)
 			}
-			*col = append(*col, s)
+			dst[i] = s
 		}
 	}
 	b.SyscallNames = syscallNames[:]
 	return nil
+}
+
+// grow extends *s by n elements and returns them.
+func grow[T any](s *[]T, n int) []T {
+	at := len(*s)
+	*s = slices.Grow(*s, n)[:at+n]
+	return (*s)[at:]
 }

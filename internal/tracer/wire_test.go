@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -81,4 +82,32 @@ func FuzzDecodeWire(f *testing.F) {
 			_ = b.StrBytes(b.OldPath[i])
 		}
 	})
+}
+
+// BenchmarkWire measures the queue body of `sluice run`'s io_events: a
+// batch of 8192 calls encoded and decoded again.
+func BenchmarkWire(b *testing.B) {
+	src := new(signal.IOEvents)
+	paths := make([]signal.Str, 64)
+	for i := range paths {
+		paths[i] = src.AppendString("/var/lib/data/segment-" + strconv.Itoa(i) + ".parquet")
+	}
+	comm := src.AppendString("postgres")
+	for i := range 8192 {
+		src.Append(&signal.IOEvent{Time: int64(i), Duration: 700, PID: 42, TID: 43, Comm: comm, Syscall: uint16(SysPread64),
+			FD: 7, Ret: 4096, Bytes: 4096, Path: paths[i%64]})
+	}
+	var body []byte
+	dst := new(signal.IOEvents)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		body = AppendWire(body[:0], src)
+		dst.Reset()
+		if err := DecodeWire(dst, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*src.Len()), "ns/row")
+	b.ReportMetric(float64(len(body))/float64(src.Len()), "bytes/row")
 }
