@@ -219,9 +219,7 @@ func New(cfg Config) (*Handler, error) {
 		return map[string]string{"version": version.Prometheus, "application": "sluice",
 			"sluice_version": version.String(), "revision": version.Revision()}, nil
 	})
-	h.handle("/api/v1/query_exemplars", "query_exemplars", func(*http.Request, string) (any, error) {
-		return []any{}, nil
-	})
+	h.handle("/api/v1/query_exemplars", "query_exemplars", h.limited(h.queryExemplars))
 	h.statusRoutes()
 	if cfg.Search != nil {
 		search := h.limitedHandler(cfg.Search)
