@@ -109,6 +109,13 @@ type aggTarget struct {
 	labels     labels.Labels // output labels, without __name__
 	prefix     string        // output names: prefix + "_" + output (aggregate)
 	desc       outDesc       // downsample with one output: the input's metric
+
+	// The group of the last point fed through this target, guarded by the
+	// aggregator's mutex. A flushed interval takes no more points, so a
+	// group found here is never one already emitted.
+	cur      *aggGroup
+	curStart int64
+	curG     uint64
 }
 
 // outDesc is the OTLP metric a downsample with one output writes: the
@@ -132,8 +139,9 @@ type aggregator struct {
 	last    *aggBucket // the bucket of the previous point (most are in it)
 	totals  map[uint64]*aggTotal
 	series  map[uint64]*ctrSeries
-	flushed int64 // end of the last interval flushed, unix ns
-	groups  int   // groups in all open buckets
+	targets map[aggTargetKey]*aggTarget // shared by the decisions of a group's series
+	flushed int64                       // end of the last interval flushed, unix ns
+	groups  int                         // groups in all open buckets
 	c       *aggCounters
 }
 
@@ -195,8 +203,30 @@ const maxCounterSeries = 1 << 21
 // series' counter state.
 const stale = 5
 
+type aggTargetKey struct {
+	key        uint64
+	cumulative bool
+}
+
+// intern returns the aggregator's target equal to at, so the series of
+// one group share one (their decisions hold a pointer, not a copy of the
+// output labels). The table starts over past twice max_groups.
+func (a *aggregator) intern(at *aggTarget) *aggTarget {
+	k := aggTargetKey{at.key, at.cumulative}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t := a.targets[k]; t != nil && t.prefix == at.prefix && labels.Equal(t.labels, at.labels) {
+		return t
+	}
+	if len(a.targets) >= 2*a.spec.maxGroups {
+		clear(a.targets)
+	}
+	a.targets[k] = at
+	return at
+}
+
 func newAggregator(spec aggSpec, outs []aggOutput) *aggregator {
-	a := &aggregator{spec: spec, outputs: outs, buckets: map[int64]*aggBucket{},
+	a := &aggregator{spec: spec, outputs: outs, buckets: map[int64]*aggBucket{}, targets: map[aggTargetKey]*aggTarget{},
 		totals: map[uint64]*aggTotal{}, series: map[uint64]*ctrSeries{}}
 	for _, o := range outs {
 		switch o.kind {
@@ -244,7 +274,14 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 			return false
 		}
 	}
-	gr := b.groups[g]
+	// Most points find their group through the target (the group of the
+	// series' last point), without a map lookup.
+	var gr *aggGroup
+	if at.curStart == start && at.curG == g && at.cur != nil {
+		gr = at.cur
+	} else {
+		gr = b.groups[g]
+	}
 	if gr == nil {
 		if a.groups >= a.spec.maxGroups {
 			a.c.overflow.Add(1)
@@ -254,6 +291,7 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 		gr = &aggGroup{tenant: strings.Clone(tenant), t: at, min: math.Inf(1), max: math.Inf(-1), lastT: math.MinInt64}
 		b.groups[g] = gr
 	}
+	at.cur, at.curStart, at.curG = gr, start, g
 	gr.sum += v
 	gr.count++
 	gr.min = math.Min(gr.min, v)

@@ -16,10 +16,12 @@
 //
 // # Concurrency
 //
-// A *Rules is immutable after Load/Parse and shared by every request; a
-// reload swaps the pointer, so each batch is processed by exactly one rule
-// set (a reload loses and doubles nothing). A *Scratch belongs to one
-// goroutine at a time (the consumer keeps one per pooled request state).
+// A *Rules is immutable after Load/Parse (but for its decision cache,
+// cache.go, sharded and locked) and shared by every request; a reload
+// swaps the pointer, so each batch is processed by exactly one rule set (a
+// reload loses and doubles nothing). A *Scratch belongs to one goroutine
+// at a time (the consumer keeps one per pooled request state). Limit and
+// aggregate state is locked per rule.
 //
 // # Invariants
 //
@@ -28,8 +30,10 @@
 //     and the caller queues its original bytes.
 //  2. Decisions that depend only on the series (drop, keep, relabel,
 //     sample one_in) are made once per series and cached by a 64-bit key
-//     (series id and descriptor); per-point work on a cache hit is a map
-//     lookup and a few slice appends, no allocation.
+//     (series id and descriptor) in the rule set's cache, shared by every
+//     request; a cached decision is immutable. Per-point work on a cache
+//     hit is a table lookup and the replay of the decision's events, no
+//     allocation.
 //  3. Sampling is deterministic: one_in by the hash of the series' labels,
 //     probability by the hash of the series id and the point's time, so two
 //     processes, a restart or a replay decide the same.

@@ -15,16 +15,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-// maxCachedSeries bounds a Scratch's per-series decision cache; past it the
-// cache starts over (decisions are recomputed, never wrong). The consumer
-// keeps one Scratch per concurrent request, so this times
-// receivers.otlp.max_concurrent_requests bounds the memory (about 150 bytes
-// a series, more for relabeled ones).
-const maxCachedSeries = 1 << 16
-
-// maxLabelIDs bounds a Scratch's label numbering (see labelID).
-const maxLabelIDs = 1 << 14
-
 // event kinds of a series decision, replayed per point.
 const (
 	evMatched uint8 = iota
@@ -48,27 +38,28 @@ type event struct {
 	kind uint8
 }
 
-// decision is what the rules do to one series, computed once.
+// decision is what the rules do to one series, computed once per rule
+// set and immutable once cached (shared by every request).
 type decision struct {
-	events     []event
-	drop       bool           // a non-shadow rule drops every point
-	changed    bool           // a relabel changed the series' labels
-	orig, cur  labels.Labels  // set when changed
+	events       []event
+	drop         bool      // a non-shadow rule drops every point
+	changed      bool      // a relabel changed the series' labels; see rw
+	setIdx       uint8     // set.index()
+	epoch        uint64    // the cache's label numbering epoch its ids are of
+	set          setLabels // the labels sluice sets on the series
+	lims         []limitEvent
+	aggs         []*aggTarget // per evAgg event
+	*rewritePlan              // set when changed
+}
+
+// rewritePlan is how a relabel changes a series' points.
+type rewritePlan struct {
+	orig, cur  labels.Labels  // labels before and after the rules
 	newName    string         // the new OTLP metric name, "" if unchanged
-	set        setLabels      // the labels sluice sets on the series
 	removed    []string       // point labels whose attributes a relabel removes
-	removedIDs []uint32       // their Scratch.labelID
-	setIdx     uint8          // set.index()
+	removedIDs []uint32       // their labelID
 	added      []labels.Label // point labels a relabel adds or changes
 	ignored    bool           // a relabel changed a label from the resource
-	lims       []limitEvent   // per evLimit event
-	aggs       []*aggTarget   // per evAgg event
-
-	// added's keys and values in the batch being rewritten (batch: its
-	// Scratch.batch), so a batch interns them once per series.
-	batch     uint64
-	addedKeys []signal.KeyID
-	addedVals []signal.Str
 }
 
 // setLabels says which labels sluice derives itself for a series (see
@@ -87,7 +78,6 @@ type Scratch struct {
 	OutLogs signal.Logs
 
 	rules           *Rules
-	cache           map[uint64]*decision
 	descKey         []uint64
 	sb              labels.ScratchBuilder
 	kv              []attrLabel
@@ -100,8 +90,8 @@ type Scratch struct {
 	keyLabel        []keyLabel // by key and label set (16 a key) of the batch being processed
 	now             int64
 	tenantGroup     uint64
-	batch           uint64 // counts ProcessMetrics calls: per-batch state in decisions
-	labelIDs        map[string]uint32
+	stripNames      []string // the labels of strip, by name
+	idGen           uint64   // the decision cache's idGen keyLabel was filled at
 }
 
 type renameKey struct {
@@ -111,16 +101,7 @@ type renameKey struct {
 
 type attrLabel = promname.AttrLabel
 
-func (s *Scratch) bind(r *Rules) {
-	if s.rules != r || len(s.cache) > maxCachedSeries || len(s.labelIDs) > maxLabelIDs {
-		s.rules = r
-		if s.cache == nil {
-			s.cache = make(map[uint64]*decision)
-		}
-		clear(s.cache)
-		clear(s.labelIDs) // decisions hold label ids
-	}
-}
+func (s *Scratch) bind(r *Rules) { s.rules = r }
 
 // ProcessMetrics applies the metric rules to b in place. It returns false
 // when no point is dropped or changed (b is unchanged and its original
@@ -140,7 +121,6 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		s.now = time.Now().UnixNano()
 	}
 	s.tenantGroup = xxhash.Sum64String(s.Tenant) | 1
-	s.batch++
 	// Series ids hash the name but not the unit or type, which the
 	// Prometheus name depends on: fold them into the cache key.
 	s.descKey = s.descKey[:0]
@@ -169,7 +149,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 			changed = true
 		}
 		if len(s.strip) > 0 {
-			s.filterAttrs(b, j, dec, s.strip)
+			s.filterAttrs(b, j, dec, s.strip, s.stripNames)
 			changed = true
 		}
 		j++
@@ -212,7 +192,7 @@ func (s *Scratch) flush(rs []rule) {
 func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 	rs := s.rules.metrics
 	id, t := b.SeriesID[i], b.Time[i]
-	s.strip = s.strip[:0]
+	s.strip, s.stripNames = s.strip[:0], s.stripNames[:0]
 	li, ai := 0, 0
 	for _, e := range d.events {
 		c := &s.counts[e.rule]
@@ -250,6 +230,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 				c[2]++
 				if !ru.shadow && le.strip != 0 {
 					s.strip = append(s.strip, le.strip)
+					s.stripNames = append(s.stripNames, ru.label)
 				}
 			case ru.exceed == exSample && le.sample:
 			default:
@@ -297,11 +278,12 @@ func mix(x uint64) uint64 {
 
 func (s *Scratch) decide(b *signal.Metrics, i int) *decision {
 	key := b.SeriesID[i] ^ s.descKey[b.Desc[i]]
-	if d, ok := s.cache[key]; ok {
+	c := s.rules.cache
+	if d := c.get(key); d != nil {
 		return d
 	}
 	d := s.evaluate(b, i)
-	s.cache[key] = d
+	c.put(key, d)
 	return d
 }
 
@@ -310,7 +292,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 	orig := s.seriesLabels(b, i)
 	cur := orig
 	names := s.names
-	d := new(decision)
+	d := &decision{epoch: s.rules.cache.epoch.Load()}
 	var lb *labels.Builder
 	for ri := range s.rules.metrics {
 		ru := &s.rules.metrics[ri]
@@ -386,11 +368,12 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 	}
 	d.set, d.setIdx = s.set, s.set.index()
 	if !labels.Equal(cur, orig) {
-		d.changed, d.orig, d.cur = true, orig, cur
-		d.plan()
+		d.changed, d.rewritePlan = true, &rewritePlan{orig: orig, cur: cur}
+		d.plan(d.set)
 		for _, l := range d.removed {
-			d.removedIDs = append(d.removedIDs, s.labelID(l))
+			d.removedIDs = append(d.removedIDs, s.rules.cache.labelID(l))
 		}
+
 		if nn := cur.Get(labels.MetricName); nn != orig.Get(labels.MetricName) {
 			d.newName = nn
 		}
@@ -422,7 +405,7 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 	at.labels = lb.Labels()
 	at.prefix = name + ":" + ru.aggPrefix
 	at.key = mix(xxhash.Sum64String(at.prefix) ^ at.labels.Hash())
-	return at
+	return ru.agg.intern(at)
 }
 
 // limitEvent adds limit rule ru's event for a series of labels cur to d;
@@ -444,7 +427,7 @@ func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, ev func(u
 		le.sample = mix(cur.Hash())%ru.oneIn == 0
 	}
 	if ru.exceed == exStrip && cur.Get(ru.label) != "" {
-		le.strip = s.labelID(ru.label)
+		le.strip = s.rules.cache.labelID(ru.label)
 	}
 	ev(evLimit)
 	d.lims = append(d.lims, le)

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
@@ -39,27 +38,16 @@ func (s *Scratch) rewrite(b *signal.Metrics, j int, d *decision) {
 		}
 		b.Desc[j] = nd
 	}
-	if d.batch != s.batch {
-		d.batch = s.batch
-		d.addedKeys, d.addedVals = d.addedKeys[:0], d.addedVals[:0]
-		for _, l := range d.added {
-			d.addedKeys = append(d.addedKeys, c.Keys.IDString(l.Name))
-			d.addedVals = append(d.addedVals, c.AppendString(l.Value))
-		}
-	}
-	// Removed attributes are filtered out in place, inside the point's
-	// own range (every point of a decoded batch has its own); only added
-	// labels need a new range, copied in bulk behind the store.
-	s.filterAttrs(b, j, d, d.removedIDs)
+	s.filterAttrs(b, j, d, d.removedIDs, d.removed)
 	r := b.Attr[j]
 	at := &c.Attrs
-	if len(d.addedKeys) > 0 {
+	if len(d.added) > 0 {
 		start := uint32(at.Len())
 		at.Key = append(at.Key, at.Key[r.Start:r.End]...)
 		at.Type = append(at.Type, at.Type[r.Start:r.End]...)
 		at.Val = append(at.Val, at.Val[r.Start:r.End]...)
-		for x, k := range d.addedKeys {
-			at.Append(k, signal.ValueString, uint64(d.addedVals[x]))
+		for _, l := range d.added {
+			at.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
 		}
 		r = signal.Range{Start: start, End: uint32(at.Len())}
 	}
@@ -70,13 +58,21 @@ func (s *Scratch) rewrite(b *signal.Metrics, j int, d *decision) {
 }
 
 // filterAttrs removes from point j the attributes whose labels have the
-// ids in remove, in place inside the point's own range (every point of a
-// decoded batch has its own).
-func (s *Scratch) filterAttrs(b *signal.Metrics, j int, d *decision, remove []uint32) {
+// ids in remove (names: the same labels by name), in place inside the
+// point's own range (every point of a decoded batch has its own).
+func (s *Scratch) filterAttrs(b *signal.Metrics, j int, d *decision, remove []uint32, names []string) {
 	if len(remove) == 0 {
 		return
 	}
 	c := &b.Common
+	if d.epoch != s.rules.cache.epoch.Load() {
+		s.filterAttrsByName(b, j, d, names) // the ids were numbered before a reset
+		return
+	}
+	if g := s.rules.cache.idGen.Load(); g != s.idGen {
+		s.idGen = g // a label got an id since the lookups cached in keyLabel
+		clear(s.keyLabel)
+	}
 	at := &c.Attrs
 	r := b.Attr[j]
 	w := r.Start
@@ -92,16 +88,32 @@ func (s *Scratch) filterAttrs(b *signal.Metrics, j int, d *decision, remove []ui
 	b.Attr[j].End = w
 }
 
+func (s *Scratch) filterAttrsByName(b *signal.Metrics, j int, d *decision, names []string) {
+	at := &b.Attrs
+	r := b.Attr[j]
+	w := r.Start
+	for a := r.Start; a < r.End; a++ {
+		if slices.Contains(names, d.set.label(b.Keys.Name(at.Key[a]))) {
+			continue
+		}
+		if w != a {
+			at.Key[w], at.Type[w], at.Val[w] = at.Key[a], at.Type[a], at.Val[a]
+		}
+		w++
+	}
+	b.Attr[j].End = w
+}
+
 // plan works out, once per series, which point labels a relabel removed
 // or changed (their attributes go) and which it added or changed (they
 // become string attributes), and whether it touched a label that comes
 // from the resource.
-func (d *decision) plan() {
+func (d *rewritePlan) plan(set setLabels) {
 	d.cur.Range(func(l labels.Label) {
 		if l.Name == labels.MetricName {
 			return
 		}
-		if d.set.fromResource(l.Name) {
+		if set.fromResource(l.Name) {
 			if d.orig.Get(l.Name) != l.Value {
 				d.ignored = true
 			}
@@ -119,7 +131,7 @@ func (d *decision) plan() {
 		if l.Name == labels.MetricName || d.cur.Has(l.Name) {
 			return
 		}
-		if d.set.fromResource(l.Name) {
+		if set.fromResource(l.Name) {
 			d.ignored = true
 			return
 		}
@@ -140,7 +152,7 @@ func (s *Scratch) outLabelID(c *signal.Common, k signal.KeyID, d *decision) uint
 	if !kl.known {
 		kl.known = true
 		if l := d.set.label(c.Keys.Name(k)); l != "" {
-			kl.id = s.labelID(l)
+			kl.id = s.rules.cache.lookupID(l) // 0 when no decision removes it
 		}
 	}
 	return kl.id
@@ -149,21 +161,6 @@ func (s *Scratch) outLabelID(c *signal.Common, k signal.KeyID, d *decision) uint
 type keyLabel struct {
 	id    uint32 // 0: the key is no label
 	known bool
-}
-
-// labelID numbers label names for this Scratch (from 1), so a rewrite
-// compares integers per attribute. The numbering starts over with the
-// decision cache (bind).
-func (s *Scratch) labelID(l string) uint32 {
-	if s.labelIDs == nil {
-		s.labelIDs = map[string]uint32{}
-	}
-	id, ok := s.labelIDs[l]
-	if !ok {
-		id = uint32(len(s.labelIDs) + 1)
-		s.labelIDs[strings.Clone(l)] = id
-	}
-	return id
 }
 
 // index numbers the 16 sets.

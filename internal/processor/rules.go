@@ -147,6 +147,7 @@ type rule struct {
 type Rules struct {
 	metrics, logs []rule
 	m             *Metrics // may be nil
+	cache         *decisionCache
 }
 
 // Empty reports whether there are no rules at all.
@@ -186,7 +187,7 @@ func Compile(f *File, m *Metrics) (*Rules, error) {
 	if m == nil {
 		m, _ = NewMetrics(nil) // unregistered: validation and tests
 	}
-	r := Rules{m: m}
+	r := Rules{m: m, cache: newDecisionCache()}
 	var err error
 	if r.metrics, err = compileList(f.Metrics, "metrics", false, seen, m); err != nil {
 		return nil, err

@@ -1,0 +1,168 @@
+package processor
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// maxCachedSeries bounds the per-series decisions a rule set caches, for
+// all requests together; past it a shard starts over (decisions are
+// recomputed, never wrong). A decision takes about 150 bytes (more for a
+// relabeled series), so the cache holds at most about 80 MB.
+const maxCachedSeries = 1 << 19
+
+// maxLabelIDs bounds the label numbering (see labelID); past it the cache
+// and the numbering start over together (decisions hold label ids).
+const maxLabelIDs = 1 << 14
+
+const cacheShards = 64
+
+// decisionCache holds the decisions of one rule set (Rules), shared by
+// every request, so a series is evaluated once per rule set whichever
+// request brings it, and the bound is one for the process, not one per
+// concurrent request. Decisions are immutable once cached.
+type decisionCache struct {
+	shards [cacheShards]cacheShard
+
+	idMu     sync.RWMutex
+	labelIDs map[string]uint32
+	idGen    atomic.Uint64 // bumped when labelIDs changes: lookups cached by a Scratch are stale
+	epoch    atomic.Uint64 // bumped when the numbering starts over
+}
+
+// cacheShard is a flat open-addressing table (linear probing, load at
+// most 1/2): a lookup touches the slot holding key and pointer together,
+// one cache line where a Go map touches two or three.
+type cacheShard struct {
+	mu    sync.RWMutex
+	slots []cacheSlot
+	n     int
+	_     [16]byte // keeps shards' locks on separate cache lines
+}
+
+type cacheSlot struct {
+	key uint64 // 0: empty
+	d   *decision
+}
+
+func newDecisionCache() *decisionCache {
+	return &decisionCache{labelIDs: map[string]uint32{}}
+}
+
+// slotKey keeps key 0 for empty slots (a series whose key is 0 shares
+// key 1's entry: a 2^-64 chance, as for any two keys).
+func slotKey(key uint64) uint64 {
+	if key == 0 {
+		return 1
+	}
+	return key
+}
+
+func (c *decisionCache) get(key uint64) *decision {
+	key = slotKey(key)
+	sh := &c.shards[key%cacheShards]
+	sh.mu.RLock()
+	var d *decision
+	if n := len(sh.slots); n > 0 {
+		mask := uint64(n - 1)
+		for i := mix(key) & mask; ; i = (i + 1) & mask {
+			e := &sh.slots[i]
+			if e.key == key {
+				d = e.d
+				break
+			}
+			if e.key == 0 {
+				break
+			}
+		}
+	}
+	sh.mu.RUnlock()
+	return d
+}
+
+func (c *decisionCache) put(key uint64, d *decision) {
+	key = slotKey(key)
+	sh := &c.shards[key%cacheShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.n >= maxCachedSeries/cacheShards {
+		clear(sh.slots)
+		sh.n = 0
+	}
+	if 2*(sh.n+1) > len(sh.slots) {
+		old := sh.slots
+		sh.slots = make([]cacheSlot, max(16, 2*len(old)))
+		sh.n = 0
+		for _, e := range old {
+			if e.key != 0 {
+				sh.insert(e.key, e.d)
+			}
+		}
+	}
+	sh.insert(key, d)
+}
+
+func (sh *cacheShard) insert(key uint64, d *decision) {
+	mask := uint64(len(sh.slots) - 1)
+	for i := mix(key) & mask; ; i = (i + 1) & mask {
+		e := &sh.slots[i]
+		if e.key == key {
+			e.d = d
+			return
+		}
+		if e.key == 0 {
+			*e = cacheSlot{key, d}
+			sh.n++
+			return
+		}
+	}
+}
+
+// labelID numbers label names (from 1) for the decisions of this rule set,
+// so a rewrite compares integers per attribute.
+func (c *decisionCache) labelID(l string) uint32 {
+	if id := c.lookupID(l); id != 0 {
+		return id
+	}
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	if id, ok := c.labelIDs[l]; ok {
+		return id
+	}
+	if len(c.labelIDs) >= maxLabelIDs {
+		c.resetLocked()
+	}
+	id := uint32(len(c.labelIDs) + 1)
+	c.labelIDs[strings.Clone(l)] = id
+	c.idGen.Add(1)
+	return id
+}
+
+// resetLocked empties the cache and the numbering, and starts a new epoch:
+// a decision of an older epoch still in use (in flight) compares label
+// names instead of ids. Lock order: idMu, then the shards.
+func (c *decisionCache) resetLocked() {
+	{
+		// Decisions hold ids: both start over. Lock order: idMu, then
+		// the shards.
+		for i := range c.shards {
+			sh := &c.shards[i]
+			sh.mu.Lock()
+			clear(sh.slots)
+			sh.n = 0
+			sh.mu.Unlock()
+		}
+		clear(c.labelIDs)
+		c.epoch.Add(1)
+		c.idGen.Add(1)
+	}
+}
+
+// lookupID is l's id, or 0 when l has none (no decision removes it).
+func (c *decisionCache) lookupID(l string) uint32 {
+	c.idMu.RLock()
+	id := c.labelIDs[l]
+	c.idMu.RUnlock()
+	return id
+}
