@@ -462,7 +462,9 @@ func (s *Stats) account(b *signal.Metrics, i int, d *descInfo, g int, nb uint32,
 			continue
 		}
 		if m := d.outs[o]; m != nil {
-			m.series[g] += delta * per[o]
+			// Never below 0: an entry created after an overflow may see a
+			// series leave that it never saw arrive.
+			m.series[g] = max(m.series[g]+delta*per[o], 0)
 		}
 		s.addPair(t, labels.MetricName, d.names[o], pairHash(labels.MetricName, d.names[o]), g, delta*per[o])
 	}

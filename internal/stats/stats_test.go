@@ -261,3 +261,33 @@ func TestMetricNameCopied(t *testing.T) {
 		t.Errorf("by metric %s, want up:1 xy:1", got)
 	}
 }
+
+// Observe and the reports run concurrently (with -race: no data race);
+// every batch is counted exactly once.
+func TestConcurrent(t *testing.T) {
+	s, _ := newTest(t, Config{})
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			b := gauges(t, fmt.Sprint("svc", w), 50, 1e18)
+			for range 100 {
+				s.Observe(fmt.Sprint("t", w%2), b, 10)
+			}
+		}()
+	}
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for range 100 {
+			s.TSDB("t0", 5)
+			s.Summary("", 5)
+		}
+	}()
+	for range 5 {
+		<-done
+	}
+	sum := s.Summary("", 10)
+	if len(sum.Tenants) != 2 || sum.Tenants[0].Series != 100 || sum.Tenants[1].Series != 100 || sum.Tenants[0].Samples != 10000 {
+		t.Errorf("tenants %+v", sum.Tenants)
+	}
+}
