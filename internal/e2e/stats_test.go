@@ -177,7 +177,7 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("sluice top --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"sluice top", "otlp/http", "acme", "test_queue_depth", "checkpoints", "would-drop-depth"} {
+	for _, want := range []string{"sluice top", "otlp/http", "acme", "test_queue_depth", "checkpoints", "would-drop-depth", "LABELS BY DISTINCT VALUES", "http_route"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("sluice top --once lacks %q:\n%s", want, r.stdout)
 		}

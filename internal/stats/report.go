@@ -148,6 +148,20 @@ type Summary struct {
 	// Metrics holds the limit largest by series and the limit largest by
 	// samples/s (one list, by series).
 	Metrics []MetricSummary `json:"metrics"`
+	// Labels are the limit labels with the most distinct values within
+	// one metric family: where a cardinality explosion shows.
+	Labels []LabelSummary `json:"labels"`
+}
+
+// LabelSummary is one label of one metric family (the name before
+// _bucket, _sum, _count): its distinct values and OTLP series (a
+// histogram counts once) among the active ones.
+type LabelSummary struct {
+	Tenant string `json:"tenant"`
+	Metric string `json:"metric"`
+	Label  string `json:"label"`
+	Values uint64 `json:"values"`
+	Series uint64 `json:"series"`
 }
 
 // Summary returns the statistics of one tenant, or of all when tenant is
@@ -161,7 +175,7 @@ func (s *Stats) Summary(tenant string, limit int) Summary {
 	span = math.Max(span, 1e-3)
 	out := Summary{WindowSeconds: s.cfg.Window.Seconds(), TrackedSeries: s.used, MaxSeries: s.cfg.MaxSeries,
 		OverflowSeries: s.overSeries, OverflowMetrics: s.overMetrics, OverflowLabelPairs: s.overPairs,
-		Tenants: []TenantSummary{}, Metrics: []MetricSummary{}}
+		Tenants: []TenantSummary{}, Metrics: []MetricSummary{}, Labels: []LabelSummary{}}
 	series := map[*tenantStats]int64{}
 	var ms []MetricSummary
 	for _, m := range s.metrics {
@@ -198,6 +212,28 @@ func (s *Stats) Summary(tenant string, limit int) Summary {
 	out.Metrics = append(out.Metrics, keep...)
 	out.Metrics = append(out.Metrics, rest[:min(limit, len(rest))]...)
 	slices.SortFunc(out.Metrics, func(a, b MetricSummary) int { return cmp.Or(cmp.Compare(b.Series, a.Series), byName(a, b)) })
+	labels := map[*familyLabel]*LabelSummary{}
+	for _, p := range s.fpairs {
+		n := p.cnt[0] + p.cnt[1]
+		if n <= 0 || (tenant != "" && p.fl.tenant.name != tenant) {
+			continue
+		}
+		l := labels[p.fl]
+		if l == nil {
+			l = &LabelSummary{Tenant: p.fl.tenant.name, Metric: p.fl.family, Label: p.fl.name}
+			labels[p.fl] = l
+		}
+		l.Values++
+		l.Series += uint64(n)
+	}
+	out.Labels = make([]LabelSummary, 0, len(labels))
+	for _, l := range labels {
+		out.Labels = append(out.Labels, *l)
+	}
+	slices.SortFunc(out.Labels, func(a, b LabelSummary) int {
+		return cmp.Or(cmp.Compare(b.Values, a.Values), strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric), strings.Compare(a.Label, b.Label))
+	})
+	out.Labels = out.Labels[:min(limit, len(out.Labels))]
 	return out
 }
 

@@ -114,6 +114,22 @@ type descInfo struct {
 	names  [3]string
 	nout   int
 	tenant *tenantStats
+	base   string // the metric family: the name before _bucket, _sum, _count
+	famH   uint64 // hash of tenant and base
+}
+
+// familyLabel is one label of one metric family (tenant, base name); its
+// distinct values are the familyPairs with active series.
+type familyLabel struct {
+	tenant       *tenantStats
+	family, name string
+}
+
+// familyPair is one value of a familyLabel: only its active series per
+// generation, no string.
+type familyPair struct {
+	fl  *familyLabel
+	cnt [2]int64
 }
 
 // slot is one series of the table; key 0 is empty.
@@ -135,6 +151,8 @@ type Stats struct {
 	used    int // slots holding a series
 	metrics map[uint64]*metric
 	pairs   map[uint64]*pair
+	flabels map[uint64]*familyLabel
+	fpairs  map[uint64]*familyPair
 	tenants map[string]*tenantStats
 	descs   map[uint64]*descInfo
 
@@ -170,6 +188,8 @@ func newWithClock(cfg Config, now func() time.Time) *Stats {
 		slots:   make([]slot, 1024),
 		metrics: map[uint64]*metric{},
 		pairs:   map[uint64]*pair{},
+		flabels: map[uint64]*familyLabel{},
+		fpairs:  map[uint64]*familyPair{},
 		tenants: map[string]*tenantStats{},
 		descs:   map[uint64]*descInfo{},
 	}
@@ -362,6 +382,7 @@ func (s *Stats) describe(t *tenantStats, b *signal.Metrics, d *signal.MetricDesc
 		return di
 	}
 	base = strings.Clone(base) // it may be the name itself, in the batch's arena
+	di.base, di.famH = base, mix(t.hash^xxhash.Sum64String(base)*0x9E3779B97F4A7C15)
 	switch di.kind {
 	case kindValue:
 		di.names[0], di.nout = base, 1
@@ -470,6 +491,7 @@ func (s *Stats) account(b *signal.Metrics, i int, d *descInfo, g int, nb uint32,
 	}
 	for _, l := range s.lbls {
 		s.addPair(t, l.name, l.value, l.h, g, delta*all)
+		s.addFamilyPair(d, l.name, l.h, g, delta)
 	}
 	switch {
 	case d.kind == kindHistogram && nb > 0:
@@ -487,6 +509,31 @@ func (s *Stats) account(b *signal.Metrics, i int, d *descInfo, g int, nb uint32,
 			s.addNumPair(t, promname.LabelQuantile, q[k], g, delta)
 		}
 	}
+}
+
+// addFamilyPair counts an OTLP series of d's metric family with label
+// pair h (hash of name and value) in generation g.
+func (s *Stats) addFamilyPair(d *descInfo, name string, h uint64, g int, delta int64) {
+	k := mix(h ^ d.famH)
+	p := s.fpairs[k]
+	if p == nil {
+		if delta < 0 {
+			return
+		}
+		if len(s.fpairs) >= s.cfg.MaxLabelPairs {
+			s.overPairs++
+			return
+		}
+		lk := mix(d.famH ^ xxhash.Sum64String(name))
+		fl := s.flabels[lk]
+		if fl == nil {
+			fl = &familyLabel{tenant: d.tenant, family: d.base, name: strings.Clone(name)}
+			s.flabels[lk] = fl
+		}
+		p = &familyPair{fl: fl}
+		s.fpairs[k] = p
+	}
+	p.cnt[g] = max(p.cnt[g]+delta, 0)
 }
 
 // addNumPair counts a le or quantile pair, formatted as Prometheus does.
@@ -629,17 +676,33 @@ func (s *Stats) roll(e int64) {
 			delete(s.pairs, k)
 		}
 	}
+	live := map[*familyLabel]bool{}
+	for k, p := range s.fpairs {
+		for _, g := range drop {
+			p.cnt[g] = 0
+		}
+		if p.cnt == [2]int64{} {
+			delete(s.fpairs, k)
+		} else {
+			live[p.fl] = true
+		}
+	}
+	for k, fl := range s.flabels {
+		if !live[fl] {
+			delete(s.flabels, k)
+		}
+	}
 	clear(s.descs) // they point at metrics just deleted
 	s.epoch = e
 	minEpoch := uint32(e - 1)
-	live := 0
+	n := 0
 	for _, sl := range s.slots {
 		if sl.key != 0 && sl.epoch >= minEpoch {
-			live++
+			n++
 		}
 	}
 	size := 1024
-	for size < live*2 {
+	for size < n*2 {
 		size *= 2
 	}
 	s.rehash(size, minEpoch)

@@ -94,6 +94,13 @@ func TestTSDBExact(t *testing.T) {
 	if len(sum.Metrics) != 1 || sum.Metrics[0].Metric != "req_seconds" || sum.Metrics[0].Samples != 10 || sum.Metrics[0].Bytes != 2000 {
 		t.Errorf("summary metrics %+v", sum.Metrics)
 	}
+	var ls []string
+	for _, l := range sum.Labels {
+		ls = append(ls, fmt.Sprintf("%s/%s/%s:%d/%d", l.Tenant, l.Metric, l.Label, l.Values, l.Series))
+	}
+	if got, want := strings.Join(ls, " "), "acme/req_seconds/user_id:5/5 acme/req_seconds/code:1/5 acme/req_seconds/job:1/5 acme/req_seconds/service_name:1/5"; got != want {
+		t.Errorf("labels %s, want %s", got, want)
+	}
 }
 
 // A histogram with 3 bounds is 4 _bucket series, _sum and _count; a
@@ -153,10 +160,14 @@ func TestWindows(t *testing.T) {
 	if s.used != 2 {
 		t.Errorf("table holds %d series, want 2", s.used)
 	}
+	if l := s.Summary("t", 1).Labels; len(l) != 1 || l[0].Label != "user_id" || l[0].Values != 2 {
+		t.Errorf("window 3 labels %+v", l)
+	}
 	c.t = c.t.Add(time.Minute)
 	st = s.TSDB("t", 10)
-	if st.HeadStats.NumSeries != 0 || len(st.SeriesCountByLabelValuePair) != 0 || len(s.pairs) != 0 || len(s.metrics) != 0 || s.used != 0 {
-		t.Fatalf("window 4: %+v pairs %d metrics %d table %d", st, len(s.pairs), len(s.metrics), s.used)
+	if st.HeadStats.NumSeries != 0 || len(st.SeriesCountByLabelValuePair) != 0 || len(s.pairs) != 0 || len(s.metrics) != 0 || s.used != 0 ||
+		len(s.fpairs) != 0 || len(s.flabels) != 0 {
+		t.Fatalf("window 4: %+v pairs %d metrics %d table %d family pairs %d labels %d", st, len(s.pairs), len(s.metrics), s.used, len(s.fpairs), len(s.flabels))
 	}
 	// After a gap of many windows a series is new again.
 	c.t = c.t.Add(time.Hour)

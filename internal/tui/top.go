@@ -420,6 +420,15 @@ func (m *TopModel) renderMetrics(b *strings.Builder, rows int) {
 		}
 		fmt.Fprintln(b, line)
 	}
+	if ls := m.Cur.Stats.Labels; len(ls) > 0 {
+		m.header(b, "%-*s %-16s %-24s %10s %12s", w, "METRIC (LABELS BY DISTINCT VALUES)", "TENANT", "LABEL", "VALUES", "SERIES")
+		for i, l := range ls {
+			if i >= max(3, rows/3) {
+				break
+			}
+			fmt.Fprintf(b, "%-*s %-16s %-24s %10d %12d\n", w, clip(l.Metric, w), clip(l.Tenant, 16), clip(l.Label, 24), l.Values, l.Series)
+		}
+	}
 }
 
 func (m *TopModel) renderExporters(b *strings.Builder) {

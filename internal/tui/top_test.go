@@ -36,7 +36,9 @@ func statusAt(sec float64, k uint64) *stats.Status {
 			Metrics: []stats.MetricSummary{
 				{Tenant: "acme", Metric: "http_requests_total", Series: 5, SamplesPerSec: 2, BytesPerSec: 100, Samples: 10},
 				{Tenant: "acme", Metric: "cpu_seconds", Series: 2, SamplesPerSec: 10.5, BytesPerSec: 1948, Samples: 50},
-			}},
+			},
+			Labels: []stats.LabelSummary{{Tenant: "acme", Metric: "http_requests_total", Label: "user_id", Values: 5, Series: 5}},
+		},
 	}
 }
 
@@ -101,6 +103,9 @@ func TestTopKeys(t *testing.T) {
 	out := ansi.Strip(m.Render())
 	if i, j := strings.Index(out, "http_requests_total"), strings.Index(out, "cpu_seconds"); i < 0 || j < i {
 		t.Errorf("by series, http_requests_total (5) comes first:\n%s", out)
+	}
+	if !strings.Contains(out, "acme             user_id                           5            5") {
+		t.Errorf("metrics tab lacks the label with the most values:\n%s", out)
 	}
 	topPress(m, "s")
 	if m.Sort != SortSamples {
