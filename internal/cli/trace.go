@@ -311,7 +311,8 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 		}
 		return nil
 	}
-	describe := describeTrace(opts)
+	// The live view's title says how the kernel side is attached too.
+	describe := describeTrace(opts) + ", attached by " + string(tr.Mode())
 
 	// Every interval: a headless summary, or the live view's lost count
 	// (which must move even when no batch arrives).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -171,7 +172,10 @@ func (t *Tracer) load(spec *ebpf.CollectionSpec, fentry bool, progs map[string]*
 		// Raw tracepoints loaded here means privileges are fine: a refusal
 		// is the kernel's lack of BPF trampolines or tracing programs.
 		if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) {
-			return fmt.Errorf("tracer: fentry mode: kernel %s cannot load fentry/fexit programs (BPF_PROG_TYPE_TRACING): %w", kernelRelease(), err)
+			// cilium/ebpf blames MEMLOCK for any EPERM; raw tracepoints
+			// loaded under the same limit, so that hint misleads here.
+			msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+			return fmt.Errorf("tracer: fentry mode: kernel %s cannot load fentry/fexit programs (BPF_PROG_TYPE_TRACING): %s", kernelRelease(), msg)
 		}
 		return fmt.Errorf("tracer: fentry mode: %w", err)
 	}
