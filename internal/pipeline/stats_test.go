@@ -76,3 +76,16 @@ metrics:
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// stats.enabled: false keeps no statistics and ingests as before.
+func TestStatsOff(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Stats.Enabled = false
+	p := start(t, cfg)
+	if p.stats != nil || p.cons.stats != nil {
+		t.Fatal("statistics kept with stats.enabled false")
+	}
+	if resp := post(t, p, "/v1/metrics", "acme", metricsRequest(t, 10)); resp.StatusCode != 200 {
+		t.Fatalf("export: %d", resp.StatusCode)
+	}
+}
