@@ -167,8 +167,10 @@ type aggGroup struct {
 	total  *aggTotal
 }
 
-// aggTotal is a group's running total (output total), kept across
-// intervals while the group keeps getting points.
+// aggTotal is a group's running total (output total) of the intervals
+// emitted so far, kept across intervals while the group keeps getting
+// points. Intervals are emitted in order, so an interval's total is this
+// plus its own increase, however many intervals are open at once.
 type aggTotal struct {
 	v    float64
 	seen int64 // start of the last interval with a point
@@ -335,7 +337,6 @@ func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, 
 	if !cumulative {
 		d = v // a delta point is its own increase
 		gr.inc += d
-		gr.total.v += d
 		return
 	}
 	if s == nil {
@@ -356,7 +357,6 @@ func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, 
 	s.inc += d
 	s.last, s.lastT = v, t
 	gr.inc += d
-	gr.total.v += d
 	r := s.inc / (float64(t-s.firstT) / 1e9)
 	gr.rate += r - s.rate
 	s.rate = r
@@ -415,7 +415,11 @@ func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points in
 			out.Reset()
 			w := newOutWriter(out)
 			for ; i < len(keys) && b.groups[keys[i]].tenant == tenant; i++ {
-				a.emitGroup(w, b.groups[keys[i]], s+iv, iv)
+				g := b.groups[keys[i]]
+				a.emitGroup(w, g, s+iv, iv)
+				if g.total != nil {
+					g.total.v += g.inc
+				}
 			}
 			points += out.Len()
 			if out.Len() > 0 {
@@ -502,7 +506,7 @@ func (a *aggregator) value(kind uint8, g *aggGroup, iv int64) float64 {
 	case outLast:
 		return g.last
 	case outTotal:
-		return g.total.v
+		return g.total.v + g.inc // the total before this interval, flushed in order
 	case outIncrease:
 		return g.inc
 	case outRateSum:
