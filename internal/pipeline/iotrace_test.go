@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -294,5 +295,43 @@ func TestIOTraceSplitsLargeBatches(t *testing.T) {
 		if v != int64(i) {
 			t.Fatalf("row %d is %d: order lost", i, v)
 		}
+	}
+}
+
+// TestIOTraceQueueFull: while the queue refuses appends the source waits
+// (counted) and, once told to give up, counts the batch as dropped: never
+// a silent loss.
+func TestIOTraceQueueFull(t *testing.T) {
+	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 256 << 10, MaxBytes: 1 << 20, Full: queue.Backpressure, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for {
+		if _, err := q.Append(make([]byte, 100<<10)); err != nil {
+			if !errors.Is(err, queue.ErrFull) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	s := &ioSource{q: q, tenant: "t", log: testLogger(t), retry: time.Millisecond, m: newIOMetrics()}
+	b := new(signal.IOEvents)
+	for i := range 10 {
+		b.Append(&signal.IOEvent{Time: int64(i), Syscall: uint16(tracer.SysWrite), Path: b.AppendString(strings.Repeat("x", 20000))})
+	}
+	abort, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Give up once the source has waited a few times.
+		for counterValue(s.m.queueWaits) < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if err := s.queueBatch(abort, b); err != nil {
+		t.Fatal(err)
+	}
+	if d, w, qd := counterValue(s.m.dropped), counterValue(s.m.queueWaits), counterValue(s.m.queued); d != 10 || w < 3 || qd != 0 {
+		t.Fatalf("dropped %v, waits %v, queued %v: want 10 dropped after at least 3 waits", d, w, qd)
 	}
 }
