@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -268,5 +272,100 @@ func TestAggregateConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", y, err, want)
 		}
+	}
+}
+
+// TestAggregateReloadUnderLoad: requests feed an aggregate rule from
+// several goroutines while the rules file is reloaded (same rule) and a
+// flusher emits concurrently; every point is counted exactly once in the
+// emitted output.
+func TestAggregateReloadUnderLoad(t *testing.T) {
+	const y = "metrics:\n  - {name: cnt, action: aggregate, interval: 1m, flush_delay: 0s, by: [host], outputs: [count, sum]}\n"
+	m, _ := NewMetrics(nil)
+	first, err := Parse([]byte(y), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur atomic.Pointer[Rules]
+	cur.Store(first)
+	var mu sync.Mutex
+	var count, sum float64
+	emit := func(_ string, b *signal.Metrics) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, l := range labelsOf(b) {
+			switch l.Get(labels.MetricName) {
+			case "g:1m_by_host_count":
+				count += b.Value(i)
+			case "g:1m_by_host_sum":
+				sum += b.Value(i)
+			}
+		}
+		return nil
+	}
+	const workers, batches, per = 4, 50, 20
+	// progress[w]: the time (after t0) of worker w's next points; intervals
+	// that ended by the smallest are complete and may be flushed.
+	var progress [workers]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &Scratch{Tenant: "t"}
+			for k := range batches {
+				// Time moves forward 5s a batch: intervals end and are
+				// flushed while others fill.
+				at := time.Duration(k) * 5 * time.Second
+				progress[w].Store(int64(at))
+				var pts []inPoint
+				for p := range per {
+					pts = append(pts, inPoint{map[string]string{"host": fmt.Sprint("h", p%3)}, at + time.Duration(w)*time.Millisecond, 1})
+				}
+				cur.Load().ProcessMetrics(metricBatch(t, "g", "gauge", pts...), s)
+			}
+			progress[w].Store(int64(time.Hour))
+		}()
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r, err := Parse([]byte(y), m) // reload
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cur.Store(r)
+			// Flush what no worker can still feed.
+			low := int64(time.Hour)
+			for w := range workers {
+				low = min(low, progress[w].Load())
+			}
+			if _, err := m.Flush(t0.Add(time.Duration(low)), emit); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-done
+	if _, err := m.Flush(t0.Add(10*time.Minute), emit); err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(workers * batches * per); count != want || sum != want {
+		t.Fatalf("emitted count %v and sum %v, want %v each", count, sum, want)
+	}
+	if late := counterValue(m.aggLate.WithLabelValues("cnt")); late != 0 {
+		t.Fatalf("%v late points", late)
+	}
+	if intervals := counterValue(m.aggEmitted.WithLabelValues("cnt")) / 6; intervals != 5 {
+		t.Fatalf("%v intervals emitted, want 5 (250s of points)", intervals)
 	}
 }
