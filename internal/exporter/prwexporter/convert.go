@@ -34,10 +34,13 @@ type converter struct {
 	smpArena []prompb.Sample
 }
 
+// attrValue renders attribute i as a label value. A string value aliases
+// the batch's arena: the converter's series are valid until the batch is
+// reset (Exporter.Send resets it only after its series were sent).
 func attrValue(c *signal.Common, i int) string {
 	switch c.Attrs.Type[i] {
 	case signal.ValueString:
-		return strings.Clone(c.AttrString(i))
+		return c.AttrString(i)
 	case signal.ValueInt:
 		return strconv.FormatInt(c.AttrInt(i), 10)
 	case signal.ValueDouble:
@@ -47,7 +50,7 @@ func attrValue(c *signal.Common, i int) string {
 	case signal.ValueEmpty:
 		return ""
 	}
-	return strings.Clone(c.AttrString(i)) // bytes, arrays, maps: raw, as stored
+	return c.AttrString(i) // bytes, arrays, maps: raw, as stored
 }
 
 // attrLabels appends the labels of the attributes in r, colliding
@@ -126,8 +129,9 @@ func (cv *converter) resource(m *signal.Metrics, res uint32) []prompb.Label {
 	return l
 }
 
-// add converts every point of m.
-func (cv *converter) add(m *signal.Metrics) {
+// add converts the points of m from index from on (the points a decode
+// appended to a batch that already held earlier records' points).
+func (cv *converter) add(m *signal.Metrics, from int) {
 	if cv.resLbls == nil {
 		cv.resLbls, cv.targetTs = map[uint32][]prompb.Label{}, map[uint32]int64{}
 	}
@@ -135,11 +139,13 @@ func (cv *converter) add(m *signal.Metrics) {
 	clear(cv.targetTs)
 	// Names per metric, not per point: the translator splits and joins
 	// words on every call.
-	cv.bases = cv.bases[:0]
-	for range m.Descs {
+	if from == 0 {
+		cv.bases = cv.bases[:0]
+	}
+	for len(cv.bases) < len(m.Descs) {
 		cv.bases = append(cv.bases, "\x00")
 	}
-	for i := range m.Len() {
+	for i := from; i < m.Len(); i++ {
 		d := &m.Descs[m.Desc[i]]
 		var t otlptranslator.MetricType
 		switch d.Type {

@@ -24,7 +24,7 @@ func BenchmarkOTLPToRemoteWrite1(b *testing.B) {
 			b.Fatal(err)
 		}
 		cv.reset()
-		cv.add(&m)
+		cv.add(&m, 0)
 		if _, err := encodeV1(cv.series); err != nil {
 			b.Fatal(err)
 		}

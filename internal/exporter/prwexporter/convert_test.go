@@ -24,7 +24,7 @@ func convert(t *testing.T, md pmetric.Metrics) []string {
 		t.Fatal(err)
 	}
 	var cv converter
-	cv.add(&m)
+	cv.add(&m, 0)
 	var out []string
 	for _, s := range cv.series {
 		var kv []string

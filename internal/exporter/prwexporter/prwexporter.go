@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
@@ -104,6 +104,10 @@ func seriesHash(ls []prompb.Label) uint64 {
 // Send implements exporter.Sender. Records of one tenant are converted
 // together; non-metrics records are ignored.
 func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
+	// One batch for the whole call: records decode one after another into
+	// it and the series' label values alias its arena (no copy per label),
+	// so it is reset only here, after the previous call's series were sent.
+	e.m.Reset()
 	for i := 0; i < len(recs); {
 		tenant := recs[i].Tenant
 		e.cv.reset()
@@ -112,13 +116,13 @@ func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
 			if recs[j].Kind != signal.KindMetrics {
 				continue
 			}
-			e.m.Reset()
+			from := e.m.Len()
 			if err := otlp.DecodeMetrics(&e.m, recs[j].Body); err != nil {
-				e.badBodies.Add(1)
+				e.badBodies.Add(1) // a failed decode leaves the batch as it was
 				continue
 			}
 			e.cv.dropped = 0
-			e.cv.add(&e.m)
+			e.cv.add(&e.m, from)
 			e.droppedPoints.Add(e.cv.dropped)
 		}
 		if err := e.sendSeries(ctx, tenant, e.cv.series); err != nil {
@@ -197,7 +201,7 @@ func encodeV1(series []prompb.TimeSeries) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snappy.Encode(nil, body), nil
+	return s2.EncodeSnappy(nil, body), nil
 }
 
 // encodeV2 writes io.prometheus.write.v2.Request: labels as references
@@ -221,7 +225,7 @@ func encodeV2(series []prompb.TimeSeries) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snappy.Encode(nil, body), nil
+	return s2.EncodeSnappy(nil, body), nil
 }
 
 func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []byte, v2 bool) sending.Outcome {
