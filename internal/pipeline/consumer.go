@@ -163,6 +163,9 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		// One load per request: a reload never splits a request between
 		// two rule sets.
 		s.proc.Tenant = req.Tenant
+		if c.stats != nil && req.Kind == signal.KindMetrics {
+			c.stats.ObserveBeforeRules(req.Tenant, &s.metrics)
+		}
 		body, n = s.process(r, req.Kind, body, n)
 	}
 	if n == 0 {

@@ -50,7 +50,9 @@ metrics:
 	series := func() map[string]int64 {
 		out := map[string]int64{}
 		for _, m := range p.stats.Summary("acme", 100).Metrics {
-			out[m.Metric] = m.Series
+			if m.Series > 0 {
+				out[m.Metric] = m.Series
+			}
 		}
 		return out
 	}
@@ -67,6 +69,14 @@ metrics:
 			// No by or without: the output keeps every label (3 series).
 			if got["kept"] != 3 || got[emitted] != 3 || len(got) != 2 {
 				t.Fatalf("series by metric %v: want kept 3, %s 3, no agg_in", got, emitted)
+			}
+			// Samples before the rules and stored: the aggregate took all
+			// of agg_in's; kept passed whole.
+			for _, m := range p.stats.Summary("acme", 100).Metrics {
+				want := map[string][2]uint64{"kept": {3, 3}, "agg_in": {3, 0}, emitted: {0, 3}}[m.Metric]
+				if got := [2]uint64{m.Before, m.Samples}; got != want {
+					t.Errorf("%s: before the rules %d, stored %d; want %d, %d", m.Metric, got[0], got[1], want[0], want[1])
+				}
 			}
 			break
 		}

@@ -122,7 +122,10 @@ type TenantSummary struct {
 
 // MetricSummary is one metric name of one tenant; fields as in
 // TenantSummary. Bytes are the queue record bytes of each batch split
-// over its samples evenly.
+// over its samples evenly. SamplesBeforeRules counts the samples that
+// arrived while processing rules were loaded, before the rules ran:
+// compared with Samples it says what the rules removed (or, for a
+// relabel's or an aggregate's output name, added).
 type MetricSummary struct {
 	Tenant        string  `json:"tenant"`
 	Metric        string  `json:"metric"`
@@ -131,6 +134,7 @@ type MetricSummary struct {
 	BytesPerSec   float64 `json:"bytes_per_second"`
 	Samples       uint64  `json:"samples_total"`
 	Bytes         uint64  `json:"bytes_total"`
+	Before        uint64  `json:"samples_before_rules_total"`
 }
 
 // Summary is what `sluice top` shows of the statistics.
@@ -145,8 +149,9 @@ type Summary struct {
 	OverflowMetrics    uint64          `json:"overflow_metrics"`
 	OverflowLabelPairs uint64          `json:"overflow_label_pairs"`
 	Tenants            []TenantSummary `json:"tenants"`
-	// Metrics holds the limit largest by series and the limit largest by
-	// samples/s (one list, by series).
+	// Metrics holds the limit largest by series, the limit largest by
+	// samples/s and the limit with the most samples the rules removed
+	// (one list, by series).
 	Metrics []MetricSummary `json:"metrics"`
 	// Labels are the limit labels with the most distinct values within
 	// one metric family: where a cardinality explosion shows.
@@ -165,7 +170,7 @@ type LabelSummary struct {
 }
 
 // Summary returns the statistics of one tenant, or of all when tenant is
-// "", with at most 2*limit metrics.
+// "", with at most 3*limit metrics and limit labels.
 func (s *Stats) Summary(tenant string, limit int) Summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,13 +188,13 @@ func (s *Stats) Summary(tenant string, limit int) Summary {
 			continue
 		}
 		n := m.series[0] + m.series[1]
-		if n == 0 && m.samples == [2]int64{} {
-			continue // a descriptor without points (the rules removed them)
+		if n == 0 && m.samples == [2]int64{} && m.before == 0 {
+			continue // a descriptor without points
 		}
 		series[m.tenant] += n
 		ms = append(ms, MetricSummary{Tenant: m.tenant.name, Metric: m.name, Series: n,
 			SamplesPerSec: float64(m.samples[0]+m.samples[1]) / span, BytesPerSec: (m.bytes[0] + m.bytes[1]) / span,
-			Samples: m.total, Bytes: uint64(m.totBytes)})
+			Samples: m.total, Bytes: uint64(m.totBytes), Before: m.before})
 	}
 	for _, t := range s.tenants {
 		if tenant != "" && t.name != tenant {
@@ -210,7 +215,16 @@ func (s *Stats) Summary(tenant string, limit int) Summary {
 		return cmp.Or(cmp.Compare(b.SamplesPerSec, a.SamplesPerSec), byName(a, b))
 	})
 	out.Metrics = append(out.Metrics, keep...)
-	out.Metrics = append(out.Metrics, rest[:min(limit, len(rest))]...)
+	n := min(limit, len(rest))
+	out.Metrics = append(out.Metrics, rest[:n]...)
+	rest = rest[n:]
+	removed := func(m MetricSummary) uint64 { return m.Before - min(m.Before, m.Samples) }
+	slices.SortFunc(rest, func(a, b MetricSummary) int { return cmp.Or(cmp.Compare(removed(b), removed(a)), byName(a, b)) })
+	for _, m := range rest[:min(limit, len(rest))] {
+		if removed(m) > 0 {
+			out.Metrics = append(out.Metrics, m)
+		}
+	}
 	slices.SortFunc(out.Metrics, func(a, b MetricSummary) int { return cmp.Or(cmp.Compare(b.Series, a.Series), byName(a, b)) })
 	labels := map[*familyLabel]*LabelSummary{}
 	for _, p := range s.fpairs {

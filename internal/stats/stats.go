@@ -85,6 +85,7 @@ type metric struct {
 	bytes    [2]float64
 	total    uint64 // samples since start-up
 	totBytes float64
+	before   uint64 // samples since start-up before the rules (ObserveBeforeRules)
 }
 
 // pair is one (tenant, label name, label value).
@@ -233,29 +234,8 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 		}
 		ts := b.Time[i]
 		minT, maxT = min(minT, ts), max(maxT, ts)
-		nb := uint32(0)
-		c := &s.ds[di]
-		switch d.kind {
-		case kindValue:
-			c[0]++
-			total++
-		case kindHistogram:
-			nb = histBuckets(b, i)
-			c[0] += int64(nb)
-			c[1]++
-			c[2]++
-			total += int64(nb) + 2
-		case kindExpHist:
-			c[1]++
-			c[2]++
-			total += 2
-		case kindSummary:
-			nb = uint32(b.Quantiles[i].End-b.Quantiles[i].Start) / 2
-			c[0] += int64(nb)
-			c[1]++
-			c[2]++
-			total += int64(nb) + 2
-		}
+		nb, k := s.countSamples(b, i, d.kind, &s.ds[di])
+		total += k
 		key := mix(b.SeriesID[i]^d.fold) | 1
 		p, found := s.find(key)
 		if found {
@@ -308,6 +288,53 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 			m.total += uint64(c[o])
 			m.bytes[g] += by
 			m.totBytes += by
+		}
+		*c = [3]int64{}
+	}
+}
+
+// countSamples adds the samples of point i (of a descriptor of kind k) to
+// c, per output, and returns its buckets or quantiles and its samples.
+func (s *Stats) countSamples(b *signal.Metrics, i int, k kind, c *[3]int64) (nb uint32, n int64) {
+	switch k {
+	case kindValue:
+		c[0]++
+		return 0, 1
+	case kindHistogram:
+		nb = histBuckets(b, i)
+	case kindSummary:
+		nb = uint32(b.Quantiles[i].End-b.Quantiles[i].Start) / 2
+	}
+	c[0] += int64(nb)
+	c[1]++
+	c[2]++
+	return nb, int64(nb) + 2
+}
+
+// ObserveBeforeRules counts the samples of a metrics batch of tenant
+// before the processing rules run on it (the consumer calls it only while
+// rules are loaded), so that a metric's samples before the rules and
+// stored can be compared.
+func (s *Stats) ObserveBeforeRules(tenant string, b *signal.Metrics) {
+	if b.Len() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roll(s.now().UnixNano() / int64(s.cfg.Window))
+	s.resolve(s.tenant(tenant), b)
+	for i, di := range b.Desc {
+		if d := s.bd[di]; d.kind != kindNone {
+			s.countSamples(b, i, d.kind, &s.ds[di])
+		}
+	}
+	for di := range s.ds {
+		c := &s.ds[di]
+		d := s.bd[di]
+		for o := 0; o < d.nout; o++ {
+			if m := d.outs[o]; m != nil {
+				m.before += uint64(c[o])
+			}
 		}
 		*c = [3]int64{}
 	}
@@ -667,7 +694,7 @@ func (s *Stats) roll(e int64) {
 		}
 	}
 	for k, m := range s.metrics {
-		if m.series == [2]int64{} && m.samples == [2]int64{} {
+		if m.series == [2]int64{} && m.samples == [2]int64{} && m.before == 0 {
 			delete(s.metrics, k)
 		}
 	}

@@ -407,14 +407,20 @@ func (m *TopModel) renderMetrics(b *strings.Builder, rows int) {
 		fmt.Fprintln(b, "statistics are off (stats.enabled: false)")
 		return
 	}
-	w := max(20, m.Width-64)
-	m.header(b, "%-*s %-16s %10s %12s %10s %12s", w, "METRIC", "TENANT", "SERIES", "SAMPLES/S", "BYTES/S", "SAMPLES")
+	w := max(20, m.Width-72)
+	m.header(b, "%-*s %-16s %10s %12s %10s %12s %7s", w, "METRIC", "TENANT", "SERIES", "SAMPLES/S", "BYTES/S", "SAMPLES", "KEPT")
 	for i, r := range m.metrics() {
 		if i >= rows {
 			break
 		}
-		line := fmt.Sprintf("%-*s %-16s %10d %12s %10s %12d", w, clip(r.Metric, w), clip(r.Tenant, 16), r.Series,
-			fmtFloat(r.SamplesPerSec), fmtBytes(r.BytesPerSec), r.Samples)
+		// KEPT: stored samples per sample before the rules, while rules
+		// are loaded.
+		kept := "-"
+		if r.Before > 0 {
+			kept = fmt.Sprintf("%.0f%%", 100*float64(r.Samples)/float64(r.Before))
+		}
+		line := fmt.Sprintf("%-*s %-16s %10d %12s %10s %12d %7s", w, clip(r.Metric, w), clip(r.Tenant, 16), r.Series,
+			fmtFloat(r.SamplesPerSec), fmtBytes(r.BytesPerSec), r.Samples, kept)
 		if i == m.Cursor && m.Tab == TabMetrics && !m.plain {
 			line = styleSel.Render(line)
 		}

@@ -34,7 +34,7 @@ func statusAt(sec float64, k uint64) *stats.Status {
 		Stats: &stats.Summary{WindowSeconds: 300, TrackedSeries: 7, MaxSeries: 1000000,
 			Tenants: []stats.TenantSummary{{Tenant: "acme", Series: 7, SamplesPerSec: 12.5, BytesPerSec: 2048}},
 			Metrics: []stats.MetricSummary{
-				{Tenant: "acme", Metric: "http_requests_total", Series: 5, SamplesPerSec: 2, BytesPerSec: 100, Samples: 10},
+				{Tenant: "acme", Metric: "http_requests_total", Series: 5, SamplesPerSec: 2, BytesPerSec: 100, Samples: 10, Before: 25},
 				{Tenant: "acme", Metric: "cpu_seconds", Series: 2, SamplesPerSec: 10.5, BytesPerSec: 1948, Samples: 50},
 			},
 			Labels: []stats.LabelSummary{{Tenant: "acme", Metric: "http_requests_total", Label: "user_id", Values: 5, Series: 5}},
@@ -104,7 +104,10 @@ func TestTopKeys(t *testing.T) {
 	if i, j := strings.Index(out, "http_requests_total"), strings.Index(out, "cpu_seconds"); i < 0 || j < i {
 		t.Errorf("by series, http_requests_total (5) comes first:\n%s", out)
 	}
-	if !strings.Contains(out, "acme             user_id                           5            5") {
+	if !strings.Contains(out, "http_requests_total") || !strings.Contains(out, "10     40%") || !strings.Contains(out, "50       -") {
+		t.Errorf("metrics tab lacks the kept share (10 of 25 samples; none without rules):\n%s", out)
+	}
+	if !strings.Contains(out, "acme             user_id") {
 		t.Errorf("metrics tab lacks the label with the most values:\n%s", out)
 	}
 	topPress(m, "s")
