@@ -1,20 +1,23 @@
 package sqlq
 
 import (
+	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // Tables are the views every session has, in this order.
 var Tables = []string{TableLogs, TableMetrics, TableRollup, TableTraces, TableIOEvents}
 
-// View (and catalog table) names.
+// View (and catalog table) names: the lake's tables.
 const (
-	TableLogs    = "logs"
-	TableMetrics = "metrics"
-	TableRollup  = "metrics_rollup"
-	TableTraces  = "traces"
+	TableLogs    = format.TableLogs
+	TableMetrics = format.TableMetrics
+	TableRollup  = format.TableRollup
+	TableTraces  = format.TableTraces
 	// TableIOEvents holds traced I/O syscalls (sluice trace --record).
-	TableIOEvents = "io_events"
+	TableIOEvents = format.TableIOEvents
 )
 
 // hiveTypes fixes the partition columns' types: DuckDB's auto-detection
@@ -27,139 +30,51 @@ const hiveTypes = `{'tenant': VARCHAR, 'dt': DATE, 'hour': INTEGER}`
 // without files still bind. Attribute columns are per file and not listed.
 type column struct{ name, typ string }
 
-var commonColumns = []column{
-	{"service_name", "VARCHAR"},
-	{"scope_name", "VARCHAR"},
-	{"scope_version", "VARCHAR"},
-	{"scope_schema_url", "VARCHAR"},
-	{"scope_dropped_attributes_count", "UINTEGER"},
-	{"resource_schema_url", "VARCHAR"},
-	{"resource_dropped_attributes_count", "UINTEGER"},
-}
-
 var partitionColumns = []column{
 	{"tenant", "VARCHAR"},
 	{"dt", "DATE"},
 	{"hour", "INTEGER"},
 }
 
-var fixedColumns = map[string][]column{
-	TableLogs: {
-		{"timestamp", "TIMESTAMPTZ"},
-		{"observed_timestamp", "TIMESTAMPTZ"},
-		{"severity_number", "INTEGER"},
-		{"severity_text", "VARCHAR"},
-		{"body", "VARCHAR"},
-		{"body_type", "VARCHAR"},
-		{"trace_id", "VARCHAR"},
-		{"span_id", "VARCHAR"},
-		{"flags", "UINTEGER"},
-		{"event_name", "VARCHAR"},
-		{"dropped_attributes_count", "UINTEGER"},
-	},
-	TableMetrics: metricColumns,
-	TableTraces: {
-		{"trace_id", "VARCHAR"},
-		{"span_id", "VARCHAR"},
-		{"parent_span_id", "VARCHAR"},
-		{"trace_state", "VARCHAR"},
-		{"name", "VARCHAR"},
-		{"kind", "INTEGER"},
-		{"start_timestamp", "TIMESTAMPTZ"},
-		{"end_timestamp", "TIMESTAMPTZ"},
-		{"duration_ns", "BIGINT"},
-		{"status_code", "INTEGER"},
-		{"status_message", "VARCHAR"},
-		{"flags", "UINTEGER"},
-		{"events", "VARCHAR"},
-		{"links", "VARCHAR"},
-		{"dropped_attributes_count", "UINTEGER"},
-		{"dropped_events_count", "UINTEGER"},
-		{"dropped_links_count", "UINTEGER"},
-	},
-	TableRollup:   rollupColumns,
-	TableIOEvents: ioEventColumns,
-}
+// fixedColumns are each table's fixed columns (format's descriptors; for
+// logs, metrics and traces they include the resource and scope columns).
+var fixedColumns = func() map[string][]column {
+	m := map[string][]column{}
+	for _, t := range format.Tables {
+		cols := make([]column, len(t.Columns))
+		for i, c := range t.Columns {
+			cols[i] = column{c.Name, duckType(c.Kind)}
+		}
+		m[t.Name] = cols
+	}
+	return m
+}()
 
-// ioEventColumns are io_events' columns (internal/lake/encode_io.go).
-var ioEventColumns = []column{
-	{"time", "TIMESTAMPTZ"},
-	{"duration_ns", "BIGINT"},
-	{"gap_ns", "BIGINT"},
-	{"pid", "UINTEGER"},
-	{"tid", "UINTEGER"},
-	{"comm", "VARCHAR"},
-	{"syscall", "VARCHAR"},
-	{"fd", "INTEGER"},
-	{"ret", "BIGINT"},
-	{"errno", "INTEGER"},
-	{"bytes", "BIGINT"},
-	{"path", "VARCHAR"},
-	{"old_path", "VARCHAR"},
-	{"flags", "UBIGINT"},
-	{"cgroup_id", "UBIGINT"},
-	{"host_name", "VARCHAR"},
-}
-
-// rollupColumns are metrics_rollup's fixed columns (internal/lake/rollup);
-// its label columns (service_name, resource.*, attr.*) exist per file.
-var rollupColumns = []column{
-	{"tier", "VARCHAR"},
-	{"window_start", "TIMESTAMPTZ"},
-	{"metric_name", "VARCHAR"},
-	{"metric_type", "VARCHAR"},
-	{"unit", "VARCHAR"},
-	{"temporality", "VARCHAR"},
-	{"is_monotonic", "BOOLEAN"},
-	{"series_id", "UBIGINT"},
-	{"points", "UBIGINT"},
-	{"count", "UBIGINT"},
-	{"sum", "DOUBLE"},
-	{"min", "DOUBLE"},
-	{"max", "DOUBLE"},
-	{"first", "DOUBLE"},
-	{"last", "DOUBLE"},
-	{"first_timestamp", "TIMESTAMPTZ"},
-	{"last_timestamp", "TIMESTAMPTZ"},
-	{"increase", "DOUBLE"},
-	{"resets", "UBIGINT"},
-	{"bucket_counts", "UBIGINT[]"},
-	{"explicit_bounds", "DOUBLE[]"},
-	{"bounds_mismatch", "BOOLEAN"},
-	{"sketch", "BLOB"},
-}
-
-var metricColumns = []column{
-	{"timestamp", "TIMESTAMPTZ"},
-	{"start_timestamp", "TIMESTAMPTZ"},
-	{"metric_name", "VARCHAR"},
-	{"metric_type", "VARCHAR"},
-	{"description", "VARCHAR"},
-	{"unit", "VARCHAR"},
-	{"temporality", "VARCHAR"},
-	{"is_monotonic", "BOOLEAN"},
-	{"series_id", "UBIGINT"},
-	{"value", "DOUBLE"},
-	{"value_int", "BIGINT"},
-	{"flags", "UINTEGER"},
-	{"count", "UBIGINT"},
-	{"sum", "DOUBLE"},
-	{"min", "DOUBLE"},
-	{"max", "DOUBLE"},
-	{"bucket_counts", "UBIGINT[]"},
-	{"explicit_bounds", "DOUBLE[]"},
-	{"exp_scale", "INTEGER"},
-	{"exp_zero_count", "UBIGINT"},
-	{"exp_zero_threshold", "DOUBLE"},
-	{"exp_positive_offset", "INTEGER"},
-	{"exp_positive_bucket_counts", "UBIGINT[]"},
-	{"exp_negative_offset", "INTEGER"},
-	{"exp_negative_bucket_counts", "UBIGINT[]"},
-	{"quantiles", "DOUBLE[]"},
-	{"quantile_values", "DOUBLE[]"},
-	{"exemplars", "VARCHAR"},
-	{"metric_metadata", "VARCHAR"},
-	{"sketch", "BLOB"},
+// duckType is the DuckDB type DuckDB gives a Parquet column of kind k.
+func duckType(k format.Kind) string {
+	switch k {
+	case format.KindTime, format.KindTimeReq:
+		return "TIMESTAMPTZ"
+	case format.KindInt32, format.KindOptInt32:
+		return "INTEGER"
+	case format.KindInt64, format.KindOptInt64:
+		return "BIGINT"
+	case format.KindUint32:
+		return "UINTEGER"
+	case format.KindUint64, format.KindOptUint64:
+		return "UBIGINT"
+	case format.KindBool, format.KindOptBool:
+		return "BOOLEAN"
+	case format.KindOptDouble:
+		return "DOUBLE"
+	case format.KindOptBytes:
+		return "BLOB"
+	case format.KindListU64, format.KindOptListU64:
+		return "UBIGINT[]"
+	case format.KindListF64, format.KindOptListF64:
+		return "DOUBLE[]"
+	}
+	return "VARCHAR" // dictionary and plain strings
 }
 
 // viewSQL is the CREATE VIEW statement of table over files (absolute
@@ -171,12 +86,7 @@ func viewSQL(table string, files []string) string {
 	b.WriteString(" AS ")
 	if len(files) == 0 {
 		b.WriteString("SELECT * FROM (SELECT ")
-		var cols []column
-		// Rollups carry resource and scope only as labels; io_events has neither.
-		if table != TableRollup && table != TableIOEvents {
-			cols = append(cols, commonColumns...)
-		}
-		cols = append(append(cols, fixedColumns[table]...), partitionColumns...)
+		cols := append(slices.Clone(fixedColumns[table]), partitionColumns...)
 		for i, c := range cols {
 			if i > 0 {
 				b.WriteString(", ")
