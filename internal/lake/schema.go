@@ -187,20 +187,6 @@ const (
 
 var spanCols = fixedCols(format.Traces.Columns)
 
-func fixedColsOf(table string) []fixedCol {
-	switch table {
-	case TableLogs:
-		return logCols
-	case TableMetrics:
-		return metricCols
-	case TableTraces:
-		return spanCols
-	case TableIOEvents:
-		return ioReadCols
-	}
-	return nil
-}
-
 // leafPath is the path of a fixed column's leaf; lists nest theirs.
 func leafPath(c fixedCol) []string {
 	if c.kind.isList() {

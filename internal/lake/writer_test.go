@@ -173,7 +173,7 @@ func TestRollAtTargetFileBytes(t *testing.T) {
 			t.Errorf("path %q", s.Path)
 		}
 		f := openSeg(t, root, s)
-		if h := catalog.ParquetSchemaHash(f.pf.Schema()); h != s.SchemaHash {
+		if h := catalog.ParquetSchemaHash(f.Parquet().Schema()); h != s.SchemaHash {
 			t.Errorf("schema hash %s, catalog computes %s", s.SchemaHash, h)
 		}
 		if err := f.ReadLogs(got); err != nil {

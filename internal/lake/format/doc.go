@@ -1,8 +1,16 @@
 // Package format owns the lake's file format (docs/schema.md is its
 // contract): the tables and their fixed columns, the names of every column
 // and footer key, the attribute-name codec, the bounded-schema rule that
-// sends attributes past a file's column cap to overflow columns, and Open,
-// the one way sluice opens a lake Parquet file.
+// sends attributes past a file's column cap to overflow columns, Open, the
+// one way sluice opens a lake Parquet file, and File, the typed reader of
+// lake files into signal batches (reader.go; package lake opens Files from
+// its stores).
+//
+// Files by feature: tables.go (descriptors, column and footer names, kinds),
+// names.go (attribute-name codec, overflow columns, KeptColumns), open.go
+// (Open, Recover), reader.go with index.go and nested.go (File: projected,
+// typed column reads, one row group at a time; OTLP JSON of nested values
+// back to protobuf), json.go (the OTLP JSON of scalar values).
 //
 // No other package spells a column name, parses an attribute column name or
 // calls parquet.OpenFile on a lake file: they import the constants, the
@@ -31,7 +39,11 @@
 //  4. Open never panics: parquet-go panics on some damaged files, and Open
 //     and readers guarded by Recover return an error wrapping ErrCorrupt
 //     that names the file instead (FuzzOpen).
+//  5. Lossless: File.ReadLogs/ReadMetrics/ReadSpans give back every field of
+//     every record the lake writer took, attributes with their original keys
+//     and value types, from a column or an overflow column alike.
 //
-// Concurrency: everything here is immutable or a pure function; the Table
-// descriptors must not be modified.
+// Concurrency: the descriptors and functions are immutable or pure (the
+// Table descriptors must not be modified). A File is used by one goroutine
+// at a time; distinct Files may be read concurrently.
 package format

@@ -1,0 +1,1540 @@
+package format
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Bounds of a File's cache of array and map values (protoOf).
+const (
+	maxJSONCacheEntries = 8192
+	maxJSONCacheBytes   = 8 << 20
+)
+
+// ErrNotLakeFile is returned for Parquet files without sluice footer
+// metadata or with columns this package does not understand.
+var ErrNotLakeFile = errors.New("lake: not a sluice lake file")
+
+// File is an opened lake Parquet file. Reads append to caller batches; the
+// streaming Next* methods read one row group per call.
+type File struct {
+	name              string
+	closer            io.Closer
+	pf                *parquet.File
+	table             string
+	cols              []readCol
+	nattr             int
+	resSlots, scSlots []uint32 // attribute slots of resource and scope columns
+	hasOvf            bool     // the file has an overflow column
+	nextRG            int
+	closed            bool
+	// t is the read scratch of one row group, borrowed from freeTmps for
+	// the duration of readGroup: a merge reads from many open files one
+	// at a time, and scratch held per file was half of its peak heap.
+	vbuf                []parquet.Value
+	t                   *rowTmp
+	sink                msgSink
+	addMsg              func([]byte)
+	sigBuf              []byte
+	prevRes             []byte
+	prevSc              []byte
+	resIDs              map[string]uint32
+	scIDs               map[string]uint32
+	descIDs             map[string]uint32
+	slotKey             []signal.KeyID
+	prevResID, prevScID uint32
+
+	// protoOf caches the protobuf (in the destination arena) of record
+	// array and map values by their JSON: the same values recur row after
+	// row, and JSON → protobuf was half of reading a logs file.
+	protoOf      map[string]signal.Str
+	protoOfBytes int
+
+	// dictX caches, per dictionary index of the column chunk being read,
+	// the stored value of a string attribute (dictOK: set).
+	dict   parquet.Dictionary
+	dictX  []uint64
+	dictOK []bool
+}
+
+// readCol is the role of one leaf column.
+type readCol struct {
+	fixed int // fixed column index, or -1 for attribute and unknown columns
+	kind  Kind
+	slot  int // attribute slot, or -1
+	ovf   int // 1 + the scope of an overflow column, or 0
+	scope Scope
+	key   string
+	typ   signal.ValueType
+}
+
+// OpenCloser is OpenReader for an r the File owns: Close closes it, and
+// so does a failed open.
+func OpenCloser(r interface {
+	io.ReaderAt
+	io.Closer
+}, size int64, name string) (*File, error) {
+	f, err := OpenReader(r, size, name)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	f.closer = r
+	return f, nil
+}
+
+// OpenReader opens a lake file held by r; name is used in errors. The
+// caller keeps r open while the File is used.
+func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
+	defer func() {
+		if err != nil {
+			f = nil
+		}
+	}()
+	defer Recover(&err, "open %q", name)
+	pf, err := Open(r, size, name, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, err
+	}
+	f = &File{name: name, pf: pf}
+	table, _ := pf.Lookup(MetaTable)
+	tb := Lookup(table)
+	if tb == nil || table == TableRollup {
+		return nil, fmt.Errorf("open %q: %w: table %q", name, ErrNotLakeFile, table)
+	}
+	fixed := tb.Columns
+	f.table = table
+	byName := make(map[string]int, len(fixed))
+	for i, c := range fixed {
+		byName[c.Name] = i
+	}
+	schema := pf.Schema()
+	for leafIdx, p := range schema.Columns() {
+		leaf, _ := schema.Lookup(p...)
+		if leaf.ColumnIndex != leafIdx {
+			return nil, fmt.Errorf("open %q: %w: column order", name, ErrNotLakeFile)
+		}
+		rc := readCol{fixed: -1, slot: -1}
+		if i, ok := byName[p[0]]; ok {
+			rc.fixed, rc.kind = i, fixed[i].Kind
+			if !sameLayout(leaf, p, fixed[i].Kind) {
+				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
+			}
+		} else if ac, ok := ParseAttrName(p[0]); ok && len(p) == 1 {
+			s, key, t := ac.Scope, ac.Key, ac.Type
+			if leaf.MaxRepetitionLevel != 0 || leaf.MaxDefinitionLevel != 1 || leaf.Node.Type().Kind() != AttrKind(t) {
+				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
+			}
+			rc.slot, rc.scope, rc.key, rc.typ = f.nattr, s, key, t
+			switch s {
+			case ScopeResource:
+				f.resSlots = append(f.resSlots, uint32(f.nattr))
+			case ScopeScope:
+				f.scSlots = append(f.scSlots, uint32(f.nattr))
+			}
+			f.nattr++
+		} else if s, ok := ParseOverflowName(p[0]); ok && len(p) == 1 {
+			if leaf.MaxRepetitionLevel != 0 || leaf.MaxDefinitionLevel != 1 || leaf.Node.Type().Kind() != parquet.ByteArray {
+				return nil, fmt.Errorf("open %q: %w: column %q has an unexpected type", name, ErrNotLakeFile, p[0])
+			}
+			rc.ovf, f.hasOvf = int(s)+1, true
+		}
+		// Other columns are ignored: files may gain columns.
+		f.cols = append(f.cols, rc)
+	}
+	f.addMsg = f.sink.add
+	return f, nil
+}
+
+func sameLayout(leaf parquet.LeafColumn, p []string, k Kind) bool {
+	kind, rep, def := k.Layout()
+	if rep == 1 && len(p) != 3 || rep == 0 && len(p) != 1 {
+		return false
+	}
+	return leaf.Node.Type().Kind() == kind && leaf.MaxRepetitionLevel == rep && leaf.MaxDefinitionLevel == def
+}
+
+// Table is the table of the file: logs, metrics, traces or io_events.
+func (f *File) Table() string { return f.table }
+
+// Parquet is the file's parquet-go view, for column-level readers
+// (compaction); it is valid until Close.
+func (f *File) Parquet() *parquet.File { return f.pf }
+
+// NumRows is the number of rows in the file.
+func (f *File) NumRows() int64 { return f.pf.NumRows() }
+
+// Lookup returns a footer key/value.
+func (f *File) Lookup(key string) (string, bool) { return f.pf.Lookup(key) }
+
+// freeTmps keeps read scratch between files: compaction opens many. A
+// plain free list, not a sync.Pool: a pool drops its items at every GC, and
+// regrowing the scratch of a row group was a tenth of reading one.
+var freeTmps struct {
+	mu   sync.Mutex
+	tmps []*rowTmp
+}
+
+// maxIdleTmps bounds the idle scratch kept; more only exist while that many
+// files are read at once.
+const maxIdleTmps = 4
+
+func getRowTmp() *rowTmp {
+	freeTmps.mu.Lock()
+	defer freeTmps.mu.Unlock()
+	if n := len(freeTmps.tmps); n > 0 {
+		t := freeTmps.tmps[n-1]
+		freeTmps.tmps = freeTmps.tmps[:n-1]
+		return t
+	}
+	return &rowTmp{vbuf: make([]parquet.Value, 1024)}
+}
+
+func putRowTmp(t *rowTmp) {
+	freeTmps.mu.Lock()
+	defer freeTmps.mu.Unlock()
+	if len(freeTmps.tmps) < maxIdleTmps {
+		freeTmps.tmps = append(freeTmps.tmps, t)
+	}
+}
+
+// Close releases the file.
+func (f *File) Close() error {
+	f.closed = true
+	if f.closer != nil {
+		err := f.closer.Close()
+		f.closer = nil
+		return err
+	}
+	return nil
+}
+
+// Rewind makes the Next* methods start again from the first row group.
+func (f *File) Rewind() { f.nextRG = 0 }
+
+func (f *File) want(table string) error {
+	if f.closed {
+		return fmt.Errorf("read %q: file is closed", f.name)
+	}
+	if f.table != table {
+		return fmt.Errorf("read %q: file holds %s, not %s", f.name, f.table, table)
+	}
+	return nil
+}
+
+// ReadLogs appends every record of the file to dst.
+func (f *File) ReadLogs(dst *signal.Logs) error { return f.readAll(TableLogs, &dst.Common, dst) }
+
+// NextLogs appends the records of the next row group to dst; io.EOF after
+// the last one.
+func (f *File) NextLogs(dst *signal.Logs) error { return f.nextOf(TableLogs, &dst.Common, dst) }
+
+// ReadMetrics appends every data point of the file to dst.
+func (f *File) ReadMetrics(dst *signal.Metrics) error {
+	return f.readAll(TableMetrics, &dst.Common, dst)
+}
+
+// NextMetrics is NextLogs for metrics.
+func (f *File) NextMetrics(dst *signal.Metrics) error {
+	return f.nextOf(TableMetrics, &dst.Common, dst)
+}
+
+// ReadSpans appends every span of the file to dst.
+func (f *File) ReadSpans(dst *signal.Spans) error { return f.readAll(TableTraces, &dst.Common, dst) }
+
+// NextSpans is NextLogs for spans.
+func (f *File) NextSpans(dst *signal.Spans) error { return f.nextOf(TableTraces, &dst.Common, dst) }
+
+// readAll reads every row group of a file of table into dst, whose Common
+// is c.
+func (f *File) readAll(table string, c *signal.Common, dst any) error {
+	if err := f.want(table); err != nil {
+		return err
+	}
+	f.startCall()
+	for i := range f.pf.RowGroups() {
+		if err := f.readGroup(i, c, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextOf is next for a file that must hold table.
+func (f *File) nextOf(table string, c *signal.Common, dst any) error {
+	if err := f.want(table); err != nil {
+		return err
+	}
+	return f.next(c, dst)
+}
+
+func (f *File) next(c *signal.Common, dst any) error {
+	if f.nextRG >= len(f.pf.RowGroups()) {
+		return io.EOF
+	}
+	f.startCall()
+	i := f.nextRG
+	f.nextRG++
+	return f.readGroup(i, c, dst)
+}
+
+// startCall forgets the resources, scopes and descriptors shared so far:
+// a call may append to a batch that was reset in between.
+func (f *File) startCall() {
+	clear(f.resIDs)
+	clear(f.scIDs)
+	clear(f.descIDs)
+	if f.resIDs == nil {
+		f.resIDs = make(map[string]uint32)
+		f.scIDs = make(map[string]uint32)
+		f.descIDs = make(map[string]uint32)
+	}
+	f.prevRes, f.prevSc = f.prevRes[:0], f.prevSc[:0]
+	f.slotKey = f.slotKey[:0]
+	clear(f.protoOf)
+	f.protoOfBytes = 0
+}
+
+// anyValueProto appends the protobuf of the OTLP JSON AnyValue js to c's
+// arena, or returns the Str of an identical value appended earlier in this
+// call (arena strings are immutable, so sharing them is safe).
+func (f *File) anyValueProto(c *signal.Common, js []byte) (signal.Str, error) {
+	if s, ok := f.protoOf[string(js)]; ok {
+		return s, nil
+	}
+	off := len(c.Buf)
+	var err error
+	if c.Buf, err = otlp.AppendAnyValueProto(c.Buf, js); err != nil {
+		c.Buf = c.Buf[:off]
+		return 0, err
+	}
+	s := signal.MakeStr(off, len(c.Buf)-off)
+	if len(f.protoOf) < maxJSONCacheEntries && f.protoOfBytes+len(js) <= maxJSONCacheBytes {
+		if f.protoOf == nil {
+			f.protoOf = make(map[string]signal.Str)
+		}
+		f.protoOf[string(js)] = s
+		f.protoOfBytes += len(js)
+	}
+	return s, nil
+}
+
+// entry is one non-null attribute value of one row.
+type entry struct {
+	row  uint32
+	slot uint32
+	val  uint64
+}
+
+// rowTmp holds per-row values of one row group that are assembled after
+// all columns were read. Strings in arena unless noted.
+type rowTmp struct {
+	arena      []byte
+	svc        []signal.Str
+	svcOK      []bool
+	scName     []signal.Str
+	scVersion  []signal.Str
+	scURL      []signal.Str
+	scDropped  []uint32
+	resURL     []signal.Str
+	resDropped []uint32
+	resEnt     []entry                 // resource and scope values where they change, see consumeAttr
+	ovf        [NumScopes][]signal.Str // per row: overflow JSON, 0 when null
+	prevOvf    [NumScopes]signal.Str
+	scEnt      []entry
+	lastSet    []bool   // per slot: the previous row had a value
+	lastVal    []uint64 // per slot: that value
+	curEnt     []entry
+	recEnt     []entry // strings already in the destination arena
+	sorted     []entry
+	starts     []int32
+	cursor     []int32
+	slotCols   []readCol
+	prevAttr   []signal.Str // per attribute slot: last string kept in arena
+	prevFixed  [numCommonCols]signal.Str
+	prevDesc   [6]signal.Str
+	vbuf       []parquet.Value
+
+	// logs
+	bodyType []signal.Str
+	bodyNull []bool
+	// metrics
+	name, desc, unit, mtype, temp, meta []signal.Str
+	mono                                []bool
+	valueInt                            []uint64
+	valueIntOK                          []bool
+	quant, quantVal                     []signal.Range // into f64
+	f64                                 []float64
+}
+
+func (t *rowTmp) reset(n, nattr int) {
+	t.arena = t.arena[:0]
+	t.prevAttr = resize(t.prevAttr, nattr)
+	t.lastSet = resize(t.lastSet, nattr)
+	t.lastVal = resize(t.lastVal, nattr)
+	t.prevFixed = [numCommonCols]signal.Str{}
+	t.prevDesc = [6]signal.Str{}
+	t.svc = resize(t.svc, n)
+	t.svcOK = resize(t.svcOK, n)
+	t.scName = resize(t.scName, n)
+	t.scVersion = resize(t.scVersion, n)
+	t.scURL = resize(t.scURL, n)
+	t.scDropped = resize(t.scDropped, n)
+	t.resURL = resize(t.resURL, n)
+	t.resDropped = resize(t.resDropped, n)
+	t.resEnt, t.scEnt, t.recEnt = t.resEnt[:0], t.scEnt[:0], t.recEnt[:0]
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+func (t *rowTmp) str(b []byte) signal.Str {
+	off := len(t.arena)
+	t.arena = append(t.arena, b...)
+	return signal.MakeStr(off, len(b))
+}
+
+// strRun is str for columns whose values repeat row after row (resource and
+// scope fields, sorted together): a value equal to the previous one shares
+// its Str, which also lets assemble compare rows by Str alone.
+func (t *rowTmp) strRun(prev *signal.Str, b []byte) signal.Str {
+	if p := *prev; p.Len() == len(b) && p != 0 && bytes.Equal(t.bytes(p), b) {
+		return p
+	}
+	*prev = t.str(b)
+	return *prev
+}
+
+func (t *rowTmp) bytes(s signal.Str) []byte {
+	return t.arena[s.Off() : s.Off()+s.Len()]
+}
+
+var errRows = errors.New("column row count does not match the row group")
+
+// readGroup appends row group i to dst (a *signal.Logs, *signal.Metrics or
+// *signal.Spans whose Common is c).
+func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("read %q: corrupt parquet: %v", f.name, p)
+		}
+	}()
+	f.t = getRowTmp()
+	f.vbuf = f.t.vbuf
+	defer func() {
+		f.t.slotCols = f.t.slotCols[:0] // per file
+		putRowTmp(f.t)
+		f.t, f.vbuf = nil, nil
+	}()
+	rg := f.pf.RowGroups()[i]
+	nr := rg.NumRows()
+	if nr < 0 || nr > math.MaxInt32 || nr > f.pf.NumRows() {
+		return fmt.Errorf("read %q: bad row count %d", f.name, nr)
+	}
+	n := int(nr)
+	for len(f.slotKey) < f.nattr {
+		f.slotKey = append(f.slotKey, 0)
+	}
+	for j := range f.cols {
+		if rc := &f.cols[j]; rc.slot >= 0 {
+			f.slotKey[rc.slot] = c.Keys.IDString(rc.key)
+		}
+	}
+	f.t.reset(n, f.nattr)
+	for s := range f.t.ovf { // pooled: never a previous file's
+		f.t.ovf[s], f.t.prevOvf[s] = f.t.ovf[s][:0], 0
+		if f.hasOvf {
+			f.t.ovf[s] = resize(f.t.ovf[s], n)
+		}
+	}
+	var base int
+	switch d := dst.(type) {
+	case *signal.Logs:
+		base = d.Len()
+		for range n {
+			d.AppendRecord(0, 0)
+		}
+		f.t.bodyType = resize(f.t.bodyType, n)
+		f.t.bodyNull = resize(f.t.bodyNull, n)
+	case *signal.Metrics:
+		base = d.Len()
+		for range n {
+			d.AppendPoint(0, 0, 0)
+		}
+		t := f.t
+		t.name, t.desc, t.unit = resize(t.name, n), resize(t.desc, n), resize(t.unit, n)
+		t.mtype, t.temp, t.meta = resize(t.mtype, n), resize(t.temp, n), resize(t.meta, n)
+		t.mono = resize(t.mono, n)
+		t.valueInt, t.valueIntOK = resize(t.valueInt, n), resize(t.valueIntOK, n)
+		t.quant, t.quantVal = resize(t.quant, n), resize(t.quantVal, n)
+		t.f64 = t.f64[:0]
+	case *signal.Spans:
+		base = d.Len()
+		for range n {
+			d.AppendSpan(0, 0)
+		}
+	}
+	chunks := rg.ColumnChunks()
+	if len(chunks) != len(f.cols) {
+		return fmt.Errorf("read %q: row group %d has %d columns, want %d", f.name, i, len(chunks), len(f.cols))
+	}
+	for j := range f.cols {
+		rc := &f.cols[j]
+		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 {
+			continue
+		}
+		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
+			return fmt.Errorf("read %q: row group %d column %d: %w", f.name, i, j, err)
+		}
+	}
+	if err := f.assemble(c, base, n, dst); err != nil {
+		return fmt.Errorf("read %q: row group %d: %w", f.name, i, err)
+	}
+	return nil
+}
+
+// readColumn reads every value of one column chunk.
+func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
+	pages := cc.Pages()
+	defer pages.Close()
+	f.dict = nil // a new chunk has a new dictionary
+	row := 0
+	repeated := rc.kind.IsList() && rc.fixed >= 0
+	for {
+		page, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if rc.slot >= 0 {
+			k, ok, err := f.consumeAttrPage(rc, page, row, n, c)
+			if ok {
+				parquet.Release(page)
+				if err != nil {
+					return err
+				}
+				row += k
+				continue
+			}
+		}
+		vr := page.Values()
+		for {
+			k, rerr := vr.ReadValues(f.vbuf)
+			if k > 0 {
+				vals := f.vbuf[:k]
+				if repeated {
+					row, err = f.consumeList(rc, vals, row, n, c, base, dst)
+				} else {
+					if row+k > n {
+						parquet.Release(page)
+						return errRows
+					}
+					err = f.consume(rc, vals, row, c, base, dst)
+					row += k
+				}
+				if err != nil {
+					parquet.Release(page)
+					return err
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				parquet.Release(page)
+				return rerr
+			}
+			if k == 0 {
+				parquet.Release(page)
+				return io.ErrNoProgress
+			}
+		}
+		parquet.Release(page)
+	}
+	if row != n {
+		return errRows
+	}
+	return nil
+}
+
+// consume stores one buffer of values of a non-repeated column, starting at
+// row (relative to the row group).
+func (f *File) consume(rc *readCol, vals []parquet.Value, row int, c *signal.Common, base int, dst any) error {
+	t := f.t
+	if rc.slot >= 0 {
+		return f.consumeAttr(rc, vals, row, c)
+	}
+	if rc.ovf != 0 {
+		// Resource and scope rows repeat theirs: strRun shares the Str,
+		// so assemble compares them by Str.
+		s := rc.ovf - 1
+		runStrs(t, &t.prevOvf[s], t.ovf[s][row:], vals)
+		return nil
+	}
+	switch rc.fixed {
+	case cServiceName:
+		for i, v := range vals {
+			if !v.IsNull() {
+				t.svc[row+i], t.svcOK[row+i] = t.strRun(&t.prevFixed[cServiceName], v.ByteArray()), true
+			}
+		}
+		return nil
+	case cScopeName:
+		runStrs(t, &t.prevFixed[cScopeName], t.scName[row:], vals)
+		return nil
+	case cScopeVersion:
+		runStrs(t, &t.prevFixed[cScopeVersion], t.scVersion[row:], vals)
+		return nil
+	case cScopeSchemaURL:
+		runStrs(t, &t.prevFixed[cScopeSchemaURL], t.scURL[row:], vals)
+		return nil
+	case cResourceSchemaURL:
+		runStrs(t, &t.prevFixed[cResourceSchemaURL], t.resURL[row:], vals)
+		return nil
+	case cScopeDropped:
+		u32s(t.scDropped[row:], vals)
+		return nil
+	case cResourceDropped:
+		u32s(t.resDropped[row:], vals)
+		return nil
+	}
+	b := base + row
+	switch d := dst.(type) {
+	case *signal.Logs:
+		return f.consumeLogs(d, rc.fixed, vals, b, row)
+	case *signal.Metrics:
+		return f.consumeMetrics(d, rc.fixed, vals, b, row)
+	case *signal.Spans:
+		return f.consumeSpans(d, rc.fixed, vals, b)
+	}
+	return nil
+}
+
+func runStrs(t *rowTmp, prev *signal.Str, dst []signal.Str, vals []parquet.Value) {
+	for i, v := range vals {
+		if !v.IsNull() {
+			dst[i] = t.strRun(prev, v.ByteArray())
+		}
+	}
+}
+
+func tmpStrs(t *rowTmp, dst []signal.Str, vals []parquet.Value) {
+	for i, v := range vals {
+		if !v.IsNull() {
+			dst[i] = t.str(v.ByteArray())
+		}
+	}
+}
+
+func u32s(dst []uint32, vals []parquet.Value) {
+	for i, v := range vals {
+		dst[i] = v.Uint32()
+	}
+}
+
+func i64s(dst []int64, vals []parquet.Value) {
+	for i, v := range vals {
+		dst[i] = v.Int64() // 0 for null
+	}
+}
+
+func i32s(dst []int32, vals []parquet.Value) {
+	for i, v := range vals {
+		dst[i] = v.Int32()
+	}
+}
+
+func strs(c *signal.Common, dst []signal.Str, vals []parquet.Value) {
+	for i, v := range vals {
+		if !v.IsNull() {
+			dst[i] = c.AppendBytes(v.ByteArray())
+		}
+	}
+}
+
+var errBadID = errors.New("bad hex id")
+
+func (f *File) consumeLogs(d *signal.Logs, col int, vals []parquet.Value, b, row int) error {
+	k := len(vals)
+	switch col {
+	case lTimestamp:
+		i64s(d.Time[b:b+k], vals)
+	case lObserved:
+		i64s(d.ObservedTime[b:b+k], vals)
+	case lSeverityNumber:
+		i32s(d.SeverityNum[b:b+k], vals)
+	case lSeverityText:
+		strs(&d.Common, d.SeverityText[b:b+k], vals)
+	case lBody:
+		for i, v := range vals {
+			if v.IsNull() {
+				f.t.bodyNull[row+i] = true
+			} else {
+				d.Body[b+i] = uint64(d.AppendBytes(v.ByteArray()))
+			}
+		}
+	case lBodyType:
+		tmpStrs(f.t, f.t.bodyType[row:], vals)
+	case lTraceID:
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 32 || hexDecode(d.TraceID[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case lSpanID:
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 16 || hexDecode(d.SpanID[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case lFlags:
+		u32s(d.Flags[b:b+k], vals)
+	case lEventName:
+		strs(&d.Common, d.EventName[b:b+k], vals)
+	case lDropped:
+		u32s(d.DroppedAttrs[b:b+k], vals)
+	}
+	return nil
+}
+
+func hexDecode(dst, src []byte) error {
+	_, err := hex.Decode(dst, src)
+	return err
+}
+
+func (f *File) consumeSpans(d *signal.Spans, col int, vals []parquet.Value, b int) error {
+	k := len(vals)
+	switch col {
+	case tTraceID:
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 32 || hexDecode(d.TraceID[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case tSpanID, tParentSpanID:
+		ids := d.SpanID
+		if col == tParentSpanID {
+			ids = d.ParentSpanID
+		}
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			if x := v.ByteArray(); len(x) != 16 || hexDecode(ids[b+i][:], x) != nil {
+				return errBadID
+			}
+		}
+	case tTraceState:
+		strs(&d.Common, d.TraceState[b:b+k], vals)
+	case tName:
+		strs(&d.Common, d.Name[b:b+k], vals)
+	case tKind:
+		i32s(d.Kind[b:b+k], vals)
+	case tStart:
+		i64s(d.StartTime[b:b+k], vals)
+	case tEnd:
+		i64s(d.EndTime[b:b+k], vals)
+	case tStatusCode:
+		i32s(d.StatusCode[b:b+k], vals)
+	case tStatusMessage:
+		strs(&d.Common, d.StatusMessage[b:b+k], vals)
+	case tFlags:
+		u32s(d.Flags[b:b+k], vals)
+	case tEvents, tLinks:
+		kind, rs := NestedEvent, d.Events
+		if col == tLinks {
+			kind, rs = NestedLink, d.Links
+		}
+		for i, v := range vals {
+			if v.IsNull() {
+				m := uint32(len(d.Msgs))
+				rs[b+i] = signal.Range{Start: m, End: m}
+				continue
+			}
+			r, err := parseMsgsJSON(&d.Common, kind, v.ByteArray(), &f.sink, f.addMsg)
+			if err != nil {
+				return err
+			}
+			rs[b+i] = r
+		}
+	case tDropped:
+		u32s(d.DroppedAttrs[b:b+k], vals)
+	case tDroppedEvents:
+		u32s(d.DroppedEvents[b:b+k], vals)
+	case tDroppedLinks:
+		u32s(d.DroppedLinks[b:b+k], vals)
+	}
+	return nil
+}
+
+func (f *File) consumeMetrics(d *signal.Metrics, col int, vals []parquet.Value, b, row int) error {
+	t := f.t
+	k := len(vals)
+	switch col {
+	case mTimestamp:
+		i64s(d.Time[b:b+k], vals)
+	case mStart:
+		i64s(d.StartTime[b:b+k], vals)
+	case mName:
+		runStrs(t, &t.prevDesc[0], t.name[row:], vals)
+	case mType:
+		runStrs(t, &t.prevDesc[1], t.mtype[row:], vals)
+	case mDescription:
+		runStrs(t, &t.prevDesc[2], t.desc[row:], vals)
+	case mUnit:
+		runStrs(t, &t.prevDesc[3], t.unit[row:], vals)
+	case mTemporality:
+		runStrs(t, &t.prevDesc[4], t.temp[row:], vals)
+	case mMetadata:
+		runStrs(t, &t.prevDesc[5], t.meta[row:], vals)
+	case mMonotonic:
+		for i, v := range vals {
+			t.mono[row+i] = v.Boolean()
+		}
+	case mSeriesID:
+		for i, v := range vals {
+			d.SeriesID[b+i] = v.Uint64()
+		}
+	case mValue:
+		for i, v := range vals {
+			if !v.IsNull() {
+				d.NumberType[b+i] = signal.ValueDouble
+				d.Number[b+i] = math.Float64bits(v.Double())
+			}
+		}
+	case mValueInt:
+		for i, v := range vals {
+			if !v.IsNull() {
+				t.valueInt[row+i], t.valueIntOK[row+i] = v.Uint64(), true
+			}
+		}
+	case mFlags:
+		u32s(d.Flags[b:b+k], vals)
+	case mCount:
+		for i, v := range vals {
+			d.Count[b+i] = v.Uint64()
+		}
+	case mSum, mMin, mMax:
+		dstF, bit := d.Sum, signal.HasSum
+		if col == mMin {
+			dstF, bit = d.Min, signal.HasMin
+		} else if col == mMax {
+			dstF, bit = d.Max, signal.HasMax
+		}
+		for i, v := range vals {
+			if !v.IsNull() {
+				dstF[b+i] = v.Double()
+				d.Has[b+i] |= bit
+			}
+		}
+	case mExpScale:
+		i32s(d.Scale[b:b+k], vals)
+	case mExpZeroCount:
+		for i, v := range vals {
+			d.ZeroCount[b+i] = v.Uint64()
+		}
+	case mExpZeroThreshold:
+		for i, v := range vals {
+			d.ZeroThreshold[b+i] = v.Double()
+		}
+	case mExpPosOffset:
+		i32s(d.PosOffset[b:b+k], vals)
+	case mExpNegOffset:
+		i32s(d.NegOffset[b:b+k], vals)
+	case mExemplars:
+		for i, v := range vals {
+			if v.IsNull() {
+				m := uint32(len(d.Msgs))
+				d.Exemplars[b+i] = signal.Range{Start: m, End: m}
+				continue
+			}
+			r, err := parseMsgsJSON(&d.Common, NestedExemplar, v.ByteArray(), &f.sink, f.addMsg)
+			if err != nil {
+				return err
+			}
+			d.Exemplars[b+i] = r
+		}
+	case mSketch:
+		// Derived from the buckets; not part of the batch.
+	}
+	return nil
+}
+
+// consumeList stores one buffer of a LIST column; a value with repetition
+// level 0 starts a row, definition level 1 is an element.
+func (f *File) consumeList(rc *readCol, vals []parquet.Value, row, n int, c *signal.Common, base int, dst any) (int, error) {
+	d, ok := dst.(*signal.Metrics)
+	if !ok {
+		return row, nil
+	}
+	t := f.t
+	var ranges []signal.Range
+	u64 := true
+	switch rc.fixed {
+	case mBucketCounts:
+		ranges = d.BucketCounts
+	case mExpPosCounts:
+		ranges = d.PosCounts
+	case mExpNegCounts:
+		ranges = d.NegCounts
+	case mBounds:
+		ranges, u64 = d.Bounds, false
+	case mQuantiles:
+		ranges, u64 = t.quant, false
+	case mQuantileValues:
+		ranges, u64 = t.quantVal, false
+	default:
+		return row, nil
+	}
+	tmp := rc.fixed == mQuantiles || rc.fixed == mQuantileValues
+	for _, v := range vals {
+		if v.RepetitionLevel() == 0 {
+			if row >= n {
+				return row, errRows
+			}
+			var at uint32
+			switch {
+			case tmp:
+				at = uint32(len(t.f64))
+			case u64:
+				at = uint32(len(d.U64))
+			default:
+				at = uint32(len(d.F64))
+			}
+			if tmp {
+				ranges[row] = signal.Range{Start: at, End: at}
+			} else {
+				ranges[base+row] = signal.Range{Start: at, End: at}
+			}
+			row++
+		} else if row == 0 {
+			return row, errRows
+		}
+		if v.DefinitionLevel() != 1 {
+			continue
+		}
+		switch {
+		case tmp:
+			t.f64 = append(t.f64, v.Double())
+			ranges[row-1].End++
+		case u64:
+			d.U64 = append(d.U64, v.Uint64())
+			ranges[base+row-1].End++
+		default:
+			d.F64 = append(d.F64, v.Double())
+			ranges[base+row-1].End++
+		}
+	}
+	return row, nil
+}
+
+// consumeAttr collects the non-null values of an attribute column.
+func (f *File) consumeAttr(rc *readCol, vals []parquet.Value, row int, c *signal.Common) error {
+	for i := range vals {
+		v := &vals[i]
+		if v.IsNull() {
+			f.t.attrNull(rc, row+i)
+			continue
+		}
+		var x uint64
+		switch rc.typ {
+		case signal.ValueInt:
+			x = v.Uint64()
+		case signal.ValueDouble:
+			x = math.Float64bits(v.Double())
+		case signal.ValueBool:
+			if v.Boolean() {
+				x = 1
+			}
+		case signal.ValueEmpty:
+		default:
+			var err error
+			if x, err = f.attrBytes(rc, c, v.ByteArray()); err != nil {
+				return err
+			}
+		}
+		f.t.attrSet(rc, row+i, x)
+	}
+	return nil
+}
+
+// consumeAttrPage is consumeAttr straight from a page's levels and typed
+// values, without a parquet.Value per row: attribute columns are mostly
+// null, often whole pages of them. It returns false, having done nothing,
+// for pages it does not handle (booleans, or data of an unexpected shape),
+// which then go through consumeAttr.
+func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *signal.Common) (int, bool, error) {
+	if rc.typ == signal.ValueBool || rc.typ == signal.ValueEmpty || page.RepetitionLevels() != nil {
+		return 0, false, nil
+	}
+	levels := page.DefinitionLevels()
+	if int64(len(levels)) != page.NumValues() {
+		return 0, false, nil
+	}
+	if row+len(levels) > n {
+		return 0, true, errRows
+	}
+	t := f.t
+	nulls := page.NumNulls()
+	if nulls == int64(len(levels)) {
+		if len(levels) > 0 {
+			t.attrNull(rc, row)
+		}
+		return len(levels), true, nil
+	}
+	data := page.Data()
+	var (
+		i64      []int64
+		f64      []float64
+		idx      []int32
+		bv       []byte
+		boff     []uint32
+		dict     parquet.Dictionary
+		dv       []byte
+		doff     []uint32
+		nonNulls = len(levels) - int(nulls)
+	)
+	switch rc.typ {
+	case signal.ValueInt:
+		i64 = data.Int64()
+		if len(i64) != nonNulls {
+			return 0, false, nil
+		}
+	case signal.ValueDouble:
+		f64 = data.Double()
+		if len(f64) != nonNulls {
+			return 0, false, nil
+		}
+	default:
+		if dict = page.Dictionary(); dict != nil {
+			idx = data.Int32()
+			if len(idx) != nonNulls {
+				return 0, false, nil
+			}
+			if dict != f.dict {
+				f.dict = dict
+				f.dictX = resize(f.dictX, dict.Len())
+				f.dictOK = resize(f.dictOK, dict.Len())
+			}
+			dd := dict.Page().Data()
+			dv, doff = dd.ByteArray()
+			if len(doff) != dict.Len()+1 {
+				dv, doff = nil, nil
+			}
+		} else {
+			bv, boff = data.ByteArray()
+			if len(boff) != nonNulls+1 {
+				return 0, false, nil
+			}
+		}
+	}
+	j := 0
+	for i, lvl := range levels {
+		if lvl == 0 {
+			t.attrNull(rc, row+i)
+			continue
+		}
+		var x uint64
+		switch {
+		case i64 != nil:
+			x = uint64(i64[j])
+		case f64 != nil:
+			x = math.Float64bits(f64[j])
+		default:
+			var b []byte
+			if dict != nil {
+				// Each dictionary value is stored once per chunk; the
+				// rows that repeat it share its Str (arena strings are
+				// immutable). prevAttr follows, for strRun on plain
+				// pages after a dictionary fallback.
+				k := idx[j]
+				if f.dictOK[k] {
+					x = f.dictX[k]
+					if rc.scope != ScopeRecord {
+						t.prevAttr[rc.slot] = signal.Str(x)
+					}
+					j++
+					t.attrSet(rc, row+i, x)
+					continue
+				}
+				if doff != nil {
+					b = dv[doff[k]:doff[k+1]]
+				} else {
+					b = dict.Index(k).ByteArray()
+				}
+			} else {
+				b = bv[boff[j]:boff[j+1]]
+			}
+			var err error
+			if x, err = f.attrBytes(rc, c, b); err != nil {
+				return 0, true, err
+			}
+			if dict != nil {
+				f.dictX[idx[j]], f.dictOK[idx[j]] = x, true
+			}
+		}
+		j++
+		t.attrSet(rc, row+i, x)
+	}
+	return len(levels), true, nil
+}
+
+// attrBytes stores the value of a string, bytes, array or map attribute:
+// record values in the destination arena (JSON as protobuf), resource and
+// scope values in the tmp arena until assemble.
+func (f *File) attrBytes(rc *readCol, c *signal.Common, b []byte) (uint64, error) {
+	if rc.scope != ScopeRecord {
+		return uint64(f.t.strRun(&f.t.prevAttr[rc.slot], b)), nil
+	}
+	if rc.typ == signal.ValueString || rc.typ == signal.ValueBytes {
+		return uint64(c.AppendBytes(b)), nil
+	}
+	s, err := f.anyValueProto(c, b)
+	return uint64(s), err
+}
+
+// attrNull notes that an attribute column is null at row: resource and
+// scope columns record where a value stops.
+func (t *rowTmp) attrNull(rc *readCol, row int) {
+	slot := uint32(rc.slot)
+	if rc.scope != ScopeRecord && t.lastSet[slot] {
+		t.lastSet[slot] = false
+		t.addChange(rc.scope, entry{row: uint32(row), slot: slot | absentSlot})
+	}
+}
+
+// attrSet notes the value x of an attribute column at row.
+func (t *rowTmp) attrSet(rc *readCol, row int, x uint64) {
+	e := entry{row: uint32(row), slot: uint32(rc.slot), val: x}
+	if rc.scope == ScopeRecord {
+		t.recEnt = append(t.recEnt, e)
+		return
+	}
+	// Resource and scope values repeat for long runs of (sorted) rows;
+	// only changes are kept. Equal consecutive strings share their Str
+	// (strRun), so comparing val is comparing values.
+	if !t.lastSet[e.slot] || t.lastVal[e.slot] != x {
+		t.lastSet[e.slot], t.lastVal[e.slot] = true, x
+		t.addChange(rc.scope, e)
+	}
+}
+
+// absentSlot marks a change entry whose column becomes null at its row.
+const absentSlot = 1 << 31
+
+func (t *rowTmp) addChange(s Scope, e entry) {
+	if s == ScopeResource {
+		t.resEnt = append(t.resEnt, e)
+	} else {
+		t.scEnt = append(t.scEnt, e)
+	}
+}
+
+// applyChanges updates the current values of resource or scope columns with
+// the changes at one row and reports whether there were any.
+func (t *rowTmp) applyChanges(chg []entry) bool {
+	for _, e := range chg {
+		slot := e.slot &^ absentSlot
+		t.lastSet[slot] = e.slot&absentSlot == 0
+		t.lastVal[slot] = e.val
+	}
+	return len(chg) > 0
+}
+
+// currentEntries returns the current values of the given slots, in slot
+// order (the order of their columns).
+func (t *rowTmp) currentEntries(r int, slots []uint32) []entry {
+	row := t.curEnt[:0]
+	for _, slot := range slots {
+		if t.lastSet[slot] {
+			row = append(row, entry{row: uint32(r), slot: slot, val: t.lastVal[slot]})
+		}
+	}
+	t.curEnt = row
+	return row
+}
+
+// byRow sorts entries by row (stably: column order within a row) and
+// returns them with starts[r]..starts[r+1] bounding row r.
+func (t *rowTmp) byRow(ents []entry, n int) ([]entry, []int32) {
+	t.starts = resize(t.starts, n+1)
+	for _, e := range ents {
+		t.starts[e.row+1]++
+	}
+	for r := range n {
+		t.starts[r+1] += t.starts[r]
+	}
+	t.sorted = resize(t.sorted, len(ents))
+	t.cursor = resize(t.cursor, n)
+	cursor := t.cursor
+	copy(cursor, t.starts[:n])
+	for _, e := range ents {
+		t.sorted[cursor[e.row]] = e
+		cursor[e.row]++
+	}
+	return t.sorted, t.starts
+}
+
+// assemble builds resources, scopes, record attributes and the fields that
+// depend on several columns.
+func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
+	t := f.t
+	var resOf, scOf []uint32
+	var rec []signal.Range
+	switch d := dst.(type) {
+	case *signal.Logs:
+		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
+		for r := range n {
+			bt := t.bodyType[r]
+			if bt == 0 {
+				d.BodyType[base+r] = signal.ValueString
+				continue
+			}
+			vt, ok := signal.ParseValueType(string(t.bytes(bt)))
+			if !ok {
+				return fmt.Errorf("bad body_type %q", t.bytes(bt))
+			}
+			if vt == signal.ValueEmpty || t.bodyNull[r] {
+				d.BodyType[base+r], d.Body[base+r] = signal.ValueEmpty, 0
+				continue
+			}
+			typ, v, err := parseAnyValueJSON(c, c.Bytes(signal.Str(d.Body[base+r])))
+			if err != nil {
+				return err
+			}
+			d.BodyType[base+r], d.Body[base+r] = typ, v
+		}
+	case *signal.Metrics:
+		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
+		if err := f.assembleMetrics(d, base, n); err != nil {
+			return err
+		}
+	case *signal.Spans:
+		resOf, scOf, rec = d.Resource[base:], d.Scope[base:], d.Attr[base:]
+	}
+
+	// Resources. lastSet/lastVal are reused to replay the changes recorded
+	// by consumeAttr row by row.
+	clear(t.lastSet)
+	ents, starts := t.byRow(t.resEnt, n)
+	for r := range n {
+		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
+		if r > 0 && !changed && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
+			t.resDropped[r] == t.resDropped[r-1] && t.ovfAt(ScopeResource, r) == t.ovfAt(ScopeResource, r-1) {
+			resOf[r] = resOf[r-1]
+			continue
+		}
+		row := t.currentEntries(r, f.resSlots)
+		sig := f.sigBuf[:0]
+		if t.svcOK[r] {
+			sig = append(sig, 1)
+			sig = appendLenBytes(sig, t.bytes(t.svc[r]))
+		} else {
+			sig = append(sig, 0)
+		}
+		sig = appendLenBytes(sig, t.bytes(t.resURL[r]))
+		sig = strconv.AppendUint(sig, uint64(t.resDropped[r]), 10)
+		sig = f.appendEntSig(sig, row)
+		sig = appendLenBytes(sig, t.bytes(t.ovfAt(ScopeResource, r)))
+		f.sigBuf = sig
+		if len(f.prevRes) > 0 && bytes.Equal(sig, f.prevRes) {
+			resOf[r] = f.prevResID
+			continue
+		}
+		id, ok := f.resIDs[string(sig)]
+		if !ok {
+			var err error
+			if id, err = f.newResource(c, r, row); err != nil {
+				return err
+			}
+			f.resIDs[string(sig)] = id
+		}
+		f.prevRes = append(f.prevRes[:0], sig...)
+		f.prevResID = id
+		resOf[r] = id
+	}
+	// Scopes.
+	clear(t.lastSet)
+	ents, starts = t.byRow(t.scEnt, n)
+	for r := range n {
+		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
+		if r > 0 && !changed && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
+			t.scDropped[r] == t.scDropped[r-1] && t.ovfAt(ScopeScope, r) == t.ovfAt(ScopeScope, r-1) {
+			scOf[r] = scOf[r-1]
+			continue
+		}
+		row := t.currentEntries(r, f.scSlots)
+		sig := f.sigBuf[:0]
+		sig = appendLenBytes(sig, t.bytes(t.scName[r]))
+		sig = appendLenBytes(sig, t.bytes(t.scVersion[r]))
+		sig = appendLenBytes(sig, t.bytes(t.scURL[r]))
+		sig = strconv.AppendUint(sig, uint64(t.scDropped[r]), 10)
+		sig = f.appendEntSig(sig, row)
+		sig = appendLenBytes(sig, t.bytes(t.ovfAt(ScopeScope, r)))
+		f.sigBuf = sig
+		if len(f.prevSc) > 0 && bytes.Equal(sig, f.prevSc) {
+			scOf[r] = f.prevScID
+			continue
+		}
+		id, ok := f.scIDs[string(sig)]
+		if !ok {
+			start := uint32(c.Attrs.Len())
+			if err := f.appendEnts(c, row, false); err != nil {
+				return err
+			}
+			if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(ScopeScope, r))); err != nil {
+				return err
+			}
+			c.Scopes = append(c.Scopes, signal.Scope{
+				Name:         c.AppendBytes(t.bytes(t.scName[r])),
+				Version:      c.AppendBytes(t.bytes(t.scVersion[r])),
+				Attrs:        signal.Range{Start: start, End: uint32(c.Attrs.Len())},
+				DroppedAttrs: t.scDropped[r],
+				SchemaURL:    c.AppendBytes(t.bytes(t.scURL[r])),
+			})
+			id = uint32(len(c.Scopes) - 1)
+			f.scIDs[string(sig)] = id
+		}
+		f.prevSc = append(f.prevSc[:0], sig...)
+		f.prevScID = id
+		scOf[r] = id
+	}
+	// Record attributes: strings are already in the destination arena.
+	ents, starts = t.byRow(t.recEnt, n)
+	for r := range n {
+		start := uint32(c.Attrs.Len())
+		for _, e := range ents[starts[r]:starts[r+1]] {
+			c.Attrs.Append(f.slotKey[e.slot], f.slotType(e.slot), e.val)
+		}
+		if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(ScopeRecord, r))); err != nil {
+			return err
+		}
+		rec[r] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	}
+	return nil
+}
+
+func (f *File) slotType(slot uint32) signal.ValueType {
+	return f.attrCols()[slot].typ
+}
+
+// attrCols returns the attribute columns by slot.
+func (f *File) attrCols() []readCol {
+	if len(f.t.slotCols) != f.nattr {
+		f.t.slotCols = f.t.slotCols[:0]
+		for _, rc := range f.cols {
+			if rc.slot >= 0 {
+				f.t.slotCols = append(f.t.slotCols, rc)
+			}
+		}
+	}
+	return f.t.slotCols
+}
+
+func appendLenBytes(dst, b []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(b)), 10)
+	dst = append(dst, ':')
+	return append(dst, b...)
+}
+
+// appendEntSig appends a signature of resource or scope entries (values in
+// the tmp arena).
+func (f *File) appendEntSig(sig []byte, row []entry) []byte {
+	cols := f.attrCols()
+	for _, e := range row {
+		sig = strconv.AppendUint(sig, uint64(e.slot), 10)
+		sig = append(sig, '=')
+		switch cols[e.slot].typ {
+		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
+			sig = appendLenBytes(sig, f.t.bytes(signal.Str(e.val)))
+		default:
+			sig = strconv.AppendUint(sig, e.val, 16)
+			sig = append(sig, ';')
+		}
+	}
+	return sig
+}
+
+// appendEnts appends resource or scope entries (values in the tmp arena) to
+// c.Attrs, copying strings and converting JSON to protobuf.
+func (f *File) appendEnts(c *signal.Common, row []entry, _ bool) error {
+	cols := f.attrCols()
+	for _, e := range row {
+		typ := cols[e.slot].typ
+		v := e.val
+		switch typ {
+		case signal.ValueString, signal.ValueBytes:
+			v = uint64(c.AppendBytes(f.t.bytes(signal.Str(v))))
+		case signal.ValueArray, signal.ValueMap:
+			off := len(c.Buf)
+			var err error
+			if c.Buf, err = otlp.AppendAnyValueProto(c.Buf, f.t.bytes(signal.Str(v))); err != nil {
+				c.Buf = c.Buf[:off]
+				return err
+			}
+			v = uint64(signal.MakeStr(off, len(c.Buf)-off))
+		}
+		c.Attrs.Append(f.slotKey[e.slot], typ, v)
+	}
+	return nil
+}
+
+func (f *File) newResource(c *signal.Common, r int, row []entry) (uint32, error) {
+	t := f.t
+	start := uint32(c.Attrs.Len())
+	if t.svcOK[r] {
+		c.Attrs.Append(c.Keys.IDString("service.name"), signal.ValueString, uint64(c.AppendBytes(t.bytes(t.svc[r]))))
+	}
+	if err := f.appendEnts(c, row, true); err != nil {
+		return 0, err
+	}
+	if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(ScopeResource, r))); err != nil {
+		return 0, err
+	}
+	c.Resources = append(c.Resources, signal.Resource{
+		Attrs:        signal.Range{Start: start, End: uint32(c.Attrs.Len())},
+		DroppedAttrs: t.resDropped[r],
+		SchemaURL:    c.AppendBytes(t.bytes(t.resURL[r])),
+	})
+	return uint32(len(c.Resources) - 1), nil
+}
+
+func (f *File) assembleMetrics(d *signal.Metrics, base, n int) error {
+	t := f.t
+	for r := range n {
+		if t.valueIntOK[r] {
+			d.NumberType[base+r], d.Number[base+r] = signal.ValueInt, t.valueInt[r]
+		}
+		// Quantiles back into (quantile, value) pairs.
+		q, qv := t.quant[r], t.quantVal[r]
+		if q.Len() != qv.Len() {
+			return fmt.Errorf("quantiles and quantile_values differ in length")
+		}
+		start := uint32(len(d.F64))
+		for j := range q.Len() {
+			d.F64 = append(d.F64, t.f64[int(q.Start)+j], t.f64[int(qv.Start)+j])
+		}
+		d.Quantiles[base+r] = signal.Range{Start: start, End: uint32(len(d.F64))}
+		// Descriptor: usually the previous row's.
+		if r > 0 && t.name[r] == t.name[r-1] && t.desc[r] == t.desc[r-1] && t.unit[r] == t.unit[r-1] &&
+			t.mtype[r] == t.mtype[r-1] && t.temp[r] == t.temp[r-1] && t.meta[r] == t.meta[r-1] && t.mono[r] == t.mono[r-1] {
+			d.Desc[base+r] = d.Desc[base+r-1]
+			continue
+		}
+		sig := f.sigBuf[:0]
+		for _, s := range [...]signal.Str{t.name[r], t.desc[r], t.unit[r], t.mtype[r], t.temp[r], t.meta[r]} {
+			sig = appendLenBytes(sig, t.bytes(s))
+		}
+		if t.mono[r] {
+			sig = append(sig, 1)
+		}
+		f.sigBuf = sig
+		id, ok := f.descIDs[string(sig)]
+		if !ok {
+			mt, ok1 := signal.ParseMetricType(string(t.bytes(t.mtype[r])))
+			tp, ok2 := signal.ParseTemporality(string(t.bytes(t.temp[r])))
+			if !ok1 || !ok2 {
+				return fmt.Errorf("bad metric_type %q or temporality %q", t.bytes(t.mtype[r]), t.bytes(t.temp[r]))
+			}
+			desc := signal.MetricDesc{
+				Name:        d.AppendBytes(t.bytes(t.name[r])),
+				Description: d.AppendBytes(t.bytes(t.desc[r])),
+				Unit:        d.AppendBytes(t.bytes(t.unit[r])),
+				Type:        mt,
+				Temporality: tp,
+				Monotonic:   t.mono[r],
+			}
+			a := uint32(d.Attrs.Len())
+			desc.Metadata = signal.Range{Start: a, End: a}
+			if t.meta[r].Len() > 0 {
+				rg, err := otlp.AppendAttrsFromJSON(&d.Common, t.bytes(t.meta[r]))
+				if err != nil {
+					return err
+				}
+				desc.Metadata = rg
+			}
+			d.Descs = append(d.Descs, desc)
+			id = uint32(len(d.Descs) - 1)
+			f.descIDs[string(sig)] = id
+		}
+		d.Desc[base+r] = id
+	}
+	return nil
+}
+
+// ovfAt is the overflow JSON of scope s at row r, 0 when none.
+func (t *rowTmp) ovfAt(s Scope, r int) signal.Str {
+	if o := t.ovf[s]; r < len(o) {
+		return o[r]
+	}
+	return 0
+}
+
+// appendOverflowAttrs appends to c.Attrs the attributes of an overflow
+// column's JSON object (see overflowColumns), keys in their stored order;
+// empty js appends nothing.
+func appendOverflowAttrs(c *signal.Common, js []byte) error {
+	if len(js) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("overflow attributes: not a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("overflow attributes: %w", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("overflow attributes: key %v is not a string", tok)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fmt.Errorf("overflow attribute %q: %w", key, err)
+		}
+		typ, v, err := parseAnyValueJSON(c, raw)
+		if err != nil {
+			return fmt.Errorf("overflow attribute %q: %w", key, err)
+		}
+		c.Attrs.Append(c.Keys.IDString(key), typ, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("overflow attributes: %w", err)
+	}
+	return nil
+}
+
+// DecodeOverflow appends the attributes of js, an overflow column's JSON
+// object (key → OTLP JSON AnyValue), to c.Attrs, typed as they were sent.
+func DecodeOverflow(c *signal.Common, js []byte) error { return appendOverflowAttrs(c, js) }
