@@ -100,11 +100,20 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 	base := "http://" + qaddr
 
 	// What the query API lists (the unflushed tail shows it at once).
+	// 2 services × 3 routes × (gauge, counter, histogram with 3 buckets,
+	// _sum and _count) = 42 series; wait until the query API lists them.
 	var series []map[string]string
-	getJSON(t, base, "/api/v1/series?"+url.Values{"match[]": {`{__name__=~".+"}`},
-		"start": {t0.Add(-time.Minute).Format(time.RFC3339)}, "end": {time.Now().Format(time.RFC3339)}}.Encode(), "acme", &series)
-	if len(series) < 10 {
-		t.Fatalf("query API lists %d series", len(series))
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		series = nil
+		getJSON(t, base, "/api/v1/series?"+url.Values{"match[]": {`{__name__=~".+"}`},
+			"start": {t0.Add(-time.Minute).Format(time.RFC3339)}, "end": {time.Now().Format(time.RFC3339)}}.Encode(), "acme", &series)
+		if len(series) == 42 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("query API lists %d series, want 42\n%s", len(series), s.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	byName := map[string]uint64{}
 	values := map[string]map[string]bool{}
