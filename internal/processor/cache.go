@@ -1,16 +1,27 @@
 package processor
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 )
 
-// maxCachedSeries bounds the per-series decisions a rule set caches, for
+// maxCachedSeries bounds the series a rule set caches decisions for, for
 // all requests together; past it a shard starts over (decisions are
-// recomputed, never wrong). A decision takes about 150 bytes (more for a
-// relabeled series), so the cache holds at most about 80 MB.
-const maxCachedSeries = 1 << 19
+// recomputed, never wrong). Series whose decisions are equal share one
+// (interned), so most series cost one table slot (16 bytes, at most half
+// the table used): 64 MB for the full cache.
+const maxCachedSeries = 1 << 21
+
+// maxUniqueDecisions bounds the decisions that cannot be shared (a relabel
+// gives each series its own labels; 300-500 bytes each); past it the whole
+// cache starts over.
+const maxUniqueDecisions = 1 << 19
+
+// maxInterned bounds the table of shared decisions; past it the table
+// starts over (cached pointers stay valid).
+const maxInterned = 1 << 16
 
 // maxLabelIDs bounds the label numbering (see labelID); past it the cache
 // and the numbering start over together (decisions hold label ids).
@@ -24,6 +35,10 @@ const cacheShards = 64
 // concurrent request. Decisions are immutable once cached.
 type decisionCache struct {
 	shards [cacheShards]cacheShard
+
+	internMu sync.Mutex
+	interned map[uint64][]*decision
+	unique   atomic.Int64
 
 	idMu     sync.RWMutex
 	labelIDs map[string]uint32
@@ -47,7 +62,7 @@ type cacheSlot struct {
 }
 
 func newDecisionCache() *decisionCache {
-	return &decisionCache{labelIDs: map[string]uint32{}}
+	return &decisionCache{labelIDs: map[string]uint32{}, interned: map[uint64][]*decision{}}
 }
 
 // slotKey keeps key 0 for empty slots (a series whose key is 0 shares
@@ -79,6 +94,70 @@ func (c *decisionCache) get(key uint64) *decision {
 	}
 	sh.mu.RUnlock()
 	return d
+}
+
+// intern returns the cached decision equal to d, or d (now cached). A
+// decision that rewrites the series (relabel) is never equal to another
+// and is counted against maxUniqueDecisions instead.
+func (c *decisionCache) intern(d *decision) *decision {
+	if d.rewritePlan != nil {
+		if c.unique.Add(1) > maxUniqueDecisions {
+			c.unique.Store(0)
+			c.clearShards()
+		}
+		return d
+	}
+	h := d.contentHash()
+	c.internMu.Lock()
+	defer c.internMu.Unlock()
+	for _, o := range c.interned[h] {
+		if o.sameAs(d) {
+			return o
+		}
+	}
+	if len(c.interned) >= maxInterned {
+		clear(c.interned)
+	}
+	c.interned[h] = append(c.interned[h], d)
+	return d
+}
+
+func (c *decisionCache) clearShards() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		clear(sh.slots)
+		sh.n = 0
+		sh.mu.Unlock()
+	}
+}
+
+// contentHash hashes what sameAs compares.
+func (d *decision) contentHash() uint64 {
+	h := uint64(d.setIdx) | d.epoch<<8
+	if d.drop {
+		h ^= 1 << 63
+	}
+	for _, e := range d.events {
+		h = mix(h ^ uint64(e.rule)<<8 ^ uint64(e.kind))
+	}
+	for _, l := range d.lims {
+		h = mix(h ^ l.group ^ l.id<<1 ^ uint64(l.strip)<<2)
+		if l.sample {
+			h++
+		}
+	}
+	for _, a := range d.aggs {
+		h = mix(h ^ a.key)
+	}
+	return h
+}
+
+// sameAs reports whether d and o (neither with a rewrite plan) decide the
+// same for every point.
+func (d *decision) sameAs(o *decision) bool {
+	return d.drop == o.drop && d.changed == o.changed && d.setIdx == o.setIdx && d.set == o.set && d.epoch == o.epoch &&
+		slices.Equal(d.events, o.events) && slices.Equal(d.lims, o.lims) && slices.Equal(d.aggs, o.aggs)
 }
 
 func (c *decisionCache) put(key uint64, d *decision) {
@@ -146,13 +225,7 @@ func (c *decisionCache) resetLocked() {
 	{
 		// Decisions hold ids: both start over. Lock order: idMu, then
 		// the shards.
-		for i := range c.shards {
-			sh := &c.shards[i]
-			sh.mu.Lock()
-			clear(sh.slots)
-			sh.n = 0
-			sh.mu.Unlock()
-		}
+		c.clearShards()
 		clear(c.labelIDs)
 		c.epoch.Add(1)
 		c.idGen.Add(1)

@@ -31,7 +31,8 @@
 //  2. Decisions that depend only on the series (drop, keep, relabel,
 //     sample one_in) are made once per series and cached by a 64-bit key
 //     (series id and descriptor) in the rule set's cache, shared by every
-//     request; a cached decision is immutable. Per-point work on a cache
+//     request; a cached decision is immutable, and series with equal
+//     decisions share one (interned). Per-point work on a cache
 //     hit is a table lookup and the replay of the decision's events, no
 //     allocation.
 //  3. Sampling is deterministic: one_in by the hash of the series' labels,

@@ -282,7 +282,7 @@ func (s *Scratch) decide(b *signal.Metrics, i int) *decision {
 	if d := c.get(key); d != nil {
 		return d
 	}
-	d := s.evaluate(b, i)
+	d := c.intern(s.evaluate(b, i))
 	c.put(key, d)
 	return d
 }
