@@ -129,20 +129,21 @@ type outDesc struct {
 
 // aggregator is one aggregate or downsample rule's state.
 type aggregator struct {
-	mu      sync.Mutex
-	spec    aggSpec
-	outputs []aggOutput
-	needCtr bool // an output needs per-series counter state
-	needQ   bool // an output needs the values (quantiles)
-	needH   bool // histogram_bucket
-	buckets map[int64]*aggBucket
-	last    *aggBucket // the bucket of the previous point (most are in it)
-	totals  map[uint64]*aggTotal
-	series  map[uint64]*ctrSeries
-	targets map[aggTargetKey]*aggTarget // shared by the decisions of a group's series
-	flushed int64                       // end of the last interval flushed, unix ns
-	groups  int                         // groups in all open buckets
-	c       *aggCounters
+	mu           sync.Mutex
+	spec         aggSpec
+	outputs      []aggOutput
+	needCtr      bool // an output needs per-series counter state
+	needQ        bool // an output needs the values (quantiles)
+	needH        bool // histogram_bucket
+	buckets      map[int64]*aggBucket
+	last         *aggBucket // the bucket of the previous point (most are in it)
+	totals       map[uint64]*aggTotal
+	series       map[uint64]*ctrSeries
+	targets      map[aggTargetKey]*aggTarget // shared by the decisions of a group's series
+	flushed      int64                       // end of the last interval flushed, unix ns
+	groups       int                         // groups in all open buckets
+	emptyFlushes int                         // retired: flushes in a row that found it empty
+	c            *aggCounters
 }
 
 type aggBucket struct {
@@ -576,8 +577,12 @@ type aggregators struct {
 	out signal.Metrics // flush's output batch
 }
 
+// retiredFlushes is how many flushes a retired aggregator stays empty
+// before it is forgotten.
+const retiredFlushes = 120
+
 // flush flushes every aggregator (see aggregator.flush) and forgets the
-// retired ones (a changed rule's old state) once they are empty.
+// retired ones (a changed rule's old state) once they stayed empty.
 func (as *aggregators) flush(now int64, emit Emit) (int, error) {
 	as.fmu.Lock()
 	defer as.fmu.Unlock()
@@ -600,10 +605,18 @@ func (as *aggregators) flush(now int64, emit Emit) (int, error) {
 			err = e
 		}
 		if strings.Contains(n, "\x00") {
+			// A request still in flight with the old rules may add to a
+			// retired aggregator: forget it only after it stayed empty
+			// for retiredFlushes flushes (two minutes at one a second).
 			a.mu.Lock()
-			empty := len(a.buckets) == 0
+			if len(a.buckets) == 0 {
+				a.emptyFlushes++
+			} else {
+				a.emptyFlushes = 0
+			}
+			forget := a.emptyFlushes >= retiredFlushes
 			a.mu.Unlock()
-			if empty {
+			if forget {
 				as.mu.Lock()
 				delete(as.m, n)
 				as.mu.Unlock()

@@ -252,6 +252,16 @@ func TestAggregateSurvivesReload(t *testing.T) {
 	if got := flushed(t, m, 3*time.Minute); len(got) != 0 {
 		t.Fatalf("emitted again: %v", got)
 	}
+	// The retired state is forgotten once it stayed empty long enough.
+	if n := len(m.aggs.m); n != 2 {
+		t.Fatalf("%d aggregators, want the rule's and the retired one", n)
+	}
+	for range retiredFlushes {
+		flushed(t, m, 3*time.Minute)
+	}
+	if n := len(m.aggs.m); n != 1 {
+		t.Fatalf("%d aggregators after %d empty flushes, want 1", n, retiredFlushes)
+	}
 }
 
 func TestAggregateConfigErrors(t *testing.T) {
