@@ -16,7 +16,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/parquet-go/parquet-go"
-	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/lake/format"
 )
@@ -325,49 +324,9 @@ func readFooter(root, rel string) (Segment, *parquet.File, error) {
 const maxRebuildNames = 1024
 
 // dictionaryValues returns the distinct values of a top-level string column
-// from its dictionary pages, reading one page per row group. It returns nil
-// (unknown) unless every data page of the column is dictionary-encoded: a
-// writer that fell back to plain encoding has values outside the dictionary.
+// (format.DictionaryValues), sorted; nil when unknown.
 func dictionaryValues(pf *parquet.File, column string) []string {
-	leaf, ok := pf.Schema().Lookup(column)
-	if !ok || leaf.Node.Type().Kind() != parquet.ByteArray {
-		return nil
-	}
-	var values []string
-	meta := pf.Metadata().RowGroups
-	for i, rg := range pf.RowGroups() {
-		if !dictionaryOnly(meta[i].Columns[leaf.ColumnIndex].MetaData.EncodingStats) {
-			return nil
-		}
-		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
-		page, err := pages.ReadPage()
-		pages.Close()
-		if err != nil {
-			return nil
-		}
-		dict := page.Dictionary()
-		if dict == nil || len(values)+dict.Len() > maxRebuildNames {
-			return nil
-		}
-		for j := range dict.Len() {
-			values = append(values, dict.Index(int32(j)).String())
-		}
-	}
-	return uniqueSorted(values)
-}
-
-func dictionaryOnly(stats []pqformat.PageEncodingStats) bool {
-	data := false
-	for _, st := range stats {
-		if st.PageType != pqformat.DataPage && st.PageType != pqformat.DataPageV2 {
-			continue
-		}
-		if st.Encoding != pqformat.RLEDictionary && st.Encoding != pqformat.PlainDictionary {
-			return false
-		}
-		data = true
-	}
-	return data
+	return uniqueSorted(format.DictionaryValues(pf, column, maxRebuildNames))
 }
 
 // timeRange takes min/max from the footer keys, falling back to the time

@@ -1,76 +1,17 @@
 package rollup
 
 import (
-	"errors"
-	"fmt"
-	"io"
-
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
-// chunkReader reads whole column chunks into one reused value buffer.
-// Byte-array values alias page memory, valid until the next read, which
-// releases the pages back to parquet-go's pools: callers copy what they
-// keep.
-type chunkReader struct {
-	vals  []parquet.Value
-	pages []parquet.Page
-}
+// chunkReader reads whole column chunks (format.ChunkReader).
+type chunkReader struct{ format.ChunkReader }
 
-// read returns every value of column col of rg; nil when the file has no
-// such column (col < 0).
+// read returns every value of column col of rg; nil when col < 0.
 func (r *chunkReader) read(rg parquet.RowGroup, col int) ([]parquet.Value, error) {
-	r.vals = r.vals[:0]
-	for i, p := range r.pages {
-		parquet.Release(p)
-		r.pages[i] = nil
-	}
-	r.pages = r.pages[:0]
-	if col < 0 {
-		return nil, nil
-	}
-	pages := rg.ColumnChunks()[col].Pages()
-	defer pages.Close()
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			return r.vals, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read page of column %d: %w", col, err)
-		}
-		r.pages = append(r.pages, p)
-		n := int(p.NumValues())
-		off := len(r.vals)
-		r.vals = grow(r.vals, off+n)
-		vr := p.Values()
-		got := 0
-		for got < n {
-			k, err := vr.ReadValues(r.vals[off+got : off+n])
-			got += k
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read values of column %d: %w", col, err)
-			}
-			if k == 0 {
-				break
-			}
-		}
-		r.vals = r.vals[:off+got]
-	}
-}
-
-func grow[T any](s []T, n int) []T {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	out := make([]T, n, max(n, 2*cap(s)))
-	copy(out, s)
-	return out
+	return r.Read(rg, col)
 }
 
 // rawCols are the metrics columns a rollup reads, by leaf index (-1 when

@@ -89,7 +89,7 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 					}
 					n := len(rows)
 					js := make([][]byte, n)
-					if err := readValuesAt(ccs[exCol], r.start, r.end, rows, func(i int, v parquet.Value) {
+					if err := format.ReadValuesAt(ccs[exCol], r.start, r.end, rows, func(i int, v parquet.Value) {
 						if !v.IsNull() && len(v.ByteArray()) > 2 {
 							js[i] = slices.Clone(v.ByteArray())
 						}
@@ -106,7 +106,7 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 						continue
 					}
 					ids := make([]uint64, len(with))
-					if err := readValuesAt(ccs[idx.cols.seriesID], r.start, r.end, with, func(i int, v parquet.Value) {
+					if err := format.ReadValuesAt(ccs[idx.cols.seriesID], r.start, r.end, with, func(i int, v parquet.Value) {
 						ids[i] = uint64(v.Int64())
 					}); err != nil {
 						return fmt.Errorf("row group %d: series_id: %w", g, err)

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -191,7 +189,7 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 				continue
 			}
 			var err error
-			if codes[k], strs[k], err = readCodes(rg.ColumnChunks()[col], n); err != nil {
+			if codes[k], strs[k], err = format.ReadCodes(rg.ColumnChunks()[col], n); err != nil {
 				return nil, fmt.Errorf("row group %d: column %s: %w", g, pf.Schema().Columns()[col][0], err)
 			}
 		}
@@ -235,7 +233,7 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 func (idx *fileIndex) readRemoteWriteMeta(pf *parquet.File, g int, rg parquet.RowGroup, runs []run, scopeC, helpC, metaC int) error {
 	n := rg.NumRows()
 	cols := pf.Schema().Columns()
-	scopes, sstrs, err := readCodes(rg.ColumnChunks()[scopeC], n)
+	scopes, sstrs, err := format.ReadCodes(rg.ColumnChunks()[scopeC], n)
 	if err != nil {
 		return fmt.Errorf("row group %d: column %s: %w", g, cols[scopeC][0], err)
 	}
@@ -247,7 +245,7 @@ func (idx *fileIndex) readRemoteWriteMeta(pf *parquet.File, g int, rg parquet.Ro
 			if col < 0 {
 				continue
 			}
-			if codes[k], strs[k], err = readCodes(rg.ColumnChunks()[col], n); err != nil {
+			if codes[k], strs[k], err = format.ReadCodes(rg.ColumnChunks()[col], n); err != nil {
 				return fmt.Errorf("row group %d: column %s: %w", g, cols[col][0], err)
 			}
 		}
@@ -310,100 +308,6 @@ func parseRemoteWriteMeta(help, meta string, kept bool) rwMeta {
 		return rwMeta{bare: true}
 	}
 	return m
-}
-
-// readCodes reads every row of a low-cardinality column (dictionary-encoded
-// strings, or booleans) as codes into strs; -1 is null. Dictionary pages
-// are read as indices, so a string is allocated once per dictionary entry;
-// used to build an index, once per file.
-func readCodes(cc parquet.ColumnChunk, n int64) ([]int32, []string, error) {
-	out := make([]int32, 0, n)
-	var (
-		strs  []string
-		byStr = map[string]int32{}
-		dict  parquet.Dictionary
-		remap []int32
-		buf   [512]parquet.Value
-	)
-	code := func(s string) int32 {
-		c, ok := byStr[s]
-		if !ok {
-			c = int32(len(strs))
-			strs = append(strs, s)
-			byStr[s] = c
-		}
-		return c
-	}
-	err := scanPages(cc, 0, n, func(p parquet.Page, off, m int64) error {
-		defs := p.DefinitionLevels()
-		if d := p.Dictionary(); d != nil && p.Type().Kind() == parquet.ByteArray {
-			if d != dict {
-				dict, remap = d, make([]int32, d.Len())
-				for i := range remap {
-					remap[i] = code(string(d.Index(int32(i)).ByteArray()))
-				}
-			}
-			data := p.Data()
-			idx := data.Int32()
-			j := 0
-			for i := int64(0); i < m; i++ {
-				if len(defs) > 0 && defs[i] == 0 {
-					out = append(out, -1)
-					continue
-				}
-				if j >= len(idx) || int(idx[j]) >= len(remap) {
-					return fmt.Errorf("dictionary page holds %d indexes for %d rows", len(idx), m)
-				}
-				out = append(out, remap[idx[j]])
-				j++
-			}
-			return nil
-		}
-		if p.Type().Kind() == parquet.Boolean && len(defs) == 0 {
-			data := p.Data()
-			if bits := data.Boolean(); int64(len(bits))*8 >= m {
-				f, t := code("false"), code("true")
-				for i := int64(0); i < m; i++ {
-					if bits[i>>3]>>(i&7)&1 != 0 {
-						out = append(out, t)
-					} else {
-						out = append(out, f)
-					}
-				}
-				return nil
-			}
-		}
-		vr := p.Values()
-		for got := int64(0); got < m; {
-			k, err := vr.ReadValues(buf[:])
-			for i := 0; i < k && got < m; i++ {
-				v := buf[i]
-				switch {
-				case v.IsNull():
-					out = append(out, -1)
-				case v.Kind() == parquet.Boolean:
-					out = append(out, code(strconv.FormatBool(v.Boolean())))
-				default:
-					out = append(out, code(string(v.ByteArray())))
-				}
-				got++
-			}
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return err
-			}
-			if k == 0 {
-				break
-			}
-		}
-		return nil
-	})
-	if err == nil && int64(len(out)) != n {
-		err = fmt.Errorf("read %d of %d rows", len(out), n)
-	}
-	return out, strs, err
 }
 
 func strOf(codes []int32, strs []string, i int64) string {

@@ -28,7 +28,7 @@ func (sc *scan) readOverflowLabels(pf *parquet.File, idx *fileIndex, g int, r ru
 		return err
 	}
 	var perr error
-	err := readValuesAt(pf.RowGroups()[g].ColumnChunks()[idx.ovfCol], r.start, r.end, sc.need, func(i int, v parquet.Value) {
+	err := format.ReadValuesAt(pf.RowGroups()[g].ColumnChunks()[idx.ovfCol], r.start, r.end, sc.need, func(i int, v parquet.Value) {
 		if !v.IsNull() && perr == nil {
 			kvs[i], perr = appendOverflowLabels(kvs[i], v.ByteArray())
 		}

@@ -242,7 +242,7 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 	c := &idx.cols
 	a, b := r.start, r.end
 	sc.ids = grow(sc.ids, n)
-	if err := sc.readCol(pf, g, c.seriesID, n, format.ColSeriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, a, b, sc.ids) }); err != nil {
+	if err := sc.readCol(pf, g, c.seriesID, n, format.ColSeriesID, func(cc parquet.ColumnChunk) error { return format.ReadUint64s(cc, a, b, sc.ids) }); err != nil {
 		return err
 	}
 	sc.wStart, sc.wFirstT, sc.ts = grow(sc.wStart, n), grow(sc.wFirstT, n), grow(sc.ts, n)
@@ -256,12 +256,12 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 		what string
 		f    func(cc parquet.ColumnChunk) error
 	}{
-		{c.winStart, format.ColWindowStart, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.wStart, reqOK) }},
-		{c.firstTS, format.ColFirstTimestamp, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.wFirstT, reqOK) }},
-		{c.points, format.ColPoints, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, a, b, sc.wPoints, reqOK) }},
-		{c.ts, format.ColLastTimestamp, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, a, b, sc.ts, sc.tsOK) }},
-		{c.count, format.ColCount, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, a, b, sc.cnt, sc.cntOK) }},
-		{valueCol, format.ColValue, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.vals, sc.valOK) }},
+		{c.winStart, format.ColWindowStart, func(cc parquet.ColumnChunk) error { return format.ReadOptInt64s(cc, a, b, sc.wStart, reqOK) }},
+		{c.firstTS, format.ColFirstTimestamp, func(cc parquet.ColumnChunk) error { return format.ReadOptInt64s(cc, a, b, sc.wFirstT, reqOK) }},
+		{c.points, format.ColPoints, func(cc parquet.ColumnChunk) error { return format.ReadOptUint64s(cc, a, b, sc.wPoints, reqOK) }},
+		{c.ts, format.ColLastTimestamp, func(cc parquet.ColumnChunk) error { return format.ReadOptInt64s(cc, a, b, sc.ts, sc.tsOK) }},
+		{c.count, format.ColCount, func(cc parquet.ColumnChunk) error { return format.ReadOptUint64s(cc, a, b, sc.cnt, sc.cntOK) }},
+		{valueCol, format.ColValue, func(cc parquet.ColumnChunk) error { return format.ReadOptFloat64s(cc, a, b, sc.vals, sc.valOK) }},
 	}
 	if ru.agg == aggCounter {
 		sc.wFirst, sc.wFirstOK = grow(sc.wFirst, n), grow(sc.wFirstOK, n)
@@ -271,8 +271,8 @@ func (sc *scan) readRollupRun(pf *parquet.File, idx *fileIndex, g int, r run) er
 			what string
 			f    func(cc parquet.ColumnChunk) error
 		}{
-			{c.first, format.ColFirst, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.wFirst, sc.wFirstOK) }},
-			{c.increase, format.ColIncrease, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, a, b, sc.wInc, sc.wIncOK) }},
+			{c.first, format.ColFirst, func(cc parquet.ColumnChunk) error { return format.ReadOptFloat64s(cc, a, b, sc.wFirst, sc.wFirstOK) }},
+			{c.increase, format.ColIncrease, func(cc parquet.ColumnChunk) error { return format.ReadOptFloat64s(cc, a, b, sc.wInc, sc.wIncOK) }},
 		}...)
 	}
 	for _, col := range cols {
@@ -487,7 +487,7 @@ func (sc *scan) readOnly(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	n := r.end - r.start
 	ids := make([]uint64, n) // sc.ids is the nested reads' buffer
 	if err := sc.readCol(pf, g, idx.cols.seriesID, n, format.ColSeriesID, func(cc parquet.ColumnChunk) error {
-		return readUint64s(cc, r.start, r.end, ids)
+		return format.ReadUint64s(cc, r.start, r.end, ids)
 	}); err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	}
 	sc.delta = r.desc.cumulative()
 	sc.ids = grow(sc.ids, n)
-	if err := read(c.seriesID, func(cc parquet.ColumnChunk) error { return readUint64s(cc, r.start, r.end, sc.ids) }, format.ColSeriesID); err != nil {
+	if err := read(c.seriesID, func(cc parquet.ColumnChunk) error { return format.ReadUint64s(cc, r.start, r.end, sc.ids) }, format.ColSeriesID); err != nil {
 		return err
 	}
 	need := map[part]bool{}
@@ -120,37 +120,41 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	}
 	if !sc.labelsOnly || need[partBucket] || need[partQuantile] {
 		sc.ts, sc.tsOK = grow(sc.ts, n), grow(sc.tsOK, n)
-		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return readOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, format.ColTimestamp); err != nil {
+		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return format.ReadOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, format.ColTimestamp); err != nil {
 			return err
 		}
 		if need[partValue] && !sc.labelsOnly {
 			sc.vals, sc.valOK = grow(sc.vals, n), grow(sc.valOK, n)
-			if err := read(c.value, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.vals, sc.valOK) }, format.ColValue); err != nil {
+			if err := read(c.value, func(cc parquet.ColumnChunk) error {
+				return format.ReadOptFloat64s(cc, r.start, r.end, sc.vals, sc.valOK)
+			}, format.ColValue); err != nil {
 				return err
 			}
 		}
 		if need[partSum] && !sc.labelsOnly {
 			sc.sums, sc.sumOK = grow(sc.sums, n), grow(sc.sumOK, n)
-			if err := read(c.sum, func(cc parquet.ColumnChunk) error { return readOptFloat64s(cc, r.start, r.end, sc.sums, sc.sumOK) }, format.ColSum); err != nil {
+			if err := read(c.sum, func(cc parquet.ColumnChunk) error {
+				return format.ReadOptFloat64s(cc, r.start, r.end, sc.sums, sc.sumOK)
+			}, format.ColSum); err != nil {
 				return err
 			}
 		}
 		if (need[partCount] || need[partQuantile]) && !sc.labelsOnly {
 			sc.cnt, sc.cntOK = grow(sc.cnt, n), grow(sc.cntOK, n)
-			if err := read(c.count, func(cc parquet.ColumnChunk) error { return readOptUint64s(cc, r.start, r.end, sc.cnt, sc.cntOK) }, format.ColCount); err != nil {
+			if err := read(c.count, func(cc parquet.ColumnChunk) error { return format.ReadOptUint64s(cc, r.start, r.end, sc.cnt, sc.cntOK) }, format.ColCount); err != nil {
 				return err
 			}
 		}
 		if need[partBucket] {
 			sc.bndOff, sc.bktOff = grow(sc.bndOff, n+1), grow(sc.bktOff, n+1)
 			if err := read(c.bounds, func(cc parquet.ColumnChunk) (err error) {
-				sc.bnd, err = readListF64(cc, r.start, r.end, sc.bnd, sc.bndOff)
+				sc.bnd, err = format.ReadListF64(cc, r.start, r.end, sc.bnd, sc.bndOff)
 				return err
 			}, format.ColExplicitBounds); err != nil {
 				return err
 			}
 			if err := read(c.buckets, func(cc parquet.ColumnChunk) (err error) {
-				sc.bkt, err = readListU64(cc, r.start, r.end, sc.bkt, sc.bktOff)
+				sc.bkt, err = format.ReadListU64(cc, r.start, r.end, sc.bkt, sc.bktOff)
 				return err
 			}, format.ColBucketCounts); err != nil {
 				return err
@@ -159,13 +163,13 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		if need[partQuantile] {
 			sc.qsOff, sc.qvOff = grow(sc.qsOff, n+1), grow(sc.qvOff, n+1)
 			if err := read(c.quantiles, func(cc parquet.ColumnChunk) (err error) {
-				sc.qs, err = readListF64(cc, r.start, r.end, sc.qs, sc.qsOff)
+				sc.qs, err = format.ReadListF64(cc, r.start, r.end, sc.qs, sc.qsOff)
 				return err
 			}, format.ColQuantiles); err != nil {
 				return err
 			}
 			if err := read(c.qvalues, func(cc parquet.ColumnChunk) (err error) {
-				sc.qv, err = readListF64(cc, r.start, r.end, sc.qv, sc.qvOff)
+				sc.qv, err = format.ReadListF64(cc, r.start, r.end, sc.qv, sc.qvOff)
 				return err
 			}, format.ColQuantileValues); err != nil {
 				return err
@@ -265,7 +269,7 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 		if err := sc.addBytes(pf, g, col, r.end-r.start, total); err != nil {
 			return err
 		}
-		return readValuesAt(ccs[col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
+		return format.ReadValuesAt(ccs[col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
 			if !v.IsNull() {
 				dst[i] = string(v.ByteArray())
 			}
@@ -285,7 +289,7 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 		if err := sc.addBytes(pf, g, lc.col, r.end-r.start, total); err != nil {
 			return err
 		}
-		err := readValuesAt(ccs[lc.col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
+		err := format.ReadValuesAt(ccs[lc.col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
 			if !v.IsNull() {
 				kvs[i] = append(kvs[i], attrLabel{Label: lc.label, Key: lc.key, Value: formatLabelValue(v, lc.kind)})
 			}

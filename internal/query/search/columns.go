@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -129,94 +128,12 @@ func (lf *lakeFile) int64Stats(g, col int) (lo, hi int64, ok bool) {
 
 var errStop = errors.New("stop")
 
-// eachValue calls fn with the values of flat column col of row group g, in
-// row order; off is the row of vals[0]. The values (and their bytes) are
-// valid only during the call.
+// eachValue is format.EachValue.
 func eachValue(cc parquet.ColumnChunk, buf []parquet.Value, fn func(off int, vals []parquet.Value) error) error {
-	pages := cc.Pages()
-	defer pages.Close()
-	off := 0
-	for {
-		p, err := pages.ReadPage()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		vr := p.Values()
-		for {
-			n, err := vr.ReadValues(buf)
-			if n > 0 {
-				if ferr := fn(off, buf[:n]); ferr != nil {
-					parquet.Release(p)
-					return ferr
-				}
-				off += n
-			}
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				parquet.Release(p)
-				return err
-			}
-			if n == 0 {
-				break
-			}
-		}
-		parquet.Release(p)
-	}
+	return format.EachValue(cc, buf, fn)
 }
 
-// valuesAt calls fn(i, v) for the value of column chunk cc at rows[i]
-// (sorted ascending); v is valid only during the call.
+// valuesAt is format.ValuesAt.
 func valuesAt(cc parquet.ColumnChunk, buf []parquet.Value, rows []int64, fn func(i int, v parquet.Value)) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	pages := cc.Pages()
-	defer pages.Close()
-	if err := pages.SeekToRow(rows[0]); err != nil {
-		return fmt.Errorf("seek to row %d: %w", rows[0], err)
-	}
-	k := 0
-	r := rows[0]
-	for k < len(rows) {
-		p, err := pages.ReadPage()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("column ends at row %d before row %d: %w", r, rows[k], io.ErrUnexpectedEOF)
-			}
-			return err
-		}
-		if rows[k] >= r+p.NumRows() {
-			r += p.NumRows()
-			parquet.Release(p)
-			continue
-		}
-		vr := p.Values()
-		for k < len(rows) {
-			n, err := vr.ReadValues(buf)
-			for i := 0; i < n && k < len(rows); i++ {
-				if r+int64(i) == rows[k] {
-					fn(k, buf[i])
-					k++
-				}
-			}
-			r += int64(n)
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				parquet.Release(p)
-				return err
-			}
-			if n == 0 {
-				break
-			}
-		}
-		parquet.Release(p)
-	}
-	return nil
+	return format.ValuesAt(cc, buf, rows, fn)
 }
