@@ -58,8 +58,10 @@ func newConsumer(q *queue.Queue, retryAfter time.Duration, m *metrics) *consumer
 
 // decode validates body as an export request of kind, within lim, and
 // returns its record count. The batch is reset first: only the count is
-// kept.
-func (s *scratch) decode(kind signal.Kind, body []byte, lim otlp.Limits) (int, error) {
+// kept. A metrics body the receiver decoded already (pre, remote write) is
+// not decoded again: the scratch takes pre's buffers in exchange for its
+// own, so the rules and the statistics see exactly that batch.
+func (s *scratch) decode(kind signal.Kind, body []byte, pre *signal.Metrics, lim otlp.Limits) (int, error) {
 	switch kind {
 	case signal.KindLogs:
 		s.logs.Reset()
@@ -69,8 +71,13 @@ func (s *scratch) decode(kind signal.Kind, body []byte, lim otlp.Limits) (int, e
 		}
 		return s.logs.Len(), err
 	case signal.KindMetrics:
-		s.metrics.Reset()
-		err := otlp.DecodeMetrics(&s.metrics, body)
+		var err error
+		if pre != nil {
+			s.metrics, *pre = *pre, s.metrics
+		} else {
+			s.metrics.Reset()
+			err = otlp.DecodeMetrics(&s.metrics, body)
+		}
 		if err == nil {
 			err = otlp.CheckMetrics(&s.metrics, 0, lim)
 		}
@@ -136,7 +143,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	}
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)
-	n, err := s.decode(req.Kind, req.Body, c.limits)
+	n, err := s.decode(req.Kind, req.Body, req.Metrics, c.limits)
 	if err != nil {
 		ser.invalid.Inc()
 		var le *otlp.LimitError

@@ -30,6 +30,11 @@ type Request struct {
 	// only valid until Consume returns: the buffer is reused afterwards.
 	Body      []byte
 	Transport string // TransportGRPC or TransportHTTP
+	// Metrics, when set, is Body already decoded (the remote-write
+	// receiver decodes remote write into it and encodes Body from it), so
+	// the consumer need not decode Body again; the consumer may take its
+	// buffers (swap them for others). Valid until Consume returns.
+	Metrics *signal.Metrics
 }
 
 // Result is an OTLP partial success; the zero Result is full success.

@@ -11,8 +11,9 @@
 // Content-Encoding snappy or none, anything else such as gzip 415), read
 // the body within max_request_bytes, snappy block decode, decode with
 // package prw into a columnar batch, encode that batch as one OTLP
-// ExportMetricsServiceRequest and hand it to the same Consumer contract the
-// OTLP receiver uses (otlpreceiver.Consumer). That is where processors
+// ExportMetricsServiceRequest and hand both to the same Consumer contract
+// the OTLP receiver uses (otlpreceiver.Consumer; Request.Metrics carries
+// the decoded batch, so the consumer does not decode the body again). That is where processors
 // (governance, issue 14) plug in, and the consumer of `sluice run` appends
 // it to the durable queue and returns only after fsync; the answer is sent
 // after that, so 2xx means durable.

@@ -233,7 +233,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 	}
 	if x.batch.Len() > 0 {
 		x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
-		_, cerr := h.cons.Consume(r.Context(), &otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.rec, Transport: Transport})
+		_, cerr := h.cons.Consume(r.Context(), &otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.rec, Transport: Transport, Metrics: &x.batch})
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
 		}
