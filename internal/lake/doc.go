@@ -1,5 +1,6 @@
-// Package lake writes signal batches into the Parquet lake and reads lake
-// files back into batches. It also owns the Store the lake lives in, and
+// Package lake writes signal batches into the Parquet lake and opens lake
+// files from its stores for reading (the reader, File, is package format's,
+// which owns the file format). It also owns the Store the lake lives in, and
 // the IntentStore through which upkeep runs write their outputs: each
 // object is announced in the catalog (catalog.AddIntent) before it is
 // created, so the files of a run killed before its catalog swap can be
