@@ -58,16 +58,25 @@ type Receivers struct {
 
 // IOTrace configures the eBPF I/O tracer source (docs/trace.md).
 type IOTrace struct {
-	Enabled     bool     `yaml:"enabled" doc:"Trace I/O syscalls into the lake's io_events table. Off by default; sluice run fails at start, naming what is missing, when this machine cannot trace (sluice trace --check)."`
-	Tenant      string   `yaml:"tenant" doc:"Tenant of the recorded io_events rows."`
-	PID         uint32   `yaml:"pid" doc:"Trace only this process id (kernel filter); 0 all."`
-	Comm        string   `yaml:"comm" doc:"Trace only tasks with exactly this command name, at most 15 bytes (kernel filter); empty all."`
-	Cgroup      uint64   `yaml:"cgroup" doc:"Trace only this cgroup v2 id (the inode number of its directory; kernel filter); 0 all."`
-	Syscalls    string   `yaml:"syscalls" doc:"Comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta), as sluice trace --syscalls (kernel filter)."`
-	MinDuration Duration `yaml:"min_duration" doc:"Drop calls shorter than this (kernel filter)."`
-	PathPrefix  string   `yaml:"path_prefix" doc:"Keep only calls on paths under this prefix (first thing in user space)."`
-	RingBytes   ByteSize `yaml:"ring_bytes" doc:"Kernel ring buffer size, a power of two from 4KiB to 1GiB: locked kernel memory. A full ring counts its lost records (sluice_iotrace_lost_total), never silently."`
-	Attach      string   `yaml:"attach" doc:"auto, fentry or tracepoint, as sluice trace --attach."`
+	Enabled     bool           `yaml:"enabled" doc:"Trace I/O syscalls into the lake's io_events table. Off by default; sluice run fails at start, naming what is missing, when this machine cannot trace (sluice trace --check)."`
+	Tenant      string         `yaml:"tenant" doc:"Tenant of the recorded io_events rows."`
+	PID         uint32         `yaml:"pid" doc:"Trace only this process id (kernel filter); 0 all."`
+	Comm        string         `yaml:"comm" doc:"Trace only tasks with exactly this command name, at most 15 bytes (kernel filter); empty all."`
+	Cgroup      uint64         `yaml:"cgroup" doc:"Trace only this cgroup v2 id (the inode number of its directory; kernel filter); 0 all."`
+	Syscalls    string         `yaml:"syscalls" doc:"Comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta), as sluice trace --syscalls (kernel filter)."`
+	MinDuration Duration       `yaml:"min_duration" doc:"Drop calls shorter than this (kernel filter)."`
+	PathPrefix  string         `yaml:"path_prefix" doc:"Keep only calls on paths under this prefix (first thing in user space)."`
+	RingBytes   ByteSize       `yaml:"ring_bytes" doc:"Kernel ring buffer size, a power of two from 4KiB to 1GiB: locked kernel memory. A full ring counts its lost records (sluice_iotrace_lost_total), never silently."`
+	Attach      string         `yaml:"attach" doc:"auto, fentry or tracepoint, as sluice trace --attach."`
+	Metrics     IOTraceMetrics `yaml:"metrics" doc:"Traced I/O also as OTLP-shaped metrics into the pipeline (sluice_io_operations_total, sluice_io_bytes_total, sluice_io_errors_total, sluice_io_duration_seconds per comm, syscall and path_prefix), queued for the tenant above so PromQL serves them."`
+}
+
+// IOTraceMetrics configures the traced I/O metrics (receivers.iotrace.metrics).
+type IOTraceMetrics struct {
+	Enabled   bool     `yaml:"enabled" doc:"Aggregate traced calls into cumulative per (comm, syscall, path_prefix) counters and a latency histogram, queued as one OTLP metrics record (resource service.name sluice-iotrace, host.name) every interval."`
+	Interval  Duration `yaml:"interval" doc:"How often the cumulative metrics are queued (one point per series and metric each time)."`
+	PathDepth int      `yaml:"path_depth" doc:"path_prefix is the path's first this many components (/var/lib for 2); a shorter path is its own prefix; calls without a path have an empty path_prefix."`
+	MaxSeries int      `yaml:"max_series" doc:"Most (comm, syscall, path_prefix) series kept; calls of new series beyond it are folded into comm=other, path_prefix=other of their syscall and counted (sluice_iotrace_metrics_overflow_total)."`
 }
 
 // PrometheusRemoteWrite configures the remote-write receiver.

@@ -86,6 +86,15 @@ func (c *Config) Validate() error {
 		default:
 			v.add(r+"attach", "%q is not auto, fentry or tracepoint", it.Attach)
 		}
+		if m := &it.Metrics; m.Enabled {
+			v.positive(r+"metrics.interval", m.Interval)
+			if m.PathDepth < 1 || m.PathDepth > 64 {
+				v.add(r+"metrics.path_depth", "%d must be from 1 to 64", m.PathDepth)
+			}
+			if m.MaxSeries < 1 || m.MaxSeries > 1_000_000 {
+				v.add(r+"metrics.max_series", "%d must be from 1 to 1000000", m.MaxSeries)
+			}
+		}
 	}
 	switch maxBody := int64(c.Queue.SegmentBytes) - queueRecordOverhead; {
 	case o.MaxRequestBytes <= 0:

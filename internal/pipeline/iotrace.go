@@ -35,6 +35,10 @@ type ioSource struct {
 	done   chan struct{}
 	err    error // why Run ended; read after done
 	rec    []byte
+
+	agg      *ioAgg     // receivers.iotrace.metrics; nil off
+	emit     *ioEmitter // queues agg every interval
+	emitStop func()     // stops emit's ticker and waits for it
 }
 
 // ioOptions turns the config into tracer options; errors name the key.
@@ -75,6 +79,15 @@ func (p *Pipeline) startIOTrace() error {
 		s.retry = 100 * time.Millisecond
 	}
 	p.iom.attach(tr)
+	if mc := c.Metrics; mc.Enabled {
+		s.agg = newIOAgg(mc.PathDepth, mc.MaxSeries, p.iom.mc.overflow)
+		s.emit = &ioEmitter{agg: s.agg, cons: p.cons, tenant: c.Tenant, host: hostName(), log: s.log,
+			emitted: p.iom.mc.emitted, failures: p.iom.mc.failures}
+		ectx, ecancel := context.WithCancel(context.Background())
+		edone := make(chan struct{})
+		go func() { defer close(edone); s.emit.run(ectx, mc.Interval.D()) }()
+		s.emitStop = func() { ecancel(); <-edone }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	abortCtx, abort := context.WithCancel(context.Background())
 	s.cancel, s.abort = cancel, abort
@@ -94,6 +107,9 @@ func (s *ioSource) queueBatch(abort context.Context, b *signal.IOEvents) error {
 		return nil
 	}
 	s.m.io.Add(b) // what the kernel reported, queued or not
+	if s.agg != nil {
+		s.agg.Add(b)
+	}
 	s.queueRows(abort, b)
 	return nil
 }
@@ -144,6 +160,11 @@ func (s *ioSource) stop(ctx context.Context) error {
 	defer stop()
 	<-s.done
 	s.abort()
+	if s.emit != nil {
+		// The last counts, including what Run drained, once more.
+		s.emitStop()
+		s.emit.emit(time.Now())
+	}
 	s.m.detach(s.tr)
 	err := s.tr.Close()
 	if s.err != nil {
@@ -156,6 +177,7 @@ func (s *ioSource) stop(ctx context.Context) error {
 type ioMetrics struct {
 	queued, queuedBytes, dropped, queueWaits prometheus.Counter
 	io                                       *tracer.IOMetrics // calls, bytes, errors, latency per syscall; lost
+	mc                                       ioMetricsCounters // receivers.iotrace.metrics
 }
 
 func newIOMetrics() *ioMetrics {
@@ -169,11 +191,12 @@ func newIOMetrics() *ioMetrics {
 		queueWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_iotrace_queue_waits_total",
 			Help: "Times an io_events batch waited because the queue was full or short of disk (the kernel ring fills meanwhile)."}),
 		io: tracer.NewIOMetrics(),
+		mc: newIOMetricsCounters(),
 	}
 }
 
 func (m *ioMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.queued, m.queuedBytes, m.dropped, m.queueWaits, m.io} {
+	for _, c := range []prometheus.Collector{m.queued, m.queuedBytes, m.dropped, m.queueWaits, m.io, m.mc.emitted, m.mc.failures, m.mc.overflow} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -220,11 +220,14 @@ for r in con.execute(q).fetchall():
 // TestIOTraceConfigErrors: a bad receivers.iotrace key fails New naming it.
 func TestIOTraceConfigErrors(t *testing.T) {
 	for key, mod := range map[string]func(*config.IOTrace){
-		"receivers.iotrace.syscalls":   func(c *config.IOTrace) { c.Syscalls = "read,nosuch" },
-		"receivers.iotrace.ring_bytes": func(c *config.IOTrace) { c.RingBytes = 5000 },
-		"receivers.iotrace.comm":       func(c *config.IOTrace) { c.Comm = "a-very-long-command" },
-		"receivers.iotrace.attach":     func(c *config.IOTrace) { c.Attach = "kprobe" },
-		"receivers.iotrace.tenant":     func(c *config.IOTrace) { c.Tenant = "a/b" },
+		"receivers.iotrace.syscalls":           func(c *config.IOTrace) { c.Syscalls = "read,nosuch" },
+		"receivers.iotrace.ring_bytes":         func(c *config.IOTrace) { c.RingBytes = 5000 },
+		"receivers.iotrace.comm":               func(c *config.IOTrace) { c.Comm = "a-very-long-command" },
+		"receivers.iotrace.attach":             func(c *config.IOTrace) { c.Attach = "kprobe" },
+		"receivers.iotrace.tenant":             func(c *config.IOTrace) { c.Tenant = "a/b" },
+		"receivers.iotrace.metrics.interval":   func(c *config.IOTrace) { c.Metrics.Enabled, c.Metrics.Interval = true, 0 },
+		"receivers.iotrace.metrics.path_depth": func(c *config.IOTrace) { c.Metrics.Enabled, c.Metrics.PathDepth = true, 0 },
+		"receivers.iotrace.metrics.max_series": func(c *config.IOTrace) { c.Metrics.Enabled, c.Metrics.MaxSeries = true, 0 },
 	} {
 		cfg := testConfig(t)
 		cfg.Receivers.IOTrace.Enabled = true
