@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -88,7 +89,8 @@ func TestRelaySink(t *testing.T) {
 // TestRelayLoad sends remote-write 1.0 load to SLUICE_BENCH_RELAY_TARGET
 // (a full URL): SLUICE_BENCH_RELAY_SAMPLES samples in requests of
 // SLUICE_BENCH_RELAY_PER_REQ series of one sample each, every series with
-// SLUICE_BENCH_RELAY_LABELS labels (including __name__), from
+// SLUICE_BENCH_RELAY_LABELS labels (including __name__, sorted by name as
+// Prometheus sends them), from
 // SLUICE_BENCH_RELAY_WORKERS workers. Requests are encoded before the
 // clock starts, so the generator costs little more than its HTTP client.
 func TestRelayLoad(t *testing.T) {
@@ -119,6 +121,8 @@ func TestRelayLoad(t *testing.T) {
 			if len(ls) > nLabels {
 				ls = append(ls[:nLabels-1], ls[len(ls)-1])
 			}
+			// Sorted by name, as Prometheus sends them.
+			sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
 			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls,
 				Samples: []prompb.Sample{{Value: float64(b*perReq + i), Timestamp: t0 + int64(b)*1000}}})
 		}
