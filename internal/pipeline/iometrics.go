@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -36,6 +35,7 @@ type ioSeries struct {
 	errs         uint64
 	durNs        uint64
 	buckets      []uint64 // per tracer.LatencyBounds, not cumulative; last: longer
+	folded       bool     // the overflow series of sc
 }
 
 // ioAgg aggregates traced calls into bounded cumulative series. Add runs on
@@ -84,13 +84,25 @@ func pathPrefix(p []byte, depth int) []byte {
 func (a *ioAgg) Add(b *signal.IOEvents) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var folded int
+	defer func() {
+		if folded > 0 {
+			a.overflow.Add(float64(folded))
+		}
+	}()
+	var s *ioSeries // the previous row's: runs of calls on one file are common
 	for i := range b.Len() {
 		sc := b.Syscall[i]
 		if int(sc) >= int(tracer.NumSyscalls) {
 			continue
 		}
-		s := a.lookup(b.StrBytes(b.Comm[i]), pathPrefix(b.StrBytes(b.Path[i]), a.depth), sc)
+		if s == nil || sc != b.Syscall[i-1] || b.Comm[i] != b.Comm[i-1] || b.Path[i] != b.Path[i-1] {
+			s = a.lookup(b.StrBytes(b.Comm[i]), pathPrefix(b.StrBytes(b.Path[i]), a.depth), sc)
+		}
 		s.ops++
+		if s.folded {
+			folded++
+		}
 		if b.Errno[i] != 0 {
 			s.errs++
 		}
@@ -99,12 +111,16 @@ func (a *ioAgg) Add(b *signal.IOEvents) {
 		}
 		d := max(b.Duration[i], 0)
 		s.durNs += uint64(d)
-		s.buckets[sort.Search(len(tracer.LatencyBounds), func(k int) bool { return tracer.LatencyBounds[k] >= d })]++
+		k := 0
+		for k < len(tracer.LatencyBounds) && tracer.LatencyBounds[k] < d {
+			k++
+		}
+		s.buckets[k]++
 	}
 }
 
 // lookup finds or makes a series; beyond max it is the syscall's overflow
-// series, and the call is counted as folded.
+// series.
 func (a *ioAgg) lookup(comm, prefix []byte, sc uint16) *ioSeries {
 	if paths, ok := a.comms[string(comm)]; ok {
 		if bySc, ok := paths[string(prefix)]; ok && bySc[sc] != nil {
@@ -112,8 +128,8 @@ func (a *ioAgg) lookup(comm, prefix []byte, sc uint16) *ioSeries {
 		}
 	}
 	c, p := string(comm), string(prefix)
-	if a.n >= a.max {
-		a.overflow.Inc()
+	folded := a.n >= a.max
+	if folded {
 		c, p = ioOverflow, ioOverflow
 		if bySc := a.comms[c][p]; bySc != nil && bySc[sc] != nil {
 			return bySc[sc]
@@ -131,7 +147,7 @@ func (a *ioAgg) lookup(comm, prefix []byte, sc uint16) *ioSeries {
 		bySc = new([tracer.NumSyscalls]*ioSeries)
 		paths[p] = bySc
 	}
-	s := &ioSeries{comm: c, prefix: p, sc: sc, buckets: make([]uint64, len(tracer.LatencyBounds)+1)}
+	s := &ioSeries{comm: c, prefix: p, sc: sc, buckets: make([]uint64, len(tracer.LatencyBounds)+1), folded: folded}
 	bySc[sc] = s
 	a.series = append(a.series, s)
 	return s
