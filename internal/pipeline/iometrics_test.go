@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tracer"
@@ -239,21 +242,6 @@ func TestIOTraceMetrics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Every row was added to the aggregate before it was queued: the next
-	// snapshot queued holds them all.
-	before := counterValue(p.iom.mc.emitted)
-	for counterValue(p.iom.mc.emitted) <= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("no traced I/O metrics queued after 60s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-
 	exp := map[string]float64{}
 	for _, w := range want {
 		prefix := string(pathPrefix([]byte(w.Path), depth))
@@ -270,26 +258,42 @@ func TestIOTraceMetrics(t *testing.T) {
 		exp[k("sluice_io_duration_seconds_count")]++
 		exp[k("sluice_io_duration_seconds_bucket")]++ // le="+Inf"
 	}
+	// Every row was added to the aggregate before it was queued; a snapshot
+	// taken before the last rows may still be the newest for a moment, so
+	// checkpoint and query until the newest holds them all.
 	base := "http://" + p.Addrs().Query.String()
-	got := map[string]float64{}
-	for _, q := range []string{"sluice_io_operations_total", "sluice_io_bytes_total", "sluice_io_errors_total",
-		"sluice_io_duration_seconds_count", `sluice_io_duration_seconds_bucket{le="+Inf"}`} {
-		for k, v := range promTenantQuery(t, base, "hostio", q) {
-			got[k] = v
+	var got map[string]float64
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := p.Checkpoint(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	var keys []string
-	for k := range exp {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if got[k] != exp[k] {
-			t.Errorf("%s = %v, want %v", k, got[k], exp[k])
+		got = map[string]float64{}
+		for _, q := range []string{"sluice_io_operations_total", "sluice_io_bytes_total", "sluice_io_errors_total",
+			"sluice_io_duration_seconds_count", `sluice_io_duration_seconds_bucket{le="+Inf"}`} {
+			for k, v := range promTenantQuery(t, base, "hostio", q) {
+				got[k] = v
+			}
 		}
-	}
-	if len(got) != len(exp) {
-		t.Errorf("%d series, want %d: %v", len(got), len(exp), got)
+		if maps.Equal(got, exp) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var keys []string
+			for k := range exp {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if got[k] != exp[k] {
+					t.Errorf("%s = %v, want %v", k, got[k], exp[k])
+				}
+			}
+			t.Fatalf("after 60s: %d series, want %d: %v", len(got), len(exp), got)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// Another tenant sees none of them.
 	if other := promTenantQuery(t, base, "default", "sluice_io_operations_total"); len(other) != 0 {
@@ -316,4 +320,66 @@ func BenchmarkIOAggAdd(b *testing.B) {
 		a.Add(ev)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ev.Len()), "ns/call")
+}
+
+// TestIOTraceMetricsAtShutdown: with an interval longer than the run, the
+// one snapshot queued at shutdown holds every call, and the final
+// checkpoint writes it into the tenant's metrics table (read by DuckDB).
+func TestIOTraceMetricsAtShutdown(t *testing.T) {
+	tracertest.RequireTracing(t, tracer.Check().Err())
+	py := os.Getenv("SLUICE_PYTHON")
+	if py == "" {
+		corpustest.Missing(t, "SLUICE_PYTHON (a Python with duckdb)")
+	}
+	work := t.TempDir()
+	child := tracertest.Start(t, work, "")
+	cfg := testConfig(t)
+	cfg.Receivers.IOTrace.Enabled = true
+	cfg.Receivers.IOTrace.Tenant = "hostio"
+	cfg.Receivers.IOTrace.PID = uint32(child.PID)
+	cfg.Receivers.IOTrace.Metrics = config.IOTraceMetrics{Enabled: true, Interval: config.Duration(time.Hour), PathDepth: 2, MaxSeries: 100}
+	p := start(t, cfg)
+	child.Go(t)
+	want := tracertest.Expected(work)
+	deadline := time.Now().Add(60 * time.Second)
+	for counterValue(p.iom.queued) < float64(len(want)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v rows queued after 60s, want %d", counterValue(p.iom.queued), len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v := counterValue(p.iom.mc.emitted); v != 0 {
+		t.Fatalf("%v points queued before the first interval", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ops, bytes, errs int64
+	syscalls := map[string]bool{}
+	for _, w := range want {
+		ops++
+		bytes += w.Bytes
+		if w.Ret < -1 {
+			errs++
+		}
+		syscalls[w.Syscall] = true
+	}
+	script := `import duckdb, sys
+con = duckdb.connect()
+q = "SELECT metric_name, count(*), sum(coalesce(value_int, 0)), sum(coalesce(count, 0)), count(DISTINCT timestamp) FROM read_parquet(" + repr(sys.argv[1] + "/metrics/tenant=hostio/**/*.parquet") + ") GROUP BY 1 ORDER BY 1"
+for r in con.execute(q).fetchall():
+    print(*r, sep="|")
+`
+	out, err := exec.Command(py, "-c", script, cfg.Lake.Root).CombinedOutput()
+	if err != nil {
+		t.Fatalf("duckdb: %v\n%s", err, out)
+	}
+	n := len(syscalls) // one series per syscall: one comm, one path prefix
+	exp := fmt.Sprintf("sluice.io.bytes|%d|%d|0|1\nsluice.io.duration|%d|0|%d|1\nsluice.io.errors|%d|%d|0|1\nsluice.io.operations|%d|%d|0|1",
+		n, bytes, n, ops, n, errs, n, ops)
+	if got := strings.TrimSpace(string(out)); got != exp {
+		t.Fatalf("metrics table:\n%s\nwant:\n%s", got, exp)
+	}
 }
