@@ -257,6 +257,9 @@ func validateExporters(v *validator, c *Config) {
 			v.add("exporters."+name, "not used by any pipeline")
 		}
 	}
+	if c.Receivers.IOTrace.Enabled && !c.LakeEnabled() {
+		v.add("receivers.iotrace.enabled", "the I/O tracer writes io_events into the lake only, and no pipeline lists lake (forward only): its records would be queued for no one")
+	}
 	for _, pname := range slices.Sorted(maps.Keys(c.Pipelines)) {
 		p := c.Pipelines[pname]
 		k := "pipelines." + pname + "."

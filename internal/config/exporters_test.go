@@ -55,6 +55,7 @@ pipelines:
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [x]}}", "pipelines.logs.processors"},
 		{"exporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [otlp]}, traces: {receivers: [otlp], exporters: [lake]}}", "pipelines.logs.exporters: list lake in every pipeline or in none"},
 		{"receivers: {prometheus_remote_write: {listen: 'nope'}}", "receivers.prometheus_remote_write.listen"},
+		{"receivers: {iotrace: {enabled: true}}\nexporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {metrics: {receivers: [otlp], exporters: [otlp]}}", "receivers.iotrace.enabled: the I/O tracer writes io_events into the lake only"},
 		{"receivers: {prometheus_remote_write: {listen: 'localhost:9090'}}", `receivers.prometheus_remote_write.listen: "localhost:9090" is also query.addr`},
 	} {
 		c, err := Parse([]byte(tc.src), env(nil))
