@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/corpustest"
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tracer"
 	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
@@ -381,5 +383,58 @@ for r in con.execute(q).fetchall():
 		n, bytes, n, ops, n, errs, n, ops)
 	if got := strings.TrimSpace(string(out)); got != exp {
 		t.Fatalf("metrics table:\n%s\nwant:\n%s", got, exp)
+	}
+}
+
+// TestIOMetricsEmitQueueFull: a snapshot the queue refuses is counted as a
+// failure and skipped; once the queue has room the next snapshot carries
+// the cumulative counts.
+func TestIOMetricsEmitQueueFull(t *testing.T) {
+	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 256 << 10, MaxBytes: 1 << 20, Full: queue.Backpressure, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for _, size := range []int{100 << 10, 1 << 10, 16} {
+		for {
+			if _, err := q.Append(make([]byte, size)); err != nil {
+				if !errors.Is(err, queue.ErrFull) {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	mc := newIOMetricsCounters()
+	agg := newIOAgg(2, 10, mc.overflow)
+	e := &ioEmitter{agg: agg, cons: newConsumer(q, time.Second, newMetrics()), tenant: "t", host: "h", log: testLogger(t),
+		emitted: mc.emitted, failures: mc.failures}
+	b := new(signal.IOEvents)
+	b.Append(&signal.IOEvent{Comm: b.AppendString("db"), Path: b.AppendString("/var/lib/x"), Syscall: uint16(tracer.SysRead), Bytes: 10})
+	agg.Add(b)
+	e.emit(time.Now())
+	if f, n := counterValue(mc.failures), counterValue(mc.emitted); f != 1 || n != 0 {
+		t.Fatalf("full queue: failures %v, points %v; want 1, 0", f, n)
+	}
+	// Make room: a reader past every record lets the queue drop them.
+	r := q.NewReader(0)
+	defer r.Close()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	var last queue.Position
+	for {
+		_, pos, err := r.Next(done)
+		if err != nil {
+			break
+		}
+		last = pos
+	}
+	if err := q.Release(last); err != nil {
+		t.Fatal(err)
+	}
+	agg.Add(b)
+	e.emit(time.Now())
+	if f, n := counterValue(mc.failures), counterValue(mc.emitted); f != 1 || n != 4 {
+		t.Fatalf("after room: failures %v, points %v; want 1, 4", f, n)
 	}
 }
