@@ -33,6 +33,12 @@
 // transaction as the writer's. Exporters never forward io_events; the
 // unflushed tail does not serve them.
 //
+// With receivers.iotrace.metrics on, iometrics.go also adds every batch to
+// bounded cumulative counts per (comm, syscall, path_prefix) and queues
+// them every interval, and once at stop, as an OTLP metrics record of the
+// iotrace tenant (consumer.appendEmitted, like the rules' emitter), so
+// they reach the metrics table and PromQL as sluice_io_*.
+//
 // # Exporters
 //
 // exporters.go starts one exporter.Runner per entry of the config's
