@@ -244,6 +244,9 @@ func (c *Column) writePage(p *pageRec, vals []byte, enc format.Encoding) {
 	c.md.NumValues += int64(p.nVals)
 	c.md.Statistics.NullCount += int64(p.nNulls)
 	lo, hi := p.b.encode(c.li.Kind)
+	if c.li.Kind == parquet.ByteArray {
+		lo, hi = truncateIndexBounds(lo, hi)
+	}
 	c.ci.NullPages = append(c.ci.NullPages, !p.b.has())
 	c.ci.MinValues = append(c.ci.MinValues, lo)
 	c.ci.MaxValues = append(c.ci.MaxValues, hi)
@@ -606,4 +609,34 @@ func (c *Column) listLevels(n int) {
 		c.rep.add(1, n-1)
 	}
 	c.nVals += n
+}
+
+// ColumnIndexSizeLimit is the longest byte array bound a column index
+// holds, as parquet-go's default: a longer min is cut, a longer max cut and
+// incremented, so the bounds still hold every value of the page.
+const ColumnIndexSizeLimit = 16
+
+// truncateIndexBounds cuts page bounds for the column index as parquet-go
+// does (chunk statistics keep the whole values).
+func truncateIndexBounds(lo, hi []byte) ([]byte, []byte) {
+	if len(lo) > ColumnIndexSizeLimit {
+		lo = lo[:ColumnIndexSizeLimit]
+	}
+	if len(hi) > ColumnIndexSizeLimit {
+		hi = hi[:ColumnIndexSizeLimit]
+		for i := len(hi) - 1; ; i-- {
+			if i < 0 {
+				// All 0xff: parquet-go keeps them (its quirk, kept so both
+				// write the same index).
+				for j := range hi {
+					hi[j] = 0xff
+				}
+				break
+			}
+			if hi[i]++; hi[i] != 0 {
+				break
+			}
+		}
+	}
+	return lo, hi
 }
