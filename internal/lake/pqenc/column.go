@@ -79,6 +79,7 @@ type Column struct {
 	zbuf, pbuf []byte
 	xbuf       []byte // expanded dictionary values (toPlain)
 	tmpOffs    []uint32
+	lvTmp      levelScratch
 	proto      thrift.CompactProtocol
 	err        error
 }
@@ -171,6 +172,8 @@ func (c *Column) endPage() {
 	}
 	c.def.flush()
 	c.rep.flush()
+	c.def.pack(bits.Len8(c.li.MaxDef), c.nVals, &c.lvTmp)
+	c.rep.pack(bits.Len8(c.li.MaxRep), c.nVals, &c.lvTmp)
 	p := pageRec{nVals: c.nVals, nNulls: c.nNulls, nRows: c.nRows, firstRow: c.rows}
 	switch {
 	case c.dictMode():

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -91,6 +92,40 @@ func (e *levelRuns) add(v byte, k int) {
 	e.flush()
 	e.cur, e.n = v, k
 }
+
+// pack re-encodes the page's runs as the RLE/bit-packed hybrid when bit
+// packing is smaller: a run of one value costs two bytes, a packed value
+// bitWidth bits, and a sparse attribute column alternates null and present
+// row by row. Levels are outside a v2 page's compressed section, so this
+// is what they cost in the file. tmp is scratch.
+func (e *levelRuns) pack(bitWidth, nVals int, tmp *levelScratch) {
+	if bitWidth == 0 || len(e.buf)*8 <= nVals*bitWidth+64 {
+		return
+	}
+	lv := tmp.levels[:0]
+	for b := e.buf; len(b) > 1; {
+		h, n := binary.Uvarint(b)
+		if n <= 0 || n >= len(b) {
+			return // not ours; leave it
+		}
+		v := b[n]
+		for range h >> 1 {
+			lv = append(lv, v)
+		}
+		b = b[n+1:]
+	}
+	tmp.levels = lv
+	enc := rle.Encoding{BitWidth: bitWidth}
+	out, err := enc.EncodeLevels(tmp.packed[:0], lv)
+	tmp.packed = out
+	if err != nil || len(out) >= len(e.buf) {
+		return // keep the runs, which are valid too
+	}
+	e.buf = append(e.buf[:0], out...)
+}
+
+// levelScratch is pack's scratch.
+type levelScratch struct{ levels, packed []byte }
 
 func (e *levelRuns) flush() {
 	if e.n > 0 {
