@@ -239,6 +239,7 @@ func (m *colMerger) plan() error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", errColumnMerge, err)
 		}
+		li.Path = p // Lookup's leaf path is its last element only
 		if li.Dict {
 			li.MaxDictBytes = lake.MaxDictBytes
 		}

@@ -169,6 +169,14 @@ func checkSegments(t *testing.T, e *lakeEnv, job Job, col, row []lake.Segment) {
 			t.Fatalf("%s: schema hash %s, bytes %d; file has %s, %d", s.Path, s.SchemaHash, s.Bytes,
 				catalog.ParquetSchemaHash(pf.Schema()), rd.Size())
 		}
+		// Every chunk names its whole column path (list elements too).
+		for _, rg := range pf.Metadata().RowGroups {
+			for j, cc := range rg.Columns {
+				if want := pf.Schema().Columns()[j]; !slices.Equal(cc.MetaData.PathInSchema, want) {
+					t.Fatalf("%s: chunk %d path_in_schema %v, want %v", s.Path, j, cc.MetaData.PathInSchema, want)
+				}
+			}
+		}
 		if job.Table == lake.TableTraces {
 			// The bloom filter on trace_id holds every trace id.
 			leaf, _ := pf.Schema().Lookup(lake.BloomColumn)

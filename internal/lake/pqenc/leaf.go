@@ -30,7 +30,9 @@ type Leaf struct {
 }
 
 // NewLeaf describes leaf, or errors when its type or encoding is not one
-// this package writes.
+// this package writes. Path is leaf.Path, which for a leaf from
+// parquet.Schema.Lookup is its last element only: callers set Path to the
+// whole path (schema.Columns()), which the chunk's path_in_schema needs.
 func NewLeaf(leaf parquet.LeafColumn) (Leaf, error) {
 	t := leaf.Node.Type()
 	li := Leaf{Path: leaf.Path, Kind: t.Kind(), MaxDef: byte(leaf.MaxDefinitionLevel), MaxRep: byte(leaf.MaxRepetitionLevel)}

@@ -288,6 +288,7 @@ func newTierEncoding(schema *parquet.Schema, fixedIdx, labelIdx []int, opts []pa
 			// column that series without the label could not fill.
 			return nil, nil
 		}
+		li.Path = path // Lookup's leaf path is its last element only
 		e.leaves[i] = li
 	}
 	footer, err := pqenc.Footer(schema, opts...)
