@@ -3,41 +3,157 @@ package lake
 import (
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-// colBuf collects one chunk of values for one leaf column.
+// colBuf builds one leaf column of a file with pqenc. Values arrive row by
+// row; the last run of equal values (or nulls) is held as pending and
+// handed to the Column as one call, so a resource attribute repeated over
+// thousands of rows costs one dictionary lookup. Attribute columns are
+// set out of order (setAt): the rows they skip are nulls.
 type colBuf struct {
 	leaf int
-	null parquet.Value // a null at this column's levels
-	v    []parquet.Value
+	col  pqenc.Column
+	rows int // rows handed to col in this row group
+
+	// the pending run: pn rows of one value
+	pk pendKind
+	pb []byte // pBytes; aliases batch, arena or chunk scratch until flush
+	pu uint64 // pInt, pFloat (bits), pBool
+	pn int
+
+	tmp []float64 // listF64Stride
 }
 
-func (c *colBuf) setLeaf(leaf int) {
-	c.leaf = leaf
-	c.null = parquet.Value{}.Level(0, 0, leaf)
-	c.v = c.v[:0]
+// pendKind is the kind of a colBuf's pending run.
+type pendKind uint8
+
+const (
+	pNone pendKind = iota
+	pNull
+	pBytes
+	pInt
+	pFloat
+	pBool
+)
+
+// total is the number of rows in the column's row group so far.
+func (c *colBuf) total() int { return c.rows + c.pn }
+
+// flush hands the pending run to the column.
+func (c *colBuf) flush() {
+	switch c.pk {
+	case pNone:
+		return
+	case pNull:
+		c.col.Null(c.pn)
+	case pBytes:
+		c.col.Bytes(c.pb, c.pn)
+	case pInt:
+		c.col.Int(int64(c.pu), c.pn)
+	case pFloat:
+		c.col.Float(math.Float64frombits(c.pu), c.pn)
+	case pBool:
+		c.col.Bool(c.pu != 0, c.pn)
+	}
+	c.rows += c.pn
+	c.pk, c.pb, c.pn = pNone, nil, 0
 }
 
-func (c *colBuf) req(v parquet.Value) { c.v = append(c.v, v.Level(0, 0, c.leaf)) }
-func (c *colBuf) opt(v parquet.Value) { c.v = append(c.v, v.Level(0, 1, c.leaf)) }
-func (c *colBuf) addNull()            { c.v = append(c.v, c.null) }
-func (c *colBuf) i32(v int32)         { c.req(parquet.Int32Value(v)) }
-func (c *colBuf) i64(v int64)         { c.req(parquet.Int64Value(v)) }
-func (c *colBuf) u32(v uint32)        { c.req(parquet.Int32Value(int32(v))) }
-func (c *colBuf) u64(v uint64)        { c.req(parquet.Int64Value(int64(v))) }
-func (c *colBuf) boolean(v bool)      { c.req(parquet.BooleanValue(v)) }
-func (c *colBuf) strReq(b []byte)     { c.req(parquet.ByteArrayValue(b)) }
-func (c *colBuf) optF64(v float64)    { c.opt(parquet.DoubleValue(v)) }
-func (c *colBuf) optI64(v int64)      { c.opt(parquet.Int64Value(v)) }
-func (c *colBuf) optU64(v uint64)     { c.opt(parquet.Int64Value(int64(v))) }
-func (c *colBuf) optI32(v int32)      { c.opt(parquet.Int32Value(v)) }
-func (c *colBuf) optBytes(b []byte)   { c.opt(parquet.ByteArrayValue(b)) }
+func (c *colBuf) nulls(k int) {
+	if c.pk == pNull {
+		c.pn += k
+		return
+	}
+	c.flush()
+	c.pk, c.pn = pNull, k
+}
+
+// putN adds n rows of a value.
+func (c *colBuf) putN(k pendKind, b []byte, u uint64, n int) {
+	c.put(k, b, u)
+	c.pn += n - 1
+}
+
+// strN adds n rows of b, null when empty (str).
+func (c *colBuf) strN(b []byte, n int) {
+	if len(b) == 0 {
+		c.nulls(n)
+		return
+	}
+	c.putN(pBytes, b, 0, n)
+}
+
+// setAtN sets n rows from row of an attribute column (setAt).
+func (c *colBuf) setAtN(row int, k pendKind, b []byte, u uint64, n int) {
+	c.setAt(row, k, b, u)
+	c.pn += n - 1
+}
+
+// put adds one row of a value; the fast path (the run goes on) inlines.
+func (c *colBuf) put(k pendKind, b []byte, u uint64) {
+	if c.pk == k && c.pu == u && (k != pBytes || string(c.pb) == string(b)) {
+		c.pn++
+		return
+	}
+	c.restart(k, b, u)
+}
+
+// putU is put for kinds without bytes.
+func (c *colBuf) putU(k pendKind, u uint64) {
+	if c.pk == k && c.pu == u {
+		c.pn++
+		return
+	}
+	c.restart(k, nil, u)
+}
+
+// putB is put for byte arrays.
+func (c *colBuf) putB(b []byte) {
+	if c.pk == pBytes && string(c.pb) == string(b) {
+		c.pn++
+		return
+	}
+	c.restart(pBytes, b, 0)
+}
+
+// restart flushes the run and starts one of the value; kept out of line
+// so that the put fast paths inline.
+//
+//go:noinline
+func (c *colBuf) restart(k pendKind, b []byte, u uint64) {
+	c.flush()
+	c.pk, c.pb, c.pu, c.pn = k, b, u, 1
+}
+
+func (c *colBuf) addNull()          { c.nulls(1) }
+func (c *colBuf) i32(v int32)       { c.putU(pInt, uint64(int64(v))) }
+func (c *colBuf) i64(v int64)       { c.putU(pInt, uint64(v)) }
+func (c *colBuf) u32(v uint32)      { c.putU(pInt, uint64(v)) }
+func (c *colBuf) u64(v uint64)      { c.putU(pInt, v) }
+func (c *colBuf) boolean(v bool)    { c.putU(pBool, boolBits(v)) }
+func (c *colBuf) strReq(b []byte)   { c.putB(b) }
+func (c *colBuf) optF64(v float64)  { c.putU(pFloat, math.Float64bits(v)) }
+func (c *colBuf) optI64(v int64)    { c.putU(pInt, uint64(v)) }
+func (c *colBuf) optU64(v uint64)   { c.putU(pInt, v) }
+func (c *colBuf) optI32(v int32)    { c.putU(pInt, uint64(int64(v))) }
+func (c *colBuf) optBytes(b []byte) { c.putB(b) }
+
+func boolBits(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
 
 // time stores 0 as null: OTLP uses 0 for "unset".
 func (c *colBuf) time(t int64) {
@@ -45,7 +161,7 @@ func (c *colBuf) time(t int64) {
 		c.addNull()
 		return
 	}
-	c.opt(parquet.Int64Value(t))
+	c.putU(pInt, uint64(t))
 }
 
 // str stores "" as null: OTLP (proto3) cannot tell them apart either.
@@ -54,7 +170,7 @@ func (c *colBuf) str(b []byte) {
 		c.addNull()
 		return
 	}
-	c.opt(parquet.ByteArrayValue(b))
+	c.putB(b)
 }
 
 func (c *colBuf) listU64(s []uint64) {
@@ -62,10 +178,9 @@ func (c *colBuf) listU64(s []uint64) {
 		c.addNull()
 		return
 	}
-	c.v = append(c.v, parquet.Int64Value(int64(s[0])).Level(0, 1, c.leaf))
-	for _, x := range s[1:] {
-		c.v = append(c.v, parquet.Int64Value(int64(x)).Level(1, 1, c.leaf))
-	}
+	c.flush()
+	c.col.ListUint64(s)
+	c.rows++
 }
 
 func (c *colBuf) listF64(s []float64) {
@@ -73,10 +188,9 @@ func (c *colBuf) listF64(s []float64) {
 		c.addNull()
 		return
 	}
-	c.v = append(c.v, parquet.DoubleValue(s[0]).Level(0, 1, c.leaf))
-	for _, x := range s[1:] {
-		c.v = append(c.v, parquet.DoubleValue(x).Level(1, 1, c.leaf))
-	}
+	c.flush()
+	c.col.ListFloat64(s)
+	c.rows++
 }
 
 // listF64Stride writes every other element of s starting at off (summary
@@ -86,11 +200,48 @@ func (c *colBuf) listF64Stride(s []float64, off int) {
 		c.addNull()
 		return
 	}
-	rep := 0
+	c.tmp = c.tmp[:0]
 	for i := off; i < len(s); i += 2 {
-		c.v = append(c.v, parquet.DoubleValue(s[i]).Level(rep, 1, c.leaf))
-		rep = 1
+		c.tmp = append(c.tmp, s[i])
 	}
+	c.listF64(c.tmp)
+}
+
+// setAt sets row `row` of the row group (an attribute column): rows skipped
+// since the last value are null, a value already at row replaced.
+func (c *colBuf) setAt(row int, k pendKind, b []byte, u uint64) {
+	if c.total() != row {
+		c.skipTo(row)
+	}
+	c.put(k, b, u)
+}
+
+func (c *colBuf) skipTo(row int) {
+	if c.total() > row {
+		c.unsetLast(row)
+	}
+	if gap := row - c.total(); gap > 0 {
+		c.nulls(gap)
+	}
+}
+
+// unsetLast takes back the value of row, the last row set (a duplicate key
+// whose later value went to another column), leaving it null.
+func (c *colBuf) unsetLast(row int) {
+	if c.total() != row+1 || c.pn == 0 || c.pk == pNull {
+		panic("lake: attribute column row set out of order")
+	}
+	if c.pn--; c.pn == 0 {
+		c.pk, c.pb = pNone, nil
+	}
+}
+
+// pad fills the column with nulls up to rows rows and flushes it.
+func (c *colBuf) pad(rows int) {
+	if gap := rows - c.total(); gap > 0 {
+		c.nulls(gap)
+	}
+	c.flush()
 }
 
 // attrCol is one flattened attribute column.
@@ -104,7 +255,9 @@ type attrCol struct {
 // column and its value at that column's levels.
 type cell struct {
 	slot int32
-	val  parquet.Value
+	k    pendKind
+	b    []byte
+	u    uint64
 }
 
 // encoder turns one partition batch into one Parquet file. It is reused
@@ -113,6 +266,16 @@ type encoder struct {
 	nfixed int
 	cols   []colBuf // fixed columns, then one per attribute slot
 	attrs  []attrCol
+
+	// The file being written: its leaves in schema order, the column of
+	// each leaf (cols index), and the rows of the row group before the
+	// current chunk.
+	file   *pqenc.File
+	footer *format.FileMetaData
+	leaves []pqenc.Leaf
+	order  []int32
+	base   int
+	run    commonRun // rows whose resource and scope columns are pending
 
 	// colOf[scope][type][key] is the attribute slot + 1, 0 when none,
 	// inOverflow when the attribute goes to its scope's overflow column.
@@ -302,14 +465,14 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 		if !ok {
 			return nil, fmt.Errorf("lake: column %q missing from schema", f.name)
 		}
-		e.cols[i].setLeaf(leaf.ColumnIndex)
+		e.cols[i].leaf = leaf.ColumnIndex
 	}
 	for i, name := range attrNames {
 		leaf, ok := schema.Lookup(name)
 		if !ok {
 			return nil, fmt.Errorf("lake: column %q missing from schema", name)
 		}
-		e.cols[len(fixed)+i].setLeaf(leaf.ColumnIndex)
+		e.cols[len(fixed)+i].leaf = leaf.ColumnIndex
 	}
 
 	// Resolve resource and scope attribute values once per file.
@@ -333,11 +496,12 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 				ovf = append(ovf, int32(i))
 				continue
 			}
-			v, err := e.attrValue(c, t, c.Attrs.Val[i], e.cols[e.nfixed+int(slot)].leaf, true)
+			cl, err := e.attrValue(c, t, c.Attrs.Val[i], true)
 			if err != nil {
 				return nil, err
 			}
-			e.resCells = append(e.resCells, cell{slot, v})
+			cl.slot = slot
+			e.resCells = append(e.resCells, cl)
 		}
 		e.ovfRow = ovf[:0]
 		if len(ovf) > 0 {
@@ -366,11 +530,12 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 				ovf = append(ovf, int32(i))
 				continue
 			}
-			v, err := e.attrValue(c, t, c.Attrs.Val[i], e.cols[e.nfixed+int(slot)].leaf, true)
+			cl, err := e.attrValue(c, t, c.Attrs.Val[i], true)
 			if err != nil {
 				return nil, err
 			}
-			e.scCells = append(e.scCells, cell{slot, v})
+			cl.slot = slot
+			e.scCells = append(e.scCells, cl)
 		}
 		e.ovfRow = ovf[:0]
 		if len(ovf) > 0 {
@@ -416,71 +581,80 @@ func (e *encoder) slot(s attrScope, k signal.KeyID, t signal.ValueType) int32 {
 	return int32(len(e.attrs) - 1)
 }
 
-// attrValue builds the value of one attribute at the given leaf's levels.
-func (e *encoder) attrValue(c *signal.Common, t signal.ValueType, v uint64, leaf int, stable bool) (parquet.Value, error) {
-	var pv parquet.Value
+// attrValue returns the value of one attribute as a cell (slot unset).
+func (e *encoder) attrValue(c *signal.Common, t signal.ValueType, v uint64, stable bool) (cell, error) {
 	switch t {
 	case signal.ValueString, signal.ValueBytes:
-		pv = parquet.ByteArrayValue(c.Bytes(signal.Str(v)))
+		return cell{k: pBytes, b: c.Bytes(signal.Str(v))}, nil
 	case signal.ValueInt:
-		pv = parquet.Int64Value(int64(v))
+		return cell{k: pInt, u: v}, nil
 	case signal.ValueDouble:
-		pv = parquet.DoubleValue(math.Float64frombits(v))
+		return cell{k: pFloat, u: v}, nil
 	case signal.ValueBool:
-		pv = parquet.BooleanValue(v != 0)
+		return cell{k: pBool, u: boolBits(v != 0)}, nil
 	case signal.ValueEmpty:
-		pv = parquet.BooleanValue(true)
-	default:
-		js, err := e.nestedJSON(c, t, v, stable)
-		if err != nil {
-			return pv, err
-		}
-		pv = parquet.ByteArrayValue(js)
+		return cell{k: pBool, u: 1}, nil
 	}
-	return pv.Level(0, 1, leaf), nil
+	js, err := e.nestedJSON(c, t, v, stable)
+	if err != nil {
+		return cell{}, err
+	}
+	return cell{k: pBytes, b: js}, nil
 }
 
-// startChunk prepares the buffers for n rows: fixed columns empty, attribute
-// columns all null.
-func (e *encoder) startChunk(n int) {
-	e.scratch = e.scratch[:0]
-	for i := range e.cols[:e.nfixed] {
-		e.cols[i].v = e.cols[i].v[:0]
-	}
-	for i := range e.cols[e.nfixed:] {
-		cb := &e.cols[e.nfixed+i]
-		cb.v = slices.Grow(cb.v[:0], n)[:n]
-		nv := cb.null
-		for j := range cb.v {
-			cb.v[j] = nv
-		}
-	}
-}
+// startChunk starts a chunk of rows: values of the previous chunk that
+// alias the scratch are in their columns by now (endChunk).
+func (e *encoder) startChunk() { e.scratch = e.scratch[:0] }
 
-// common fills the resource and scope columns of chunk row ri.
+// common fills the resource and scope columns of chunk row ri. Rows of
+// one resource and scope come in runs (rows are sorted by service), so a
+// run is written once, when it ends (endCommon).
 func (e *encoder) common(c *signal.Common, res, sc uint32, ri int) {
+	row := e.base + ri
+	if e.run.n > 0 && e.run.res == res && e.run.sc == sc && e.run.row+e.run.n == row {
+		e.run.n++
+		return
+	}
+	e.endCommon(c)
+	e.run = commonRun{res: res, sc: sc, row: row, n: 1}
+}
+
+// commonRun is a run of rows of one resource and scope.
+type commonRun struct {
+	res, sc uint32
+	row, n  int
+}
+
+// endCommon writes the resource and scope columns of the current run.
+func (e *encoder) endCommon(c *signal.Common) {
+	n := e.run.n
+	if n == 0 {
+		return
+	}
+	e.run.n = 0
+	res, sc := e.run.res, e.run.sc
 	r := &c.Resources[res]
 	s := &c.Scopes[sc]
 	cols := e.cols
 	if e.resHasSvc[res] {
-		cols[cServiceName].opt(parquet.ByteArrayValue(c.Bytes(e.resService[res])))
+		cols[cServiceName].putN(pBytes, c.Bytes(e.resService[res]), 0, n)
 	} else {
-		cols[cServiceName].addNull()
+		cols[cServiceName].nulls(n)
 	}
-	cols[cScopeName].str(c.Bytes(s.Name))
-	cols[cScopeVersion].str(c.Bytes(s.Version))
-	cols[cScopeSchemaURL].str(c.Bytes(s.SchemaURL))
-	cols[cScopeDropped].u32(s.DroppedAttrs)
-	cols[cResourceSchemaURL].str(c.Bytes(r.SchemaURL))
-	cols[cResourceDropped].u32(r.DroppedAttrs)
+	cols[cScopeName].strN(c.Bytes(s.Name), n)
+	cols[cScopeVersion].strN(c.Bytes(s.Version), n)
+	cols[cScopeSchemaURL].strN(c.Bytes(s.SchemaURL), n)
+	cols[cScopeDropped].putN(pInt, nil, uint64(s.DroppedAttrs), n)
+	cols[cResourceSchemaURL].strN(c.Bytes(r.SchemaURL), n)
+	cols[cResourceDropped].putN(pInt, nil, uint64(r.DroppedAttrs), n)
 	attrCols := cols[e.nfixed:]
 	rr := e.resRange[res]
 	for _, cl := range e.resCells[rr.Start:rr.End] {
-		attrCols[cl.slot].v[ri] = cl.val
+		attrCols[cl.slot].setAtN(e.run.row, cl.k, cl.b, cl.u, n)
 	}
 	sr := e.scRange[sc]
 	for _, cl := range e.scCells[sr.Start:sr.End] {
-		attrCols[cl.slot].v[ri] = cl.val
+		attrCols[cl.slot].setAtN(e.run.row, cl.k, cl.b, cl.u, n)
 	}
 }
 
@@ -488,6 +662,7 @@ func (e *encoder) common(c *signal.Common, res, sc uint32, ri int) {
 // unique per row of the file, for duplicate detection.
 func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int32) error {
 	attrCols := e.cols[e.nfixed:]
+	at := e.base + ri
 	stampV := row + 1
 	e.ovfRow = e.ovfRow[:0]
 	for i := r.Start; i < r.End; i++ {
@@ -502,7 +677,7 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 			if prev := e.lastSlot[k]; prev < -1 {
 				e.ovfRow[-2-prev] = -1
 			} else if prev != slot {
-				attrCols[prev].v[ri] = attrCols[prev].null
+				attrCols[prev].unsetLast(at)
 			}
 		}
 		if slot < 0 {
@@ -511,20 +686,19 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 			e.ovfRow = append(e.ovfRow, int32(i))
 			continue
 		}
-		cb := &attrCols[slot]
 		e.stamp[k], e.lastSlot[k] = stampV, slot
-		v, err := e.attrValue(c, t, c.Attrs.Val[i], cb.leaf, false)
+		cl, err := e.attrValue(c, t, c.Attrs.Val[i], false)
 		if err != nil {
 			return err
 		}
-		cb.v[ri] = v
+		attrCols[slot].setAt(at, cl.k, cl.b, cl.u)
 	}
 	if len(e.ovfRow) > 0 {
 		cl, err := e.overflowCell(c, scopeRecord, e.ovfRow)
 		if err != nil {
 			return err
 		}
-		attrCols[cl.slot].v[ri] = cl.val
+		attrCols[cl.slot].setAt(at, cl.k, cl.b, cl.u)
 	}
 	return nil
 }
@@ -610,19 +784,90 @@ func (e *encoder) overflowCell(c *signal.Common, s attrScope, idx []int32) (cell
 	b = append(b, '}')
 	*buf = b
 	js := b[off:len(b):len(b)]
-	return cell{slot, parquet.ByteArrayValue(js).Level(0, 1, e.cols[e.nfixed+int(slot)].leaf)}, nil
+	return cell{slot: slot, k: pBytes, b: js}, nil
 }
 
-// writeChunk hands the chunk's values to the Parquet column writers.
-func (e *encoder) writeChunk(pw *parquet.Writer) error {
-	cws := pw.ColumnWriters()
+// startFile lays out the columns of a file of schema (from begin) on w.
+func (e *encoder) startFile(w io.Writer, table string, schema *parquet.Schema) error {
+	footer, err := pqenc.Footer(schema, FileOptions(table)...)
+	if err != nil {
+		return err
+	}
+	e.footer = footer
+	paths := schema.Columns()
+	if len(paths) != len(e.cols) {
+		return fmt.Errorf("lake: %d columns laid out for a schema of %d", len(e.cols), len(paths))
+	}
+	e.leaves = slices.Grow(e.leaves[:0], len(paths))[:len(paths)]
+	for j, p := range paths {
+		leaf, _ := schema.Lookup(p...)
+		li, err := pqenc.NewLeaf(leaf)
+		if err != nil {
+			return fmt.Errorf("lake: %w", err)
+		}
+		li.Path = p // Lookup's leaf path is its last element only
+		if li.Dict {
+			li.MaxDictBytes = MaxDictBytes
+		}
+		if table == TableTraces && len(p) == 1 && p[0] == BloomColumn {
+			li.Bloom, li.BloomBitsPerValue = true, BloomBitsPerValue
+		}
+		e.leaves[j] = li
+	}
+	e.order = slices.Grow(e.order[:0], len(paths))[:len(paths)]
+	for i := range e.cols {
+		e.order[e.cols[i].leaf] = int32(i)
+	}
+	e.file = pqenc.NewFile(w, e.leaves, Codec())
+	e.resetColumns()
+	return nil
+}
+
+func (e *encoder) resetColumns() {
 	for i := range e.cols {
 		cb := &e.cols[i]
-		if _, err := cws[cb.leaf].WriteRowValues(cb.v); err != nil {
+		cb.col.Reset(&e.leaves[cb.leaf], Codec())
+		cb.rows, cb.pk, cb.pb, cb.pn = 0, pNone, nil, 0
+	}
+	e.base = 0
+	e.run = commonRun{}
+}
+
+// endChunk hands the pending values of a chunk of n rows to the columns,
+// which copy them, so the chunk scratch can be reused.
+func (e *encoder) endChunk(c *signal.Common, n int) {
+	e.endCommon(c)
+	e.base += n
+	for i := range e.cols {
+		e.cols[i].pad(e.base)
+	}
+}
+
+// endRowGroup writes the row group's column chunks in schema order.
+func (e *encoder) endRowGroup() error {
+	if e.base == 0 {
+		return nil
+	}
+	e.file.BeginRowGroup(e.base)
+	for _, i := range e.order {
+		if err := e.file.WriteChunk(&e.cols[i].col); err != nil {
 			return err
 		}
 	}
+	e.resetColumns()
 	return nil
+}
+
+// finishFile ends the last row group and writes the footer with kv.
+func (e *encoder) finishFile(kv []format.KeyValue) error {
+	if err := e.endRowGroup(); err != nil {
+		return err
+	}
+	meta := *e.footer
+	meta.KeyValueMetadata = kv
+	err := e.file.Close(&meta)
+	e.file = nil
+	return err
 }
 
 // appendHex appends the lowercase hex of b to the chunk scratch and returns

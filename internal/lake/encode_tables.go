@@ -2,6 +2,7 @@ package lake
 
 import (
 	"cmp"
+	"io"
 	"math"
 	"slices"
 
@@ -43,34 +44,30 @@ func (e *encoder) identityPerm(n int) []int32 {
 	return e.perm
 }
 
-// chunks runs fill over the sorted rows in chunks and writes them, closing
-// a row group every rgRows rows.
-func (e *encoder) chunks(pw *parquet.Writer, perm []int32, rgRows int, fill func(rows []int32) error) error {
-	inGroup := 0
+// chunks runs fill over the sorted rows in chunks, closing a row group
+// every rgRows rows, and then the file's last row group.
+func (e *encoder) chunks(c *signal.Common, perm []int32, rgRows int, fill func(rows []int32) error) error {
 	step := min(chunkRows, rgRows)
 	for a := 0; a < len(perm); a += step {
 		rows := perm[a:min(a+step, len(perm))]
-		e.startChunk(len(rows))
+		e.startChunk()
 		if err := fill(rows); err != nil {
 			return err
 		}
-		if err := e.writeChunk(pw); err != nil {
-			return err
-		}
-		if inGroup += len(rows); inGroup >= rgRows {
-			if err := pw.Flush(); err != nil {
+		e.endChunk(c, len(rows))
+		if e.base >= rgRows {
+			if err := e.endRowGroup(); err != nil {
 				return err
 			}
-			inGroup = 0
 		}
 	}
-	return nil
+	return e.endRowGroup()
 }
 
-func (e *encoder) encodeLogs(pw func(*parquet.Schema) (*parquet.Writer, error), l *signal.Logs, ptime []int64, rgRows int) (*parquet.Writer, *parquet.Schema, error) {
+func (e *encoder) encodeLogs(out io.Writer, l *signal.Logs, ptime []int64, rgRows int) (*parquet.Schema, error) {
 	schema, err := e.begin(TableLogs, logCols, &l.Common, l.Attr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rank := e.serviceRanks(&l.Common)
 	perm := e.identityPerm(l.Len())
@@ -83,13 +80,12 @@ func (e *encoder) encodeLogs(pw func(*parquet.Schema) (*parquet.Writer, error), 
 		}
 		return cmp.Compare(a, b)
 	})
-	w, err := pw(schema)
-	if err != nil {
-		return nil, nil, err
+	if err := e.startFile(out, TableLogs, schema); err != nil {
+		return nil, err
 	}
 	c := &l.Common
 	cols := e.cols
-	err = e.chunks(w, perm, rgRows, func(rows []int32) error {
+	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
 			e.common(c, l.Resource[r], l.Scope[r], ri)
 			cols[lTimestamp].time(l.Time[r])
@@ -100,19 +96,19 @@ func (e *encoder) encodeLogs(pw func(*parquet.Schema) (*parquet.Writer, error), 
 			case signal.ValueString:
 				// A string body is stored verbatim; the empty string
 				// is kept apart from "no body" by body_type.
-				cols[lBody].opt(parquet.ByteArrayValue(c.Bytes(signal.Str(l.Body[r]))))
+				cols[lBody].optBytes(c.Bytes(signal.Str(l.Body[r])))
 				cols[lBodyType].addNull()
 			case signal.ValueEmpty:
 				cols[lBody].addNull()
-				cols[lBodyType].strReqOpt(typeNames[bt])
+				cols[lBodyType].optBytes(typeNames[bt])
 			default:
 				off := len(e.scratch)
 				var err error
 				if e.scratch, err = appendAnyValueJSON(e.scratch, c, bt, l.Body[r]); err != nil {
 					return err
 				}
-				cols[lBody].opt(parquet.ByteArrayValue(e.scratch[off:len(e.scratch):len(e.scratch)]))
-				cols[lBodyType].strReqOpt(typeNames[min(int(bt), len(typeNames)-1)])
+				cols[lBody].optBytes(e.scratch[off:len(e.scratch):len(e.scratch)])
+				cols[lBodyType].optBytes(typeNames[min(int(bt), len(typeNames)-1)])
 			}
 			cols[lTraceID].str(e.hexID(l.TraceID[r][:]))
 			cols[lSpanID].str(e.hexID(l.SpanID[r][:]))
@@ -125,7 +121,7 @@ func (e *encoder) encodeLogs(pw func(*parquet.Schema) (*parquet.Writer, error), 
 		}
 		return nil
 	})
-	return w, schema, err
+	return schema, err
 }
 
 // typeNames are the body_type values, by signal.ValueType.
@@ -136,9 +132,6 @@ var typeNames = func() [][]byte {
 	}
 	return s
 }()
-
-// strReqOpt stores a non-empty constant in an optional column.
-func (c *colBuf) strReqOpt(b []byte) { c.opt(parquet.ByteArrayValue(b)) }
 
 var (
 	metricTypeNames  [][]byte
@@ -154,12 +147,12 @@ func init() {
 	}
 }
 
-func (e *encoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, error), m *signal.Metrics, rgRows int, sk *sketcher) (*parquet.Writer, *parquet.Schema, error) {
+func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk *sketcher) (*parquet.Schema, error) {
 	// Metric metadata lives in Attrs too but has its own JSON column, so
 	// only point attribute sets are flattened.
 	schema, err := e.begin(TableMetrics, metricCols, &m.Common, m.Attr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	c := &m.Common
 	// Rank descriptors by name so the sort compares integers.
@@ -199,16 +192,15 @@ func (e *encoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, error
 		}
 		off := len(e.arena)
 		if e.arena, err = otlp.AppendAttrsJSON(e.arena, c, d.Metadata); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		metaJSON[i] = signal.Range{Start: uint32(off), End: uint32(len(e.arena))}
 	}
-	w, err := pw(schema)
-	if err != nil {
-		return nil, nil, err
+	if err := e.startFile(out, TableMetrics, schema); err != nil {
+		return nil, err
 	}
 	cols := e.cols
-	err = e.chunks(w, perm, rgRows, func(rows []int32) error {
+	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
 			d := &m.Descs[m.Desc[r]]
 			e.common(c, m.Resource[r], m.Scope[r], ri)
@@ -274,12 +266,12 @@ func (e *encoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, error
 				if e.scratch, err = appendMsgsJSON(e.scratch, c, nestedExemplar, er, &e.msgs); err != nil {
 					return err
 				}
-				cols[mExemplars].opt(parquet.ByteArrayValue(e.scratch[off:len(e.scratch):len(e.scratch)]))
+				cols[mExemplars].optBytes(e.scratch[off:len(e.scratch):len(e.scratch)])
 			} else {
 				cols[mExemplars].addNull()
 			}
 			if mj := metaJSON[m.Desc[r]]; mj.End > mj.Start {
-				cols[mMetadata].opt(parquet.ByteArrayValue(e.arena[mj.Start:mj.End:mj.End]))
+				cols[mMetadata].optBytes(e.arena[mj.Start:mj.End:mj.End])
 			} else {
 				cols[mMetadata].addNull()
 			}
@@ -294,7 +286,7 @@ func (e *encoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, error
 		}
 		return nil
 	})
-	return w, schema, err
+	return schema, err
 }
 
 func optHas(c *colBuf, has bool, v float64) {
@@ -305,10 +297,10 @@ func optHas(c *colBuf, has bool, v float64) {
 	}
 }
 
-func (e *encoder) encodeSpans(pw func(*parquet.Schema) (*parquet.Writer, error), s *signal.Spans, ptime []int64, rgRows int) (*parquet.Writer, *parquet.Schema, error) {
+func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgRows int) (*parquet.Schema, error) {
 	schema, err := e.begin(TableTraces, spanCols, &s.Common, s.Attr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	c := &s.Common
 	rank := e.serviceRanks(c)
@@ -322,12 +314,11 @@ func (e *encoder) encodeSpans(pw func(*parquet.Schema) (*parquet.Writer, error),
 		}
 		return cmp.Compare(a, b)
 	})
-	w, err := pw(schema)
-	if err != nil {
-		return nil, nil, err
+	if err := e.startFile(out, TableTraces, schema); err != nil {
+		return nil, err
 	}
 	cols := e.cols
-	err = e.chunks(w, perm, rgRows, func(rows []int32) error {
+	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
 			e.common(c, s.Resource[r], s.Scope[r], ri)
 			cols[tTraceID].str(e.hexID(s.TraceID[r][:]))
@@ -356,7 +347,7 @@ func (e *encoder) encodeSpans(pw func(*parquet.Schema) (*parquet.Writer, error),
 				if e.scratch, err = appendMsgsJSON(e.scratch, c, x.kind, x.r, &e.msgs); err != nil {
 					return err
 				}
-				cols[x.col].opt(parquet.ByteArrayValue(e.scratch[off:len(e.scratch):len(e.scratch)]))
+				cols[x.col].optBytes(e.scratch[off:len(e.scratch):len(e.scratch)])
 			}
 			cols[tDropped].u32(s.DroppedAttrs[r])
 			cols[tDroppedEvents].u32(s.DroppedEvents[r])
@@ -367,5 +358,5 @@ func (e *encoder) encodeSpans(pw func(*parquet.Schema) (*parquet.Writer, error),
 		}
 		return nil
 	})
-	return w, schema, err
+	return schema, err
 }

@@ -1,9 +1,11 @@
 package lake
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,32 +59,61 @@ func benchMetrics(b *testing.B) (*signal.Metrics, [][]byte) {
 	return m, pbs
 }
 
+func benchSpans(b *testing.B) *signal.Spans {
+	one := new(signal.Spans)
+	for _, pb := range corpusPayloads(b, "traces") {
+		if err := otlp.DecodeTraces(one, pb); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := new(signal.Spans)
+	for s.Len() < benchRows {
+		for i := range one.Len() {
+			s.CopyFrom(one, i)
+		}
+	}
+	return s
+}
+
 // benchNow is after every corpus record, so no partition time is replaced.
 var benchNow = func() time.Time { return time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC) }
 
 // runWrite times write over b.N iterations and reports rows/s and bytes
 // allocated per row. One Writer serves every iteration, flushed after each,
 // as a long-running ingester uses it: its buffers are warm after the first.
+//
+// Each runs twice: pqenc is the lake's encoder, parquet-go the encoder
+// ingest used before it (the oracle of TestOracleEncoder), for comparing
+// the two on one machine at one time.
 func runWrite(b *testing.B, rows int, write func(w *Writer) error) {
+	b.Run("pqenc", func(b *testing.B) { runWriteWith(b, rows, nil, write) })
+	b.Run("parquet-go", func(b *testing.B) { runWriteWith(b, rows, oracleEncodeFile, write) })
+}
+
+func runWriteWith(b *testing.B, rows int, enc func(*Writer, *partition, io.Writer, *Segment) error, write func(w *Writer) error) {
 	root := filepath.Join(b.TempDir(), "lake")
 	w, err := NewWriter(Options{Root: root, Now: benchNow}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	w.encodeWith = enc
 	defer w.Close()
 	var ms0, ms1 runtime.MemStats
 	var files, fileBytes int64
+	var cpu time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	runtime.ReadMemStats(&ms0)
 	for i := 0; i < b.N; i++ {
 		s0 := w.Stats()
+		cpu0 := cpuTime()
 		if err := write(w); err != nil {
 			b.Fatal(err)
 		}
 		if err := w.Flush(); err != nil {
 			b.Fatal(err)
 		}
+		cpu += cpuTime() - cpu0
 		s := w.Stats()
 		files, fileBytes = s.Files-s0.Files, s.FileBytes-s0.FileBytes
 		b.StopTimer()
@@ -93,9 +124,21 @@ func runWrite(b *testing.B, rows int, write func(w *Writer) error) {
 	b.StopTimer()
 	total := float64(rows) * float64(b.N)
 	b.ReportMetric(total/b.Elapsed().Seconds(), "rows/s")
+	// CPU time varies much less than wall time on a shared machine
+	// (GOMAXPROCS=1: one core; GC included).
+	b.ReportMetric(total/cpu.Seconds(), "rows/cpu-s")
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/row")
 	b.ReportMetric(float64(fileBytes)/float64(rows), "file_B/row")
 	b.ReportMetric(float64(files), "files")
+}
+
+// cpuTime is the user and system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkWriteLogs: a decoded batch → sorted, encoded, zstd Parquet files.
@@ -140,6 +183,13 @@ func BenchmarkWriteLogsFromProto(b *testing.B) {
 func BenchmarkWriteMetrics(b *testing.B) {
 	m, _ := benchMetrics(b)
 	runWrite(b, m.Len(), func(w *Writer) error { return w.WriteMetrics("bench", m) })
+}
+
+// BenchmarkWriteTraces: decoded corpus spans → sorted, encoded, zstd
+// Parquet files (with the trace_id bloom filter).
+func BenchmarkWriteTraces(b *testing.B) {
+	s := benchSpans(b)
+	runWrite(b, s.Len(), func(w *Writer) error { return w.WriteSpans("bench", s) })
 }
 
 // writeBenchFile writes one file of the batch and returns its path.

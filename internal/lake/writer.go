@@ -128,10 +128,13 @@ type Writer struct {
 	freeMetrics []*signal.Metrics
 	freeSpans   []*signal.Spans
 
-	enc    encoder
-	sk     *sketcher
-	bw     *bufio.Writer
-	counts countingWriter
+	enc encoder
+	sk  *sketcher
+	// encodeWith, when set (tests), encodes files instead of enc: the
+	// oracle tests write the same partitions through parquet-go with it.
+	encodeWith func(w *Writer, p *partition, out io.Writer, seg *Segment) error
+	bw         *bufio.Writer
+	counts     countingWriter
 }
 
 // NewWriter returns a Writer; commit is called once per file after the file
@@ -547,8 +550,12 @@ func writeSegment(store Store, commit func(Segment) error, stats *WriterStats, s
 
 // encodeFile writes the Parquet bytes of p to out and completes seg.
 func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err error) {
+	if w.encodeWith != nil {
+		return w.encodeWith(w, p, out, seg)
+	}
 	defer func() {
-		// parquet-go panics on some misuse; never let one take down ingest.
+		// parquet-go (schema, footer) panics on some misuse; never let one
+		// take down ingest.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("lake: parquet writer panic: %v", r)
 		}
@@ -561,38 +568,27 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 	}
 	w.counts = countingWriter{w: out}
 	w.bw.Reset(&w.counts)
-	var pw *parquet.Writer
-	open := func(schema *parquet.Schema) (*parquet.Writer, error) {
-		pw = parquet.NewWriter(w.bw, append([]parquet.WriterOption{schema}, FileOptions(seg.Table)...)...)
-		return pw, nil
-	}
 	var schema *parquet.Schema
 	switch {
 	case p.logs != nil:
-		_, schema, err = w.enc.encodeLogs(open, p.logs, p.ptime, w.opts.RowGroupRows)
+		schema, err = w.enc.encodeLogs(w.bw, p.logs, p.ptime, w.opts.RowGroupRows)
 		seg.Services = distinctServices(&w.enc, &p.logs.Common)
 	case p.metrics != nil:
 		m := p.metrics
 		if slices.Contains(m.SeriesID, 0) {
 			m.ComputeSeriesIDs()
 		}
-		_, schema, err = w.enc.encodeMetrics(open, m, w.opts.RowGroupRows, w.sk)
+		schema, err = w.enc.encodeMetrics(w.bw, m, w.opts.RowGroupRows, w.sk)
 		seg.Services = distinctServices(&w.enc, &m.Common)
 		seg.MetricNames = distinctMetricNames(m)
 	case p.spans != nil:
-		_, schema, err = w.enc.encodeSpans(open, p.spans, p.ptime, w.opts.RowGroupRows)
+		schema, err = w.enc.encodeSpans(w.bw, p.spans, p.ptime, w.opts.RowGroupRows)
 		seg.Services = distinctServices(&w.enc, &p.spans.Common)
 	}
 	if err != nil {
 		return err
 	}
-	for _, kv := range seg.FooterMetadata() {
-		pw.SetKeyValueMetadata(kv.Key, kv.Value)
-	}
-	if w.opts.Replaces != "" {
-		pw.SetKeyValueMetadata(catalog.MetaReplaces, w.opts.Replaces)
-	}
-	if err := pw.Close(); err != nil {
+	if err := w.enc.finishFile(w.footerKV(seg)); err != nil {
 		return err
 	}
 	if err := w.bw.Flush(); err != nil {
@@ -601,6 +597,15 @@ func (w *Writer) encodeFile(p *partition, out io.Writer, seg *Segment) (err erro
 	seg.Bytes = w.counts.n
 	seg.SchemaHash = schemaHash(schema)
 	return nil
+}
+
+// footerKV is the key/value metadata of seg's file.
+func (w *Writer) footerKV(seg *Segment) []format.KeyValue {
+	kv := seg.FooterMetadata()
+	if w.opts.Replaces != "" {
+		kv = append(kv, format.KeyValue{Key: catalog.MetaReplaces, Value: w.opts.Replaces})
+	}
+	return kv
 }
 
 func distinctServices(e *encoder, c *signal.Common) []string {

@@ -1,7 +1,10 @@
 // Package pqenc writes the column chunks of lake Parquet files column by
 // column, and copies runs of rows from decoded column chunks of other lake
-// files into them. Rollups (metrics_rollup) and compaction write their
-// files with it; ingest writes through parquet-go's row writer.
+// files into them. It is the lake's one writer of Parquet pages: ingest
+// (lake.Writer: logs, metrics, traces; lake.IOWriter: io_events),
+// compaction and rollups (metrics_rollup) write their files with it.
+// parquet-go stays for schemas, footers (Footer), reading, and as the
+// oracle the tests compare these files with (lake's TestOracleEncoder).
 //
 // parquet-go's writer takes one parquet.Value per cell and hashes every
 // dictionary value again; here a run of one value costs one level run and
@@ -14,10 +17,12 @@
 // What parquet-go writes for the same schema and options: data pages v2
 // with CRCs; for dictionary columns a PLAIN dictionary page and
 // RLE_DICTIONARY data pages, falling back to DELTA_LENGTH_BYTE_ARRAY for
-// the whole chunk once the dictionary outgrows Leaf.MaxDictBytes (as
-// parquet-go's DictionaryMaxBytes does); PLAIN or (byte arrays)
-// DELTA_LENGTH_BYTE_ARRAY otherwise; zstd; chunk statistics (NaN only when
-// all values are NaN); encoding stats; column and offset indexes; split
+// the whole chunk once the dictionary outgrows Leaf.MaxDictBytes (where
+// parquet-go's DictionaryMaxBytes falls back for the chunk's later pages
+// only); PLAIN or (byte arrays) DELTA_LENGTH_BYTE_ARRAY otherwise; zstd;
+// chunk statistics (NaN only when all values are NaN); encoding stats;
+// column and offset indexes (byte array bounds cut to
+// ColumnIndexSizeLimit bytes, as parquet-go cuts them); split
 // block bloom filters where Leaf.Bloom is set. The footer is the caller's,
 // usually parquet-go's own for an empty file of the same schema and options
 // (Footer). Levels and dictionary indexes are RLE runs only (no
