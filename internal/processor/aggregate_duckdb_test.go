@@ -53,6 +53,7 @@ func duckdbOutputs(t *testing.T, raw []rawPoint, sql string) map[string]float64 
 	f.Close()
 	script := `import duckdb, sys
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 con.execute("CREATE TABLE raw AS SELECT * FROM read_csv(?, header=true, columns={'metric':'VARCHAR','grp':'VARCHAR','series':'VARCHAR','ms':'BIGINT','v':'DOUBLE'})", [sys.argv[1]])
 for r in con.execute(sys.argv[2]).fetchall():
     print("%s|%s|%d|%s\t%r" % tuple(r))
