@@ -38,6 +38,7 @@ type Config struct {
 type Processors struct {
 	RulesFile      string   `yaml:"rules_file" doc:"YAML rules file (docs/rules.md); empty: no rules. Checked by sluice validate; a sluice run that cannot load it does not start."`
 	ReloadInterval Duration `yaml:"reload_interval" doc:"How often sluice run checks the rules file for changes (SIGHUP reloads at once); 0 only on SIGHUP. An invalid new file keeps the old rules (logged, counted in sluice_processor_reload_failures_total)."`
+	MaxRuleEffects int      `yaml:"max_rule_effects" doc:"(rule, tenant, metric name) entries of what each metric rule dropped or changed, shown on /api/v1/status/sluice and in sluice top's rules tab (about 150 bytes each plus the names); past it new entries are not made and their points are counted in sluice_processor_rule_effects_overflow_points_total (docs/stats.md)."`
 }
 
 // Stats bounds the live statistics (docs/stats.md).

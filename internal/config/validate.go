@@ -193,6 +193,7 @@ func (c *Config) Validate() error {
 	}
 	v.positive("shutdown_timeout", c.ShutdownTimeout)
 	validateStats(&v, &c.Stats)
+	v.positiveInt("processors.max_rule_effects", c.Processors.MaxRuleEffects)
 	return errors.Join(v.errs...)
 }
 

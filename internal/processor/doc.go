@@ -50,4 +50,11 @@
 //     by rule name across reloads, and Metrics.Flush is its one emitter:
 //     each interval is emitted once, at its end plus flush_delay. The
 //     pipeline calls Flush every second and queues the output.
+//  8. What each metric rule dropped and changed is also counted per
+//     (rule, tenant, metric name) (effects.go): per point, one add into a
+//     scratch cell by descriptor and rule, only when a rule drops or
+//     changes it; per batch, one lock and one lookup per touched cell into
+//     a table bounded by processors.max_rule_effects, kept in Metrics
+//     across reloads. Its entries add up to the rule's counters (but for
+//     overflow, which is counted).
 package processor

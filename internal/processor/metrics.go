@@ -19,6 +19,8 @@ type Metrics struct {
 	aggs                      aggregators // aggregate and downsample state, kept across reloads
 
 	aggLate, aggOverflow, aggOutOfOrder, aggEmitted *prometheus.CounterVec
+
+	eff effects // what each rule did per tenant and metric name (effects.go)
 }
 
 // ruleCounters are one rule's counters, resolved once per load.
@@ -49,9 +51,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "Counter points not newer than their series' previous one, left out of total, increase and rate_sum."}, []string{"rule"})
 	m.aggEmitted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_processor_aggregate_emitted_points_total",
 		Help: "Output points aggregate and downsample rules emitted."}, []string{"rule"})
+	m.eff.max = DefaultMaxRuleEffects
+	m.eff.overflow = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_rule_effects_overflow_points_total",
+		Help: "Points a rule dropped or changed that the per-metric effects table (processors.max_rule_effects) had no room for; the rule's own counters still count them."})
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.matched, m.dropped, m.changed, m.exceeded, m.ResourceLabelsIgnored,
-			m.aggLate, m.aggOverflow, m.aggOutOfOrder, m.aggEmitted} {
+			m.aggLate, m.aggOverflow, m.aggOutOfOrder, m.aggEmitted, m.eff.overflow} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

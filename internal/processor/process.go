@@ -90,8 +90,10 @@ type Scratch struct {
 	keyLabel        []keyLabel // by key and label set (16 a key) of the batch being processed
 	now             int64
 	tenantGroup     uint64
-	stripNames      []string // the labels of strip, by name
-	idGen           uint64   // the decision cache's idGen keyLabel was filled at
+	stripNames      []string   // the labels of strip, by name
+	idGen           uint64     // the decision cache's idGen keyLabel was filled at
+	eff             []effCount // by descriptor and rule, of the batch (effects.go)
+	effTouched      []int32    // the cells of eff not zero
 }
 
 type renameKey struct {
@@ -134,6 +136,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 	}
 	clear(s.renamed)
 	s.keyLabel = s.keyLabel[:0]
+	s.effectsSized(len(b.Descs), len(r.metrics))
 	n := b.Len()
 	j := 0
 	for i := 0; i < n; i++ {
@@ -155,6 +158,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		j++
 	}
 	s.flush(r.metrics)
+	s.flushEffects(b, r.metrics)
 	if j != n {
 		changed = true
 	}
@@ -191,7 +195,7 @@ func (s *Scratch) flush(rs []rule) {
 // label ids a strip_label limit removes from it are left in s.strip.
 func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 	rs := s.rules.metrics
-	id, t := b.SeriesID[i], b.Time[i]
+	id, t, desc := b.SeriesID[i], b.Time[i], b.Desc[i]
 	s.strip, s.stripNames = s.strip[:0], s.stripNames[:0]
 	li, ai := 0, 0
 	for _, e := range d.events {
@@ -201,8 +205,10 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			c[0]++
 		case evChanged:
 			c[2]++
+			s.effect(e.rule, desc, true)
 		case evDropped:
 			c[1]++
+			s.effect(e.rule, desc, false)
 			if !rs[e.rule].shadow {
 				return true
 			}
@@ -228,6 +234,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			case ru.exceed == exReport:
 			case ru.exceed == exStrip:
 				c[2]++
+				s.effect(e.rule, desc, true)
 				if !ru.shadow && le.strip != 0 {
 					s.strip = append(s.strip, le.strip)
 					s.stripNames = append(s.stripNames, ru.label)
@@ -235,6 +242,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			case ru.exceed == exSample && le.sample:
 			default:
 				c[1]++
+				s.effect(e.rule, desc, false)
 				if !ru.shadow {
 					return true
 				}
@@ -248,11 +256,13 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			}
 			if ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b.Value(i), at.cumulative) && !ru.keepInput {
 				c[1]++
+				s.effect(e.rule, desc, false)
 				return true
 			}
 		case evProb:
 			if pointHash(id, t) >= rs[e.rule].threshold {
 				c[1]++
+				s.effect(e.rule, desc, false)
 				if !rs[e.rule].shadow {
 					return true
 				}

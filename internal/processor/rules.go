@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
@@ -141,6 +142,7 @@ type rule struct {
 	keepInput   bool
 	multiOut    bool // downsample with several outputs
 	c           *ruleCounters
+	nameHash    uint64 // of name, keys the effects table
 }
 
 // Rules is a compiled, immutable rules file.
@@ -322,6 +324,7 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 			return nil, fmt.Errorf("%s: interval, outputs, by, without, keep_input and flush_delay are only for actions aggregate and downsample", where)
 		}
 		ru.c = m.forRule(c.Name)
+		ru.nameHash = xxhash.Sum64String(c.Name)
 		out = append(out, ru)
 	}
 	return out, nil
