@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/s3store"
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/processor"
 	"github.com/sluice-dev/sluice/internal/query/httpapi"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
@@ -82,6 +83,7 @@ type Pipeline struct {
 
 	adminDone    chan struct{}
 	rulesStop    context.CancelFunc // stops the rules reloader; nil when none
+	rulesMetrics *processor.Metrics // the rules' counters and effects; nil without rules
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -612,6 +614,16 @@ func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
 	}
 	hc := httpapi.FromConfig(p.cfg)
 	hc.Stats, hc.Gatherer = p.stats, p.reg
+	if pm := p.rulesMetrics; pm != nil {
+		hc.RuleEffects = func(tenant string) []stats.RuleEffect {
+			es := pm.RuleEffects(tenant)
+			out := make([]stats.RuleEffect, len(es))
+			for i, e := range es {
+				out[i] = stats.RuleEffect(e)
+			}
+			return out
+		}
+	}
 	if p.rw != nil {
 		// Remote write hands its batches to the same consumer as OTLP.
 		hc.RemoteWrite = p.rw

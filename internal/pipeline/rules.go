@@ -43,6 +43,8 @@ func (p *Pipeline) startRules() error {
 	if err != nil {
 		return err
 	}
+	pm.SetMaxRuleEffects(p.cfg.Processors.MaxRuleEffects)
+	p.rulesMetrics = pm
 	l := &rulesLoader{path: path, interval: p.cfg.Processors.ReloadInterval.D(), cons: p.cons, pm: pm, p: p,
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_reload_failures_total",
 			Help: "Reloads of the rules file that failed (the old rules stay in force)."}),

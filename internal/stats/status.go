@@ -100,13 +100,37 @@ type LakeStatus struct {
 type RuleRow struct {
 	Rule    string            `json:"rule"`
 	Effects map[string]uint64 `json:"effects"`
+	// Metrics are the (tenant, metric) the rule dropped or changed most
+	// points of, most first (dropped plus changed), at most limit of them;
+	// absent for a rule that changed nothing.
+	Metrics []RuleMetric `json:"metrics,omitempty"`
+}
+
+// RuleMetric is what a metric rule did to one tenant's metric since
+// start-up, the metric named as PromQL names it before the rules (a
+// histogram's or summary's base name): points dropped and changed,
+// counted like sluice_processor_rule_dropped_total and _changed_total.
+type RuleMetric struct {
+	Tenant  string `json:"tenant"`
+	Metric  string `json:"metric"`
+	Dropped uint64 `json:"dropped"`
+	Changed uint64 `json:"changed"`
+}
+
+// RuleEffect is one entry of the processor's bounded table of rule effects
+// per (rule, tenant, metric) (processors.max_rule_effects).
+type RuleEffect struct {
+	Rule, Tenant, Metric string
+	Dropped, Changed     uint64
 }
 
 // CollectStatus builds the status document from the process's metrics
-// registry and statistics (nil when off). With tenant set, rows of other
-// tenants are left out (a token bound to one tenant); limit bounds the
-// metrics of the statistics (see Summary).
-func CollectStatus(g prometheus.Gatherer, s *Stats, tenant string, limit int, now time.Time) (*Status, error) {
+// registry, statistics (nil when off) and rule effects (nil without
+// rules: effects(tenant) returns the entries of tenant, of every tenant
+// for ""). With tenant set, rows of other tenants are left out (a token
+// bound to one tenant); limit bounds the metrics of the statistics (see
+// Summary) and those of each rule.
+func CollectStatus(g prometheus.Gatherer, s *Stats, effects func(tenant string) []RuleEffect, tenant string, limit int, now time.Time) (*Status, error) {
 	mfs, err := g.Gather()
 	if err != nil {
 		return nil, err
@@ -269,6 +293,9 @@ func CollectStatus(g prometheus.Gatherer, s *Stats, tenant string, limit int, no
 	for _, n := range slices.Sorted(maps.Keys(exps)) {
 		st.Exporters = append(st.Exporters, *exps[n])
 	}
+	if effects != nil {
+		addRuleMetrics(rules, effects(tenant), limit)
+	}
 	for _, n := range slices.Sorted(maps.Keys(rules)) {
 		st.Rules = append(st.Rules, *rules[n])
 	}
@@ -289,4 +316,26 @@ func value(m *dto.Metric) float64 {
 		return m.GetUntyped().GetValue()
 	}
 	return 0
+}
+
+// addRuleMetrics puts the top limit entries of effects, by dropped plus
+// changed points, into each rule's row.
+func addRuleMetrics(rules map[string]*RuleRow, effects []RuleEffect, limit int) {
+	slices.SortFunc(effects, func(a, b RuleEffect) int {
+		return cmp.Or(strings.Compare(a.Rule, b.Rule), cmp.Compare(b.Dropped+b.Changed, a.Dropped+a.Changed),
+			strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric))
+	})
+	for _, e := range effects {
+		if e.Dropped+e.Changed == 0 {
+			continue
+		}
+		r := rules[e.Rule]
+		if r == nil {
+			r = &RuleRow{Rule: e.Rule, Effects: map[string]uint64{}}
+			rules[r.Rule] = r
+		}
+		if len(r.Metrics) < limit {
+			r.Metrics = append(r.Metrics, RuleMetric{Tenant: e.Tenant, Metric: e.Metric, Dropped: e.Dropped, Changed: e.Changed})
+		}
+	}
 }

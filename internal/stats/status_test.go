@@ -64,7 +64,7 @@ func statusRegistry(t *testing.T) *prometheus.Registry {
 
 func TestCollectStatus(t *testing.T) {
 	reg := statusRegistry(t)
-	st, err := CollectStatus(reg, nil, "", 10, time.Unix(2000, 0))
+	st, err := CollectStatus(reg, nil, nil, "", 10, time.Unix(2000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,51 @@ func TestCollectStatus(t *testing.T) {
 		t.Errorf("stats %v time %v", st.Stats, st.Time)
 	}
 	// One tenant's view keeps the process-wide rows.
-	st, _ = CollectStatus(reg, nil, "acme", 10, time.Unix(2000, 0))
+	st, _ = CollectStatus(reg, nil, nil, "acme", 10, time.Unix(2000, 0))
 	if len(st.Tenants) != 1 || st.Tenants[0].Tenant != "acme" || len(st.Receivers) != 2 || st.Queue.Bytes != 4096 || len(st.Rules) != 1 {
 		t.Errorf("acme's view: %+v", st)
+	}
+}
+
+// TestCollectStatusRuleMetrics: each rule's row carries its top (tenant,
+// metric) entries by dropped plus changed points, at most limit, and a
+// tenant's view only that tenant's.
+func TestCollectStatusRuleMetrics(t *testing.T) {
+	reg := statusRegistry(t)
+	var asked []string
+	effects := func(tenant string) []RuleEffect {
+		asked = append(asked, tenant)
+		all := []RuleEffect{
+			{Rule: "r1", Tenant: "acme", Metric: "a_total", Dropped: 3},
+			{Rule: "r1", Tenant: "acme", Metric: "b_total", Dropped: 5, Changed: 1},
+			{Rule: "r1", Tenant: "globex", Metric: "a_total", Dropped: 4},
+			{Rule: "r2", Tenant: "acme", Metric: "c_seconds", Changed: 7},
+		}
+		var out []RuleEffect
+		for _, e := range all {
+			if tenant == "" || e.Tenant == tenant {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	st, err := CollectStatus(reg, nil, effects, "", 2, time.Unix(2000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(st.Rules)
+	want := `[{"rule":"r1","effects":{"dropped":11,"limit_exceeded":5},"metrics":[` +
+		`{"tenant":"acme","metric":"b_total","dropped":5,"changed":1},{"tenant":"globex","metric":"a_total","dropped":4,"changed":0}]},` +
+		`{"rule":"r2","effects":{},"metrics":[{"tenant":"acme","metric":"c_seconds","dropped":0,"changed":7}]}]`
+	if string(js) != want {
+		t.Fatalf("rules\n got %s\nwant %s", js, want)
+	}
+	st, _ = CollectStatus(reg, nil, effects, "acme", 10, time.Unix(2000, 0))
+	js, _ = json.Marshal(st.Rules[0].Metrics)
+	if want := `[{"tenant":"acme","metric":"b_total","dropped":5,"changed":1},{"tenant":"acme","metric":"a_total","dropped":3,"changed":0}]`; string(js) != want {
+		t.Fatalf("acme's r1 metrics %s, want %s", js, want)
+	}
+	if len(asked) != 2 || asked[0] != "" || asked[1] != "acme" {
+		t.Fatalf("effects asked for tenants %q", asked)
 	}
 }

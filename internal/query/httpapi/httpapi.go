@@ -86,6 +86,9 @@ type Config struct {
 	// /api/v1/status/sluice (status.go).
 	Stats    *stats.Stats
 	Gatherer prometheus.Gatherer
+	// RuleEffects, when set, gives the processing rules' effects per
+	// tenant and metric for /api/v1/status/sluice (stats.CollectStatus).
+	RuleEffects func(tenant string) []stats.RuleEffect
 
 	// Tail, when set, adds the unflushed tail of `sluice run` to what
 	// Start's adapter and search handler list (lake.TailSource); the store

@@ -47,7 +47,7 @@ func (h *Handler) statusRoutes() {
 		if g == nil {
 			g = prometheus.NewRegistry()
 		}
-		return stats.CollectStatus(g, h.cfg.Stats, t, limit, time.Now())
+		return stats.CollectStatus(g, h.cfg.Stats, h.cfg.RuleEffects, t, limit, time.Now())
 	})
 }
 
