@@ -61,7 +61,7 @@ type tsdbStatus struct {
 // /api/v1/status/tsdb as Grafana asks for it gives exactly the series and
 // label values the query API lists (per metric name, per label, per
 // pair), only for the request's tenant; and `sluice top --once` prints
-// the tenant and its metrics.
+// the tenant and its metrics, and what the rule did per metric.
 func TestRunStatusTSDBAndTop(t *testing.T) {
 	lakeDir := t.TempDir()
 	cfg := runConfig(t, lakeDir)
@@ -203,6 +203,11 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 	}
 	if effects["MATCHED"] != "120" || effects["DROPPED"] != "120" || effects["CHANGED"] != "0" {
 		t.Errorf("rules section: %v, want matched 120, dropped 120 (2 services × 3 routes × 20 points), changed 0:\n%s", effects, r.stdout)
+	}
+	// ... and its per-metric line: every one of them, of tenant acme.
+	if !regexp.MustCompile(`(?m)^METRICS OF would-drop-depth +TENANT +DROPPED +CHANGED$`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^  test_queue_depth +acme +120 +0$`).MatchString(r.stdout) {
+		t.Errorf("rules section lacks would-drop-depth's line for acme's test_queue_depth (dropped 120, changed 0):\n%s", r.stdout)
 	}
 	if r := run(t, "top", "--once", "--url", "http://"+freePort(t)); r.code == 0 || !strings.Contains(r.stderr, "/api/v1/status/sluice") {
 		t.Errorf("top against nothing: exit %d %s", r.code, r.stderr)

@@ -494,7 +494,8 @@ func (m *TopModel) renderRules(b *strings.Builder) {
 	if len(m.Cur.Rules) == 0 {
 		fmt.Fprintln(b, "no processing rules")
 	}
-	for i, r := range m.rules() {
+	rs := m.rules()
+	for i, r := range rs {
 		line := fmt.Sprintf("%-28s", clip(r.Rule, 28))
 		for _, c := range cols {
 			line += fmt.Sprintf(" %12d", r.Effects[c])
@@ -503,5 +504,21 @@ func (m *TopModel) renderRules(b *strings.Builder) {
 			line = styleSel.Render(line)
 		}
 		fmt.Fprintln(b, line)
+	}
+	// The selected rule's top metrics (--once: every rule's).
+	for i, r := range rs {
+		if (m.plain || i == m.Cursor) && len(r.Metrics) > 0 {
+			b.WriteString("\n")
+			m.renderRuleMetrics(b, r)
+		}
+	}
+}
+
+// renderRuleMetrics lists the (tenant, metric) rule r dropped or changed
+// most points of, as the server ranked them.
+func (m *TopModel) renderRuleMetrics(b *strings.Builder, r stats.RuleRow) {
+	m.header(b, "%-40s %-16s %12s %12s", clip("METRICS OF "+r.Rule, 40), "TENANT", "DROPPED", "CHANGED")
+	for _, e := range r.Metrics {
+		fmt.Fprintf(b, "  %-38s %-16s %12d %12d\n", clip(e.Metric, 38), clip(e.Tenant, 16), e.Dropped, e.Changed)
 	}
 }

@@ -29,7 +29,8 @@ func statusAt(sec float64, k uint64) *stats.Status {
 		Lake: stats.LakeStatus{Checkpoints: map[string]uint64{"interval": 4, "shutdown": 0}, LastCheckpoint: sec - 3, Segments: 4, SegmentBytes: 1 << 20},
 		Rules: []stats.RuleRow{
 			{Rule: "keep-all", Effects: map[string]uint64{"matched": 900, "dropped": 0, "changed": 0}},
-			{Rule: "drop-debug", Effects: map[string]uint64{"matched": 50, "dropped": 50, "changed": 0}},
+			{Rule: "drop-debug", Effects: map[string]uint64{"matched": 50, "dropped": 50, "changed": 0},
+				Metrics: []stats.RuleMetric{{Tenant: "acme", Metric: "debug_events_total", Dropped: 45}, {Tenant: "globex", Metric: "debug_events_total", Dropped: 5}}},
 		},
 		Stats: &stats.Summary{WindowSeconds: 300, TrackedSeries: 7, MaxSeries: 1000000,
 			Tenants: []stats.TenantSummary{{Tenant: "acme", Series: 7, SamplesPerSec: 12.5, BytesPerSec: 2048}},
@@ -136,6 +137,21 @@ func TestTopKeys(t *testing.T) {
 	// Rules by effect: the one that dropped comes first.
 	if i, j := strings.Index(out, "drop-debug"), strings.Index(out, "keep-all"); m.Tab != TabRules || i < 0 || j < i {
 		t.Errorf("rules tab:\n%s", out)
+	}
+	// The selected rule (drop-debug, first) shows its top metrics; the
+	// next one (keep-all) has none.
+	for _, want := range []string{"METRICS OF drop-debug", "TENANT", "  debug_events_total                     acme                       45            0",
+		"  debug_events_total                     globex                      5            0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rules tab lacks %q:\n%s", want, out)
+		}
+	}
+	topPress(m, "down")
+	if out = ansi.Strip(m.Render()); m.Cursor != 1 || strings.Contains(out, "METRICS OF") {
+		t.Errorf("cursor %d on keep-all, which changed nothing:\n%s", m.Cursor, out)
+	}
+	if all := m.RenderAll(); !strings.Contains(all, "METRICS OF drop-debug") || !strings.Contains(all, "globex") {
+		t.Errorf("--once lacks drop-debug's metrics:\n%s", all)
 	}
 	topPress(m, "tab")
 	if m.Tab != TabOverview {
