@@ -1,11 +1,14 @@
 package format
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
 )
 
 // ErrCorrupt is wrapped by the errors of Open and of readers guarded by
@@ -20,11 +23,54 @@ var ErrCorrupt = errors.New("corrupt parquet")
 // guards its page reads with Recover: parquet-go reads pages lazily.
 func Open(r io.ReaderAt, size int64, name string, opts ...parquet.FileOption) (pf *parquet.File, err error) {
 	defer Recover(&err, "open %q", name)
+	if err := checkFooterLength(r, size); err != nil {
+		return nil, fmt.Errorf("open %q: %w", name, err)
+	}
 	pf, err = parquet.OpenFile(r, size, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", name, err)
 	}
+	if err := checkCodecs(pf); err != nil {
+		return nil, fmt.Errorf("open %q: %w", name, err)
+	}
 	return pf, nil
+}
+
+// ErrUnsupportedCodec is wrapped by Open's error for a file with LZ4
+// column chunks. sluice writes zstd; parquet-go's LZ4 decoder doubles its
+// buffer until the block fits, without bound, so one damaged page (a
+// flipped codec byte in a 6 KB file, FuzzOpen found) exhausts memory, a
+// fatal error no recover catches.
+var ErrUnsupportedCodec = errors.New("LZ4 compression is not read (a damaged page would exhaust memory)")
+
+// checkFooterLength refuses a footer length past the file: parquet-go
+// allocates the length it reads before reading, so a damaged one would
+// allocate up to 4 GiB (a fatal error no recover catches).
+func checkFooterLength(r io.ReaderAt, size int64) error {
+	const minSize = 12 // "PAR1", footer length, "PAR1"
+	if size < minSize {
+		return fmt.Errorf("%w: %d bytes is too short for a Parquet file", ErrCorrupt, size)
+	}
+	var tail [8]byte
+	if _, err := r.ReadAt(tail[:], size-8); err != nil {
+		return fmt.Errorf("read footer length: %w", err)
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-minSize {
+		return fmt.Errorf("%w: footer length %d past the file's %d bytes", ErrCorrupt, n, size)
+	}
+	return nil
+}
+
+func checkCodecs(pf *parquet.File) error {
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, cc := range rg.Columns {
+			switch cc.MetaData.Codec {
+			case pqformat.Lz4, pqformat.Lz4Raw:
+				return fmt.Errorf("column %q: %w", strings.Join(cc.MetaData.PathInSchema, "."), ErrUnsupportedCodec)
+			}
+		}
+	}
+	return nil
 }
 
 // Recover, deferred by a function that reads a Parquet file, turns a

@@ -2,6 +2,7 @@ package format_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/format"
@@ -237,5 +239,46 @@ func itoa(n int) string {
 		if n == 0 {
 			return string(b[i:])
 		}
+	}
+}
+
+// TestOpenRefusesLZ4: a file with LZ4 column chunks is refused with an
+// error naming the column: parquet-go's LZ4 decoder grows its buffer
+// without bound on a damaged page (found by fuzzing: a mutated lake file
+// whose codec byte became LZ4 took 4 GiB and killed the process).
+func TestOpenRefusesLZ4(t *testing.T) {
+	type row struct{ V string }
+	for _, codec := range []compress.Codec{&parquet.Lz4Raw, &parquet.Zstd} {
+		var buf bytes.Buffer
+		w := parquet.NewGenericWriter[row](&buf, parquet.Compression(codec))
+		if _, err := w.Write([]row{{"a"}, {"b"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := format.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "x.parquet")
+		if lz4 := codec == compress.Codec(&parquet.Lz4Raw); lz4 != errors.Is(err, format.ErrUnsupportedCodec) {
+			t.Errorf("%s: Open: %v", codec, err)
+		} else if lz4 && !strings.Contains(err.Error(), `"x.parquet": column "V"`) {
+			t.Errorf("error %q does not name the file and column", err)
+		}
+	}
+}
+
+// TestOpenFooterLengthPastFile: a footer length larger than the file is
+// refused before parquet-go allocates it (up to 4 GiB: found by fuzzing).
+func TestOpenFooterLengthPastFile(t *testing.T) {
+	b := lakeFile(t)
+	for _, n := range []uint32{uint32(len(b) - 11), 1 << 31, 0xFFFFFFFF} {
+		d := bytes.Clone(b)
+		binary.LittleEndian.PutUint32(d[len(d)-8:], n)
+		_, err := format.Open(bytes.NewReader(d), int64(len(d)), "segment.parquet")
+		if !errors.Is(err, format.ErrCorrupt) || !strings.Contains(err.Error(), `"segment.parquet"`) {
+			t.Errorf("footer length %d: %v", n, err)
+		}
+	}
+	if _, err := format.Open(bytes.NewReader([]byte("PAR1PAR1")), 8, "tiny"); !errors.Is(err, format.ErrCorrupt) {
+		t.Errorf("8-byte file: %v", err)
 	}
 }
