@@ -274,7 +274,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		catDSN = p.cfg.CatalogDSN()
 	}
 	p.log.Info("sluice run started", "otlp_grpc", addrString(p.addrs.GRPC), "otlp_http", addrString(p.addrs.HTTP),
-		"admin", addrString(p.addrs.Admin), "query", addrString(p.addrs.Query), "remote_write", addrString(p.addrs.RemoteWrite),
+		"admin", addrString(p.addrs.Admin), "query", addrString(p.addrs.Query), "remote_write_listen", addrString(p.addrs.RemoteWrite),
 		"lake", where, "catalog", catDSN, "orphans_removed", swept.Removed, "orphans_quarantined", swept.Quarantined)
 	return nil
 }
