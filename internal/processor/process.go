@@ -3,7 +3,6 @@ package processor
 import (
 	"math/bits"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -524,30 +523,15 @@ func appendPointLabels(kv []attrLabel, c *signal.Common, r signal.Range, set set
 		if l == "" {
 			continue
 		}
-		kv = append(kv, attrLabel{Label: l, Key: key, Value: strings.Clone(attrValue(c, int(a)))})
+		kv = append(kv, attrLabel{Label: l, Key: key, Value: strings.Clone(promname.AttrValue(c, int(a)))})
 	}
 	promname.SortAttrLabels(kv)
 	return kv
 }
 
-// attrValue formats attribute a as the lake and the query adapter do.
-func attrValue(c *signal.Common, a int) string {
-	switch c.Attrs.Type[a] {
-	case signal.ValueInt:
-		return strconv.FormatInt(c.AttrInt(a), 10)
-	case signal.ValueDouble:
-		return strconv.FormatFloat(c.AttrDouble(a), 'g', -1, 64)
-	case signal.ValueBool:
-		return strconv.FormatBool(c.AttrBool(a))
-	case signal.ValueEmpty:
-		return ""
-	}
-	return c.AttrString(a)
-}
-
 func attrStr(c *signal.Common, r signal.Range, key string) string {
 	if a := c.FindAttr(r, key); a >= 0 {
-		return strings.Clone(attrValue(c, a))
+		return strings.Clone(promname.AttrValue(c, a))
 	}
 	return ""
 }

@@ -11,11 +11,14 @@ package promname
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/otlptranslator"
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // Labels sluice derives from resource attributes or sets itself; a point
@@ -136,4 +139,22 @@ func JoinCollisions(b *labels.ScratchBuilder, kvs []AttrLabel) {
 		}
 		i = j
 	}
+}
+
+// AttrValue is the label value of attribute a of c, as the lake stores it
+// and PromQL shows it: ints and doubles in Go's shortest form, bools as
+// true/false, empty as "", bytes, arrays and maps as stored. It aliases c's
+// arena; clone it to keep it past the batch.
+func AttrValue(c *signal.Common, a int) string {
+	switch c.Attrs.Type[a] {
+	case signal.ValueInt:
+		return strconv.FormatInt(c.AttrInt(a), 10)
+	case signal.ValueDouble:
+		return strconv.FormatFloat(c.AttrDouble(a), 'g', -1, 64)
+	case signal.ValueBool:
+		return strconv.FormatBool(c.AttrBool(a))
+	case signal.ValueEmpty:
+		return ""
+	}
+	return c.AttrString(a)
 }

@@ -470,7 +470,7 @@ func (s *Stats) labelsOf(b *signal.Metrics, i int, d *descInfo) {
 		if l == "" {
 			continue
 		}
-		s.kv = append(s.kv, promname.AttrLabel{Label: l, Key: key, Value: attrValue(c, int(a))})
+		s.kv = append(s.kv, promname.AttrLabel{Label: l, Key: key, Value: promname.AttrValue(c, int(a))})
 	}
 	promname.SortAttrLabels(s.kv)
 	promname.JoinCollisions(&s.sb, s.kv)
@@ -604,24 +604,9 @@ func (s *Stats) addPairKey(t *tenantStats, name string, h uint64, g int, delta i
 	p.cnt[g] = max(p.cnt[g]+delta, 0)
 }
 
-// attrValue formats attribute a as the lake and the query adapter do.
-func attrValue(c *signal.Common, a int) string {
-	switch c.Attrs.Type[a] {
-	case signal.ValueInt:
-		return strconv.FormatInt(c.AttrInt(a), 10)
-	case signal.ValueDouble:
-		return strconv.FormatFloat(c.AttrDouble(a), 'g', -1, 64)
-	case signal.ValueBool:
-		return strconv.FormatBool(c.AttrBool(a))
-	case signal.ValueEmpty:
-		return ""
-	}
-	return c.AttrString(a)
-}
-
 func attrStr(c *signal.Common, r signal.Range, key string) string {
 	if a := c.FindAttr(r, key); a >= 0 {
-		return attrValue(c, a)
+		return promname.AttrValue(c, a)
 	}
 	return ""
 }

@@ -34,27 +34,10 @@ type converter struct {
 	smpArena []prompb.Sample
 }
 
-// attrValue renders attribute i as a label value. A string value aliases
+// attrLabels appends the labels of the attributes in r, colliding
+// sanitised names joined with ";" in key order. A string value aliases
 // the batch's arena: the converter's series are valid until the batch is
 // reset (Exporter.Send resets it only after its series were sent).
-func attrValue(c *signal.Common, i int) string {
-	switch c.Attrs.Type[i] {
-	case signal.ValueString:
-		return c.AttrString(i)
-	case signal.ValueInt:
-		return strconv.FormatInt(c.AttrInt(i), 10)
-	case signal.ValueDouble:
-		return strconv.FormatFloat(c.AttrDouble(i), 'g', -1, 64)
-	case signal.ValueBool:
-		return strconv.FormatBool(c.AttrBool(i))
-	case signal.ValueEmpty:
-		return ""
-	}
-	return c.AttrString(i) // bytes, arrays, maps: raw, as stored
-}
-
-// attrLabels appends the labels of the attributes in r, colliding
-// sanitised names joined with ";" in key order.
 func (cv *converter) attrLabels(c *signal.Common, r signal.Range, dst []prompb.Label, resource bool) []prompb.Label {
 	return cv.attrLabelsReclaim(c, r, dst, resource, nil)
 }
@@ -84,7 +67,7 @@ func (cv *converter) attrLabelsReclaim(c *signal.Common, r signal.Range, dst []p
 		if name == "" {
 			continue
 		}
-		v := attrValue(c, i)
+		v := promname.AttrValue(c, i)
 		if v == "" {
 			continue
 		}
@@ -110,7 +93,7 @@ func (cv *converter) resource(m *signal.Metrics, res uint32) []prompb.Label {
 	r := m.Resources[res].Attrs
 	get := func(k string) string {
 		if i := m.FindAttr(r, k); i >= 0 {
-			return attrValue(&m.Common, i)
+			return promname.AttrValue(&m.Common, i)
 		}
 		return ""
 	}
