@@ -32,9 +32,10 @@ func (k NestedKind) String() string {
 	return "exemplars"
 }
 
-// jsonAnyValue is the decoded shape of an OTLP JSON AnyValue; only one field
-// is set. Raw messages are kept for arrays and maps, which go to the codec.
-type jsonAnyValue struct {
+// AnyValueJSON is the decoded shape of an OTLP JSON AnyValue, as the
+// overflow columns hold it; only one field is set. Raw messages are kept
+// for ints and doubles (quoted or not) and for arrays and maps.
+type AnyValueJSON struct {
 	StringValue *string         `json:"stringValue"`
 	BoolValue   *bool           `json:"boolValue"`
 	IntValue    json.RawMessage `json:"intValue"`
@@ -46,7 +47,7 @@ type jsonAnyValue struct {
 
 // parseAnyValueJSON appends the value in b to c's arena as a batch holds it.
 func parseAnyValueJSON(c *signal.Common, b []byte) (signal.ValueType, uint64, error) {
-	var av jsonAnyValue
+	var av AnyValueJSON
 	if err := json.Unmarshal(b, &av); err != nil {
 		return 0, 0, fmt.Errorf("parse AnyValue JSON: %w", err)
 	}

@@ -42,15 +42,7 @@ func overflowValue(js []byte, key string) (vt valueType, plain string, ok bool) 
 // anyValuePlain is the type of one OTLP JSON AnyValue and the text
 // appendPlain would give for a column value of that type.
 func anyValuePlain(raw json.RawMessage) (vt valueType, plain string, ok bool) {
-	var av struct {
-		StringValue *string         `json:"stringValue"`
-		BoolValue   *bool           `json:"boolValue"`
-		IntValue    json.RawMessage `json:"intValue"`
-		DoubleValue json.RawMessage `json:"doubleValue"`
-		BytesValue  *string         `json:"bytesValue"`
-		ArrayValue  json.RawMessage `json:"arrayValue"`
-		KvlistValue json.RawMessage `json:"kvlistValue"`
-	}
+	var av format.AnyValueJSON
 	if json.Unmarshal(raw, &av) != nil {
 		return 0, "", false
 	}
