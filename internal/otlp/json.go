@@ -58,7 +58,7 @@ func DecodeMetricsJSON(dst *signal.Metrics, js []byte) error {
 	})
 	if err != nil {
 		m.restore(&dst.Common)
-		truncateMetrics(dst, n)
+		dst.Truncate(n)
 		dst.Descs = dst.Descs[:nd]
 		dst.U64, dst.F64 = dst.U64[:nu], dst.F64[:nf]
 	}

@@ -41,7 +41,7 @@ func DecodeMetrics(dst *signal.Metrics, pb []byte) error {
 	})
 	if err != nil {
 		m.restore(&dst.Common)
-		truncateMetrics(dst, n)
+		dst.Truncate(n)
 		dst.Descs = dst.Descs[:nd]
 		dst.U64, dst.F64 = dst.U64[:nu], dst.F64[:nf]
 		return wrongKind(err, pb, signal.KindMetrics)
@@ -596,34 +596,4 @@ func (d *decoder) summaryPoint(dst *signal.Metrics, b []byte, i int, p int) erro
 	dst.Attr[p].End = uint32(d.c.Attrs.Len())
 	dst.Quantiles[p].End = uint32(len(dst.F64))
 	return nil
-}
-
-// truncateMetrics cuts every per-point slice back to n points.
-func truncateMetrics(m *signal.Metrics, n int) {
-	m.Desc = m.Desc[:n]
-	m.Resource = m.Resource[:n]
-	m.Scope = m.Scope[:n]
-	m.StartTime = m.StartTime[:n]
-	m.Time = m.Time[:n]
-	m.Attr = m.Attr[:n]
-	m.Flags = m.Flags[:n]
-	m.Exemplars = m.Exemplars[:n]
-	m.SeriesID = m.SeriesID[:n]
-	m.NumberType = m.NumberType[:n]
-	m.Number = m.Number[:n]
-	m.Count = m.Count[:n]
-	m.Sum = m.Sum[:n]
-	m.Min = m.Min[:n]
-	m.Max = m.Max[:n]
-	m.Has = m.Has[:n]
-	m.BucketCounts = m.BucketCounts[:n]
-	m.Bounds = m.Bounds[:n]
-	m.Scale = m.Scale[:n]
-	m.ZeroCount = m.ZeroCount[:n]
-	m.ZeroThreshold = m.ZeroThreshold[:n]
-	m.PosOffset = m.PosOffset[:n]
-	m.PosCounts = m.PosCounts[:n]
-	m.NegOffset = m.NegOffset[:n]
-	m.NegCounts = m.NegCounts[:n]
-	m.Quantiles = m.Quantiles[:n]
 }
