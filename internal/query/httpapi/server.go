@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/httpserve"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/query/prom"
@@ -62,9 +62,7 @@ func FromConfig(c config.Config) Config {
 
 // Server is the query API listening on an address.
 type Server struct {
-	srv    *http.Server
-	ln     net.Listener
-	done   chan struct{}
+	*httpserve.Server
 	search http.Handler // closed at Shutdown when it is an io.Closer (its file cache)
 }
 
@@ -108,50 +106,24 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		closeSearch(cfg.Search)
 		return nil, fmt.Errorf("query API: listen on %s (query.addr; empty turns it off in sluice run): %w", addr, err)
 	}
-	s := &Server{
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-			// Writing may wait for the whole query.
-			WriteTimeout: cfg.Timeout + time.Minute, IdleTimeout: 2 * time.Minute,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
-		ln:     ln,
-		done:   make(chan struct{}),
-		search: cfg.Search,
-	}
-	s.srv.TLSConfig = tlsConf
-	if s.srv.WriteTimeout <= time.Minute {
-		s.srv.WriteTimeout = DefaultTimeout + time.Minute
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		// Writing may wait for the whole query.
+		WriteTimeout: cfg.Timeout + time.Minute, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConf}
+	if srv.WriteTimeout <= time.Minute {
+		srv.WriteTimeout = DefaultTimeout + time.Minute
 	}
 	log.Info("query API listening", "addr", ln.Addr().String(), "tls", tlsConf != nil,
 		"mtls", tlsConf != nil && tlsConf.ClientCAs != nil, "tokens", len(cfg.Tokens),
 		"max_concurrency", h.cfg.MaxConcurrency, "max_queued", h.cfg.MaxQueued,
 		"max_query_bytes", h.cfg.MaxQueryBytes, "max_total_bytes", h.cfg.MaxTotalBytes)
-	go func() {
-		defer close(s.done)
-		serve := s.srv.Serve
-		if tlsConf != nil {
-			serve = func(ln net.Listener) error { return s.srv.ServeTLS(ln, "", "") }
-		}
-		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("query API server stopped", "err", err)
-		}
-	}()
-	return s, nil
+	return &Server{Server: httpserve.Serve(srv, ln, "query API", log), search: cfg.Search}, nil
 }
 
-// Addr is the bound address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
 // Shutdown stops accepting requests and waits for those in flight until
-// ctx ends, then closes them. It is idempotent.
+// ctx ends, then closes them and the search file cache. It is idempotent.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
-	<-s.done
+	err := s.Server.Shutdown(ctx)
 	closeSearch(s.search)
-	if err != nil {
-		return fmt.Errorf("query API: shutdown: %w", err)
-	}
-	return nil
+	return err
 }

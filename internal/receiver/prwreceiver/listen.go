@@ -2,7 +2,6 @@ package prwreceiver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/authn"
+	"github.com/sluice-dev/sluice/internal/httpserve"
 )
 
 // ListenConfig is a listener of remote write's own
@@ -34,9 +34,7 @@ type ListenConfig struct {
 
 // Server serves only POST /api/v1/write (Path) behind an authn guard.
 type Server struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	*httpserve.Server
 }
 
 // Listen serves h on cfg.Addr. Every path passes the guard with the write
@@ -67,43 +65,12 @@ func Listen(ctx context.Context, cfg ListenConfig, h *Handler) (*Server, error) 
 	if err != nil {
 		return nil, fmt.Errorf("remote write: listen on %s: %w", cfg.Addr, err)
 	}
-	s := &Server{
-		srv: &http.Server{
-			Handler:           guard.Wrap(mux, func(*http.Request) authn.Scope { return authn.Write }),
-			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute,
-			IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-			TLSConfig: tlsConf,
-		},
-		ln:   ln,
-		done: make(chan struct{}),
+	srv := &http.Server{
+		Handler:           guard.Wrap(mux, func(*http.Request) authn.Scope { return authn.Write }),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		TLSConfig: tlsConf,
 	}
 	cfg.Logger.Info("remote write listening", "addr", ln.Addr().String(), "tls", tlsConf != nil, "tokens", len(cfg.Tokens))
-	go func() {
-		defer close(s.done)
-		serve := s.srv.Serve
-		if tlsConf != nil {
-			serve = func(ln net.Listener) error { return s.srv.ServeTLS(ln, "", "") }
-		}
-		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			cfg.Logger.Error("remote write server stopped", "addr", cfg.Addr, "err", err)
-		}
-	}()
-	return s, nil
-}
-
-// Addr is the bound address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-// Shutdown stops accepting requests and waits for those in flight (each
-// answered after its fsync) until ctx ends. Idempotent.
-func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
-	<-s.done
-	if err != nil {
-		return fmt.Errorf("remote write: shutdown: %w", err)
-	}
-	return nil
+	return &Server{httpserve.Serve(srv, ln, "remote write", cfg.Logger)}, nil
 }

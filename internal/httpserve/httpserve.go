@@ -1,0 +1,60 @@
+// Package httpserve runs an http.Server on a listener the caller bound,
+// over TLS when the server has a TLSConfig, and shuts it down: the one
+// serve-and-stop sequence of sluice's own HTTP servers (the query API and
+// remote write's own listener).
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+)
+
+// Server is srv serving ln.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	name string
+	done chan struct{}
+}
+
+// Serve serves ln with srv in a goroutine (TLS when srv.TLSConfig is set,
+// its certificates taken from it). name prefixes errors and logs ("query
+// API"); a serve error other than a shutdown is logged on log.
+func Serve(srv *http.Server, ln net.Listener, name string, log *slog.Logger) *Server {
+	s := &Server{srv: srv, ln: ln, name: name, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		var err error
+		if srv.TLSConfig != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(name+" server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	return s
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting requests and waits for those in flight until
+// ctx ends, then closes them, and waits for the serving goroutine.
+// Idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+	if err != nil {
+		return fmt.Errorf("%s: shutdown: %w", s.name, err)
+	}
+	return nil
+}
