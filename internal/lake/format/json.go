@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -28,7 +29,7 @@ func AppendScalarJSON(dst []byte, t signal.ValueType, b []byte, v uint64) []byte
 		return append(dst, `"}`...)
 	case signal.ValueDouble:
 		dst = append(dst, `{"doubleValue":`...)
-		dst = AppendJSONFloat(dst, math.Float64frombits(v))
+		dst = jsonw.AppendFloat(dst, math.Float64frombits(v))
 		return append(dst, '}')
 	case signal.ValueBytes:
 		dst = append(dst, `{"bytesValue":"`...)
@@ -38,24 +39,12 @@ func AppendScalarJSON(dst []byte, t signal.ValueType, b []byte, v uint64) []byte
 	return append(dst, "{}"...) // empty
 }
 
-// AppendJSONFloat writes f as protojson does: a number, or "NaN",
-// "Infinity", "-Infinity" as strings.
-func AppendJSONFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Infinity"`...)
-	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
 const hexDigits = "0123456789abcdef"
 
 // AppendJSONString appends s as a JSON string; bytes that are not valid
-// UTF-8 are copied as they are (OTLP strings are UTF-8).
+// UTF-8 are copied as they are (OTLP strings are UTF-8). It is not
+// jsonw.AppendString, which replaces them and escapes differently: the
+// overflow columns' bytes stay as every file written so far has them.
 func AppendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	for _, c := range s {
