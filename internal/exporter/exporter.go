@@ -31,11 +31,15 @@ type Sender interface {
 	Endpoints() []*sending.Endpoint
 }
 
+// ErrSkip is what Options.Parse returns for a record that is not for this
+// exporter (routed to other pipelines); it is counted as skipped.
+var ErrSkip = errors.New("exporter: record not for this exporter")
+
 // Options configure a Runner.
 type Options struct {
 	Name       string
 	Cursor     *queue.Cursor
-	Parse      func(rec []byte) (Record, error) // Body may alias rec
+	Parse      func(rec []byte) (Record, error) // Body may alias rec; ErrSkip: not for this exporter
 	Signals    []signal.Kind                    // kinds forwarded; the rest is skipped
 	Sender     Sender
 	BatchBytes int           // send when a batch holds this many body bytes; default 1 MiB
@@ -116,6 +120,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			end, have = pos, true
 			rec, perr := r.o.Parse(raw)
+			if errors.Is(perr, ErrSkip) {
+				r.skipped.Add(1)
+				continue
+			}
 			if perr != nil {
 				r.badRecords.Add(1)
 				r.o.Logger.Warn("exporter: skipping a queue record that does not parse", "err", perr)

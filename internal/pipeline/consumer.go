@@ -231,10 +231,11 @@ func (c *consumer) appendEmitted(tenant string, rec []byte, points int) error {
 // what is stored. It decodes the record again: the emitter queues bytes,
 // once per tenant and interval, not per request.
 func (c *consumer) observeEmitted(tenant string, rec []byte) {
-	_, _, body, err := parseRecord(rec)
+	r, err := parseRecord(rec)
 	if err != nil {
 		return // appendRecord made it: cannot happen
 	}
+	body := r.Body
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)
 	s.metrics.Reset()

@@ -9,10 +9,13 @@
 // # Data path
 //
 // The Consumer (receiver side) decodes each request into a pooled batch to
-// validate and count it, then appends ONE queue record: a 3-byte header
-// (version, signal kind, tenant length), the tenant, and the OTLP protobuf
-// body. It returns after Append, which returns after the fsync: the client's
-// 2xx is the acknowledgement that the data is durable.
+// validate and count it, then appends ONE queue record (record.go): a
+// header (version 2, signal kind, body encoding, tenant, destination list)
+// and the body, OTLP protobuf unless the encoding says otherwise. An empty
+// destination list means every consumer of the signal; a listed record is
+// read only by the lake ("lake") and the exporters it names, the others
+// skip it. It returns after Append, which returns after the fsync: the
+// client's 2xx is the acknowledgement that the data is durable.
 //
 // The lake loop (one goroutine) reads the queue from the position the
 // catalog has committed, decodes each record and hands it to the lake

@@ -127,8 +127,14 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		BatchBytes: int(ec.BatchBytes), BatchDelay: ec.BatchDelay.D(),
 		Logger: log.With("component", "exporter"),
 		Parse: func(rec []byte) (exporter.Record, error) {
-			kind, tenant, body, err := parseRecord(rec)
-			return exporter.Record{Kind: kind, Tenant: string(tenant), Body: body}, err
+			r, err := parseRecord(rec)
+			if err != nil {
+				return exporter.Record{}, err
+			}
+			if !r.to(name) {
+				return exporter.Record{}, exporter.ErrSkip
+			}
+			return exporter.Record{Kind: r.Kind, Tenant: string(r.Tenant), Body: r.Body}, nil
 		},
 	})
 	if err != nil {

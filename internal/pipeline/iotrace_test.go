@@ -275,10 +275,11 @@ func TestIOTraceSplitsLargeBatches(t *testing.T) {
 		if err != nil {
 			break
 		}
-		kind, tenant, body, err := parseRecord(rec)
-		if err != nil || kind != signal.KindIOEvents || string(tenant) != "t" {
-			t.Fatalf("record: kind %v tenant %q err %v", kind, tenant, err)
+		r, err := parseRecord(rec)
+		if err != nil || r.Kind != signal.KindIOEvents || r.Enc != encIOWire || string(r.Tenant) != "t" {
+			t.Fatalf("record: %+v err %v", r, err)
 		}
+		body := r.Body
 		var io signal.IOEvents
 		if err := tracer.DecodeWire(&io, body); err != nil {
 			t.Fatal(err)

@@ -315,7 +315,7 @@ func (l *lakeLoop) drain() error {
 // when the writer failed, which leaves its buffers incomplete (a failed
 // file takes its partition with it) and calls for a rewind.
 func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
-	kind, tb, body, err := parseRecord(rec)
+	r, err := parseRecord(rec)
 	if err != nil {
 		l.bad(pos, err)
 		if qerr := l.quarantine("", "", rec, pos, 0, err); qerr != nil {
@@ -324,7 +324,12 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 		l.advance(pos)
 		return nil
 	}
-	t := l.tenant(tb)
+	if !r.to(lakeDest) {
+		l.advance(pos) // routed to exporters only
+		return nil
+	}
+	kind, body := r.Kind, r.Body
+	t := l.tenant(r.Tenant)
 	var n int
 	probe := func(e error) error { // in isolation, a record the writer cannot encode alone
 		if e == nil && l.isolate {

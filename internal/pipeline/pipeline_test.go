@@ -498,12 +498,42 @@ func TestSweepOrphans(t *testing.T) {
 
 func TestRecord(t *testing.T) {
 	rec := appendRecord(nil, signal.KindMetrics, "acme", []byte("body"))
-	k, tenant, body, err := parseRecord(rec)
-	if err != nil || k != signal.KindMetrics || string(tenant) != "acme" || string(body) != "body" {
-		t.Fatalf("round trip: %v %q %q %v", k, tenant, body, err)
+	r, err := parseRecord(rec)
+	if err != nil || r.Kind != signal.KindMetrics || r.Enc != encOTLP || string(r.Tenant) != "acme" || string(r.Body) != "body" {
+		t.Fatalf("round trip: %+v %v", r, err)
 	}
-	for _, bad := range [][]byte{nil, {1, 1}, {2, 1, 1, 'a'}, {1, 9, 1, 'a'}, {1, 1, 0}, {1, 1, 5, 'a'}} {
-		if _, _, _, err := parseRecord(bad); err == nil {
+	if !r.to(lakeDest) || !r.to("otlp/x") || r.destinations() != nil {
+		t.Fatalf("a record without destinations goes to everyone: %v", r.destinations())
+	}
+
+	// Routed: only the named consumers take it.
+	rec = appendRecordTo(nil, signal.KindLogs, encOTLP, "t", dest{"otlp/a", lakeDest}, []byte{9})
+	r, err = parseRecord(rec)
+	if err != nil || string(r.Body) != "\x09" || string(r.Tenant) != "t" {
+		t.Fatalf("routed: %+v %v", r, err)
+	}
+	if !r.to("otlp/a") || !r.to(lakeDest) || r.to("otlp/b") || r.to("otlp/") {
+		t.Fatalf("routing wrong: %v", r.destinations())
+	}
+	if d := r.destinations(); len(d) != 2 || d[0] != "otlp/a" || d[1] != lakeDest {
+		t.Fatalf("destinations %v", d)
+	}
+
+	// Version 1 records (older builds) still read, to everyone.
+	r, err = parseRecord([]byte{1, byte(signal.KindTraces), 2, 'a', 'b', 7})
+	if err != nil || r.Kind != signal.KindTraces || string(r.Tenant) != "ab" || string(r.Body) != "\x07" || !r.to("x") {
+		t.Fatalf("v1: %+v %v", r, err)
+	}
+
+	for _, bad := range [][]byte{
+		nil, {1, 1}, {3, 1, 1, 'a'}, {1, 9, 1, 'a'}, {1, 1, 0}, {1, 1, 5, 'a'},
+		{2, 1, 1, 1, 'a', 0},    // io wire body for logs
+		{2, 1, 7, 1, 'a', 0},    // unknown encoding
+		{2, 1, 0, 1, 'a'},       // no destination count
+		{2, 1, 0, 1, 'a', 1, 3}, // destination cut
+		{2, 1, 0, 1, 'a', 1, 0}, // empty destination name
+	} {
+		if _, err := parseRecord(bad); err == nil {
 			t.Errorf("parseRecord(%v) accepted", bad)
 		}
 	}
@@ -511,12 +541,13 @@ func TestRecord(t *testing.T) {
 
 func FuzzParseRecord(f *testing.F) {
 	f.Add(appendRecord(nil, signal.KindLogs, "t", []byte{1, 2}))
+	f.Add(appendRecordTo(nil, signal.KindMetrics, encOTLP, "t", dest{"lake", "otlp/x"}, []byte{1, 2}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		k, tenant, body, err := parseRecord(b)
-		if err != nil {
+		r, err := parseRecord(b)
+		if err != nil || b[0] != recordV2 {
 			return
 		}
-		again := appendRecord(nil, k, string(tenant), body)
+		again := appendRecordTo(nil, r.Kind, r.Enc, string(r.Tenant), r.destinations(), r.Body)
 		if !bytes.Equal(again, b) {
 			t.Fatalf("re-encoding differs: %x vs %x", again, b)
 		}

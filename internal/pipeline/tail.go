@@ -480,11 +480,11 @@ func (t *tail) discard() {
 // loop would skip (undecodable, refused tenant) are skipped here too, and
 // with probe those it would put in quarantine.
 func (t *tail) add(rec []byte, probe bool) {
-	kind, tb, body, err := parseRecord(rec)
-	if err != nil {
+	r, err := parseRecord(rec)
+	if err != nil || !r.to(lakeDest) {
 		return
 	}
-	tenant := string(tb)
+	kind, body, tenant := r.Kind, r.Body, string(r.Tenant)
 	switch kind {
 	case signal.KindLogs:
 		t.logs.Reset()
