@@ -45,6 +45,14 @@ if [ -z "${SLUICE_PROMTOOL:-}" ] && ! command -v promtool >/dev/null; then
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
+# vmagent (Debian's victoria-metrics package), a real remote-write sender
+# and receiver for the relay's end-to-end tests and scripts/bench-relay.sh.
+if [ -z "${SLUICE_VMAGENT:-}" ] && ! command -v vmagent >/dev/null; then
+  echo "== installing victoria-metrics (for vmagent) with apt-get"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null
+fi
 # A real S3-compatible server (versitygw serving a temporary directory),
 # for the S3 lake store, pipeline and ingest tests.
 export SLUICE_S3_SERVER="${SLUICE_S3_SERVER:-$PWD/.tools/bin/versitygw}"
