@@ -66,7 +66,7 @@ func promMatrix(t *testing.T, base, expr string, at time.Time) []rwSeries {
 // TestRemoteWriteRoundTrip sends remote write 1.0 and 2.0 with the
 // reference client (client_golang/exp/api/remote, the protocol layer of
 // Prometheus's storage/remote) to a real `sluice run` and reads the series
-// back from its PromQL API (a native histogram as _count and _sum):
+// back from its PromQL API (a native histogram as a native histogram):
 // exactly the sent names and labels (job,
 // instance, le and service_name included, no suffix added), identical
 // values and timestamps, and a stale marker that ends the series.
@@ -105,7 +105,7 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 		Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("Room temperature."), UnitRef: st.Symbolize("celsius")},
 	}}}
 	// A native histogram (schema 1): stored as an exponential histogram,
-	// served to PromQL as _count and _sum.
+	// served to PromQL as a native histogram under its own name.
 	h := &histogram.Histogram{Count: 9, ZeroCount: 1, ZeroThreshold: 0.001, Sum: 12.5, Schema: 1,
 		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 2, Length: 1}}, PositiveBuckets: []int64{2, 1, -1},
 		NegativeSpans: []histogram.Span{{Offset: -1, Length: 1}}, NegativeBuckets: []int64{1}}
@@ -120,11 +120,16 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 	if stats.Histograms != 1 {
 		t.Fatalf("2.0 written stats %+v, want 1 histogram", stats)
 	}
-	for q, want := range map[string]string{`rwh_latency_count`: "9", `rwh_latency_sum`: "12.5"} {
-		got := promMatrix(t, base, q+`{job="h"}`, time.UnixMilli(t0+1000))
+	for q, want := range map[string]string{`histogram_count(rwh_latency{job="h"})`: "9", `histogram_sum(rwh_latency{job="h"})`: "12.5"} {
+		got := promMatrix(t, base, q, time.UnixMilli(t0+1000))
 		if len(got) != 1 || got[0].Values[0][1] != want || got[0].Metric["job"] != "h" {
 			t.Fatalf("%s: %v, want one series {job=\"h\"} at %s", q, got, want)
 		}
+	}
+	// Exactly its name, as Prometheus serves a native histogram: no
+	// _count or _sum series beside it.
+	if got := promMatrix(t, base, `{__name__=~"rwh_latency.+"}`, time.UnixMilli(t0+1000)); len(got) != 0 {
+		t.Fatalf("series beside the native histogram rwh_latency: %v", got)
 	}
 	if stats.Samples != 2 {
 		t.Fatalf("2.0 written stats %+v, want 2 samples", stats)

@@ -275,7 +275,9 @@ func TestOtherTypes(t *testing.T) {
 		`e_count`:                                    5,
 		`e_sum`:                                      2.5,
 		`d_total`:                                    7,
-		`count({__name__=~"e.*"})`:                   2,
+		`histogram_count(e)`:                         5,
+		`histogram_sum(e)`:                           2.5,
+		`count({__name__=~"e.*"})`:                   3, // e (native), e_sum, e_count
 	} {
 		v := instant(t, q, expr, at)
 		if len(v) != 1 || v[0].F != want {

@@ -37,6 +37,13 @@
 // Delta sums and delta histograms are summed per series at read time
 // (series.finish), so PromQL sees cumulative counters.
 //
+// Exponential histograms (OTLP, and remote-write native histograms) and
+// remote-write custom-bucket histograms are native histogram samples under
+// the bare name (histogram.go; docs/schema.md "Native histograms in
+// PromQL"); index.go gives remote-write histogram rows descriptors of
+// their own (metricDesc.rw) because the same stored type means a classic
+// histogram from OTLP. They are read from raw points only.
+//
 // The OTLP -> Prometheus mapping (names.go, documented in docs/query.md)
 // follows the OpenTelemetry "Prometheus and OpenMetrics compatibility"
 // specification through github.com/prometheus/otlptranslator with

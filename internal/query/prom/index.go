@@ -160,7 +160,7 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 	}
 	type descKey struct {
 		name, unit, mtype, temp string
-		mono                    bool
+		mono, rw                bool
 	}
 	descs := map[descKey]*metricDesc{}
 	meta := pf.Metadata()
@@ -193,13 +193,34 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 				return nil, fmt.Errorf("row group %d: column %s: %w", g, pf.Schema().Columns()[col][0], err)
 			}
 		}
+		// Remote-write histogram rows are native histograms, OTLP ones
+		// are not: they get descriptors of their own (metricDesc.rw).
+		var scopes []int32
+		rwScope := int32(-1)
+		if scopeC >= 0 {
+			var sstrs []string
+			var err error
+			if scopes, sstrs, err = format.ReadCodes(rg.ColumnChunks()[scopeC], n); err != nil {
+				return nil, fmt.Errorf("row group %d: column %s: %w", g, pf.Schema().Columns()[scopeC][0], err)
+			}
+			rwScope = int32(slices.Index(sstrs, prw.ScopeName))
+		}
+		histType := map[int32]bool{}
+		if codes[1] != nil {
+			for c, t := range strs[1] {
+				histType[int32(c)] = t == "histogram" || t == "exponential_histogram"
+			}
+		}
+		rwHist := func(i int64) bool {
+			return rwScope >= 0 && scopes[i] == rwScope && codes[1] != nil && histType[codes[1][i]]
+		}
 		same := func(i, j int64) bool {
 			for k := range codes {
 				if codes[k] != nil && codes[k][i] != codes[k][j] {
 					return false
 				}
 			}
-			return true
+			return rwHist(i) == rwHist(j)
 		}
 		for i := int64(0); i < n; i++ {
 			if i > 0 && same(i, i-1) {
@@ -207,17 +228,17 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 				continue
 			}
 			k := descKey{strOf(codes[0], strs[0], i), strOf(codes[2], strs[2], i), strOf(codes[1], strs[1], i),
-				strOf(codes[3], strs[3], i), strOf(codes[4], strs[4], i) == "true"}
+				strOf(codes[3], strs[3], i), strOf(codes[4], strs[4], i) == "true", rwHist(i)}
 			p := descs[k]
 			if p == nil {
-				p = &metricDesc{otlpName: k.name, unit: k.unit, mtype: k.mtype, temporality: k.temp, monotonic: k.mono}
+				p = &metricDesc{otlpName: k.name, unit: k.unit, mtype: k.mtype, temporality: k.temp, monotonic: k.mono, rw: k.rw}
 				p.describe()
 				descs[k] = p
 			}
 			ri.runs = append(ri.runs, run{start: i, end: i + 1, desc: p})
 		}
 		if scopeC >= 0 {
-			if err := idx.readRemoteWriteMeta(pf, g, rg, ri.runs, scopeC, helpC, metaC); err != nil {
+			if err := idx.readRemoteWriteMeta(pf, g, rg, ri.runs, scopes, rwScope, helpC, metaC); err != nil {
 				return nil, err
 			}
 		}
@@ -230,14 +251,12 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 // rows of row group g (none: nothing is read past scope_name). A file
 // without metric_metadata (a metrics_rollup file) gives its remote-write
 // rows as bare.
-func (idx *fileIndex) readRemoteWriteMeta(pf *parquet.File, g int, rg parquet.RowGroup, runs []run, scopeC, helpC, metaC int) error {
+// scopes are the row group's scope_name codes, rw the code of
+// prw.ScopeName (-1: none).
+func (idx *fileIndex) readRemoteWriteMeta(pf *parquet.File, g int, rg parquet.RowGroup, runs []run, scopes []int32, rw int32, helpC, metaC int) error {
 	n := rg.NumRows()
 	cols := pf.Schema().Columns()
-	scopes, sstrs, err := format.ReadCodes(rg.ColumnChunks()[scopeC], n)
-	if err != nil {
-		return fmt.Errorf("row group %d: column %s: %w", g, cols[scopeC][0], err)
-	}
-	rw := int32(slices.Index(sstrs, prw.ScopeName))
+	var err error
 	var codes [2][]int32
 	var strs [2][]string
 	if rw >= 0 {

@@ -17,9 +17,13 @@ const (
 	kindCounter                        // monotonic cumulative sum
 	kindDeltaSum                       // delta sum: per-interval increments, summed over time at read (see cumulative)
 	kindHistogram                      // explicit buckets: _bucket{le}, _sum, _count
-	kindExpHistogram                   // exponential: _sum and _count only
+	kindExpHistogram                   // exponential: a native histogram (and, from OTLP, _sum and _count)
 	kindSummary                        // {quantile}, _sum, _count
 	kindUnsupported
+	// kindNativeHistogram is a native histogram with custom buckets (schema
+	// -53) sent by remote write and stored as an explicit-bucket histogram
+	// point: a native histogram under its own name, no _bucket series.
+	kindNativeHistogram
 )
 
 // part is which field of a point a Prometheus series carries.
@@ -31,6 +35,7 @@ const (
 	partSum
 	partCount
 	partQuantile
+	partHistogram // the whole point as a native histogram sample (histogram.go)
 )
 
 // output is one Prometheus metric name derived from an OTLP metric.
@@ -44,14 +49,17 @@ type output struct {
 type metricDesc struct {
 	otlpName, unit, mtype, temporality string
 	monotonic                          bool
-	kind                               metricKind
-	base                               string
-	outputs                            []output
+	// rw: the rows are native histograms sent by remote write (scope
+	// prw.ScopeName); set only for histogram types, see buildIndex.
+	rw      bool
+	kind    metricKind
+	base    string
+	outputs []output
 }
 
 func (d *metricDesc) sameAs(o *metricDesc) bool {
 	return d.otlpName == o.otlpName && d.unit == o.unit && d.mtype == o.mtype &&
-		d.temporality == o.temporality && d.monotonic == o.monotonic
+		d.temporality == o.temporality && d.monotonic == o.monotonic && d.rw == o.rw
 }
 
 // describe fills kind, base and outputs from the stored fields. The name
@@ -87,6 +95,14 @@ func (d *metricDesc) describe() {
 		d.kind = kindUnsupported
 		return
 	}
+	if d.rw {
+		// A remote-write native histogram keeps exactly its name, as its
+		// float series do (a gauge with no unit gets no suffix).
+		t = otlptranslator.MetricTypeGauge
+		if d.kind == kindHistogram {
+			d.kind = kindNativeHistogram
+		}
+	}
 	base := promname.Base(d.otlpName, d.unit, t)
 	if base == "" {
 		d.kind = kindUnsupported
@@ -97,7 +113,16 @@ func (d *metricDesc) describe() {
 	case kindHistogram:
 		d.outputs = []output{{base + "_bucket", partBucket}, {base + "_sum", partSum}, {base + "_count", partCount}}
 	case kindExpHistogram:
-		d.outputs = []output{{base + "_sum", partSum}, {base + "_count", partCount}}
+		// The bare name is the native histogram, as Prometheus's own OTLP
+		// ingestion names it. OTLP ones keep the _sum and _count series
+		// sluice served before native histograms (dashboards use them);
+		// remote-write ones come back exactly as sent: the bare name only.
+		d.outputs = []output{{base, partHistogram}}
+		if !d.rw {
+			d.outputs = append(d.outputs, output{base + "_sum", partSum}, output{base + "_count", partCount})
+		}
+	case kindNativeHistogram:
+		d.outputs = []output{{base, partHistogram}}
 	case kindSummary:
 		d.outputs = []output{{base, partQuantile}, {base + "_sum", partSum}, {base + "_count", partCount}}
 	default:
@@ -111,7 +136,7 @@ func (d *metricDesc) describe() {
 // rate(), increase() and histogram_quantile() over rate() see the
 // cumulative values they expect.
 func (d *metricDesc) cumulative() bool {
-	return d.temporality == "delta" && (d.kind == kindDeltaSum || d.kind == kindHistogram || d.kind == kindExpHistogram)
+	return d.temporality == "delta" && (d.kind == kindDeltaSum || d.kind == kindHistogram || d.kind == kindExpHistogram || d.kind == kindNativeHistogram)
 }
 
 // promType is the metric's Prometheus type in metadata: a monotonic delta
@@ -125,12 +150,10 @@ func (d *metricDesc) promType() string {
 			return "counter"
 		}
 		return "gauge"
-	case kindHistogram:
+	case kindHistogram, kindExpHistogram, kindNativeHistogram:
 		return "histogram"
 	case kindSummary:
 		return "summary"
-	case kindExpHistogram:
-		return "unknown"
 	}
 	return "gauge"
 }

@@ -50,6 +50,8 @@ type scan struct {
 	bktOff       []int32
 	qs, qv       []float64
 	qsOff, qvOff []int32
+	h            histCols // native histograms (histogram.go)
+	histBytes    int64    // memory of the histogram samples added since the last addSamples
 	// metrics_rollup windows (readRollupRun).
 	wStart, wFirstT          []int64
 	wPoints                  []uint64
@@ -118,6 +120,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 	for _, o := range sc.outs {
 		need[o.part] = true
 	}
+	hist := need[partHistogram] && !sc.labelsOnly
 	if !sc.labelsOnly || need[partBucket] || need[partQuantile] {
 		sc.ts, sc.tsOK = grow(sc.ts, n), grow(sc.tsOK, n)
 		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return format.ReadOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, format.ColTimestamp); err != nil {
@@ -131,7 +134,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 				return err
 			}
 		}
-		if need[partSum] && !sc.labelsOnly {
+		if (need[partSum] || hist) && !sc.labelsOnly {
 			sc.sums, sc.sumOK = grow(sc.sums, n), grow(sc.sumOK, n)
 			if err := read(c.sum, func(cc parquet.ColumnChunk) error {
 				return format.ReadOptFloat64s(cc, r.start, r.end, sc.sums, sc.sumOK)
@@ -139,13 +142,19 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 				return err
 			}
 		}
-		if (need[partCount] || need[partQuantile]) && !sc.labelsOnly {
+		if (need[partCount] || need[partQuantile] || hist) && !sc.labelsOnly {
 			sc.cnt, sc.cntOK = grow(sc.cnt, n), grow(sc.cntOK, n)
 			if err := read(c.count, func(cc parquet.ColumnChunk) error { return format.ReadOptUint64s(cc, r.start, r.end, sc.cnt, sc.cntOK) }, format.ColCount); err != nil {
 				return err
 			}
 		}
-		if need[partBucket] {
+		if hist && r.desc.kind == kindExpHistogram {
+			if err := sc.readExpHistograms(pf, r, read); err != nil {
+				return err
+			}
+		}
+		sc.h.exp = r.desc.kind == kindExpHistogram
+		if need[partBucket] || (hist && !sc.h.exp) {
 			sc.bndOff, sc.bktOff = grow(sc.bndOff, n+1), grow(sc.bktOff, n+1)
 			if err := read(c.bounds, func(cc parquet.ColumnChunk) (err error) {
 				sc.bnd, err = format.ReadListF64(cc, r.start, r.end, sc.bnd, sc.bndOff)
@@ -206,8 +215,11 @@ func (sc *scan) addSamples(added int64) error {
 		return fmt.Errorf("%w: the query would load more than %d samples (query.max_samples); narrow the time range or the selectors", ErrLimit, lim)
 	}
 	if sc.q.lim.Charge != nil {
-		return sc.q.lim.Charge(added * SampleBytes)
+		hb := sc.histBytes
+		sc.histBytes = 0
+		return sc.q.lim.Charge(added*SampleBytes + hb)
 	}
+	sc.histBytes = 0
 	return nil
 }
 
@@ -370,6 +382,28 @@ func (sc *scan) emit(attrs labels.Labels, i, j int64) (int64, error) {
 				} else {
 					s.add(sc.ts[k]/1_000_000, v)
 				}
+				added++
+			}
+		case partHistogram:
+			s, err := sc.cachedSeries(sc.ids[i], attrs, o.name, "", 0)
+			if err != nil || s == nil || sc.labelsOnly {
+				if err != nil {
+					return 0, err
+				}
+				continue
+			}
+			for k := i; k < j; k++ {
+				if !sc.tsOK[k] || sc.ts[k] < sc.mint || sc.ts[k] > sc.maxt {
+					continue
+				}
+				h := sc.histogramAt(k)
+				if h == nil {
+					continue
+				}
+				s.addH(sc.ts[k]/1_000_000, h)
+				// A histogram sample costs more than a float (addSamples
+				// charges SampleBytes for each sample): the rest here.
+				sc.histBytes += histogramBytes(h) - SampleBytes
 				added++
 			}
 		case partBucket, partQuantile:
@@ -549,6 +583,7 @@ func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string)
 type series struct {
 	lbls     labels.Labels
 	pts      []promql.FPoint
+	hpts     []promql.HPoint // native histogram samples (histogram.go)
 	unsorted bool
 	// cumulate: the samples are delta increments; finish turns them into
 	// their running sum over the selected range.
@@ -569,6 +604,7 @@ func (s *series) add(t int64, v float64) {
 // to cumulative: the sum starts at the first sample the query selects, so
 // increases and rates are right and the level is relative to the range.
 func (s *series) finish() {
+	s.finishHistograms()
 	s.sortPoints()
 	if s.cumulate {
 		var sum float64
@@ -608,7 +644,7 @@ func (ss *seriesSet) Next() bool {
 }
 func (ss *seriesSet) At() storage.Series {
 	s := ss.s[ss.i]
-	return promql.NewStorageSeries(promql.Series{Metric: s.lbls, Floats: s.pts})
+	return promql.NewStorageSeries(promql.Series{Metric: s.lbls, Floats: s.pts, Histograms: s.hpts})
 }
 func (ss *seriesSet) Err() error                        { return nil }
 func (ss *seriesSet) Warnings() annotations.Annotations { return nil }

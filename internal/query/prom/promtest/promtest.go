@@ -58,6 +58,27 @@ func (l *Lake) Write(t testing.TB, tenant string, rowGroupRows int, reqs ...[]by
 	}
 }
 
+// WriteBatches ingests decoded metric batches (e.g. from internal/prw)
+// for tenant, one file per call (plus hour splits).
+func (l *Lake) WriteBatches(t testing.TB, tenant string, ms ...*signal.Metrics) {
+	t.Helper()
+	w, err := lake.NewWriter(lake.Options{Root: l.Root, Store: l.Store,
+		MaxFutureSkew: 100 * 365 * 24 * time.Hour}, func(seg lake.Segment) error {
+		return l.Catalog.AddSegments(context.Background(), seg.CatalogRow())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if err := w.WriteMetrics(tenant, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Synth describes a synthetic workload with known values: per service, a
 // cumulative counter that grows by counterStep every interval, a classic
 // histogram that gets the bucket counts histStep every interval, and a

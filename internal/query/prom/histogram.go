@@ -1,0 +1,213 @@
+package prom
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
+)
+
+// Native histograms (docs/schema.md, "Native histograms in PromQL"): an
+// exponential histogram point (OTLP, or a remote-write native histogram of
+// schema -4..8) and a remote-write custom-bucket histogram (schema -53,
+// stored as an explicit-bucket point) are served under the metric's bare
+// name as histogram.FloatHistogram samples. Rollup tiers keep no buckets
+// of exponential histograms, so these series are always read from raw
+// points (rollupUse.serves never serves their kinds).
+
+// Schemas Prometheus can hold: OTLP scales above the largest are reduced
+// to it (buckets merge exactly); points of a scale below the smallest
+// have no Prometheus form and are skipped, as Prometheus's own OTLP
+// ingestion does.
+const (
+	maxSchema = histogram.ExponentialSchemaMax
+	minSchema = histogram.ExponentialSchemaMin
+)
+
+// HistogramSampleBytes is what one native histogram sample holds in memory
+// besides its buckets (histogramBytes adds those): the timestamp and the
+// pointer of its HPoint, and the FloatHistogram's fields (five slice
+// headers and six words), eleven times a float sample.
+const HistogramSampleBytes = 16 + 160
+
+// histogramBytes is the memory one histogram sample takes, charged to the
+// query's memory reservation (Limits.Charge).
+func histogramBytes(h *histogram.FloatHistogram) int64 {
+	return HistogramSampleBytes + int64(8*(len(h.PositiveBuckets)+len(h.NegativeBuckets)+len(h.CustomValues))+
+		8*(len(h.PositiveSpans)+len(h.NegativeSpans)))
+}
+
+// histCols are the columns of a run's native histogram points.
+type histCols struct {
+	scale        []int32
+	scaleOK      []bool
+	zc           []uint64
+	zcOK         []bool
+	zt           []float64
+	ztOK         []bool
+	po, no       []int32
+	poOK, noOK   []bool
+	pb, nb       []uint64
+	pbOff, nbOff []int32
+	exp          bool // an exponential histogram run (else custom buckets: bounds and bucket_counts)
+}
+
+// readExpHistograms reads the exponential histogram columns of a run
+// (readRun reads timestamp, count and sum).
+func (sc *scan) readExpHistograms(pf *parquet.File, r run, read func(col int, f func(cc parquet.ColumnChunk) error, what string) error) error {
+	n := r.end - r.start
+	h := &sc.h
+	h.scale, h.scaleOK = grow(h.scale, n), grow(h.scaleOK, n)
+	h.zc, h.zcOK = grow(h.zc, n), grow(h.zcOK, n)
+	h.zt, h.ztOK = grow(h.zt, n), grow(h.ztOK, n)
+	h.po, h.poOK = grow(h.po, n), grow(h.poOK, n)
+	h.no, h.noOK = grow(h.no, n), grow(h.noOK, n)
+	h.pbOff, h.nbOff = grow(h.pbOff, n+1), grow(h.nbOff, n+1)
+	for _, x := range []struct {
+		name string
+		f    func(cc parquet.ColumnChunk) error
+	}{
+		{format.ColExpScale, func(cc parquet.ColumnChunk) error {
+			return format.ReadOptInt32s(cc, r.start, r.end, h.scale, h.scaleOK)
+		}},
+		{format.ColExpZeroCount, func(cc parquet.ColumnChunk) error { return format.ReadOptUint64s(cc, r.start, r.end, h.zc, h.zcOK) }},
+		{format.ColExpZeroThreshold, func(cc parquet.ColumnChunk) error {
+			return format.ReadOptFloat64s(cc, r.start, r.end, h.zt, h.ztOK)
+		}},
+		{format.ColExpPositiveOffset, func(cc parquet.ColumnChunk) error { return format.ReadOptInt32s(cc, r.start, r.end, h.po, h.poOK) }},
+		{format.ColExpNegativeOffset, func(cc parquet.ColumnChunk) error { return format.ReadOptInt32s(cc, r.start, r.end, h.no, h.noOK) }},
+		{format.ColExpPositiveBucketCounts, func(cc parquet.ColumnChunk) (err error) {
+			h.pb, err = format.ReadListU64(cc, r.start, r.end, h.pb, h.pbOff)
+			return err
+		}},
+		{format.ColExpNegativeBucketCounts, func(cc parquet.ColumnChunk) (err error) {
+			h.nb, err = format.ReadListU64(cc, r.start, r.end, h.nb, h.nbOff)
+			return err
+		}},
+	} {
+		col := -1
+		for i, p := range pf.Schema().Columns() {
+			if p[0] == x.name { // a LIST's leaf is name.list.element
+				col = i
+				break
+			}
+		}
+		if err := read(col, x.f, x.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// histogramAt builds row k's native histogram, or nil when the row has
+// none Prometheus can hold (no count; an OTLP scale below -4; custom
+// buckets that do not match their bounds).
+func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
+	if !sc.cntOK[k] {
+		return nil
+	}
+	fh := &histogram.FloatHistogram{Count: float64(sc.cnt[k])}
+	if sc.sumOK[k] {
+		fh.Sum = sc.sums[k]
+	}
+	h := &sc.h
+	if !h.exp {
+		bounds := sc.bnd[sc.bndOff[k]:sc.bndOff[k+1]]
+		counts := sc.bkt[sc.bktOff[k]:sc.bktOff[k+1]]
+		if len(counts) != len(bounds)+1 {
+			return nil
+		}
+		fh.Schema = histogram.CustomBucketsSchema
+		fh.CustomValues = slices.Clone(bounds)
+		fh.PositiveSpans, fh.PositiveBuckets = denseSide(counts, 0)
+		return fh.Compact(0)
+	}
+	if !h.scaleOK[k] {
+		return nil
+	}
+	scale := h.scale[k]
+	if scale < minSchema {
+		return nil
+	}
+	fh.Schema = scale
+	if h.zcOK[k] {
+		fh.ZeroCount = float64(h.zc[k])
+	}
+	if h.ztOK[k] {
+		fh.ZeroThreshold = h.zt[k]
+	}
+	// OTLP bucket i of offset o is (base^(o+i), base^(o+i+1)]: Prometheus
+	// bucket index o+i+1.
+	if pos := h.pb[h.pbOff[k]:h.pbOff[k+1]]; len(pos) > 0 {
+		fh.PositiveSpans, fh.PositiveBuckets = denseSide(pos, h.po[k]+1)
+	}
+	if neg := h.nb[h.nbOff[k]:h.nbOff[k+1]]; len(neg) > 0 {
+		fh.NegativeSpans, fh.NegativeBuckets = denseSide(neg, h.no[k]+1)
+	}
+	fh = fh.Compact(0)
+	if scale > maxSchema {
+		if err := fh.ReduceResolution(maxSchema); err != nil {
+			return nil
+		}
+	}
+	return fh
+}
+
+// denseSide turns dense counts starting at Prometheus bucket index first
+// into one span and float buckets (Compact drops the empty ones).
+func denseSide(counts []uint64, first int32) ([]histogram.Span, []float64) {
+	b := make([]float64, len(counts))
+	for i, c := range counts {
+		b[i] = float64(c)
+	}
+	return []histogram.Span{{Offset: first, Length: uint32(len(counts))}}, b
+}
+
+// addH appends a histogram sample (see add).
+func (s *series) addH(t int64, h *histogram.FloatHistogram) {
+	if n := len(s.hpts); n > 0 && t <= s.hpts[n-1].T {
+		s.unsorted = true
+	}
+	s.hpts = append(s.hpts, promql.HPoint{T: t, H: h})
+}
+
+// finishHistograms sorts histogram samples like float ones (the last read
+// of a millisecond wins) and turns delta increments into their running
+// sum.
+func (s *series) finishHistograms() {
+	if len(s.hpts) == 0 {
+		return
+	}
+	if s.unsorted {
+		slices.SortStableFunc(s.hpts, func(a, b promql.HPoint) int { return cmp.Compare(a.T, b.T) })
+		out := s.hpts[:0]
+		for _, p := range s.hpts {
+			if n := len(out); n > 0 && out[n-1].T == p.T {
+				out[n-1] = p
+				continue
+			}
+			out = append(out, p)
+		}
+		s.hpts = out
+	}
+	if !s.cumulate {
+		return
+	}
+	var sum *histogram.FloatHistogram
+	for i := range s.hpts {
+		h := s.hpts[i].H
+		if sum == nil {
+			sum = h.Copy()
+		} else if next, _, _, err := sum.Copy().Add(h); err == nil {
+			sum = next
+		} // else a custom-bucket increment added to an exponential sum (or the reverse): the sum stays
+		s.hpts[i].H = sum.Copy()
+		if i > 0 {
+			s.hpts[i].H.CounterResetHint = histogram.NotCounterReset
+		}
+	}
+}
