@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"strconv"
 
+	jsoniter "github.com/json-iterator/go"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/jsonutil"
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/query/prom"
@@ -40,13 +43,26 @@ func (p *promResult) size() int64 {
 	case promql.Vector:
 		for _, s := range v {
 			n += prom.SampleBytes + lb(s.Metric)
+			if s.H != nil {
+				n += histBytes(s.H)
+			}
 		}
 	case promql.Matrix:
 		for _, s := range v {
 			n += int64(len(s.Floats))*prom.SampleBytes + lb(s.Metric)
+			for _, p := range s.Histograms {
+				n += histBytes(p.H)
+			}
 		}
 	}
 	return n
+}
+
+// histBytes is the memory of one histogram sample: the fixed part and its
+// buckets, spans and custom bounds.
+func histBytes(h *histogram.FloatHistogram) int64 {
+	return prom.HistogramSampleBytes + 8*int64(len(h.PositiveBuckets)+len(h.NegativeBuckets)+len(h.CustomValues)+
+		len(h.PositiveSpans)+len(h.NegativeSpans))
 }
 
 // writeResult streams the success answer in the Prometheus API's JSON
@@ -83,8 +99,13 @@ func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) erro
 				b = append(b, ',')
 			}
 			b = appendMetric(b, s.Metric)
-			b = append(b, `,"value":`...)
-			b = appendPoint(b, s.T, s.F)
+			if s.H != nil {
+				b = append(b, `,"histogram":`...)
+				b = appendHistogramPoint(b, s.T, s.H)
+			} else {
+				b = append(b, `,"value":`...)
+				b = appendPoint(b, s.T, s.F)
+			}
 			b = append(b, '}')
 			if len(b) >= encodeBuffer/2 {
 				if err := flush(); err != nil {
@@ -100,19 +121,39 @@ func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) erro
 				b = append(b, ',')
 			}
 			b = appendMetric(b, s.Metric)
-			b = append(b, `,"values":[`...)
-			for k, pt := range s.Floats {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = appendPoint(b, pt.T, pt.F)
-				if len(b) >= encodeBuffer/2 {
-					if err := flush(); err != nil {
-						return err
+			// As Prometheus: "values" for float samples, "histograms" for
+			// histogram samples (a series without either keeps "values":[]).
+			if len(s.Floats) > 0 || len(s.Histograms) == 0 {
+				b = append(b, `,"values":[`...)
+				for k, pt := range s.Floats {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = appendPoint(b, pt.T, pt.F)
+					if len(b) >= encodeBuffer/2 {
+						if err := flush(); err != nil {
+							return err
+						}
 					}
 				}
+				b = append(b, ']')
 			}
-			b = append(b, "]}"...)
+			if len(s.Histograms) > 0 {
+				b = append(b, `,"histograms":[`...)
+				for k, pt := range s.Histograms {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = appendHistogramPoint(b, pt.T, pt.H)
+					if len(b) >= encodeBuffer/2 {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
 			if err := flush(); err != nil {
 				return err
 			}
@@ -197,4 +238,21 @@ func appendValue(b []byte, f float64) []byte {
 		return append(b, "-Inf"...)
 	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+// appendHistogramPoint writes [seconds, {"count":…,"sum":…,"buckets":[…]}]
+// with Prometheus's own histogram encoder (util/jsonutil), so the bucket
+// boundaries, their inclusiveness codes and the number formats are
+// exactly what Prometheus's API answers.
+func appendHistogramPoint(b []byte, t int64, h *histogram.FloatHistogram) []byte {
+	b = append(b, '[')
+	b = appendTimestamp(b, t)
+	b = append(b, ',')
+	st := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowStream(nil)
+	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnStream(st)
+	st.SetBuffer(b)
+	jsonutil.MarshalHistogram(h, st)
+	b = st.Buffer()
+	st.SetBuffer(nil)
+	return append(b, ']')
 }
