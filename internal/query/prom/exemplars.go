@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -22,8 +23,10 @@ import (
 //
 // An exemplar belongs to the series of the point it was stored on: a
 // float series (gauge or sum; every remote-write float sample) carries it
-// under its own labels. Exemplars of OTLP histogram points are not served
-// yet (Prometheus puts them on the _bucket series of their value).
+// under its own labels, a native histogram (exponential, or a remote-write
+// one) under its bare name, and an OTLP explicit-bucket histogram point on
+// the _bucket series of the exemplar value's bucket (the least le >= the
+// value; +Inf past the last bound), as Prometheus's OTLP ingestion puts it.
 // Exemplar labels are the filtered attributes, plus trace_id and span_id
 // (hex) when the exemplar has them, as Prometheus's OTLP receiver does.
 func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint, maxt int64, sets [][]*labels.Matcher) ([]exemplar.QueryResult, error) {
@@ -75,9 +78,14 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 				ccs := pf.RowGroups()[g].ColumnChunks()
 				for _, r := range rg.runs {
 					var outs []output
+					buckets := false
 					for _, o := range matchingOutputs(r.desc, nameMs, nil) {
-						if o.part == partValue {
+						switch o.part {
+						case partValue, partHistogram:
 							outs = append(outs, o)
+						case partBucket:
+							outs = append(outs, o)
+							buckets = true
 						}
 					}
 					if len(outs) == 0 {
@@ -111,6 +119,31 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 					}); err != nil {
 						return fmt.Errorf("row group %d: series_id: %w", g, err)
 					}
+					// A classic histogram's exemplars go to the _bucket series
+					// of their value's bucket: its bounds are read for them.
+					var bnd []float64
+					var bndOff []int32
+					if buckets {
+						if idx.cols.bounds < 0 {
+							return fmt.Errorf("row group %d: no %s column", g, format.ColExplicitBounds)
+						}
+						bndOff = make([]int32, r.end-r.start+1)
+						var err error
+						if bnd, err = format.ReadListF64(ccs[idx.cols.bounds], r.start, r.end, nil, bndOff); err != nil {
+							return fmt.Errorf("row group %d: %s: %w", g, format.ColExplicitBounds, err)
+						}
+					}
+					add := func(lbls labels.Labels, e exemplar.Exemplar) {
+						f := selected[lbls.String()]
+						if f == nil {
+							return
+						}
+						key := exemplarKey{ts: e.Ts, v: e.Value, l: e.Labels.String()}
+						if !f.seen[key] {
+							f.seen[key] = true
+							f.ex = append(f.ex, e)
+						}
+					}
 					for k, row := range with {
 						attrs, ok := q.a.labels.get(q.tenant, ids[k])
 						if !ok {
@@ -123,16 +156,17 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 						for _, o := range outs {
 							b := labels.NewBuilder(attrs)
 							b.Set(labels.MetricName, o.name)
-							f := selected[b.Labels().String()]
-							if f == nil {
+							if o.part != partBucket {
+								l := b.Labels()
+								for _, e := range exs {
+									add(l, e)
+								}
 								continue
 							}
 							for _, e := range exs {
-								key := exemplarKey{ts: e.Ts, v: e.Value, l: e.Labels.String()}
-								if !f.seen[key] {
-									f.seen[key] = true
-									f.ex = append(f.ex, e)
-								}
+								i := row - r.start
+								b.Set(labelLe, formatFloat(bucketBound(bnd[bndOff[i]:bndOff[i+1]], e.Value)))
+								add(b.Labels(), e)
 							}
 						}
 					}
@@ -154,6 +188,17 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 	}
 	slices.SortFunc(res, func(a, b exemplar.QueryResult) int { return labels.Compare(a.SeriesLabels, b.SeriesLabels) })
 	return res, nil
+}
+
+// bucketBound is the upper bound of the bucket holding v: the least bound
+// >= v, +Inf past the last one.
+func bucketBound(bounds []float64, v float64) float64 {
+	for _, b := range bounds {
+		if v <= b {
+			return b
+		}
+	}
+	return math.Inf(1)
 }
 
 type exemplarKey struct {
