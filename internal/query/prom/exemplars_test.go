@@ -91,4 +91,6 @@ func TestHistogramExemplars(t *testing.T) {
 	}
 }
 
-func parserMatchers(sel string) ([]*labels.Matcher, error) { return parser.NewParser(parser.Options{}).ParseMetricSelector(sel) }
+func parserMatchers(sel string) ([]*labels.Matcher, error) {
+	return parser.NewParser(parser.Options{}).ParseMetricSelector(sel)
+}
