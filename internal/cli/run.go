@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/pipeline"
-	"github.com/sluice-dev/sluice/internal/processor"
 )
 
 // runFlags are the options of `sluice run` that override the config file.
@@ -148,10 +147,8 @@ exits 1. The run flags (--lake, --grpc-addr, ...) are applied first, as in 'slui
 			if err := cfg.Validate(); err != nil {
 				return printProblems(c.ErrOrStderr(), f.config, err)
 			}
-			if path := cfg.Processors.RulesFile; path != "" {
-				if _, err := processor.Load(path, nil); err != nil {
-					return printProblems(c.ErrOrStderr(), f.config, fmt.Errorf("processors.rules_file: %w", err))
-				}
+			if err := pipeline.ValidateRules(&cfg); err != nil {
+				return printProblems(c.ErrOrStderr(), f.config, err)
 			}
 			if print {
 				fmt.Fprint(c.OutOrStdout(), cfg.Redacted().YAML())

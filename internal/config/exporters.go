@@ -169,6 +169,37 @@ func (c *Config) PipelineSignals() []string {
 	return out
 }
 
+// setNames lists the rule sets' names for an error message.
+func setNames(m map[string]RuleSet) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+// ruleSetNameRE is what a rule set may be called: it prefixes its rules'
+// names in counters and statistics ("<set>/<rule>").
+var ruleSetNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func validateRuleSets(v *validator, c *Config) {
+	for _, name := range slices.Sorted(maps.Keys(c.Processors.RuleSets)) {
+		k := "processors.rule_sets." + name
+		if !ruleSetNameRE.MatchString(name) {
+			v.add(k, "a rule set's name must match [A-Za-z0-9_.-]{1,64}")
+		}
+		if c.Processors.RuleSets[name].RulesFile == "" {
+			v.add(k+".rules_file", "is required")
+		}
+		used := false
+		for _, p := range c.Pipelines {
+			used = used || slices.Contains(p.Processors, name)
+		}
+		if !used {
+			v.add(k, "not used by any pipeline (list it in pipelines.<p>.processors)")
+		}
+	}
+}
+
 var exporterSuffixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
 
 var knownSignals = []string{"logs", "metrics", "traces"}
@@ -274,14 +305,15 @@ func validateExporters(v *validator, c *Config) {
 				v.add(k+"receivers", "unknown receiver %q (otlp, prometheus_remote_write)", r)
 			}
 		}
-		if len(p.Processors) > 0 {
-			v.add(k+"processors", "per-pipeline processors are not implemented: set processors.rules_file, which applies to every pipeline (docs/rules.md)")
+		for i, name := range p.Processors {
+			if _, ok := c.Processors.RuleSets[name]; !ok {
+				v.add(k+"processors", "%q is not a rule set of processors.rule_sets (defined: %s)", name, setNames(c.Processors.RuleSets))
+			} else if slices.Contains(p.Processors[:i], name) {
+				v.add(k+"processors", "%q is listed twice", name)
+			}
 		}
 		if len(p.Exporters) == 0 {
 			v.add(k+"exporters", "at least one exporter is required (lake, or an exporter of exporters:)")
-		}
-		if slices.Contains(p.Exporters, ExporterLake) != c.LakeEnabled() {
-			v.add(k+"exporters", "list lake in every pipeline or in none: the lake takes every signal received (per-signal lake routing is not implemented)")
 		}
 		for _, ex := range p.Exporters {
 			if ex == ExporterLake {

@@ -53,7 +53,12 @@ pipelines:
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake, nope]}}", `"nope" is not defined`},
 		{"pipelines: {spans: {receivers: [otlp], exporters: [lake]}}", "pipelines.spans: a pipeline is named after its signal"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [x]}}", "pipelines.logs.processors"},
-		{"exporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [otlp]}, traces: {receivers: [otlp], exporters: [lake]}}", "pipelines.logs.exporters: list lake in every pipeline or in none"},
+		{"pipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [x]}}", `"x" is not a rule set of processors.rule_sets (defined: none)`},
+		{"processors: {rule_sets: {a: {rules_file: a.yaml}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [a, a]}}", `pipelines.logs.processors: "a" is listed twice`},
+		{"processors: {rule_sets: {a: {rules_file: a.yaml}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake]}}", "processors.rule_sets.a: not used by any pipeline"},
+		{"processors: {rule_sets: {a: {}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [a]}}", "processors.rule_sets.a.rules_file: is required"},
+		{"processors: {rule_sets: {a/b: {rules_file: a.yaml}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [a/b]}}", "a rule set's name must match"},
+		{"processors: {rule_sets: {a: {rules_file: a.yaml, bogus: 1}}}", "unknown key rule set.bogus"},
 		{"receivers: {prometheus_remote_write: {listen: 'nope'}}", "receivers.prometheus_remote_write.listen"},
 		{"receivers: {iotrace: {enabled: true}}\nexporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {metrics: {receivers: [otlp], exporters: [otlp]}}", "receivers.iotrace.enabled: the I/O tracer writes io_events into the lake only"},
 		{"receivers: {prometheus_remote_write: {listen: 'localhost:9090'}}", `receivers.prometheus_remote_write.listen: "localhost:9090" is also query.addr`},
@@ -65,6 +70,28 @@ pipelines:
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s\n  got %v, want an error containing %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestPipelineRouting: pipelines of one signal may differ in their
+// exporters (the lake in some only) and in their rule sets.
+func TestPipelineRouting(t *testing.T) {
+	c, err := Parse([]byte(`processors: {rule_sets: {strict: {rules_file: s.yaml}, tidy: {rules_file: t.yaml}}}
+exporters: {otlp: {endpoints: [http://x:1]}}
+pipelines:
+  metrics/lake: {receivers: [otlp], processors: [strict, tidy], exporters: [lake]}
+  metrics/down: {receivers: [otlp], processors: [tidy], exporters: [otlp]}
+  logs: {receivers: [otlp], exporters: [otlp]}
+  traces: {receivers: [otlp], exporters: [lake]}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("valid routing refused: %v", err)
+	}
+	if !c.LakeEnabled() {
+		t.Fatal("a pipeline lists lake: the lake is on")
 	}
 }
 

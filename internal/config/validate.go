@@ -194,6 +194,7 @@ func (c *Config) Validate() error {
 	v.positive("shutdown_timeout", c.ShutdownTimeout)
 	validateStats(&v, &c.Stats)
 	v.positiveInt("processors.max_rule_effects", c.Processors.MaxRuleEffects)
+	validateRuleSets(&v, c)
 	return errors.Join(v.errs...)
 }
 

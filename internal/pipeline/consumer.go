@@ -33,6 +33,7 @@ type consumer struct {
 	refuse [signal.KindTraces + 1]bool
 	stats  *stats.Stats // counts the metrics queued; nil when off
 	pool   sync.Pool    // *scratch
+	routes *routing     // per-pipeline routes (routes.go); nil: one record for everyone
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to
@@ -45,6 +46,8 @@ type scratch struct {
 	proc    processor.Scratch
 	body    []byte // the request re-encoded after the rules changed it
 	changed bool   // process re-encoded the request from proc.Out (OutLogs)
+	recs    [][]byte
+	routes  []*routeScratch // per route (routes.go)
 }
 
 // maxPooledBytes keeps one huge request from pinning its buffers in the pool.
@@ -127,6 +130,11 @@ func (s *scratch) queuedMetrics() *signal.Metrics {
 }
 
 func (c *consumer) put(s *scratch) {
+	for _, rs := range s.routes {
+		if rs.tooBig() {
+			return
+		}
+	}
 	if cap(s.rec) > maxPooledBytes || cap(s.body) > maxPooledBytes || cap(s.proc.OutLogs.Buf) > maxPooledBytes || cap(s.logs.Buf) > maxPooledBytes || cap(s.metrics.Buf) > maxPooledBytes || cap(s.spans.Buf) > maxPooledBytes {
 		return
 	}
@@ -178,14 +186,17 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	if n == 0 {
 		return otlpreceiver.Result{}, nil // nothing to keep
 	}
-	s.rec = appendRecord(s.rec[:0], req.Kind, req.Tenant, body)
-	_, err = c.q.Append(s.rec)
+	recs, n, size, observe := c.records(s, req.Kind, req.Tenant, body, n)
+	if len(recs) == 0 {
+		return otlpreceiver.Result{}, nil // no route kept anything
+	}
+	_, err = c.q.Append(recs...)
 	switch {
 	case err == nil:
 		ser.accepted.Add(float64(n))
-		ser.queuedBytes.Add(float64(len(s.rec)))
-		if c.stats != nil && req.Kind == signal.KindMetrics {
-			c.stats.Observe(req.Tenant, s.queuedMetrics(), len(s.rec))
+		ser.queuedBytes.Add(float64(size))
+		if c.stats != nil && observe != nil {
+			c.stats.Observe(req.Tenant, observe, size)
 		}
 		return otlpreceiver.Result{}, nil
 	case errors.Is(err, queue.ErrLowDisk):

@@ -3,9 +3,13 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	ossignal "os/signal"
+	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,8 +27,10 @@ import (
 // invalid new file keeps the old rules.
 type rulesLoader struct {
 	path     string
+	set      string                           // the rule set's name; "" for processors.rules_file
+	dst      *atomic.Pointer[processor.Rules] // where the rules in force are
+	check    func(*processor.Rules) error     // refuses rules the routes cannot run; may be nil
 	interval time.Duration
-	cons     *consumer
 	pm       *processor.Metrics
 	failures prometheus.Counter
 	reloads  prometheus.Counter
@@ -32,11 +38,16 @@ type rulesLoader struct {
 	p        *Pipeline
 }
 
-// startRules loads the rules file (an error stops the start) and starts the
+// startRules sets up the per-pipeline routes (routes.go), loads the rules
+// file and the named rule sets (an error stops the start) and starts their
 // reloader, which Shutdown stops (p.rulesStop).
 func (p *Pipeline) startRules() error {
+	rt := newRouting(&p.cfg)
+	if rt.active() {
+		p.cons.routes = rt
+	}
 	path := p.cfg.Processors.RulesFile
-	if path == "" {
+	if path == "" && len(rt.sets) == 0 {
 		return nil
 	}
 	pm, err := processor.NewMetrics(p.reg)
@@ -45,30 +56,40 @@ func (p *Pipeline) startRules() error {
 	}
 	pm.SetMaxRuleEffects(p.cfg.Processors.MaxRuleEffects)
 	p.rulesMetrics = pm
-	l := &rulesLoader{path: path, interval: p.cfg.Processors.ReloadInterval.D(), cons: p.cons, pm: pm, p: p,
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_reload_failures_total",
-			Help: "Reloads of the rules file that failed (the old rules stay in force)."}),
-		reloads: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_reloads_total",
-			Help: "Reloads of the rules file that put new rules in force."}),
-	}
-	if err := p.reg.Register(l.failures); err != nil {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_reload_failures_total",
+		Help: "Reloads of a rules file (processors.rules_file or a rule set's) that failed (the old rules stay in force)."})
+	reloads := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_reloads_total",
+		Help: "Reloads of a rules file (processors.rules_file or a rule set's) that put new rules in force."})
+	if err := p.reg.Register(failures); err != nil {
 		return err
 	}
-	if err := p.reg.Register(l.reloads); err != nil {
+	if err := p.reg.Register(reloads); err != nil {
 		return err
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
+	var loaders []*rulesLoader
+	if path != "" {
+		loaders = append(loaders, &rulesLoader{path: path, dst: &p.cons.rules})
 	}
-	r, err := processor.Parse(data, pm)
-	if err != nil {
-		return err
+	for _, name := range slices.Sorted(maps.Keys(rt.sets)) {
+		set := rt.sets[name]
+		loaders = append(loaders, &rulesLoader{path: set.path, set: name, dst: &set.rules,
+			check: func(r *processor.Rules) error { return rt.checkAggregation(name, r) }})
 	}
-	l.install(r, data)
-	p.log.Info("processing rules loaded", "file", path, "metric_rules", r.MetricRules(), "log_rules", r.LogRules())
+	for _, l := range loaders {
+		l.interval, l.pm, l.p, l.failures, l.reloads = p.cfg.Processors.ReloadInterval.D(), pm, p, failures, reloads
+		data, err := os.ReadFile(l.path)
+		if err != nil {
+			return err
+		}
+		r, err := l.parse(data)
+		if err != nil {
+			return err
+		}
+		l.install(r, data)
+		p.log.Info("processing rules loaded", "file", l.path, "rule_set", l.set, "metric_rules", r.MetricRules(), "log_rules", r.LogRules())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &emitter{cons: p.cons, pm: pm, log: p.log.With("component", "rules"),
+	e := &emitter{cons: p.cons, pm: pm, routes: rt, log: p.log.With("component", "rules"),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_aggregate_emit_dropped_points_total",
 			Help: "Output points of aggregate and downsample rules dropped because the queue refused them for longer than the pending bound."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_processor_aggregate_emit_failures_total",
@@ -83,7 +104,7 @@ func (p *Pipeline) startRules() error {
 		return err
 	}
 	done := make(chan struct{}, 2)
-	go func() { l.run(ctx); done <- struct{}{} }()
+	go func() { runLoaders(ctx, loaders); done <- struct{}{} }()
 	go func() { e.run(ctx, time.Second); done <- struct{}{} }()
 	p.rulesStop = func() {
 		cancel()
@@ -104,6 +125,7 @@ func (p *Pipeline) startRules() error {
 type emitter struct {
 	cons              *consumer
 	pm                *processor.Metrics
+	routes            *routing // where each rule set's output goes
 	log               *slog.Logger
 	pending           []pendingEmit
 	dropped, failures prometheus.Counter
@@ -132,9 +154,10 @@ func (e *emitter) run(ctx context.Context, every time.Duration) {
 
 func (e *emitter) flush(now time.Time) {
 	e.retry()
-	_, err := e.pm.Flush(now, func(tenant string, b *signal.Metrics) error {
+	_, err := e.pm.FlushSets(now, func(set, tenant string, b *signal.Metrics) error {
 		body := otlp.AppendMetricsProto(nil, b)
-		e.pending = append(e.pending, pendingEmit{tenant: tenant, rec: appendRecord(nil, signal.KindMetrics, tenant, body), points: b.Len()})
+		rec := appendRecordTo(nil, signal.KindMetrics, encOTLP, tenant, e.routes.emitDest(set), body)
+		e.pending = append(e.pending, pendingEmit{tenant: tenant, rec: rec, points: b.Len()})
 		return nil
 	})
 	if err != nil {
@@ -162,16 +185,39 @@ func (e *emitter) retry() {
 
 func (l *rulesLoader) install(r *processor.Rules, data []byte) {
 	l.last = data
-	l.cons.rules.Store(r)
+	l.dst.Store(r)
 }
 
-func (l *rulesLoader) run(ctx context.Context) {
+// parse compiles data as the loader's rules (named after its set) and
+// checks that the routes can run them.
+func (l *rulesLoader) parse(data []byte) (*processor.Rules, error) {
+	r, err := processor.ParseSet(data, l.pm, l.set)
+	if err == nil && l.check != nil {
+		err = l.check(r)
+	}
+	if err != nil {
+		if l.set != "" {
+			return nil, fmt.Errorf("processors.rule_sets.%s: %s: %w", l.set, l.path, err)
+		}
+		return nil, fmt.Errorf("processors.rules_file: %s: %w", l.path, err)
+	}
+	return r, nil
+}
+
+// runLoaders reloads every loader's file on SIGHUP and, every interval,
+// those whose content changed. Each set is installed on its own: an
+// invalid file keeps its set's old rules and leaves the others alone.
+func runLoaders(ctx context.Context, ls []*rulesLoader) {
+	if len(ls) == 0 {
+		return
+	}
+	l0 := ls[0]
 	hup := make(chan os.Signal, 1)
 	ossignal.Notify(hup, syscall.SIGHUP)
 	defer ossignal.Stop(hup)
 	var tick <-chan time.Time
-	if l.interval > 0 {
-		t := time.NewTicker(l.interval)
+	if l0.interval > 0 {
+		t := time.NewTicker(l0.interval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -180,9 +226,13 @@ func (l *rulesLoader) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			l.reload(true)
+			for _, l := range ls {
+				l.reload(true)
+			}
 		case <-tick:
-			l.reload(false)
+			for _, l := range ls {
+				l.reload(false)
+			}
 		}
 	}
 }
@@ -190,7 +240,7 @@ func (l *rulesLoader) run(ctx context.Context) {
 // reload reads the file and installs it when its content changed (or
 // always, on SIGHUP).
 func (l *rulesLoader) reload(force bool) {
-	log := l.p.log.With("component", "rules", "file", l.path)
+	log := l.p.log.With("component", "rules", "file", l.path, "rule_set", l.set)
 	data, err := os.ReadFile(l.path)
 	if err != nil {
 		l.failures.Inc()
@@ -200,7 +250,7 @@ func (l *rulesLoader) reload(force bool) {
 	if !force && bytes.Equal(data, l.last) {
 		return
 	}
-	r, err := processor.Parse(data, l.pm)
+	r, err := l.parse(data)
 	if err != nil {
 		l.failures.Inc()
 		l.last = data // do not log the same broken file every interval

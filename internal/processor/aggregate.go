@@ -130,6 +130,7 @@ type outDesc struct {
 // aggregator is one aggregate or downsample rule's state.
 type aggregator struct {
 	mu           sync.Mutex
+	set          string // the rule set (ParseSet) the rule is in; "" for the default one
 	spec         aggSpec
 	outputs      []aggOutput
 	needCtr      bool // an output needs per-series counter state
@@ -384,6 +385,10 @@ func vmRange(b int32) string {
 // during the call.
 type Emit func(tenant string, b *signal.Metrics) error
 
+// EmitSet is Emit with the rule set (ParseSet; "" for the default one)
+// whose rule made the points.
+type EmitSet func(set, tenant string, b *signal.Metrics) error
+
 // flush emits every interval that ended (end + flush_delay <= now), in
 // order, per tenant into out (reset per tenant), and forgets it.
 func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points int, err error) {
@@ -583,7 +588,7 @@ const retiredFlushes = 120
 
 // flush flushes every aggregator (see aggregator.flush) and forgets the
 // retired ones (a changed rule's old state) once they stayed empty.
-func (as *aggregators) flush(now int64, emit Emit) (int, error) {
+func (as *aggregators) flush(now int64, emitSet EmitSet) (int, error) {
 	as.fmu.Lock()
 	defer as.fmu.Unlock()
 	as.mu.Lock()
@@ -599,7 +604,10 @@ func (as *aggregators) flush(now int64, emit Emit) (int, error) {
 		as.mu.Lock()
 		a := as.m[n]
 		as.mu.Unlock()
-		p, e := a.flush(now, &as.out, emit)
+		a.mu.Lock()
+		set := a.set
+		a.mu.Unlock()
+		p, e := a.flush(now, &as.out, func(tenant string, b *signal.Metrics) error { return emitSet(set, tenant, b) })
 		points += p
 		if e != nil && err == nil {
 			err = e

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 var errEOF = io.EOF
@@ -86,6 +88,13 @@ func (m *Metrics) aggCounters(name string) *aggCounters {
 // reloads of the rules file, so one caller flushing m emits each interval
 // once. Calls are serialised.
 func (m *Metrics) Flush(now time.Time, emit Emit) (int, error) {
+	return m.aggs.flush(now.UnixNano(), func(_, tenant string, b *signal.Metrics) error { return emit(tenant, b) })
+}
+
+// FlushSets is Flush naming, for each call of emit, the rule set whose
+// rule made the points ("" for the default one), so the caller can route
+// each set's output to the pipelines that run it.
+func (m *Metrics) FlushSets(now time.Time, emit EmitSet) (int, error) {
 	return m.aggs.flush(now.UnixNano(), emit)
 }
 

@@ -183,8 +183,32 @@ func Parse(data []byte, m *Metrics) (*Rules, error) {
 	return Compile(&f, m)
 }
 
+// ParseSet is Parse for the named rule set set (processors.rule_sets):
+// its rules are named "<set>/<name>" in counters, logs and the effects
+// table, so their limit and aggregate state is the set's own, and the
+// output of its aggregate and downsample rules is flushed under set (see
+// Metrics.FlushSets). An empty set is Parse.
+func ParseSet(data []byte, m *Metrics, set string) (*Rules, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, errEOF) {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	return CompileSet(&f, m, set)
+}
+
 // Compile checks and compiles f. m may be nil (validation only).
-func Compile(f *File, m *Metrics) (*Rules, error) {
+func Compile(f *File, m *Metrics) (*Rules, error) { return CompileSet(f, m, "") }
+
+// CompileSet is Compile for the named rule set set (see ParseSet).
+func CompileSet(f *File, m *Metrics, set string) (*Rules, error) {
+	if set != "" {
+		q := *f
+		q.Metrics = qualify(f.Metrics, set)
+		q.Logs = qualify(f.Logs, set)
+		f = &q
+	}
 	seen := map[string]bool{}
 	if m == nil {
 		m, _ = NewMetrics(nil) // unregistered: validation and tests
@@ -197,7 +221,26 @@ func Compile(f *File, m *Metrics) (*Rules, error) {
 	if r.logs, err = compileList(f.Logs, "logs", true, seen, m); err != nil {
 		return nil, err
 	}
+	for i := range r.metrics {
+		if a := r.metrics[i].agg; a != nil {
+			a.mu.Lock()
+			a.set = set
+			a.mu.Unlock()
+		}
+	}
 	return &r, nil
+}
+
+// qualify names the rules of cfgs "<set>/<name>" (a rule without a name
+// keeps none, so compileList still refuses it).
+func qualify(cfgs []RuleConfig, set string) []RuleConfig {
+	out := slices.Clone(cfgs)
+	for i := range out {
+		if out[i].Name != "" {
+			out[i].Name = set + "/" + out[i].Name
+		}
+	}
+	return out
 }
 
 func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool, m *Metrics) ([]rule, error) {
