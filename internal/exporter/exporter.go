@@ -14,12 +14,17 @@ import (
 )
 
 // Record is one queue record as an exporter sees it: an OTLP export request
-// body of one signal for one tenant. Body is owned by the batch until Send
+// body (or a remote-write request, see RemoteWrite) of one signal for one
+// tenant. Body is owned by the batch until Send
 // returns.
 type Record struct {
 	Kind   signal.Kind
 	Tenant string
 	Body   []byte
+	// RemoteWrite, when 1 or 2, says Body is a remote-write request of that
+	// protocol version (metrics), as received, not OTLP. Only senders that
+	// set Options.RemoteWrite get such records.
+	RemoteWrite uint8
 }
 
 // Sender delivers a batch. It returns nil once every record is accepted by
@@ -136,7 +141,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Copy: raw is valid only until the next Next.
 			offs = append(offs, len(arena))
 			arena = append(arena, rec.Body...)
-			batch = append(batch, Record{Kind: rec.Kind, Tenant: rec.Tenant})
+			batch = append(batch, Record{Kind: rec.Kind, Tenant: rec.Tenant, RemoteWrite: rec.RemoteWrite})
 			if len(batch) == 1 {
 				fill, cancel = context.WithTimeout(ctx, r.o.BatchDelay)
 			}

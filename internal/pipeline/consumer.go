@@ -44,8 +44,9 @@ type scratch struct {
 	spans   signal.Spans
 	rec     []byte
 	proc    processor.Scratch
-	body    []byte // the request re-encoded after the rules changed it
-	changed bool   // process re-encoded the request from proc.Out (OutLogs)
+	body    []byte  // the request re-encoded after the rules changed it
+	changed bool    // process re-encoded the request from proc.Out (OutLogs)
+	enc     bodyEnc // the encoding of body as process returned it (prwrecord.go)
 	recs    [][]byte
 	routes  []*routeScratch // per route (routes.go)
 }
@@ -186,6 +187,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	if n == 0 {
 		return otlpreceiver.Result{}, nil // nothing to keep
 	}
+	s.enc = recordEnc(req, s.changed)
 	recs, n, size, observe := c.records(s, req.Kind, req.Tenant, body, n)
 	if len(recs) == 0 {
 		return otlpreceiver.Result{}, nil // no route kept anything

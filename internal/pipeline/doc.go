@@ -11,7 +11,8 @@
 // The Consumer (receiver side) decodes each request into a pooled batch to
 // validate and count it, then appends ONE queue record (record.go): a
 // header (version 2, signal kind, body encoding, tenant, destination list)
-// and the body, OTLP protobuf unless the encoding says otherwise. An empty
+// and the body, OTLP protobuf unless the encoding says otherwise (a
+// remote-write request no rule changed is queued as received: prwrecord.go). An empty
 // destination list means every consumer of the signal; a listed record is
 // read only by the lake ("lake") and the exporters it names, the others
 // skip it. It returns after Append, which returns after the fsync: the

@@ -85,6 +85,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		BreakerCooldown: ec.BreakerCooldown.D(),
 	}
 	var sender exporter.Sender
+	takesPRW := false // the sender reads remote-write bodies itself
 	switch config.ExporterType(name) {
 	case config.ExporterOTLP:
 		x, err := otlpexporter.New(otlpexporter.Config{
@@ -105,6 +106,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 			return nil, fmt.Errorf("exporter %s: %w", name, err)
 		}
 		sender = x
+		takesPRW = true
 	default:
 		return nil, fmt.Errorf("exporter %s: unknown type", name)
 	}
@@ -126,16 +128,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		Name: name, Cursor: cur, Sender: sender, Signals: kinds,
 		BatchBytes: int(ec.BatchBytes), BatchDelay: ec.BatchDelay.D(),
 		Logger: log.With("component", "exporter"),
-		Parse: func(rec []byte) (exporter.Record, error) {
-			r, err := parseRecord(rec)
-			if err != nil {
-				return exporter.Record{}, err
-			}
-			if !r.to(name) {
-				return exporter.Record{}, exporter.ErrSkip
-			}
-			return exporter.Record{Kind: r.Kind, Tenant: string(r.Tenant), Body: r.Body}, nil
-		},
+		Parse:  prwParser(name, takesPRW),
 	})
 	if err != nil {
 		return nil, err

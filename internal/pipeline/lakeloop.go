@@ -351,7 +351,7 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 		}
 	case signal.KindMetrics:
 		l.metrics.Reset()
-		if err = otlp.DecodeMetrics(&l.metrics, body); err == nil {
+		if err = decodeMetricsRecord(&l.metrics, r.Enc, body); err == nil {
 			n = l.metrics.Len()
 			if err = probe(nil); err == nil {
 				err = l.w.WriteMetrics(t.name, &l.metrics)
@@ -382,6 +382,9 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 		// Quarantine it and go on; its position is passed like any
 		// record's (see quarantine.go).
 		l.bad(pos, err)
+		if kind == signal.KindMetrics && n > 0 && r.Enc != encOTLP {
+			body = otlp.AppendMetricsProto(nil, &l.metrics) // the quarantine keeps OTLP
+		}
 		if qerr := l.quarantine(tableOf(kind), t.name, body, pos, n, err); qerr != nil {
 			return qerr
 		}

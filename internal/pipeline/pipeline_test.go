@@ -542,10 +542,18 @@ func TestRecord(t *testing.T) {
 func FuzzParseRecord(f *testing.F) {
 	f.Add(appendRecord(nil, signal.KindLogs, "t", []byte{1, 2}))
 	f.Add(appendRecordTo(nil, signal.KindMetrics, encOTLP, "t", dest{"lake", "otlp/x"}, []byte{1, 2}))
+	for enc, body := range nastyBodies(f) {
+		f.Add(appendRecordTo(nil, signal.KindMetrics, enc, "t", dest{"lake", "prometheus_remote_write/x"}, body[:64]))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseRecord(b)
 		if err != nil || b[0] != recordV2 {
 			return
+		}
+		if r.Kind == signal.KindMetrics {
+			// Whatever the body, decoding it errs or appends: no panic.
+			var m signal.Metrics
+			_ = decodeMetricsRecord(&m, r.Enc, r.Body)
 		}
 		again := appendRecordTo(nil, r.Kind, r.Enc, string(r.Tenant), r.destinations(), r.Body)
 		if !bytes.Equal(again, b) {

@@ -25,7 +25,24 @@ type bodyEnc uint8
 const (
 	encOTLP   bodyEnc = 0 // OTLP protobuf of the record's signal
 	encIOWire bodyEnc = 1 // tracer.AppendWire (kind io_events)
+	// Remote write as received (kind metrics): the snappy-decoded request,
+	// queued as is when no rule changed it (prwrecord.go).
+	encPRW1 bodyEnc = 2 // prometheus.WriteRequest (remote write 1.0)
+	encPRW2 bodyEnc = 3 // io.prometheus.write.v2.Request (remote write 2.0)
 )
+
+// validEnc reports whether a record of kind may have a body encoded as enc.
+func validEnc(kind signal.Kind, enc bodyEnc) bool {
+	switch enc {
+	case encOTLP:
+		return kind != signal.KindIOEvents
+	case encIOWire:
+		return kind == signal.KindIOEvents
+	case encPRW1, encPRW2:
+		return kind == signal.KindMetrics
+	}
+	return false
+}
 
 var errBadRecord = errors.New("pipeline: bad queue record")
 
@@ -95,7 +112,7 @@ func parseRecord(rec []byte) (record, error) {
 			return record{}, fmt.Errorf("%w: %d bytes", errBadRecord, len(rec))
 		}
 		r.Enc = bodyEnc(rec[2])
-		if r.Enc != encOTLP && r.Enc != encIOWire || (r.Enc == encIOWire) != (r.Kind == signal.KindIOEvents) {
+		if !validEnc(r.Kind, r.Enc) {
 			return record{}, fmt.Errorf("%w: body encoding %d for signal %s", errBadRecord, rec[2], r.Kind)
 		}
 		p = 3

@@ -189,7 +189,7 @@ func (rs *routeScratch) tooBig() bool {
 func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []byte, n int) (recs [][]byte, kept, size int, observe *signal.Metrics) {
 	rt := c.routes
 	if rt == nil || int(kind) >= len(rt.plain) || rt.plain[kind] {
-		s.rec = appendRecord(s.rec[:0], kind, tenant, body)
+		s.rec = appendRecordTo(s.rec[:0], kind, s.enc, tenant, nil, body)
 		s.recs = append(s.recs[:0], s.rec)
 		if kind == signal.KindMetrics {
 			observe = s.queuedMetrics()
@@ -266,7 +266,11 @@ func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []b
 			continue
 		}
 		kept = max(kept, k)
-		rs.rec = appendRecordTo(rs.rec[:0], kind, encOTLP, tenant, r.dest, b)
+		enc := s.enc // body as received (remote write) unless a chain changed it
+		if changed {
+			enc = encOTLP
+		}
+		rs.rec = appendRecordTo(rs.rec[:0], kind, enc, tenant, r.dest, b)
 		s.recs = append(s.recs, rs.rec)
 		size += len(rs.rec)
 	}

@@ -493,7 +493,7 @@ func (t *tail) add(rec []byte, probe bool) {
 		}
 	case signal.KindMetrics:
 		t.metrics.Reset()
-		if otlp.DecodeMetrics(&t.metrics, body) == nil && (!probe || t.probe.Metrics(tenant, &t.metrics) == nil) {
+		if decodeMetricsRecord(&t.metrics, r.Enc, body) == nil && (!probe || t.probe.Metrics(tenant, &t.metrics) == nil) {
 			_ = t.w.WriteMetrics(tenant, &t.metrics)
 		}
 	case signal.KindTraces:

@@ -17,6 +17,13 @@
 // sums and histograms cannot be expressed in remote write 1.0 and are
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
+// Remote-write records (exporter.Record.RemoteWrite, queued as received)
+// of the exporter's protocol version are passed through without decoding
+// when the exporter replicates: 1.0 bodies of consecutive records of one
+// tenant concatenated into one request, 2.0 bodies one request each
+// (passthrough.go). In shard mode, and for the other version, they are
+// decoded with package prw and converted like OTLP.
+//
 // Not yet: 2.0 metadata, exemplars, created timestamps and native
 // histograms.
 package prwexporter

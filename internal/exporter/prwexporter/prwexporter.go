@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -44,6 +45,8 @@ type Exporter struct {
 	hc   *http.Client
 	cv   converter
 	m    signal.Metrics
+	dec  prw.Decoder // remote-write records on the convert path
+	raw  []byte      // pass-through: the request being assembled
 
 	useV1 []*atomic.Bool // per endpoint: 1.0 configured, or 2.0 answered 415
 
@@ -101,8 +104,10 @@ func seriesHash(ls []prompb.Label) uint64 {
 	return d.Sum64()
 }
 
-// Send implements exporter.Sender. Records of one tenant are converted
-// together; non-metrics records are ignored.
+// Send implements exporter.Sender. Records of one tenant are sent
+// together, in queue order; non-metrics records are ignored. A
+// remote-write record of the protocol the exporter speaks is passed
+// through (passThrough); the others are decoded and converted.
 func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
 	// One batch for the whole call: records decode one after another into
 	// it and the series' label values alias its arena (no copy per label),
@@ -110,27 +115,70 @@ func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
 	e.m.Reset()
 	for i := 0; i < len(recs); {
 		tenant := recs[i].Tenant
-		e.cv.reset()
 		j := i
 		for ; j < len(recs) && recs[j].Tenant == tenant; j++ {
-			if recs[j].Kind != signal.KindMetrics {
-				continue
-			}
-			from := e.m.Len()
-			if err := otlp.DecodeMetrics(&e.m, recs[j].Body); err != nil {
-				e.badBodies.Add(1) // a failed decode leaves the batch as it was
-				continue
-			}
-			e.cv.dropped = 0
-			e.cv.add(&e.m, from)
-			e.droppedPoints.Add(e.cv.dropped)
 		}
-		if err := e.sendSeries(ctx, tenant, e.cv.series); err != nil {
-			return err
+		// Runs of pass-through and converted records, sent in order so
+		// that a series' samples never overtake each other.
+		for k := i; k < j; {
+			pass := e.passThrough(&recs[k])
+			l := k + 1
+			for ; l < j && e.passThrough(&recs[l]) == pass; l++ {
+			}
+			var err error
+			if pass {
+				err = e.sendRaw(ctx, tenant, recs[k:l])
+			} else {
+				err = e.sendConverted(ctx, tenant, recs[k:l])
+			}
+			if err != nil {
+				return err
+			}
+			k = l
 		}
 		i = j
 	}
 	return nil
+}
+
+// sendConverted decodes recs (OTLP or remote write) and sends their series.
+func (e *Exporter) sendConverted(ctx context.Context, tenant string, recs []exporter.Record) error {
+	e.cv.reset()
+	for j := range recs {
+		if recs[j].Kind != signal.KindMetrics {
+			continue
+		}
+		from := e.m.Len()
+		if err := e.decode(&recs[j]); err != nil {
+			e.badBodies.Add(1) // a failed decode leaves the batch as it was
+			continue
+		}
+		e.cv.dropped = 0
+		e.cv.add(&e.m, from)
+		e.droppedPoints.Add(e.cv.dropped)
+	}
+	return e.sendSeries(ctx, tenant, e.cv.series)
+}
+
+// decode appends a record's metrics to e.m.
+func (e *Exporter) decode(r *exporter.Record) error {
+	switch r.RemoteWrite {
+	case 0:
+		return otlp.DecodeMetrics(&e.m, r.Body)
+	case 1, 2:
+		var err error
+		if r.RemoteWrite == 1 {
+			_, err = e.dec.DecodeV1(&e.m, r.Body)
+		} else {
+			_, err = e.dec.DecodeV2(&e.m, r.Body)
+		}
+		var pe *prw.PartialError
+		if errors.As(err, &pe) {
+			err = nil // the receiver queued it: keep its good series, as it did
+		}
+		return err
+	}
+	return fmt.Errorf("remote-write version %d", r.RemoteWrite)
 }
 
 func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []prompb.TimeSeries) error {
@@ -150,42 +198,20 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 	}
 	errs := make([]error, len(e.eps))
 	var wg sync.WaitGroup
-	for k, ep := range e.eps {
+	for k := range e.eps {
 		if len(per[k]) == 0 {
 			continue
 		}
 		wg.Go(func() {
 			for s := per[k]; len(s) > 0; {
 				n := min(len(s), maxSeriesPerRequest)
-				var v1, v2 []byte
-				err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
-					var err error
-					if !e.useV1[k].Load() {
-						if v2 == nil {
-							if v2, err = encodeV2(s[:n]); err != nil {
-								return sending.Outcome{Status: 400, Err: err}
-							}
-						}
-						o := e.attempt(ctx, ep.Name, tenant, v2, true)
-						if o.Status != http.StatusUnsupportedMediaType {
-							return o
-						}
-						// The spec's fallback: this endpoint speaks 1.0 only.
-						e.useV1[k].Store(true)
-						e.fallbacks.Add(1)
-					}
-					if v1 == nil {
-						if v1, err = encodeV1(s[:n]); err != nil {
-							return sending.Outcome{Status: 400, Err: err}
-						}
-					}
-					return e.attempt(ctx, ep.Name, tenant, v1, false)
-				})
-				if err != nil && !errors.Is(err, sending.ErrRejected) {
+				part := s[:n]
+				sent, err := e.deliver(ctx, k, tenant, func() ([]byte, error) { return encodeV2(part) }, func() ([]byte, error) { return encodeV1(part) })
+				if err != nil {
 					errs[k] = err
 					return
 				}
-				if err == nil {
+				if sent {
 					e.sentSeries.Add(uint64(n))
 				}
 				s = s[n:]
@@ -194,6 +220,42 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// deliver sends one request to endpoint k: 2.0 (v2's payload) unless the
+// endpoint speaks 1.0 only, else v1's; each payload is made at most once.
+// It returns nil when the endpoint accepted it (sent) or refused it for
+// good (dropped and counted by the endpoint).
+func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f func() ([]byte, error)) (sent bool, _ error) {
+	ep := e.eps[k]
+	var v1, v2 []byte
+	err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
+		var err error
+		if !e.useV1[k].Load() {
+			if v2 == nil {
+				if v2, err = v2f(); err != nil {
+					return sending.Outcome{Status: 400, Err: err}
+				}
+			}
+			o := e.attempt(ctx, ep.Name, tenant, v2, true)
+			if o.Status != http.StatusUnsupportedMediaType {
+				return o
+			}
+			// The spec's fallback: this endpoint speaks 1.0 only.
+			e.useV1[k].Store(true)
+			e.fallbacks.Add(1)
+		}
+		if v1 == nil {
+			if v1, err = v1f(); err != nil {
+				return sending.Outcome{Status: 400, Err: err}
+			}
+		}
+		return e.attempt(ctx, ep.Name, tenant, v1, false)
+	})
+	if err != nil && !errors.Is(err, sending.ErrRejected) {
+		return false, err
+	}
+	return err == nil, nil
 }
 
 func encodeV1(series []prompb.TimeSeries) ([]byte, error) {

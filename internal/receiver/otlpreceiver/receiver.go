@@ -35,6 +35,10 @@ type Request struct {
 	// the consumer need not decode Body again; the consumer may take its
 	// buffers (swap them for others). Valid until Consume returns.
 	Metrics *signal.Metrics
+	// RemoteWrite, when 1 or 2, says Body is not OTLP but a remote-write
+	// request of that protocol version (snappy-decoded), and Metrics holds
+	// it decoded; the consumer may queue Body as it is.
+	RemoteWrite uint8
 }
 
 // Result is an OTLP partial success; the zero Result is full success.

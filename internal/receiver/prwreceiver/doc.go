@@ -10,19 +10,22 @@
 // proto=io.prometheus.write.v2.Request is 2.0, anything else 415;
 // Content-Encoding snappy or none, anything else such as gzip 415), read
 // the body within max_request_bytes, snappy block decode, decode with
-// package prw into a columnar batch, encode that batch as one OTLP
-// ExportMetricsServiceRequest and hand both to the same Consumer contract
-// the OTLP receiver uses (otlpreceiver.Consumer; Request.Metrics carries
-// the decoded batch, so the consumer does not decode the body again). That is where processors
+// package prw into a columnar batch, and hand both the batch and the
+// snappy-decoded request to the same Consumer contract the OTLP receiver
+// uses (otlpreceiver.Consumer; Request.Metrics carries the batch, so the
+// consumer does not decode again, and Request.RemoteWrite says Body is a
+// remote-write request of that version). That is where processors
 // (governance, issue 14) plug in, and the consumer of `sluice run` appends
 // it to the durable queue and returns only after fsync; the answer is sent
 // after that, so 2xx means durable.
 //
-// Why OTLP in the queue: the queue, the lake writer, the unflushed-tail
-// reader and the exporters all speak one record format; the mapping in
-// package prw is lossless through OTLP (names, labels, value bits, stale
-// markers, native histograms, exemplars, metadata), so a second record
-// kind would buy nothing but a second code path everywhere downstream.
+// What is queued: the request as received when no rule changed the batch
+// (record encodings encPRW1 and encPRW2, package pipeline's prwrecord.go),
+// so the receiver never encodes OTLP; the lake, the tail and the exporters
+// decode it with package prw into the same batch. A partial write (some
+// series invalid) hands over its good series as OTLP instead
+// (RemoteWrite 0), so a queued remote-write body never holds a series the
+// receiver refused.
 //
 // Answers: 204 on success; 400 naming the problem for a malformed message
 // or invalid series (a partial write keeps its good series and still

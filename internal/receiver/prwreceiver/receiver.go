@@ -232,8 +232,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		h.m.exDropped.Add(float64(st.ExemplarsDropped))
 	}
 	if x.batch.Len() > 0 {
-		x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
-		_, cerr := h.cons.Consume(r.Context(), &otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.rec, Transport: Transport, Metrics: &x.batch})
+		req := otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.body, Transport: Transport, Metrics: &x.batch, RemoteWrite: 1}
+		if ver == "2.0" {
+			req.RemoteWrite = 2
+		}
+		if partial != nil {
+			// The body holds series the decoder refused: hand over the
+			// good ones only, as OTLP.
+			x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
+			req.Body, req.RemoteWrite = x.rec, 0
+		}
+		_, cerr := h.cons.Consume(r.Context(), &req)
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -38,8 +39,20 @@ func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		return otlpreceiver.Result{}, r.err
 	}
 	var m signal.Metrics
-	if err := otlp.DecodeMetrics(&m, req.Body); err != nil {
+	var err error
+	switch req.RemoteWrite {
+	case 0: // a partial write: its good series as OTLP
+		err = otlp.DecodeMetrics(&m, req.Body)
+	case 1:
+		_, err = new(prw.Decoder).DecodeV1(&m, req.Body)
+	case 2:
+		_, err = new(prw.Decoder).DecodeV2(&m, req.Body)
+	}
+	if err != nil {
 		return otlpreceiver.Result{}, err
+	}
+	if m.Len() != req.Metrics.Len() {
+		panic("the body and the decoded batch differ")
 	}
 	if req.Kind != signal.KindMetrics || req.Transport != Transport {
 		panic("wrong kind or transport")

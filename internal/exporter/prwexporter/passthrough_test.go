@@ -1,0 +1,276 @@
+package prwexporter
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// captureServer is a remote-write endpoint on 127.0.0.1:0 that keeps every
+// request's snappy-decoded body and content type, and answers 415 to 2.0
+// when v1Only.
+type captureServer struct {
+	mu     sync.Mutex
+	bodies [][]byte
+	types  []string
+	v1Only bool
+}
+
+func (c *captureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	if c.v1Only && ct != "application/x-protobuf" {
+		http.Error(w, "1.0 only", http.StatusUnsupportedMediaType)
+		return
+	}
+	body, err := snappy.Decode(nil, raw)
+	if err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	c.mu.Lock()
+	c.bodies = append(c.bodies, body)
+	c.types = append(c.types, ct)
+	c.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// passRecords are remote-write 1.0 records as the receiver queues them:
+// labels unsorted, stale markers, exemplars, histograms and metadata.
+func passRecords(t *testing.T, n int) ([]exporter.Record, []prompb.TimeSeries, []prompb.MetricMetadata) {
+	var (
+		recs   []exporter.Record
+		series []prompb.TimeSeries
+		meta   []prompb.MetricMetadata
+	)
+	for r := range n {
+		req := &prompb.WriteRequest{}
+		for s := range 30 {
+			ts := prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "zone", Value: fmt.Sprint(s % 4)}, {Name: "__name__", Value: fmt.Sprintf("m_%d", s%3)}, {Name: "id", Value: fmt.Sprintf("r%d-s%d", r, s)}},
+				Samples: []prompb.Sample{{Value: float64(r*100 + s), Timestamp: 1_800_000_000_000 + int64(r)}, {Value: math.Float64frombits(value.StaleNaN), Timestamp: 1_800_000_000_001 + int64(r)}},
+			}
+			if s == 0 {
+				ts.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}}, Value: 1, Timestamp: 1_800_000_000_000}}
+				ts.Histograms = []prompb.Histogram{{Count: &prompb.Histogram_CountInt{CountInt: 3}, Sum: 2, Schema: 1, ZeroThreshold: 0.001,
+					ZeroCount: &prompb.Histogram_ZeroCountInt{ZeroCountInt: 1}, PositiveSpans: []prompb.BucketSpan{{Offset: 0, Length: 2}}, PositiveDeltas: []int64{1, 0}, Timestamp: 1_800_000_000_002}}
+			}
+			req.Timeseries = append(req.Timeseries, ts)
+		}
+		req.Metadata = []prompb.MetricMetadata{{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: fmt.Sprintf("m_%d", r%3), Help: "h", Unit: "u"}}
+		body, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "acme", Body: body, RemoteWrite: 1})
+		series = append(series, req.Timeseries...)
+		meta = append(meta, req.Metadata...)
+	}
+	return recs, series, meta
+}
+
+// A remote-write 1.0 record goes to a 1.0 exporter as it came: the
+// records' series arrive byte for byte (labels in their order, value bits,
+// exemplars, histograms, metadata), several records in one request.
+func TestPassThroughV1ByteIdentical(t *testing.T) {
+	recs, series, meta := passRecords(t, 12)
+	cs := &captureServer{}
+	srv := httptest.NewServer(cs)
+	defer srv.Close()
+	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.bodies) != 1 {
+		t.Fatalf("%d requests for 12 small records, want 1 (concatenated)", len(cs.bodies))
+	}
+	var got prompb.WriteRequest
+	if err := got.Unmarshal(cs.bodies[0]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Timeseries) != len(series) || len(got.Metadata) != len(meta) {
+		t.Fatalf("%d series and %d metadata, want %d and %d", len(got.Timeseries), len(got.Metadata), len(series), len(meta))
+	}
+	for i := range series {
+		a, _ := got.Timeseries[i].Marshal()
+		b, _ := series[i].Marshal()
+		if !bytes.Equal(a, b) {
+			t.Fatalf("series %d differs:\n got %v\nwant %v", i, got.Timeseries[i], series[i])
+		}
+	}
+	for i := range meta {
+		if got.Metadata[i].String() != meta[i].String() {
+			t.Fatalf("metadata %d: %v, want %v", i, got.Metadata[i], meta[i])
+		}
+	}
+	if _, _, sent := exp.Stats(); sent != uint64(len(series)) {
+		t.Errorf("sent series %d, want %d", sent, len(series))
+	}
+}
+
+// Pass-through keeps per-tenant requests and queue order: records of two
+// tenants, interleaved with an OTLP-converted one, arrive as requests of
+// one tenant each, in order.
+func TestPassThroughTenantsAndOrder(t *testing.T) {
+	recs, _, _ := passRecords(t, 6)
+	recs[2].Tenant, recs[3].Tenant = "other", "other"
+	var mu sync.Mutex
+	var tenants []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tenants = append(tenants, r.Header.Get("X-Scope-OrgID"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "1.0", TenantHeader: "X-Scope-OrgID"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(tenants) != "[acme other acme]" {
+		t.Fatalf("requests by tenant %v, want [acme other acme]", tenants)
+	}
+}
+
+// A 2.0 record goes to a 2.0 endpoint as it came; an endpoint that answers
+// 415 gets it converted to 1.0, with the same series.
+func TestPassThroughV2(t *testing.T) {
+	st := writev2.NewSymbolTable()
+	req := &writev2.Request{}
+	for s := range 20 {
+		refs := []uint32{st.Symbolize("__name__"), st.Symbolize("up"), st.Symbolize("instance"), st.Symbolize(fmt.Sprint(s))}
+		req.Timeseries = append(req.Timeseries, writev2.TimeSeries{LabelsRefs: refs,
+			Samples:  []writev2.Sample{{Value: float64(s), Timestamp: 1_800_000_000_000}},
+			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("Up."), UnitRef: st.Symbolize("")}})
+	}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, v1 := &captureServer{}, &captureServer{v1Only: true}
+	s2, s1 := httptest.NewServer(v2), httptest.NewServer(v1)
+	defer s2.Close()
+	defer s1.Close()
+	exp, err := New(Config{Endpoints: []string{s2.URL, s1.URL}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body, RemoteWrite: 2}, {Kind: signal.KindMetrics, Tenant: "t", Body: body, RemoteWrite: 2}}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	if len(v2.bodies) != 2 || !bytes.Equal(v2.bodies[0], body) || !bytes.Equal(v2.bodies[1], body) {
+		t.Fatalf("the 2.0 endpoint got %d requests, not the record's bytes", len(v2.bodies))
+	}
+	if len(v1.bodies) != 2 || exp.Fallbacks() != 1 {
+		t.Fatalf("the 1.0 endpoint got %d requests (fallbacks %d), want 2 (1)", len(v1.bodies), exp.Fallbacks())
+	}
+	var got prompb.WriteRequest
+	if err := got.Unmarshal(v1.bodies[1]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Timeseries) != 20 {
+		t.Fatalf("%d series converted to 1.0, want 20", len(got.Timeseries))
+	}
+	for _, ts := range got.Timeseries {
+		if len(ts.Labels) != 2 || ts.Labels[0].Name != "__name__" || ts.Labels[0].Value != "up" || ts.Labels[1].Name != "instance" ||
+			len(ts.Samples) != 1 || ts.Samples[0].Value != mustAtof(t, ts.Labels[1].Value) {
+			t.Fatalf("converted series %v", ts)
+		}
+	}
+}
+
+func mustAtof(t *testing.T, s string) float64 {
+	var f float64
+	if _, err := fmt.Sscan(s, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Shard mode needs each series' labels: remote-write records are decoded
+// and every series lands on exactly one endpoint.
+func TestPassThroughShardDecodes(t *testing.T) {
+	recs, series, _ := passRecords(t, 3)
+	var css []*captureServer
+	var urls []string
+	for range 3 {
+		cs := &captureServer{}
+		srv := httptest.NewServer(cs)
+		defer srv.Close()
+		css = append(css, cs)
+		urls = append(urls, srv.URL)
+	}
+	exp, err := New(Config{Endpoints: urls, Protocol: "1.0", Shard: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}           // id -> float samples of the series itself
+	where := map[string]map[int]bool{} // series (labels) -> endpoints
+	for k, cs := range css {
+		for _, b := range cs.bodies {
+			var wr prompb.WriteRequest
+			if err := wr.Unmarshal(b); err != nil {
+				t.Fatal(err)
+			}
+			for _, ts := range wr.Timeseries {
+				var id, name string
+				for _, l := range ts.Labels {
+					switch l.Name {
+					case "id":
+						id = l.Value
+					case "__name__":
+						name = l.Value
+					}
+				}
+				key := fmt.Sprint(ts.Labels)
+				if where[key] == nil {
+					where[key] = map[int]bool{}
+				}
+				where[key][k] = true
+				if len(name) == 3 { // m_N, not the histogram's m_N_sum and m_N_count
+					seen[id] += len(ts.Samples)
+				}
+			}
+		}
+	}
+	for key, eps := range where {
+		if len(eps) != 1 {
+			t.Fatalf("series %s on endpoints %v, want one", key, eps)
+		}
+	}
+	for _, s := range series {
+		id := s.Labels[2].Value
+		if seen[id] != len(s.Samples) {
+			t.Fatalf("series %s: %d samples arrived, want %d", id, seen[id], len(s.Samples))
+		}
+	}
+}

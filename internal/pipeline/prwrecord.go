@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Remote-write records. The remote-write receiver decodes a request into a
+// batch (to validate, count and run the rules on it) and hands the consumer
+// the snappy-decoded request too. When no rule changed the batch, the
+// consumer queues that request as it is (encPRW1, encPRW2) instead of
+// encoding the batch as OTLP; whoever reads the record (lake loop, tail,
+// exporters) decodes it with package prw, the same decoder the receiver
+// ran, so it gets the same batch the OTLP record would have given, without
+// the OTLP round trip. A request with invalid series (a partial write) is
+// queued as OTLP of its good series: the record never holds data the
+// receiver refused.
+
+// prwDecoders are shared by the lake loop, the tail and the exporters'
+// parsers (a Decoder is scratch space, used by one goroutine at a time).
+var prwDecoders = sync.Pool{New: func() any { return new(prw.Decoder) }}
+
+// recordEnc is the body encoding of the record the consumer queues for req:
+// the remote-write body as received, unless the rules re-encoded the batch
+// (changed: the body is then OTLP).
+func recordEnc(req *otlpreceiver.Request, changed bool) bodyEnc {
+	switch {
+	case changed || req.Kind != signal.KindMetrics || req.Metrics == nil:
+	case req.RemoteWrite == 1:
+		return encPRW1
+	case req.RemoteWrite == 2:
+		return encPRW2
+	}
+	return encOTLP
+}
+
+// decodeMetricsRecord appends a metrics record's body of encoding enc to
+// dst. A remote-write body was checked by the consumer before it was
+// queued; a partial error here (it cannot happen for a body the consumer
+// queued) keeps the good series, as the receiver would have.
+func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
+	switch enc {
+	case encOTLP:
+		return otlp.DecodeMetrics(dst, body)
+	case encPRW1, encPRW2:
+		d := prwDecoders.Get().(*prw.Decoder)
+		var err error
+		if enc == encPRW1 {
+			_, err = d.DecodeV1(dst, body)
+		} else {
+			_, err = d.DecodeV2(dst, body)
+		}
+		prwDecoders.Put(d)
+		var pe *prw.PartialError
+		if errors.As(err, &pe) {
+			err = nil
+		}
+		return err
+	}
+	return fmt.Errorf("%w: body encoding %d for metrics", errBadRecord, enc)
+}
+
+// otlpMetricsBody returns a metrics record's body as OTLP: the body itself,
+// or a remote-write body decoded into m (reset first) and encoded into dst.
+func otlpMetricsBody(dst []byte, m *signal.Metrics, enc bodyEnc, body []byte) ([]byte, error) {
+	if enc == encOTLP {
+		return body, nil
+	}
+	m.Reset()
+	if err := decodeMetricsRecord(m, enc, body); err != nil {
+		return nil, err
+	}
+	return otlp.AppendMetricsProto(dst[:0], m), nil
+}
+
+// prwParser returns the record parser of the exporter name (run by its
+// Runner's goroutine only). A remote-write record goes as it is to a sender
+// that takes remote write (takesPRW: the remote-write exporter forwards it
+// without decoding it when it can) and as OTLP to the others.
+func prwParser(name string, takesPRW bool) func(rec []byte) (exporter.Record, error) {
+	var (
+		m   signal.Metrics
+		buf []byte
+	)
+	return func(rec []byte) (exporter.Record, error) {
+		r, err := parseRecord(rec)
+		if err != nil {
+			return exporter.Record{}, err
+		}
+		if !r.to(name) {
+			return exporter.Record{}, exporter.ErrSkip
+		}
+		x := exporter.Record{Kind: r.Kind, Tenant: string(r.Tenant), Body: r.Body}
+		switch {
+		case r.Enc == encPRW1 && takesPRW:
+			x.RemoteWrite = 1
+		case r.Enc == encPRW2 && takesPRW:
+			x.RemoteWrite = 2
+		case r.Enc == encPRW1 || r.Enc == encPRW2:
+			if buf, err = otlpMetricsBody(buf, &m, r.Enc, r.Body); err != nil {
+				return exporter.Record{}, fmt.Errorf("remote-write record: %w", err)
+			}
+			x.Body = buf // copied by the Runner before the next call
+			if cap(buf) > maxPooledBytes {
+				buf, m = nil, signal.Metrics{}
+			}
+		}
+		return x, nil
+	}
+}
