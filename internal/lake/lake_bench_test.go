@@ -16,7 +16,7 @@ import (
 const benchRows = 100_000
 
 // corpusPayloads returns the raw protobuf of every corpus file of kind.
-func corpusPayloads(b *testing.B, kind string) [][]byte {
+func corpusPayloads(b testing.TB, kind string) [][]byte {
 	var out [][]byte
 	for _, f := range corpusFiles(b, kind) {
 		out = append(out, readCorpus(b, f))

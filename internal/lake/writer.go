@@ -123,6 +123,13 @@ type Writer struct {
 	closed   bool
 	lastID   int64 // time of the last file id, ns
 
+	// Scratch of place: partition times of the rows being written, and
+	// the index lists of a batch that spans several hours.
+	pts, gpts []int64
+	hourIdx   []int64
+	rowHour   []int32
+	idx       []int32
+
 	freeBytes   int64 // capacity of the free batches below
 	freeLogs    []*signal.Logs
 	freeMetrics []*signal.Metrics
@@ -198,7 +205,7 @@ func (w *Writer) WriteLogsRows(tenant string, b *signal.Logs, from, to int) erro
 		return err
 	}
 	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
-	var p *partition
+	pts := w.pts[:0]
 	for i := from; i < to; i++ {
 		pt := b.Time[i]
 		if !validTime(pt, now, skew) {
@@ -207,18 +214,13 @@ func (w *Writer) WriteLogsRows(tenant string, b *signal.Logs, from, to int) erro
 				pt = now
 			}
 		}
-		if p == nil || p.key.hour != pt/hourNs {
-			p = w.partition(signal.KindLogs, tenant, pt/hourNs)
-		}
-		p.logs.CopyFrom(b, i)
-		p.ptime = append(p.ptime, pt)
-		w.stats.Rows++
-		var err error
-		if p, err = w.account(p, estimateLogs(p.logs)); err != nil {
-			return err
-		}
+		pts = append(pts, pt)
 	}
-	return nil
+	w.pts = pts
+	return w.place(signal.KindLogs, tenant, from, estimateLogs(b),
+		func(p *partition, r signal.Rows) { p.logs.CopyRows(b, r) },
+		func(p *partition, i int) { p.logs.CopyFrom(b, i) },
+		func(p *partition) int64 { return estimateLogs(p.logs) })
 }
 
 // WriteMetrics buffers the data points of b; see WriteLogs. Points whose
@@ -234,25 +236,20 @@ func (w *Writer) WriteMetricsRows(tenant string, b *signal.Metrics, from, to int
 		return err
 	}
 	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
-	var p *partition
+	pts := w.pts[:0]
 	for i := from; i < to; i++ {
 		pt := b.Time[i]
 		if !validTime(pt, now, skew) {
 			w.stats.ReplacedTimes++
 			pt = now
 		}
-		if p == nil || p.key.hour != pt/hourNs {
-			p = w.partition(signal.KindMetrics, tenant, pt/hourNs)
-		}
-		p.metrics.CopyFrom(b, i)
-		p.ptime = append(p.ptime, pt)
-		w.stats.Rows++
-		var err error
-		if p, err = w.account(p, estimateMetrics(p.metrics)); err != nil {
-			return err
-		}
+		pts = append(pts, pt)
 	}
-	return nil
+	w.pts = pts
+	return w.place(signal.KindMetrics, tenant, from, estimateMetrics(b),
+		func(p *partition, r signal.Rows) { p.metrics.CopyRows(b, r) },
+		func(p *partition, i int) { p.metrics.CopyFrom(b, i) },
+		func(p *partition) int64 { return estimateMetrics(p.metrics) })
 }
 
 // WriteSpans buffers the spans of b, partitioned by start time; see WriteLogs.
@@ -267,21 +264,103 @@ func (w *Writer) WriteSpansRows(tenant string, b *signal.Spans, from, to int) er
 		return err
 	}
 	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
-	var p *partition
+	pts := w.pts[:0]
 	for i := from; i < to; i++ {
 		pt := b.StartTime[i]
 		if !validTime(pt, now, skew) {
 			w.stats.ReplacedTimes++
 			pt = now
 		}
-		if p == nil || p.key.hour != pt/hourNs {
-			p = w.partition(signal.KindTraces, tenant, pt/hourNs)
+		pts = append(pts, pt)
+	}
+	w.pts = pts
+	return w.place(signal.KindTraces, tenant, from, estimateSpans(b),
+		func(p *partition, r signal.Rows) { p.spans.CopyRows(b, r) },
+		func(p *partition, i int) { p.spans.CopyFrom(b, i) },
+		func(p *partition) int64 { return estimateSpans(p.spans) })
+}
+
+// place buffers rows from, from+1, ... of a batch whose partition times
+// are w.pts. The rows of one partition hour are copied at once (bulk:
+// one CopyRows, the whole batch in the usual case of one hour) when the
+// partition and the writer can take the whole batch (srcEst, the batch's
+// size estimate, bounds what a copy adds) without reaching a limit; else
+// row by row (one: CopyFrom), accounting after each, so a partition rolls
+// and memory flushes exactly where the limits say (package doc 5).
+func (w *Writer) place(kind signal.Kind, tenant string, from int, srcEst int64,
+	bulk func(*partition, signal.Rows), one func(*partition, int), est func(*partition) int64) error {
+	pts := w.pts
+	if len(pts) == 0 {
+		return nil
+	}
+	h0 := pts[0] / hourNs
+	single := true
+	for _, pt := range pts {
+		if pt/hourNs != h0 {
+			single = false
+			break
 		}
-		p.spans.CopyFrom(b, i)
-		p.ptime = append(p.ptime, pt)
+	}
+	if single {
+		return w.placeGroup(kind, tenant, h0, signal.Rows{From: from, To: from + len(pts)}, pts, srcEst, bulk, one, est)
+	}
+	// Several hours: an index list per hour, hours in order of first row.
+	w.hourIdx = w.hourIdx[:0]
+	w.rowHour = slices.Grow(w.rowHour[:0], len(pts))[:len(pts)]
+	lastH, lastG := int64(-1), -1
+	for j, pt := range pts {
+		h := pt / hourNs
+		if h != lastH {
+			lastH, lastG = h, slices.Index(w.hourIdx, h)
+			if lastG < 0 {
+				lastG = len(w.hourIdx)
+				w.hourIdx = append(w.hourIdx, h)
+			}
+		}
+		w.rowHour[j] = int32(lastG)
+	}
+	for g, h := range w.hourIdx {
+		idx, gpts := w.idx[:0], w.gpts[:0]
+		for j, rg := range w.rowHour {
+			if int(rg) == g {
+				idx = append(idx, int32(from+j))
+				gpts = append(gpts, pts[j])
+			}
+		}
+		w.idx, w.gpts = idx, gpts
+		if err := w.placeGroup(kind, tenant, h, signal.Rows{Idx: idx}, gpts, srcEst, bulk, one, est); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeGroup buffers the rows r of one partition hour; pts are their
+// partition times. See place.
+func (w *Writer) placeGroup(kind signal.Kind, tenant string, hour int64, r signal.Rows, pts []int64, srcEst int64,
+	bulk func(*partition, signal.Rows), one func(*partition, int), est func(*partition) int64) error {
+	p := w.partition(kind, tenant, hour)
+	add := srcEst + int64(len(pts))*8
+	if p.bytes+add < w.opts.TargetFileBytes && w.buffered+add <= w.opts.MaxBufferedBytes {
+		bulk(p, r)
+		p.ptime = append(p.ptime, pts...)
+		w.stats.Rows += int64(len(pts))
+		_, err := w.account(p, est(p))
+		return err
+	}
+	for j := range pts {
+		if p == nil {
+			p = w.partition(kind, tenant, hour)
+		}
+		i := r.From + j
+		if r.Idx != nil {
+			i = int(r.Idx[j])
+		}
+		one(p, i)
+		p.ptime = append(p.ptime, pts[j])
 		w.stats.Rows++
 		var err error
-		if p, err = w.account(p, estimateSpans(p.spans)); err != nil {
+		if p, err = w.account(p, est(p)); err != nil {
 			return err
 		}
 	}
