@@ -457,3 +457,39 @@ func TestHistogramSamplesAreChargedBySize(t *testing.T) {
 		t.Fatalf("err %v, want over budget", res.Err)
 	}
 }
+
+// Rollup tiers keep no native buckets: with rollups on and the hour
+// rolled up, native histogram selectors read raw points and answer as the
+// engine does over the samples in memory, and the rollup-derived series
+// of another kind (_bucket, _sum, _count) never appear.
+func TestNativeHistogramsWithRollups(t *testing.T) {
+	l := newTestLake(t)
+	ws := nativeWorkload(synthStart, 120)
+	l.WriteBatches(t, "acme", remoteWrite2(t, ws))
+	rollUp(t, l)
+	on, err := NewAdapter(Options{Catalog: l.Catalog, Store: l.Store, Rollups: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lake, ref := on.Queryable("acme", Limits{}), memQueryable(ws)
+	for _, expr := range []string{`rate(nh_latency_seconds[5m])`, `increase(nh_size_bytes[10m])`, `last_over_time(nh_latency_seconds[1h])`,
+		`histogram_count(sum_over_time(nh_size_bytes[5m]))`, `nh_latency_seconds`, `count({__name__=~"nh_.+"})`} {
+		for _, m := range []int{10, 25} {
+			at := synthStart.Add(time.Duration(m) * time.Minute)
+			got, err := instantMatrix(lake, expr, at)
+			if err != nil {
+				t.Fatalf("%s: %v", expr, err)
+			}
+			want, err := instantMatrix(ref, expr, at)
+			if err != nil {
+				t.Fatalf("%s: %v", expr, err)
+			}
+			if got != want || want == "" {
+				t.Errorf("%s at %dm:\n got %s\nwant %s", expr, m, got, want)
+			}
+		}
+	}
+	if on.Stats.RollupSelects.Load() != 0 {
+		t.Errorf("%d selectors read rollups", on.Stats.RollupSelects.Load())
+	}
+}
