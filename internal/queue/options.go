@@ -60,8 +60,10 @@ type Options struct {
 	// Full is what Append does when the cap is reached.
 	Full FullPolicy
 	// GroupCommitDelay is how long an fsync leader waits for more appenders
-	// to join before syncing. 0 syncs as soon as the previous fsync ends,
-	// which already batches everything that arrived during it.
+	// to join before syncing, under concurrent load only: when the previous
+	// fsync made more than one appender durable. A lone appender never
+	// waits. 0 syncs as soon as the previous fsync ends, which already
+	// batches everything that arrived during it.
 	GroupCommitDelay time.Duration
 	// MinFreeBytes is the free space Append leaves on the file system of
 	// Dir: a batch that would leave less gets ErrLowDisk (nothing is

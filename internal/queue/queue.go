@@ -39,6 +39,8 @@ type Queue struct {
 	nextRecord uint64 // ordinal of the next record appended
 	bytes      int64  // on-disk bytes of all segments
 	syncing    bool   // an fsync leader runs outside mu
+	durWaiters int    // appenders inside waitDurableLocked
+	lastJoined int    // appenders the last fsync made durable at once
 	dirDirty   bool   // a segment was created since the last directory sync
 	closed     bool
 	err        error // sticky, wraps ErrFailed
@@ -562,6 +564,8 @@ func (q *Queue) rotateLocked() error {
 // with mu released; the others wait for it and usually find their data
 // covered (group commit).
 func (q *Queue) waitDurableLocked(end Position) error {
+	q.durWaiters++
+	defer func() { q.durWaiters-- }()
 	for Position(q.synced.Load()) < end {
 		if q.err != nil {
 			return q.err
@@ -571,13 +575,16 @@ func (q *Queue) waitDurableLocked(end Position) error {
 			continue
 		}
 		q.syncing = true
-		if d := q.opts.GroupCommitDelay; d > 0 {
+		// Wait for more appenders only under concurrent load: when the
+		// last fsync already served several. A lone appender never waits.
+		if d := q.opts.GroupCommitDelay; d > 0 && q.lastJoined > 1 {
 			q.mu.Unlock()
 			time.Sleep(d)
 			q.mu.Lock()
 		}
 		target, f, path, syncDir := q.writeEnd, q.active, q.activeSeg().path, q.dirDirty
 		q.dirDirty = false
+		q.lastJoined = q.durWaiters // every waiter's data was written before target
 		q.mu.Unlock()
 		err := f.Sync()
 		if err != nil {
