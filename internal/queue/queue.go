@@ -576,8 +576,9 @@ func (q *Queue) waitDurableLocked(end Position) error {
 		}
 		q.syncing = true
 		// Wait for more appenders only under concurrent load: when the
-		// last fsync already served several. A lone appender never waits.
-		if d := q.opts.GroupCommitDelay; d > 0 && q.lastJoined > 1 {
+		// last fsync already served several, or others wait beside the
+		// leader now. A lone appender never waits.
+		if d := q.opts.GroupCommitDelay; d > 0 && (q.lastJoined > 1 || q.durWaiters > 1) {
 			q.mu.Unlock()
 			time.Sleep(d)
 			q.mu.Lock()
