@@ -54,6 +54,24 @@ type histCols struct {
 	pb, nb       []uint64
 	pbOff, nbOff []int32
 	exp          bool // an exponential histogram run (else custom buckets: bounds and bucket_counts)
+	gauge        bool // remote write sent the run's metric as a gauge histogram
+}
+
+// gaugeHistogram reports whether the file's remote-write rows of d were
+// all sent with the metadata type gaugehistogram: their samples carry the
+// gauge hint, so PromQL sees no counter resets in them (remote write's
+// reset_hint is not stored; the type is what says it).
+func (idx *fileIndex) gaugeHistogram(d *metricDesc) bool {
+	dm := idx.meta[d]
+	if !d.rw || dm == nil || dm.otlp || len(dm.rw) == 0 {
+		return false
+	}
+	for _, m := range dm.rw {
+		if m.typ != "gaugehistogram" {
+			return false
+		}
+	}
+	return true
 }
 
 // readExpHistograms reads the exponential histogram columns of a run
@@ -111,6 +129,9 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 		return nil
 	}
 	fh := &histogram.FloatHistogram{Count: float64(sc.cnt[k])}
+	if sc.h.gauge {
+		fh.CounterResetHint = histogram.GaugeType
+	}
 	if sc.sumOK[k] {
 		fh.Sum = sc.sums[k]
 	}
