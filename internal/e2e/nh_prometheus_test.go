@@ -29,7 +29,9 @@ import (
 // client_golang target (NativeHistogramBucketFactor 1.1, positive,
 // negative and zero observations) in the protobuf exposition and
 // remote-writes them (1.0 with send_native_histograms) to a real
-// `sluice run`. The same PromQL queries against both agree series by
+// `sluice run` (default 60 s flush interval: within the test's seconds
+// sluice answers from its unflushed tail). The same PromQL queries
+// against both agree series by
 // series: the raw histograms bucket by bucket, histogram_count,
 // histogram_sum and rate exactly (up to float rounding);
 // histogram_quantile and histogram_fraction within one bucket's width,

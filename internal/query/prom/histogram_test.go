@@ -539,3 +539,43 @@ func TestGaugeHistograms(t *testing.T) {
 		t.Logf("%s: %q", expr, wa)
 	}
 }
+
+// The metadata APIs list native histograms by their bare name: metric
+// names, series of a selector, and /api/v1/metadata's type.
+func TestNativeHistogramNamesAndMetadata(t *testing.T) {
+	l := newTestLake(t)
+	l.WriteBatches(t, "acme", remoteWrite2(t, nativeWorkload(synthStart, 5)))
+	js := fmt.Sprintf(`{"resourceMetrics":[{"resource":{"attributes":[%s]},"scopeMetrics":[{"metrics":[
+		{"name":"e","unit":"s","exponentialHistogram":{"aggregationTemporality":2,"dataPoints":[{"timeUnixNano":"%d","count":"1","scale":0,
+			"positive":{"offset":0,"bucketCounts":["1"]}}]}}]}]}]}`, attr("service.name", "svc"), synthStart.UnixNano())
+	l.Write(t, "acme", 0, []byte(js))
+	ad := adapterOf(t, l)
+	q, err := ad.Queryable("acme", Limits{}).Querier(synthStart.UnixMilli(), synthStart.Add(time.Hour).UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	names, _, err := q.LabelValues(context.Background(), labels.MetricName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[e_seconds e_seconds_count e_seconds_sum nh_latency_seconds nh_size_bytes]"; fmt.Sprint(names) != want {
+		t.Errorf("metric names %v, want %s", names, want)
+	}
+	ss := q.Select(context.Background(), true, &storage.SelectHints{Start: synthStart.UnixMilli(), End: synthStart.Add(time.Hour).UnixMilli(), Func: "series"},
+		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "nh_latency_seconds"))
+	var got []string
+	for ss.Next() {
+		got = append(got, ss.At().Labels().String())
+	}
+	if ss.Err() != nil || fmt.Sprint(got) != `[{__name__="nh_latency_seconds", job="api", kind="float"} {__name__="nh_latency_seconds", job="api", kind="int"}]` {
+		t.Errorf("series %v (%v)", got, ss.Err())
+	}
+	md, err := ad.Metadata(context.Background(), "acme", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(md) != "[{e_seconds histogram  s} {nh_latency_seconds histogram  } {nh_size_bytes histogram  }]" {
+		t.Errorf("metadata %v", md)
+	}
+}
