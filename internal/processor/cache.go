@@ -75,25 +75,31 @@ func slotKey(key uint64) uint64 {
 }
 
 func (c *decisionCache) get(key uint64) *decision {
-	key = slotKey(key)
-	sh := &c.shards[key%cacheShards]
+	sh := &c.shards[slotKey(key)%cacheShards]
 	sh.mu.RLock()
-	var d *decision
-	if n := len(sh.slots); n > 0 {
-		mask := uint64(n - 1)
-		for i := mix(key) & mask; ; i = (i + 1) & mask {
-			e := &sh.slots[i]
-			if e.key == key {
-				d = e.d
-				break
-			}
-			if e.key == 0 {
-				break
-			}
-		}
-	}
+	d := c.getLocked(key)
 	sh.mu.RUnlock()
 	return d
+}
+
+// getLocked is get with the read lock of key's shard held.
+func (c *decisionCache) getLocked(key uint64) *decision {
+	key = slotKey(key)
+	sh := &c.shards[key%cacheShards]
+	n := len(sh.slots)
+	if n == 0 {
+		return nil
+	}
+	mask := uint64(n - 1)
+	for i := mix(key) & mask; ; i = (i + 1) & mask {
+		e := &sh.slots[i]
+		if e.key == key {
+			return e.d
+		}
+		if e.key == 0 {
+			return nil
+		}
+	}
 }
 
 // intern returns the cached decision equal to d, or d (now cached). A

@@ -36,6 +36,9 @@ type limiter struct {
 	spec   limitSpec
 	cur    int64 // start of the current window, unix ns (0: no window)
 	groups map[uint64]*idSet
+	// lastG and lastSet are the group admitLocked found last (nil: none).
+	lastG   uint64
+	lastSet *idSet
 }
 
 // admit reports whether id (a series id, or a label value's hash) of group
@@ -43,25 +46,37 @@ type limiter struct {
 // request already started counts in the new window: windows only move
 // forward.
 func (l *limiter) admit(g, id uint64, now int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.admitLocked(g, id, now)
+}
+
+// admitLocked is admit with l.mu held (see Scratch.hold). The set of the
+// last group asked for is remembered: the points of one metric come
+// together, and the map lookup is then skipped.
+func (l *limiter) admitLocked(g, id uint64, now int64) bool {
 	var start int64
 	if w := int64(l.spec.window); w > 0 {
 		start = now - now%w
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if start > l.cur {
 		l.cur = start
+		l.lastSet = nil
 		if len(l.groups) > 0 {
 			l.groups = map[uint64]*idSet{} // frees the old window's sets
 		}
 	}
-	set := l.groups[g]
-	if set == nil {
-		if len(l.groups) >= l.spec.maxGroups {
-			return false
+	set := l.lastSet
+	if set == nil || l.lastG != g {
+		set = l.groups[g]
+		if set == nil {
+			if len(l.groups) >= l.spec.maxGroups {
+				return false
+			}
+			set = new(idSet)
+			l.groups[g] = set
 		}
-		set = new(idSet)
-		l.groups[g] = set
+		l.lastG, l.lastSet = g, set
 	}
 	if set.has(id) {
 		return true

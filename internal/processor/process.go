@@ -89,10 +89,12 @@ type Scratch struct {
 	keyLabel        []keyLabel // by key and label set (16 a key) of the batch being processed
 	now             int64
 	tenantGroup     uint64
-	stripNames      []string   // the labels of strip, by name
-	idGen           uint64     // the decision cache's idGen keyLabel was filled at
-	eff             []effCount // by descriptor and rule, of the batch (effects.go)
-	effTouched      []int32    // the cells of eff not zero
+	stripNames      []string               // the labels of strip, by name
+	idGen           uint64                 // the decision cache's idGen keyLabel was filled at
+	eff             []effCount             // by descriptor and rule, of the batch (effects.go)
+	found           [lookupChunk]*decision // cached decisions of the chunk's points (lookupChunk)
+	held            *limiter               // locked by hold, until release
+	effTouched      []int32                // the cells of eff not zero
 }
 
 type renameKey struct {
@@ -139,7 +141,16 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 	n := b.Len()
 	j := 0
 	for i := 0; i < n; i++ {
-		dec := s.decide(b, i)
+		if i%lookupChunk == 0 {
+			// Between chunks no limiter is held: other requests' points
+			// interleave with this batch's every lookupChunk points.
+			s.release()
+			s.lookupChunk(b, i, min(n, i+lookupChunk))
+		}
+		dec := s.found[i%lookupChunk]
+		if dec == nil {
+			dec = s.decide(b, i)
+		}
 		if s.replay(dec, b, i) {
 			continue
 		}
@@ -156,6 +167,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		}
 		j++
 	}
+	s.release()
 	s.flush(r.metrics)
 	s.flushEffects(b, r.metrics)
 	if j != n {
@@ -225,7 +237,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 				lid = id
 			}
 			ru := &rs[e.rule]
-			if ru.lim.admit(g, lid, s.now) {
+			if s.hold(ru.lim).admitLocked(g, lid, s.now) {
 				break
 			}
 			c[3]++
@@ -283,6 +295,47 @@ func mix(x uint64) uint64 {
 	x *= 0x94D049BB133111EB
 	x ^= x >> 31
 	return x
+}
+
+// lookupChunk is how many points' decisions lookupChunk finds at once.
+const lookupChunk = 256
+
+// lookupChunk looks the cached decisions of points [from, to) up into
+// s.found (nil: not cached), under one read lock of every cache shard
+// rather than one per point: without an atomic operation between them the
+// lookups' cache misses overlap.
+func (s *Scratch) lookupChunk(b *signal.Metrics, from, to int) {
+	c := s.rules.cache
+	for k := range c.shards {
+		c.shards[k].mu.RLock()
+	}
+	for i := from; i < to; i++ {
+		s.found[i-from] = c.getLocked(b.SeriesID[i] ^ s.descKey[b.Desc[i]])
+	}
+	for k := range c.shards {
+		c.shards[k].mu.RUnlock()
+	}
+}
+
+// hold returns l locked, held until release or until another limiter is
+// held: a batch locks its limiter once a chunk, not once a point. At most
+// one limiter is held at a time, and nothing holding a cache or aggregate
+// lock waits for a limiter, so holding one cannot deadlock.
+func (s *Scratch) hold(l *limiter) *limiter {
+	if s.held != l {
+		s.release()
+		l.mu.Lock()
+		s.held = l
+	}
+	return l
+}
+
+// release unlocks the limiter hold locked, if any.
+func (s *Scratch) release() {
+	if s.held != nil {
+		s.held.mu.Unlock()
+		s.held = nil
+	}
 }
 
 func (s *Scratch) decide(b *signal.Metrics, i int) *decision {
