@@ -34,7 +34,11 @@
 //     request; a cached decision is immutable, and series with equal
 //     decisions share one (interned). Per-point work on a cache
 //     hit is a table lookup and the replay of the decision's events, no
-//     allocation.
+//     allocation. Lookups are made 256 points at a time under one read
+//     lock per cache shard (Scratch.lookupChunk), and a batch holds its
+//     limiter for such a chunk (Scratch.hold: one limiter at a time, and
+//     no goroutine holding a cache, aggregate or intern lock waits for a
+//     limiter), so the cache misses of successive points overlap.
 //  3. Sampling is deterministic: one_in by the hash of the series' labels,
 //     probability by the hash of the series id and the point's time, so two
 //     processes, a restart or a replay decide the same.
@@ -45,7 +49,9 @@
 //     range only for added labels). Every point of a decoded batch has an
 //     attribute range of its own.
 //  6. Limit state (limits.go) holds 64-bit ids only, bounded per window by
-//     max_series (max_values) times max_groups.
+//     max_series (max_values) times max_groups. A named rule set's rules
+//     (ParseSet) are named "<set>/<rule>", so their limit and aggregate
+//     state and counters are the set's own.
 //  7. Aggregate and downsample state (aggregate.go) lives in Metrics, kept
 //     by rule name across reloads, and Metrics.Flush is its one emitter:
 //     each interval is emitted once, at its end plus flush_delay. The
