@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -314,7 +315,9 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 		if gr.hist == nil {
 			gr.hist = map[int32]uint64{}
 		}
-		gr.hist[vmBucket(v)]++
+		if vb, ok := vmBucket(v); ok {
+			gr.hist[vb]++
+		}
 	}
 	if a.needCtr {
 		a.counter(g, gr, cs, start, id, t, v, cumulative)
@@ -364,21 +367,88 @@ func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, 
 	s.rate = r
 }
 
-// vmBucket is the VictoriaMetrics histogram bucket of v: 18 per decimal
-// order of magnitude for v > 0, bucket math.MinInt32 for v <= 0.
-func vmBucket(v float64) int32 {
-	if !(v > 0) {
-		return math.MinInt32
+// histogram_bucket buckets values as vmagent does (VictoriaMetrics'
+// metrics.Histogram): per power of ten from 1e-9 to 1e18, 18 buckets of
+// width 0.5·10^e ((1.0, 1.5], (1.5, 2.0], ... (9.5, 10]·10^e), each
+// holding its upper bound (Prometheus' le), named "<start>...<end>" with
+// one decimal ("1.5e0...2.0e0"); 0 has the bucket "0...0", values below
+// 1e-9 "0...1.0e-9", values above 1e18 "1.0e18...+Inf". Negative values
+// and NaN are not counted.
+const (
+	vmE10Min      = -9
+	vmE10Max      = 18
+	vmPerDecade   = 18
+	vmBucketZero  = -1
+	vmBucketLower = -2
+	vmBucketUpper = -3
+	vmEps         = 0.005 // how near a bucket's upper bound counts as on it
+)
+
+// vmBucket returns v's bucket: (decade-vmE10Min)·18+offset, or one of
+// vmBucketZero, vmBucketLower, vmBucketUpper; ok is false for a negative
+// value or NaN.
+func vmBucket(v float64) (b int32, ok bool) {
+	switch {
+	case v != v || v < 0:
+		return 0, false
+	case v == 0:
+		return vmBucketZero, true
+	case math.IsInf(v, 1):
+		return vmBucketUpper, true
 	}
-	return int32(math.Floor(math.Log10(v) * 18))
+	e10 := int(math.Floor(math.Log10(v)))
+	if e10 < vmE10Min {
+		return vmBucketLower, true
+	}
+	if e10 >= vmE10Max {
+		if e10 == vmE10Max && math.Abs(math.Pow10(e10)-v) < vmEps {
+			return (vmE10Max-vmE10Min)*vmPerDecade - 1, true // 1e18 is the last bucket's bound
+		}
+		return vmBucketUpper, true
+	}
+	m := (v/math.Pow10(e10) - 1) * 2
+	off := min(max(int(m), 0), vmPerDecade-1)
+	idx := (e10-vmE10Min)*vmPerDecade + off
+	if math.Abs(float64(off)-m) < vmEps {
+		idx-- // on a bound: the bucket below holds it
+		if idx < 0 {
+			return vmBucketLower, true
+		}
+	}
+	return int32(idx), true
 }
 
-func vmRange(b int32) string {
-	if b == math.MinInt32 {
-		return "0...0"
+// vmOrder sorts buckets by value: zero, lower, the decades, upper.
+func vmOrder(b int32) int64 {
+	switch b {
+	case vmBucketZero:
+		return -2
+	case vmBucketLower:
+		return -1
+	case vmBucketUpper:
+		return math.MaxInt32
 	}
-	lo, hi := math.Pow(10, float64(b)/18), math.Pow(10, float64(b+1)/18)
-	return fmt.Sprintf("%.3e...%.3e", lo, hi)
+	return int64(b)
+}
+
+// vmRange is the vmrange label of bucket b.
+func vmRange(b int32) string {
+	switch b {
+	case vmBucketZero:
+		return "0...0"
+	case vmBucketLower:
+		return fmt.Sprintf("0...1.0e%d", vmE10Min)
+	case vmBucketUpper:
+		return fmt.Sprintf("1.0e%d...+Inf", vmE10Max)
+	}
+	e10, off := int(b)/vmPerDecade+vmE10Min, int(b)%vmPerDecade
+	bound := func(e10, k int) string { // 1 + k/2 times 10^e10, k in 0..18
+		if k == 2*9 {
+			return fmt.Sprintf("1.0e%d", e10+1)
+		}
+		return fmt.Sprintf("%.1fe%d", 1+float64(k)/2, e10)
+	}
+	return bound(e10, off) + "..." + bound(e10, off+1)
 }
 
 // Emit receives the output points of one tenant; the batch is only valid
@@ -484,7 +554,7 @@ func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
 			for b := range g.hist {
 				bs = append(bs, b)
 			}
-			slices.Sort(bs)
+			slices.SortFunc(bs, func(x, y int32) int { return cmp.Compare(vmOrder(x), vmOrder(y)) })
 			for _, b := range bs {
 				w.point(gauge, g.t.labels, "vmrange", vmRange(b), end, float64(g.hist[b]))
 			}

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -125,13 +126,13 @@ metrics:
 		p+`sum", path="/x"} @60s = 54`, p+`count", path="/x"} @60s = 3`, p+`min", path="/x"} @60s = 1`,
 		p+`max", path="/x"} @60s = 50`, p+`avg", path="/x"} @60s = 18`, p+`last", path="/x"} @60s = 50`,
 		p+`quantiles", path="/x", quantile="0.5"} @60s = 3`, p+`quantiles", path="/x", quantile="1"} @60s = 50`,
-		p+`histogram_bucket", path="/x", vmrange="1.000e+00...1.136e+00"} @60s = 1`,
-		p+`histogram_bucket", path="/x", vmrange="2.783e+00...3.162e+00"} @60s = 1`,
-		p+`histogram_bucket", path="/x", vmrange="4.642e+01...5.275e+01"} @60s = 1`,
+		p+`histogram_bucket", path="/x", vmrange="9.5e-1...1.0e0"} @60s = 1`,
+		p+`histogram_bucket", path="/x", vmrange="2.5e0...3.0e0"} @60s = 1`,
+		p+`histogram_bucket", path="/x", vmrange="4.5e1...5.0e1"} @60s = 1`,
 		p+`sum", path="/y"} @60s = 7`, p+`count", path="/y"} @60s = 1`, p+`min", path="/y"} @60s = 7`,
 		p+`max", path="/y"} @60s = 7`, p+`avg", path="/y"} @60s = 7`, p+`last", path="/y"} @60s = 7`,
 		p+`quantiles", path="/y", quantile="0.5"} @60s = 7`, p+`quantiles", path="/y", quantile="1"} @60s = 7`,
-		p+`histogram_bucket", path="/y", vmrange="6.813e+00...7.743e+00"} @60s = 1`,
+		p+`histogram_bucket", path="/y", vmrange="6.5e0...7.0e0"} @60s = 1`,
 	)
 	// Emitted once: a second flush has nothing for that interval.
 	if got := flushed(t, m, 61*time.Second); len(got) != 0 {
@@ -377,5 +378,31 @@ func TestAggregateReloadUnderLoad(t *testing.T) {
 	}
 	if intervals := counterValue(m.aggEmitted.WithLabelValues("cnt")) / 6; intervals != 5 {
 		t.Fatalf("%v intervals emitted, want 5 (250s of points)", intervals)
+	}
+}
+
+// TestVMRangeAsVmagent: histogram_bucket's buckets are vmagent's (the
+// VictoriaMetrics histogram): 18 linear buckets a power of ten holding
+// their upper bound, 0 and tiny and huge values in buckets of their own,
+// negative values and NaN not counted.
+func TestVMRangeAsVmagent(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0...0"}, {1e-10, "0...1.0e-9"}, {1e-9, "0...1.0e-9"}, {1.2e-9, "1.0e-9...1.5e-9"},
+		{1.2, "1.0e0...1.5e0"}, {1.5, "1.0e0...1.5e0"}, {1.51, "1.5e0...2.0e0"}, {9.99, "9.5e0...1.0e1"},
+		{10, "9.5e0...1.0e1"}, {0.3, "2.5e-1...3.0e-1"}, {12345, "1.0e4...1.5e4"},
+		{1e18, "9.5e17...1.0e18"}, {2e18, "1.0e18...+Inf"}, {math.Inf(1), "1.0e18...+Inf"},
+	} {
+		b, ok := vmBucket(tc.v)
+		if !ok || vmRange(b) != tc.want {
+			t.Errorf("vmBucket(%g) = %d %v, range %q; want %q", tc.v, b, ok, vmRange(b), tc.want)
+		}
+	}
+	for _, v := range []float64{-1, -1e-12, math.NaN(), math.Inf(-1)} {
+		if _, ok := vmBucket(v); ok {
+			t.Errorf("vmBucket(%g) counted; vmagent skips negative values and NaN", v)
+		}
 	}
 }
