@@ -99,6 +99,7 @@ type Decoder struct {
 	prevKeys []keyCache
 	symbols  []signal.Str
 	symDesc  []uint32 // 2.0: symbol -> index in descPool + 1, per call
+	metaAt   []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
 	h        hist
 	ex       []byte
 	meta     [][2]int // 1.0 metadata messages [start, end)
@@ -225,33 +226,47 @@ func (d *Decoder) seriesString() string {
 
 // checkLabels sorts d.labels by name and validates them. It returns the
 // index of __name__, or a problem. 2.0 checks UTF-8 once per symbol
-// instead (checkUTF8 false).
+// instead, and 1.0 once per series when its labels are ASCII (checkUTF8
+// false).
 func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 	ls := d.labels
-	sorted := true
-	for i := 1; i < len(ls); i++ {
-		if bytes.Compare(d.str(ls[i-1].name), d.str(ls[i].name)) > 0 {
-			sorted = false
+	// Fast path, the usual case: names strictly increasing (sorted, hence
+	// unique; only the first can be empty), one comparison per pair.
+	nameIdx := -1
+	strict := true
+	var prev []byte
+	for i := range ls {
+		n := d.str(ls[i].name)
+		if i > 0 && bytes.Compare(prev, n) >= 0 {
+			strict = false
 			break
 		}
-	}
-	if !sorted {
-		slices.SortStableFunc(ls, func(a, b label) int { return bytes.Compare(d.str(a.name), d.str(b.name)) })
-	}
-	nameIdx := -1
-	for i, l := range ls {
-		n := d.str(l.name)
-		if len(n) == 0 {
-			return -1, "empty label name"
-		}
-		if i > 0 && bytes.Equal(n, d.str(ls[i-1].name)) {
-			return -1, fmt.Sprintf("duplicate label name %q", n)
-		}
-		if checkUTF8 && (!utf8.Valid(n) || !utf8.Valid(d.str(l.value))) {
-			return -1, fmt.Sprintf("label %q: not valid UTF-8", n)
-		}
-		if string(n) == "__name__" {
+		if len(n) == len(nameLabel) && string(n) == nameLabel {
 			nameIdx = i
+		}
+		prev = n
+	}
+	if !strict {
+		slices.SortStableFunc(ls, func(a, b label) int { return bytes.Compare(d.str(a.name), d.str(b.name)) })
+		nameIdx = -1
+		for i, l := range ls {
+			n := d.str(l.name)
+			if i > 0 && bytes.Equal(n, d.str(ls[i-1].name)) {
+				return -1, fmt.Sprintf("duplicate label name %q", n)
+			}
+			if string(n) == nameLabel {
+				nameIdx = i
+			}
+		}
+	}
+	if len(ls) > 0 && ls[0].name.Len() == 0 {
+		return -1, "empty label name"
+	}
+	if checkUTF8 {
+		for _, l := range ls {
+			if n := d.str(l.name); !utf8.Valid(n) || !utf8.Valid(d.str(l.value)) {
+				return -1, fmt.Sprintf("label %q: not valid UTF-8", n)
+			}
 		}
 	}
 	if nameIdx < 0 {
@@ -262,6 +277,8 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 	}
 	return nameIdx, ""
 }
+
+const nameLabel = "__name__"
 
 // attrs appends the series' labels other than __name__ as attributes.
 func (d *Decoder) attrs(nameIdx int) signal.Range {

@@ -425,3 +425,27 @@ func generateTestCustomBucketsHistogram(i int64) *histogram.Histogram {
 func generateTestFloatHistogram(i int64) *histogram.FloatHistogram {
 	return generateTestHistogram(i).ToFloat(nil)
 }
+
+// The one-pass ASCII check of the symbols falls back to checking each
+// symbol: valid non-ASCII UTF-8 passes, an invalid symbol is malformed.
+func TestDecodeV2SymbolsUTF8(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		ok    bool
+	}{{"plain", true}, {"ü-1", true}, {"\xff", false}} {
+		req := &writev2.Request{Symbols: []string{"", "__name__", "m", "zone", c.value},
+			Timeseries: []writev2.TimeSeries{{LabelsRefs: []uint32{1, 2, 3, 4}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}}}
+		body, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m signal.Metrics
+		_, err = new(Decoder).DecodeV2(&m, body)
+		if c.ok && (err != nil || m.Len() != 1) {
+			t.Errorf("%q: %v, %d points", c.value, err, m.Len())
+		}
+		if !c.ok && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "symbols[4]: not valid UTF-8") || m.Len() != 0) {
+			t.Errorf("%q: %v, %d points; want malformed symbols[4]", c.value, err, m.Len())
+		}
+	}
+}

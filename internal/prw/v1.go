@@ -100,6 +100,10 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	d.labels = d.labels[:0]
 	samples, hists, exemplars := 0, 0, 0
 	problem := ""
+	// The label fields' span, when they are contiguous (as every encoder
+	// writes them): ASCII there (tags and short lengths included) means
+	// every name and value is valid UTF-8, checked in one pass.
+	labStart, labEnd, contig := -1, -1, true
 	for i := s; i < e; {
 		num, wt, j := tag(b, i)
 		if j < 0 {
@@ -114,6 +118,12 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			if ls < 0 {
 				return false
 			}
+			if labStart < 0 {
+				labStart = i
+			} else if i != labEnd {
+				contig = false
+			}
+			labEnd = le
 			// The usual encoding, 0x0a len name 0x12 len value with short
 			// strings, without the general field loop.
 			if le-ls >= 4 && b[ls] == 1<<3|wtLen && b[ls+1] < 0x80 {
@@ -161,7 +171,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		}
 		i = j
 	}
-	nameIdx, p := d.checkLabels(true)
+	nameIdx, p := d.checkLabels(!contig || labStart < 0 || !ascii(b[labStart:labEnd]))
 	if p == "" {
 		p = problem
 	}

@@ -17,6 +17,9 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 	base := d.start(body)
 	b := d.b
 	d.symbols = d.symbols[:0]
+	// The symbols' span when they are contiguous (as encoders write them):
+	// ASCII there means every symbol is valid UTF-8, checked in one pass.
+	symStart, symEnd, contig := -1, -1, true
 	// Symbols first: an encoder may write them after the series.
 	for i := base; i < len(b); {
 		num, wt, j := tag(b, i)
@@ -35,10 +38,12 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 				return Stats{}, malformed("Request: bad length", j-base)
 			}
 			if num == 4 {
-				if !utf8.Valid(b[s:e]) {
-					d.restore(k)
-					return Stats{}, malformed(fmt.Sprintf("Request.symbols[%d]: not valid UTF-8", len(d.symbols)), j-base)
+				if symStart < 0 {
+					symStart = i
+				} else if i != symEnd {
+					contig = false
 				}
+				symEnd = e
 				d.symbols = append(d.symbols, signal.MakeStr(s, e-s))
 			}
 			j = e
@@ -48,11 +53,24 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 		}
 		i = j
 	}
+	if symStart >= 0 && (!contig || !ascii(b[symStart:symEnd])) {
+		for x, sym := range d.symbols {
+			if !utf8.Valid(d.str(sym)) {
+				d.restore(k)
+				return Stats{}, malformed(fmt.Sprintf("Request.symbols[%d]: not valid UTF-8", x), sym.Off()-base)
+			}
+		}
+	}
 	if cap(d.symDesc) < len(d.symbols) {
 		d.symDesc = make([]uint32, len(d.symbols))
 	}
 	d.symDesc = d.symDesc[:len(d.symbols)]
 	clear(d.symDesc)
+	if cap(d.metaAt) < len(d.symbols) {
+		d.metaAt = make([]uint32, len(d.symbols))
+	}
+	d.metaAt = d.metaAt[:len(d.symbols)]
+	clear(d.metaAt)
 	if len(d.symbols) > 0 && d.symbols[0].Len() != 0 {
 		d.restore(k)
 		return Stats{}, malformed("Request.symbols: the first symbol is not the empty string", 0)
@@ -361,9 +379,14 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	if last >= 0 {
 		d.st.Series++
 	}
-	if hasMeta {
+	// Metadata gives every descriptor of its families that has none its
+	// type, unit and help, so after one call for a name another is a no-op
+	// until a descriptor is added: skip the five family lookups then
+	// (every series carries metadata, even empty, in most encoders).
+	if hasMeta && d.metaAt[nameRef-1] != uint32(len(d.m.Descs))+1 {
 		key := d.str(name)
 		d.metadataFor(key, metaType, d.str(d.symbols[helpRef]), d.str(d.symbols[unitRef]))
+		d.metaAt[nameRef-1] = uint32(len(d.m.Descs)) + 1
 	}
 	return true
 }

@@ -112,3 +112,19 @@ func varintLen(v uint64) int {
 	}
 	return n
 }
+
+// ascii reports whether every byte of b is below 0x80 (then b is valid
+// UTF-8), eight bytes at a time.
+func ascii(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	var or byte
+	for _, c := range b {
+		or |= c
+	}
+	return or < 0x80
+}
