@@ -75,6 +75,7 @@ type exchange struct {
 	raw, body, rec []byte
 	batch          signal.Metrics
 	dec            prw.Decoder
+	req            otlpreceiver.Request
 }
 
 // maxPooled keeps one huge request from pinning its buffers in the pool.
@@ -232,7 +233,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		h.m.exDropped.Add(float64(st.ExemplarsDropped))
 	}
 	if x.batch.Len() > 0 {
-		req := otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.body, Transport: Transport, Metrics: &x.batch, RemoteWrite: 1}
+		req := &x.req // pooled: a Request on the stack would escape through the interface call
+		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.body, Transport: Transport, Metrics: &x.batch, RemoteWrite: 1}
 		if ver == "2.0" {
 			req.RemoteWrite = 2
 		}
@@ -242,7 +244,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 			x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
 			req.Body, req.RemoteWrite = x.rec, 0
 		}
-		_, cerr := h.cons.Consume(r.Context(), &req)
+		_, cerr := h.cons.Consume(r.Context(), req)
+		*req = otlpreceiver.Request{}
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
 		}
