@@ -490,7 +490,9 @@ func (m *TopModel) renderRules(b *strings.Builder) {
 	for _, c := range cols {
 		hdr += fmt.Sprintf(" %12s", strings.ToUpper(c))
 	}
+	hdr += fmt.Sprintf(" %10s %10s", "DROPPED/S", "CHANGED/S")
 	m.header(b, "%s", hdr)
+	prev := m.prevRules()
 	if len(m.Cur.Rules) == 0 {
 		fmt.Fprintln(b, "no processing rules")
 	}
@@ -500,6 +502,9 @@ func (m *TopModel) renderRules(b *strings.Builder) {
 		for _, c := range cols {
 			line += fmt.Sprintf(" %12d", r.Effects[c])
 		}
+		p, seen := prev[r.Rule]
+		line += fmt.Sprintf(" %10s %10s", m.rateIf(seen, r.Effects["dropped"], p.Effects["dropped"]),
+			m.rateIf(seen, r.Effects["changed"], p.Effects["changed"]))
 		if i == m.Cursor && m.Tab == TabRules && !m.plain {
 			line = styleSel.Render(line)
 		}
@@ -509,16 +514,46 @@ func (m *TopModel) renderRules(b *strings.Builder) {
 	for i, r := range rs {
 		if (m.plain || i == m.Cursor) && len(r.Metrics) > 0 {
 			b.WriteString("\n")
-			m.renderRuleMetrics(b, r)
+			m.renderRuleMetrics(b, r, prev[r.Rule])
 		}
 	}
 }
 
 // renderRuleMetrics lists the (tenant, metric) rule r dropped or changed
 // most points of, as the server ranked them.
-func (m *TopModel) renderRuleMetrics(b *strings.Builder, r stats.RuleRow) {
-	m.header(b, "%-40s %-16s %12s %12s", clip("METRICS OF "+r.Rule, 40), "TENANT", "DROPPED", "CHANGED")
-	for _, e := range r.Metrics {
-		fmt.Fprintf(b, "  %-38s %-16s %12d %12d\n", clip(e.Metric, 38), clip(e.Tenant, 16), e.Dropped, e.Changed)
+func (m *TopModel) renderRuleMetrics(b *strings.Builder, r, prev stats.RuleRow) {
+	m.header(b, "%-40s %-16s %12s %12s %10s %10s", clip("METRICS OF "+r.Rule, 40), "TENANT", "DROPPED", "CHANGED", "DROPPED/S", "CHANGED/S")
+	type key struct{ tenant, metric string }
+	before := map[key]stats.RuleMetric{}
+	for _, e := range prev.Metrics {
+		before[key{e.Tenant, e.Metric}] = e
 	}
+	for _, e := range r.Metrics {
+		// A (tenant, metric) not in the previous document's top list has
+		// no rate: its count then is not known.
+		p, seen := before[key{e.Tenant, e.Metric}]
+		fmt.Fprintf(b, "  %-38s %-16s %12d %12d %10s %10s\n", clip(e.Metric, 38), clip(e.Tenant, 16), e.Dropped, e.Changed,
+			m.rateIf(seen, e.Dropped, p.Dropped), m.rateIf(seen, e.Changed, p.Changed))
+	}
+}
+
+// prevRules is the previous document's rules by name (nil before two).
+func (m *TopModel) prevRules() map[string]stats.RuleRow {
+	if m.Prev == nil {
+		return nil
+	}
+	out := make(map[string]stats.RuleRow, len(m.Prev.Rules))
+	for _, r := range m.Prev.Rules {
+		out[r.Rule] = r
+	}
+	return out
+}
+
+// rateIf is fmtRate of the counter's rate when the previous document had
+// it (seen), "-" otherwise.
+func (m *TopModel) rateIf(seen bool, cur, prev uint64) string {
+	if !seen {
+		return "-"
+	}
+	return fmtRate(m.rate(cur, prev))
 }

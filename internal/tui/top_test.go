@@ -172,6 +172,34 @@ func TestTopKeys(t *testing.T) {
 	}
 }
 
+// The rules tab shows what each rule and each of its top metrics dropped
+// and changed per second between the last two documents.
+func TestTopRuleRates(t *testing.T) {
+	doc := func(sec float64, dropped, changed, metricDropped uint64) *stats.Status {
+		st := statusAt(sec, 1)
+		st.Rules = []stats.RuleRow{{Rule: "strict/no-debug", Effects: map[string]uint64{"matched": dropped + changed, "dropped": dropped, "changed": changed},
+			Metrics: []stats.RuleMetric{{Tenant: "acme", Metric: "debug_total", Dropped: metricDropped}}}}
+		return st
+	}
+	m := NewTopModel(nil, "http://x", time.Second)
+	m.Width, m.Height = 140, 30
+	m.Tab = TabRules
+	m.Observe(doc(1000, 100, 10, 80), nil)
+	if out := ansi.Strip(m.Render()); !strings.Contains(out, "strict/no-debug                        10          100          110          -          -") {
+		t.Errorf("one document: no rates yet:\n%s", out)
+	}
+	m.Observe(doc(1010, 600, 30, 480), nil)
+	out := ansi.Strip(m.Render())
+	for _, want := range []string{
+		"strict/no-debug                        30          600          630       50.0        2.0", // (600-100)/10 s, (30-10)/10 s
+		"  debug_total                            acme                      480            0       40.0          0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rules tab lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // Before two documents there are no rates; a failed fetch keeps the last
 // document and shows the error.
 func TestTopFirstDocumentAndErrors(t *testing.T) {
