@@ -208,30 +208,24 @@ func (c *colBuf) listF64Stride(s []float64, off int) {
 }
 
 // setAt sets row `row` of the row group (an attribute column): rows skipped
-// since the last value are null, a value already at row replaced.
+// since the last value are null.
 func (c *colBuf) setAt(row int, k pendKind, b []byte, u uint64) {
-	if c.total() != row {
-		c.skipTo(row)
+	if gap := row - c.total(); gap > 0 {
+		c.nulls(gap)
+	} else if gap < 0 {
+		panic("lake: attribute column row set out of order")
 	}
 	c.put(k, b, u)
 }
 
-func (c *colBuf) skipTo(row int) {
-	if c.total() > row {
-		c.unsetLast(row)
-	}
-	if gap := row - c.total(); gap > 0 {
-		c.nulls(gap)
-	}
-}
-
-// unsetLast takes back the value of row, the last row set (a duplicate key
-// whose later value went to another column), leaving it null.
-func (c *colBuf) unsetLast(row int) {
-	if c.total() != row+1 || c.pn == 0 || c.pk == pNull {
+// unsetLast takes back the values of the n rows from row, the last rows
+// set (a duplicate key whose later value goes to this or another column),
+// leaving them unset.
+func (c *colBuf) unsetLast(row, n int) {
+	if c.total() != row+n || c.pn < n || c.pk == pNull {
 		panic("lake: attribute column row set out of order")
 	}
-	if c.pn--; c.pn == 0 {
+	if c.pn -= n; c.pn == 0 {
 		c.pk, c.pb = pNone, nil
 	}
 }
@@ -658,9 +652,61 @@ func (e *encoder) endCommon(c *signal.Common) {
 	}
 }
 
-// recordAttrs fills the record attribute columns of chunk row ri; row is
-// unique per row of the file, for duplicate detection.
-func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int32) error {
+// attrRuns fills the record attribute columns of a chunk's rows (batch
+// indexes in sort order; attr is the batch's per-record sets). Rows whose
+// sets are equal come in runs (the points of one series, sorted together)
+// and each run is written once: one lookup and one column call per
+// attribute of the run instead of per row.
+func (e *encoder) attrRuns(c *signal.Common, attr []signal.Range, rows []int32) error {
+	start := 0
+	for i := 1; i <= len(rows); i++ {
+		if i < len(rows) && sameAttrs(c, attr[rows[start]], attr[rows[i]]) {
+			continue
+		}
+		if err := e.recordAttrs(c, attr[rows[start]], start, rows[start], i-start); err != nil {
+			return err
+		}
+		start = i
+	}
+	return nil
+}
+
+// sameAttrs reports whether attribute sets a and b are equal pair by pair
+// (keys, types and values in the same order).
+func sameAttrs(c *signal.Common, a, b signal.Range) bool {
+	n := a.Len()
+	if n != b.Len() {
+		return false
+	}
+	if n == 0 || a == b {
+		return true
+	}
+	at := &c.Attrs
+	ka, kb := at.Key[a.Start:a.End], at.Key[b.Start:b.End:b.Start+uint32(n)]
+	ta, tb := at.Type[a.Start:a.End], at.Type[b.Start:b.End:b.Start+uint32(n)]
+	va, vb := at.Val[a.Start:a.End], at.Val[b.Start:b.End:b.Start+uint32(n)]
+	for i := range ka {
+		if ka[i] != kb[i] || ta[i] != tb[i] {
+			return false
+		}
+		if va[i] == vb[i] {
+			continue
+		}
+		switch ta[i] {
+		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
+			if string(c.Bytes(signal.Str(va[i]))) == string(c.Bytes(signal.Str(vb[i]))) {
+				continue
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// recordAttrs fills the record attribute columns of n chunk rows from ri,
+// all with the set r; row (the batch index of the first) is unique per
+// row of the file, for duplicate detection.
+func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int32, n int) error {
 	attrCols := e.cols[e.nfixed:]
 	at := e.base + ri
 	stampV := row + 1
@@ -676,8 +722,8 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 			// Duplicate key in one set: the last one wins.
 			if prev := e.lastSlot[k]; prev < -1 {
 				e.ovfRow[-2-prev] = -1
-			} else if prev != slot {
-				attrCols[prev].unsetLast(at)
+			} else {
+				attrCols[prev].unsetLast(at, n)
 			}
 		}
 		if slot < 0 {
@@ -691,14 +737,14 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 		if err != nil {
 			return err
 		}
-		attrCols[slot].setAt(at, cl.k, cl.b, cl.u)
+		attrCols[slot].setAtN(at, cl.k, cl.b, cl.u, n)
 	}
 	if len(e.ovfRow) > 0 {
 		cl, err := e.overflowCell(c, scopeRecord, e.ovfRow)
 		if err != nil {
 			return err
 		}
-		attrCols[cl.slot].setAt(at, cl.k, cl.b, cl.u)
+		attrCols[cl.slot].setAtN(at, cl.k, cl.b, cl.u, n)
 	}
 	return nil
 }

@@ -115,11 +115,8 @@ func (e *encoder) encodeLogs(out io.Writer, l *signal.Logs, ptime []int64, rgRow
 			cols[lFlags].u32(l.Flags[r])
 			cols[lEventName].str(c.Bytes(l.EventName[r]))
 			cols[lDropped].u32(l.DroppedAttrs[r])
-			if err := e.recordAttrs(c, l.Attr[r], ri, r); err != nil {
-				return err
-			}
 		}
-		return nil
+		return e.attrRuns(c, l.Attr, rows)
 	})
 	return schema, err
 }
@@ -280,11 +277,8 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 			} else {
 				cols[mSketch].addNull()
 			}
-			if err := e.recordAttrs(c, m.Attr[r], ri, r); err != nil {
-				return err
-			}
 		}
-		return nil
+		return e.attrRuns(c, m.Attr, rows)
 	})
 	return schema, err
 }
@@ -352,11 +346,8 @@ func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgR
 			cols[tDropped].u32(s.DroppedAttrs[r])
 			cols[tDroppedEvents].u32(s.DroppedEvents[r])
 			cols[tDroppedLinks].u32(s.DroppedLinks[r])
-			if err := e.recordAttrs(c, s.Attr[r], ri, r); err != nil {
-				return err
-			}
 		}
-		return nil
+		return e.attrRuns(c, s.Attr, rows)
 	})
 	return schema, err
 }

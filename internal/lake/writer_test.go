@@ -81,6 +81,44 @@ func manyLogs(n int) *signal.Logs {
 	return l
 }
 
+// runLogs makes n records in sort order whose attribute sets come in runs
+// of 1 to 13 equal sets, with duplicate keys, so that the encoder writes
+// runs of rows at once (attrRuns) and takes back runs of a duplicate.
+func runLogs(n int) *signal.Logs {
+	l := new(signal.Logs)
+	c := &l.Common
+	res := addResource(c, func() { attr(c, "service.name", signal.ValueString, "svc") })
+	sc := addScope(c, "lib", "1", func() {})
+	base := fixedNow.Truncate(time.Hour).UnixNano()
+	set, left := 0, 0
+	for i := range n {
+		if left == 0 {
+			set, left = (set+1)%4, 1+i%13
+		}
+		left--
+		j := l.AppendRecord(res, sc)
+		l.Time[j] = base + int64(i)*1000
+		l.Attr[j] = attrRange(c, func() {
+			switch set {
+			case 0:
+				attr(c, "dup", signal.ValueString, "a")
+				attr(c, "dup", signal.ValueInt, 2)
+				attr(c, "k", signal.ValueString, "x")
+				attr(c, "dup", signal.ValueString, "last")
+			case 1:
+				attr(c, "dup", signal.ValueString, "a")
+				attr(c, "k", signal.ValueString, "x")
+			case 2:
+				attr(c, "k", signal.ValueString, "x")
+				attr(c, "dup", signal.ValueInt, 3)
+				attr(c, "dup", signal.ValueInt, 3)
+			case 3: // none
+			}
+		})
+	}
+	return l
+}
+
 // lakeFiles lists committed files (not _tmp) under root.
 func lakeFiles(t *testing.T, root string) []string {
 	var out []string
