@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/unsafex"
 )
 
 // colBuf builds one leaf column of a file with pqenc. Values arrive row by
@@ -291,6 +292,12 @@ type encoder struct {
 	resHasSvc  []bool
 	scCells    []cell
 	scRange    []signal.Range
+	// Canonical byte values of the fixed resource columns (service_name,
+	// resource_schema_url: two per resource) and scope columns (name,
+	// version, schema URL: three per scope); see canonical.
+	resFixed [][]byte
+	scFixed  [][]byte
+	canon    map[canonKey][]byte
 
 	stamp    []int32 // per key: 1 + the row or set that last used it
 	lastSlot []int32 // per key: the slot it used there
@@ -298,6 +305,7 @@ type encoder struct {
 	arena   []byte // JSON of resource and scope attributes, per file
 	scratch []byte // per chunk
 	perm    []int32
+	i64     []int64 // a column's values of a chunk, in sort order
 	names   []byte
 	msgs    [][]byte
 
@@ -541,10 +549,67 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 		}
 		e.scRange = append(e.scRange, signal.Range{Start: start, End: uint32(len(e.scCells))})
 	}
+	e.canonCells(c)
 	// Record rows stamp with negative numbers from here on, so they never
 	// meet a set stamp.
 	clear(e.stamp)
 	return schema, nil
+}
+
+// canonKey is a value of one column: slot is the attribute slot, or
+// -1 - the fixed column.
+type canonKey struct {
+	slot int32
+	v    string
+}
+
+// canonical returns the first slice seen with b's bytes in column slot
+// of this file. Equal values of different resources and scopes then share
+// one slice, so that a column's run check (colBuf.put) compares them by
+// pointer, without reading the bytes: metrics sorted by name alternate
+// between resources every few rows.
+func (e *encoder) canonical(slot int32, b []byte) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	if e.canon == nil {
+		e.canon = make(map[canonKey][]byte)
+	}
+	k := canonKey{slot, unsafex.String(b)} // b outlives the file's map
+	if v, ok := e.canon[k]; ok {
+		return v
+	}
+	e.canon[k] = b
+	return b
+}
+
+// canonCells makes the byte values of the resource and scope columns
+// canonical (canonical), resolved once per file.
+func (e *encoder) canonCells(c *signal.Common) {
+	clear(e.canon)
+	for i := range e.resCells {
+		if cl := &e.resCells[i]; cl.k == pBytes {
+			cl.b = e.canonical(cl.slot, cl.b)
+		}
+	}
+	for i := range e.scCells {
+		if cl := &e.scCells[i]; cl.k == pBytes {
+			cl.b = e.canonical(cl.slot, cl.b)
+		}
+	}
+	e.resFixed = e.resFixed[:0]
+	for ri := range c.Resources {
+		var svc []byte
+		if e.resHasSvc[ri] {
+			svc = e.canonical(-1-cServiceName, c.Bytes(e.resService[ri]))
+		}
+		e.resFixed = append(e.resFixed, svc, e.canonical(-1-cResourceSchemaURL, c.Bytes(c.Resources[ri].SchemaURL)))
+	}
+	e.scFixed = e.scFixed[:0]
+	for _, sc := range c.Scopes {
+		e.scFixed = append(e.scFixed, e.canonical(-1-cScopeName, c.Bytes(sc.Name)),
+			e.canonical(-1-cScopeVersion, c.Bytes(sc.Version)), e.canonical(-1-cScopeSchemaURL, c.Bytes(sc.SchemaURL)))
+	}
 }
 
 func resetInt32(s []int32, n int) []int32 {
@@ -631,15 +696,15 @@ func (e *encoder) endCommon(c *signal.Common) {
 	s := &c.Scopes[sc]
 	cols := e.cols
 	if e.resHasSvc[res] {
-		cols[cServiceName].putN(pBytes, c.Bytes(e.resService[res]), 0, n)
+		cols[cServiceName].putN(pBytes, e.resFixed[2*res], 0, n)
 	} else {
 		cols[cServiceName].nulls(n)
 	}
-	cols[cScopeName].strN(c.Bytes(s.Name), n)
-	cols[cScopeVersion].strN(c.Bytes(s.Version), n)
-	cols[cScopeSchemaURL].strN(c.Bytes(s.SchemaURL), n)
+	cols[cScopeName].strN(e.scFixed[3*sc], n)
+	cols[cScopeVersion].strN(e.scFixed[3*sc+1], n)
+	cols[cScopeSchemaURL].strN(e.scFixed[3*sc+2], n)
 	cols[cScopeDropped].putN(pInt, nil, uint64(s.DroppedAttrs), n)
-	cols[cResourceSchemaURL].strN(c.Bytes(r.SchemaURL), n)
+	cols[cResourceSchemaURL].strN(e.resFixed[2*res+1], n)
 	cols[cResourceDropped].putN(pInt, nil, uint64(r.DroppedAttrs), n)
 	attrCols := cols[e.nfixed:]
 	rr := e.resRange[res]
@@ -909,6 +974,7 @@ func (e *encoder) finishFile(kv []format.KeyValue) error {
 	if err := e.endRowGroup(); err != nil {
 		return err
 	}
+	clear(e.canon) // its keys alias the partition's batch
 	meta := *e.footer
 	meta.KeyValueMetadata = kv
 	err := e.file.Close(&meta)

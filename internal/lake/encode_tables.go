@@ -198,18 +198,17 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 	}
 	cols := e.cols
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
+		// Column by column: each loop keeps one column's buffers hot.
 		for ri, r := range rows {
-			d := &m.Descs[m.Desc[r]]
 			e.common(c, m.Resource[r], m.Scope[r], ri)
-			cols[mTimestamp].time(m.Time[r])
-			cols[mStart].time(m.StartTime[r])
-			cols[mName].str(c.Bytes(d.Name))
-			cols[mType].strReq(metricTypeNames[min(int(d.Type), len(metricTypeNames)-1)])
-			cols[mDescription].str(c.Bytes(d.Description))
-			cols[mUnit].str(c.Bytes(d.Unit))
-			cols[mTemporality].strReq(temporalityNames[min(int(d.Temporality), len(temporalityNames)-1)])
-			cols[mMonotonic].boolean(d.Monotonic)
+		}
+		e.descRuns(m, rows, metaJSON)
+		e.times(&cols[mTimestamp], m.Time, rows)
+		e.times(&cols[mStart], m.StartTime, rows)
+		for _, r := range rows {
 			cols[mSeriesID].u64(m.SeriesID[r])
+		}
+		for _, r := range rows {
 			switch m.NumberType[r] {
 			case signal.ValueInt:
 				cols[mValue].optF64(float64(int64(m.Number[r])))
@@ -221,42 +220,24 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 				cols[mValue].addNull()
 				cols[mValueInt].addNull()
 			}
+		}
+		for _, r := range rows {
 			cols[mFlags].u32(m.Flags[r])
-			isDist := d.Type == signal.MetricHistogram || d.Type == signal.MetricExponentialHistogram || d.Type == signal.MetricSummary
-			if isDist {
-				cols[mCount].optU64(m.Count[r])
-			} else {
-				cols[mCount].addNull()
+		}
+		// The distribution columns: one null run per run of gauges and
+		// sums, the usual rows.
+		for ri := 0; ri < len(rows); {
+			t := m.Descs[m.Desc[rows[ri]]].Type
+			n := 1
+			for ri+n < len(rows) && m.Descs[m.Desc[rows[ri+n]]].Type == t {
+				n++
 			}
-			has := m.Has[r]
-			optHas(&cols[mSum], has&signal.HasSum != 0, m.Sum[r])
-			optHas(&cols[mMin], has&signal.HasMin != 0, m.Min[r])
-			optHas(&cols[mMax], has&signal.HasMax != 0, m.Max[r])
-			br := m.BucketCounts[r]
-			cols[mBucketCounts].listU64(m.U64[br.Start:br.End])
-			fr := m.Bounds[r]
-			cols[mBounds].listF64(m.F64[fr.Start:fr.End])
-			if d.Type == signal.MetricExponentialHistogram {
-				cols[mExpScale].optI32(m.Scale[r])
-				cols[mExpZeroCount].optU64(m.ZeroCount[r])
-				cols[mExpZeroThreshold].optF64(m.ZeroThreshold[r])
-				cols[mExpPosOffset].optI32(m.PosOffset[r])
-				cols[mExpNegOffset].optI32(m.NegOffset[r])
-			} else {
-				cols[mExpScale].addNull()
-				cols[mExpZeroCount].addNull()
-				cols[mExpZeroThreshold].addNull()
-				cols[mExpPosOffset].addNull()
-				cols[mExpNegOffset].addNull()
+			if err := e.distColumns(m, rows[ri:ri+n], t, sk); err != nil {
+				return err
 			}
-			pr := m.PosCounts[r]
-			cols[mExpPosCounts].listU64(m.U64[pr.Start:pr.End])
-			nr := m.NegCounts[r]
-			cols[mExpNegCounts].listU64(m.U64[nr.Start:nr.End])
-			qr := m.Quantiles[r]
-			q := m.F64[qr.Start:qr.End]
-			cols[mQuantiles].listF64Stride(q, 0)
-			cols[mQuantileValues].listF64Stride(q, 1)
+			ri += n
+		}
+		for _, r := range rows {
 			if er := m.Exemplars[r]; er.Len() > 0 {
 				off := len(e.scratch)
 				var err error
@@ -267,20 +248,125 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 			} else {
 				cols[mExemplars].addNull()
 			}
-			if mj := metaJSON[m.Desc[r]]; mj.End > mj.Start {
-				cols[mMetadata].optBytes(e.arena[mj.Start:mj.End:mj.End])
-			} else {
-				cols[mMetadata].addNull()
-			}
-			if b, ok := sk.encode(m, int(r), d.Type, &e.scratch); ok {
-				cols[mSketch].optBytes(b)
-			} else {
-				cols[mSketch].addNull()
-			}
 		}
 		return e.attrRuns(c, m.Attr, rows)
 	})
 	return schema, err
+}
+
+// times fills a time column (0 is null) from vals in the order of rows.
+func (e *encoder) times(cb *colBuf, vals []int64, rows []int32) {
+	g := slices.Grow(e.i64[:0], len(rows))[:len(rows)]
+	for j, r := range rows {
+		g[j] = vals[r]
+	}
+	e.i64 = g
+	cb.flush()
+	cb.col.Int64sNonZero(g)
+	cb.rows += len(g)
+}
+
+// descRuns fills the columns of the metric descriptor (name, type,
+// description, unit, temporality, monotonic, metadata) once per run of
+// rows of one descriptor.
+func (e *encoder) descRuns(m *signal.Metrics, rows []int32, metaJSON []signal.Range) {
+	cols := e.cols
+	for ri := 0; ri < len(rows); {
+		di := m.Desc[rows[ri]]
+		n := 1
+		for ri+n < len(rows) && m.Desc[rows[ri+n]] == di {
+			n++
+		}
+		ri += n
+		d := &m.Descs[di]
+		cols[mName].strN(m.Bytes(d.Name), n)
+		cols[mType].putN(pBytes, metricTypeNames[min(int(d.Type), len(metricTypeNames)-1)], 0, n)
+		cols[mDescription].strN(m.Bytes(d.Description), n)
+		cols[mUnit].strN(m.Bytes(d.Unit), n)
+		cols[mTemporality].putN(pBytes, temporalityNames[min(int(d.Temporality), len(temporalityNames)-1)], 0, n)
+		cols[mMonotonic].putN(pBool, nil, boolBits(d.Monotonic), n)
+		if mj := metaJSON[di]; mj.End > mj.Start {
+			cols[mMetadata].putN(pBytes, e.arena[mj.Start:mj.End:mj.End], 0, n)
+		} else {
+			cols[mMetadata].nulls(n)
+		}
+	}
+}
+
+// distColumns fills the histogram, exponential histogram, summary and
+// sketch columns of rows, whose points are all of type t.
+func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricType, sk *sketcher) error {
+	cols := e.cols
+	n := len(rows)
+	isDist := t == signal.MetricHistogram || t == signal.MetricExponentialHistogram || t == signal.MetricSummary
+	if !isDist {
+		// Gauges and sums: but Has, lists and exp fields are zero in
+		// a well-formed batch; write what the batch holds all the same.
+		if !anyDist(m, rows) {
+			for _, col := range distCols {
+				cols[col].nulls(n)
+			}
+			return nil
+		}
+	}
+	for _, r := range rows {
+		if isDist {
+			cols[mCount].optU64(m.Count[r])
+		} else {
+			cols[mCount].addNull()
+		}
+		has := m.Has[r]
+		optHas(&cols[mSum], has&signal.HasSum != 0, m.Sum[r])
+		optHas(&cols[mMin], has&signal.HasMin != 0, m.Min[r])
+		optHas(&cols[mMax], has&signal.HasMax != 0, m.Max[r])
+		br := m.BucketCounts[r]
+		cols[mBucketCounts].listU64(m.U64[br.Start:br.End])
+		fr := m.Bounds[r]
+		cols[mBounds].listF64(m.F64[fr.Start:fr.End])
+		if t == signal.MetricExponentialHistogram {
+			cols[mExpScale].optI32(m.Scale[r])
+			cols[mExpZeroCount].optU64(m.ZeroCount[r])
+			cols[mExpZeroThreshold].optF64(m.ZeroThreshold[r])
+			cols[mExpPosOffset].optI32(m.PosOffset[r])
+			cols[mExpNegOffset].optI32(m.NegOffset[r])
+		} else {
+			cols[mExpScale].addNull()
+			cols[mExpZeroCount].addNull()
+			cols[mExpZeroThreshold].addNull()
+			cols[mExpPosOffset].addNull()
+			cols[mExpNegOffset].addNull()
+		}
+		pr := m.PosCounts[r]
+		cols[mExpPosCounts].listU64(m.U64[pr.Start:pr.End])
+		nr := m.NegCounts[r]
+		cols[mExpNegCounts].listU64(m.U64[nr.Start:nr.End])
+		qr := m.Quantiles[r]
+		q := m.F64[qr.Start:qr.End]
+		cols[mQuantiles].listF64Stride(q, 0)
+		cols[mQuantileValues].listF64Stride(q, 1)
+		if b, ok := sk.encode(m, int(r), t, &e.scratch); ok {
+			cols[mSketch].optBytes(b)
+		} else {
+			cols[mSketch].addNull()
+		}
+	}
+	return nil
+}
+
+// distCols are the columns distColumns fills.
+var distCols = []int{mCount, mSum, mMin, mMax, mBucketCounts, mBounds, mExpScale, mExpZeroCount, mExpZeroThreshold,
+	mExpPosOffset, mExpNegOffset, mExpPosCounts, mExpNegCounts, mQuantiles, mQuantileValues, mSketch}
+
+// anyDist reports whether a gauge or sum point of rows holds a
+// distribution field (a batch built by hand may).
+func anyDist(m *signal.Metrics, rows []int32) bool {
+	for _, r := range rows {
+		if m.Has[r] != 0 || m.BucketCounts[r].Len() > 0 || m.Bounds[r].Len() > 0 || m.PosCounts[r].Len() > 0 ||
+			m.NegCounts[r].Len() > 0 || m.Quantiles[r].Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func optHas(c *colBuf, has bool, v float64) {

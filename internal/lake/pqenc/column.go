@@ -529,6 +529,33 @@ func (c *Column) Int64s(vs []int64) {
 	}
 }
 
+// Int64sNonZero adds one row per value of an optional INT64 column, null
+// where the value is 0 (OTLP's unset time): the same column as Int and
+// Null row by row, in one pass.
+func (c *Column) Int64sNonZero(vs []int64) {
+	width := 8
+	if c.li.Kind == parquet.Int32 {
+		width = 4
+	}
+	for len(vs) > 0 {
+		// Pages end where row by row they would: at PageBytes of values.
+		n := min(len(vs), c.room(), (PageBytes-len(c.plain)+width-1)/width)
+		for _, v := range vs[:n] {
+			if v == 0 {
+				c.def.add(0, 1)
+				c.nNulls++
+				continue
+			}
+			c.def.add(c.li.MaxDef, 1)
+			c.appendInt(v)
+			c.b.addInt(v)
+		}
+		c.nVals += n
+		vs = vs[n:]
+		c.endRows(n)
+	}
+}
+
 // Uint64sIf adds one row per value of an INT64 column; with flags, rows
 // without bit are null.
 func (c *Column) Uint64sIf(vs []uint64, flags []uint8, bit uint8) {
