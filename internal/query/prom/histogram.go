@@ -76,9 +76,18 @@ func (idx *fileIndex) gaugeHistogram(d *metricDesc) bool {
 
 // readExpHistograms reads the exponential histogram columns of a run
 // (readRun reads timestamp, count and sum).
-func (sc *scan) readExpHistograms(pf *parquet.File, r run, read func(col int, f func(cc parquet.ColumnChunk) error, what string) error) error {
+func (sc *scan) readExpHistograms(pf *parquet.File, g int, r run, read func(col int, f func(cc parquet.ColumnChunk) error, what string) error) error {
 	n := r.end - r.start
 	h := &sc.h
+	// Room for the run's share of a bucket column's values up front: the
+	// buckets are most of what a histogram run reads.
+	rows := pf.RowGroups()[g].NumRows()
+	reserve := func(dst []uint64, cc parquet.ColumnChunk) []uint64 {
+		if want := cc.NumValues() * n / max(rows, 1); int64(cap(dst)) < want {
+			return make([]uint64, 0, want+want/8)
+		}
+		return dst
+	}
 	h.scale, h.scaleOK = grow(h.scale, n), grow(h.scaleOK, n)
 	h.zc, h.zcOK = grow(h.zc, n), grow(h.zcOK, n)
 	h.zt, h.ztOK = grow(h.zt, n), grow(h.ztOK, n)
@@ -99,11 +108,11 @@ func (sc *scan) readExpHistograms(pf *parquet.File, r run, read func(col int, f 
 		{format.ColExpPositiveOffset, func(cc parquet.ColumnChunk) error { return format.ReadOptInt32s(cc, r.start, r.end, h.po, h.poOK) }},
 		{format.ColExpNegativeOffset, func(cc parquet.ColumnChunk) error { return format.ReadOptInt32s(cc, r.start, r.end, h.no, h.noOK) }},
 		{format.ColExpPositiveBucketCounts, func(cc parquet.ColumnChunk) (err error) {
-			h.pb, err = format.ReadListU64(cc, r.start, r.end, h.pb, h.pbOff)
+			h.pb, err = format.ReadListU64(cc, r.start, r.end, reserve(h.pb, cc), h.pbOff)
 			return err
 		}},
 		{format.ColExpNegativeBucketCounts, func(cc parquet.ColumnChunk) (err error) {
-			h.nb, err = format.ReadListU64(cc, r.start, r.end, h.nb, h.nbOff)
+			h.nb, err = format.ReadListU64(cc, r.start, r.end, reserve(h.nb, cc), h.nbOff)
 			return err
 		}},
 	} {
@@ -145,7 +154,7 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 		fh.Schema = histogram.CustomBucketsSchema
 		fh.CustomValues = slices.Clone(bounds)
 		fh.PositiveSpans, fh.PositiveBuckets = denseSide(counts, 0)
-		return fh.Compact(0)
+		return fh
 	}
 	if !h.scaleOK[k] {
 		return nil
@@ -169,7 +178,6 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 	if neg := h.nb[h.nbOff[k]:h.nbOff[k+1]]; len(neg) > 0 {
 		fh.NegativeSpans, fh.NegativeBuckets = denseSide(neg, h.no[k]+1)
 	}
-	fh = fh.Compact(0)
 	if scale > maxSchema {
 		if err := fh.ReduceResolution(maxSchema); err != nil {
 			return nil
@@ -179,13 +187,34 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 }
 
 // denseSide turns dense counts starting at Prometheus bucket index first
-// into one span and float buckets (Compact drops the empty ones).
+// into spans and float buckets as Prometheus lays them out: no empty
+// buckets at either end, and a gap of more than two empty buckets starts
+// a new span (so no Compact is needed).
 func denseSide(counts []uint64, first int32) ([]histogram.Span, []float64) {
-	b := make([]float64, len(counts))
+	spans := make([]histogram.Span, 0, 1)
+	b := make([]float64, 0, len(counts))
+	gap := int32(0) // empty buckets since the last non-empty one (or first)
 	for i, c := range counts {
-		b[i] = float64(c)
+		if c == 0 {
+			gap++
+			continue
+		}
+		switch {
+		case len(spans) == 0:
+			spans = append(spans, histogram.Span{Offset: first + int32(i)})
+		case gap > 2:
+			spans = append(spans, histogram.Span{Offset: gap})
+		default:
+			for range gap {
+				b = append(b, 0)
+			}
+			spans[len(spans)-1].Length += uint32(gap)
+		}
+		gap = 0
+		b = append(b, float64(c))
+		spans[len(spans)-1].Length++
 	}
-	return []histogram.Span{{Offset: first, Length: uint32(len(counts))}}, b
+	return spans, b
 }
 
 // addH appends a histogram sample (see add).

@@ -579,3 +579,43 @@ func TestNativeHistogramNamesAndMetadata(t *testing.T) {
 		t.Errorf("metadata %v", md)
 	}
 }
+
+// denseSide lays out any dense counts as valid spans holding exactly the
+// non-empty buckets at their indexes, with no empty bucket at either end.
+func TestDenseSide(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		counts := make([]uint64, r.IntN(20))
+		for i := range counts {
+			if r.IntN(3) == 0 {
+				counts[i] = uint64(r.IntN(5))
+			}
+		}
+		first := int32(r.IntN(40) - 20)
+		spans, buckets := denseSide(counts, first)
+		want := map[int32]float64{}
+		var total float64
+		for i, c := range counts {
+			if c != 0 {
+				want[first+int32(i)] = float64(c)
+				total += float64(c)
+			}
+		}
+		h := &histogram.FloatHistogram{Schema: 0, Count: total, PositiveSpans: spans, PositiveBuckets: buckets}
+		if err := h.Validate(); err != nil {
+			t.Fatalf("%v from %v: %v", spans, counts, err)
+		}
+		got := map[int32]float64{}
+		for it := h.PositiveBucketIterator(); it.Next(); {
+			if b := it.At(); b.Count != 0 {
+				got[b.Index] = b.Count
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("counts %v at %d: buckets %v, want %v", counts, first, got, want)
+		}
+		if len(buckets) > 0 && (buckets[0] == 0 || buckets[len(buckets)-1] == 0) {
+			t.Fatalf("counts %v: empty bucket at an end: %v", counts, buckets)
+		}
+	}
+}

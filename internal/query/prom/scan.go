@@ -149,7 +149,7 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 			}
 		}
 		if hist && r.desc.kind == kindExpHistogram {
-			if err := sc.readExpHistograms(pf, r, read); err != nil {
+			if err := sc.readExpHistograms(pf, g, r, read); err != nil {
 				return err
 			}
 		}
