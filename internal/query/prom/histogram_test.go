@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -616,6 +617,31 @@ func TestDenseSide(t *testing.T) {
 		}
 		if len(buckets) > 0 && (buckets[0] == 0 || buckets[len(buckets)-1] == 0) {
 			t.Fatalf("counts %v: empty bucket at an end: %v", counts, buckets)
+		}
+	}
+}
+
+// A stale marker of a native histogram (sum = the stale NaN, as
+// Prometheus sends when a series goes away) ends the series as it does in
+// Prometheus: the sample before it answers, nothing after it.
+func TestNativeHistogramStaleMarker(t *testing.T) {
+	ws := nativeWorkload(synthStart, 10)[:1]
+	s := &ws[0]
+	stale := &histogram.Histogram{Sum: math.Float64frombits(value.StaleNaN)}
+	s.ts = append(s.ts, s.ts[len(s.ts)-1]+15_000)
+	s.ints = append(s.ints, stale)
+	s.hs = append(s.hs, stale.ToFloat(nil))
+	l := newTestLake(t)
+	l.WriteBatches(t, "acme", remoteWrite2(t, ws))
+	lake, ref := adapterOf(t, l).Queryable("acme", Limits{}), memQueryable(ws)
+	last := time.UnixMilli(s.ts[len(s.ts)-1])
+	for _, c := range []struct {
+		at   time.Time
+		want int
+	}{{last.Add(-time.Second), 1}, {last.Add(time.Second), 0}, {last.Add(time.Minute), 0}} {
+		got, want := evalInstant(t, newEngine(), lake, `nh_latency_seconds`, c.at), evalInstant(t, newEngine(), ref, `nh_latency_seconds`, c.at)
+		if len(got) != c.want || len(want) != c.want || diffVectors(got, want) != "" {
+			t.Errorf("at %v: %v, want %v (%d samples)", c.at, got, want, c.want)
 		}
 	}
 }
