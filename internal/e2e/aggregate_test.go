@@ -24,6 +24,7 @@ func TestRunAggregateQueryable(t *testing.T) {
 metrics:
   - {name: by-path, action: aggregate, match: agg_req, interval: 1m, flush_delay: 0s, by: [path], outputs: [sum, count, max]}
   - {name: thin, action: downsample, match: agg_temp, interval: 1m, flush_delay: 0s, outputs: [avg]}
+  - {name: lat-by-path, action: aggregate, match: agg_lat, interval: 1m, flush_delay: 0s, by: [path], outputs: [histogram]}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,10 @@ metrics:
 		pt(5*time.Second, 1, "path", "/x", "host", "a"), pt(10*time.Second, 3, "path", "/x", "host", "b"),
 		pt(20*time.Second, 8, "path", "/x", "host", "a"), pt(30*time.Second, 7, "path", "/y", "host", "a")}, ",") + `]}},
 {"name":"agg_temp","gauge":{"dataPoints":[` + strings.Join([]string{
-		pt(0, 1, "host", "a"), pt(20*time.Second, 2, "host", "a"), pt(40*time.Second, 6, "host", "a")}, ",") + `]}}]}]}]}`
+		pt(0, 1, "host", "a"), pt(20*time.Second, 2, "host", "a"), pt(40*time.Second, 6, "host", "a")}, ",") + `]}},
+{"name":"agg_lat","histogram":{"aggregationTemporality":2,"dataPoints":[` + strings.Join([]string{
+		hpt(start, 5*time.Second, "a", `"1","2","0"`, 3, 1.5), hpt(start, 10*time.Second, "b", `"0","1","1"`, 2, 3),
+		hpt(start, 20*time.Second, "a", `"2","3","1"`, 6, 4)}, ",") + `]}}]}]}]}`
 	resp, err := http.Post("http://"+s.http+"/v1/metrics", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +71,12 @@ metrics:
 		`agg_req:1m_by_path_max{path="/x"}`:   8,
 		`agg_req:1m_by_path_sum{path="/y"}`:   7,
 		`agg_temp{host="a", job="agg"}`:       3,
+		// Output histogram: host a's last point plus host b's, [2 3 1] + [0 1 1].
+		`agg_lat:1m_by_path_histogram_bucket{path="/x", le="0.1"}`:  2,
+		`agg_lat:1m_by_path_histogram_bucket{path="/x", le="1"}`:    6,
+		`agg_lat:1m_by_path_histogram_bucket{path="/x", le="+Inf"}`: 8,
+		`agg_lat:1m_by_path_histogram_count{path="/x"}`:             8,
+		`agg_lat:1m_by_path_histogram_sum{path="/x"}`:               7,
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for expr, w := range want {
@@ -100,4 +110,11 @@ metrics:
 			t.Errorf("%s = %v, want %v", series, v, w)
 		}
 	}
+}
+
+// hpt is a cumulative histogram point (bounds 0.1, 1) of host on path /x
+// at start+at, for TestRunAggregateQueryable.
+func hpt(start time.Time, at time.Duration, host, counts string, count int, sum float64) string {
+	return fmt.Sprintf(`{"timeUnixNano":"%d","count":"%d","sum":%g,"bucketCounts":[%s],"explicitBounds":[0.1,1],"attributes":[{"key":"host","value":{"stringValue":%q}},{"key":"path","value":{"stringValue":"/x"}}]}`,
+		start.Add(at).UnixNano(), count, sum, counts, host)
 }

@@ -3,6 +3,7 @@ package processor
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -50,11 +51,13 @@ const (
 	outRateSum
 	outQuantiles
 	outHistogramBucket
+	outHistogram // explicit-bucket histogram inputs: their buckets summed per group
 )
 
 var outputNames = map[string]uint8{
 	"sum": outSum, "count": outCount, "min": outMin, "max": outMax, "avg": outAvg, "last": outLast,
 	"total": outTotal, "increase": outIncrease, "rate_sum": outRateSum, "histogram_bucket": outHistogramBucket,
+	"histogram": outHistogram,
 }
 
 // downsampleOutputs are the outputs downsample allows.
@@ -89,7 +92,7 @@ func parseOutputs(in []string, downsample bool) ([]aggOutput, error) {
 		} else if k, ok := outputNames[o]; ok {
 			ao = aggOutput{kind: k, name: o}
 		} else {
-			return nil, fmt.Errorf("unknown output %q (want sum, count, min, max, avg, last, total, increase, rate_sum, quantiles(...), histogram_bucket)", o)
+			return nil, fmt.Errorf("unknown output %q (want sum, count, min, max, avg, last, total, increase, rate_sum, quantiles(...), histogram_bucket, histogram)", o)
 		}
 		if downsample && !downsampleOutputs[ao.name] {
 			return nil, fmt.Errorf("output %q is not a downsample output (want avg, min, max, sum, last, count)", o)
@@ -107,6 +110,7 @@ func parseOutputs(in []string, downsample bool) ([]aggOutput, error) {
 type aggTarget struct {
 	key        uint64        // the group, before the tenant is mixed in
 	cumulative bool          // the series is a cumulative counter (or a gauge), not a delta sum
+	hist       bool          // the series is an explicit-bucket histogram (output histogram)
 	labels     labels.Labels // output labels, without __name__
 	prefix     string        // output names: prefix + "_" + output (aggregate)
 	desc       outDesc       // downsample with one output: the input's metric
@@ -137,6 +141,9 @@ type aggregator struct {
 	needCtr      bool // an output needs per-series counter state
 	needQ        bool // an output needs the values (quantiles)
 	needH        bool // histogram_bucket
+	histOut      bool // output histogram: takes explicit-bucket histogram points
+	scalarOut    bool // an output other than histogram: takes gauge and sum points
+	hseries      int  // histogram series with a last point in all open buckets
 	buckets      map[int64]*aggBucket
 	last         *aggBucket // the bucket of the previous point (most are in it)
 	totals       map[uint64]*aggTotal
@@ -168,6 +175,23 @@ type aggGroup struct {
 	values []float64
 	hist   map[int32]uint64
 	total  *aggTotal
+
+	// Output histogram: the bounds of the group's first histogram point;
+	// delta inputs add into hcounts, hcount and hsum; cumulative ones
+	// keep each series' last point of the interval in hlast.
+	hbounds []float64
+	hcounts []uint64
+	hcount  uint64
+	hsum    float64
+	hlast   map[uint64]*histLast
+}
+
+// histLast is a cumulative histogram series' last point of an interval.
+type histLast struct {
+	t      int64
+	counts []uint64
+	count  uint64
+	sum    float64
 }
 
 // aggTotal is a group's running total (output total) of the intervals
@@ -211,13 +235,14 @@ const stale = 5
 type aggTargetKey struct {
 	key        uint64
 	cumulative bool
+	hist       bool
 }
 
 // intern returns the aggregator's target equal to at, so the series of
 // one group share one (their decisions hold a pointer, not a copy of the
 // output labels). The table starts over past twice max_groups.
 func (a *aggregator) intern(at *aggTarget) *aggTarget {
-	k := aggTargetKey{at.key, at.cumulative}
+	k := aggTargetKey{at.key, at.cumulative, at.hist}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if t := a.targets[k]; t != nil && t.prefix == at.prefix && labels.Equal(t.labels, at.labels) {
@@ -241,6 +266,11 @@ func newAggregator(spec aggSpec, outs []aggOutput) *aggregator {
 			a.needQ = true
 		case outHistogramBucket:
 			a.needH = true
+		}
+		if o.kind == outHistogram {
+			a.histOut = true
+		} else {
+			a.scalarOut = true
 		}
 	}
 	return a
@@ -505,6 +535,9 @@ func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points in
 			}
 		}
 		a.groups -= len(b.groups)
+		for _, g := range b.groups {
+			a.hseries -= len(g.hlast)
+		}
 		delete(a.buckets, s)
 		if a.last == b {
 			a.last = nil
@@ -534,6 +567,10 @@ func (a *aggregator) expire(lastStart int64) {
 }
 
 func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
+	if g.t.hist {
+		a.emitHistogram(w, g, end)
+		return
+	}
 	if a.spec.downsample && len(a.outputs) == 1 {
 		// The series itself, at the interval's end.
 		w.point(g.t.desc, g.t.labels, "", "", end, a.value(a.outputs[0].kind, g, iv))
@@ -543,6 +580,8 @@ func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
 	for _, o := range a.outputs {
 		gauge.name = g.t.prefix + "_" + o.name
 		switch o.kind {
+		case outHistogram:
+			continue // histogram groups only (emitHistogram)
 		case outQuantiles:
 			vs := slices.Clone(g.values)
 			slices.Sort(vs)
@@ -621,6 +660,27 @@ func newOutWriter(b *signal.Metrics) *outWriter {
 }
 
 func (w *outWriter) point(d outDesc, ls labels.Labels, extraName, extraValue string, t int64, v float64) {
+	i := w.pointAt(d, ls, extraName, extraValue, t)
+	w.b.NumberType[i] = signal.ValueDouble
+	w.b.Number[i] = math.Float64bits(v)
+}
+
+// histogram appends an explicit-bucket histogram point.
+func (w *outWriter) histogram(d outDesc, ls labels.Labels, t int64, bounds []float64, counts []uint64, count uint64, sum float64) {
+	b := w.b
+	i := w.pointAt(d, ls, "", "", t)
+	b.Count[i], b.Sum[i], b.Has[i] = count, sum, signal.HasSum
+	f := uint32(len(b.F64))
+	b.F64 = append(b.F64, bounds...)
+	b.Bounds[i] = signal.Range{Start: f, End: uint32(len(b.F64))}
+	u := uint32(len(b.U64))
+	b.U64 = append(b.U64, counts...)
+	b.BucketCounts[i] = signal.Range{Start: u, End: uint32(len(b.U64))}
+}
+
+// pointAt appends a point of d with labels ls (and extraName=extraValue)
+// at t, its value left to the caller.
+func (w *outWriter) pointAt(d outDesc, ls labels.Labels, extraName, extraValue string, t int64) int {
 	b := w.b
 	c := &b.Common
 	di, ok := w.descs[d.name]
@@ -632,8 +692,6 @@ func (w *outWriter) point(d outDesc, ls labels.Labels, extraName, extraValue str
 	}
 	i := b.AppendPoint(di, 0, 0)
 	b.Time[i] = t
-	b.NumberType[i] = signal.ValueDouble
-	b.Number[i] = math.Float64bits(v)
 	start := uint32(c.Attrs.Len())
 	ls.Range(func(l labels.Label) {
 		c.Attrs.Append(c.Keys.IDString(l.Name), signal.ValueString, uint64(c.AppendString(l.Value)))
@@ -642,6 +700,7 @@ func (w *outWriter) point(d outDesc, ls labels.Labels, extraName, extraValue str
 		c.Attrs.Append(c.Keys.IDString(extraName), signal.ValueString, uint64(c.AppendString(extraValue)))
 	}
 	b.Attr[i] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	return i
 }
 
 // aggregators keeps aggregator state by rule name across reloads.
@@ -722,4 +781,105 @@ func (as *aggregators) get(name string, spec aggSpec, outs []aggOutput, c *aggCo
 		as.m[name] = a
 	}
 	return a
+}
+
+// addHist folds explicit-bucket histogram point i of b (of input series id
+// at t) into group g of target at (output histogram). It reports false
+// when the point was not taken (late, beyond max_groups or the series
+// bound, bucket bounds other than the group's first point's, or bucket
+// counts that do not fit the bounds): the caller keeps it as it was.
+func (a *aggregator) addHist(g uint64, tenant string, at *aggTarget, id uint64, t int64, b *signal.Metrics, i int) bool {
+	bounds := b.F64[b.Bounds[i].Start:b.Bounds[i].End]
+	counts := b.U64[b.BucketCounts[i].Start:b.BucketCounts[i].End]
+	if len(counts) != len(bounds)+1 {
+		a.c.overflow.Add(1)
+		return false
+	}
+	iv := int64(a.spec.interval)
+	start := t - t%iv
+	if t < 0 && t%iv != 0 {
+		start -= iv
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if start+iv <= a.flushed {
+		a.c.late.Add(1)
+		return false
+	}
+	bk := a.last
+	if bk == nil || bk.start != start {
+		bk = a.buckets[start]
+		if bk == nil {
+			bk = &aggBucket{start: start, groups: map[uint64]*aggGroup{}}
+			a.buckets[start] = bk
+		}
+		a.last = bk
+	}
+	gr := bk.groups[g]
+	if gr == nil {
+		if a.groups >= a.spec.maxGroups {
+			a.c.overflow.Add(1)
+			return false
+		}
+		a.groups++
+		gr = &aggGroup{tenant: strings.Clone(tenant), t: at, hbounds: slices.Clone(bounds)}
+		bk.groups[g] = gr
+	} else if !slices.Equal(gr.hbounds, bounds) {
+		a.c.overflow.Add(1)
+		return false
+	}
+	if !at.cumulative {
+		if gr.hcounts == nil {
+			gr.hcounts = make([]uint64, len(counts))
+		}
+		for k, c := range counts {
+			gr.hcounts[k] += c
+		}
+		gr.hcount += b.Count[i]
+		gr.hsum += b.Sum[i]
+		gr.count++
+		return true
+	}
+	l := gr.hlast[id]
+	if l == nil {
+		if a.hseries >= maxCounterSeries {
+			a.c.overflow.Add(1)
+			return false
+		}
+		if gr.hlast == nil {
+			gr.hlast = map[uint64]*histLast{}
+		}
+		a.hseries++
+		l = &histLast{t: math.MinInt64}
+		gr.hlast[id] = l
+	}
+	if t >= l.t {
+		l.t, l.counts, l.count, l.sum = t, append(l.counts[:0], counts...), b.Count[i], b.Sum[i]
+	}
+	gr.count++
+	return true
+}
+
+// emitHistogram writes a histogram group's output: the sum of its delta
+// points, or of its cumulative series' last points of the interval.
+func (a *aggregator) emitHistogram(w *outWriter, g *aggGroup, end int64) {
+	d := outDesc{name: g.t.prefix + "_histogram", typ: signal.MetricHistogram, temporality: signal.TemporalityDelta}
+	counts, count, sum := g.hcounts, g.hcount, g.hsum
+	if g.t.cumulative {
+		d.temporality = signal.TemporalityCumulative
+		counts = make([]uint64, len(g.hbounds)+1)
+		ids := slices.Sorted(maps.Keys(g.hlast)) // a stable order for the float sum
+		for _, id := range ids {
+			l := g.hlast[id]
+			for k, c := range l.counts {
+				counts[k] += c
+			}
+			count += l.count
+			sum += l.sum
+		}
+	}
+	if counts == nil {
+		return
+	}
+	w.histogram(d, g.t.labels, end, g.hbounds, counts, count, sum)
 }

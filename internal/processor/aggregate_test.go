@@ -406,3 +406,70 @@ func TestVMRangeAsVmagent(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregateHistograms: output histogram sums explicit-bucket histogram
+// points per group and interval: a cumulative series counts with its last
+// point of the interval, delta points all add; a point whose bounds differ
+// from its group's is not taken (kept, counted as overflow); the output
+// keeps the input's temporality.
+func TestAggregateHistograms(t *testing.T) {
+	r, m := parseWith(t, `
+metrics:
+  - name: lat-by-path
+    action: aggregate
+    match: '{__name__=~"lat|latd"}'
+    interval: 1m
+    flush_delay: 0s
+    by: [path]
+    outputs: [histogram, sum]
+`)
+	pt := func(host, path string, at time.Duration, bounds string, counts string, count int, sum float64) string {
+		return fmt.Sprintf(`{"timeUnixNano":"%d","count":"%d","sum":%g,"bucketCounts":[%s],"explicitBounds":[%s],"attributes":[{"key":"host","value":{"stringValue":%q}},{"key":"path","value":{"stringValue":%q}}]}`,
+			t0.Add(at).UnixNano(), count, sum, counts, bounds, host, path)
+	}
+	js := `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[` +
+		`{"name":"lat","histogram":{"aggregationTemporality":2,"dataPoints":[` + strings.Join([]string{
+		pt("a", "/x", 5*time.Second, "0.1,1", `"1","2","0"`, 3, 1.5),
+		pt("b", "/x", 10*time.Second, "0.1,1", `"0","1","1"`, 2, 3),
+		pt("a", "/x", 20*time.Second, "0.1,1", `"2","3","1"`, 6, 4),
+		pt("a", "/y", 30*time.Second, "0.1,1", `"5","0","0"`, 5, 0.25),
+		pt("c", "/x", 40*time.Second, "0.5,1", `"1","0","0"`, 1, 0.1), // other bounds: kept
+	}, ",") + `]}},` +
+		`{"name":"latd","histogram":{"aggregationTemporality":1,"dataPoints":[` + strings.Join([]string{
+		pt("a", "/z", 5*time.Second, "0.1,1", `"1","0","0"`, 1, 0.05),
+		pt("b", "/z", 25*time.Second, "0.1,1", `"0","2","0"`, 2, 1),
+	}, ",") + `]}}]}]}]}`
+	var in signal.Metrics
+	if err := otlp.DecodeMetricsJSON(&in, []byte(js)); err != nil {
+		t.Fatal(err)
+	}
+	in.ComputeSeriesIDs()
+	if _, kept := r.ProcessMetrics(&in, &Scratch{Tenant: "t1"}); kept != 1 || labelsOf(&in)[0].Get("host") != "c" {
+		t.Fatalf("kept %d points (%v), want only host c's, whose bounds differ", kept, labelsOf(&in))
+	}
+	if got := counterValue(m.aggOverflow.WithLabelValues("lat-by-path")); got != 1 {
+		t.Errorf("overflow points %v, want 1 (the point with other bounds)", got)
+	}
+	var got []string
+	if _, err := m.Flush(t0.Add(time.Minute), func(tenant string, b *signal.Metrics) error {
+		for i, l := range labelsOf(b) {
+			d := b.Descs[b.Desc[i]]
+			got = append(got, fmt.Sprintf("%s %s type=%v temporality=%v bounds=%v counts=%v count=%d sum=%g",
+				tenant, l, d.Type, d.Temporality, b.F64[b.Bounds[i].Start:b.Bounds[i].End], b.U64[b.BucketCounts[i].Start:b.BucketCounts[i].End], b.Count[i], b.Sum[i]))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	hist, cum, delta := signal.MetricHistogram, signal.TemporalityCumulative, signal.TemporalityDelta
+	want := []string{
+		fmt.Sprintf(`t1 {__name__="lat:1m_by_path_histogram", path="/x"} type=%v temporality=%v bounds=[0.1 1] counts=[2 4 2] count=8 sum=7`, hist, cum),
+		fmt.Sprintf(`t1 {__name__="lat:1m_by_path_histogram", path="/y"} type=%v temporality=%v bounds=[0.1 1] counts=[5 0 0] count=5 sum=0.25`, hist, cum),
+		fmt.Sprintf(`t1 {__name__="latd:1m_by_path_histogram", path="/z"} type=%v temporality=%v bounds=[0.1 1] counts=[1 2 0] count=3 sum=1.05`, hist, delta),
+	}
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("emitted:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

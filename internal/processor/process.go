@@ -265,7 +265,13 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			if ru.shadow {
 				break
 			}
-			if ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b.Value(i), at.cumulative) && !ru.keepInput {
+			var taken bool
+			if at.hist {
+				taken = ru.agg.addHist(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b, i)
+			} else {
+				taken = ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b.Value(i), at.cumulative)
+			}
+			if taken && !ru.keepInput {
 				c[1]++
 				s.effect(e.rule, desc, false)
 				return true
@@ -447,11 +453,18 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 // feeds in aggregate or downsample rule ru; nil for points that are not
 // gauges or sums (they pass as they are).
 func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal.Metrics) *aggTarget {
-	if desc.Type != signal.MetricGauge && desc.Type != signal.MetricSum {
+	hist := desc.Type == signal.MetricHistogram
+	switch {
+	case hist && !ru.agg.histOut, !hist && !ru.agg.scalarOut:
+		return nil // no output of this rule takes the point: it passes
+	case !hist && desc.Type != signal.MetricGauge && desc.Type != signal.MetricSum:
 		return nil
 	}
 	name := cur.Get(labels.MetricName)
-	at := &aggTarget{cumulative: !(desc.Type == signal.MetricSum && desc.Temporality == signal.TemporalityDelta)}
+	at := &aggTarget{cumulative: desc.Temporality != signal.TemporalityDelta, hist: hist}
+	if desc.Type == signal.MetricGauge {
+		at.cumulative = true
+	}
 	lb := labels.NewBuilder(cur)
 	switch {
 	case ru.act == actDownsample:
