@@ -259,3 +259,94 @@ UNION ALL SELECT metric, grp, e, 'max', max(v) FROM g GROUP BY ALL
 UNION ALL SELECT metric, grp, e, 'avg', avg(v) FROM g GROUP BY ALL`)
 	compareOutputs(t, got, want)
 }
+
+// TestAggregateHistogramEqualsDuckDB: generated cumulative histograms
+// (bounds 0.1, 1, 10; 3 paths × 15 hosts, a point every 7 s over four
+// intervals, arriving in batches of 50 points); the output histogram's
+// bucket counts, count and sum per path and interval equal DuckDB's sum
+// over the path's series of each series' last point of the interval
+// (arg_max by time).
+func TestAggregateHistogramEqualsDuckDB(t *testing.T) {
+	r, m := parseWith(t, `
+metrics:
+  - {name: h, action: aggregate, match: gen_lat, interval: 1m, flush_delay: 0s, by: [path], outputs: [histogram]}
+`)
+	type series struct {
+		path, host string
+		counts     [4]uint64
+		sum        float64
+	}
+	var ss []*series
+	for p := range 3 {
+		for h := range 15 {
+			ss = append(ss, &series{path: fmt.Sprintf("/p%d", p), host: fmt.Sprintf("h%02d", h)})
+		}
+	}
+	var raw []rawPoint
+	var pts []string
+	rng := uint64(42)
+	next := func() uint64 { rng = mix(rng + 1); return rng }
+	s := &Scratch{Tenant: "t1"}
+	send := func() {
+		if len(pts) == 0 {
+			return
+		}
+		js := `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"gen_lat","histogram":{"aggregationTemporality":2,"dataPoints":[` +
+			strings.Join(pts, ",") + `]}}]}]}]}`
+		var b signal.Metrics
+		if err := otlp.DecodeMetricsJSON(&b, []byte(js)); err != nil {
+			t.Fatal(err)
+		}
+		b.ComputeSeriesIDs()
+		if _, kept := r.ProcessMetrics(&b, s); kept != 0 {
+			t.Fatalf("%d histogram points not taken", kept)
+		}
+		pts = pts[:0]
+	}
+	for at := time.Duration(0); at < 4*time.Minute; at += 7 * time.Second {
+		for i, se := range ss {
+			ms := t0.Add(at+time.Duration(i)*10*time.Millisecond).UnixNano() / 1e6
+			var count uint64
+			for k := range se.counts {
+				se.counts[k] += next() % 5
+				count += se.counts[k]
+			}
+			se.sum += float64(next()%1000) / 8
+			id := se.path + "," + se.host
+			for k, c := range se.counts {
+				raw = append(raw, rawPoint{metric: fmt.Sprintf("b%d", k), group: se.path, series: id, ms: ms, v: float64(c)})
+			}
+			raw = append(raw, rawPoint{metric: "count", group: se.path, series: id, ms: ms, v: float64(count)},
+				rawPoint{metric: "sum", group: se.path, series: id, ms: ms, v: se.sum})
+			pts = append(pts, fmt.Sprintf(`{"timeUnixNano":"%d","count":"%d","sum":%v,"bucketCounts":["%d","%d","%d","%d"],"explicitBounds":[0.1,1,10],"attributes":[{"key":"host","value":{"stringValue":%q}},{"key":"path","value":{"stringValue":%q}}]}`,
+				ms*1e6, count, se.sum, se.counts[0], se.counts[1], se.counts[2], se.counts[3], se.host, se.path))
+			if len(pts) == 50 {
+				send()
+			}
+		}
+	}
+	send()
+	want := duckdbOutputs(t, raw, `WITH last AS (
+  SELECT metric, grp, series, (ms // 60000) * 60000 + 60000 AS end_ms, arg_max(v, ms) AS v FROM raw GROUP BY ALL)
+SELECT metric, grp, end_ms, 'histogram', sum(v) FROM last GROUP BY metric, grp, end_ms`)
+	got := map[string]float64{}
+	if _, err := m.Flush(t0.Add(5*time.Minute), func(_ string, b *signal.Metrics) error {
+		for i, l := range labelsOf(b) {
+			key := func(component string) string {
+				return fmt.Sprintf("%s|%s|%d|histogram", component, l.Get("path"), b.Time[i]/1e6)
+			}
+			for k, c := range b.U64[b.BucketCounts[i].Start:b.BucketCounts[i].End] {
+				got[key(fmt.Sprintf("b%d", k))] = float64(c)
+			}
+			got[key("count")] = float64(b.Count[i])
+			got[key("sum")] = b.Sum[i]
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 3*4*6 {
+		t.Fatalf("DuckDB gave %d outputs, want 3 paths × 4 intervals × 6 components", len(want))
+	}
+	compareOutputs(t, got, want)
+}
