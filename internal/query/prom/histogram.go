@@ -2,6 +2,7 @@ package prom
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
@@ -132,7 +133,8 @@ func (sc *scan) readExpHistograms(pf *parquet.File, g int, r run, read func(col 
 
 // histogramAt builds row k's native histogram, or nil when the row has
 // none Prometheus can hold (no count; an OTLP scale below -4; custom
-// buckets that do not match their bounds).
+// buckets that do not match their bounds, or bounds that are not
+// increasing; bucket indexes past int32).
 func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 	if !sc.cntOK[k] {
 		return nil
@@ -154,6 +156,9 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 		fh.Schema = histogram.CustomBucketsSchema
 		fh.CustomValues = slices.Clone(bounds)
 		fh.PositiveSpans, fh.PositiveBuckets = denseSide(counts, 0)
+		if fh.Validate() != nil {
+			return nil // bounds not increasing, or +Inf among them: not a histogram PromQL can use
+		}
 		return fh
 	}
 	if !h.scaleOK[k] {
@@ -172,11 +177,29 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 	}
 	// OTLP bucket i of offset o is (base^(o+i), base^(o+i+1)]: Prometheus
 	// bucket index o+i+1.
-	if pos := h.pb[h.pbOff[k]:h.pbOff[k+1]]; len(pos) > 0 {
-		fh.PositiveSpans, fh.PositiveBuckets = denseSide(pos, h.po[k]+1)
-	}
-	if neg := h.nb[h.nbOff[k]:h.nbOff[k+1]]; len(neg) > 0 {
-		fh.NegativeSpans, fh.NegativeBuckets = denseSide(neg, h.no[k]+1)
+	// A null offset is 0 (OTLP's default); an offset so large that its
+	// last bucket's index does not fit an int32 has no Prometheus form.
+	for _, side := range [2]struct {
+		counts []uint64
+		off    int32
+		ok     bool
+		spans  *[]histogram.Span
+		bkts   *[]float64
+	}{
+		{h.pb[h.pbOff[k]:h.pbOff[k+1]], h.po[k], h.poOK[k], &fh.PositiveSpans, &fh.PositiveBuckets},
+		{h.nb[h.nbOff[k]:h.nbOff[k+1]], h.no[k], h.noOK[k], &fh.NegativeSpans, &fh.NegativeBuckets},
+	} {
+		if len(side.counts) == 0 {
+			continue
+		}
+		off := int64(0)
+		if side.ok {
+			off = int64(side.off)
+		}
+		if off+1+int64(len(side.counts)) > math.MaxInt32 {
+			return nil
+		}
+		*side.spans, *side.bkts = denseSide(side.counts, int32(off+1))
 	}
 	if scale > maxSchema {
 		if err := fh.ReduceResolution(maxSchema); err != nil {

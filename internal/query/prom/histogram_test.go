@@ -645,3 +645,43 @@ func TestNativeHistogramStaleMarker(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHistogramAt: whatever a (damaged) row holds, building its histogram
+// never panics and gives nil or a histogram that Prometheus validates.
+func FuzzHistogramAt(f *testing.F) {
+	f.Add(true, int8(0), int32(0), int32(-1), uint64(7), []byte{1, 0, 2, 0, 0, 0, 3}, []byte{1}, 0.5)
+	f.Add(true, int8(12), int32(2147483600), int32(0), uint64(1), []byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, []byte{}, 0.0)
+	f.Add(false, int8(-53), int32(0), int32(0), uint64(3), []byte{1, 2, 0}, []byte{10, 5}, 0.0)
+	f.Fuzz(func(t *testing.T, exp bool, scale int8, po, no int32, count uint64, pos, neg []byte, zt float64) {
+		sc := &scan{cnt: []uint64{count}, cntOK: []bool{true}, sums: []float64{1.5}, sumOK: []bool{true}}
+		counts := func(b []byte) []uint64 {
+			out := make([]uint64, len(b))
+			for i, x := range b {
+				out[i] = uint64(x)
+			}
+			return out
+		}
+		if exp {
+			sc.h = histCols{exp: true, scale: []int32{int32(scale)}, scaleOK: []bool{true}, zc: []uint64{1}, zcOK: []bool{true},
+				zt: []float64{zt}, ztOK: []bool{true}, po: []int32{po}, poOK: []bool{true}, no: []int32{no}, noOK: []bool{no != 0},
+				pb: counts(pos), pbOff: []int32{0, int32(len(pos))}, nb: counts(neg), nbOff: []int32{0, int32(len(neg))}}
+		} else {
+			// neg bytes are the bounds here, in whatever order the row has.
+			bnd := make([]float64, len(neg))
+			for i, x := range neg {
+				bnd[i] = float64(x) / 4
+			}
+			sc.bnd, sc.bndOff = bnd, []int32{0, int32(len(bnd))}
+			sc.bkt, sc.bktOff = counts(pos), []int32{0, int32(len(pos))}
+		}
+		h := sc.histogramAt(0)
+		if h == nil {
+			return
+		}
+		if zt >= 0 && !math.IsNaN(zt) || !exp {
+			if err := h.Validate(); err != nil {
+				t.Fatalf("%v: %v", h, err)
+			}
+		}
+	})
+}
