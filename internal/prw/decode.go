@@ -97,16 +97,22 @@ type Decoder struct {
 	names    map[string]uint32      // name -> index in descPool, per call
 	descPool [][numDescKinds]uint32 // desc index + 1 per kind
 	prevKeys []keyCache
-	symbols  []signal.Str
-	symDesc  []uint32 // 2.0: symbol -> index in descPool + 1, per call
-	metaAt   []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
-	h        hist
-	ex       []byte
-	meta     [][2]int // 1.0 metadata messages [start, end)
-	key      []byte
-	st       Stats
-	perr     PartialError
-	version  string
+	// The label names (sorted, unique) of the last series attrs appended,
+	// and where __name__ is among them; prevOK says they are set (per call).
+	prevNames    []signal.Str
+	prevNameIdx  int
+	prevOK       bool
+	same, strict bool // checkLabels: names as prevNames; names strictly increasing
+	symbols      []signal.Str
+	symDesc      []uint32 // 2.0: symbol -> index in descPool + 1, per call
+	metaAt       []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
+	h            hist
+	ex           []byte
+	meta         [][2]int // 1.0 metadata messages [start, end)
+	key          []byte
+	st           Stats
+	perr         PartialError
+	version      string
 }
 
 type keyCache struct {
@@ -126,6 +132,7 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	clear(d.names)
 	d.descPool = d.descPool[:0]
 	d.prevKeys = d.prevKeys[:0]
+	d.prevNames, d.prevOK = d.prevNames[:0], false
 	d.meta = d.meta[:0]
 }
 
@@ -230,6 +237,33 @@ func (d *Decoder) seriesString() string {
 // false).
 func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 	ls := d.labels
+	d.same, d.strict = false, false
+	// Series of one request mostly have the label names of the series
+	// before them: then they are sorted and unique as those were, and
+	// attrs reuses their key ids (one comparison per label in all).
+	if d.prevOK && len(ls) == len(d.prevNames) {
+		same := true
+		for i := range ls {
+			if !bytes.Equal(d.str(ls[i].name), d.str(d.prevNames[i])) {
+				same = false
+				break
+			}
+		}
+		if same {
+			if checkUTF8 {
+				for _, l := range ls {
+					if !utf8.Valid(d.str(l.value)) {
+						return -1, fmt.Sprintf("label %q: not valid UTF-8", d.str(l.name))
+					}
+				}
+			}
+			if ls[d.prevNameIdx].value.Len() == 0 {
+				return -1, "empty __name__"
+			}
+			d.same, d.strict = true, true
+			return d.prevNameIdx, ""
+		}
+	}
 	// Fast path, the usual case: names strictly increasing (sorted, hence
 	// unique; only the first can be empty), one comparison per pair.
 	nameIdx := -1
@@ -246,6 +280,7 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 		}
 		prev = n
 	}
+	d.strict = strict
 	if !strict {
 		slices.SortStableFunc(ls, func(a, b label) int { return bytes.Compare(d.str(a.name), d.str(b.name)) })
 		nameIdx = -1
@@ -291,8 +326,11 @@ func (d *Decoder) attrs(nameIdx int) signal.Range {
 		}
 		var id signal.KeyID
 		// Series of one request mostly share their label names in the
-		// same order: compare with the previous series before interning.
-		if k < len(d.prevKeys) && bytes.Equal(d.str(d.prevKeys[k].name), d.str(l.name)) {
+		// same order: compare with the previous series before interning
+		// (checkLabels did, when same).
+		if d.same {
+			id = d.prevKeys[k].id
+		} else if k < len(d.prevKeys) && bytes.Equal(d.str(d.prevKeys[k].name), d.str(l.name)) {
 			id = d.prevKeys[k].id
 			d.prevKeys[k].name = l.name
 		} else {
@@ -305,6 +343,16 @@ func (d *Decoder) attrs(nameIdx int) signal.Range {
 		}
 		k++
 		c.Attrs.Append(id, signal.ValueString, uint64(l.value))
+	}
+	// The names checkLabels compares the next series with: set here, with
+	// prevKeys, so that both always describe the same series.
+	if !d.same {
+		d.prevOK = d.strict
+		d.prevNameIdx = nameIdx
+		d.prevNames = d.prevNames[:0]
+		for _, l := range d.labels {
+			d.prevNames = append(d.prevNames, l.name)
+		}
 	}
 	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}
 }

@@ -449,3 +449,79 @@ func TestDecodeV2SymbolsUTF8(t *testing.T) {
 		}
 	}
 }
+
+// A series with the label names of the one before it reuses that one's
+// checks and key ids: mixed with unsorted, duplicate, empty-name and
+// dropped series, every series kept still has exactly its own labels.
+func TestDecodeSameNamesAsPreviousSeries(t *testing.T) {
+	ls := func(kv ...string) []prompb.Label {
+		var out []prompb.Label
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, prompb.Label{Name: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	series := [][]prompb.Label{
+		ls("__name__", "a", "job", "j1", "zone", "z1"),
+		ls("__name__", "a", "job", "j2", "zone", "z2"),
+		ls("zone", "z3", "__name__", "a", "job", "j3"), // unsorted
+		ls("__name__", "a", "job", "j4", "zone", "z4"),
+		ls("__name__", "a", "job", "j5", "job", "x"), // duplicate: dropped
+		ls("__name__", "a", "job", "j6", "zone", "z6"),
+		ls("__name__", "", "job", "j7", "zone", "z7"), // empty name: dropped
+		ls("__name__", "a", "job", "j8", "zone", "z8"),
+		ls("__name__", "b", "job", "j9"),
+		ls("__name__", "b", "job", "j10"),
+		ls("__name__", "a", "job", "j11", "zone", "z11"),
+		ls("__name__", "a", "jab", "j12", "zone", "z12"), // same length, other name
+	}
+	req := &prompb.WriteRequest{}
+	want := map[string]bool{}
+	for i, s := range series {
+		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: s, Samples: []prompb.Sample{{Value: float64(i), Timestamp: int64(i)}}})
+		if i != 4 && i != 6 {
+			want[sortedLabels(s)] = true
+		}
+	}
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v2 := range []bool{false, true} {
+		var m signal.Metrics
+		var err error
+		if v2 {
+			var r2 *writev2.Request
+			r2 = &writev2.Request{}
+			st := writev2.NewSymbolTable()
+			for _, ts := range req.Timeseries {
+				var refs []uint32
+				for _, l := range ts.Labels {
+					refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+				}
+				r2.Timeseries = append(r2.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: ts.Samples[0].Value, Timestamp: ts.Samples[0].Timestamp}}})
+			}
+			r2.Symbols = st.Symbols()
+			b2, merr := r2.Marshal()
+			if merr != nil {
+				t.Fatal(merr)
+			}
+			_, err = new(Decoder).DecodeV2(&m, b2)
+		} else {
+			_, err = new(Decoder).DecodeV1(&m, body)
+		}
+		var pe *PartialError
+		if !errors.As(err, &pe) || pe.Dropped != 2 {
+			t.Fatalf("v2=%t: %v, want 2 series dropped", v2, err)
+		}
+		got := readBack(t, &m)
+		if len(got) != len(want) {
+			t.Fatalf("v2=%t: %d series, want %d:\n%s", v2, len(got), len(want), keys(got))
+		}
+		for k := range want {
+			if _, ok := got[k]; !ok {
+				t.Fatalf("v2=%t: series %s missing; have:\n%s", v2, k, keys(got))
+			}
+		}
+	}
+}
