@@ -21,8 +21,9 @@
 // of the exporter's protocol version are passed through without decoding
 // when the exporter replicates: 1.0 bodies of consecutive records of one
 // tenant concatenated into one request, 2.0 bodies one request each
-// (passthrough.go). In shard mode, and for the other version, they are
-// decoded with package prw and converted like OTLP.
+// (passthrough.go); in shard mode a 1.0 body is split by series from its
+// label bytes. 2.0 in shard mode, and the other version, are decoded with
+// package prw and converted like OTLP.
 //
 // Not yet: 2.0 metadata, exemplars, created timestamps and native
 // histograms.

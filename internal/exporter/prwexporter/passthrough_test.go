@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 
@@ -17,6 +18,8 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -213,10 +216,22 @@ func mustAtof(t *testing.T, s string) float64 {
 	return f
 }
 
-// Shard mode needs each series' labels: remote-write records are decoded
-// and every series lands on exactly one endpoint.
-func TestPassThroughShardDecodes(t *testing.T) {
+// Shard mode splits a 1.0 record by series without decoding: each series
+// arrives, byte for byte, on exactly one endpoint, and on the same one as
+// when the record went the convert path (as OTLP): a series never moves
+// between endpoints with the path that carried it.
+func TestPassThroughShard(t *testing.T) {
 	recs, series, _ := passRecords(t, 3)
+	var otlpRecs []exporter.Record
+	var dec prw.Decoder
+	for _, r := range recs {
+		var m signal.Metrics
+		if _, err := dec.DecodeV1(&m, r.Body); err != nil {
+			t.Fatal(err)
+		}
+		otlpRecs = append(otlpRecs, exporter.Record{Kind: signal.KindMetrics, Tenant: r.Tenant, Body: otlp.AppendMetricsProto(nil, &m)})
+	}
+	// One set of endpoints for both paths: the ring is keyed by their URLs.
 	var css []*captureServer
 	var urls []string
 	for range 3 {
@@ -226,51 +241,59 @@ func TestPassThroughShardDecodes(t *testing.T) {
 		css = append(css, cs)
 		urls = append(urls, srv.URL)
 	}
-	exp, err := New(Config{Endpoints: urls, Protocol: "1.0", Shard: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := exp.Send(context.Background(), recs); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}           // id -> float samples of the series itself
-	where := map[string]map[int]bool{} // series (labels) -> endpoints
-	for k, cs := range css {
-		for _, b := range cs.bodies {
-			var wr prompb.WriteRequest
-			if err := wr.Unmarshal(b); err != nil {
-				t.Fatal(err)
-			}
-			for _, ts := range wr.Timeseries {
-				var id, name string
-				for _, l := range ts.Labels {
-					switch l.Name {
-					case "id":
-						id = l.Value
-					case "__name__":
-						name = l.Value
+	where := func(recs []exporter.Record) (map[string]int, map[string][]byte) {
+		for _, cs := range css {
+			cs.bodies = nil
+		}
+		exp, err := New(Config{Endpoints: urls, Protocol: "1.0", Shard: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		at := map[string]int{}
+		bytesOf := map[string][]byte{}
+		for k, cs := range css {
+			for _, b := range cs.bodies {
+				var wr prompb.WriteRequest
+				if err := wr.Unmarshal(b); err != nil {
+					t.Fatal(err)
+				}
+				for _, ts := range wr.Timeseries {
+					lbls := append([]prompb.Label(nil), ts.Labels...)
+					slices.SortFunc(lbls, cmpLabel)
+					key := fmt.Sprint(lbls)
+					if prev, ok := at[key]; ok && prev != k {
+						t.Fatalf("series %s on endpoints %d and %d", key, prev, k)
 					}
-				}
-				key := fmt.Sprint(ts.Labels)
-				if where[key] == nil {
-					where[key] = map[int]bool{}
-				}
-				where[key][k] = true
-				if len(name) == 3 { // m_N, not the histogram's m_N_sum and m_N_count
-					seen[id] += len(ts.Samples)
+					at[key] = k
+					bytesOf[key], _ = ts.Marshal()
 				}
 			}
 		}
+		return at, bytesOf
 	}
-	for key, eps := range where {
-		if len(eps) != 1 {
-			t.Fatalf("series %s on endpoints %v, want one", key, eps)
-		}
-	}
+	pass, passBytes := where(recs)
+	conv, _ := where(otlpRecs)
+	used := map[int]bool{}
 	for _, s := range series {
-		id := s.Labels[2].Value
-		if seen[id] != len(s.Samples) {
-			t.Fatalf("series %s: %d samples arrived, want %d", id, seen[id], len(s.Samples))
+		lbls := append([]prompb.Label(nil), s.Labels...)
+		slices.SortFunc(lbls, cmpLabel)
+		key := fmt.Sprint(lbls)
+		k, ok := pass[key]
+		if !ok {
+			t.Fatalf("series %s did not arrive", key)
 		}
+		used[k] = true
+		if want, _ := s.Marshal(); !bytes.Equal(passBytes[key], want) {
+			t.Fatalf("series %s: bytes differ", key)
+		}
+		if ck, ok := conv[key]; len(s.Histograms) == 0 && (!ok || ck != k) {
+			t.Fatalf("series %s: endpoint %d passed through, %d (found %t) converted", key, k, ck, ok)
+		}
+	}
+	if len(used) != 3 {
+		t.Fatalf("series on %d of 3 endpoints", len(used))
 	}
 }

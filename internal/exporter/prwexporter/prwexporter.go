@@ -47,6 +47,9 @@ type Exporter struct {
 	m    signal.Metrics
 	dec  prw.Decoder // remote-write records on the convert path
 	raw  []byte      // pass-through: the request being assembled
+	// shard mode pass-through: each endpoint's part, the labels hashed
+	parts [][]byte
+	lbls  []prompb.Label
 
 	useV1 []*atomic.Bool // per endpoint: 1.0 configured, or 2.0 answered 415
 
