@@ -205,14 +205,16 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 			}
 			rwScope = int32(slices.Index(sstrs, prw.ScopeName))
 		}
-		histType := map[int32]bool{}
-		if codes[1] != nil {
-			for c, t := range strs[1] {
-				histType[int32(c)] = t == "histogram" || t == "exponential_histogram"
-			}
+		histType := make([]bool, len(strs[1])) // by metric_type code
+		for c, t := range strs[1] {
+			histType[c] = t == "histogram" || t == "exponential_histogram"
 		}
 		rwHist := func(i int64) bool {
-			return rwScope >= 0 && scopes[i] == rwScope && codes[1] != nil && histType[codes[1][i]]
+			if rwScope < 0 || scopes[i] != rwScope || codes[1] == nil {
+				return false
+			}
+			c := codes[1][i]
+			return c >= 0 && histType[c]
 		}
 		same := func(i, j int64) bool {
 			for k := range codes {
