@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-func routingOf(t *testing.T, src string) *routing {
+func routingOf(t testing.TB, src string) *routing {
 	t.Helper()
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
