@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/processor"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -81,5 +83,75 @@ pipelines:
 	}
 	if d := rt.emitDest("s"); strings.Join(d, ",") != "lake,otlp/b" || rt.emitDest("") != nil {
 		t.Fatalf("emitDest(s) = %v, emitDest(\"\") = %v", d, rt.emitDest(""))
+	}
+}
+
+// TestRecordsPerRouteLogs: a logs request after processors.rules_file runs
+// each route's chain on its own copy: every record names its route's
+// exporters and holds exactly what its chain kept, and a route without a
+// chain gets the request as the default rules left it.
+func TestRecordsPerRouteLogs(t *testing.T) {
+	rt := routingOf(t, `processors: {rule_sets: {a: {rules_file: a.yaml}, b: {rules_file: b.yaml}}}
+exporters: {otlp/x: {endpoints: ['http://127.0.0.1:1']}, otlp/y: {endpoints: ['http://127.0.0.1:1']}}
+pipelines:
+  logs/a: {receivers: [otlp], processors: [a], exporters: [lake]}
+  logs/b: {receivers: [otlp], processors: [b], exporters: [otlp/x]}
+  logs/c: {receivers: [otlp], exporters: [otlp/y]}
+`)
+	parse := func(set, src string) *processor.Rules {
+		t.Helper()
+		r, err := processor.ParseSet([]byte(src), nil, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	rt.sets["a"].rules.Store(parse("a", "logs:\n  - {name: no-debug, action: drop, max_severity: 8}\n"))
+	rt.sets["b"].rules.Store(parse("b", "logs:\n  - {name: no-x, action: drop, match: '{x=\"1\"}'}\n"))
+	def := parse("", "logs:\n  - {name: no-noise, action: drop, match: '{noise=\"1\"}'}\n")
+	rec := func(sev int, k, v string) string {
+		return fmt.Sprintf(`{"timeUnixNano":"1","severityNumber":%d,"body":{"stringValue":"s%d"},"attributes":[{"key":%q,"value":{"stringValue":%q}}]}`, sev, sev, k, v)
+	}
+	var in signal.Logs
+	if err := otlp.DecodeLogsJSON(&in, []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[`+
+		strings.Join([]string{rec(5, "k", "v"), rec(9, "x", "1"), rec(13, "k", "w"), rec(10, "noise", "1")}, ",")+`]}]}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	body := otlp.AppendLogsProto(nil, &in)
+	c := &consumer{routes: rt}
+	for pass := range 3 { // pooled buffers reused
+		s := new(scratch)
+		if pass > 0 {
+			if p, ok := c.pool.Get().(*scratch); ok {
+				s = p
+			}
+		}
+		n, err := s.decode(signal.KindLogs, body, nil, otlp.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.proc.Tenant = "acme"
+		b, n := s.process(def, signal.KindLogs, body, n)
+		if n != 3 || !s.changed {
+			t.Fatalf("default rules kept %d (changed %v), want 3", n, s.changed)
+		}
+		recs, kept, _, _ := c.records(s, signal.KindLogs, "acme", b, n)
+		got := map[string]string{}
+		for _, r := range recs {
+			pr, err := parseRecord(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out signal.Logs
+			if err := otlp.DecodeLogs(&out, pr.Body); err != nil {
+				t.Fatal(err)
+			}
+			got[strings.Join(pr.destinations(), ",")] = fmt.Sprint(out.SeverityNum)
+		}
+		want := map[string]string{"lake": "[9 13]", "otlp/x": "[5 13]", "otlp/y": "[5 9 13]"}
+		if fmt.Sprint(got) != fmt.Sprint(want) || kept != 3 {
+			t.Fatalf("pass %d: records %v (largest route %d), want %v", pass, got, kept, want)
+		}
+		c.put(s)
 	}
 }
