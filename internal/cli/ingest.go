@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -127,7 +128,7 @@ reaches the lake. The exit code is 1 if any file failed.`,
 			}
 			defer lk.closeCatalog()
 
-			setSoftMemoryLimit(maxBuffered, maxFileBytes)
+			setSoftMemoryLimit(maxBuffered, maxFileBytes, files)
 			opts := ingest.Options{Tenant: tenant, MaxFileBytes: maxFileBytes}
 			bar := newProgressLine(errOut, progress)
 			if bar != nil {
@@ -283,13 +284,33 @@ func writeHeapProfile(path string) error {
 // setSoftMemoryLimit gives the GC a heap goal that follows the configured
 // buffers rather than GOGC alone, unless GOMEMLIMIT is set: the writer may
 // buffer maxBuffered bytes (whose slices may hold up to twice that while
-// growing), two input files are in flight, and Parquet encoding needs room.
-// Without it the heap target doubles whatever is live, and peak RSS kept
-// creeping up with the input size.
-func setSoftMemoryLimit(maxBuffered, maxFileBytes int64) {
+// growing), two input files are decoded at a time (a decoded batch takes
+// about 3x its file's bytes), and Parquet encoding needs room. Without it
+// the heap target doubles whatever is live, and peak RSS follows (700 MB at
+// the defaults instead of 430, for the same CPU: BENCHMARKS.md).
+func setSoftMemoryLimit(maxBuffered, maxFileBytes int64, files []string) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	inFlight := min(maxFileBytes, 64<<20) * 2 * 3 // two files, decoded batches about 3x their bytes
-	debug.SetMemoryLimit(3*maxBuffered + inFlight + 128<<20)
+	inFlight := largestInput(files, maxFileBytes) * 2 * 3
+	debug.SetMemoryLimit(2*maxBuffered + inFlight + 64<<20)
+}
+
+// largestInput estimates the decoded size of the largest input file: its
+// size on disk, 8x for a compressed one (gzip, zstd), at most maxFileBytes
+// (larger ones are refused).
+func largestInput(files []string, maxFileBytes int64) int64 {
+	var most int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			continue // reported when the file is read
+		}
+		n := st.Size()
+		if lf := strings.ToLower(f); strings.HasSuffix(lf, ".gz") || strings.HasSuffix(lf, ".zst") {
+			n *= 8
+		}
+		most = max(most, min(n, maxFileBytes))
+	}
+	return most
 }

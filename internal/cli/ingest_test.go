@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The soft memory limit follows the largest input: a compressed file
+// counts 8x its size, and no file counts past max-file-bytes.
+func TestLargestInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, n int) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain, gz, zst := write("a.binpb", 1000), write("b.json.GZ", 200), write("c.binpb.zst", 100)
+	for _, c := range []struct {
+		files []string
+		max   int64
+		want  int64
+	}{
+		{[]string{plain}, 1 << 20, 1000},
+		{[]string{plain, gz}, 1 << 20, 1600},
+		{[]string{zst, plain}, 1 << 20, 1000},
+		{[]string{plain, gz}, 1200, 1200},
+		{[]string{filepath.Join(dir, "missing.json")}, 1 << 20, 0},
+	} {
+		if got := largestInput(c.files, c.max); got != c.want {
+			t.Errorf("largestInput(%v, %d) = %d, want %d", c.files, c.max, got, c.want)
+		}
+	}
+}
