@@ -750,6 +750,8 @@ func sameAttrs(c *signal.Common, a, b signal.Range) bool {
 	ka, kb := at.Key[a.Start:a.End], at.Key[b.Start:b.End:b.Start+uint32(n)]
 	ta, tb := at.Type[a.Start:a.End], at.Type[b.Start:b.End:b.Start+uint32(n)]
 	va, vb := at.Val[a.Start:a.End], at.Val[b.Start:b.End:b.Start+uint32(n)]
+	// Everything but string bytes first: sets of different records tend
+	// to differ in a number or a length, found without reading strings.
 	for i := range ka {
 		if ka[i] != kb[i] || ta[i] != tb[i] {
 			return false
@@ -759,11 +761,22 @@ func sameAttrs(c *signal.Common, a, b signal.Range) bool {
 		}
 		switch ta[i] {
 		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
-			if string(c.Bytes(signal.Str(va[i]))) == string(c.Bytes(signal.Str(vb[i]))) {
+			if signal.Str(va[i]).Len() == signal.Str(vb[i]).Len() {
 				continue
 			}
 		}
 		return false
+	}
+	for i := range ka {
+		if va[i] == vb[i] {
+			continue
+		}
+		switch ta[i] {
+		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
+			if string(c.Bytes(signal.Str(va[i]))) != string(c.Bytes(signal.Str(vb[i]))) {
+				return false
+			}
+		}
 	}
 	return true
 }
