@@ -601,14 +601,14 @@ func (e *encoder) canonCells(c *signal.Common) {
 	for ri := range c.Resources {
 		var svc []byte
 		if e.resHasSvc[ri] {
-			svc = e.canonical(-1-cServiceName, c.Bytes(e.resService[ri]))
+			svc = e.canonical(int32(-1-cServiceName), c.Bytes(e.resService[ri]))
 		}
-		e.resFixed = append(e.resFixed, svc, e.canonical(-1-cResourceSchemaURL, c.Bytes(c.Resources[ri].SchemaURL)))
+		e.resFixed = append(e.resFixed, svc, e.canonical(int32(-1-cResourceSchemaURL), c.Bytes(c.Resources[ri].SchemaURL)))
 	}
 	e.scFixed = e.scFixed[:0]
 	for _, sc := range c.Scopes {
-		e.scFixed = append(e.scFixed, e.canonical(-1-cScopeName, c.Bytes(sc.Name)),
-			e.canonical(-1-cScopeVersion, c.Bytes(sc.Version)), e.canonical(-1-cScopeSchemaURL, c.Bytes(sc.SchemaURL)))
+		e.scFixed = append(e.scFixed, e.canonical(int32(-1-cScopeName), c.Bytes(sc.Name)),
+			e.canonical(int32(-1-cScopeVersion), c.Bytes(sc.Version)), e.canonical(int32(-1-cScopeSchemaURL), c.Bytes(sc.SchemaURL)))
 	}
 }
 
@@ -923,6 +923,7 @@ func (e *encoder) startFile(w io.Writer, table string, schema *parquet.Schema) e
 		return fmt.Errorf("lake: %d columns laid out for a schema of %d", len(e.cols), len(paths))
 	}
 	e.leaves = slices.Grow(e.leaves[:0], len(paths))[:len(paths)]
+	bloom := bloomColumn(table)
 	for j, p := range paths {
 		leaf, _ := schema.Lookup(p...)
 		li, err := pqenc.NewLeaf(leaf)
@@ -933,7 +934,7 @@ func (e *encoder) startFile(w io.Writer, table string, schema *parquet.Schema) e
 		if li.Dict {
 			li.MaxDictBytes = MaxDictBytes
 		}
-		if table == TableTraces && len(p) == 1 && p[0] == BloomColumn {
+		if len(p) == 1 && p[0] == bloom && bloom != "" {
 			li.Bloom, li.BloomBitsPerValue = true, BloomBitsPerValue
 		}
 		e.leaves[j] = li

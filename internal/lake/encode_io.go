@@ -9,8 +9,9 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
+	pformat "github.com/parquet-go/parquet-go/format"
 
+	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/lake/pqenc"
 	"github.com/sluice-dev/sluice/internal/signal"
 	tenantpkg "github.com/sluice-dev/sluice/internal/tenant"
@@ -18,69 +19,43 @@ import (
 )
 
 // TableIOEvents is the table of traced I/O syscalls (sluice trace).
-const TableIOEvents = "io_events"
+const TableIOEvents = format.TableIOEvents
 
-// io_events columns; docs/schema.md describes them.
-const (
-	ioTime = iota
-	ioDuration
-	ioGap
-	ioPID
-	ioTID
-	ioComm
-	ioSyscall
-	ioFD
-	ioRet
-	ioErrno
-	ioBytes
-	ioPath
-	ioOldPath
-	ioFlags
-	ioCgroup
-	ioHost
-	numIOCols
+// io_events columns (format.IOEvents; docs/schema.md describes them), by
+// their positions there.
+var (
+	ioTime     = position(format.IOEvents.Columns, format.ColTime)
+	ioDuration = position(format.IOEvents.Columns, format.ColDurationNs)
+	ioGap      = position(format.IOEvents.Columns, format.ColGapNs)
+	ioPID      = position(format.IOEvents.Columns, format.ColPID)
+	ioTID      = position(format.IOEvents.Columns, format.ColTID)
+	ioComm     = position(format.IOEvents.Columns, format.ColComm)
+	ioSyscall  = position(format.IOEvents.Columns, format.ColSyscall)
+	ioFD       = position(format.IOEvents.Columns, format.ColFD)
+	ioRet      = position(format.IOEvents.Columns, format.ColRet)
+	ioErrno    = position(format.IOEvents.Columns, format.ColErrno)
+	ioBytes    = position(format.IOEvents.Columns, format.ColBytes)
+	ioPath     = position(format.IOEvents.Columns, format.ColPath)
+	ioOldPath  = position(format.IOEvents.Columns, format.ColOldPath)
+	ioFlags    = position(format.IOEvents.Columns, format.ColFlags)
+	ioCgroup   = position(format.IOEvents.Columns, format.ColCgroupID)
+	ioHost     = position(format.IOEvents.Columns, format.ColHostName)
 )
 
-var ioCols = []fixedCol{
-	ioTime:     {"time", kTime}, // made required in ioSchema
-	ioDuration: {"duration_ns", kInt64},
-	ioGap:      {"gap_ns", kInt64},
-	ioPID:      {"pid", kUint32},
-	ioTID:      {"tid", kUint32},
-	ioComm:     {"comm", kDictReq},
-	ioSyscall:  {"syscall", kDictReq},
-	ioFD:       {"fd", kInt32},
-	ioRet:      {"ret", kInt64},
-	ioErrno:    {"errno", kInt32},
-	ioBytes:    {"bytes", kInt64},
-	ioPath:     {"path", kDict},
-	ioOldPath:  {"old_path", kDict},
-	ioFlags:    {"flags", kUint64},
-	ioCgroup:   {"cgroup_id", kUint64},
-	ioHost:     {"host_name", kDictReq},
-}
-
-// ioReadCols are ioCols as OpenReader checks them: time is a required
-// column (ioSchema). A File of io_events gives its Parquet view (compaction
-// merges its columns); the signal readers refuse it.
-var ioReadCols = func() []fixedCol {
-	c := slices.Clone(ioCols)
-	c[ioTime].kind = kInt64
-	return c
-}()
+// ioCols are the io_events columns; time is a required column: every row
+// has one, and a required column takes the whole slice at once (pqenc
+// Int64s) instead of a value and a level per row.
+var ioCols = fixedCols(format.IOEvents.Columns)
 
 // IOSortKey is the footer's sluice.sort of io_events files: rows are in
 // the order the tracer saw them, which is time order per CPU.
-const IOSortKey = "time"
+var IOSortKey = format.IOEvents.Sort
 
 var ioSchema = func() *parquet.Schema {
 	g := make(parquet.Group, len(ioCols))
 	for _, c := range ioCols {
 		g[c.name] = c.kind.node()
 	}
-	// Every row has a time: a required column takes the whole slice at
-	// once (pqenc Int64s) instead of a value and a level per row.
-	g[ioCols[ioTime].name] = parquet.Timestamp(parquet.Nanosecond)
 	return parquet.NewSchema(TableIOEvents, g)
 }()
 
@@ -89,10 +64,10 @@ var ioSchema = func() *parquet.Schema {
 // until the group ends), so rows are never copied, and runs of equal
 // values (the same path, pid, syscall on consecutive rows) cost one call.
 type ioEncoder struct {
-	leaves []pqenc.Leaf         // in schema order
-	leafOf [numIOCols]int       // io column -> leaf index
-	cols   []pqenc.Column       // per leaf
-	footer *format.FileMetaData // parquet-go's footer of an empty file
+	leaves []pqenc.Leaf          // in schema order
+	leafOf []int                 // io column -> leaf index
+	cols   []pqenc.Column        // per leaf
+	footer *pformat.FileMetaData // parquet-go's footer of an empty file
 	file   *pqenc.File
 	rgRows int
 	inRG   int
@@ -102,7 +77,7 @@ type ioEncoder struct {
 	maxT   int64
 }
 
-var ioFooterTemplate = sync.OnceValues(func() (*format.FileMetaData, error) {
+var ioFooterTemplate = sync.OnceValues(func() (*pformat.FileMetaData, error) {
 	return pqenc.Footer(ioSchema, FileOptions(TableIOEvents)...)
 })
 
@@ -115,6 +90,7 @@ func newIOEncoder(host string, rgRows int) (*ioEncoder, error) {
 	leafCols := ioSchema.Columns()
 	e.leaves = make([]pqenc.Leaf, len(leafCols))
 	e.cols = make([]pqenc.Column, len(leafCols))
+	e.leafOf = make([]int, len(ioCols))
 	for i, c := range ioCols {
 		leaf, ok := ioSchema.Lookup(c.name)
 		if !ok {
@@ -322,7 +298,7 @@ func (f *IOFile) Close() error {
 	return f.err
 }
 
-func ioFooter(seg Segment) []format.KeyValue {
+func ioFooter(seg Segment) []pformat.KeyValue {
 	kvs := seg.FooterMetadata()
 	for i := range kvs {
 		if kvs[i].Key == MetaSort {

@@ -758,8 +758,8 @@ func FileOptions(table string) []parquet.WriterOption {
 		// instead of growing a dictionary without bound.
 		parquet.DictionaryMaxBytes(MaxDictBytes),
 	}
-	if table == TableTraces {
-		opts = append(opts, parquet.BloomFilters(parquet.SplitBlockFilter(BloomBitsPerValue, BloomColumn)))
+	if col := bloomColumn(table); col != "" {
+		opts = append(opts, parquet.BloomFilters(parquet.SplitBlockFilter(BloomBitsPerValue, col)))
 	}
 	return opts
 }
@@ -767,28 +767,18 @@ func FileOptions(table string) []parquet.WriterOption {
 // Dictionary and bloom filter settings of lake files (FileOptions).
 const (
 	MaxDictBytes      = 1 << 20
-	BloomColumn       = "trace_id" // of the traces table
 	BloomBitsPerValue = 10
 )
+
+// BloomColumn is the traces table's bloom filter column (format.Table.Bloom).
+var BloomColumn = bloomColumn(TableTraces)
 
 // Codec is the zstd codec lake files are compressed with.
 func Codec() compress.Codec { return sharedZstd }
 
 // SortKey is the footer's sluice.sort of table's files: the columns rows
-// are sorted by.
-func SortKey(table string) string {
-	switch table {
-	case TableLogs:
-		return "service_name,partition_time"
-	case TableMetrics:
-		return "metric_name,series_id,timestamp"
-	case TableTraces:
-		return "service_name,start_timestamp"
-	case TableIOEvents:
-		return IOSortKey
-	}
-	return ""
-}
+// are sorted by (format.Table.Sort).
+func SortKey(table string) string { return sortKey(table) }
 
 // FooterMetadata is the key/value metadata of the segment's file footer.
 func (s Segment) FooterMetadata() []format.KeyValue {

@@ -329,6 +329,9 @@ type Table struct {
 	TimeColumn string
 	// Footer lists the footer keys every file of the table has.
 	Footer []string
+	// Bloom is the column whose chunks have a split block bloom filter,
+	// or "" for none.
+	Bloom string
 }
 
 // Column returns the index in t.Columns of the fixed column name, or -1.
@@ -447,6 +450,7 @@ var Traces = &Table{
 	Sort:       ColServiceName + "," + ColStartTimestamp,
 	TimeColumn: ColStartTimestamp,
 	Footer:     lakeFooter,
+	Bloom:      ColTraceID,
 }
 
 // Rollup is the metrics_rollup table: per series and window of a tier,
