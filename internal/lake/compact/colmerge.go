@@ -391,10 +391,13 @@ func (m *colMerger) load(in *colInput) (bool, error) {
 			if err := m.ctx.Err(); err != nil {
 				return false, err
 			}
+			// Chunk.Read checks the pages (format.Pages) before
+			// parquet-go decodes them; the hint, the footer's word only,
+			// is capped.
 			ch := in.chunk[j]
 			var hint int64
 			if l < len(meta) {
-				hint = meta[l].MetaData.TotalUncompressedSize
+				hint = min(meta[l].MetaData.TotalUncompressedSize, 64*meta[l].MetaData.TotalCompressedSize+1<<20, format.MaxPageBytes)
 			}
 			if err := ch.Read(chunks[l], int(m.leaves[j].MaxDef), int(m.leaves[j].MaxRep), hint); err != nil {
 				return false, fmt.Errorf("read %q: row group %d column %s: %w", in.seg.Path, in.rg-1, strings.Join(m.leaves[j].Path, "."), err)

@@ -19,7 +19,7 @@ import (
 // offset of that row from a, and how many of its rows lie before b. Seeking
 // uses the offset index, so pages before a are not decompressed.
 func ScanPages(cc parquet.ColumnChunk, a, b int64, fn func(p parquet.Page, off, n int64) error) error {
-	pages := cc.Pages()
+	pages := PagesRange(cc, a, b)
 	defer pages.Close()
 	if a > 0 {
 		if err := pages.SeekToRow(a); err != nil {
@@ -344,7 +344,7 @@ func ReadCodes(cc parquet.ColumnChunk, n int64) ([]int32, []string, error) {
 // row order; off is the row of vals[0]. The values (and their bytes) are
 // valid only during the call.
 func EachValue(cc parquet.ColumnChunk, buf []parquet.Value, fn func(off int, vals []parquet.Value) error) error {
-	pages := cc.Pages()
+	pages := Pages(cc)
 	defer pages.Close()
 	off := 0
 	for {
@@ -386,7 +386,7 @@ func ValuesAt(cc parquet.ColumnChunk, buf []parquet.Value, rows []int64, fn func
 	if len(rows) == 0 {
 		return nil
 	}
-	pages := cc.Pages()
+	pages := PagesRange(cc, rows[0], rows[len(rows)-1]+1)
 	defer pages.Close()
 	if err := pages.SeekToRow(rows[0]); err != nil {
 		return fmt.Errorf("seek to row %d: %w", rows[0], err)
@@ -453,7 +453,7 @@ func (r *ChunkReader) Read(rg parquet.RowGroup, col int) ([]parquet.Value, error
 	if col < 0 {
 		return nil, nil
 	}
-	pages := rg.ColumnChunks()[col].Pages()
+	pages := Pages(rg.ColumnChunks()[col])
 	defer pages.Close()
 	for {
 		p, err := pages.ReadPage()

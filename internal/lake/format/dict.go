@@ -21,7 +21,7 @@ func DictionaryValues(pf *parquet.File, column string, limit int) []string {
 		if !dictionaryOnly(meta[i].Columns[leaf.ColumnIndex].MetaData.EncodingStats) {
 			return nil
 		}
-		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		pages := PagesRange(rg.ColumnChunks()[leaf.ColumnIndex], 0, 1)
 		page, err := pages.ReadPage()
 		pages.Close()
 		if err != nil {

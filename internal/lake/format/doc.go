@@ -8,9 +8,11 @@
 //
 // Files by feature: tables.go (descriptors, column and footer names, kinds),
 // names.go (attribute-name codec, overflow columns, KeptColumns), open.go
-// (Open, Recover), reader.go with index.go and nested.go (File: projected,
-// typed column reads, one row group at a time; OTLP JSON of nested values
-// back to protobuf), json.go (the OTLP JSON of scalar values).
+// (Open, Recover), pages.go (CheckChunk, Pages: the bounds every page is
+// held to before parquet-go decodes it), reader.go with index.go and
+// nested.go (File: projected, typed column reads, one row group at a
+// time; OTLP JSON of nested values back to protobuf), json.go (the OTLP
+// JSON of scalar values).
 //
 // No other package spells a column name, parses an attribute column name or
 // calls parquet.OpenFile on a lake file: they import the constants, the
@@ -39,7 +41,17 @@
 //  4. Open never panics: parquet-go panics on some damaged files, and Open
 //     and readers guarded by Recover return an error wrapping ErrCorrupt
 //     that names the file instead (FuzzOpen).
-//  5. Lossless: File.ReadLogs/ReadMetrics/ReadSpans give back every field of
+//  5. No page reaches parquet-go's decoder unchecked (pages.go): File
+//     checks a row group's chunks before reading it, the column readers
+//     read through Pages/PagesRange, compaction calls CheckChunk. A page
+//     must fit its chunk, claim at most MaxPageBytes and MaxPageValues
+//     (and no more values than its row group has rows, for a flat column),
+//     decompress to exactly its uncompressed size (zstd frames are walked
+//     before decoding: a frame's declared size is allocated up front), and
+//     its level and dictionary-index runs and delta headers hold no more
+//     values than it does: parquet-go allocates what each of these claims,
+//     and a damaged 6 KB file took it past 6 GB.
+//  6. Lossless: File.ReadLogs/ReadMetrics/ReadSpans give back every field of
 //     every record the lake writer took, attributes with their original keys
 //     and value types, from a column or an overflow column alike.
 //

@@ -36,12 +36,14 @@ func Open(r io.ReaderAt, size int64, name string, opts ...parquet.FileOption) (p
 	return pf, nil
 }
 
-// ErrUnsupportedCodec is wrapped by Open's error for a file with LZ4
-// column chunks. sluice writes zstd; parquet-go's LZ4 decoder doubles its
-// buffer until the block fits, without bound, so one damaged page (a
-// flipped codec byte in a 6 KB file, FuzzOpen found) exhausts memory, a
-// fatal error no recover catches.
-var ErrUnsupportedCodec = errors.New("LZ4 compression is not read (a damaged page would exhaust memory)")
+// ErrUnsupportedCodec is wrapped by Open's error for a file with column
+// chunks compressed other than with zstd, snappy or not at all. sluice
+// writes zstd; parquet-go's LZ4 decoder doubles its buffer until the block
+// fits, without bound, so one damaged page (a flipped codec byte in a 6 KB
+// file, FuzzOpen found) exhausts memory, a fatal error no recover catches,
+// and its gzip and brotli decoders are as unbounded; CheckChunk bounds the
+// three codecs read.
+var ErrUnsupportedCodec = errors.New("compression codec not read (only zstd, snappy and none: a damaged page would exhaust memory)")
 
 // checkFooterLength refuses a footer length past the file: parquet-go
 // allocates the length it reads before reading, so a damaged one would
@@ -65,8 +67,9 @@ func checkCodecs(pf *parquet.File) error {
 	for _, rg := range pf.Metadata().RowGroups {
 		for _, cc := range rg.Columns {
 			switch cc.MetaData.Codec {
-			case pqformat.Lz4, pqformat.Lz4Raw:
-				return fmt.Errorf("column %q: %w", strings.Join(cc.MetaData.PathInSchema, "."), ErrUnsupportedCodec)
+			case pqformat.Uncompressed, pqformat.Snappy, pqformat.Zstd:
+			default:
+				return fmt.Errorf("column %q: %s: %w", strings.Join(cc.MetaData.PathInSchema, "."), cc.MetaData.Codec, ErrUnsupportedCodec)
 			}
 		}
 	}

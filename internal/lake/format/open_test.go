@@ -63,8 +63,8 @@ func lakeFile(tb testing.TB) []byte {
 	return b
 }
 
-// readAll opens b and reads every value of every column, as a reader of
-// the lake does, guarded by format.Recover.
+// readAll opens b and reads every value of every column through
+// format.Pages, as a reader of the lake does, guarded by format.Recover.
 func readAll(b []byte) (rows int64, err error) {
 	defer format.Recover(&err, "read %q", "seed")
 	pf, err := format.Open(bytes.NewReader(b), int64(len(b)), "seed", parquet.SkipPageIndex(true))
@@ -74,7 +74,7 @@ func readAll(b []byte) (rows int64, err error) {
 	buf := make([]parquet.Value, 64)
 	for _, rg := range pf.RowGroups() {
 		for _, cc := range rg.ColumnChunks() {
-			pages := cc.Pages()
+			pages := format.Pages(cc)
 			for {
 				p, err := pages.ReadPage()
 				if errors.Is(err, io.EOF) {
@@ -216,8 +216,24 @@ func TestRecoverKeepsNormalErrors(t *testing.T) {
 	}
 }
 
-// FuzzOpen: whatever the bytes, Open and reading every column return (an
-// error or the rows), never panic. Seeded with a real lake file.
+// readFile reads b as a lake logs file through format.File, the reader
+// compaction and queries use.
+func readFile(b []byte) (rows int, err error) {
+	f, err := format.OpenReader(bytes.NewReader(b), int64(len(b)), "seed")
+	if err != nil {
+		return 0, err
+	}
+	var l signal.Logs
+	if err := f.ReadLogs(&l); err != nil {
+		return 0, err
+	}
+	return l.Len(), nil
+}
+
+// FuzzOpen: whatever the bytes, Open and reading every column (page by
+// page, and as records through format.File) return an error or the rows,
+// never panic nor take more memory than the caps of format.CheckChunk
+// allow. Seeded with a real lake file.
 func FuzzOpen(f *testing.F) {
 	b := lakeFile(f)
 	f.Add(b)
@@ -226,6 +242,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte("PAR1PAR1"))
 	f.Fuzz(func(t *testing.T, d []byte) {
 		_, _ = readAll(d)
+		_, _ = readFile(d)
 	})
 }
 
@@ -242,13 +259,14 @@ func itoa(n int) string {
 	}
 }
 
-// TestOpenRefusesLZ4: a file with LZ4 column chunks is refused with an
-// error naming the column: parquet-go's LZ4 decoder grows its buffer
-// without bound on a damaged page (found by fuzzing: a mutated lake file
-// whose codec byte became LZ4 took 4 GiB and killed the process).
+// TestOpenRefusesLZ4: a file with LZ4 (or gzip) column chunks is refused
+// with an error naming the column: parquet-go's LZ4 decoder grows its
+// buffer without bound on a damaged page (found by fuzzing: a mutated lake
+// file whose codec byte became LZ4 took 4 GiB and killed the process);
+// zstd and snappy files open.
 func TestOpenRefusesLZ4(t *testing.T) {
 	type row struct{ V string }
-	for _, codec := range []compress.Codec{&parquet.Lz4Raw, &parquet.Zstd} {
+	for _, codec := range []compress.Codec{&parquet.Lz4Raw, &parquet.Gzip, &parquet.Zstd, &parquet.Snappy} {
 		var buf bytes.Buffer
 		w := parquet.NewGenericWriter[row](&buf, parquet.Compression(codec))
 		if _, err := w.Write([]row{{"a"}, {"b"}}); err != nil {
@@ -258,9 +276,10 @@ func TestOpenRefusesLZ4(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := format.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "x.parquet")
-		if lz4 := codec == compress.Codec(&parquet.Lz4Raw); lz4 != errors.Is(err, format.ErrUnsupportedCodec) {
+		refused := codec == compress.Codec(&parquet.Lz4Raw) || codec == compress.Codec(&parquet.Gzip)
+		if refused != errors.Is(err, format.ErrUnsupportedCodec) {
 			t.Errorf("%s: Open: %v", codec, err)
-		} else if lz4 && !strings.Contains(err.Error(), `"x.parquet": column "V"`) {
+		} else if refused && !strings.Contains(err.Error(), `"x.parquet": column "V"`) {
 			t.Errorf("error %q does not name the file and column", err)
 		}
 	}

@@ -450,6 +450,26 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		return fmt.Errorf("read %q: bad row count %d", f.name, nr)
 	}
 	n := int(nr)
+	// Hold the footer's row count to the pages of a flat column before
+	// sizing anything by it; every column's pages are checked as it is
+	// read (readColumn, through Pages).
+	chunks := rg.ColumnChunks()
+	if len(chunks) != len(f.cols) {
+		return fmt.Errorf("read %q: row group %d has %d columns, want %d", f.name, i, len(chunks), len(f.cols))
+	}
+	for j := range f.cols {
+		if rc := &f.cols[j]; rc.fixed < 0 || rc.kind.IsList() {
+			continue
+		}
+		rows, err := CheckChunk(chunks[j])
+		if err != nil {
+			return fmt.Errorf("read %q: row group %d: %w", f.name, i, err)
+		}
+		if rows != nr {
+			return fmt.Errorf("read %q: row group %d column %d: %w: pages hold %d rows, the row group %d", f.name, i, j, ErrCorrupt, rows, nr)
+		}
+		break
+	}
 	for len(f.slotKey) < f.nattr {
 		f.slotKey = append(f.slotKey, 0)
 	}
@@ -492,10 +512,6 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 			d.AppendSpan(0, 0)
 		}
 	}
-	chunks := rg.ColumnChunks()
-	if len(chunks) != len(f.cols) {
-		return fmt.Errorf("read %q: row group %d has %d columns, want %d", f.name, i, len(chunks), len(f.cols))
-	}
 	for j := range f.cols {
 		rc := &f.cols[j]
 		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 {
@@ -513,7 +529,7 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 
 // readColumn reads every value of one column chunk.
 func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
-	pages := cc.Pages()
+	pages := Pages(cc)
 	defer pages.Close()
 	f.dict = nil // a new chunk has a new dictionary
 	row := 0

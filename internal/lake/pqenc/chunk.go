@@ -12,6 +12,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/bloom/xxhash"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // Chunk is one column chunk of a row group, decoded: its levels and
@@ -100,7 +102,7 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.xlatEpoch = 0
 	ch.row, ch.lvl, ch.val = 0, 0, 0
 	levels, values := 0, 0
-	pages := cc.Pages()
+	pages := format.Pages(cc) // checked: a damaged page fails, never exhausts memory
 	defer pages.Close()
 	for {
 		p, err := pages.ReadPage()
