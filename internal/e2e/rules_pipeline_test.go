@@ -43,7 +43,9 @@ func seriesAt(t *testing.T, base, expr string, at time.Time) []string {
 // (drop rpp_debug) into the lake; metrics/down runs "down" (labeldrop
 // user_id, add route="down") into a remote-write exporter; metrics/raw
 // has no processors and forwards to the same downstream sluice. Each
-// destination gets exactly its chain's output. The downstream is down at
+// destination gets exactly its chain's output; "down"'s aggregate rule's
+// output goes to its route only (not to the lake), with the request's
+// tenant (no processors.rules_file here). The downstream is down at
 // first: the routed records wait in the queue across a restart of the
 // relay and drain when it comes up. Then a valid new "lakeonly" and a
 // broken "down" are written: the lake's chain changes, the other keeps its
@@ -68,6 +70,7 @@ func TestRulesPerPipeline(t *testing.T) {
     relabel:
       - {action: labeldrop, regex: user_id}
       - {action: replace, target_label: route, replacement: down}
+  - {name: agg, action: aggregate, match: rpp_kept, interval: 1m, flush_delay: 0s, outputs: [sum], keep_input: true}
 `)
 	downLake, downQuery := t.TempDir(), freePort(t)
 	query := freePort(t)
@@ -142,6 +145,13 @@ shutdown_timeout: %[7]s
 	// The lake has its chain's output while the downstream is still down.
 	expect("lake", "http://"+query, `{__name__=~"rpp_.*"}`, t0.Add(time.Second),
 		`rpp_kept{job=a} 5`, `rpp_requests_total{job=a,user_id=42} 3`)
+	// The "down" set's aggregate output is queued for its route only.
+	if !waitFor(60*time.Second, func() bool {
+		return metricValue(t, relay.admin, `sluice_processor_aggregate_emitted_points_total{rule="down/agg"}`) >= 1
+	}) {
+		t.Fatalf("down/agg emitted nothing:\n%s", relay.stderr)
+	}
+	aggEnd := t0.Truncate(time.Minute).Add(time.Minute)
 
 	// Restart the relay with the forwarded records still queued, then
 	// bring the downstream up: they drain to it, each to its exporter.
@@ -156,6 +166,11 @@ shutdown_timeout: %[7]s
 	expect("downstream, down route", "http://"+downQuery, `{__name__=~"rpp_.*",route="down"}`, t0.Add(time.Second),
 		`rpp_debug{job=a,route=down} 1`, `rpp_kept{job=a,route=down} 5`, `rpp_requests_total{job=a,route=down} 3`)
 	expect("downstream, raw route", "http://"+downQuery, `{__name__=~"rpp_.*",route=""}`, t0.Add(time.Second), raw...)
+	expect("downstream, down route's aggregate", "http://"+downQuery, `{__name__="rpp_kept:1m_sum"}`, aggEnd,
+		`rpp_kept:1m_sum{job=a,route=down} 5`)
+	if got := seriesAt(t, "http://"+query, `{__name__="rpp_kept:1m_sum"}`, aggEnd); len(got) != 0 {
+		t.Fatalf("the lake got the down route's aggregate output: %q", got)
+	}
 	expect("lake after the restart", "http://"+query, `{__name__=~"rpp_.*"}`, t0.Add(time.Second),
 		`rpp_kept{job=a} 5`, `rpp_requests_total{job=a,user_id=42} 3`)
 

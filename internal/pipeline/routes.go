@@ -197,6 +197,9 @@ func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []b
 		return s.recs, n, len(s.rec), observe
 	}
 	routes := rt.routes[kind]
+	// The chains' limits, aggregates and effects are per tenant: without
+	// processors.rules_file nothing set it for this request yet.
+	s.proc.Tenant = tenant
 	for len(s.routes) < len(routes) {
 		s.routes = append(s.routes, new(routeScratch))
 	}
