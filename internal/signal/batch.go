@@ -165,6 +165,7 @@ type copier struct {
 	keyMap   []KeyID  // src KeyID -> dst KeyID + 1 (0: not mapped yet)
 	resMap   []uint32 // src resource -> dst resource + 1
 	scopeMap []uint32 // src scope -> dst scope + 1
+	last     []Str    // dst KeyID -> the value last copied for it (value)
 }
 
 func (cp *copier) bind(src *Common) {
@@ -180,7 +181,10 @@ func (cp *copier) bind(src *Common) {
 }
 
 // forget drops the cache; call it when dst is reset.
-func (cp *copier) forget() { cp.src = nil }
+func (cp *copier) forget() {
+	cp.src = nil
+	clear(cp.last)
+}
 
 // grow extends a map slice so that index i is valid; a source may gain keys,
 // resources or scopes after the copier was bound to it.
@@ -224,13 +228,37 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 	for i := r.Start; i < r.End; i++ {
 		t := src.Type[i]
 		v := src.Val[i]
+		k := cp.key(dst, src.Key[i])
 		switch t {
 		case ValueString, ValueBytes, ValueArray, ValueMap:
-			v = uint64(cp.str(dst, Str(v)))
+			v = uint64(cp.value(dst, k, Str(v)))
 		}
-		dst.Attrs.Append(cp.key(dst, src.Key[i]), t, v)
+		dst.Attrs.Append(k, t, v)
 	}
 	return Range{start, uint32(dst.Attrs.Len())}
+}
+
+// value copies the string value s of destination key k, or reuses the
+// value last copied for k when it has the same bytes: attribute values
+// repeat from record to record (the job of every point, the method of
+// most requests), so the destination's arena keeps one copy of a run, and
+// an encoder comparing neighbouring values finds them equal by offset
+// without reading them. Strs are never written through, so sharing one is
+// safe; the bytes are compared, so a stale entry (after the destination
+// was reset or rolled back) costs a miss, never a wrong value.
+func (cp *copier) value(dst *Common, k KeyID, s Str) Str {
+	if s.Len() == 0 {
+		return 0
+	}
+	b := cp.src.Bytes(s)
+	if int(k) >= len(cp.last) {
+		cp.last = append(cp.last, make([]Str, int(k)+1-len(cp.last))...)
+	} else if l := cp.last[k]; l.Len() == len(b) && l.Off()+l.Len() <= len(dst.Buf) && string(dst.Bytes(l)) == string(b) {
+		return l
+	}
+	out := dst.AppendBytes(b)
+	cp.last[k] = out
+	return out
 }
 
 // msgs copies the message range r of the source and returns the new range.

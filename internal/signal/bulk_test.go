@@ -229,3 +229,42 @@ func f64s(s []float64, r signal.Range) string {
 	}
 	return sb.String()
 }
+
+// TestCopyKeepsOneCopyOfARun: a value repeated by record after record is
+// kept once in the destination's arena, and a destination that was reset
+// (its arena reused by other bytes) never gets a stale value.
+func TestCopyKeepsOneCopyOfARun(t *testing.T) {
+	build := func(val string, n int) *signal.Logs {
+		l := new(signal.Logs)
+		l.Resources = append(l.Resources, signal.Resource{})
+		l.Scopes = append(l.Scopes, signal.Scope{})
+		for i := range n {
+			j := l.AppendRecord(0, 0)
+			a := uint32(l.Attrs.Len())
+			l.Attrs.Append(l.Keys.IDString("job"), signal.ValueString, uint64(l.AppendString(val)))
+			l.Attrs.Append(l.Keys.IDString("n"), signal.ValueString, uint64(l.AppendString(strconv.Itoa(i))))
+			l.Attr[j] = signal.Range{Start: a, End: uint32(l.Attrs.Len())}
+		}
+		return l
+	}
+	dst := new(signal.Logs)
+	dst.CopyRows(build("api-server-0001", 100), signal.Rows{From: 0, To: 100})
+	first := dst.Attrs.Val[dst.Attr[0].Start]
+	for i := range 100 {
+		a := dst.Attr[i].Start
+		if dst.Attrs.Val[a] != first || dst.AttrString(int(a)) != "api-server-0001" || dst.AttrString(int(a+1)) != strconv.Itoa(i) {
+			t.Fatalf("row %d: job %q (Str %x, first %x), n %q", i, dst.AttrString(int(a)), dst.Attrs.Val[a], first, dst.AttrString(int(a+1)))
+		}
+	}
+	if len(dst.Buf) > len("api-server-0001")+300 {
+		t.Errorf("arena of %d bytes for one repeated value and 100 short ones", len(dst.Buf))
+	}
+	// Reset: the old offsets now hold other bytes of the same length.
+	dst.Reset()
+	dst.CopyRows(build("api-server-0002", 3), signal.Rows{From: 0, To: 3})
+	for i := range 3 {
+		if got := dst.AttrString(int(dst.Attr[i].Start)); got != "api-server-0002" {
+			t.Fatalf("after Reset, row %d: job %q", i, got)
+		}
+	}
+}
