@@ -21,7 +21,8 @@
 #
 # Knobs: SAMPLES, SHAPES (default "1500:8 100:6": the large-request shape and a
 # small-request one), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
-# PROFILE=1 (sluice admin.pprof, profile of the whole load), SLUICE_BIN, KEEP=1.
+# PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
+# start of each sluice run, relay and lake; set it to cover the run), SLUICE_BIN, KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -152,7 +153,7 @@ if [ "${LAKE:-0}" = 1 ]; then
 receivers:
   otlp: {grpc_addr: "", http_addr: "127.0.0.1:0"}
   prometheus_remote_write: {listen: "127.0.0.1:$qport", max_concurrent_requests: 8}
-admin: {addr: "127.0.0.1:$aport"}
+admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
 query: {addr: ""}
 upkeep: {enabled: false}
 lake: {root: $work/lake-$per, flush_interval: 5s}
@@ -163,6 +164,10 @@ EOF
     lpid=$!; pids+=($lpid)
     wait_http "http://127.0.0.1:$aport/readyz" || { cat "$work/lake.err" >&2; exit 1; }
     metric() { curl -fsS "http://127.0.0.1:$aport/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}'; }
+    prof=""
+    if [ "$PROFILE" = 1 ]; then
+      curl -fsS -o "$work/lake-cpu-$per.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
+    fi
     c0=$(cpu_ticks "$lpid"); t0=$(now)
     taskset -c "$GEN_CPU" env SLUICE_BENCH_RELAY_TARGET="http://127.0.0.1:$qport/api/v1/write" SLUICE_BENCH_RELAY_SAMPLES="$SAMPLES" \
       SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" \
@@ -178,6 +183,11 @@ EOF
       cpu = (c1 - c0) / hz
       printf "lake     %5d samples/request, %2d labels: %9.0f samples per CPU-second into the lake, all committed (%.2f CPU-s for %d samples, %.1f s wall)\n", per, labels, n / cpu, cpu, n, t1 - t0
     }'
+    if [ -n "$prof" ]; then
+      wait "$prof" || true
+      mkdir -p bench-profiles; cp "$work/lake-cpu-$per.prof" "bench-profiles/lake-$per-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
+      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/lake-$per-cpu.prof"
+    fi
     kill -TERM "$lpid"; wait "$lpid" || true
   done
 fi
