@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
+	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -295,5 +297,80 @@ func TestPassThroughShard(t *testing.T) {
 	}
 	if len(used) != 3 {
 		t.Fatalf("series on %d of 3 endpoints", len(used))
+	}
+}
+
+// rawStore keeps the bodies the reference handler hands it.
+type rawStore struct {
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (s *rawStore) Store(r *http.Request, mt remoteapi.WriteMessageType) (*remoteapi.WriteResponse, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	var req writev2.Request
+	resp := remoteapi.NewWriteResponse()
+	if mt != remoteapi.WriteV2MessageType || req.Unmarshal(b) != nil {
+		resp.SetStatusCode(400)
+		return resp, fmt.Errorf("not a 2.0 request")
+	}
+	for _, ts := range req.Timeseries {
+		resp.Add(remoteapi.WriteResponseStats{Samples: len(ts.Samples), Histograms: len(ts.Histograms), Exemplars: len(ts.Exemplars)})
+	}
+	s.mu.Lock()
+	s.bodies = append(s.bodies, b)
+	s.mu.Unlock()
+	return resp, nil
+}
+
+// Remote write 2.0 in -> 2.0 out through the reference handler of
+// client_golang/exp/api/remote: a record passes through with its native
+// histograms, exemplars, metadata and start timestamps, exactly as
+// received.
+func TestPassThroughV2ReferenceHandler(t *testing.T) {
+	st := writev2.NewSymbolTable()
+	h := &histogram.Histogram{Count: 12, ZeroCount: 2, ZeroThreshold: 0.001, Sum: 18.4, Schema: 1,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}}, PositiveBuckets: []int64{1, 1, -1, 0},
+		NegativeSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}}, NegativeBuckets: []int64{1, 1, -1, 0}}
+	req := &writev2.Request{Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("rpc_seconds"), st.Symbolize("job"), st.Symbolize("api")},
+			Histograms: []writev2.Histogram{writev2.FromIntHistogram(1_700_000_000_000, 1_800_000_000_000, h)},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: st.Symbolize("RPC latency."), UnitRef: st.Symbolize("seconds")}},
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("requests_total"), st.Symbolize("job"), st.Symbolize("api")},
+			Samples:   []writev2.Sample{{Value: 7, Timestamp: 1_800_000_000_000, StartTimestamp: 1_700_000_000_000}, {Value: math.Float64frombits(value.StaleNaN), Timestamp: 1_800_000_015_000}},
+			Exemplars: []writev2.Exemplar{{LabelsRefs: []uint32{st.Symbolize("trace_id"), st.Symbolize("abc")}, Value: 1, Timestamp: 1_800_000_000_000}},
+			Metadata:  writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: st.Symbolize("Requests."), UnitRef: st.Symbolize("")}},
+	}}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &rawStore{}
+	srv := httptest.NewServer(remoteapi.NewWriteHandler(store, remoteapi.MessageTypes{remoteapi.WriteV2MessageType}))
+	defer srv.Close()
+	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body, RemoteWrite: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.bodies) != 1 || !bytes.Equal(store.bodies[0], body) {
+		t.Fatalf("the reference handler got %d requests, not the record's bytes", len(store.bodies))
+	}
+	var got writev2.Request
+	if err := got.Unmarshal(store.bodies[0]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Timeseries[0].Histograms) != 1 || got.Timeseries[0].Metadata.Type != writev2.Metadata_METRIC_TYPE_HISTOGRAM ||
+		len(got.Timeseries[1].Exemplars) != 1 || got.Timeseries[1].Samples[0].StartTimestamp != 1_700_000_000_000 {
+		t.Fatalf("histogram, metadata, exemplar or start timestamp lost: %v", got.Timeseries)
+	}
+	if _, _, sent := exp.Stats(); sent != 2 {
+		t.Errorf("sent series %d, want 2", sent)
 	}
 }
