@@ -22,7 +22,8 @@ type Record struct {
 	Tenant string
 	Body   []byte
 	// RemoteWrite, when 1 or 2, says Body is a remote-write request of that
-	// protocol version (metrics), as received, not OTLP. Only senders that
+	// protocol version (metrics), as received (snappy block encoded), not
+	// OTLP. Only senders that
 	// set Options.RemoteWrite get such records.
 	RemoteWrite uint8
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
+	"github.com/klauspost/compress/snappy"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -543,7 +544,7 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add(appendRecord(nil, signal.KindLogs, "t", []byte{1, 2}))
 	f.Add(appendRecordTo(nil, signal.KindMetrics, encOTLP, "t", dest{"lake", "otlp/x"}, []byte{1, 2}))
 	for enc, body := range nastyBodies(f) {
-		f.Add(appendRecordTo(nil, signal.KindMetrics, enc, "t", dest{"lake", "prometheus_remote_write/x"}, body[:64]))
+		f.Add(appendRecordTo(nil, signal.KindMetrics, enc, "t", dest{"lake", "prometheus_remote_write/x"}, snappy.Encode(nil, body[:64])))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseRecord(b)

@@ -14,18 +14,26 @@ import (
 
 // Remote-write records. The remote-write receiver decodes a request into a
 // batch (to validate, count and run the rules on it) and hands the consumer
-// the snappy-decoded request too. When no rule changed the batch, the
-// consumer queues that request as it is (encPRW1, encPRW2) instead of
-// encoding the batch as OTLP; whoever reads the record (lake loop, tail,
-// exporters) decodes it with package prw, the same decoder the receiver
-// ran, so it gets the same batch the OTLP record would have given, without
-// the OTLP round trip. A request with invalid series (a partial write) is
+// the request as it arrived too (snappy block encoded). When no rule
+// changed the batch, the consumer queues that request as it is (encPRW1,
+// encPRW2) instead of encoding the batch as OTLP; whoever reads the record
+// (lake loop, tail, exporters) snappy-decodes it and decodes it with
+// package prw, the same decoder the receiver ran, so it gets the same batch
+// the OTLP record would have given, without the OTLP round trip. Snappy as
+// received, not decoded: the queue writes 3-5x fewer bytes, and the
+// remote-write exporter forwards a large record's bytes with no
+// compression of its own. A request with invalid series (a partial write) is
 // queued as OTLP of its good series: the record never holds data the
 // receiver refused.
 
 // prwDecoders are shared by the lake loop, the tail and the exporters'
-// parsers (a Decoder is scratch space, used by one goroutine at a time).
-var prwDecoders = sync.Pool{New: func() any { return new(prw.Decoder) }}
+// parsers (scratch space, used by one goroutine at a time).
+var prwDecoders = sync.Pool{New: func() any { return new(prwScratch) }}
+
+type prwScratch struct {
+	dec prw.Decoder
+	buf []byte // the snappy-decoded body
+}
 
 // recordEnc is the body encoding of the record the consumer queues for req:
 // the remote-write body as received, unless the rules re-encoded the batch
@@ -50,14 +58,21 @@ func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
 	case encOTLP:
 		return otlp.DecodeMetrics(dst, body)
 	case encPRW1, encPRW2:
-		d := prwDecoders.Get().(*prw.Decoder)
+		x := prwDecoders.Get().(*prwScratch)
+		defer func() {
+			if cap(x.buf) <= maxPooledBytes {
+				prwDecoders.Put(x)
+			}
+		}()
 		var err error
-		if enc == encPRW1 {
-			_, err = d.DecodeV1(dst, body)
-		} else {
-			_, err = d.DecodeV2(dst, body)
+		if x.buf, err = prw.Unsnappy(x.buf, body); err != nil {
+			return err
 		}
-		prwDecoders.Put(d)
+		if enc == encPRW1 {
+			_, err = x.dec.DecodeV1(dst, x.buf)
+		} else {
+			_, err = x.dec.DecodeV2(dst, x.buf)
+		}
 		var pe *prw.PartialError
 		if errors.As(err, &pe) {
 			err = nil

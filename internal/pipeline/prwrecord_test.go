@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
@@ -179,10 +180,12 @@ func TestRemoteWriteRecordMatchesOTLP(t *testing.T) {
 			if err := otlp.DecodeMetrics(&viaOTLP, otlp.AppendMetricsProto(nil, &recv)); err != nil {
 				t.Fatal(err)
 			}
-			// The record as queued now, read back as the lake loop reads it.
-			rec := appendRecordTo(nil, signal.KindMetrics, enc, "acme", nil, body)
+			// The record as queued now (the request as received, snappy),
+			// read back as the lake loop reads it.
+			wire := snappy.Encode(nil, body)
+			rec := appendRecordTo(nil, signal.KindMetrics, enc, "acme", nil, wire)
 			r, err := parseRecord(rec)
-			if err != nil || r.Enc != enc || !bytes.Equal(r.Body, body) {
+			if err != nil || r.Enc != enc || !bytes.Equal(r.Body, wire) {
 				t.Fatalf("parse: %v, enc %d", err, r.Enc)
 			}
 			var direct signal.Metrics
@@ -238,9 +241,12 @@ func TestRemoteWriteRecordRoundTrip(t *testing.T) {
 			}
 		}
 		// A damaged body is an error, not a panic or a silent empty batch.
-		var m signal.Metrics
-		if err := decodeMetricsRecord(&m, enc, body[:len(body)/2+1]); err == nil && m.Len() == 0 {
-			t.Errorf("enc %d: a cut body decoded to nothing without an error", enc)
+		wire := snappy.Encode(nil, body)
+		for _, bad := range [][]byte{wire[:len(wire)/2], body, snappy.Encode(nil, body[:len(body)/2+1])} {
+			var m signal.Metrics
+			if err := decodeMetricsRecord(&m, enc, bad); err == nil && m.Len() == 0 {
+				t.Errorf("enc %d: a damaged body decoded to nothing without an error", enc)
+			}
 		}
 	}
 	if _, err := parseRecord(appendRecordTo(nil, signal.KindMetrics, encPRW2+1, "t", nil, []byte{1})); err == nil {
@@ -274,6 +280,7 @@ func testCustomHistogram(i int64) *histogram.Histogram {
 // kept points when a rule changed it.
 func TestConsumeQueuesRemoteWriteAsReceived(t *testing.T) {
 	body := nastyBodies(t)[encPRW1]
+	wire := snappy.Encode(nil, body) // as the client sent it
 	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 64 << 20, MaxBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +294,7 @@ func TestConsumeQueuesRemoteWriteAsReceived(t *testing.T) {
 		if _, err := d.DecodeV1(&m, body); err != nil {
 			t.Fatal(err)
 		}
-		req := &otlpreceiver.Request{Tenant: "acme", Kind: signal.KindMetrics, Body: body, Transport: "prometheus_remote_write", Metrics: &m, RemoteWrite: 1}
+		req := &otlpreceiver.Request{Tenant: "acme", Kind: signal.KindMetrics, Body: wire, Transport: "prometheus_remote_write", Metrics: &m, RemoteWrite: 1}
 		if _, err := c.Consume(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +329,7 @@ func TestConsumeQueuesRemoteWriteAsReceived(t *testing.T) {
 			t.Fatal(err)
 		}
 		encs = append(encs, pr.Enc)
-		if pr.Enc == encPRW1 && !bytes.Equal(pr.Body, body) {
+		if pr.Enc == encPRW1 && !bytes.Equal(pr.Body, wire) {
 			t.Fatal("the queued remote-write body is not the request's")
 		}
 		last.Reset()

@@ -25,8 +25,9 @@ type bodyEnc uint8
 const (
 	encOTLP   bodyEnc = 0 // OTLP protobuf of the record's signal
 	encIOWire bodyEnc = 1 // tracer.AppendWire (kind io_events)
-	// Remote write as received (kind metrics): the snappy-decoded request,
-	// queued as is when no rule changed it (prwrecord.go).
+	// Remote write as received (kind metrics): the request, snappy block
+	// encoded as the client sent it, queued as is when no rule changed it
+	// (prwrecord.go).
 	encPRW1 bodyEnc = 2 // prometheus.WriteRequest (remote write 1.0)
 	encPRW2 bodyEnc = 3 // io.prometheus.write.v2.Request (remote write 2.0)
 )

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/klauspost/compress/snappy"
+
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/unsafex"
 )
@@ -806,4 +808,29 @@ func (d *Decoder) checkExLabels() string {
 		}
 	}
 	return ""
+}
+
+// MaxUnsnappyBytes bounds what Unsnappy decodes: a queued request was at
+// most the receiver's max_request_bytes; a damaged length must not
+// allocate without bound.
+const MaxUnsnappyBytes = 1 << 30
+
+// Unsnappy snappy-decodes a request queued as received into dst (grown as
+// needed) and returns it.
+func Unsnappy(dst, src []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(src)
+	if err != nil {
+		return dst[:0], fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
+	}
+	if n > MaxUnsnappyBytes {
+		return dst[:0], fmt.Errorf("%w: snappy: decoded length %d", ErrMalformed, n)
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	out, err := snappy.Decode(dst[:n], src)
+	if err != nil {
+		return dst[:0], fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
+	}
+	return out, nil
 }

@@ -18,17 +18,21 @@ import (
 )
 
 // Pass-through. A remote-write record (exporter.Record.RemoteWrite) holds
-// the request as the receiver got it, checked (no invalid series: the
+// the request as the receiver got it, snappy block encoded, checked (no
+// invalid series: the
 // receiver queues a partial write as OTLP). Sent to an exporter of the
 // same protocol version that replicates (or has one endpoint), it needs
 // no decode and no conversion:
 //
-//   - 1.0: the bodies of consecutive records of one tenant are
-//     concatenated (a protobuf message's repeated fields merge, so the
-//     concatenation is one WriteRequest holding every series and metadata
-//     of each) up to maxRawBytes, and snappy-encoded once.
-//   - 2.0: each record is one request (merging needs the symbol tables
-//     rewritten); an endpoint that answered 415 gets it converted to 1.0.
+//   - 1.0: a record of minAloneBytes or more (snappy-decoded) is one
+//     request, its bytes as received; the bodies of smaller consecutive
+//     records of one tenant are concatenated (a protobuf message's
+//     repeated fields merge, so the concatenation is one WriteRequest
+//     holding every series and metadata of each) up to maxRawBytes, and
+//     snappy-encoded once.
+//   - 2.0: each record is one request as received (merging needs the
+//     symbol tables rewritten); an endpoint that answered 415 gets it
+//     converted to 1.0.
 //
 // In shard mode a 1.0 record is split without decoding: each TimeSeries
 // field goes, as its bytes, to the endpoint its labels hash to (the same
@@ -37,9 +41,14 @@ import (
 // every endpoint that gets a series. A 2.0 record in shard mode, and a
 // record of the other protocol version, is decoded (the convert path).
 
-// maxRawBytes bounds one pass-through 1.0 request, snappy-decoded; a
-// record larger than that goes alone.
-const maxRawBytes = 1 << 20
+// maxRawBytes bounds one pass-through 1.0 request of concatenated
+// records, snappy-decoded. A record of minAloneBytes or more goes alone,
+// as its bytes were received: a request of its own costs the exporter
+// less than compressing it again (about 1,000 series and up).
+const (
+	maxRawBytes   = 1 << 20
+	minAloneBytes = 64 << 10
+)
 
 // passThrough reports whether r goes to the endpoints as it is.
 func (e *Exporter) passThrough(r *exporter.Record) bool {
@@ -53,15 +62,22 @@ func (e *Exporter) passThrough(r *exporter.Record) bool {
 }
 
 // sendRaw sends recs, remote-write records of one version and tenant for
-// which passThrough holds, to every endpoint.
+// which passThrough holds, to every endpoint. A record's body is the
+// request as the receiver got it, snappy block encoded.
 func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.Record) error {
 	for i := 0; i < len(recs); {
 		j := i + 1
+		var err error
+		if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[i].Body); err != nil {
+			e.badBodies.Add(1) // the receiver checked it: a damaged queue
+			i = j
+			continue
+		}
 		if recs[i].RemoteWrite == 2 {
-			body := recs[i].Body
-			err := e.replicate(ctx, tenant, countSeries(body, 5),
-				func() ([]byte, error) { return s2.EncodeSnappy(nil, body), nil },
-				func() ([]byte, error) { return v2ToV1(body) })
+			body, plain := recs[i].Body, e.unsnap
+			err := e.replicate(ctx, tenant, countSeries(plain, 5),
+				func() ([]byte, error) { return body, nil },
+				func() ([]byte, error) { return v2ToV1(plain) })
 			if err != nil {
 				return err
 			}
@@ -69,18 +85,39 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 			continue
 		}
 		if e.sharding() {
-			if err := e.sendSharded(ctx, tenant, recs[i].Body); err != nil {
+			if err := e.sendSharded(ctx, tenant, e.unsnap); err != nil {
 				return err
 			}
 			i = j
 			continue
 		}
-		e.raw = append(e.raw[:0], recs[i].Body...)
-		for ; j < len(recs) && len(e.raw)+len(recs[j].Body) <= maxRawBytes; j++ {
-			e.raw = append(e.raw, recs[j].Body...)
+		if len(e.unsnap) >= minAloneBytes {
+			// Large enough to go alone: its bytes as received, no
+			// compression of ours.
+			body := recs[i].Body
+			err := e.replicate(ctx, tenant, countSeries(e.unsnap, 1),
+				func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
+				func() ([]byte, error) { return body, nil })
+			if err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
+		// Small records: one request of several, compressed once.
+		e.raw = append(e.raw[:0], e.unsnap...)
+		for ; j < len(recs) && len(e.raw) < maxRawBytes; j++ {
+			if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[j].Body); err != nil {
+				e.badBodies.Add(1)
+				continue
+			}
+			if len(e.unsnap) >= minAloneBytes || len(e.raw)+len(e.unsnap) > maxRawBytes {
+				break // goes next, on its own or in the next request
+			}
+			e.raw = append(e.raw, e.unsnap...)
 		}
 		payload := s2.EncodeSnappy(nil, e.raw)
-		err := e.replicate(ctx, tenant, countSeries(e.raw, 1),
+		err = e.replicate(ctx, tenant, countSeries(e.raw, 1),
 			func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
 			func() ([]byte, error) { return payload, nil })
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 type captureServer struct {
 	mu     sync.Mutex
 	bodies [][]byte
+	wire   [][]byte // as sent (snappy)
 	types  []string
 	v1Only bool
 }
@@ -53,6 +54,7 @@ func (c *captureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	c.bodies = append(c.bodies, body)
+	c.wire = append(c.wire, raw)
 	c.types = append(c.types, ct)
 	c.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
@@ -85,7 +87,7 @@ func passRecords(t *testing.T, n int) ([]exporter.Record, []prompb.TimeSeries, [
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "acme", Body: body, RemoteWrite: 1})
+		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "acme", Body: snappy.Encode(nil, body), RemoteWrite: 1})
 		series = append(series, req.Timeseries...)
 		meta = append(meta, req.Metadata...)
 	}
@@ -185,7 +187,8 @@ func TestPassThroughV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body, RemoteWrite: 2}, {Kind: signal.KindMetrics, Tenant: "t", Body: body, RemoteWrite: 2}}
+	wire := snappy.Encode(nil, body)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: wire, RemoteWrite: 2}, {Kind: signal.KindMetrics, Tenant: "t", Body: wire, RemoteWrite: 2}}
 	if err := exp.Send(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +231,11 @@ func TestPassThroughShard(t *testing.T) {
 	var dec prw.Decoder
 	for _, r := range recs {
 		var m signal.Metrics
-		if _, err := dec.DecodeV1(&m, r.Body); err != nil {
+		raw, err := snappy.Decode(nil, r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dec.DecodeV1(&m, raw); err != nil {
 			t.Fatal(err)
 		}
 		otlpRecs = append(otlpRecs, exporter.Record{Kind: signal.KindMetrics, Tenant: r.Tenant, Body: otlp.AppendMetricsProto(nil, &m)})
@@ -356,7 +363,7 @@ func TestPassThroughV2ReferenceHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body, RemoteWrite: 2}}); err != nil {
+	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(store.bodies) != 1 || !bytes.Equal(store.bodies[0], body) {
@@ -372,5 +379,52 @@ func TestPassThroughV2ReferenceHandler(t *testing.T) {
 	}
 	if _, _, sent := exp.Stats(); sent != 2 {
 		t.Errorf("sent series %d, want 2", sent)
+	}
+}
+
+// A large 1.0 record goes alone with the bytes the client sent (no
+// compression of the exporter's own); small ones around it are merged,
+// and queue order is kept.
+func TestPassThroughLargeRecordAsReceived(t *testing.T) {
+	small, _, _ := passRecords(t, 3)
+	big := &prompb.WriteRequest{}
+	for s := range 2000 {
+		big.Timeseries = append(big.Timeseries, prompb.TimeSeries{
+			Labels:  []prompb.Label{{Name: "__name__", Value: "big"}, {Name: "id", Value: fmt.Sprint(s)}, {Name: "pad", Value: "some-label-value-of-a-realistic-length"}},
+			Samples: []prompb.Sample{{Value: float64(s), Timestamp: 1_800_000_000_000}}})
+	}
+	raw, err := big.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) < minAloneBytes {
+		t.Fatalf("the big record is %d bytes: not big", len(raw))
+	}
+	wire := snappy.Encode(nil, raw)
+	recs := []exporter.Record{small[0], {Kind: signal.KindMetrics, Tenant: "acme", Body: wire, RemoteWrite: 1}, small[1], small[2]}
+	cs := &captureServer{}
+	srv := httptest.NewServer(cs)
+	defer srv.Close()
+	exp, err := New(Config{Endpoints: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.bodies) != 3 {
+		t.Fatalf("%d requests, want 3 (small, big alone, two small merged)", len(cs.bodies))
+	}
+	if !bytes.Equal(cs.wire[1], wire) {
+		t.Fatal("the big record was not sent with the bytes it was received with")
+	}
+	for i, n := range []int{30, 2000, 60} {
+		var wr prompb.WriteRequest
+		if err := wr.Unmarshal(cs.bodies[i]); err != nil || len(wr.Timeseries) != n {
+			t.Fatalf("request %d: %d series (%v), want %d", i, len(wr.Timeseries), err, n)
+		}
+	}
+	if _, _, sent := exp.Stats(); sent != 2090 {
+		t.Errorf("sent series %d, want 2090", sent)
 	}
 }

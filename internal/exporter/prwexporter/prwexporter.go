@@ -47,6 +47,9 @@ type Exporter struct {
 	m    signal.Metrics
 	dec  prw.Decoder // remote-write records on the convert path
 	raw  []byte      // pass-through: the request being assembled
+	// unsnap is the snappy-decoded body of the record at hand (records
+	// hold remote write as received)
+	unsnap []byte
 	// shard mode pass-through: each endpoint's part, the labels hashed
 	parts [][]byte
 	lbls  []prompb.Label
@@ -170,10 +173,13 @@ func (e *Exporter) decode(r *exporter.Record) error {
 		return otlp.DecodeMetrics(&e.m, r.Body)
 	case 1, 2:
 		var err error
+		if e.unsnap, err = prw.Unsnappy(e.unsnap, r.Body); err != nil {
+			return err
+		}
 		if r.RemoteWrite == 1 {
-			_, err = e.dec.DecodeV1(&e.m, r.Body)
+			_, err = e.dec.DecodeV1(&e.m, e.unsnap)
 		} else {
-			_, err = e.dec.DecodeV2(&e.m, r.Body)
+			_, err = e.dec.DecodeV2(&e.m, e.unsnap)
 		}
 		var pe *prw.PartialError
 		if errors.As(err, &pe) {

@@ -36,8 +36,8 @@ type Request struct {
 	// buffers (swap them for others). Valid until Consume returns.
 	Metrics *signal.Metrics
 	// RemoteWrite, when 1 or 2, says Body is not OTLP but a remote-write
-	// request of that protocol version (snappy-decoded), and Metrics holds
-	// it decoded; the consumer may queue Body as it is.
+	// request of that protocol version as received (snappy block encoded),
+	// and Metrics holds it decoded; the consumer may queue Body as it is.
 	RemoteWrite uint8
 }
 

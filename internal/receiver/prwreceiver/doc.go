@@ -11,7 +11,7 @@
 // Content-Encoding snappy or none, anything else such as gzip 415), read
 // the body within max_request_bytes, snappy block decode, decode with
 // package prw into a columnar batch, and hand both the batch and the
-// snappy-decoded request to the same Consumer contract the OTLP receiver
+// request as received (snappy) to the same Consumer contract the OTLP receiver
 // uses (otlpreceiver.Consumer; Request.Metrics carries the batch, so the
 // consumer does not decode again, and Request.RemoteWrite says Body is a
 // remote-write request of that version). That is where processors

@@ -234,7 +234,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 	}
 	if x.batch.Len() > 0 {
 		req := &x.req // pooled: a Request on the stack would escape through the interface call
-		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.body, Transport: Transport, Metrics: &x.batch, RemoteWrite: 1}
+		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, Metrics: &x.batch, RemoteWrite: 1}
 		if ver == "2.0" {
 			req.RemoteWrite = 2
 		}

@@ -43,10 +43,16 @@ func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	switch req.RemoteWrite {
 	case 0: // a partial write: its good series as OTLP
 		err = otlp.DecodeMetrics(&m, req.Body)
-	case 1:
-		_, err = new(prw.Decoder).DecodeV1(&m, req.Body)
-	case 2:
-		_, err = new(prw.Decoder).DecodeV2(&m, req.Body)
+	case 1, 2: // as received: snappy
+		var raw []byte
+		if raw, err = prw.Unsnappy(nil, req.Body); err != nil {
+			break
+		}
+		if req.RemoteWrite == 1 {
+			_, err = new(prw.Decoder).DecodeV1(&m, raw)
+		} else {
+			_, err = new(prw.Decoder).DecodeV2(&m, raw)
+		}
 	}
 	if err != nil {
 		return otlpreceiver.Result{}, err
