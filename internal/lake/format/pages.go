@@ -75,11 +75,12 @@ func (p *checkedPages) open() error {
 	if fcc, ok := p.cc.(*parquet.FileColumnChunk); ok && p.from <= 0 && p.to == math.MaxInt64 {
 		// The whole chunk: read it once, check it in memory and let
 		// parquet-go decode it from there (one read of the store, not two).
-		buf, base, err := readChunk(fcc, p.buf)
+		buf, base, err := readChunk(fcc, getChunkBuf())
 		if err == nil {
 			_, err = checkChunkIn(p.cc, 0, math.MaxInt64, buf, base)
 		}
 		if err != nil {
+			putChunkBuf(buf)
 			p.err = err
 			return err
 		}
@@ -93,6 +94,35 @@ func (p *checkedPages) open() error {
 	}
 	p.pages = p.cc.Pages()
 	return nil
+}
+
+// freeChunkBufs keeps the buffers of whole chunks read by Pages between
+// chunks (a reader reads chunk after chunk); up to 16 MiB each.
+var freeChunkBufs struct {
+	mu  sync.Mutex
+	all [][]byte
+}
+
+func getChunkBuf() []byte {
+	freeChunkBufs.mu.Lock()
+	defer freeChunkBufs.mu.Unlock()
+	if n := len(freeChunkBufs.all); n > 0 {
+		b := freeChunkBufs.all[n-1]
+		freeChunkBufs.all = freeChunkBufs.all[:n-1]
+		return b
+	}
+	return nil
+}
+
+func putChunkBuf(b []byte) {
+	if b == nil || cap(b) > 16<<20 {
+		return
+	}
+	freeChunkBufs.mu.Lock()
+	defer freeChunkBufs.mu.Unlock()
+	if len(freeChunkBufs.all) < maxIdleTmps {
+		freeChunkBufs.all = append(freeChunkBufs.all, b[:0])
+	}
 }
 
 // memReaderAt serves the bytes of a column chunk read into memory at
@@ -176,6 +206,9 @@ func (p *checkedPages) SeekToRow(row int64) error {
 }
 
 func (p *checkedPages) Close() error {
+	// parquet-go copies what it reads into its own page buffers, so the
+	// chunk's bytes may be reused once its pages are closed.
+	putChunkBuf(p.buf)
 	p.buf = nil
 	if p.pages != nil {
 		return p.pages.Close()
