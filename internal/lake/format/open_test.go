@@ -240,6 +240,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(b[:len(b)/2])
 	f.Add(b[len(b)/2:])
 	f.Add([]byte("PAR1PAR1"))
+	f.Add(bombPage(f, b, "attr.user", 1<<30))
 	f.Fuzz(func(t *testing.T, d []byte) {
 		_, _ = readAll(d)
 		_, _ = readFile(d)

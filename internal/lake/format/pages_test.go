@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -15,7 +16,7 @@ import (
 
 // firstPage locates the first data page of column col of b's first row
 // group: where its header and its body start, and the header.
-func firstPage(t *testing.T, b []byte, col string) (hdrOff, bodyOff int, h pqformat.PageHeader) {
+func firstPage(t testing.TB, b []byte, col string) (hdrOff, bodyOff int, h pqformat.PageHeader) {
 	t.Helper()
 	pf, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
@@ -105,4 +106,88 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// bombPage returns b with the first data page of column col rewritten to
+// claim num values (its CRC dropped and the count's varint padded so that
+// the header keeps its length): the damage that made parquet-go allocate
+// gigabytes (levels and values are sized by the claimed count).
+func bombPage(t testing.TB, b []byte, col string, num int32) []byte {
+	t.Helper()
+	hdr, _, h := firstPage(t, b, col)
+	if h.Type != pqformat.DataPageV2 || h.CRC == 0 {
+		t.Fatalf("first page of %s: %+v", col, h)
+	}
+	varint := func(p int) int { // length of the varint at p
+		n := 1
+		for b[p+n-1]&0x80 != 0 {
+			n++
+		}
+		return n
+	}
+	// Fields 1-4 (type, sizes, CRC: i32, header byte 0x15), then field 8
+	// (the v2 header, 0x4C) whose field 1 (0x15) is num_values.
+	p := hdr
+	var crcAt, crcLen int
+	for f := 1; f <= 4; f++ {
+		if b[p] != 0x15 {
+			t.Fatalf("page header layout: field %d header %#x", f, b[p])
+		}
+		n := 1 + varint(p+1)
+		if f == 4 {
+			crcAt, crcLen = p, n
+		}
+		p += n
+	}
+	if b[p] != 0x4C || b[p+1] != 0x15 {
+		t.Fatalf("page header layout: %#x %#x", b[p], b[p+1])
+	}
+	nvLen := varint(p + 2)
+	rest := p + 2 + nvLen
+	// The new count: zigzag, as a varint padded to the bytes freed.
+	want := crcLen + nvLen
+	z := uint32(num<<1) ^ uint32(num>>31)
+	var enc []byte
+	for z >= 0x80 {
+		enc = append(enc, byte(z)|0x80)
+		z >>= 7
+	}
+	enc = append(enc, byte(z))
+	if len(enc) > want {
+		t.Fatalf("count needs %d bytes, %d free", len(enc), want)
+	}
+	for len(enc) < want {
+		enc[len(enc)-1] |= 0x80
+		enc = append(enc, 0)
+	}
+	d := bytes.Clone(b[:crcAt])
+	d = append(d, 0x5C, 0x15) // field 8 now follows field 3
+	d = append(d, enc...)
+	d = append(d, b[rest:]...)
+	if len(d) != len(b) {
+		t.Fatalf("rewritten file of %d bytes, want %d", len(d), len(b))
+	}
+	return d
+}
+
+// TestCheckChunkBoundsMemory: a page claiming 2^30 values in a file of a
+// few KB is refused, and reading the whole file through format's readers
+// allocates a few MB at most; parquet-go's own page reader allocated 1,246
+// MB for one such page before failing (measured once; not repeated here).
+func TestCheckChunkBoundsMemory(t *testing.T) {
+	b := lakeFile(t)
+	for _, col := range []string{"attr.user", format.ColBody} {
+		d := bombPage(t, b, col, 1<<30)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err1 := readAll(d)
+		_, err2 := readFile(d)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err1, format.ErrCorrupt) || !errors.Is(err2, format.ErrCorrupt) {
+			t.Errorf("%s: pages: %v; File: %v", col, err1, err2)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+			t.Errorf("%s: reading allocated %d MB", col, alloc>>20)
+		}
+	}
 }
