@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +16,8 @@ import (
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/stats"
 )
 
 // seriesAt returns the series of expr at at as "name{k=v,...} value",
@@ -145,6 +150,32 @@ shutdown_timeout: %[7]s
 	// The lake has its chain's output while the downstream is still down.
 	expect("lake", "http://"+query, `{__name__=~"rpp_.*"}`, t0.Add(time.Second),
 		`rpp_kept{job=a} 5`, `rpp_requests_total{job=a,user_id=42} 3`)
+	// The statistics count the samples before the rule sets too (no
+	// processors.rules_file here), so that KEPT shows what they kept.
+	statMetrics := func() []stats.MetricSummary {
+		resp, err := http.Get("http://" + query + "/api/v1/status/sluice")
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		var doc struct{ Data stats.Status }
+		if json.NewDecoder(resp.Body).Decode(&doc) != nil || doc.Data.Stats == nil {
+			return nil
+		}
+		return doc.Data.Stats.Metrics
+	}
+	if !waitFor(60*time.Second, func() bool {
+		for _, m := range statMetrics() {
+			if m.Metric == "rpp_requests_total" && m.Before >= 1 && m.Samples >= 1 {
+				return true
+			}
+		}
+		return false
+	}) {
+		resp, _ := http.Get("http://" + query + "/api/v1/status/sluice")
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/api/v1/status/sluice: rpp_requests_total has no samples counted before the rule sets:\n%s", b)
+	}
 	// The "down" set's aggregate output is queued for its route only.
 	if !waitFor(60*time.Second, func() bool {
 		return metricValue(t, relay.admin, `sluice_processor_aggregate_emitted_points_total{rule="down/agg"}`) >= 1
@@ -152,6 +183,11 @@ shutdown_timeout: %[7]s
 		t.Fatalf("down/agg emitted nothing:\n%s", relay.stderr)
 	}
 	aggEnd := t0.Truncate(time.Minute).Add(time.Minute)
+	for _, m := range statMetrics() {
+		if m.Metric == "rpp_kept:1m_sum" { // queued for the down route only: not stored in the lake
+			t.Errorf("the statistics count the down route's aggregate output: %+v", m)
+		}
+	}
 
 	// Restart the relay with the forwarded records still queued, then
 	// bring the downstream up: they drain to it, each to its exporter.

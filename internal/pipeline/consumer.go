@@ -248,6 +248,9 @@ func (c *consumer) observeEmitted(tenant string, rec []byte) {
 	if err != nil {
 		return // appendRecord made it: cannot happen
 	}
+	if rt := c.routes; rt != nil && rt.lake && !r.to(lakeDest) {
+		return // the statistics count what the lake stores (routes.go)
+	}
 	body := r.Body
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)

@@ -50,6 +50,7 @@ type routing struct {
 	routes [signal.KindTraces + 1][]route
 	plain  [signal.KindTraces + 1]bool
 	sets   map[string]*ruleSet
+	lake   bool // the lake is on
 }
 
 // newRouting groups cfg's pipelines by signal and processor chain.
@@ -62,6 +63,7 @@ func newRouting(cfg *config.Config) *routing {
 		rt.sets[name] = &ruleSet{name: name, path: cfg.Processors.RuleSets[name].RulesFile}
 	}
 	lake := cfg.LakeEnabled()
+	rt.lake = lake
 	exSig := cfg.ExporterSignals()
 	for _, kind := range []signal.Kind{signal.KindLogs, signal.KindMetrics, signal.KindTraces} {
 		sig := kind.String()
@@ -200,6 +202,11 @@ func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []b
 	// The chains' limits, aggregates and effects are per tenant: without
 	// processors.rules_file nothing set it for this request yet.
 	s.proc.Tenant = tenant
+	if kind == signal.KindMetrics && c.stats != nil && c.rules.Load() == nil {
+		// Without processors.rules_file Consume did not count the samples
+		// before the rules: the statistics' KEPT share needs them.
+		c.stats.ObserveBeforeRules(tenant, &s.metrics)
+	}
 	for len(s.routes) < len(routes) {
 		s.routes = append(s.routes, new(routeScratch))
 	}
