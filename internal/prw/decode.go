@@ -105,16 +105,20 @@ type Decoder struct {
 	prevNameIdx  int
 	prevOK       bool
 	same, strict bool // checkLabels: names as prevNames; names strictly increasing
-	symbols      []signal.Str
-	symDesc      []uint32 // 2.0: symbol -> index in descPool + 1, per call
-	metaAt       []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
-	h            hist
-	ex           []byte
-	meta         [][2]int // 1.0 metadata messages [start, end)
-	key          []byte
-	st           Stats
-	perr         PartialError
-	version      string
+	// The family of the last metric name looked up (per call).
+	lastName  signal.Str
+	lastFam   uint32
+	lastFamOK bool
+	symbols   []signal.Str
+	symDesc   []uint32 // 2.0: symbol -> index in descPool + 1, per call
+	metaAt    []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
+	h         hist
+	ex        []byte
+	meta      [][2]int // 1.0 metadata messages [start, end)
+	key       []byte
+	st        Stats
+	perr      PartialError
+	version   string
 }
 
 type keyCache struct {
@@ -135,6 +139,7 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	d.descPool = d.descPool[:0]
 	d.prevKeys = d.prevKeys[:0]
 	d.prevNames, d.prevOK = d.prevNames[:0], false
+	d.lastFamOK = false
 	d.meta = d.meta[:0]
 }
 
@@ -366,6 +371,11 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 	if ref != 0 && d.symDesc[ref-1] != 0 {
 		return d.symDesc[ref-1] - 1
 	}
+	// 1.0: series of one family often follow each other (a target's
+	// scrape order): compare with the last name before hashing.
+	if ref == 0 && d.lastFamOK && bytes.Equal(d.str(d.lastName), d.str(name)) {
+		return d.lastFam
+	}
 	key := unsafex.String(d.str(name)) // valid while the arena copy lives: the map is cleared at end
 	x, ok := d.names[key]
 	if !ok {
@@ -376,6 +386,7 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 	if ref != 0 {
 		d.symDesc[ref-1] = x + 1
 	}
+	d.lastName, d.lastFam, d.lastFamOK = name, x, true
 	return x
 }
 

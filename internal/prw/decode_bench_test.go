@@ -16,11 +16,16 @@ import (
 // each and nl labels besides __name__ (the shape Prometheus sends: 1,000 to
 // 2,000 samples per request, 5 to 10 labels).
 func benchBodies(n, nl int) ([]byte, []byte) {
+	return benchBodiesNamed(n, nl, func(i int) int { return i % 50 })
+}
+
+// benchBodiesNamed is benchBodies with series i named metric_<name(i)>_total.
+func benchBodiesNamed(n, nl int, name func(int) int) ([]byte, []byte) {
 	r1 := &prompb.WriteRequest{}
 	st := writev2.NewSymbolTable()
 	r2 := &writev2.Request{}
 	for i := range n {
-		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i%50)}}
+		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", name(i))}}
 		for k := range nl {
 			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
 		}
@@ -40,6 +45,10 @@ func benchBodies(n, nl int) ([]byte, []byte) {
 
 func benchDecode(b *testing.B, v, n, nl int) {
 	b1, b2 := benchBodies(n, nl)
+	benchDecodeBodies(b, v, n, b1, b2)
+}
+
+func benchDecodeBodies(b *testing.B, v, n int, b1, b2 []byte) {
 	body := b1
 	if v == 2 {
 		body = b2
@@ -78,4 +87,11 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDecodeV1Grouped: series of one metric follow each other (20 per
+// name), as in a target's scrape order.
+func BenchmarkDecodeV1Grouped(b *testing.B) {
+	b1, b2 := benchBodiesNamed(1000, 5, func(i int) int { return i / 20 })
+	benchDecodeBodies(b, 1, 1000, b1, b2)
 }
