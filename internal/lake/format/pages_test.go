@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	pqformat "github.com/parquet-go/parquet-go/format"
 
@@ -188,6 +189,56 @@ func TestCheckChunkBoundsMemory(t *testing.T) {
 		}
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 			t.Errorf("%s: reading allocated %d MB", col, alloc>>20)
+		}
+	}
+}
+
+// TestCheckChunkAcceptsParquetGoFiles: what parquet-go writes (lake files
+// before pqenc were its) passes the checks: data pages v1 and v2, zstd,
+// snappy and none, dictionary, optional, list and delta columns, many
+// pages per chunk; every chunk holds its row group's rows.
+func TestCheckChunkAcceptsParquetGoFiles(t *testing.T) {
+	type row struct {
+		S string    `parquet:"s,dict"`
+		O *int64    `parquet:"o,optional"`
+		L []float64 `parquet:"l,list"`
+		P string    `parquet:"p"`
+		I int64     `parquet:"i,delta"`
+	}
+	var rows []row
+	for i := range 20000 {
+		x := int64(i)
+		r := row{S: "s" + itoa(i%7), P: "p" + itoa(i), I: x * 3, L: []float64{1, float64(i)}}
+		if i%3 == 0 {
+			r.O, r.L = &x, nil
+		}
+		rows = append(rows, r)
+	}
+	for _, codec := range []compress.Codec{&parquet.Zstd, &parquet.Snappy, &parquet.Uncompressed} {
+		for _, v := range []int{1, 2} {
+			var buf bytes.Buffer
+			w := parquet.NewGenericWriter[row](&buf, parquet.Compression(codec), parquet.DataPageVersion(v), parquet.PageBufferSize(4096))
+			if _, err := w.Write(rows); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b := buf.Bytes()
+			pf, err := format.Open(bytes.NewReader(b), int64(len(b)), "x.parquet")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rg := range pf.RowGroups() {
+				for i, cc := range rg.ColumnChunks() {
+					if n, err := format.CheckChunk(cc); err != nil || n != rg.NumRows() {
+						t.Errorf("%s, pages v%d, column %d: %d rows of %d: %v", codec, v, i, n, rg.NumRows(), err)
+					}
+				}
+			}
+			if n, err := readAll(b); err != nil || n != int64(len(rows)) {
+				t.Errorf("%s, pages v%d: read %d rows: %v", codec, v, n, err)
+			}
 		}
 	}
 }
