@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/processor"
 	"github.com/sluice-dev/sluice/internal/prw"
@@ -344,5 +349,116 @@ func TestConsumeQueuesRemoteWriteAsReceived(t *testing.T) {
 		if last.String(last.Descs[last.Desc[i]].Name) == "temp:celsius" {
 			t.Fatal("the dropped series was queued")
 		}
+	}
+}
+
+// sluice as a relay, end to end: remote write 1.0 in on its own listener,
+// through the durable queue, out through a prometheus_remote_write exporter
+// to a real HTTP server on 127.0.0.1:0, beside the lake. A large request
+// arrives with the very bytes the client sent; the series of small ones
+// arrive byte for byte (merged into fewer requests).
+func TestPipelineRelaysRemoteWriteAsReceived(t *testing.T) {
+	type got struct{ wire, body []byte }
+	var (
+		mu   sync.Mutex
+		reqs []got
+	)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wire, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		body, err := snappy.Decode(nil, wire)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		mu.Lock()
+		reqs = append(reqs, got{wire, body})
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer sink.Close()
+
+	cfg := testConfig(t)
+	cfg.Receivers.PrometheusRemoteWrite.Listen = "127.0.0.1:0"
+	cfg.Exporters = map[string]config.Exporter{
+		"prometheus_remote_write/sink": {Endpoints: []string{sink.URL + "/api/v1/write"}, BatchDelay: config.Duration(20 * time.Millisecond)},
+	}
+	cfg.Pipelines = map[string]config.Pipeline{
+		"logs":    {Receivers: []string{"otlp"}, Exporters: []string{"lake"}},
+		"metrics": {Receivers: []string{"otlp", "prometheus_remote_write"}, Exporters: []string{"lake", "prometheus_remote_write/sink"}},
+		"traces":  {Receivers: []string{"otlp"}, Exporters: []string{"lake"}},
+	}
+	p := start(t, cfg)
+
+	request := func(n int, name string) *prompb.WriteRequest {
+		req := &prompb.WriteRequest{}
+		for i := range n {
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: name}, {Name: "id", Value: fmt.Sprint(i)}, {Name: "pad", Value: "a-label-value-of-a-realistic-length"}},
+				Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1_800_000_000_000}, {Value: math.Float64frombits(value.StaleNaN), Timestamp: 1_800_000_015_000}}})
+		}
+		return req
+	}
+	big := request(2000, "big")
+	smalls := []*prompb.WriteRequest{request(10, "small_a"), request(10, "small_b")}
+	var wantSeries [][]byte
+	var bigWire []byte
+	for i, req := range append([]*prompb.WriteRequest{big}, smalls...) {
+		raw, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire := snappy.Encode(nil, raw)
+		if i == 0 {
+			bigWire = wire
+		}
+		for _, ts := range req.Timeseries {
+			b, _ := ts.Marshal()
+			wantSeries = append(wantSeries, b)
+		}
+		resp, err := http.Post("http://"+p.Addrs().RemoteWrite.String()+"/api/v1/write", "application/x-protobuf", bytes.NewReader(wire))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	var gotSeries [][]byte
+	sawBig := false
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		mu.Lock()
+		gotSeries, sawBig = gotSeries[:0], false
+		for _, r := range reqs {
+			sawBig = sawBig || bytes.Equal(r.wire, bigWire)
+			var wr prompb.WriteRequest
+			if err := wr.Unmarshal(r.body); err != nil {
+				t.Fatal(err)
+			}
+			for _, ts := range wr.Timeseries {
+				b, _ := ts.Marshal()
+				gotSeries = append(gotSeries, b)
+			}
+		}
+		mu.Unlock()
+		if len(gotSeries) >= len(wantSeries) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(gotSeries) != len(wantSeries) {
+		t.Fatalf("the sink got %d series, want %d", len(gotSeries), len(wantSeries))
+	}
+	for i := range wantSeries {
+		if !bytes.Equal(gotSeries[i], wantSeries[i]) {
+			t.Fatalf("series %d differs", i)
+		}
+	}
+	if !sawBig {
+		t.Fatal("the large request was not forwarded with the bytes it was received with")
 	}
 }
