@@ -14,7 +14,9 @@ import (
 // position (rewind), and during that replay (isolate) every record is
 // first encoded alone by a lake.Probe into nothing. A record that fails
 // alone, or does not decode, is a poison record: it goes to the
-// quarantine (lake.WriteQuarantine: its original OTLP body and why) and
+// quarantine (lake.WriteQuarantine: its body as OTLP and why; a
+// remote-write record that decoded is encoded as OTLP for it, one that
+// does not decode goes as queued, snappy remote write) and
 // the loop goes on past it, so it is tried once more at most, never
 // forever. The first successful checkpoint ends isolation. /readyz is 503
 // from a failed checkpoint until the next one succeeds, saying why.
