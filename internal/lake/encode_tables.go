@@ -88,8 +88,10 @@ func (e *encoder) encodeLogs(out io.Writer, l *signal.Logs, ptime []int64, rgRow
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
 			e.common(c, l.Resource[r], l.Scope[r], ri)
-			cols[lTimestamp].time(l.Time[r])
-			cols[lObserved].time(l.ObservedTime[r])
+		}
+		e.times(&cols[lTimestamp], l.Time, rows)
+		e.times(&cols[lObserved], l.ObservedTime, rows)
+		for _, r := range rows {
 			cols[lSeverityNumber].i32(l.SeverityNum[r])
 			cols[lSeverityText].str(c.Bytes(l.SeverityText[r]))
 			switch bt := l.BodyType[r]; bt {
@@ -401,14 +403,16 @@ func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgR
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
 			e.common(c, s.Resource[r], s.Scope[r], ri)
+		}
+		e.times(&cols[tStart], s.StartTime, rows)
+		e.times(&cols[tEnd], s.EndTime, rows)
+		for _, r := range rows {
 			cols[tTraceID].str(e.hexID(s.TraceID[r][:]))
 			cols[tSpanID].str(e.hexID(s.SpanID[r][:]))
 			cols[tParentSpanID].str(e.hexID(s.ParentSpanID[r][:]))
 			cols[tTraceState].str(c.Bytes(s.TraceState[r]))
 			cols[tName].str(c.Bytes(s.Name[r]))
 			cols[tKind].i32(s.Kind[r])
-			cols[tStart].time(s.StartTime[r])
-			cols[tEnd].time(s.EndTime[r])
 			cols[tDuration].i64(s.EndTime[r] - s.StartTime[r])
 			cols[tStatusCode].i32(s.StatusCode[r])
 			cols[tStatusMessage].str(c.Bytes(s.StatusMessage[r]))
