@@ -45,6 +45,11 @@ const (
 	maxPending = 4096
 )
 
+// rewindMinBackoff is the first wait before a replay after a failed
+// checkpoint; a variable so that a test can hold the failing state long
+// enough to observe it on a loaded machine.
+var rewindMinBackoff = minBackoff
+
 // lakeLoop moves queue records into the lake; see the package doc. All
 // fields below mu belong to the loop goroutine.
 type lakeLoop struct {
@@ -605,7 +610,7 @@ func (l *lakeLoop) rewind(cause error) {
 	l.skipped = 0
 	l.m.uncommitted.Set(0)
 	l.m.bufferedBytes.Set(0)
-	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
+	l.backoff = min(max(2*l.backoff, rewindMinBackoff), maxBackoff)
 	l.sleep(l.backoff)
 	l.last = time.Now()
 }

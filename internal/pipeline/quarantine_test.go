@@ -36,6 +36,11 @@ func poisonRequest(t *testing.T, seq int) []byte {
 // once.
 func TestPipelineQuarantine(t *testing.T) {
 	t.Setenv("SLUICE_FAULT_POISON_KEY", "poison")
+	// The loop replays (and then recovers) one backoff after the failed
+	// checkpoint: hold the failing state long enough for /readyz to be
+	// asked on a loaded machine.
+	rewindMinBackoff = 5 * time.Second
+	t.Cleanup(func() { rewindMinBackoff = minBackoff })
 	cfg := testConfig(t)
 	p := start(t, cfg)
 	poison := poisonRequest(t, 100)
