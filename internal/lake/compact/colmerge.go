@@ -392,12 +392,14 @@ func (m *colMerger) load(in *colInput) (bool, error) {
 				return false, err
 			}
 			// Chunk.Read checks the pages (format.Pages) before
-			// parquet-go decodes them; the hint, the footer's word only,
-			// is capped.
+			// parquet-go decodes them; the hint, the footer's word only
+			// (checked against the pages after it is used), is capped at
+			// what one page may hold. A cap by the compression ratio
+			// (64x) grew buffers on repetitive inputs: +25% allocation.
 			ch := in.chunk[j]
 			var hint int64
 			if l < len(meta) {
-				hint = min(meta[l].MetaData.TotalUncompressedSize, 64*meta[l].MetaData.TotalCompressedSize+1<<20, format.MaxPageBytes)
+				hint = min(meta[l].MetaData.TotalUncompressedSize, format.MaxPageBytes)
 			}
 			if err := ch.Read(chunks[l], int(m.leaves[j].MaxDef), int(m.leaves[j].MaxRep), hint); err != nil {
 				return false, fmt.Errorf("read %q: row group %d column %s: %w", in.seg.Path, in.rg-1, strings.Join(m.leaves[j].Path, "."), err)
