@@ -66,6 +66,7 @@ type checkedPages struct {
 	from, to int64
 	err      error
 	buf      []byte // the chunk's bytes, when read whole
+	mem      memReaderAt
 }
 
 func (p *checkedPages) open() error {
@@ -85,7 +86,8 @@ func (p *checkedPages) open() error {
 			return err
 		}
 		p.buf = buf
-		p.pages = fcc.PagesFrom(&memReaderAt{b: buf, base: base})
+		p.mem = memReaderAt{b: buf, base: base}
+		p.pages = fcc.PagesFrom(&p.mem)
 		return nil
 	}
 	if _, err := checkChunk(p.cc, p.from, p.to); err != nil {
@@ -271,6 +273,8 @@ type pageScratch struct {
 	hdr, body, out []byte
 	zd, zs         *zstd.Decoder // DecodeAll, stream (page heads)
 	rd             bytes.Reader
+	br             thrift.BytesReader // page headers
+	dec            *thrift.Decoder
 }
 
 // freeScratch keeps checkChunk's scratch between chunks: a plain free list,
@@ -447,8 +451,13 @@ func (c *pageChecker) page(off, end int64) (n, values, rows int64, dict bool, er
 			hdr = s.hdr
 		}
 		c.hdr = pqformat.PageHeader{}
-		br := c.proto.NewReaderFromBytes(hdr)
-		err := thrift.NewDecoder(br).Decode(&c.hdr)
+		if s.br == nil {
+			s.br = c.proto.NewReaderFromBytes(nil)
+			s.dec = thrift.NewDecoder(s.br)
+		}
+		br := s.br
+		br.ResetBytes(hdr)
+		err := s.dec.Decode(&c.hdr)
 		if err == nil {
 			hlen = br.BytesRead()
 			break
