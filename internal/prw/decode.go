@@ -35,6 +35,9 @@ type Stats struct {
 	// ExemplarsDropped counts exemplars of series that had no sample or
 	// histogram to hang them on (2.0 allows exemplar-only series).
 	ExemplarsDropped int
+	// Unsorted counts series whose label names arrived out of order (the
+	// batch has them sorted; the request's bytes do not).
+	Unsorted int
 }
 
 type label struct {
@@ -289,6 +292,7 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 	}
 	d.strict = strict
 	if !strict {
+		d.st.Unsorted++
 		slices.SortStableFunc(ls, func(a, b label) int { return bytes.Compare(d.str(a.name), d.str(b.name)) })
 		nameIdx = -1
 		for i, l := range ls {

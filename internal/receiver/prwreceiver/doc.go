@@ -25,7 +25,9 @@
 // decode it with package prw into the same batch. A partial write (some
 // series invalid) hands over its good series as OTLP instead
 // (RemoteWrite 0), so a queued remote-write body never holds a series the
-// receiver refused.
+// receiver refused; so does a request with labels out of order (the
+// batch is sorted, the body is not), so that a relay never forwards
+// unsorted labels.
 //
 // Answers: 204 on success; 400 naming the problem for a malformed message
 // or invalid series (a partial write keeps its good series and still

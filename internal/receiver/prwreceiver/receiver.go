@@ -238,9 +238,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		if ver == "2.0" {
 			req.RemoteWrite = 2
 		}
-		if partial != nil {
-			// The body holds series the decoder refused: hand over the
-			// good ones only, as OTLP.
+		if partial != nil || st.Unsorted > 0 {
+			// The body holds series the decoder refused, or labels out
+			// of order (a relay forwards the body as it is, and
+			// receivers downstream may refuse or mis-key unsorted
+			// labels): hand over the good series, sorted, as OTLP.
 			x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
 			req.Body, req.RemoteWrite = x.rec, 0
 		}

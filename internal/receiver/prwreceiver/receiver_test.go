@@ -29,6 +29,8 @@ type recorder struct {
 	tenants []string
 	points  int
 	names   map[string]bool
+	encs    []int    // req.RemoteWrite of each request
+	labels  []string // every point's attributes, key=value in the batch's order
 	err     error
 }
 
@@ -64,6 +66,14 @@ func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		panic("wrong kind or transport")
 	}
 	r.tenants = append(r.tenants, req.Tenant)
+	r.encs = append(r.encs, int(req.RemoteWrite))
+	for i := range m.Len() {
+		var kv []string
+		for a := m.Attr[i].Start; a < m.Attr[i].End; a++ {
+			kv = append(kv, m.Keys.Name(m.Attrs.Key[a])+"="+m.AttrString(int(a)))
+		}
+		r.labels = append(r.labels, strings.Join(kv, ","))
+	}
 	r.points += m.Len()
 	if r.names == nil {
 		r.names = map[string]bool{}
@@ -185,6 +195,29 @@ func TestPartialWriteKeepsGoodSeriesAndAnswers400(t *testing.T) {
 	}
 	if rec.points != 2 || !rec.names["kept"] || rec.tenants[0] != "team-a" {
 		t.Fatalf("consumer got %d points %v tenants %v", rec.points, rec.names, rec.tenants)
+	}
+}
+
+// A request whose series are sorted is handed over as received (the relay
+// forwards its bytes); one with labels out of order is handed over as
+// OTLP of the sorted batch, so that what is queued, stored and forwarded
+// has its labels sorted.
+func TestUnsortedLabelsAreSortedBeforeQueueing(t *testing.T) {
+	rec := &recorder{}
+	srv := newServer(t, rec)
+	sorted := good("in_order")
+	unsorted := prompb.TimeSeries{Labels: []prompb.Label{{Name: "zone", Value: "z"}, {Name: "__name__", Value: "out_of_order"}, {Name: "app", Value: "a"}},
+		Samples: []prompb.Sample{{Value: 1, Timestamp: 1000}}}
+	for _, body := range [][]byte{v1Body(sorted), v1Body(sorted, unsorted)} {
+		if resp := post(t, srv.URL, ctV1, "snappy", body); resp.StatusCode != 204 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if len(rec.encs) != 2 || rec.encs[0] != 1 || rec.encs[1] != 0 {
+		t.Fatalf("encodings handed over %v, want [1 0] (as received, then OTLP)", rec.encs)
+	}
+	if last := rec.labels[len(rec.labels)-1]; last != "app=a,zone=z" {
+		t.Fatalf("unsorted series stored with attributes %q, want them sorted", last)
 	}
 }
 
