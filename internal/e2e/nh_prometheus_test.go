@@ -9,9 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,8 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/sluice-dev/sluice/internal/corpustest"
 )
 
 // TestPrometheusNativeHistogramsToSluice: Debian's real Prometheus (2.42,
@@ -38,13 +33,6 @@ import (
 // because Prometheus 3 (sluice's engine) interpolates inside a native
 // bucket exponentially where 2.42 interpolates linearly.
 func TestPrometheusNativeHistogramsToSluice(t *testing.T) {
-	bin := os.Getenv("SLUICE_PROMETHEUS")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("prometheus"); err != nil {
-			corpustest.Missing(t, "prometheus (Debian package prometheus; make test installs it)")
-		}
-	}
 	lakeDir := t.TempDir()
 	qaddr := freePort(t)
 	startServer(t, freshConfig(t, lakeDir, qaddr))
@@ -86,7 +74,6 @@ func TestPrometheusNativeHistogramsToSluice(t *testing.T) {
 	}()
 	t.Cleanup(func() { close(stop); <-observed })
 
-	dir := t.TempDir()
 	paddr := freePort(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -98,30 +85,9 @@ remote_write:
     send_native_histograms: true
     queue_config: {batch_send_deadline: 500ms, min_backoff: 100ms}
 `, ln.Addr(), qaddr)
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+paddr, "--log.level=warn", "--enable-feature=native-histograms")
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	pbase, sbase := "http://"+paddr, "http://"+qaddr
+	pbase, stderr := startPrometheus(t, paddr, cfg, "--enable-feature=native-histograms")
+	sbase := "http://" + qaddr
 
-	ready := false
-	for start := time.Now(); !ready && time.Since(start) < 60*time.Second; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(pbase + "/-/ready"); err == nil {
-			resp.Body.Close()
-			ready = resp.StatusCode == 200
-		}
-	}
-	if !ready {
-		t.Fatalf("prometheus did not become ready:\n%s", stderr)
-	}
 	// Wait for ten scrapes of both series in Prometheus.
 	var stamps []int64
 	for start := time.Now(); ; time.Sleep(500 * time.Millisecond) {

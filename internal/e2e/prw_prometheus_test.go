@@ -2,14 +2,8 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/sluice-dev/sluice/internal/corpustest"
 )
 
 // TestPrometheusRemoteWritesToSluice runs Debian's real Prometheus
@@ -18,18 +12,10 @@ import (
 // time both have all data for, agree series by series: raw samples of
 // every scraped series, labels and values exactly.
 func TestPrometheusRemoteWritesToSluice(t *testing.T) {
-	bin := os.Getenv("SLUICE_PROMETHEUS")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("prometheus"); err != nil {
-			corpustest.Missing(t, "prometheus (Debian package prometheus; make test installs it)")
-		}
-	}
 	lakeDir := t.TempDir()
 	qaddr := freePort(t)
 	startServer(t, freshConfig(t, lakeDir, qaddr))
 
-	dir := t.TempDir()
 	paddr := freePort(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -40,32 +26,8 @@ remote_write:
   - url: http://%s/api/v1/write
     queue_config: {batch_send_deadline: 500ms, min_backoff: 100ms}
 `, paddr, qaddr)
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+paddr, "--log.level=warn")
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	pbase, sbase := "http://"+paddr, "http://"+qaddr
-	ready := false
-	for range 200 {
-		if resp, err := http.Get(pbase + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if ready = resp.StatusCode == 200; ready {
-				break
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !ready {
-		t.Fatalf("prometheus did not become ready:\n%s", stderr)
-	}
+	pbase, stderr := startPrometheus(t, paddr, cfg)
+	sbase := "http://" + qaddr
 	// A few scrapes after the first one.
 	for start := time.Now(); len(promMatrix(t, pbase, `up`, time.Now())) == 0; time.Sleep(200 * time.Millisecond) {
 		if time.Since(start) > 30*time.Second {

@@ -4,49 +4,21 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
-
-	"github.com/sluice-dev/sluice/internal/corpustest"
 )
 
 // startPrometheusReceiver runs Debian's prometheus with the remote-write
 // receiver on a free loopback port and returns its base URL.
 func startPrometheusReceiver(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		corpustest.Missing(t, "prometheus (Debian package prometheus)")
-	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	os.WriteFile(cfg, []byte("global: {}\n"), 0o644)
-	addr := freePort(t)
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr,
-		"--web.enable-remote-write-receiver", "--log.level=warn")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for range 200 {
-		if resp, err := http.Get("http://" + addr + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return "http://" + addr
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("prometheus did not become ready")
-	return ""
+	base, _ := startPrometheus(t, freePort(t), "global: {}\n", "--web.enable-remote-write-receiver")
+	return base
 }
 
 // TestRelayRemoteWriteIntoPrometheus: sluice as a metrics relay. Remote
