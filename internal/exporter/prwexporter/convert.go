@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -21,15 +23,36 @@ func labelName(key string) string { return promname.LabelName(key) }
 // noRecordedValue is OTLP's DataPointFlags.FLAG_NO_RECORDED_VALUE.
 const noRecordedValue = 1
 
+// Which protocol versions a converted series is for (seriesMeta.only).
+const (
+	forBoth = iota
+	forV1   // an exponential histogram's _sum/_count: 1.0 has no native form here
+	forV2   // the same histogram as a native histogram
+)
+
+// seriesMeta is what remote write 2.0 says about a series besides its
+// labels and samples: the metadata of its metric family (type, unit,
+// help, as Prometheus's 2.0 sender puts them on every series) and which
+// protocol version carries the series.
+type seriesMeta struct {
+	typ        writev2.Metadata_MetricType
+	unit, help string
+	only       uint8
+}
+
 // converter turns decoded OTLP metric batches into remote-write series.
 type converter struct {
 	series   []prompb.TimeSeries
-	dropped  uint64 // points remote write 1.0 cannot carry
+	meta     []seriesMeta // per series
+	fromRW   bool         // the batch being added was remote write (metadata from prometheus.type/unit)
+	metas    []seriesMeta // desc -> metadata (typ 255: not yet)
+	dropped  uint64       // points remote write 1.0 cannot carry
 	lbls     []prompb.Label
 	kv       []promname.AttrLabel
 	resLbls  map[uint32][]prompb.Label // resource -> job/instance labels
 	targetTs map[uint32]int64          // resource -> newest point time (ms)
 	bases    []string                  // desc -> Prometheus base name ("\x00": not yet)
+	cur      seriesMeta                // metadata of the series being emitted
 	lblArena []prompb.Label            // series labels are sub-slices (emitWith)
 	smpArena []prompb.Sample
 }
@@ -125,8 +148,14 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 	if from == 0 {
 		cv.bases = cv.bases[:0]
 	}
+	if from == 0 {
+		cv.metas = cv.metas[:0]
+	}
 	for len(cv.bases) < len(m.Descs) {
 		cv.bases = append(cv.bases, "\x00")
+	}
+	for len(cv.metas) < len(m.Descs) {
+		cv.metas = append(cv.metas, seriesMeta{typ: metaUnknown})
 	}
 	for i := from; i < m.Len(); i++ {
 		d := &m.Descs[m.Desc[i]]
@@ -162,6 +191,11 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			cv.dropped++
 			continue
 		}
+		md := &cv.metas[m.Desc[i]]
+		if md.typ == metaUnknown {
+			*md = cv.descMeta(m, d)
+		}
+		cv.cur = *md
 		ts := m.Time[i] / 1e6
 		if old, ok := cv.targetTs[m.Resource[i]]; !ok || ts > old {
 			cv.targetTs[m.Resource[i]] = ts
@@ -212,6 +246,13 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			}
 			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
 		case signal.MetricExponentialHistogram:
+			// Remote write 2.0 gets the native histogram, 1.0 its
+			// _sum/_count; a histogram with no native form (scale below
+			// -4, bucket indexes past int32) goes as _sum/_count to both.
+			if h := cv.nativeHistogram(m, i, stale); h != nil {
+				cv.emitHistogram(base, common, ts, h)
+				cv.cur.only = forV1
+			}
 			if m.Has[i]&signal.HasSum != 0 {
 				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
 			}
@@ -232,6 +273,7 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 		n := len(l)
 		l = cv.attrLabels(&m.Common, r, l, true)
 		if len(l) > n {
+			cv.cur = seriesMeta{typ: writev2.Metadata_METRIC_TYPE_GAUGE, help: "Target metadata"}
 			cv.emit("target_info", l, ts, 1)
 		}
 	}
@@ -240,6 +282,7 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 // reset forgets the series (after they were sent), keeping the arenas.
 func (cv *converter) reset() {
 	cv.series = cv.series[:0]
+	cv.meta = cv.meta[:0]
 	cv.lblArena = cv.lblArena[:0]
 	cv.smpArena = cv.smpArena[:0]
 }
@@ -253,6 +296,29 @@ func (cv *converter) emit(name string, lbls []prompb.Label, ts int64, v float64)
 // set. Labels and samples are carved from arenas that grow by doubling: a
 // series keeps its sub-slice of an old array when the arena moves on.
 func (cv *converter) emitWith(name string, lbls []prompb.Label, extra prompb.Label, ts int64, v float64) {
+	l := cv.labels(name, lbls, extra)
+	if cap(cv.smpArena) == len(cv.smpArena) {
+		cv.smpArena = make([]prompb.Sample, 0, max(1024, 2*cap(cv.smpArena)))
+	}
+	cv.smpArena = append(cv.smpArena, prompb.Sample{Value: v, Timestamp: ts})
+	k := len(cv.smpArena)
+	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Samples: cv.smpArena[k-1 : k : k]})
+	cv.meta = append(cv.meta, cv.cur)
+}
+
+// emitHistogram appends a series with one native histogram sample, for
+// remote write 2.0 only.
+func (cv *converter) emitHistogram(name string, lbls []prompb.Label, ts int64, h *histogram.Histogram) {
+	l := cv.labels(name, lbls, prompb.Label{})
+	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Histograms: []prompb.Histogram{prompb.FromIntHistogram(ts, h)}})
+	m := cv.cur
+	m.only = forV2
+	cv.meta = append(cv.meta, m)
+}
+
+// labels carves a series' sorted labels (__name__, lbls, extra when set)
+// from the label arena.
+func (cv *converter) labels(name string, lbls []prompb.Label, extra prompb.Label) []prompb.Label {
 	n := len(lbls) + 1
 	if extra.Name != "" {
 		n++
@@ -268,10 +334,5 @@ func (cv *converter) emitWith(name string, lbls []prompb.Label, extra prompb.Lab
 	}
 	l := cv.lblArena[start:len(cv.lblArena):len(cv.lblArena)]
 	slices.SortFunc(l, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
-	if cap(cv.smpArena) == len(cv.smpArena) {
-		cv.smpArena = make([]prompb.Sample, 0, max(1024, 2*cap(cv.smpArena)))
-	}
-	cv.smpArena = append(cv.smpArena, prompb.Sample{Value: v, Timestamp: ts})
-	k := len(cv.smpArena)
-	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Samples: cv.smpArena[k-1 : k : k]})
+	return l
 }

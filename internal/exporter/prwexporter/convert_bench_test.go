@@ -25,7 +25,7 @@ func BenchmarkOTLPToRemoteWrite1(b *testing.B) {
 		}
 		cv.reset()
 		cv.add(&m, 0)
-		if _, err := encodeV1(cv.series); err != nil {
+		if _, err := encodeV1(cv.series, cv.meta); err != nil {
 			b.Fatal(err)
 		}
 		samples = len(cv.series)

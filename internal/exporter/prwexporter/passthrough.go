@@ -161,7 +161,7 @@ func v2ToV1(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	cv.add(&m, 0)
-	return encodeV1(cv.series)
+	return encodeV1(cv.series, cv.meta)
 }
 
 // countSeries counts the top-level fields number field (the time series)

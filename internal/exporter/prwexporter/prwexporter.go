@@ -160,10 +160,11 @@ func (e *Exporter) sendConverted(ctx context.Context, tenant string, recs []expo
 			continue
 		}
 		e.cv.dropped = 0
+		e.cv.fromRW = recs[j].RemoteWrite != 0
 		e.cv.add(&e.m, from)
 		e.droppedPoints.Add(e.cv.dropped)
 	}
-	return e.sendSeries(ctx, tenant, e.cv.series)
+	return e.sendSeries(ctx, tenant, e.cv.series, e.cv.meta)
 }
 
 // decode appends a record's metrics to e.m.
@@ -190,19 +191,23 @@ func (e *Exporter) decode(r *exporter.Record) error {
 	return fmt.Errorf("remote-write version %d", r.RemoteWrite)
 }
 
-func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []prompb.TimeSeries) error {
+// sendSeries sends series (meta: each one's 2.0 metadata and protocol
+// version) to the endpoints, sharded or replicated.
+func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []prompb.TimeSeries, meta []seriesMeta) error {
 	if len(series) == 0 {
 		return nil
 	}
 	per := make([][]prompb.TimeSeries, len(e.eps))
+	perMeta := make([][]seriesMeta, len(e.eps))
 	if e.cfg.Shard && len(e.eps) > 1 {
-		for _, s := range series {
+		for i, s := range series {
 			k := e.ring.Pick(seriesHash(s.Labels))
 			per[k] = append(per[k], s)
+			perMeta[k] = append(perMeta[k], meta[i])
 		}
 	} else {
 		for k := range per {
-			per[k] = series
+			per[k], perMeta[k] = series, meta
 		}
 	}
 	errs := make([]error, len(e.eps))
@@ -212,10 +217,10 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 			continue
 		}
 		wg.Go(func() {
-			for s := per[k]; len(s) > 0; {
+			for s, sm := per[k], perMeta[k]; len(s) > 0; {
 				n := min(len(s), maxSeriesPerRequest)
-				part := s[:n]
-				sent, err := e.deliver(ctx, k, tenant, func() ([]byte, error) { return encodeV2(part) }, func() ([]byte, error) { return encodeV1(part) })
+				part, pm := s[:n], sm[:n]
+				sent, err := e.deliver(ctx, k, tenant, func() ([]byte, error) { return encodeV2(part, pm) }, func() ([]byte, error) { return encodeV1(part, pm) })
 				if err != nil {
 					errs[k] = err
 					return
@@ -223,7 +228,7 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 				if sent {
 					e.sentSeries.Add(uint64(n))
 				}
-				s = s[n:]
+				s, sm = s[n:], sm[n:]
 			}
 		})
 	}
@@ -267,7 +272,21 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 	return err == nil, nil
 }
 
-func encodeV1(series []prompb.TimeSeries) ([]byte, error) {
+// encodeV1 writes prometheus.WriteRequest of the series that are for 1.0
+// (meta nil: all of them).
+func encodeV1(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
+	for i := range meta {
+		if meta[i].only == forV2 {
+			var v1 []prompb.TimeSeries
+			for j := range series {
+				if meta[j].only != forV2 {
+					v1 = append(v1, series[j])
+				}
+			}
+			series = v1
+			break
+		}
+	}
 	body, err := (&prompb.WriteRequest{Timeseries: series}).Marshal()
 	if err != nil {
 		return nil, err
@@ -275,12 +294,17 @@ func encodeV1(series []prompb.TimeSeries) ([]byte, error) {
 	return s2.EncodeSnappy(nil, body), nil
 }
 
-// encodeV2 writes io.prometheus.write.v2.Request: labels as references
-// into one symbols table per request.
-func encodeV2(series []prompb.TimeSeries) ([]byte, error) {
+// encodeV2 writes io.prometheus.write.v2.Request of the series that are
+// for 2.0: labels as references into one symbols table per request, native
+// histograms, and each series' metadata (type, and unit and help as
+// symbol references).
+func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
 	st := writev2.NewSymbolTable()
-	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, len(series))}
+	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, 0, len(series))}
 	for i, s := range series {
+		if meta[i].only == forV1 {
+			continue
+		}
 		refs := make([]uint32, 0, 2*len(s.Labels))
 		for _, l := range s.Labels {
 			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
@@ -289,7 +313,12 @@ func encodeV2(series []prompb.TimeSeries) ([]byte, error) {
 		for j, x := range s.Samples {
 			samples[j] = writev2.Sample{Value: x.Value, Timestamp: x.Timestamp}
 		}
-		req.Timeseries[i] = writev2.TimeSeries{LabelsRefs: refs, Samples: samples}
+		var hs []writev2.Histogram
+		for _, h := range s.Histograms {
+			hs = append(hs, writev2.FromIntHistogram(0, h.Timestamp, h.ToIntHistogram()))
+		}
+		md := writev2.Metadata{Type: meta[i].typ, HelpRef: st.Symbolize(meta[i].help), UnitRef: st.Symbolize(meta[i].unit)}
+		req.Timeseries = append(req.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: samples, Histograms: hs, Metadata: md})
 	}
 	req.Symbols = st.Symbols()
 	body, err := req.Marshal()

@@ -1,0 +1,155 @@
+package prwexporter
+
+import (
+	"math"
+
+	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/value"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// metaUnknown marks a descriptor whose metadata is not computed yet.
+const metaUnknown writev2.Metadata_MetricType = 255
+
+// Native histogram schemas Prometheus accepts for exponential buckets.
+const (
+	minSchema = -4
+	maxSchema = 8
+)
+
+// rwTypes are the Prometheus type names package prw stores in
+// prometheus.type, in the order of writev2.Metadata_MetricType (and of
+// prometheus.MetricMetadata's enum): index = enum value.
+var rwTypes = [...]string{"unknown", "counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset"}
+
+// descMeta is the remote write 2.0 metadata of a descriptor's series, as
+// Prometheus's 2.0 sender puts it on each series. For OTLP: the type from
+// the OTLP metric type (a non-monotonic sum is a gauge), the unit as
+// otlptranslator names it (the same words the metric name's suffix uses),
+// the description as help. For remote write converted here: the type and
+// unit the sender gave (package prw keeps them as the prometheus.type and
+// prometheus.unit metadata attributes) and its help; unspecified when it
+// sent none.
+func (cv *converter) descMeta(m *signal.Metrics, d *signal.MetricDesc) seriesMeta {
+	md := seriesMeta{help: m.String(d.Description)}
+	if cv.fromRW {
+		for a := int(d.Metadata.Start); a < int(d.Metadata.End); a++ {
+			switch m.Keys.Name(m.Attrs.Key[a]) {
+			case prw.AttrType:
+				v := promname.AttrValue(&m.Common, a)
+				for t, name := range rwTypes {
+					if name == v {
+						md.typ = writev2.Metadata_MetricType(t)
+					}
+				}
+			case prw.AttrUnit:
+				md.unit = promname.AttrValue(&m.Common, a)
+			}
+		}
+		return md
+	}
+	switch d.Type {
+	case signal.MetricGauge:
+		md.typ = writev2.Metadata_METRIC_TYPE_GAUGE
+	case signal.MetricSum:
+		md.typ = writev2.Metadata_METRIC_TYPE_GAUGE
+		if d.Monotonic {
+			md.typ = writev2.Metadata_METRIC_TYPE_COUNTER
+		}
+	case signal.MetricHistogram, signal.MetricExponentialHistogram:
+		md.typ = writev2.Metadata_METRIC_TYPE_HISTOGRAM
+	case signal.MetricSummary:
+		md.typ = writev2.Metadata_METRIC_TYPE_SUMMARY
+	}
+	un := otlptranslator.UnitNamer{}
+	md.unit = un.Build(m.String(d.Unit))
+	return md
+}
+
+// nativeHistogram is point i of an exponential histogram as a Prometheus
+// native histogram, with the mapping the query API uses
+// (internal/query/prom/histogram.go, histogramAt; package prw decodes the
+// other way): schema = OTLP scale, OTLP bucket j of offset o is Prometheus
+// bucket index o+j+1, zero count and threshold as they are; a scale above
+// 8 is reduced to 8. It is nil when the point has no Prometheus form (a
+// scale below -4, bucket indexes past int32). A stale point is the
+// histogram stale marker (sum = the stale NaN).
+func (cv *converter) nativeHistogram(m *signal.Metrics, i int, stale bool) *histogram.Histogram {
+	scale := m.Scale[i]
+	if scale < minSchema {
+		return nil
+	}
+	h := &histogram.Histogram{Schema: scale, Count: m.Count[i], ZeroCount: m.ZeroCount[i], ZeroThreshold: m.ZeroThreshold[i]}
+	if cv.cur.typ == writev2.Metadata_METRIC_TYPE_GAUGEHISTOGRAM {
+		h.CounterResetHint = histogram.GaugeType
+	}
+	if m.Has[i]&signal.HasSum != 0 {
+		h.Sum = m.Sum[i]
+	}
+	for _, side := range [2]struct {
+		r     signal.Range
+		off   int32
+		spans *[]histogram.Span
+		bkts  *[]int64
+	}{
+		{m.PosCounts[i], m.PosOffset[i], &h.PositiveSpans, &h.PositiveBuckets},
+		{m.NegCounts[i], m.NegOffset[i], &h.NegativeSpans, &h.NegativeBuckets},
+	} {
+		counts := m.U64[side.r.Start:side.r.End]
+		if len(counts) == 0 {
+			continue
+		}
+		if int64(side.off)+1+int64(len(counts)) > math.MaxInt32 {
+			return nil
+		}
+		*side.spans, *side.bkts = denseSideDeltas(counts, side.off+1)
+	}
+	if scale > maxSchema {
+		if err := h.ReduceResolution(maxSchema); err != nil {
+			return nil
+		}
+	}
+	if stale {
+		h = &histogram.Histogram{Schema: h.Schema, CounterResetHint: h.CounterResetHint, Sum: math.Float64frombits(value.StaleNaN)}
+	}
+	return h
+}
+
+// denseSideDeltas turns dense counts starting at Prometheus bucket index
+// first into spans and delta-encoded buckets, laid out as the query API's
+// denseSide does (internal/query/prom/histogram.go): no empty buckets at
+// either end, and a gap of more than two empty buckets starts a new span.
+func denseSideDeltas(counts []uint64, first int32) ([]histogram.Span, []int64) {
+	spans := make([]histogram.Span, 0, 1)
+	b := make([]int64, 0, len(counts))
+	var prev int64 // deltas run across spans
+	gap := int32(0)
+	for i, c := range counts {
+		if c == 0 {
+			gap++
+			continue
+		}
+		switch {
+		case len(spans) == 0:
+			spans = append(spans, histogram.Span{Offset: first + int32(i)})
+		case gap > 2:
+			spans = append(spans, histogram.Span{Offset: gap})
+		default:
+			for range gap {
+				b = append(b, -prev)
+				prev = 0
+			}
+			spans[len(spans)-1].Length += uint32(gap)
+		}
+		gap = 0
+		b = append(b, int64(c)-prev)
+		prev = int64(c)
+		spans[len(spans)-1].Length++
+	}
+	return spans, b
+}

@@ -1,0 +1,331 @@
+package prwexporter
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// appended is one sample or histogram the reference handler received,
+// decoded as Prometheus's receiver decodes it.
+type appended struct {
+	lbls labels.Labels
+	t    int64
+	v    float64
+	h    *histogram.Histogram
+	fh   *histogram.FloatHistogram
+	meta metadata.Metadata
+}
+
+// decodingStore is the storage behind the reference handler: it decodes
+// 1.0 and 2.0 requests with Prometheus's own codec (prompb and writev2's
+// ToLabels, ToIntHistogram/ToFloatHistogram, ToMetadata: what
+// storage/remote's write handler hands its appender) and keeps every
+// sample and histogram with its series' metadata.
+type decodingStore struct {
+	mu  sync.Mutex
+	got []appended
+}
+
+func (s *decodingStore) Store(r *http.Request, mt remoteapi.WriteMessageType) (*remoteapi.WriteResponse, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	resp := remoteapi.NewWriteResponse()
+	var got []appended
+	var sb labels.ScratchBuilder
+	switch mt {
+	case remoteapi.WriteV2MessageType:
+		var req writev2.Request
+		if err := req.Unmarshal(b); err != nil {
+			resp.SetStatusCode(400)
+			return resp, err
+		}
+		for _, ts := range req.Timeseries {
+			ls, err := ts.ToLabels(&sb, req.Symbols)
+			if err != nil {
+				resp.SetStatusCode(400)
+				return resp, err
+			}
+			md, err := ts.ToMetadata(req.Symbols)
+			if err != nil {
+				resp.SetStatusCode(400)
+				return resp, err
+			}
+			for _, x := range ts.Samples {
+				got = append(got, appended{lbls: ls, t: x.Timestamp, v: x.Value, meta: md})
+			}
+			for _, h := range ts.Histograms {
+				a := appended{lbls: ls, t: h.Timestamp, meta: md}
+				if h.IsFloatHistogram() {
+					a.fh = h.ToFloatHistogram()
+				} else {
+					a.h = h.ToIntHistogram()
+				}
+				got = append(got, a)
+			}
+			resp.Add(remoteapi.WriteResponseStats{Samples: len(ts.Samples), Histograms: len(ts.Histograms)})
+		}
+	default:
+		var req prompb.WriteRequest
+		if err := req.Unmarshal(b); err != nil {
+			resp.SetStatusCode(400)
+			return resp, err
+		}
+		for _, ts := range req.Timeseries {
+			ls := ts.ToLabels(&sb, nil)
+			for _, x := range ts.Samples {
+				got = append(got, appended{lbls: ls, t: x.Timestamp, v: x.Value})
+			}
+			for _, h := range ts.Histograms {
+				got = append(got, appended{lbls: ls, t: h.Timestamp, h: h.ToIntHistogram()})
+			}
+		}
+	}
+	s.mu.Lock()
+	s.got = append(s.got, got...)
+	s.mu.Unlock()
+	return resp, nil
+}
+
+// referenceHandler is the reference remote-write handler of
+// client_golang/exp/api/remote (the protocol layer of Prometheus's
+// storage/remote receiver) on 127.0.0.1:0.
+func referenceHandler(t *testing.T, accept remoteapi.MessageTypes) (*decodingStore, string) {
+	st := &decodingStore{}
+	srv := httptest.NewServer(remoteapi.NewWriteHandler(st, accept))
+	t.Cleanup(srv.Close)
+	return st, srv.URL
+}
+
+// nativeMetrics is an OTLP batch with an exponential histogram (two
+// positive spans, a negative bucket, zero bucket), a gauge and a counter,
+// each with a unit and a description.
+func nativeMetrics(t *testing.T, ts time.Time) []byte {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	rm.Resource().Attributes().PutStr("host.name", "h1")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	now := pcommon.NewTimestampFromTime(ts)
+
+	h := sm.Metrics().AppendEmpty()
+	h.SetName("rpc.duration")
+	h.SetUnit("s")
+	h.SetDescription("RPC latency.")
+	eh := h.SetEmptyExponentialHistogram()
+	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	p := eh.DataPoints().AppendEmpty()
+	p.SetTimestamp(now)
+	p.SetScale(1)
+	p.SetZeroCount(2)
+	p.SetZeroThreshold(0.001)
+	p.Positive().SetOffset(-1)
+	p.Positive().BucketCounts().FromRaw([]uint64{1, 2, 0, 0, 0, 3})
+	p.Negative().SetOffset(0)
+	p.Negative().BucketCounts().FromRaw([]uint64{1})
+	p.SetCount(9)
+	p.SetSum(12.5)
+	p.Attributes().PutStr("method", "get")
+
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("room.temperature")
+	g.SetUnit("Cel")
+	g.SetDescription("Room temperature.")
+	gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	gp.SetTimestamp(now)
+	gp.SetDoubleValue(21.5)
+
+	c := sm.Metrics().AppendEmpty()
+	c.SetName("http.sent")
+	c.SetUnit("By")
+	c.SetDescription("Bytes sent.")
+	sum := c.SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	cp := sum.DataPoints().AppendEmpty()
+	cp.SetTimestamp(now)
+	cp.SetIntValue(4096)
+
+	b, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// byName indexes appends by metric name.
+func byName(got []appended) map[string][]appended {
+	m := map[string][]appended{}
+	for _, a := range got {
+		n := a.lbls.Get("__name__")
+		m[n] = append(m[n], a)
+	}
+	return m
+}
+
+func names(m map[string][]appended) string {
+	var n []string
+	for k := range m {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return strings.Join(n, " ")
+}
+
+// OTLP -> remote write 2.0 into Prometheus's reference handler: the
+// exponential histogram arrives as a native histogram (schema = scale,
+// OTLP bucket offset+1 = Prometheus index, zero bucket kept, no
+// _sum/_count series), and every series carries its metadata (type, unit,
+// help) from the OTLP descriptor. Over 1.0 the same batch is what it was:
+// the histogram as _sum/_count, no native histogram.
+func TestConvertedV2NativeHistogramsAndMetadata(t *testing.T) {
+	ts := time.Unix(1_800_000_000, 0)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: nativeMetrics(t, ts)}}
+	both := remoteapi.MessageTypes{remoteapi.WriteV1MessageType, remoteapi.WriteV2MessageType}
+	send := func(protocol string) map[string][]appended {
+		st, url := referenceHandler(t, both)
+		exp, err := New(Config{Endpoints: []string{url}, Protocol: protocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		if dropped, bad, _ := exp.Stats(); dropped != 0 || bad != 0 {
+			t.Fatalf("%s: dropped %d, bad bodies %d", protocol, dropped, bad)
+		}
+		return byName(st.got)
+	}
+
+	v2 := send("2.0")
+	want := &histogram.Histogram{Schema: 1, Count: 9, Sum: 12.5, ZeroCount: 2, ZeroThreshold: 0.001,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 3, Length: 1}}, PositiveBuckets: []int64{1, 1, 1},
+		NegativeSpans: []histogram.Span{{Offset: 1, Length: 1}}, NegativeBuckets: []int64{1}}
+	hs := v2["rpc_duration_seconds"]
+	if len(hs) != 1 || hs[0].h == nil || hs[0].fh != nil {
+		t.Fatalf("2.0: want one integer native histogram rpc_duration_seconds, got %+v (series: %s)", hs, names(v2))
+	}
+	if !hs[0].h.Equals(want) || hs[0].t != ts.UnixMilli() || hs[0].lbls.Get("method") != "get" || hs[0].lbls.Get("job") != "svc" {
+		t.Fatalf("2.0 histogram %v @%d %v, want %v @%d", hs[0].h, hs[0].t, hs[0].lbls, want, ts.UnixMilli())
+	}
+	if err := hs[0].h.Validate(); err != nil {
+		t.Fatalf("2.0 histogram invalid: %v", err)
+	}
+	// The histogram's buckets give back the OTLP ones: (2^(i/2)..] counts.
+	var ups []string
+	for it := hs[0].h.PositiveBucketIterator(); it.Next(); {
+		b := it.At()
+		ups = append(ups, fmt.Sprintf("(%.4g,%.4g]=%d", b.Lower, b.Upper, b.Count))
+	}
+	if got := strings.Join(ups, " "); got != "(0.7071,1]=1 (1,1.414]=2 (4,5.657]=3" {
+		t.Fatalf("positive buckets %s", got)
+	}
+	for _, n := range []string{"rpc_duration_seconds_sum", "rpc_duration_seconds_count"} {
+		if len(v2[n]) != 0 {
+			t.Fatalf("2.0 sent %s besides the native histogram", n)
+		}
+	}
+	for name, m := range map[string]metadata.Metadata{
+		"rpc_duration_seconds":     {Type: model.MetricTypeHistogram, Unit: "seconds", Help: "RPC latency."},
+		"room_temperature_celsius": {Type: model.MetricTypeGauge, Unit: "celsius", Help: "Room temperature."},
+		"http_sent_bytes_total":    {Type: model.MetricTypeCounter, Unit: "bytes", Help: "Bytes sent."},
+		"target_info":              {Type: model.MetricTypeGauge, Help: "Target metadata"},
+	} {
+		a := v2[name]
+		if len(a) != 1 || a[0].meta != m {
+			t.Fatalf("2.0 %s: metadata %+v, want %+v (series: %s)", name, a, m, names(v2))
+		}
+	}
+	if a := v2["room_temperature_celsius"]; a[0].v != 21.5 {
+		t.Fatalf("gauge value %v", a[0].v)
+	}
+	if a := v2["http_sent_bytes_total"]; a[0].v != 4096 {
+		t.Fatalf("counter value %v", a[0].v)
+	}
+
+	v1 := send("1.0")
+	if len(v1["rpc_duration_seconds"]) != 0 {
+		t.Fatalf("1.0 got a native histogram")
+	}
+	if a := v1["rpc_duration_seconds_count"]; len(a) != 1 || a[0].v != 9 || a[0].h != nil {
+		t.Fatalf("1.0 _count: %+v", a)
+	}
+	if a := v1["rpc_duration_seconds_sum"]; len(a) != 1 || a[0].v != 12.5 {
+		t.Fatalf("1.0 _sum: %+v", a)
+	}
+	if names(v1) != "http_sent_bytes_total room_temperature_celsius rpc_duration_seconds_count rpc_duration_seconds_sum target_info" {
+		t.Fatalf("1.0 series: %s", names(v1))
+	}
+}
+
+// Remote write 2.0 in shard mode goes through the convert path: a native
+// histogram stays a native histogram, with the sender's metadata (type,
+// unit, help), and a counter keeps its type.
+func TestConvertedV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
+	st := writev2.NewSymbolTable()
+	h := &histogram.Histogram{Count: 12, ZeroCount: 2, ZeroThreshold: 0.001, Sum: 18.4, Schema: 1,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}}, PositiveBuckets: []int64{1, 1, -1, 0},
+		NegativeSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}}, NegativeBuckets: []int64{1, 1, -1, 0}}
+	req := &writev2.Request{Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("rpc_seconds"), st.Symbolize("job"), st.Symbolize("api")},
+			Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1_800_000_000_000, h)},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: st.Symbolize("RPC latency."), UnitRef: st.Symbolize("seconds")}},
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("requests_total"), st.Symbolize("job"), st.Symbolize("api")},
+			Samples:  []writev2.Sample{{Value: 7, Timestamp: 1_800_000_000_000}},
+			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: st.Symbolize("Requests.")}},
+	}}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, u1 := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV2MessageType})
+	s2, u2 := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV2MessageType})
+	exp, err := New(Config{Endpoints: []string{u1, u2}, Protocol: "2.0", Shard: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	got := byName(append(append([]appended(nil), s1.got...), s2.got...))
+	if names(got) != "requests_total rpc_seconds" {
+		t.Fatalf("series: %s", names(got))
+	}
+	hs := got["rpc_seconds"]
+	// Same buckets; gaps of one empty bucket are inside a span, as the
+	// query API lays them out.
+	if len(hs) != 1 || hs[0].h == nil || !hs[0].h.Equals(h.Copy().Compact(2)) || hs[0].t != 1_800_000_000_000 {
+		t.Fatalf("histogram %+v, want %v", hs, h)
+	}
+	if m := (metadata.Metadata{Type: model.MetricTypeHistogram, Unit: "seconds", Help: "RPC latency."}); hs[0].meta != m {
+		t.Fatalf("histogram metadata %+v, want %+v", hs[0].meta, m)
+	}
+	if c := got["requests_total"]; len(c) != 1 || c[0].v != 7 || c[0].meta != (metadata.Metadata{Type: model.MetricTypeCounter, Help: "Requests."}) {
+		t.Fatalf("counter %+v", c)
+	}
+}
