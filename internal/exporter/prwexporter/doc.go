@@ -12,8 +12,18 @@
 // colliding keys joined with ";", job = service.namespace/service.name,
 // instance = service.instance.id, the other resource attributes on a
 // target_info series (value 1); histograms as _bucket{le}/_sum/_count,
-// summaries as {quantile}/_sum/_count, exponential histograms as
-// _sum/_count; a point flagged "no recorded value" as the stale NaN. Delta
+// summaries as {quantile}/_sum/_count; a point flagged "no recorded
+// value" as the stale NaN. Exponential histograms (and remote-write native
+// histograms on the convert path) go over 2.0 as native histograms with
+// the query API's mapping (schema = scale, OTLP bucket offset+1 =
+// Prometheus bucket index, zero count and threshold kept, scale above 8
+// reduced to 8; native.go), over 1.0 as _sum/_count (as before: 1.0
+// receivers may not ingest native histograms); one with no native form
+// (scale below -4) goes as _sum/_count to both. Over 2.0 every converted
+// series carries its metric family's metadata: type, unit (otlptranslator's
+// unit words) and help from the OTLP descriptor, or the type, unit and help
+// a remote-write sender gave (unspecified when it gave none); target_info
+// is a gauge with help "Target metadata". Delta
 // sums and histograms cannot be expressed in remote write 1.0 and are
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
@@ -25,6 +35,6 @@
 // label bytes. 2.0 in shard mode, and the other version, are decoded with
 // package prw and converted like OTLP.
 //
-// Not yet: 2.0 metadata, exemplars, created timestamps and native
-// histograms.
+// Not yet on the convert path: exemplars, start (created) timestamps,
+// float histograms, native histograms over 1.0, metadata over 1.0.
 package prwexporter
