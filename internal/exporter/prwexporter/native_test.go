@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -327,5 +328,81 @@ func TestConvertedV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
 	}
 	if c := got["requests_total"]; len(c) != 1 || c[0].v != 7 || c[0].meta != (metadata.Metadata{Type: model.MetricTypeCounter, Help: "Requests."}) {
 		t.Fatalf("counter %+v", c)
+	}
+}
+
+// The edges of the exponential -> native mapping over 2.0: a scale above
+// 8 is reduced to 8 (buckets merged, count kept), a scale below -4 has no
+// native form and goes as _sum/_count, a point flagged "no recorded
+// value" is the histogram stale marker. An endpoint that answers 415 to
+// 2.0 gets the 1.0 form: _sum/_count, no native histogram.
+func TestConvertedV2NativeHistogramEdges(t *testing.T) {
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	now := pcommon.NewTimestampFromTime(time.Unix(1_800_000_000, 0))
+	add := func(name string, scale int32, counts []uint64, flags pmetric.DataPointFlags) {
+		m := sm.Metrics().AppendEmpty()
+		m.SetName(name)
+		eh := m.SetEmptyExponentialHistogram()
+		eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		p := eh.DataPoints().AppendEmpty()
+		p.SetTimestamp(now)
+		p.SetScale(scale)
+		p.Positive().BucketCounts().FromRaw(counts)
+		var n uint64
+		for _, c := range counts {
+			n += c
+		}
+		p.SetCount(n)
+		p.SetSum(float64(n))
+		p.SetFlags(flags)
+	}
+	add("fine", 10, []uint64{1, 1, 1, 1}, 0)
+	add("coarse", -5, []uint64{2}, 0)
+	add("gone", 0, []uint64{1}, pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	b, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}
+
+	st, url := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV2MessageType})
+	exp, err := New(Config{Endpoints: []string{url}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	got := byName(st.got)
+	if names(got) != "coarse_count coarse_sum fine gone" {
+		t.Fatalf("2.0 series: %s", names(got))
+	}
+	fine := got["fine"][0].h
+	want := &histogram.Histogram{Schema: 8, Count: 4, Sum: 4, PositiveSpans: []histogram.Span{{Offset: 1, Length: 1}}, PositiveBuckets: []int64{4}}
+	if fine == nil || !fine.Equals(want) {
+		t.Fatalf("scale 10: got %v, want %v", fine, want)
+	}
+	if a := got["coarse_count"]; a[0].v != 2 || a[0].h != nil {
+		t.Fatalf("scale -5 _count: %+v", a)
+	}
+	if g := got["gone"][0].h; g == nil || !value.IsStaleNaN(g.Sum) {
+		t.Fatalf("no recorded value: %v, want the stale marker", g)
+	}
+
+	old, url1 := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV1MessageType})
+	exp1, err := New(Config{Endpoints: []string{url1}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp1.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	got1 := byName(old.got)
+	if exp1.Fallbacks() != 1 || names(got1) != "coarse_count coarse_sum fine_count fine_sum gone_count gone_sum" {
+		t.Fatalf("after a 415: fallbacks %d, series %s", exp1.Fallbacks(), names(got1))
+	}
+	if a := got1["gone_count"]; !value.IsStaleNaN(a[0].v) {
+		t.Fatalf("1.0 stale _count %v", a[0].v)
 	}
 }
