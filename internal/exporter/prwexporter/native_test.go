@@ -389,6 +389,9 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 	if g := got["gone"][0].h; g == nil || !value.IsStaleNaN(g.Sum) {
 		t.Fatalf("no recorded value: %v, want the stale marker", g)
 	}
+	if _, _, sent := exp.Stats(); sent != 4 {
+		t.Fatalf("2.0 sent series %d, want 4", sent)
+	}
 
 	old, url1 := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV1MessageType})
 	exp1, err := New(Config{Endpoints: []string{url1}, Protocol: "2.0"})
@@ -401,6 +404,9 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 	got1 := byName(old.got)
 	if exp1.Fallbacks() != 1 || names(got1) != "coarse_count coarse_sum fine_count fine_sum gone_count gone_sum" {
 		t.Fatalf("after a 415: fallbacks %d, series %s", exp1.Fallbacks(), names(got1))
+	}
+	if _, _, sent := exp1.Stats(); sent != 6 {
+		t.Fatalf("1.0 sent series %d, want 6", sent)
 	}
 	if a := got1["gone_count"]; !value.IsStaleNaN(a[0].v) {
 		t.Fatalf("1.0 stale _count %v", a[0].v)

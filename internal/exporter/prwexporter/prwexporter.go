@@ -226,7 +226,20 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 					return
 				}
 				if sent {
-					e.sentSeries.Add(uint64(n))
+					// The series of the version the endpoint got (an
+					// exponential histogram is one series over 2.0, its
+					// _sum/_count over 1.0).
+					skip := uint8(forV1)
+					if e.useV1[k].Load() {
+						skip = forV2
+					}
+					c := 0
+					for i := range pm {
+						if pm[i].only != skip {
+							c++
+						}
+					}
+					e.sentSeries.Add(uint64(c))
 				}
 				s, sm = s[n:], sm[n:]
 			}
