@@ -285,12 +285,15 @@ func TestConvertedV2NativeHistogramsAndMetadata(t *testing.T) {
 
 // Remote write 2.0 in shard mode goes through the convert path: a native
 // histogram stays a native histogram, with the sender's metadata (type,
-// unit, help), and a counter keeps its type.
+// unit, help), a gauge histogram keeps its gauge reset hint, and a counter
+// keeps its type.
 func TestConvertedV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
 	st := writev2.NewSymbolTable()
 	h := &histogram.Histogram{Count: 12, ZeroCount: 2, ZeroThreshold: 0.001, Sum: 18.4, Schema: 1,
 		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}}, PositiveBuckets: []int64{1, 1, -1, 0},
 		NegativeSpans: []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}}, NegativeBuckets: []int64{1, 1, -1, 0}}
+	gauge := &histogram.Histogram{CounterResetHint: histogram.GaugeType, Count: 3, Sum: 1.5, Schema: 0,
+		PositiveSpans: []histogram.Span{{Offset: -1, Length: 1}}, PositiveBuckets: []int64{3}}
 	req := &writev2.Request{Timeseries: []writev2.TimeSeries{
 		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("rpc_seconds"), st.Symbolize("job"), st.Symbolize("api")},
 			Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1_800_000_000_000, h)},
@@ -298,6 +301,9 @@ func TestConvertedV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
 		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("requests_total"), st.Symbolize("job"), st.Symbolize("api")},
 			Samples:  []writev2.Sample{{Value: 7, Timestamp: 1_800_000_000_000}},
 			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: st.Symbolize("Requests.")}},
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("queue_wait_seconds"), st.Symbolize("job"), st.Symbolize("api")},
+			Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1_800_000_000_000, gauge)},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGEHISTOGRAM}},
 	}}
 	req.Symbols = st.Symbols()
 	body, err := req.Marshal()
@@ -314,7 +320,7 @@ func TestConvertedV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := byName(append(append([]appended(nil), s1.got...), s2.got...))
-	if names(got) != "requests_total rpc_seconds" {
+	if names(got) != "queue_wait_seconds requests_total rpc_seconds" {
 		t.Fatalf("series: %s", names(got))
 	}
 	hs := got["rpc_seconds"]
@@ -328,6 +334,10 @@ func TestConvertedV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
 	}
 	if c := got["requests_total"]; len(c) != 1 || c[0].v != 7 || c[0].meta != (metadata.Metadata{Type: model.MetricTypeCounter, Help: "Requests."}) {
 		t.Fatalf("counter %+v", c)
+	}
+	if g := got["queue_wait_seconds"]; len(g) != 1 || g[0].h == nil || !g[0].h.Equals(gauge) || g[0].h.CounterResetHint != histogram.GaugeType ||
+		g[0].meta.Type != model.MetricTypeGaugeHistogram {
+		t.Fatalf("gauge histogram %+v, want %v with the gauge reset hint", g, gauge)
 	}
 }
 
