@@ -93,6 +93,7 @@ authentication and the limits are in docs/query.md.`,
 			defer cat.Close()
 			log := pipeline.NewLogger(cfg.Log, errOut)
 			hc := httpapi.FromConfig(cfg)
+			hc.StatusFromLake = true // no live statistics here: count the lake's recent series
 			srv, err := httpapi.Start(ctx, cfg.Query.Addr, hc, cat, store, log, prometheus.NewRegistry())
 			if err != nil {
 				return err

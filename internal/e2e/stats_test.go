@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -55,6 +56,54 @@ type tsdbStatus struct {
 	LabelValueCountByLabelName  []tsdbStat `json:"labelValueCountByLabelName"`
 	MemoryInBytesByLabelName    []tsdbStat `json:"memoryInBytesByLabelName"`
 	SeriesCountByLabelValuePair []tsdbStat `json:"seriesCountByLabelValuePair"`
+}
+
+// checkTSDBAgainstSeries compares /api/v1/status/tsdb of tenant with the
+// series the query API listed: per metric name, per label (distinct
+// values) and per pair. It returns the series count per metric name.
+func checkTSDBAgainstSeries(t *testing.T, base, tenant string, series []map[string]string) map[string]uint64 {
+	t.Helper()
+	byName := map[string]uint64{}
+	values := map[string]map[string]bool{}
+	pairs := map[string]uint64{}
+	for _, ls := range series {
+		byName[ls["__name__"]]++
+		for k, v := range ls {
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][v] = true
+			pairs[k+"="+v]++
+		}
+	}
+	var st tsdbStatus
+	getJSON(t, base, "/api/v1/status/tsdb?limit=1000", tenant, &st)
+	if st.HeadStats.NumSeries != uint64(len(series)) {
+		t.Errorf("numSeries %d, the query API lists %d", st.HeadStats.NumSeries, len(series))
+	}
+	check := func(what string, got []tsdbStat, want map[string]uint64) {
+		t.Helper()
+		g := map[string]uint64{}
+		for _, s := range got {
+			g[s.Name] = s.Value
+		}
+		if len(g) != len(want) {
+			t.Errorf("%s: %d entries, want %d: %v vs %v", what, len(g), len(want), g, want)
+		}
+		for k, v := range want {
+			if g[k] != v {
+				t.Errorf("%s[%s] = %d, want %d", what, k, g[k], v)
+			}
+		}
+	}
+	check("seriesCountByMetricName", st.SeriesCountByMetricName, byName)
+	counts := map[string]uint64{}
+	for k, vs := range values {
+		counts[k] = uint64(len(vs))
+	}
+	check("labelValueCountByLabelName", st.LabelValueCountByLabelName, counts)
+	check("seriesCountByLabelValuePair", st.SeriesCountByLabelValuePair, pairs)
+	return byName
 }
 
 // TestRunStatusTSDBAndTop: after sluice run ingested known series,
@@ -115,50 +164,18 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	byName := map[string]uint64{}
-	values := map[string]map[string]bool{}
-	pairs := map[string]uint64{}
+	byName := checkTSDBAgainstSeries(t, base, "acme", series)
+	pairs := map[string]bool{}
 	for _, ls := range series {
-		byName[ls["__name__"]]++
 		for k, v := range ls {
-			if values[k] == nil {
-				values[k] = map[string]bool{}
-			}
-			values[k][v] = true
-			pairs[k+"="+v]++
+			pairs[k+"="+v] = true
 		}
 	}
-
 	var st tsdbStatus
 	getJSON(t, base, "/api/v1/status/tsdb?limit=1000", "acme", &st)
-	if st.HeadStats.NumSeries != uint64(len(series)) {
-		t.Errorf("numSeries %d, the query API lists %d", st.HeadStats.NumSeries, len(series))
-	}
 	if want := t0.UnixMilli(); st.HeadStats.MinTime != want {
 		t.Errorf("minTime %d, want %d", st.HeadStats.MinTime, want)
 	}
-	check := func(what string, got []tsdbStat, want map[string]uint64) {
-		t.Helper()
-		g := map[string]uint64{}
-		for _, s := range got {
-			g[s.Name] = s.Value
-		}
-		if len(g) != len(want) {
-			t.Errorf("%s: %d entries, want %d: %v vs %v", what, len(g), len(want), g, want)
-		}
-		for k, v := range want {
-			if g[k] != v {
-				t.Errorf("%s[%s] = %d, want %d", what, k, g[k], v)
-			}
-		}
-	}
-	check("seriesCountByMetricName", st.SeriesCountByMetricName, byName)
-	counts := map[string]uint64{}
-	for k, vs := range values {
-		counts[k] = uint64(len(vs))
-	}
-	check("labelValueCountByLabelName", st.LabelValueCountByLabelName, counts)
-	check("seriesCountByLabelValuePair", st.SeriesCountByLabelValuePair, pairs)
 
 	// Grafana's default request: the 10 largest of each, largest first.
 	var top10 tsdbStatus
@@ -211,5 +228,55 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 	}
 	if r := run(t, "top", "--once", "--url", "http://"+freePort(t)); r.code == 0 || !strings.Contains(r.stderr, "/api/v1/status/sluice") {
 		t.Errorf("top against nothing: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestQueryServerStatusTSDBFromLake: `sluice query-server` does not see
+// data arrive, so its /api/v1/status/tsdb counts the lake's series with a
+// point in the last 2 × stats.window: exactly the series /api/v1/series
+// lists over that window, of the request's tenant only, and nothing of
+// data older than the window.
+func TestQueryServerStatusTSDBFromLake(t *testing.T) {
+	lakeDir := t.TempDir()
+	dir := t.TempDir()
+	now := time.Now()
+	for i, s := range []promtest.Synth{
+		// Recent: inside the default window (2 × 5m).
+		{Start: now.Add(-4 * time.Minute).Truncate(time.Second), Interval: 15 * time.Second, Points: 8, Services: []string{"checkout", "cart"},
+			Routes: []string{"/a", "/b", "/c"}, CounterStep: 1, Bounds: []float64{0.1, 1}, HistStep: []int{1, 1, 1}},
+		// Old: an hour ago, another service; not counted.
+		{Start: now.Add(-time.Hour).Truncate(time.Second), Interval: 15 * time.Second, Points: 8, Services: []string{"legacy"},
+			Routes: []string{"/old"}, CounterStep: 1, Bounds: []float64{0.1, 1}, HistStep: []int{1, 1, 1}},
+	} {
+		f := filepath.Join(dir, fmt.Sprintf("m%d.json", i))
+		if err := os.WriteFile(f, s.JSON(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := run(t, "ingest", "--lake", lakeDir, "--tenant", "acme", "--progress", "never", f); r.code != 0 {
+			t.Fatalf("ingest: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	}
+	cfg := writeConfig(t, fmt.Sprintf("receivers:\n  otlp:\n    tenant_header: X-Scope-OrgID\nlake:\n  root: %s\n", lakeDir))
+	base := "http://" + startQueryServer(t, "--config", cfg)
+
+	var series []map[string]string
+	getJSON(t, base, "/api/v1/series?"+url.Values{"match[]": {`{__name__=~".+"}`},
+		"start": {now.Add(-10 * time.Minute).Format(time.RFC3339)}, "end": {time.Now().Format(time.RFC3339)}}.Encode(), "acme", &series)
+	// 2 services × 3 routes × (gauge, counter, histogram: 3 buckets, _sum, _count).
+	if len(series) != 42 {
+		t.Fatalf("the query API lists %d series in the window, want 42", len(series))
+	}
+	checkTSDBAgainstSeries(t, base, "acme", series)
+	var st tsdbStatus
+	getJSON(t, base, "/api/v1/status/tsdb?limit=1000", "acme", &st)
+	for _, p := range st.SeriesCountByLabelValuePair {
+		if strings.Contains(p.Name, "legacy") {
+			t.Errorf("data older than the window is counted: %v", p)
+		}
+	}
+	var other tsdbStatus
+	getJSON(t, base, "/api/v1/status/tsdb", "globex", &other)
+	if other.HeadStats.NumSeries != 0 || len(other.SeriesCountByMetricName) != 0 {
+		t.Errorf("tenant globex sees %+v", other)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // Stat is one entry of a top list, in Prometheus's format.
@@ -298,4 +299,50 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.overSeries, prometheus.CounterValue, float64(os))
 	ch <- prometheus.MustNewConstMetric(c.overMetrics, prometheus.CounterValue, float64(om))
 	ch <- prometheus.MustNewConstMetric(c.overPairs, prometheus.CounterValue, float64(op))
+}
+
+// Tally builds a TSDBStatus from series given one by one: the lake's series
+// of a window, for a process that does not see data arrive (`sluice
+// query-server`). Its lists mean what TSDB's do, over those series.
+type Tally struct {
+	metrics map[string]uint64
+	pairs   map[[2]string]uint64
+	series  uint64
+}
+
+// Add counts one series (distinct series only: the caller deduplicates).
+func (t *Tally) Add(l labels.Labels) {
+	if t.metrics == nil {
+		t.metrics, t.pairs = map[string]uint64{}, map[[2]string]uint64{}
+	}
+	t.series++
+	l.Range(func(p labels.Label) {
+		if p.Name == labels.MetricName {
+			t.metrics[p.Value]++
+		}
+		t.pairs[[2]string{p.Name, p.Value}]++
+	})
+}
+
+// Status returns the counted series' statistics, each list cut to its
+// limit largest entries (ties by name); mint and maxt (ms) are the window.
+func (t *Tally) Status(limit int, mint, maxt int64) TSDBStatus {
+	out := TSDBStatus{HeadStats: HeadStats{NumSeries: t.series}}
+	if t.series > 0 {
+		out.HeadStats.MinTime, out.HeadStats.MaxTime = mint, maxt
+	}
+	values := map[string]uint64{}
+	memory := map[string]uint64{}
+	byPair := make([]Stat, 0, len(t.pairs))
+	for p, n := range t.pairs { // __name__ counts as a label, as in TSDB
+		out.HeadStats.NumLabelPairs++
+		values[p[0]]++
+		memory[p[0]] += uint64(len(p[1])) * n
+		byPair = append(byPair, Stat{p[0] + "=" + p[1], n})
+	}
+	out.SeriesCountByMetricName = top(fromMap(t.metrics), limit)
+	out.LabelValueCountByLabelName = top(fromMap(values), limit)
+	out.MemoryInBytesByLabelName = top(fromMap(memory), limit)
+	out.SeriesCountByLabelValuePair = top(byPair, limit)
+	return out
 }

@@ -86,6 +86,12 @@ type Config struct {
 	// /api/v1/status/sluice (status.go).
 	Stats    *stats.Stats
 	Gatherer prometheus.Gatherer
+	// StatusFromLake, when Stats is nil, answers /api/v1/status/tsdb from
+	// the lake: the tenant's series with a point in the last StatusWindow
+	// (`sluice query-server`, which does not see data arrive). Otherwise
+	// a nil Stats answers empty lists.
+	StatusFromLake bool
+	StatusWindow   time.Duration
 	// RuleEffects, when set, gives the processing rules' effects per
 	// tenant and metric for /api/v1/status/sluice (stats.CollectStatus).
 	RuleEffects func(tenant string) []stats.RuleEffect

@@ -44,6 +44,7 @@ func FromConfig(c config.Config) Config {
 		MaxTotalBytes:  int64(c.Query.MaxTotalBytes),
 		MaxQueryLength: int(c.Query.MaxQueryLength),
 		MaxQueryDepth:  c.Query.MaxQueryDepth,
+		StatusWindow:   2 * c.Stats.Window.D(),
 		TLS:            authn.TLSFiles{CertFile: c.Query.TLS.CertFile, KeyFile: c.Query.TLS.KeyFile, ClientCAFile: c.Query.TLS.ClientCAFile},
 	}
 	if hc.MaxQueued == 0 {

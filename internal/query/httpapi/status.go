@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 
 	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/stats"
@@ -26,6 +29,9 @@ func (h *Handler) statusRoutes() {
 		limit, err := statusLimit(r)
 		if err != nil {
 			return nil, err
+		}
+		if h.cfg.Stats == nil && h.cfg.StatusFromLake {
+			return h.limited(func(r *http.Request, t string) (any, error) { return h.lakeTSDB(r, t, limit) })(r, t)
 		}
 		if h.cfg.Stats == nil {
 			return stats.TSDBStatus{SeriesCountByMetricName: []stats.Stat{}, LabelValueCountByLabelName: []stats.Stat{},
@@ -61,4 +67,44 @@ func statusLimit(r *http.Request) (int, error) {
 		return 0, badData("limit must be a number in 1..%d, got %q", maxStatusLimit, s)
 	}
 	return n, nil
+}
+
+// lakeTSDB counts the tenant's series with a point in the last
+// StatusWindow, read from the lake like /api/v1/series (in a query slot,
+// each series charged to the query's memory budget).
+func (h *Handler) lakeTSDB(r *http.Request, t string, limit int) (any, error) {
+	ctx, cancel, err := h.queryContext(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	maxt := time.Now().UnixMilli()
+	mint := maxt - h.cfg.StatusWindow.Milliseconds()
+	q, err := h.queryable(ctx, t).Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	var tally stats.Tally
+	seen := map[uint64][]labels.Labels{}
+	ss := q.Select(ctx, true, &storage.SelectHints{Start: mint, End: maxt, Func: "series"},
+		labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	for ss.Next() {
+		l := ss.At().Labels()
+		k := l.Hash()
+		if slices.ContainsFunc(seen[k], func(o labels.Labels) bool { return labels.Equal(o, l) }) {
+			continue
+		}
+		seen[k] = append(seen[k], l)
+		if b := budgetOf(ctx); b != nil {
+			if err := b.charge(3 * int64(l.ByteSize()+64)); err != nil {
+				return nil, err
+			}
+		}
+		tally.Add(l)
+	}
+	if err := ss.Err(); err != nil {
+		return nil, err
+	}
+	return tally.Status(limit, mint, maxt), nil
 }
