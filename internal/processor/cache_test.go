@@ -68,7 +68,7 @@ func TestStaleLabelIDsFallBackToNames(t *testing.T) {
 	want := labelsOf(b)[0].String()
 	fresh := batch(t, 4, 4)
 	s.bind(r)
-	d := s.evaluate(fresh, 0)
+	d := s.evaluate(fresh, 0, nil)
 	c := r.cache
 	c.idMu.Lock()
 	c.resetLocked()

@@ -38,7 +38,12 @@
 //     lock per cache shard (Scratch.lookupChunk), and a batch holds its
 //     limiter for such a chunk (Scratch.hold: one limiter at a time, and
 //     no goroutine holding a cache, aggregate or intern lock waits for a
-//     limiter), so the cache misses of successive points overlap.
+//     limiter), so the cache misses of successive points overlap. A
+//     strip_label limit that strips a point switches, at its position, to
+//     the decision of the series without the label (Scratch.stripped,
+//     cached under a key derived from the series' and the limit's), so
+//     later rules see the stripped series; neither decision depends on
+//     limiter state, only the choice between them does.
 //  3. Sampling is deterministic: one_in by the hash of the series' labels,
 //     probability by the hash of the series id and the point's time, so two
 //     processes, a restart or a replay decide the same.

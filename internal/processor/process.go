@@ -82,14 +82,13 @@ type Scratch struct {
 	kv              []attrLabel
 	names           []string
 	counts          [maxRules][4]uint64 // matched, dropped, changed, over a limit
-	strip           []uint32            // label ids replay strips from the point
+	forced          []uint8             // the strip_label limits replay switched at, for the point (replay)
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
 	keyLabel        []keyLabel // by key and label set (16 a key) of the batch being processed
 	now             int64
 	tenantGroup     uint64
-	stripNames      []string               // the labels of strip, by name
 	idGen           uint64                 // the decision cache's idGen keyLabel was filled at
 	eff             []effCount             // by descriptor and rule, of the batch (effects.go)
 	found           [lookupChunk]*decision // cached decisions of the chunk's points (lookupChunk)
@@ -151,7 +150,8 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		if dec == nil {
 			dec = s.decide(b, i)
 		}
-		if s.replay(dec, b, i) {
+		dec, dropped := s.replay(dec, b, i)
+		if dropped {
 			continue
 		}
 		if j != i {
@@ -159,10 +159,6 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 		}
 		if dec.changed {
 			s.rewrite(b, j, dec)
-			changed = true
-		}
-		if len(s.strip) > 0 {
-			s.filterAttrs(b, j, dec, s.strip, s.stripNames)
 			changed = true
 		}
 		j++
@@ -202,14 +198,20 @@ func (s *Scratch) flush(rs []rule) {
 	}
 }
 
-// replay counts a point's events and reports whether it is dropped; the
-// label ids a strip_label limit removes from it are left in s.strip.
-func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
+// replay counts a point's events and reports whether it is dropped, and
+// the decision whose rewrite the point gets. A strip_label limit that
+// strips the point switches, at its position, to the decision of the
+// series without the label (stripped): the rules after the limit count,
+// drop, aggregate and relabel the stripped series, and its rewrite
+// removes the label.
+func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool) {
 	rs := s.rules.metrics
 	id, t, desc := b.SeriesID[i], b.Time[i], b.Desc[i]
-	s.strip, s.stripNames = s.strip[:0], s.stripNames[:0]
+	key := id ^ s.descKey[desc]
+	s.forced = s.forced[:0]
 	li, ai := 0, 0
-	for _, e := range d.events {
+	for k := 0; k < len(d.events); k++ {
+		e := d.events[k]
 		c := &s.counts[e.rule]
 		switch e.kind {
 		case evMatched:
@@ -221,7 +223,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			c[1]++
 			s.effect(e.rule, desc, false)
 			if !rs[e.rule].shadow {
-				return true
+				return d, true
 			}
 		case evLimit:
 			le := &d.lims[li]
@@ -247,15 +249,28 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 				c[2]++
 				s.effect(e.rule, desc, true)
 				if !ru.shadow && le.strip != 0 {
-					s.strip = append(s.strip, le.strip)
-					s.stripNames = append(s.stripNames, ru.label)
+					key = mix(key ^ (uint64(e.rule)+1)*0x9E3779B97F4A7C15)
+					s.forced = append(s.forced, e.rule)
+					d = s.stripped(b, i, key)
+					// Continue after this rule's events in the stripped
+					// series' decision (the same rules up to here).
+					k, li, ai = 0, 0, 0
+					for ; k < len(d.events) && d.events[k].rule <= e.rule; k++ {
+						switch d.events[k].kind {
+						case evLimit:
+							li++
+						case evAgg:
+							ai++
+						}
+					}
+					k--
 				}
 			case ru.exceed == exSample && le.sample:
 			default:
 				c[1]++
 				s.effect(e.rule, desc, false)
 				if !ru.shadow {
-					return true
+					return d, true
 				}
 			}
 		case evAgg:
@@ -274,19 +289,19 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) bool {
 			if taken && !ru.keepInput {
 				c[1]++
 				s.effect(e.rule, desc, false)
-				return true
+				return d, true
 			}
 		case evProb:
 			if pointHash(id, t) >= rs[e.rule].threshold {
 				c[1]++
 				s.effect(e.rule, desc, false)
 				if !rs[e.rule].shadow {
-					return true
+					return d, true
 				}
 			}
 		}
 	}
-	return false
+	return d, false
 }
 
 // pointHash is a uniform 64-bit hash of a point, the same in every process.
@@ -350,18 +365,36 @@ func (s *Scratch) decide(b *signal.Metrics, i int) *decision {
 	if d := c.get(key); d != nil {
 		return d
 	}
-	d := c.intern(s.evaluate(b, i))
+	d := c.intern(s.evaluate(b, i, nil))
 	c.put(key, d)
 	return d
 }
 
-// evaluate runs the rules on point i's series.
-func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
+// stripped is the decision of point i's series when the strip_label
+// limits s.forced strip it, cached under key (derived from the series'
+// key and the limits). It depends on the series only, as every cached
+// decision: which limits strip is per point (limiter state), and picks
+// the decision, never changes one.
+func (s *Scratch) stripped(b *signal.Metrics, i int, key uint64) *decision {
+	c := s.rules.cache
+	if d := c.get(key); d != nil {
+		return d
+	}
+	d := c.intern(s.evaluate(b, i, s.forced))
+	c.put(key, d)
+	return d
+}
+
+// evaluate runs the rules on point i's series. The strip_label limits
+// (rule indexes) in forced strip it: the rules after one see the series
+// without its label.
+func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 	orig := s.seriesLabels(b, i)
 	cur := orig
 	names := s.names
 	d := &decision{epoch: s.rules.cache.epoch.Load()}
 	var lb *labels.Builder
+	wasStripped := false
 	for ri := range s.rules.metrics {
 		ru := &s.rules.metrics[ri]
 		ev := func(k uint8) { d.events = append(d.events, event{uint8(ri), k}) }
@@ -388,7 +421,16 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int) *decision {
 			}
 		case actLimit:
 			if m {
-				s.limitEvent(d, ru, cur, ev)
+				strip := s.limitEvent(d, ru, cur, wasStripped, ev)
+				if strip && !ru.shadow && slices.Contains(forced, uint8(ri)) {
+					if lb == nil {
+						lb = labels.NewBuilder(cur)
+					} else {
+						lb.Reset(cur)
+					}
+					cur = lb.Del(ru.label).Labels()
+					wasStripped = true
+				}
 			}
 		case actAggregate, actDownsample:
 			if m {
@@ -484,8 +526,11 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 }
 
 // limitEvent adds limit rule ru's event for a series of labels cur to d;
-// a series without the label of a per-label limit has none.
-func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, ev func(uint8)) {
+// a series without the label of a per-label limit has none. It reports
+// whether a strip_label limit would strip the series' label. A series a
+// limit before stripped (stripped) counts by the hash of its labels, not
+// by the point's series id.
+func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, stripped bool, ev func(uint8)) bool {
 	var le limitEvent
 	if ru.per != perTenant {
 		le.group = xxhash.Sum64String(cur.Get(labels.MetricName)) | 1
@@ -493,7 +538,7 @@ func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, ev func(u
 	if ru.per == perLabel {
 		v := cur.Get(ru.label)
 		if v == "" {
-			return
+			return false
 		}
 		le.group = mix(le.group^xxhash.Sum64String(ru.label)) | 1
 		le.id = xxhash.Sum64String(v) | 1
@@ -501,11 +546,15 @@ func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, ev func(u
 	if ru.exceed == exSample {
 		le.sample = mix(cur.Hash())%ru.oneIn == 0
 	}
-	if ru.exceed == exStrip && cur.Get(ru.label) != "" {
+	if ru.per != perLabel && stripped {
+		le.id = cur.Hash() | 1
+	}
+	if ru.exceed == exStrip && cur.Get(ru.label) != "" && !s.set.fromResource(ru.label) {
 		le.strip = s.rules.cache.labelID(ru.label)
 	}
 	ev(evLimit)
 	d.lims = append(d.lims, le)
+	return le.strip != 0
 }
 
 func matches(ru *rule, l labels.Labels, names []string) bool {
