@@ -394,7 +394,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 	names := s.names
 	d := &decision{epoch: s.rules.cache.epoch.Load()}
 	var lb *labels.Builder
-	wasStripped := false
+	var stripped []string // the labels forced limits stripped so far
 	for ri := range s.rules.metrics {
 		ru := &s.rules.metrics[ri]
 		ev := func(k uint8) { d.events = append(d.events, event{uint8(ri), k}) }
@@ -421,7 +421,11 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 			}
 		case actLimit:
 			if m {
-				strip := s.limitEvent(d, ru, cur, wasStripped, ev)
+				var sid uint64
+				if len(stripped) > 0 {
+					sid = strippedSeriesID(b, i, s.set, stripped)
+				}
+				strip := s.limitEvent(d, ru, cur, sid, ev)
 				if strip && !ru.shadow && slices.Contains(forced, uint8(ri)) {
 					if lb == nil {
 						lb = labels.NewBuilder(cur)
@@ -429,7 +433,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 						lb.Reset(cur)
 					}
 					cur = lb.Del(ru.label).Labels()
-					wasStripped = true
+					stripped = append(stripped, ru.label)
 				}
 			}
 		case actAggregate, actDownsample:
@@ -528,9 +532,9 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 // limitEvent adds limit rule ru's event for a series of labels cur to d;
 // a series without the label of a per-label limit has none. It reports
 // whether a strip_label limit would strip the series' label. A series a
-// limit before stripped (stripped) counts by the hash of its labels, not
-// by the point's series id.
-func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, stripped bool, ev func(uint8)) bool {
+// limit before stripped counts by the series id it has without the label
+// (sid, 0: not stripped), as a series that arrived without it.
+func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, sid uint64, ev func(uint8)) bool {
 	var le limitEvent
 	if ru.per != perTenant {
 		le.group = xxhash.Sum64String(cur.Get(labels.MetricName)) | 1
@@ -546,8 +550,8 @@ func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, stripped 
 	if ru.exceed == exSample {
 		le.sample = mix(cur.Hash())%ru.oneIn == 0
 	}
-	if ru.per != perLabel && stripped {
-		le.id = cur.Hash() | 1
+	if ru.per != perLabel && sid != 0 {
+		le.id = sid
 	}
 	if ru.exceed == exStrip && cur.Get(ru.label) != "" && !s.set.fromResource(ru.label) {
 		le.strip = s.rules.cache.labelID(ru.label)

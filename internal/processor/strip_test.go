@@ -18,14 +18,18 @@ func stripRules(t *testing.T, shadow bool, after string) (*Rules, *Metrics) {
 	return parseWith(t, "metrics:\n"+strings.Replace(stripLimit, "%s", sh, 1)+after)
 }
 
-// keptLabels processes one gauge point per user (valued 1, 2, 4, ...) at
-// t0+at and returns the kept points' labels.
+// keptLabels processes one gauge point per user (valued 1, 2, 4, ...; ""
+// is a point without user_id) at t0+at and returns the kept points' labels.
 func keptLabels(t *testing.T, r *Rules, at time.Duration, us ...string) []string {
 	t.Helper()
 	var pts []inPoint
 	v := 1.0
 	for _, u := range us {
-		pts = append(pts, inPoint{map[string]string{"user_id": u, "path": "/x"}, at, v})
+		attrs := map[string]string{"path": "/x"}
+		if u != "" {
+			attrs["user_id"] = u
+		}
+		pts = append(pts, inPoint{attrs, at, v})
 		v *= 2
 	}
 	b := metricBatch(t, "req", "gauge", pts...)
@@ -117,13 +121,78 @@ func TestStripLabelActsAtItsPosition(t *testing.T) {
 			`t {__name__="req:1m_by_user_id_sum", user_id="u2"} @60s = 4`,
 			`t {__name__="req:1m_by_user_id_sum", user_id="u3"} @60s = 8`)
 	})
+	t.Run("relabel before", func(t *testing.T) {
+		// One rewrite carries both: owner added, user_id stripped.
+		r, _ := parseWith(t, "metrics:\n"+relabel+strings.Replace(stripLimit, "%s", "", 1))
+		wantKept(t, keptLabels(t, r, 0, "u0", "u1", "u2", "u3"), lU0, lU1,
+			strings.Replace(lPlain, "path", `owner="u2", path`, 1), strings.Replace(lPlain, "path", `owner="u3", path`, 1))
+	})
 	t.Run("second limit", func(t *testing.T) {
-		// u2 and u3 stripped are one series: with u0 and u1, three.
+		// u2 and u3 stripped are one series, the one of a point that
+		// came without user_id: with u0 and u1, three.
 		r, _ := stripRules(t, false, "  - {name: l2, action: limit, per: metric, max_series: 3}\n")
-		wantKept(t, keptLabels(t, r, 0, "u0", "u1", "u2", "u3"),
-			strings.Replace(lU0, `owner="u0", `, "", 1), strings.Replace(lU1, `owner="u1", `, "", 1), lPlain, lPlain)
+		wantKept(t, keptLabels(t, r, 0, "u0", "u1", "", "u2", "u3"),
+			strings.Replace(lU0, `owner="u0", `, "", 1), strings.Replace(lU1, `owner="u1", `, "", 1), lPlain, lPlain, lPlain)
 		if d := counterValue(r.metrics[1].c.dropped); d != 0 {
 			t.Fatalf("second limit dropped %v, want 0", d)
 		}
+		// u9, new to the strip limit, is stripped: the same third series.
+		wantKept(t, keptLabels(t, r, time.Second, "u0", "u1", "", "u2", "u3", "u9"),
+			strings.Replace(lU0, `owner="u0", `, "", 1), strings.Replace(lU1, `owner="u1", `, "", 1), lPlain, lPlain, lPlain, lPlain)
 	})
+}
+
+// TestStrippedSeriesID: strippedSeriesID is signal's series id (nothing
+// stripped), and with user_id stripped the id of the point that came
+// without it.
+func TestStrippedSeriesID(t *testing.T) {
+	b := batch(t, 20, 20)
+	var s Scratch
+	for i := 0; i < b.Len(); i++ {
+		s.seriesLabels(b, i)
+		if got := strippedSeriesID(b, i, s.set, nil); got != b.SeriesID[i] {
+			t.Fatalf("point %d: id %x, signal's %x", i, got, b.SeriesID[i])
+		}
+	}
+	with := metricBatch(t, "req", "gauge", inPoint{map[string]string{"path": "/x", "user_id": "u1", "code": "200"}, 0, 1})
+	without := metricBatch(t, "req", "gauge", inPoint{map[string]string{"path": "/x", "code": "200"}, 0, 1})
+	s.seriesLabels(with, 0)
+	if got := strippedSeriesID(with, 0, s.set, []string{"user_id"}); got != without.SeriesID[0] || got == with.SeriesID[0] {
+		t.Fatalf("stripped id %x, want %x (not %x)", got, without.SeriesID[0], with.SeriesID[0])
+	}
+}
+
+// TestStripLabelConcurrent: requests racing through a strip_label limit and
+// a drop on the stripped label (run with -race): exactly the points of the
+// two admitted values are dropped, every other point is kept without
+// user_id.
+func TestStripLabelConcurrent(t *testing.T) {
+	r, _ := stripRules(t, false, "  - {name: d, action: drop, match: '{user_id=~\"u.*\"}'}\n")
+	const workers, rounds = 4, 20
+	us := []string{"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"}
+	errs := make(chan string, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for k := 0; k < rounds; k++ {
+				for _, l := range keptLabels(t, r, 0, us...) {
+					if l != lPlain {
+						errs <- "kept " + l
+						return
+					}
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+	if d := counterValue(r.metrics[1].c.dropped); d != 2*workers*rounds {
+		t.Fatalf("dropped %v, want %d", d, 2*workers*rounds)
+	}
+	if ch := counterValue(r.metrics[0].c.changed); ch != 6*workers*rounds {
+		t.Fatalf("stripped %v, want %d", ch, 6*workers*rounds)
+	}
 }

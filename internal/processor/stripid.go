@@ -1,0 +1,52 @@
+package processor
+
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// The series id algorithm of internal/signal (seriesid.go, part of the
+// lake's file format), here so that a strip_label limit can name the series
+// a point becomes without its label: a later limit then counts a stripped
+// series and one that arrived without the label as one. TestStrippedSeriesID
+// checks it against signal's ids.
+const (
+	seriesP1 = 0x9E3779B97F4A7C15
+	seriesP2 = 0xC2B2AE3D27D4EB4F
+	seriesP3 = 0x165667B19E3779F9
+)
+
+// strippedSeriesID is the series id of point i of b without the point
+// attributes whose labels (on a series with set labels set) are in strip.
+func strippedSeriesID(b *signal.Metrics, i int, set setLabels, strip []string) uint64 {
+	nh := xxhash.Sum64(b.Bytes(b.Descs[b.Desc[i]].Name))
+	rh := mix(attrSetHash(&b.Common, b.Resources[b.Resource[i]].Attrs, set, nil) + seriesP2)
+	ph := attrSetHash(&b.Common, b.Attr[i], set, strip)
+	return mix(nh ^ rh ^ bits.RotateLeft64(ph*seriesP3, 17))
+}
+
+// attrSetHash is signal's order-independent hash of the attributes in r,
+// but for those whose labels are in strip.
+func attrSetHash(c *signal.Common, r signal.Range, set setLabels, strip []string) uint64 {
+	var sum uint64
+	a := &c.Attrs
+	for i := r.Start; i < r.End; i++ {
+		if len(strip) > 0 && slices.Contains(strip, set.label(c.Keys.Name(a.Key[i]))) {
+			continue
+		}
+		t := a.Type[i]
+		var vh uint64
+		switch t {
+		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
+			vh = xxhash.Sum64(c.Bytes(signal.Str(a.Val[i])))
+		default:
+			vh = mix(a.Val[i] + seriesP2)
+		}
+		sum += mix(c.Keys.Hash(a.Key[i]) + uint64(t)*seriesP1 + vh)
+	}
+	return sum
+}
