@@ -156,6 +156,9 @@ func (d *decision) contentHash() uint64 {
 	for _, a := range d.aggs {
 		h = mix(h ^ a.key)
 	}
+	for _, id := range d.strip {
+		h = mix(h ^ uint64(id)<<3)
+	}
 	return h
 }
 
@@ -163,7 +166,8 @@ func (d *decision) contentHash() uint64 {
 // same for every point.
 func (d *decision) sameAs(o *decision) bool {
 	return d.drop == o.drop && d.changed == o.changed && d.setIdx == o.setIdx && d.set == o.set && d.epoch == o.epoch &&
-		slices.Equal(d.events, o.events) && slices.Equal(d.lims, o.lims) && slices.Equal(d.aggs, o.aggs)
+		slices.Equal(d.events, o.events) && slices.Equal(d.lims, o.lims) && slices.Equal(d.aggs, o.aggs) &&
+		slices.Equal(d.strip, o.strip) && slices.Equal(d.stripNames, o.stripNames)
 }
 
 func (c *decisionCache) put(key uint64, d *decision) {

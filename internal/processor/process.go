@@ -30,6 +30,10 @@ type limitEvent struct {
 	id     uint64 // 0: the point's series id; else the hash of the label's value
 	sample bool   // exceed_action sample: the series is in the kept sample
 	strip  uint32 // exceed_action strip_label: the label's id (labelID)
+	// stripped: the series was stripped by a limit before; the limit
+	// counts it by the series id it has without the label (per point,
+	// strippedSeriesID), as a series that arrived without it.
+	stripped bool
 }
 
 type event struct {
@@ -40,15 +44,20 @@ type event struct {
 // decision is what the rules do to one series, computed once per rule
 // set and immutable once cached (shared by every request).
 type decision struct {
-	events       []event
-	drop         bool      // a non-shadow rule drops every point
-	changed      bool      // a relabel changed the series' labels; see rw
-	setIdx       uint8     // set.index()
-	epoch        uint64    // the cache's label numbering epoch its ids are of
-	set          setLabels // the labels sluice sets on the series
-	lims         []limitEvent
-	aggs         []*aggTarget // per evAgg event
-	*rewritePlan              // set when changed
+	events  []event
+	drop    bool      // a non-shadow rule drops every point
+	changed bool      // a relabel changed the series' labels; see rw
+	setIdx  uint8     // set.index()
+	epoch   uint64    // the cache's label numbering epoch its ids are of
+	set     setLabels // the labels sluice sets on the series
+	lims    []limitEvent
+	aggs    []*aggTarget // per evAgg event
+	// strip and stripNames are the labels strip_label limits removed (by
+	// id and by name) when nothing else changed the series: such a
+	// decision holds no labels and is shared (interned) like any other.
+	strip        []uint32
+	stripNames   []string
+	*rewritePlan // set when changed
 }
 
 // rewritePlan is how a relabel changes a series' points.
@@ -83,6 +92,7 @@ type Scratch struct {
 	names           []string
 	counts          [maxRules][4]uint64 // matched, dropped, changed, over a limit
 	forced          []uint8             // the strip_label limits replay switched at, for the point (replay)
+	forcedNames     []string            // their labels (stripNamesOf)
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
@@ -161,6 +171,10 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 			s.rewrite(b, j, dec)
 			changed = true
 		}
+		if len(dec.strip) > 0 {
+			s.filterAttrs(b, j, dec, dec.strip, dec.stripNames)
+			changed = true
+		}
 		j++
 	}
 	s.release()
@@ -237,6 +251,9 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 			lid := le.id
 			if lid == 0 {
 				lid = id
+				if le.stripped {
+					lid = s.strippedID(b, i, d)
+				}
 			}
 			ru := &rs[e.rule]
 			if s.hold(ru.lim).admitLocked(g, lid, s.now) {
@@ -249,21 +266,12 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 				c[2]++
 				s.effect(e.rule, desc, true)
 				if !ru.shadow && le.strip != 0 {
-					key = mix(key ^ (uint64(e.rule)+1)*0x9E3779B97F4A7C15)
 					s.forced = append(s.forced, e.rule)
+					key = s.strippedKey(b, i, d, key, e.rule)
+					// Continue with the stripped series' decision: its
+					// events are those of the rules after this one.
 					d = s.stripped(b, i, key)
-					// Continue after this rule's events in the stripped
-					// series' decision (the same rules up to here).
-					k, li, ai = 0, 0, 0
-					for ; k < len(d.events) && d.events[k].rule <= e.rule; k++ {
-						switch d.events[k].kind {
-						case evLimit:
-							li++
-						case evAgg:
-							ai++
-						}
-					}
-					k--
+					k, li, ai = -1, 0, 0
 				}
 			case ru.exceed == exSample && le.sample:
 			default:
@@ -380,7 +388,21 @@ func (s *Scratch) stripped(b *signal.Metrics, i int, key uint64) *decision {
 	if d := c.get(key); d != nil {
 		return d
 	}
-	d := c.intern(s.evaluate(b, i, s.forced))
+	d := s.evaluate(b, i, s.forced)
+	// Replay has counted the events up to the last strip: they go, so
+	// the stripped series' decisions of one metric are equal (interned).
+	last := s.forced[len(s.forced)-1]
+	k, nl, na := 0, 0, 0
+	for ; k < len(d.events) && d.events[k].rule <= last; k++ {
+		switch d.events[k].kind {
+		case evLimit:
+			nl++
+		case evAgg:
+			na++
+		}
+	}
+	d.events, d.lims, d.aggs = d.events[k:], d.lims[nl:], d.aggs[na:]
+	d = c.intern(d)
 	c.put(key, d)
 	return d
 }
@@ -421,11 +443,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 			}
 		case actLimit:
 			if m {
-				var sid uint64
-				if len(stripped) > 0 {
-					sid = strippedSeriesID(b, i, s.set, stripped)
-				}
-				strip := s.limitEvent(d, ru, cur, sid, ev)
+				strip := s.limitEvent(d, ru, cur, len(stripped) > 0, ev)
 				if strip && !ru.shadow && slices.Contains(forced, uint8(ri)) {
 					if lb == nil {
 						lb = labels.NewBuilder(cur)
@@ -481,6 +499,21 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 		}
 	}
 	d.set, d.setIdx = s.set, s.set.index()
+	if len(stripped) > 0 {
+		if lb == nil {
+			lb = labels.NewBuilder(orig)
+		} else {
+			lb.Reset(orig)
+		}
+		if labels.Equal(lb.Del(stripped...).Labels(), cur) {
+			// Only strips: no labels held, shared with other series.
+			d.stripNames = stripped
+			for _, l := range stripped {
+				d.strip = append(d.strip, s.rules.cache.labelID(l))
+			}
+			return d
+		}
+	}
 	if !labels.Equal(cur, orig) {
 		d.changed, d.rewritePlan = true, &rewritePlan{orig: orig, cur: cur}
 		d.plan(d.set)
@@ -532,9 +565,9 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 // limitEvent adds limit rule ru's event for a series of labels cur to d;
 // a series without the label of a per-label limit has none. It reports
 // whether a strip_label limit would strip the series' label. A series a
-// limit before stripped counts by the series id it has without the label
-// (sid, 0: not stripped), as a series that arrived without it.
-func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, sid uint64, ev func(uint8)) bool {
+// limit before stripped (stripped) counts by the series id it has without
+// the label, as a series that arrived without it (limitEvent.stripped).
+func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, stripped bool, ev func(uint8)) bool {
 	var le limitEvent
 	if ru.per != perTenant {
 		le.group = xxhash.Sum64String(cur.Get(labels.MetricName)) | 1
@@ -550,8 +583,8 @@ func (s *Scratch) limitEvent(d *decision, ru *rule, cur labels.Labels, sid uint6
 	if ru.exceed == exSample {
 		le.sample = mix(cur.Hash())%ru.oneIn == 0
 	}
-	if ru.per != perLabel && sid != 0 {
-		le.id = sid
+	if ru.per != perLabel {
+		le.stripped = stripped
 	}
 	if ru.exceed == exStrip && cur.Get(ru.label) != "" && !s.set.fromResource(ru.label) {
 		le.strip = s.rules.cache.labelID(ru.label)

@@ -196,3 +196,31 @@ func TestStripLabelConcurrent(t *testing.T) {
 		t.Fatalf("stripped %v, want %d", ch, 6*workers*rounds)
 	}
 }
+
+// TestStripLabelNested: two strip_label limits in a row; the second counts
+// and strips the series the first left, and a drop after both matches only
+// the series both stripped.
+func TestStripLabelNested(t *testing.T) {
+	r, _ := parseWith(t, "metrics:\n"+strings.Replace(stripLimit, "%s", "", 1)+
+		"  - {name: sp, action: limit, per: label, label: path, max_values: 1, window: 1m, exceed_action: strip_label}\n"+
+		"  - {name: d, action: drop, match: 'req{path=\"\", user_id=\"\"}'}\n")
+	for round := range 3 {
+		b := metricBatch(t, "req", "gauge",
+			inPoint{map[string]string{"user_id": "u0", "path": "/a"}, 0, 1},
+			inPoint{map[string]string{"user_id": "u1", "path": "/b"}, 0, 2},
+			inPoint{map[string]string{"user_id": "u2", "path": "/c"}, 0, 4},
+			inPoint{map[string]string{"user_id": "u3", "path": "/a"}, 0, 8})
+		r.ProcessMetrics(b, &Scratch{Tenant: "t", Now: t0.Add(time.Duration(round) * time.Second)})
+		var got []string
+		for _, l := range labelsOf(b) {
+			got = append(got, l.String())
+		}
+		wantKept(t, got,
+			`{__name__="req", job="api", path="/a", service_name="api", user_id="u0"}`,
+			`{__name__="req", job="api", service_name="api", user_id="u1"}`,
+			`{__name__="req", job="api", path="/a", service_name="api"}`)
+	}
+	if d := counterValue(r.metrics[2].c.dropped); d != 3 {
+		t.Fatalf("dropped %v, want 3 (u2, both stripped, each round)", d)
+	}
+}

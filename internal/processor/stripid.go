@@ -50,3 +50,46 @@ func attrSetHash(c *signal.Common, r signal.Range, set setLabels, strip []string
 	}
 	return sum
 }
+
+// strippedID is the series id of point i without the labels the
+// strip_label limits of decision d (the stripped series' decision)
+// removed.
+func (s *Scratch) strippedID(b *signal.Metrics, i int, d *decision) uint64 {
+	names := d.stripNames
+	if d.rewritePlan != nil {
+		names = s.stripNamesOf()
+	}
+	return strippedSeriesID(b, i, d.set, names)
+}
+
+// stripNamesOf is the labels of the strip_label limits replay switched
+// at for the point (s.forced).
+func (s *Scratch) stripNamesOf() []string {
+	names := s.forcedNames[:0]
+	for _, r := range s.forced {
+		names = append(names, s.rules.metrics[r].label)
+	}
+	s.forcedNames = names
+	return names
+}
+
+// strippedKey is the cache key of the decision of point i's series once
+// the strip_label limits s.forced (the last one: rule) stripped it, from
+// decision d, cached under key. When no relabel comes before rule, the
+// labels the rules after it see are those of the series the point becomes
+// without the stripped labels, so the key is that series' (with the
+// limits): the series a strip folds into one share one decision. Otherwise
+// it is derived from the point's own series key.
+func (s *Scratch) strippedKey(b *signal.Metrics, i int, d *decision, key uint64, rule uint8) uint64 {
+	rs := s.rules.metrics
+	for r := range rule {
+		if rs[r].act == actRelabel && !rs[r].shadow {
+			return mix(key ^ (uint64(rule)+1)*seriesP1)
+		}
+	}
+	k := strippedSeriesID(b, i, d.set, s.stripNamesOf()) ^ s.descKey[b.Desc[i]]
+	for _, r := range s.forced {
+		k = mix(k ^ (uint64(r)+1)*seriesP3)
+	}
+	return k
+}
