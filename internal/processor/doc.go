@@ -41,9 +41,10 @@
 //     limiter), so the cache misses of successive points overlap. A
 //     strip_label limit that strips a point switches, at its position, to
 //     the decision of the series without the label (Scratch.stripped,
-//     cached under a key derived from the series' and the limit's), so
-//     later rules see the stripped series; neither decision depends on
-//     limiter state, only the choice between them does.
+//     keyed by strippedKey: the series the point becomes and the limits,
+//     shared by the series a strip folds into one), so later rules see
+//     the stripped series; neither decision depends on limiter state,
+//     only the choice between them does.
 //  3. Sampling is deterministic: one_in by the hash of the series' labels,
 //     probability by the hash of the series id and the point's time, so two
 //     processes, a restart or a replay decide the same.
