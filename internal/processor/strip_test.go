@@ -224,3 +224,33 @@ func TestStripLabelNested(t *testing.T) {
 		t.Fatalf("dropped %v, want 3 (u2, both stripped, each round)", d)
 	}
 }
+
+// TestStrippedSeriesShareADecision: the series a strip folds into one share
+// one cached decision (one more cache entry, not one per series), but for
+// a relabel before the limit, when each keeps its own.
+func TestStrippedSeriesShareADecision(t *testing.T) {
+	entries := func(r *Rules) int {
+		n := 0
+		for i := range r.cache.shards {
+			n += r.cache.shards[i].n
+		}
+		return n
+	}
+	var us []string
+	for i := range 500 {
+		us = append(us, "u"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+strings.Repeat("y", i/26))
+	}
+	r, _ := stripRules(t, false, "  - {name: d, action: drop, match: '{user_id=\"ua\"}'}\n")
+	if got := keptLabels(t, r, 0, us...); len(got) != 499 {
+		t.Fatalf("kept %d, want 499", len(got))
+	}
+	if n := entries(r); n != 501 {
+		t.Fatalf("%d cache entries, want 501 (500 series and the stripped one)", n)
+	}
+	relabel := "  - name: rl\n    action: relabel\n    relabel: [{action: replace, source_labels: [user_id], regex: '(.+)', target_label: owner}]\n"
+	r, _ = parseWith(t, "metrics:\n"+relabel+strings.Replace(stripLimit, "%s", "", 1))
+	keptLabels(t, r, 0, us...)
+	if n := entries(r); n != 998 {
+		t.Fatalf("%d cache entries, want 998 (500 series and 498 stripped ones)", n)
+	}
+}
