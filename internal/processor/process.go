@@ -93,6 +93,10 @@ type Scratch struct {
 	counts          [maxRules][4]uint64 // matched, dropped, changed, over a limit
 	forced          []uint8             // the strip_label limits replay switched at, for the point (replay)
 	forcedNames     []string            // their labels (stripNamesOf)
+	forcedIDs       []uint32            // and label ids
+	forcedStale     bool                // some of forcedIDs are of an older numbering epoch
+	nameHash        []uint64            // by descriptor, of the batch (strippedID; 0: not yet)
+	resHash         []uint64            // by resource, of the batch (strippedID; 0: not yet)
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
@@ -146,6 +150,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 	}
 	clear(s.renamed)
 	s.keyLabel = s.keyLabel[:0]
+	s.nameHash, s.resHash = s.nameHash[:0], s.resHash[:0]
 	s.effectsSized(len(b.Descs), len(r.metrics))
 	n := b.Len()
 	j := 0
@@ -222,7 +227,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 	rs := s.rules.metrics
 	id, t, desc := b.SeriesID[i], b.Time[i], b.Desc[i]
 	key := id ^ s.descKey[desc]
-	s.forced = s.forced[:0]
+	s.forced, s.forcedIDs, s.forcedStale = s.forced[:0], s.forcedIDs[:0], false
 	li, ai := 0, 0
 	for k := 0; k < len(d.events); k++ {
 		e := d.events[k]
@@ -266,7 +271,10 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 				c[2]++
 				s.effect(e.rule, desc, true)
 				if !ru.shadow && le.strip != 0 {
-					s.forced = append(s.forced, e.rule)
+					s.forced, s.forcedIDs = append(s.forced, e.rule), append(s.forcedIDs, le.strip)
+					if d.epoch != s.rules.cache.epoch.Load() {
+						s.forcedStale = true
+					}
 					key = s.strippedKey(b, i, d, key, e.rule)
 					// Continue with the stripped series' decision: its
 					// events are those of the rules after this one.

@@ -38,28 +38,67 @@ func attrSetHash(c *signal.Common, r signal.Range, set setLabels, strip []string
 		if len(strip) > 0 && slices.Contains(strip, set.label(c.Keys.Name(a.Key[i]))) {
 			continue
 		}
-		t := a.Type[i]
-		var vh uint64
-		switch t {
-		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
-			vh = xxhash.Sum64(c.Bytes(signal.Str(a.Val[i])))
-		default:
-			vh = mix(a.Val[i] + seriesP2)
-		}
-		sum += mix(c.Keys.Hash(a.Key[i]) + uint64(t)*seriesP1 + vh)
+		sum += attrHash(c, i)
 	}
 	return sum
 }
 
-// strippedID is the series id of point i without the labels the
-// strip_label limits of decision d (the stripped series' decision)
-// removed.
-func (s *Scratch) strippedID(b *signal.Metrics, i int, d *decision) uint64 {
-	names := d.stripNames
-	if d.rewritePlan != nil {
-		names = s.stripNamesOf()
+// attrHash is signal's hash of attribute i, a term of the set's sum.
+func attrHash(c *signal.Common, i uint32) uint64 {
+	a := &c.Attrs
+	t := a.Type[i]
+	var vh uint64
+	switch t {
+	case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
+		vh = xxhash.Sum64(c.Bytes(signal.Str(a.Val[i])))
+	default:
+		vh = mix(a.Val[i] + seriesP2)
 	}
-	return strippedSeriesID(b, i, d.set, names)
+	return mix(c.Keys.Hash(a.Key[i]) + uint64(t)*seriesP1 + vh)
+}
+
+// strippedID is the series id of point i (of a series of decision d)
+// without the labels the strip_label limits s.forced removed. Attribute
+// labels are found by id, cached per key for the batch (outLabelID), and
+// the name and resource hashes once per descriptor and resource: this runs
+// for every stripped point.
+func (s *Scratch) strippedID(b *signal.Metrics, i int, d *decision) uint64 {
+	c := s.rules.cache
+	if s.forcedStale || d.epoch != c.epoch.Load() {
+		return strippedSeriesID(b, i, d.set, s.stripNamesOf()) // ids numbered before a reset
+	}
+	if g := c.idGen.Load(); g != s.idGen {
+		s.idGen = g // a label got an id since the lookups cached in keyLabel
+		clear(s.keyLabel)
+	}
+	di, ri := b.Desc[i], b.Resource[i]
+	if int(di) >= len(s.nameHash) {
+		s.nameHash = append(s.nameHash, make([]uint64, int(di)+1-len(s.nameHash))...)
+	}
+	nh := s.nameHash[di]
+	if nh == 0 {
+		nh = xxhash.Sum64(b.Bytes(b.Descs[di].Name))
+		s.nameHash[di] = nh
+	}
+	if int(ri) >= len(s.resHash) {
+		s.resHash = append(s.resHash, make([]uint64, int(ri)+1-len(s.resHash))...)
+	}
+	rh := s.resHash[ri]
+	if rh == 0 {
+		rh = mix(attrSetHash(&b.Common, b.Resources[ri].Attrs, d.set, nil) + seriesP2)
+		s.resHash[ri] = rh
+	}
+	cm := &b.Common
+	a := &cm.Attrs
+	r := b.Attr[i]
+	var ph uint64
+	for k := r.Start; k < r.End; k++ {
+		if l := s.outLabelID(cm, a.Key[k], d); l != 0 && slices.Contains(s.forcedIDs, l) {
+			continue
+		}
+		ph += attrHash(cm, k)
+	}
+	return mix(nh ^ rh ^ bits.RotateLeft64(ph*seriesP3, 17))
 }
 
 // stripNamesOf is the labels of the strip_label limits replay switched
@@ -87,7 +126,7 @@ func (s *Scratch) strippedKey(b *signal.Metrics, i int, d *decision, key uint64,
 			return mix(key ^ (uint64(rule)+1)*seriesP1)
 		}
 	}
-	k := strippedSeriesID(b, i, d.set, s.stripNamesOf()) ^ s.descKey[b.Desc[i]]
+	k := s.strippedID(b, i, d) ^ s.descKey[b.Desc[i]]
 	for _, r := range s.forced {
 		k = mix(k ^ (uint64(r)+1)*seriesP3)
 	}
