@@ -121,35 +121,11 @@ func (cv *converter) nativeHistogram(m *signal.Metrics, i int, stale bool) *hist
 }
 
 // denseSideDeltas turns dense counts starting at Prometheus bucket index
-// first into spans and delta-encoded buckets, laid out as the query API's
-// denseSide does (internal/query/prom/histogram.go): no empty buckets at
-// either end, and a gap of more than two empty buckets starts a new span.
+// first into spans and delta-encoded buckets, laid out by
+// promname.NativeSpans as the query API lays them out.
 func denseSideDeltas(counts []uint64, first int32) ([]histogram.Span, []int64) {
-	spans := make([]histogram.Span, 0, 1)
 	b := make([]int64, 0, len(counts))
 	var prev int64 // deltas run across spans
-	gap := int32(0)
-	for i, c := range counts {
-		if c == 0 {
-			gap++
-			continue
-		}
-		switch {
-		case len(spans) == 0:
-			spans = append(spans, histogram.Span{Offset: first + int32(i)})
-		case gap > 2:
-			spans = append(spans, histogram.Span{Offset: gap})
-		default:
-			for range gap {
-				b = append(b, -prev)
-				prev = 0
-			}
-			spans[len(spans)-1].Length += uint32(gap)
-		}
-		gap = 0
-		b = append(b, int64(c)-prev)
-		prev = int64(c)
-		spans[len(spans)-1].Length++
-	}
+	spans := promname.NativeSpans(counts, first, func(c uint64) { b = append(b, int64(c)-prev); prev = int64(c) })
 	return spans, b
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 
 	"github.com/sluice-dev/sluice/internal/lake/format"
+	"github.com/sluice-dev/sluice/internal/promname"
 )
 
 // Native histograms (docs/schema.md, "Native histograms in PromQL"): an
@@ -210,33 +211,10 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 }
 
 // denseSide turns dense counts starting at Prometheus bucket index first
-// into spans and float buckets as Prometheus lays them out: no empty
-// buckets at either end, and a gap of more than two empty buckets starts
-// a new span (so no Compact is needed).
+// into spans and float buckets, laid out by promname.NativeSpans.
 func denseSide(counts []uint64, first int32) ([]histogram.Span, []float64) {
-	spans := make([]histogram.Span, 0, 1)
 	b := make([]float64, 0, len(counts))
-	gap := int32(0) // empty buckets since the last non-empty one (or first)
-	for i, c := range counts {
-		if c == 0 {
-			gap++
-			continue
-		}
-		switch {
-		case len(spans) == 0:
-			spans = append(spans, histogram.Span{Offset: first + int32(i)})
-		case gap > 2:
-			spans = append(spans, histogram.Span{Offset: gap})
-		default:
-			for range gap {
-				b = append(b, 0)
-			}
-			spans[len(spans)-1].Length += uint32(gap)
-		}
-		gap = 0
-		b = append(b, float64(c))
-		spans[len(spans)-1].Length++
-	}
+	spans := promname.NativeSpans(counts, first, func(c uint64) { b = append(b, float64(c)) })
 	return spans, b
 }
 
