@@ -99,7 +99,26 @@ var (
 	prwLine    = regexp.MustCompile(` prw=(\S+)`)
 )
 
+// startServer runs `sluice run --config cfg` and waits until it listens
+// and is ready. Tests pick fixed addresses with freePort, which closes its
+// listener: before sluice binds such an address, one of its own :0
+// listeners (or another process's) may have taken the port. Such a start
+// ("address already in use") is tried again, up to five times.
 func startServer(t *testing.T, cfg string) *server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s, busy := tryStartServer(t, cfg, attempt == 5)
+		if !busy {
+			return s
+		}
+		t.Logf("sluice run found an address in use (attempt %d); starting it again:\n%s", attempt, s.stderr)
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+}
+
+// tryStartServer is one start of startServer; busy reports a start that
+// failed only because an address was in use (unless last, which fails).
+func tryStartServer(t *testing.T, cfg string, last bool) (_ *server, busy bool) {
 	t.Helper()
 	s := &server{cmd: exec.Command(sluiceBin, "run", "--config", cfg), stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	s.cmd.Stderr = s.stderr
@@ -142,6 +161,9 @@ func startServer(t *testing.T, cfg string) *server {
 			s.prw = m[1]
 		}
 	case <-s.exited:
+		if !last && strings.Contains(s.stderr.String(), "address already in use") {
+			return s, true
+		}
 		t.Fatalf("sluice run exited %d before listening:\n%s", s.exitCode, s.stderr)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("sluice run did not print its addresses:\n%s", s.stderr)
@@ -151,7 +173,7 @@ func startServer(t *testing.T, cfg string) *server {
 	} else {
 		resp.Body.Close()
 	}
-	return s
+	return s, false
 }
 
 // wait waits for the process to exit and returns its code and how long it
