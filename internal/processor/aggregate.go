@@ -276,21 +276,18 @@ func newAggregator(spec aggSpec, outs []aggOutput) *aggregator {
 	return a
 }
 
-// add folds a point (value v at t of input series id, of a cumulative
-// counter when cumulative) into group g of target at. It reports false
-// when the point was not taken (late, or beyond max_groups): the caller
-// keeps it as it was.
-func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t int64, v float64, cumulative bool) bool {
+// bucketLocked returns the bucket of the clock-aligned interval holding t,
+// made on first use, or nil (counted as late) when that interval was
+// already flushed. a.mu must be held.
+func (a *aggregator) bucketLocked(t int64) *aggBucket {
 	iv := int64(a.spec.interval)
 	start := t - t%iv
 	if t < 0 && t%iv != 0 {
 		start -= iv
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if start+iv <= a.flushed {
 		a.c.late.Add(1)
-		return false
+		return nil
 	}
 	b := a.last
 	if b == nil || b.start != start {
@@ -301,6 +298,21 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 		}
 		a.last = b
 	}
+	return b
+}
+
+// add folds a point (value v at t of input series id, of a cumulative
+// counter when cumulative) into group g of target at. It reports false
+// when the point was not taken (late, or beyond max_groups): the caller
+// keeps it as it was.
+func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t int64, v float64, cumulative bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.bucketLocked(t)
+	if b == nil {
+		return false
+	}
+	start := b.start
 	var cs *ctrSeries
 	if a.needCtr && cumulative {
 		cs = a.series[id]
@@ -795,25 +807,11 @@ func (a *aggregator) addHist(g uint64, tenant string, at *aggTarget, id uint64, 
 		a.c.overflow.Add(1)
 		return false
 	}
-	iv := int64(a.spec.interval)
-	start := t - t%iv
-	if t < 0 && t%iv != 0 {
-		start -= iv
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if start+iv <= a.flushed {
-		a.c.late.Add(1)
+	bk := a.bucketLocked(t)
+	if bk == nil {
 		return false
-	}
-	bk := a.last
-	if bk == nil || bk.start != start {
-		bk = a.buckets[start]
-		if bk == nil {
-			bk = &aggBucket{start: start, groups: map[uint64]*aggGroup{}}
-			a.buckets[start] = bk
-		}
-		a.last = bk
 	}
 	gr := bk.groups[g]
 	if gr == nil {
