@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"os"
 	"sync"
@@ -231,19 +230,6 @@ type ioEmitter struct {
 	failures prometheus.Counter
 	mu       sync.Mutex
 	b        signal.Metrics
-}
-
-func (e *ioEmitter) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			e.emit(now)
-		}
-	}
 }
 
 func (e *ioEmitter) emit(now time.Time) {

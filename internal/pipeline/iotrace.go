@@ -85,7 +85,7 @@ func (p *Pipeline) startIOTrace() error {
 			emitted: p.iom.mc.emitted, failures: p.iom.mc.failures}
 		ectx, ecancel := context.WithCancel(context.Background())
 		edone := make(chan struct{})
-		go func() { defer close(edone); s.emit.run(ectx, mc.Interval.D()) }()
+		go func() { defer close(edone); everyTick(ectx, mc.Interval.D(), s.emit.emit) }()
 		s.emitStop = func() { ecancel(); <-edone }
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -105,7 +105,7 @@ func (p *Pipeline) startRules() error {
 	}
 	done := make(chan struct{}, 2)
 	go func() { runLoaders(ctx, loaders); done <- struct{}{} }()
-	go func() { e.run(ctx, time.Second); done <- struct{}{} }()
+	go func() { everyTick(ctx, time.Second, e.flush); done <- struct{}{} }()
 	p.rulesStop = func() {
 		cancel()
 		<-done
@@ -139,7 +139,9 @@ type pendingEmit struct {
 
 const maxPendingEmits = 256
 
-func (e *emitter) run(ctx context.Context, every time.Duration) {
+// everyTick calls fn with the tick's time every interval until ctx ends:
+// the loop of the rules' and the I/O tracer's emitters.
+func everyTick(ctx context.Context, every time.Duration, fn func(time.Time)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -147,7 +149,7 @@ func (e *emitter) run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			e.flush(now)
+			fn(now)
 		}
 	}
 }
