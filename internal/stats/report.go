@@ -60,31 +60,52 @@ func (s *Stats) TSDB(tenant string, limit int) TSDBStatus {
 			out.HeadStats.NumSeries += uint64(n)
 		}
 	}
-	values := map[string]uint64{}
-	memory := map[string]uint64{}
-	var byPair []Stat
+	var pl pairLists
 	for _, p := range s.pairs {
 		if p.tenant != t {
 			continue
 		}
-		n := p.cnt[0] + p.cnt[1]
-		if n <= 0 {
-			continue
+		if n := p.cnt[0] + p.cnt[1]; n > 0 {
+			pl.add(p.name, p.value, p.valueLen, uint64(n))
 		}
-		out.HeadStats.NumLabelPairs++
-		values[p.name]++
-		memory[p.name] += uint64(p.valueLen) * uint64(n)
-		byPair = append(byPair, Stat{p.name + "=" + p.value, uint64(n)})
 	}
 	lo, hi := min(t.minT[0], t.minT[1]), max(t.maxT[0], t.maxT[1])
 	if lo <= hi {
 		out.HeadStats.MinTime, out.HeadStats.MaxTime = lo/1e6, hi/1e6
 	}
 	out.SeriesCountByMetricName = top(byMetric, limit)
-	out.LabelValueCountByLabelName = top(fromMap(values), limit)
-	out.MemoryInBytesByLabelName = top(fromMap(memory), limit)
-	out.SeriesCountByLabelValuePair = top(byPair, limit)
+	pl.fill(&out, limit)
 	return out
+}
+
+// pairLists builds the per-label lists of a TSDBStatus from (label, value,
+// series count) pairs: distinct values and bytes of values per label name,
+// series per pair.
+type pairLists struct {
+	values, memory map[string]uint64
+	byPair         []Stat
+	pairs          int
+}
+
+// add counts one pair held by n series; valueLen is the value's length
+// (the value kept may be cut).
+func (l *pairLists) add(name, value string, valueLen int, n uint64) {
+	if l.values == nil {
+		l.values, l.memory = map[string]uint64{}, map[string]uint64{}
+	}
+	l.pairs++
+	l.values[name]++
+	l.memory[name] += uint64(valueLen) * n
+	l.byPair = append(l.byPair, Stat{name + "=" + value, n})
+}
+
+// fill sets out's label lists, each cut to its limit largest entries, and
+// its number of label pairs.
+func (l *pairLists) fill(out *TSDBStatus, limit int) {
+	out.HeadStats.NumLabelPairs = l.pairs
+	out.LabelValueCountByLabelName = top(fromMap(l.values), limit)
+	out.MemoryInBytesByLabelName = top(fromMap(l.memory), limit)
+	out.SeriesCountByLabelValuePair = top(l.byPair, limit)
 }
 
 func fromMap(m map[string]uint64) []Stat {
@@ -331,18 +352,11 @@ func (t *Tally) Status(limit int, mint, maxt int64) TSDBStatus {
 	if t.series > 0 {
 		out.HeadStats.MinTime, out.HeadStats.MaxTime = mint, maxt
 	}
-	values := map[string]uint64{}
-	memory := map[string]uint64{}
-	byPair := make([]Stat, 0, len(t.pairs))
+	var pl pairLists
 	for p, n := range t.pairs { // __name__ counts as a label, as in TSDB
-		out.HeadStats.NumLabelPairs++
-		values[p[0]]++
-		memory[p[0]] += uint64(len(p[1])) * n
-		byPair = append(byPair, Stat{p[0] + "=" + p[1], n})
+		pl.add(p[0], p[1], len(p[1]), n)
 	}
 	out.SeriesCountByMetricName = top(fromMap(t.metrics), limit)
-	out.LabelValueCountByLabelName = top(fromMap(values), limit)
-	out.MemoryInBytesByLabelName = top(fromMap(memory), limit)
-	out.SeriesCountByLabelValuePair = top(byPair, limit)
+	pl.fill(&out, limit)
 	return out
 }
