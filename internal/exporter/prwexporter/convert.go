@@ -23,38 +23,45 @@ func labelName(key string) string { return promname.LabelName(key) }
 // noRecordedValue is OTLP's DataPointFlags.FLAG_NO_RECORDED_VALUE.
 const noRecordedValue = 1
 
-// Which protocol versions a converted series is for (seriesMeta.only).
+// Which protocol versions carry a converted series (seriesMeta.only).
 const (
 	forBoth = iota
-	forV1   // an exponential histogram's _sum/_count: 1.0 has no native form here
-	forV2   // the same histogram as a native histogram
+	forV2   // a native histogram: over 1.0 only with send_native_histograms
 )
 
-// seriesMeta is what remote write 2.0 says about a series besides its
-// labels and samples: the metadata of its metric family (type, unit,
-// help, as Prometheus's 2.0 sender puts them on every series) and which
-// protocol version carries the series.
+// seriesMeta is what remote write says about a series besides its labels,
+// samples and exemplars: the metadata of its metric family (type, unit,
+// help, as Prometheus's 2.0 sender puts them on every series; over 1.0
+// once per family and request), the start (created) time of its
+// cumulative sample (2.0 only), and which protocol version carries it.
 type seriesMeta struct {
 	typ        writev2.Metadata_MetricType
 	unit, help string
+	family     string // metric family name (1.0 metadata)
+	start      int64  // ms; 0: none
 	only       uint8
 }
 
 // converter turns decoded OTLP metric batches into remote-write series.
 type converter struct {
-	series   []prompb.TimeSeries
-	meta     []seriesMeta // per series
-	fromRW   bool         // the batch being added was remote write (metadata from prometheus.type/unit)
-	metas    []seriesMeta // desc -> metadata (typ 255: not yet)
-	dropped  uint64       // points remote write 1.0 cannot carry
-	lbls     []prompb.Label
-	kv       []promname.AttrLabel
-	resLbls  map[uint32][]prompb.Label // resource -> job/instance labels
-	targetTs map[uint32]int64          // resource -> newest point time (ms)
-	bases    []string                  // desc -> Prometheus base name ("\x00": not yet)
-	cur      seriesMeta                // metadata of the series being emitted
-	lblArena []prompb.Label            // series labels are sub-slices (emitWith)
-	smpArena []prompb.Sample
+	series  []prompb.TimeSeries
+	meta    []seriesMeta // per series
+	fromRW  bool         // the batch being added was remote write (metadata from prometheus.type/unit)
+	metas   []seriesMeta // desc -> metadata (typ 255: not yet)
+	dropped uint64       // points remote write 1.0 cannot carry
+	// exemplars that did not parse (the receiver checked them already)
+	badExemplars uint64
+	lbls         []prompb.Label
+	kv           []promname.AttrLabel
+	resLbls      map[uint32][]prompb.Label // resource -> job/instance labels
+	targetTs     map[uint32]int64          // resource -> newest point time (ms)
+	bases        []string                  // desc -> Prometheus base name ("\x00": not yet)
+	cur          seriesMeta                // metadata of the series being emitted
+	lblArena     []prompb.Label            // series labels are sub-slices (emitWith)
+	smpArena     []prompb.Sample
+	exArena      []prompb.Exemplar // series exemplars are sub-slices
+	exs          []prompb.Exemplar // the point's exemplars (scratch)
+	bucketAt     []int             // explicit bucket -> its _bucket series
 }
 
 // attrLabels appends the labels of the attributes in r, colliding
@@ -196,7 +203,18 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			*md = cv.descMeta(m, d)
 		}
 		cv.cur = *md
+		cv.cur.family = base
 		ts := m.Time[i] / 1e6
+		// The start time of a cumulative point (2.0's start_timestamp, as
+		// otlptranslator sets created timestamps): sums, histograms and
+		// summaries; none when unset or after the point's own time.
+		if st := m.StartTime[i]; st > 0 && st <= m.Time[i] && d.Type != signal.MetricGauge {
+			cv.cur.start = st / 1e6
+		}
+		cv.exs = cv.exs[:0]
+		if i < len(m.Exemplars) && m.Exemplars[i].End > m.Exemplars[i].Start && !stalePoint(m, i) {
+			cv.exs = cv.exemplars(m, i, cv.exs)
+		}
 		if old, ok := cv.targetTs[m.Resource[i]]; !ok || ts > old {
 			cv.targetTs[m.Resource[i]] = ts
 		}
@@ -226,10 +244,12 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 				v = float64(int64(m.Number[i]))
 			}
 			cv.emit(base, common, ts, val(v))
+			cv.attach(len(cv.series)-1, cv.exs)
 		case signal.MetricHistogram:
 			bounds := m.F64[m.Bounds[i].Start:m.Bounds[i].End]
 			counts := m.U64[m.BucketCounts[i].Start:m.BucketCounts[i].End]
 			var cum uint64
+			cv.bucketAt = cv.bucketAt[:0]
 			for b, n := range counts {
 				cum += n
 				le := "+Inf"
@@ -237,21 +257,33 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 					le = strconv.FormatFloat(bounds[b], 'g', -1, 64)
 				}
 				cv.emitWith(base+"_bucket", common, prompb.Label{Name: "le", Value: le}, ts, val(float64(cum)))
+				cv.bucketAt = append(cv.bucketAt, len(cv.series)-1)
 			}
 			if len(counts) == 0 || len(counts) <= len(bounds) {
 				cv.emitWith(base+"_bucket", common, prompb.Label{Name: "le", Value: "+Inf"}, ts, val(float64(m.Count[i])))
+				cv.bucketAt = append(cv.bucketAt, len(cv.series)-1)
+			}
+			// Each exemplar on the _bucket series of its value's bucket
+			// (otlptranslator's rule; the query API's too), +Inf when the
+			// point has fewer buckets than bounds.
+			for _, e := range cv.exs {
+				b := min(bucketOf(bounds, e.Value), len(cv.bucketAt)-1)
+				cv.attach(cv.bucketAt[b], []prompb.Exemplar{e})
 			}
 			if m.Has[i]&signal.HasSum != 0 {
 				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
 			}
 			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
 		case signal.MetricExponentialHistogram:
-			// Remote write 2.0 gets the native histogram, 1.0 its
-			// _sum/_count; a histogram with no native form (scale below
-			// -4, bucket indexes past int32) goes as _sum/_count to both.
+			// A native histogram (over 1.0 only with
+			// send_native_histograms: dropped and counted otherwise, as
+			// the specification says for a format without them); one with
+			// no native form (scale below -4, bucket indexes past int32)
+			// goes as _sum/_count to both versions.
 			if h := cv.nativeHistogram(m, i, stale); h != nil {
 				cv.emitHistogram(base, common, ts, h)
-				cv.cur.only = forV1
+				cv.attach(len(cv.series)-1, cv.exs)
+				break
 			}
 			if m.Has[i]&signal.HasSum != 0 {
 				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
@@ -273,7 +305,7 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 		n := len(l)
 		l = cv.attrLabels(&m.Common, r, l, true)
 		if len(l) > n {
-			cv.cur = seriesMeta{typ: writev2.Metadata_METRIC_TYPE_GAUGE, help: "Target metadata"}
+			cv.cur = seriesMeta{typ: writev2.Metadata_METRIC_TYPE_GAUGE, help: "Target metadata", family: "target_info"}
 			cv.emit("target_info", l, ts, 1)
 		}
 	}
@@ -285,6 +317,27 @@ func (cv *converter) reset() {
 	cv.meta = cv.meta[:0]
 	cv.lblArena = cv.lblArena[:0]
 	cv.smpArena = cv.smpArena[:0]
+	cv.exArena = cv.exArena[:0]
+}
+
+// stalePoint says whether point i is flagged "no recorded value".
+func stalePoint(m *signal.Metrics, i int) bool { return m.Flags[i]&noRecordedValue != 0 }
+
+// attach appends exemplars to series k's, carving them from the exemplar
+// arena (a series' exemplars are contiguous: each series gets them once,
+// or one by one right after the previous series' were attached).
+func (cv *converter) attach(k int, exs []prompb.Exemplar) {
+	if len(exs) == 0 {
+		return
+	}
+	s := &cv.series[k]
+	if cap(cv.exArena)-len(cv.exArena) < len(s.Exemplars)+len(exs) {
+		cv.exArena = make([]prompb.Exemplar, 0, max(256, 2*cap(cv.exArena), len(s.Exemplars)+len(exs)))
+	}
+	start := len(cv.exArena)
+	cv.exArena = append(cv.exArena, s.Exemplars...)
+	cv.exArena = append(cv.exArena, exs...)
+	s.Exemplars = cv.exArena[start:len(cv.exArena):len(cv.exArena)]
 }
 
 // emit appends one series with one sample; labels are copied and sorted.

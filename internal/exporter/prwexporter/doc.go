@@ -14,16 +14,24 @@
 // target_info series (value 1); histograms as _bucket{le}/_sum/_count,
 // summaries as {quantile}/_sum/_count; a point flagged "no recorded
 // value" as the stale NaN. Exponential histograms (and remote-write native
-// histograms on the convert path) go over 2.0 as native histograms with
-// the query API's mapping (schema = scale, OTLP bucket offset+1 =
-// Prometheus bucket index, zero count and threshold kept, scale above 8
-// reduced to 8; native.go), over 1.0 as _sum/_count (as before: 1.0
-// receivers may not ingest native histograms); one with no native form
-// (scale below -4) goes as _sum/_count to both. Over 2.0 every converted
-// series carries its metric family's metadata: type, unit (otlptranslator's
-// unit words) and help from the OTLP descriptor, or the type, unit and help
-// a remote-write sender gave (unspecified when it gave none); target_info
-// is a gauge with help "Target metadata". Delta
+// histograms on the convert path) go as native histograms with the query
+// API's mapping (schema = scale, OTLP bucket offset+1 = Prometheus bucket
+// index, zero count and threshold kept, scale above 8 reduced to 8;
+// native.go): over 2.0 always, over 1.0 with Config.SendNativeHistograms
+// (send_native_histograms, as Prometheus names it); without it 1.0 drops
+// them and counts them in DroppedPoints, as the specification says for a
+// format without native histograms. One with no native form (scale below
+// -4) goes as _sum/_count to both. Every converted series carries its
+// metric family's metadata (unless Config.NoMetadata): type, unit
+// (otlptranslator's unit words) and help from the OTLP descriptor, or the
+// type, unit and help a remote-write sender gave (unspecified when it gave
+// none); target_info is a gauge with help "Target metadata". Over 2.0 it
+// is on every series; over 1.0 it is one MetricMetadata per metric family
+// and request. Exemplars (exemplar.go) go on the series otlptranslator
+// puts them on: a sum's or gauge's series, the _bucket series of the
+// exemplar value's bucket, the native histogram; labels are the filtered
+// attributes and trace_id/span_id in hex. Over 2.0 a cumulative point's
+// start time is its sample's or histogram's start_timestamp. Delta
 // sums and histograms cannot be expressed in remote write 1.0 and are
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
@@ -35,6 +43,6 @@
 // label bytes. 2.0 in shard mode, and the other version, are decoded with
 // package prw and converted like OTLP.
 //
-// Not yet on the convert path: exemplars, start (created) timestamps,
-// float histograms, native histograms over 1.0, metadata over 1.0.
+// Not yet on the convert path: float histograms, custom-bucket (schema
+// -53) native histograms (explicit histograms go as _bucket series).
 package prwexporter

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
@@ -38,6 +39,8 @@ type appended struct {
 	h    *histogram.Histogram
 	fh   *histogram.FloatHistogram
 	meta metadata.Metadata
+	st   int64               // 2.0 start timestamp
+	ex   []exemplar.Exemplar // the series' exemplars (on its first append)
 }
 
 // decodingStore is the storage behind the reference handler: it decodes
@@ -46,8 +49,9 @@ type appended struct {
 // storage/remote's write handler hands its appender) and keeps every
 // sample and histogram with its series' metadata.
 type decodingStore struct {
-	mu  sync.Mutex
-	got []appended
+	mu    sync.Mutex
+	got   []appended
+	meta1 []prompb.MetricMetadata // 1.0 metadata, in request order
 }
 
 func (s *decodingStore) Store(r *http.Request, mt remoteapi.WriteMessageType) (*remoteapi.WriteResponse, error) {
@@ -76,17 +80,30 @@ func (s *decodingStore) Store(r *http.Request, mt remoteapi.WriteMessageType) (*
 				resp.SetStatusCode(400)
 				return resp, err
 			}
+			var exs []exemplar.Exemplar
+			for _, e := range ts.Exemplars {
+				x, err := e.ToExemplar(&sb, req.Symbols)
+				if err != nil {
+					resp.SetStatusCode(400)
+					return resp, err
+				}
+				exs = append(exs, x)
+			}
+			first := len(got)
 			for _, x := range ts.Samples {
-				got = append(got, appended{lbls: ls, t: x.Timestamp, v: x.Value, meta: md})
+				got = append(got, appended{lbls: ls, t: x.Timestamp, v: x.Value, meta: md, st: x.StartTimestamp})
 			}
 			for _, h := range ts.Histograms {
-				a := appended{lbls: ls, t: h.Timestamp, meta: md}
+				a := appended{lbls: ls, t: h.Timestamp, meta: md, st: h.StartTimestamp}
 				if h.IsFloatHistogram() {
 					a.fh = h.ToFloatHistogram()
 				} else {
 					a.h = h.ToIntHistogram()
 				}
 				got = append(got, a)
+			}
+			if len(got) > first {
+				got[first].ex = exs
 			}
 			resp.Add(remoteapi.WriteResponseStats{Samples: len(ts.Samples), Histograms: len(ts.Histograms)})
 		}
@@ -98,13 +115,22 @@ func (s *decodingStore) Store(r *http.Request, mt remoteapi.WriteMessageType) (*
 		}
 		for _, ts := range req.Timeseries {
 			ls := ts.ToLabels(&sb, nil)
+			first := len(got)
 			for _, x := range ts.Samples {
 				got = append(got, appended{lbls: ls, t: x.Timestamp, v: x.Value})
 			}
 			for _, h := range ts.Histograms {
 				got = append(got, appended{lbls: ls, t: h.Timestamp, h: h.ToIntHistogram()})
 			}
+			if len(got) > first {
+				for _, e := range ts.Exemplars {
+					got[first].ex = append(got[first].ex, e.ToExemplar(&sb, nil))
+				}
+			}
 		}
+		s.mu.Lock()
+		s.meta1 = append(s.meta1, req.Metadata...)
+		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	s.got = append(s.got, got...)
@@ -207,20 +233,24 @@ func TestConvertedV2NativeHistogramsAndMetadata(t *testing.T) {
 	ts := time.Unix(1_800_000_000, 0)
 	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: nativeMetrics(t, ts)}}
 	both := remoteapi.MessageTypes{remoteapi.WriteV1MessageType, remoteapi.WriteV2MessageType}
-	send := func(protocol string) map[string][]appended {
+	var meta1 []prompb.MetricMetadata
+	sendCfg := func(cfg Config, wantDropped uint64) map[string][]appended {
 		st, url := referenceHandler(t, both)
-		exp, err := New(Config{Endpoints: []string{url}, Protocol: protocol})
+		cfg.Endpoints = []string{url}
+		exp, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := exp.Send(context.Background(), recs); err != nil {
 			t.Fatal(err)
 		}
-		if dropped, bad, _ := exp.Stats(); dropped != 0 || bad != 0 {
-			t.Fatalf("%s: dropped %d, bad bodies %d", protocol, dropped, bad)
+		if dropped, bad, _ := exp.Stats(); dropped != wantDropped || bad != 0 {
+			t.Fatalf("%+v: dropped %d (want %d), bad bodies %d", cfg, dropped, wantDropped, bad)
 		}
+		meta1 = st.meta1
 		return byName(st.got)
 	}
+	send := func(protocol string) map[string][]appended { return sendCfg(Config{Protocol: protocol}, 0) }
 
 	v2 := send("2.0")
 	want := &histogram.Histogram{Schema: 1, Count: 9, Sum: 12.5, ZeroCount: 2, ZeroThreshold: 0.001,
@@ -268,18 +298,49 @@ func TestConvertedV2NativeHistogramsAndMetadata(t *testing.T) {
 		t.Fatalf("counter value %v", a[0].v)
 	}
 
-	v1 := send("1.0")
-	if len(v1["rpc_duration_seconds"]) != 0 {
-		t.Fatalf("1.0 got a native histogram")
-	}
-	if a := v1["rpc_duration_seconds_count"]; len(a) != 1 || a[0].v != 9 || a[0].h != nil {
-		t.Fatalf("1.0 _count: %+v", a)
-	}
-	if a := v1["rpc_duration_seconds_sum"]; len(a) != 1 || a[0].v != 12.5 {
-		t.Fatalf("1.0 _sum: %+v", a)
-	}
-	if names(v1) != "http_sent_bytes_total room_temperature_celsius rpc_duration_seconds_count rpc_duration_seconds_sum target_info" {
+	// 1.0 without send_native_histograms (the default): the exponential
+	// histogram is dropped and counted (the specification's rule for a
+	// format without native histograms), the rest arrives with one
+	// metadata entry per metric family.
+	v1 := sendCfg(Config{Protocol: "1.0"}, 1)
+	if names(v1) != "http_sent_bytes_total room_temperature_celsius target_info" {
 		t.Fatalf("1.0 series: %s", names(v1))
+	}
+	wantMeta1 := []prompb.MetricMetadata{
+		{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "http_sent_bytes_total", Unit: "bytes", Help: "Bytes sent."},
+		{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: "room_temperature_celsius", Unit: "celsius", Help: "Room temperature."},
+		{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: "target_info", Help: "Target metadata"},
+	}
+	sortMeta := func(m []prompb.MetricMetadata) []prompb.MetricMetadata {
+		sort.Slice(m, func(i, j int) bool { return m[i].MetricFamilyName < m[j].MetricFamilyName })
+		return m
+	}
+	if got := fmt.Sprint(sortMeta(meta1)); got != fmt.Sprint(wantMeta1) {
+		t.Fatalf("1.0 metadata:\n got %s\nwant %s", got, fmt.Sprint(wantMeta1))
+	}
+
+	// send_native_histograms: 1.0 carries the same native histogram as
+	// 2.0, and its family's metadata.
+	v1n := sendCfg(Config{Protocol: "1.0", SendNativeHistograms: true}, 0)
+	if hs := v1n["rpc_duration_seconds"]; len(hs) != 1 || hs[0].h == nil || !hs[0].h.Equals(want) || hs[0].t != ts.UnixMilli() {
+		t.Fatalf("1.0 native histogram %+v, want %v", hs, want)
+	}
+	if names(v1n) != "http_sent_bytes_total room_temperature_celsius rpc_duration_seconds target_info" {
+		t.Fatalf("1.0 native series: %s", names(v1n))
+	}
+	wantMeta1 = append(wantMeta1, prompb.MetricMetadata{Type: prompb.MetricMetadata_HISTOGRAM, MetricFamilyName: "rpc_duration_seconds", Unit: "seconds", Help: "RPC latency."})
+	if got := fmt.Sprint(sortMeta(meta1)); got != fmt.Sprint(sortMeta(wantMeta1)) {
+		t.Fatalf("1.0 native metadata:\n got %s\nwant %s", got, fmt.Sprint(wantMeta1))
+	}
+
+	// send_metadata: false: no metadata on either version.
+	if v1 = sendCfg(Config{Protocol: "1.0", NoMetadata: true}, 1); len(meta1) != 0 {
+		t.Fatalf("1.0 without metadata sent %v", meta1)
+	}
+	for name, a := range sendCfg(Config{Protocol: "2.0", NoMetadata: true}, 0) {
+		if a[0].meta != (metadata.Metadata{Type: model.MetricTypeUnknown}) {
+			t.Fatalf("2.0 without metadata: %s has %+v", name, a[0].meta)
+		}
 	}
 }
 
@@ -412,13 +473,27 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	got1 := byName(old.got)
-	if exp1.Fallbacks() != 1 || names(got1) != "coarse_count coarse_sum fine_count fine_sum gone_count gone_sum" {
+	if exp1.Fallbacks() != 1 || names(got1) != "coarse_count coarse_sum" {
 		t.Fatalf("after a 415: fallbacks %d, series %s", exp1.Fallbacks(), names(got1))
 	}
-	if _, _, sent := exp1.Stats(); sent != 6 {
-		t.Fatalf("1.0 sent series %d, want 6", sent)
+	if dropped, _, sent := exp1.Stats(); sent != 2 || dropped != 2 {
+		t.Fatalf("1.0 sent series %d (want 2), dropped %d (want the 2 native histograms)", sent, dropped)
 	}
-	if a := got1["gone_count"]; !value.IsStaleNaN(a[0].v) {
-		t.Fatalf("1.0 stale _count %v", a[0].v)
+
+	// With send_native_histograms the 1.0 fallback carries them.
+	old, url1 = referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV1MessageType})
+	exp1, err = New(Config{Endpoints: []string{url1}, Protocol: "2.0", SendNativeHistograms: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp1.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	got1 = byName(old.got)
+	if names(got1) != "coarse_count coarse_sum fine gone" || !got1["fine"][0].h.Equals(want) || !value.IsStaleNaN(got1["gone"][0].h.Sum) {
+		t.Fatalf("1.0 native after a 415: series %s", names(got1))
+	}
+	if dropped, _, sent := exp1.Stats(); sent != 4 || dropped != 0 {
+		t.Fatalf("1.0 native sent series %d (want 4), dropped %d", sent, dropped)
 	}
 }

@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/prometheus/prompb"
-	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
@@ -35,6 +33,14 @@ type Config struct {
 	Headers      map[string]string
 	Timeout      time.Duration
 	Policy       sending.Policy
+	// SendNativeHistograms sends native histograms over 1.0 too
+	// (prometheus.WriteRequest.histograms); without it 1.0 drops and
+	// counts them. 2.0 always carries them.
+	SendNativeHistograms bool
+	// NoMetadata leaves out metric metadata (1.0: per metric family and
+	// request; 2.0: per series). Zero value: metadata is sent, as
+	// Prometheus's send_metadata defaults to true.
+	NoMetadata bool
 }
 
 // Exporter is an exporter.Sender for remote write.
@@ -81,6 +87,11 @@ func New(cfg Config) (*Exporter, error) {
 		e.useV1 = append(e.useV1, &v1)
 	}
 	return e, nil
+}
+
+// encodeOpts are the request options of the configuration.
+func (e *Exporter) encodeOpts() encodeOpts {
+	return encodeOpts{native: e.cfg.SendNativeHistograms, metadata: !e.cfg.NoMetadata}
 }
 
 // Endpoints implements exporter.Sender.
@@ -163,6 +174,8 @@ func (e *Exporter) sendConverted(ctx context.Context, tenant string, recs []expo
 		e.cv.fromRW = recs[j].RemoteWrite != 0
 		e.cv.add(&e.m, from)
 		e.droppedPoints.Add(e.cv.dropped)
+		e.badBodies.Add(e.cv.badExemplars) // an exemplar is part of its body
+		e.cv.badExemplars = 0
 	}
 	return e.sendSeries(ctx, tenant, e.cv.series, e.cv.meta)
 }
@@ -220,24 +233,22 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 			for s, sm := per[k], perMeta[k]; len(s) > 0; {
 				n := min(len(s), maxSeriesPerRequest)
 				part, pm := s[:n], sm[:n]
-				sent, err := e.deliver(ctx, k, tenant, func() ([]byte, error) { return encodeV2(part, pm) }, func() ([]byte, error) { return encodeV1(part, pm) })
+				opts := e.encodeOpts()
+				var skipped int // native histograms a 1.0 request left out
+				sent, err := e.deliver(ctx, k, tenant, func() ([]byte, error) { return encodeV2With(part, pm, opts) },
+					func() (b []byte, err error) { b, skipped, err = encodeV1With(part, pm, opts); return b, err })
 				if err != nil {
 					errs[k] = err
 					return
 				}
 				if sent {
-					// The series of the version the endpoint got (an
-					// exponential histogram is one series over 2.0, its
-					// _sum/_count over 1.0).
-					skip := uint8(forV1)
+					// The series of the version the endpoint got: over
+					// 1.0 without send_native_histograms, no native
+					// histograms (dropped and counted).
+					c := len(pm)
 					if e.useV1[k].Load() {
-						skip = forV2
-					}
-					c := 0
-					for i := range pm {
-						if pm[i].only != skip {
-							c++
-						}
+						c -= skipped
+						e.droppedPoints.Add(uint64(skipped))
 					}
 					e.sentSeries.Add(uint64(c))
 				}
@@ -283,62 +294,6 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 		return false, err
 	}
 	return err == nil, nil
-}
-
-// encodeV1 writes prometheus.WriteRequest of the series that are for 1.0
-// (meta nil: all of them).
-func encodeV1(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
-	for i := range meta {
-		if meta[i].only == forV2 {
-			var v1 []prompb.TimeSeries
-			for j := range series {
-				if meta[j].only != forV2 {
-					v1 = append(v1, series[j])
-				}
-			}
-			series = v1
-			break
-		}
-	}
-	body, err := (&prompb.WriteRequest{Timeseries: series}).Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return s2.EncodeSnappy(nil, body), nil
-}
-
-// encodeV2 writes io.prometheus.write.v2.Request of the series that are
-// for 2.0: labels as references into one symbols table per request, native
-// histograms, and each series' metadata (type, and unit and help as
-// symbol references).
-func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
-	st := writev2.NewSymbolTable()
-	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, 0, len(series))}
-	for i, s := range series {
-		if meta[i].only == forV1 {
-			continue
-		}
-		refs := make([]uint32, 0, 2*len(s.Labels))
-		for _, l := range s.Labels {
-			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
-		}
-		samples := make([]writev2.Sample, len(s.Samples))
-		for j, x := range s.Samples {
-			samples[j] = writev2.Sample{Value: x.Value, Timestamp: x.Timestamp}
-		}
-		var hs []writev2.Histogram
-		for _, h := range s.Histograms {
-			hs = append(hs, writev2.FromIntHistogram(0, h.Timestamp, h.ToIntHistogram()))
-		}
-		md := writev2.Metadata{Type: meta[i].typ, HelpRef: st.Symbolize(meta[i].help), UnitRef: st.Symbolize(meta[i].unit)}
-		req.Timeseries = append(req.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: samples, Histograms: hs, Metadata: md})
-	}
-	req.Symbols = st.Symbols()
-	body, err := req.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return s2.EncodeSnappy(nil, body), nil
 }
 
 func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []byte, v2 bool) sending.Outcome {

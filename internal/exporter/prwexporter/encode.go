@@ -1,0 +1,122 @@
+package prwexporter
+
+import (
+	"github.com/klauspost/compress/s2"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+)
+
+// encodeOpts say what a converted request carries besides samples.
+type encodeOpts struct {
+	native   bool // native histograms over 1.0 (send_native_histograms)
+	metadata bool // metric metadata (send_metadata)
+}
+
+// encodeV1 writes prometheus.WriteRequest of series with the defaults
+// (no native histograms, metadata per family).
+func encodeV1(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
+	b, _, err := encodeV1With(series, meta, encodeOpts{metadata: true})
+	return b, err
+}
+
+// encodeV1With writes prometheus.WriteRequest of series (meta nil: all of
+// them, no metadata): native histograms only with o.native (skipped says
+// how many series it left out), exemplars as they are, and with
+// o.metadata one MetricMetadata per metric family in the request, as
+// Prometheus's 1.0 sender sends them (it sends them in requests of their
+// own; a receiver takes them in any request).
+func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, skipped int, err error) {
+	if !o.native {
+		for i := range meta {
+			if meta[i].only == forV2 {
+				v1 := make([]prompb.TimeSeries, 0, len(series))
+				for j := range series {
+					if meta[j].only != forV2 {
+						v1 = append(v1, series[j])
+					} else {
+						skipped++
+					}
+				}
+				series = v1
+				break
+			}
+		}
+	}
+	req := prompb.WriteRequest{Timeseries: series}
+	if o.metadata && len(meta) > 0 {
+		seen := make(map[string]struct{})
+		for i := range meta {
+			md := &meta[i]
+			if md.family == "" || (md.typ == 0 && md.unit == "" && md.help == "") || (!o.native && md.only == forV2) {
+				continue
+			}
+			if _, ok := seen[md.family]; ok {
+				continue
+			}
+			seen[md.family] = struct{}{}
+			req.Metadata = append(req.Metadata, prompb.MetricMetadata{
+				Type: prompb.MetricMetadata_MetricType(md.typ), MetricFamilyName: md.family, Help: md.help, Unit: md.unit,
+			})
+		}
+	}
+	b, err := req.Marshal()
+	if err != nil {
+		return nil, skipped, err
+	}
+	return s2.EncodeSnappy(nil, b), skipped, nil
+}
+
+// encodeV2 writes io.prometheus.write.v2.Request of series with the
+// defaults (metadata on).
+func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
+	return encodeV2With(series, meta, encodeOpts{metadata: true})
+}
+
+// encodeV2With writes io.prometheus.write.v2.Request of series: labels
+// as references into one symbols table per request, native histograms,
+// exemplars (labels as symbol references), each sample's and histogram's
+// start timestamp, and with o.metadata each series' metadata (type, and
+// unit and help as symbol references).
+func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) ([]byte, error) {
+	st := writev2.NewSymbolTable()
+	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, 0, len(series))}
+	for i, s := range series {
+		var md seriesMeta
+		if meta != nil {
+			md = meta[i]
+		}
+		refs := make([]uint32, 0, 2*len(s.Labels))
+		for _, l := range s.Labels {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		samples := make([]writev2.Sample, len(s.Samples))
+		for j, x := range s.Samples {
+			samples[j] = writev2.Sample{Value: x.Value, Timestamp: x.Timestamp, StartTimestamp: md.start}
+		}
+		var hs []writev2.Histogram
+		for _, h := range s.Histograms {
+			wh := writev2.FromIntHistogram(0, h.Timestamp, h.ToIntHistogram())
+			wh.StartTimestamp = md.start
+			hs = append(hs, wh)
+		}
+		var exs []writev2.Exemplar
+		for _, e := range s.Exemplars {
+			lr := make([]uint32, 0, 2*len(e.Labels))
+			for _, l := range e.Labels {
+				lr = append(lr, st.Symbolize(l.Name), st.Symbolize(l.Value))
+			}
+			exs = append(exs, writev2.Exemplar{LabelsRefs: lr, Value: e.Value, Timestamp: e.Timestamp})
+		}
+		ts := writev2.TimeSeries{LabelsRefs: refs, Samples: samples, Histograms: hs, Exemplars: exs}
+		if o.metadata {
+			ts.Metadata = writev2.Metadata{Type: md.typ, HelpRef: st.Symbolize(md.help), UnitRef: st.Symbolize(md.unit)}
+		}
+		req.Timeseries = append(req.Timeseries, ts)
+	}
+	req.Symbols = st.Symbols()
+	b, err := req.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return s2.EncodeSnappy(nil, b), nil
+}

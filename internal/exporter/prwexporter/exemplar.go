@@ -1,0 +1,220 @@
+package prwexporter
+
+import (
+	"encoding/hex"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/prometheus/prompb"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// Field numbers of OTLP's Exemplar, KeyValue and AnyValue messages.
+const (
+	exFilteredAttrs = 7
+	exTime          = 2
+	exAsDouble      = 3
+	exAsInt         = 6
+	exSpanID        = 4
+	exTraceID       = 5
+
+	anyString = 1
+	anyBool   = 2
+	anyInt    = 3
+	anyDouble = 4
+)
+
+// exemplars appends point i's OTLP exemplars as remote-write exemplars:
+// the value, the time in milliseconds, and as labels the filtered
+// attributes (names as labelName makes them, values as the query API
+// shows them) and trace_id and span_id in lowercase hex, as
+// otlptranslator and sluice's /api/v1/query_exemplars give them. An
+// exemplar that does not parse is skipped (the receiver checked it
+// already; counted in bad).
+func (cv *converter) exemplars(m *signal.Metrics, i int, dst []prompb.Exemplar) []prompb.Exemplar {
+	r := m.Exemplars[i]
+	for _, s := range m.Msgs[r.Start:r.End] {
+		e, ok := cv.parseExemplar(m.Bytes(s))
+		if !ok {
+			cv.badExemplars++
+			continue
+		}
+		dst = append(dst, e)
+	}
+	return dst
+}
+
+// parseExemplar decodes one OTLP Exemplar message. Label values other
+// than trace and span ids alias b (the batch's arena).
+func (cv *converter) parseExemplar(b []byte) (prompb.Exemplar, bool) {
+	var e prompb.Exemplar
+	var lbls []prompb.Label
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return e, false
+		}
+		b = b[n:]
+		switch {
+		case num == exTime && typ == protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return e, false
+			}
+			e.Timestamp = int64(v) / 1e6
+			b = b[n:]
+		case num == exAsDouble && typ == protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return e, false
+			}
+			e.Value = math.Float64frombits(v)
+			b = b[n:]
+		case num == exAsInt && typ == protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return e, false
+			}
+			e.Value = float64(int64(v))
+			b = b[n:]
+		case (num == exSpanID || num == exTraceID || num == exFilteredAttrs) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return e, false
+			}
+			b = b[n:]
+			switch num {
+			case exTraceID:
+				if len(v) > 0 {
+					lbls = append(lbls, prompb.Label{Name: "trace_id", Value: hex.EncodeToString(v)})
+				}
+			case exSpanID:
+				if len(v) > 0 {
+					lbls = append(lbls, prompb.Label{Name: "span_id", Value: hex.EncodeToString(v)})
+				}
+			default:
+				l, ok := keyValueLabel(v)
+				if !ok {
+					return e, false
+				}
+				if l.Name != "" {
+					lbls = append(lbls, l)
+				}
+			}
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return e, false
+			}
+			b = b[n:]
+		}
+	}
+	slices.SortFunc(lbls, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
+	// A filtered attribute named like trace_id or span_id loses to the ids.
+	lbls = slices.CompactFunc(lbls, func(a, b prompb.Label) bool { return a.Name == b.Name })
+	e.Labels = lbls
+	return e, true
+}
+
+// keyValueLabel is an OTLP KeyValue as an exemplar label: the key as
+// labelName makes it, a string, bool, int or double value as the query
+// API renders it; other values (bytes, arrays, maps) are left out (empty
+// Name).
+func keyValueLabel(b []byte) (prompb.Label, bool) {
+	var key string
+	var val string
+	have := false
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return prompb.Label{}, false
+		}
+		b = b[n:]
+		if typ != protowire.BytesType {
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return prompb.Label{}, false
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return prompb.Label{}, false
+		}
+		b = b[n:]
+		switch num {
+		case 1:
+			key = string(v)
+		case 2:
+			var ok bool
+			if val, have, ok = anyValueString(v); !ok {
+				return prompb.Label{}, false
+			}
+		}
+	}
+	if key == "" || !have {
+		return prompb.Label{}, true
+	}
+	return prompb.Label{Name: labelName(key), Value: val}, true
+}
+
+// anyValueString renders a scalar AnyValue; have is false for the others.
+func anyValueString(b []byte) (s string, have, ok bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", false, false
+		}
+		b = b[n:]
+		switch {
+		case num == anyString && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return "", false, false
+			}
+			s, have, b = string(v), true, b[n:]
+		case num == anyBool && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return "", false, false
+			}
+			s, have, b = strconv.FormatBool(v != 0), true, b[n:]
+		case num == anyInt && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return "", false, false
+			}
+			s, have, b = strconv.FormatInt(int64(v), 10), true, b[n:]
+		case num == anyDouble && typ == protowire.Fixed64Type:
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return "", false, false
+			}
+			s, have, b = strconv.FormatFloat(math.Float64frombits(v), 'g', -1, 64), true, b[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return "", false, false
+			}
+			b, have = b[n:], false
+		}
+	}
+	return s, have, true
+}
+
+// bucketOf is the index of the explicit bucket holding v: the first
+// bound >= v, len(bounds) (+Inf) past the last one (the query API's
+// bucketBound).
+func bucketOf(bounds []float64, v float64) int {
+	for b, x := range bounds {
+		if v <= x {
+			return b
+		}
+	}
+	return len(bounds)
+}
