@@ -40,6 +40,9 @@ type Exporter struct {
 	BreakerCooldown Duration          `yaml:"breaker_cooldown" doc:"Open breaker lets one probe through (half-open) after this; default 5s."`
 	MaxBacklogBytes ByteSize          `yaml:"max_backlog_bytes" doc:"Queue bytes this exporter may be behind; past it whole old segments are dropped for this exporter only and counted in sluice_exporter_dropped_bytes_total. Default half of queue.max_bytes; must be below queue.max_bytes so a dead backend never fills the queue."`
 	MaxBacklogAge   Duration          `yaml:"max_backlog_age" doc:"Age past which this exporter's backlog is dropped (whole segments, counted); default 24h."`
+	// Remote write only (as Prometheus's remote_write names them).
+	SendNativeHistograms bool  `yaml:"send_native_histograms" doc:"prometheus_remote_write: send native histograms (OTLP exponential histograms) over 1.0 too; default false: 1.0 drops them and counts them in sluice_exporter_dropped_points_total{reason=\"unsupported\"}. 2.0 always carries them."`
+	SendMetadata         *bool `yaml:"send_metadata" doc:"prometheus_remote_write: send metric metadata (type, unit, help): over 1.0 once per metric family and request, over 2.0 on every series; default true."`
 }
 
 // UnmarshalYAML rejects unknown keys.
@@ -108,6 +111,10 @@ func (e Exporter) Resolved(name string, queueMax ByteSize) Exporter {
 		e.MaxBacklogBytes = queueMax / 2
 	}
 	def(&e.MaxBacklogAge, 24*time.Hour)
+	if e.SendMetadata == nil && ExporterType(name) == ExporterPRW {
+		on := true
+		e.SendMetadata = &on
+	}
 	return e
 }
 
@@ -243,6 +250,12 @@ func validateExporters(v *validator, c *Config) {
 			}
 			if e.Mode != "replicate" {
 				v.add(k+"mode", "%q: otlp exporters replicate; shard is for prometheus_remote_write", e.Mode)
+			}
+			if e.SendNativeHistograms {
+				v.add(k+"send_native_histograms", "is for prometheus_remote_write (OTLP carries exponential histograms as they are)")
+			}
+			if e.SendMetadata != nil {
+				v.add(k+"send_metadata", "is for prometheus_remote_write (OTLP carries type, unit and description as they are)")
 			}
 		case ExporterPRW:
 			if e.Protocol != "1.0" && e.Protocol != "2.0" {

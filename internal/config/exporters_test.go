@@ -38,6 +38,20 @@ pipelines:
 	if e.Protocol != "http" || e.MaxBacklogBytes != c.Queue.MaxBytes/2 || e.BreakerFailures != 5 {
 		t.Fatalf("defaults not resolved: %+v", e)
 	}
+	w := c.Exporters["prometheus_remote_write"].Resolved("prometheus_remote_write", c.Queue.MaxBytes)
+	if w.SendNativeHistograms || w.SendMetadata == nil || !*w.SendMetadata {
+		t.Fatalf("remote write defaults: send_native_histograms false, send_metadata true; got %v, %v", w.SendNativeHistograms, w.SendMetadata)
+	}
+	c2, err := Parse([]byte("exporters: {prometheus_remote_write: {endpoints: [http://x:1], send_native_histograms: true, send_metadata: false}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, prometheus_remote_write]}}"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if w := c2.Exporters["prometheus_remote_write"].Resolved("prometheus_remote_write", c2.Queue.MaxBytes); !w.SendNativeHistograms || *w.SendMetadata {
+		t.Fatalf("send_native_histograms: true, send_metadata: false not kept: %v, %v", w.SendNativeHistograms, *w.SendMetadata)
+	}
 	if d := Default(); len(d.ExporterSignals()["lake"]) != 3 || len(d.ExporterSignals()) != 1 {
 		t.Fatal("the embedded default must stay: everything into the lake, nothing else")
 	}
@@ -51,6 +65,8 @@ pipelines:
 		{"exporters: {otlp: {endpoints: [http://x:1], mode: shard}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.mode"},
 		{"exporters: {prometheus_remote_write: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, prometheus_remote_write]}}", "remote write carries metrics only"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake, nope]}}", `"nope" is not defined`},
+		{"exporters: {otlp: {endpoints: [http://x:1], send_native_histograms: true}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.send_native_histograms: is for prometheus_remote_write"},
+		{"exporters: {otlp: {endpoints: [http://x:1], send_metadata: false}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.send_metadata: is for prometheus_remote_write"},
 		{"pipelines: {spans: {receivers: [otlp], exporters: [lake]}}", "pipelines.spans: a pipeline is named after its signal"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [x]}}", "pipelines.logs.processors"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [x]}}", `"x" is not a rule set of processors.rule_sets (defined: none)`},

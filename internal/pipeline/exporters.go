@@ -101,6 +101,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		x, err := prwexporter.New(prwexporter.Config{
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Shard: ec.Mode == "shard",
 			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
+			SendNativeHistograms: ec.SendNativeHistograms, NoMetadata: ec.SendMetadata != nil && !*ec.SendMetadata,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)
