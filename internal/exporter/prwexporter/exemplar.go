@@ -30,9 +30,9 @@ const (
 
 // exemplars appends point i's OTLP exemplars as remote-write exemplars:
 // the value, the time in milliseconds, and as labels the filtered
-// attributes (names as labelName makes them, values as the query API
-// shows them) and trace_id and span_id in lowercase hex, as
-// otlptranslator and sluice's /api/v1/query_exemplars give them. An
+// attributes (keys as they are, values as the query API shows them) and
+// trace_id and span_id in lowercase hex, as otlptranslator and sluice's
+// /api/v1/query_exemplars give them. An
 // exemplar that does not parse is skipped (the receiver checked it
 // already; counted in bad).
 func (cv *converter) exemplars(m *signal.Metrics, i int, dst []prompb.Exemplar) []prompb.Exemplar {
@@ -120,8 +120,8 @@ func (cv *converter) parseExemplar(b []byte) (prompb.Exemplar, bool) {
 	return e, true
 }
 
-// keyValueLabel is an OTLP KeyValue as an exemplar label: the key as
-// labelName makes it, a string, bool, int or double value as the query
+// keyValueLabel is an OTLP KeyValue as an exemplar label: the key as it
+// is (otlptranslator does not rename exemplar labels either), a string, bool, int or double value as the query
 // API renders it; other values (bytes, arrays, maps) are left out (empty
 // Name).
 func keyValueLabel(b []byte) (prompb.Label, bool) {
@@ -160,7 +160,7 @@ func keyValueLabel(b []byte) (prompb.Label, bool) {
 	if key == "" || !have {
 		return prompb.Label{}, true
 	}
-	return prompb.Label{Name: labelName(key), Value: val}, true
+	return prompb.Label{Name: key, Value: val}, true
 }
 
 // anyValueString renders a scalar AnyValue; have is false for the others.

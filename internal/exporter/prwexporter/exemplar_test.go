@@ -125,10 +125,10 @@ func TestConvertedExemplarsAndStartTimestamps(t *testing.T) {
 	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: exemplarMetrics(t, ts, start)}}
 	tms := ts.UnixMilli() - 1
 	want := map[string]string{
-		"requests_total":              fmt.Sprintf(`{http_route="/api", span_id="00f067aa0ba902b7", trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 1 @%d; {} 3 @%d`, tms, tms-1),
+		"requests_total":              fmt.Sprintf(`{"http.route"="/api", span_id="00f067aa0ba902b7", trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 1 @%d; {} 3 @%d`, tms, tms-1),
 		`latency_seconds_bucket/0.1`:  fmt.Sprintf(`{span_id="00f067aa0ba902b7", trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 0.05 @%d`, tms),
 		`latency_seconds_bucket/1`:    fmt.Sprintf(`{span_id="00f067aa0ba902b7", trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 0.5 @%d`, tms),
-		`latency_seconds_bucket/+Inf`: fmt.Sprintf(`{http_route="/slow"} 5 @%d`, tms),
+		`latency_seconds_bucket/+Inf`: fmt.Sprintf(`{"http.route"="/slow"} 5 @%d`, tms),
 		"size_bytes":                  fmt.Sprintf(`{span_id="00f067aa0ba902b7", trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 1.5 @%d`, tms),
 		"temp":                        fmt.Sprintf(`{span_id="00f067aa0ba902b7", trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 20 @%d`, tms),
 	}
