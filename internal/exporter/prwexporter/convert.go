@@ -23,10 +23,13 @@ func labelName(key string) string { return promname.LabelName(key) }
 // noRecordedValue is OTLP's DataPointFlags.FLAG_NO_RECORDED_VALUE.
 const noRecordedValue = 1
 
-// Which protocol versions carry a converted series (seriesMeta.only).
+// Which requests carry a converted series (seriesMeta.only). "Native"
+// requests are 2.0 and 1.0 with send_native_histograms.
 const (
-	forBoth = iota
-	forV2   // a native histogram: over 1.0 only with send_native_histograms
+	forBoth    = iota
+	forV2      // a native histogram: over 1.0 only with send_native_histograms, else dropped and counted
+	nativeAlt  // a native histogram with a classic form beside it (classicAlt): native requests only
+	classicAlt // the classic series of such a histogram: 1.0 without native histograms only
 )
 
 // seriesMeta is what remote write says about a series besides its labels,
@@ -207,8 +210,10 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 		ts := m.Time[i] / 1e6
 		// The start time of a cumulative point (2.0's start_timestamp, as
 		// otlptranslator sets created timestamps): sums, histograms and
-		// summaries; none when unset or after the point's own time.
-		if st := m.StartTime[i]; st > 0 && st <= m.Time[i] && d.Type != signal.MetricGauge {
+		// summaries, and any remote-write sample its sender gave one
+		// (package prw keeps a float sample as a gauge); none when unset
+		// or after the point's own time.
+		if st := m.StartTime[i]; st > 0 && st <= m.Time[i] && (d.Type != signal.MetricGauge || cv.fromRW) {
 			cv.cur.start = st / 1e6
 		}
 		cv.exs = cv.exs[:0]
@@ -248,6 +253,17 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 		case signal.MetricHistogram:
 			bounds := m.F64[m.Bounds[i].Start:m.Bounds[i].End]
 			counts := m.U64[m.BucketCounts[i].Start:m.BucketCounts[i].End]
+			// A remote-write custom-bucket histogram (schema -53; package
+			// prw keeps it as an explicit histogram) goes as it came to
+			// requests that carry native histograms, and as its classic
+			// _bucket/_sum/_count to 1.0 without them.
+			if cv.fromRW {
+				if h := cv.customHistogram(m, i, bounds, counts, stale); h != nil {
+					cv.emitHistogram(base, common, ts, h, nativeAlt)
+					cv.attach(len(cv.series)-1, cv.exs)
+					cv.cur.only = classicAlt
+				}
+			}
 			var cum uint64
 			cv.bucketAt = cv.bucketAt[:0]
 			for b, n := range counts {
@@ -281,7 +297,7 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			// no native form (scale below -4, bucket indexes past int32)
 			// goes as _sum/_count to both versions.
 			if h := cv.nativeHistogram(m, i, stale); h != nil {
-				cv.emitHistogram(base, common, ts, h)
+				cv.emitHistogram(base, common, ts, h, forV2)
 				cv.attach(len(cv.series)-1, cv.exs)
 				break
 			}
@@ -360,12 +376,12 @@ func (cv *converter) emitWith(name string, lbls []prompb.Label, extra prompb.Lab
 }
 
 // emitHistogram appends a series with one native histogram sample, for
-// remote write 2.0 only.
-func (cv *converter) emitHistogram(name string, lbls []prompb.Label, ts int64, h *histogram.Histogram) {
+// the requests only says (forV2 or nativeAlt).
+func (cv *converter) emitHistogram(name string, lbls []prompb.Label, ts int64, h *histogram.Histogram, only uint8) {
 	l := cv.labels(name, lbls, prompb.Label{})
 	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Histograms: []prompb.Histogram{prompb.FromIntHistogram(ts, h)}})
 	m := cv.cur
-	m.only = forV2
+	m.only = only
 	cv.meta = append(cv.meta, m)
 }
 

@@ -31,7 +31,11 @@
 // puts them on: a sum's or gauge's series, the _bucket series of the
 // exemplar value's bucket, the native histogram; labels are the filtered
 // attributes and trace_id/span_id in hex. Over 2.0 a cumulative point's
-// start time is its sample's or histogram's start_timestamp. Delta
+// start time is its sample's or histogram's start_timestamp. A
+// remote-write custom-bucket histogram (schema -53, an explicit histogram
+// in the batch) goes as a native histogram of schema -53 where native
+// histograms go, as its classic _bucket/_sum/_count to 1.0 without them
+// (seriesMeta.only says which request carries which form). Delta
 // sums and histograms cannot be expressed in remote write 1.0 and are
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
@@ -43,6 +47,6 @@
 // label bytes. 2.0 in shard mode, and the other version, are decoded with
 // package prw and converted like OTLP.
 //
-// Not yet on the convert path: float histograms, custom-bucket (schema
-// -53) native histograms (explicit histograms go as _bucket series).
+// Not yet on the convert path: float histograms with fractional counts
+// (package prw refuses them on receipt).
 package prwexporter

@@ -15,39 +15,48 @@ type encodeOpts struct {
 // encodeV1 writes prometheus.WriteRequest of series with the defaults
 // (no native histograms, metadata per family).
 func encodeV1(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
-	b, _, err := encodeV1With(series, meta, encodeOpts{metadata: true})
+	b, _, _, err := encodeV1With(series, meta, encodeOpts{metadata: true})
 	return b, err
 }
 
+// carries says whether a request of kind native (2.0, or 1.0 with
+// send_native_histograms) carries a series of the given only.
+func carries(only uint8, native bool) bool {
+	switch only {
+	case forV2, nativeAlt:
+		return native
+	case classicAlt:
+		return !native
+	}
+	return true
+}
+
 // encodeV1With writes prometheus.WriteRequest of series (meta nil: all of
-// them, no metadata): native histograms only with o.native (skipped says
-// how many series it left out), exemplars as they are, and with
-// o.metadata one MetricMetadata per metric family in the request, as
-// Prometheus's 1.0 sender sends them (it sends them in requests of their
-// own; a receiver takes them in any request).
-func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, skipped int, err error) {
-	if !o.native {
-		for i := range meta {
-			if meta[i].only == forV2 {
-				v1 := make([]prompb.TimeSeries, 0, len(series))
-				for j := range series {
-					if meta[j].only != forV2 {
-						v1 = append(v1, series[j])
-					} else {
-						skipped++
-					}
-				}
-				series = v1
-				break
+// them, no metadata): native histograms only with o.native, else the
+// classic form of those that have one (dropped counts the others: the
+// specification's rule for a format without native histograms),
+// exemplars as they are, and with o.metadata one MetricMetadata per
+// metric family in the request, as Prometheus's 1.0 sender sends them (it
+// sends them in requests of their own; a receiver takes them in any
+// request). sent is the number of series in the request.
+func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent, dropped int, err error) {
+	if meta != nil {
+		v1 := make([]prompb.TimeSeries, 0, len(series))
+		for j := range series {
+			if carries(meta[j].only, o.native) {
+				v1 = append(v1, series[j])
+			} else if meta[j].only == forV2 {
+				dropped++
 			}
 		}
+		series = v1
 	}
 	req := prompb.WriteRequest{Timeseries: series}
 	if o.metadata && len(meta) > 0 {
 		seen := make(map[string]struct{})
 		for i := range meta {
 			md := &meta[i]
-			if md.family == "" || (md.typ == 0 && md.unit == "" && md.help == "") || (!o.native && md.only == forV2) {
+			if md.family == "" || (md.typ == 0 && md.unit == "" && md.help == "") || !carries(md.only, o.native) {
 				continue
 			}
 			if _, ok := seen[md.family]; ok {
@@ -61,29 +70,35 @@ func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 	}
 	b, err := req.Marshal()
 	if err != nil {
-		return nil, skipped, err
+		return nil, 0, dropped, err
 	}
-	return s2.EncodeSnappy(nil, b), skipped, nil
+	return s2.EncodeSnappy(nil, b), len(series), dropped, nil
 }
 
 // encodeV2 writes io.prometheus.write.v2.Request of series with the
 // defaults (metadata on).
 func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
-	return encodeV2With(series, meta, encodeOpts{metadata: true})
+	b, _, err := encodeV2With(series, meta, encodeOpts{metadata: true})
+	return b, err
 }
 
 // encodeV2With writes io.prometheus.write.v2.Request of series: labels
 // as references into one symbols table per request, native histograms,
 // exemplars (labels as symbol references), each sample's and histogram's
 // start timestamp, and with o.metadata each series' metadata (type, and
-// unit and help as symbol references).
-func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) ([]byte, error) {
+// unit and help as symbol references). The classic form of a histogram
+// sent as a native one is left out. sent is the number of series in the
+// request.
+func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent int, err error) {
 	st := writev2.NewSymbolTable()
 	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, 0, len(series))}
 	for i, s := range series {
 		var md seriesMeta
 		if meta != nil {
 			md = meta[i]
+		}
+		if !carries(md.only, true) {
+			continue
 		}
 		refs := make([]uint32, 0, 2*len(s.Labels))
 		for _, l := range s.Labels {
@@ -116,7 +131,7 @@ func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 	req.Symbols = st.Symbols()
 	b, err := req.Marshal()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return s2.EncodeSnappy(nil, b), nil
+	return s2.EncodeSnappy(nil, b), len(req.Timeseries), nil
 }

@@ -3,12 +3,16 @@ package prwexporter
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
@@ -177,5 +181,99 @@ func TestConvertedExemplarsAndStartTimestamps(t *testing.T) {
 		if s, ok := starts["temp"]; !ok || s != 0 {
 			t.Errorf("%s gauge start timestamp %d (present %v), want none", protocol, s, ok)
 		}
+	}
+}
+
+// A remote-write 2.0 custom-bucket histogram (schema -53) on the convert
+// path (a 1.0 exporter, or 2.0 in shard mode) goes as it came to requests
+// that carry native histograms (2.0; 1.0 with send_native_histograms),
+// with its exemplar and (2.0) start timestamp, and as its classic
+// _bucket/_sum/_count to 1.0 without them (not dropped: it has a classic
+// form); a counter's start timestamp and exemplar pass through too.
+func TestConvertedCustomBucketsExemplarsStart(t *testing.T) {
+	st := writev2.NewSymbolTable()
+	cb := &histogram.Histogram{Schema: histogram.CustomBucketsSchema, Count: 7, Sum: 4.5,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 3}}, PositiveBuckets: []int64{1, 1, 2}, CustomValues: []float64{0.25, 1}}
+	const ts = 1_800_000_000_000
+	req := &writev2.Request{Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("size_bytes"), st.Symbolize("job"), st.Symbolize("api")},
+			Histograms: []writev2.Histogram{writev2.FromIntHistogram(ts-60_000, ts, cb)},
+			Exemplars:  []writev2.Exemplar{{LabelsRefs: []uint32{st.Symbolize("trace_id"), st.Symbolize("00000000000000000000000000000abc")}, Value: 0.5, Timestamp: ts - 7}},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: st.Symbolize("Sizes."), UnitRef: st.Symbolize("bytes")}},
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("requests_total"), st.Symbolize("job"), st.Symbolize("api")},
+			Samples:   []writev2.Sample{{Value: 7, Timestamp: ts, StartTimestamp: ts - 30_000}},
+			Exemplars: []writev2.Exemplar{{LabelsRefs: []uint32{st.Symbolize("trace_id"), st.Symbolize("00000000000000000000000000000def")}, Value: 1, Timestamp: ts - 9}},
+			Metadata:  writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: st.Symbolize("Requests.")}},
+	}}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}
+	send := func(cfg Config, n int) (map[string][]appended, *Exporter) {
+		var all []appended
+		var stores []*decodingStore
+		for range n {
+			s, u := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV1MessageType, remoteapi.WriteV2MessageType})
+			stores = append(stores, s)
+			cfg.Endpoints = append(cfg.Endpoints, u)
+		}
+		exp, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stores {
+			all = append(all, s.got...)
+		}
+		return byName(all), exp
+	}
+	const exCB = `{trace_id="00000000000000000000000000000abc"} 0.5 @1799999999993`
+	const exCtr = `{trace_id="00000000000000000000000000000def"} 1 @1799999999991`
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		n     int
+		start bool
+	}{
+		{"2.0 shard", Config{Protocol: "2.0", Shard: true}, 2, true},
+		{"1.0 native", Config{Protocol: "1.0", SendNativeHistograms: true}, 1, false},
+	} {
+		got, exp := send(tc.cfg, tc.n)
+		if names(got) != "requests_total size_bytes" {
+			t.Fatalf("%s: series %s", tc.name, names(got))
+		}
+		h := got["size_bytes"][0]
+		if h.h == nil || !h.h.Equals(cb) || exString(h.ex) != exCB {
+			t.Fatalf("%s: custom-bucket histogram %v (exemplars %s), want %v with %s", tc.name, h.h, exString(h.ex), cb, exCB)
+		}
+		c := got["requests_total"][0]
+		if c.v != 7 || exString(c.ex) != exCtr {
+			t.Fatalf("%s: counter %+v", tc.name, c)
+		}
+		if tc.start && (h.st != ts-60_000 || c.st != ts-30_000) {
+			t.Fatalf("%s: start timestamps %d, %d; want %d, %d", tc.name, h.st, c.st, ts-60_000, ts-30_000)
+		}
+		if dropped, bad, sent := exp.Stats(); dropped != 0 || bad != 0 || sent != 2 {
+			t.Fatalf("%s: dropped %d, bad %d, sent %d", tc.name, dropped, bad, sent)
+		}
+	}
+	got, exp := send(Config{Protocol: "1.0"}, 1)
+	if names(got) != "requests_total size_bytes_bucket size_bytes_count size_bytes_sum" {
+		t.Fatalf("1.0 classic: series %s", names(got))
+	}
+	var les []string
+	for _, a := range got["size_bytes_bucket"] {
+		les = append(les, fmt.Sprintf("%s=%g %s", a.lbls.Get("le"), a.v, exString(a.ex)))
+	}
+	sort.Strings(les)
+	if w := "+Inf=7 ; 0.25=1 ; 1=3 " + exCB; strings.Join(les, "; ") != w {
+		t.Fatalf("1.0 classic buckets %q, want %q", strings.Join(les, "; "), w)
+	}
+	if dropped, _, sent := exp.Stats(); dropped != 0 || sent != 6 {
+		t.Fatalf("1.0 classic: dropped %d, sent %d", dropped, sent)
 	}
 }

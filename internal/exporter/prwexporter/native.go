@@ -129,3 +129,30 @@ func denseSideDeltas(counts []uint64, first int32) ([]histogram.Span, []int64) {
 	spans := promname.NativeSpans(counts, first, func(c uint64) { b = append(b, int64(c)-prev); prev = int64(c) })
 	return spans, b
 }
+
+// customHistogram is point i of an explicit histogram as a custom-bucket
+// native histogram (schema -53: custom values = the bounds, bucket k =
+// the k-th count, spans laid out as the query API lays them out), as
+// package prw decoded it from one. It is nil when the point is not one
+// Prometheus would accept (counts not over all bounds + 1 buckets, or a
+// count that does not match them).
+func (cv *converter) customHistogram(m *signal.Metrics, i int, bounds []float64, counts []uint64, stale bool) *histogram.Histogram {
+	if len(counts) != len(bounds)+1 {
+		return nil
+	}
+	h := &histogram.Histogram{Schema: histogram.CustomBucketsSchema, Count: m.Count[i], CustomValues: bounds}
+	if cv.cur.typ == writev2.Metadata_METRIC_TYPE_GAUGEHISTOGRAM {
+		h.CounterResetHint = histogram.GaugeType
+	}
+	if m.Has[i]&signal.HasSum != 0 {
+		h.Sum = m.Sum[i]
+	}
+	h.PositiveSpans, h.PositiveBuckets = denseSideDeltas(counts, 0)
+	if stale {
+		return &histogram.Histogram{Schema: h.Schema, CounterResetHint: h.CounterResetHint, CustomValues: bounds, Sum: math.Float64frombits(value.StaleNaN)}
+	}
+	if h.Validate() != nil {
+		return nil
+	}
+	return h
+}

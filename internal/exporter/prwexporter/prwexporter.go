@@ -234,23 +234,23 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 				n := min(len(s), maxSeriesPerRequest)
 				part, pm := s[:n], sm[:n]
 				opts := e.encodeOpts()
-				var skipped int // native histograms a 1.0 request left out
-				sent, err := e.deliver(ctx, k, tenant, func() ([]byte, error) { return encodeV2With(part, pm, opts) },
-					func() (b []byte, err error) { b, skipped, err = encodeV1With(part, pm, opts); return b, err })
+				// The series of the request the endpoint got last; 1.0
+				// without send_native_histograms drops (and counts)
+				// native histograms that have no classic form.
+				var n1, n2, dropped int
+				sent, err := e.deliver(ctx, k, tenant, func() (b []byte, err error) { b, n2, err = encodeV2With(part, pm, opts); return b, err },
+					func() (b []byte, err error) { b, n1, dropped, err = encodeV1With(part, pm, opts); return b, err })
 				if err != nil {
 					errs[k] = err
 					return
 				}
 				if sent {
-					// The series of the version the endpoint got: over
-					// 1.0 without send_native_histograms, no native
-					// histograms (dropped and counted).
-					c := len(pm)
 					if e.useV1[k].Load() {
-						c -= skipped
-						e.droppedPoints.Add(uint64(skipped))
+						e.sentSeries.Add(uint64(n1))
+						e.droppedPoints.Add(uint64(dropped))
+					} else {
+						e.sentSeries.Add(uint64(n2))
 					}
-					e.sentSeries.Add(uint64(c))
 				}
 				s, sm = s[n:], sm[n:]
 			}
