@@ -277,3 +277,56 @@ func TestConvertedCustomBucketsExemplarsStart(t *testing.T) {
 		t.Fatalf("1.0 classic: dropped %d, sent %d", dropped, sent)
 	}
 }
+
+// A 2.0 record passed through to an endpoint that falls back to 1.0 is
+// converted with the exporter's options: its native histogram is dropped
+// and counted without send_native_histograms and arrives with it, and the
+// 1.0 metadata is the sender's (type, help, unit per family).
+func TestPassThroughFallbackNativeAndMetadata(t *testing.T) {
+	st := writev2.NewSymbolTable()
+	h := &histogram.Histogram{Count: 3, Sum: 1.5, Schema: 0, PositiveSpans: []histogram.Span{{Offset: -1, Length: 1}}, PositiveBuckets: []int64{3}}
+	req := &writev2.Request{Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("wait_seconds"), st.Symbolize("job"), st.Symbolize("api")},
+			Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1_800_000_000_000, h)},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: st.Symbolize("Wait."), UnitRef: st.Symbolize("seconds")}},
+		{LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("up"), st.Symbolize("job"), st.Symbolize("api")},
+			Samples:  []writev2.Sample{{Value: 1, Timestamp: 1_800_000_000_000}},
+			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("Up.")}},
+	}}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}
+	for _, native := range []bool{false, true} {
+		s, u := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV1MessageType})
+		exp, err := New(Config{Endpoints: []string{u}, Protocol: "2.0", SendNativeHistograms: native})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		got := byName(s.got)
+		dropped, _, _ := exp.Stats()
+		var ms []string
+		for _, m := range s.meta1 {
+			ms = append(ms, fmt.Sprintf("%s %s %q %q", m.Type, m.MetricFamilyName, m.Help, m.Unit))
+		}
+		sort.Strings(ms)
+		meta := strings.Join(ms, "; ")
+		if !native {
+			if exp.Fallbacks() != 1 || names(got) != "up" || dropped != 1 || meta != `GAUGE up "Up." ""` {
+				t.Fatalf("without native histograms: fallbacks %d, series %s, dropped %d, metadata %s", exp.Fallbacks(), names(got), dropped, meta)
+			}
+			continue
+		}
+		if names(got) != "up wait_seconds" || got["wait_seconds"][0].h == nil || !got["wait_seconds"][0].h.Equals(h) || dropped != 0 {
+			t.Fatalf("with native histograms: series %s, dropped %d", names(got), dropped)
+		}
+		if meta != `GAUGE up "Up." ""; HISTOGRAM wait_seconds "Wait." "seconds"` {
+			t.Fatalf("with native histograms: metadata %s", meta)
+		}
+	}
+}

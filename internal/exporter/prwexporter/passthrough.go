@@ -77,7 +77,7 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 			body, plain := recs[i].Body, e.unsnap
 			err := e.replicate(ctx, tenant, countSeries(plain, 5),
 				func() ([]byte, error) { return body, nil },
-				func() ([]byte, error) { return v2ToV1(plain) })
+				func() ([]byte, error) { return e.v2ToV1(plain) })
 			if err != nil {
 				return err
 			}
@@ -148,12 +148,13 @@ func (e *Exporter) replicate(ctx context.Context, tenant string, n int, v2f, v1f
 }
 
 // v2ToV1 converts a 2.0 request to a snappy-encoded 1.0 one (an endpoint
-// that fell back to 1.0).
-func v2ToV1(body []byte) ([]byte, error) {
+// that fell back to 1.0), with the exporter's send_native_histograms and
+// send_metadata: a native histogram it cannot carry is dropped and counted.
+func (e *Exporter) v2ToV1(body []byte) ([]byte, error) {
 	var (
 		m  signal.Metrics
 		d  prw.Decoder
-		cv converter
+		cv = converter{fromRW: true}
 	)
 	_, err := d.DecodeV2(&m, body)
 	var pe *prw.PartialError
@@ -161,7 +162,9 @@ func v2ToV1(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	cv.add(&m, 0)
-	return encodeV1(cv.series, cv.meta)
+	b, _, dropped, err := encodeV1With(cv.series, cv.meta, e.encodeOpts())
+	e.droppedPoints.Add(uint64(dropped))
+	return b, err
 }
 
 // countSeries counts the top-level fields number field (the time series)
