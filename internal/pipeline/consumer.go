@@ -64,8 +64,9 @@ func newConsumer(q *queue.Queue, retryAfter time.Duration, m *metrics) *consumer
 // returns its record count. The batch is reset first: only the count is
 // kept. A metrics body the receiver decoded already (pre, remote write) is
 // not decoded again: the scratch takes pre's buffers in exchange for its
-// own, so the rules and the statistics see exactly that batch.
-func (s *scratch) decode(kind signal.Kind, body []byte, pre *signal.Metrics, lim otlp.Limits) (int, error) {
+// own, so the rules and the statistics see exactly that batch. A
+// remote-write body without pre (rw: its version) is decoded here.
+func (s *scratch) decode(kind signal.Kind, body []byte, pre *signal.Metrics, rw uint8, lim otlp.Limits) (int, error) {
 	switch kind {
 	case signal.KindLogs:
 		s.logs.Reset()
@@ -76,9 +77,17 @@ func (s *scratch) decode(kind signal.Kind, body []byte, pre *signal.Metrics, lim
 		return s.logs.Len(), err
 	case signal.KindMetrics:
 		var err error
-		if pre != nil {
+		switch {
+		case pre != nil:
 			s.metrics, *pre = *pre, s.metrics
-		} else {
+		case rw == 1 || rw == 2:
+			s.metrics.Reset()
+			enc := encPRW1
+			if rw == 2 {
+				enc = encPRW2
+			}
+			err = decodeMetricsRecord(&s.metrics, enc, body)
+		default:
 			s.metrics.Reset()
 			err = otlp.DecodeMetrics(&s.metrics, body)
 		}
@@ -152,7 +161,20 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	}
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)
-	n, err := s.decode(req.Kind, req.Body, req.Metrics, c.limits)
+	// One load per request: a reload never splits a request between two
+	// rule sets, nor between the scan's check and the rules.
+	rules := c.rules.Load()
+	sc := req.Scanned
+	if sc != nil && !c.takesScanned(rules, sc) {
+		sc = nil // decode the body after all
+	}
+	var n int
+	var err error
+	if sc != nil {
+		n = sc.Points
+	} else {
+		n, err = s.decode(req.Kind, req.Body, req.Metrics, req.RemoteWrite, c.limits)
+	}
 	if err != nil {
 		ser.invalid.Inc()
 		var le *otlp.LimitError
@@ -175,9 +197,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	ser.received.Add(float64(n))
 	body := req.Body
 	s.changed = false
-	if r := c.rules.Load(); r != nil {
-		// One load per request: a reload never splits a request between
-		// two rule sets.
+	if r := rules; r != nil {
 		s.proc.Tenant = req.Tenant
 		if c.stats != nil && req.Kind == signal.KindMetrics {
 			c.stats.ObserveBeforeRules(req.Tenant, &s.metrics)
@@ -197,7 +217,11 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	case err == nil:
 		ser.accepted.Add(float64(n))
 		ser.queuedBytes.Add(float64(size))
-		if c.stats != nil && observe != nil {
+		switch {
+		case c.stats == nil:
+		case sc != nil:
+			c.stats.ObserveSeries(req.Tenant, &sc.Series, size)
+		case observe != nil:
 			c.stats.Observe(req.Tenant, observe, size)
 		}
 		return otlpreceiver.Result{}, nil
@@ -219,6 +243,29 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	}
 	ser.rejectedError.Add(float64(n))
 	return otlpreceiver.Result{}, fmt.Errorf("append to queue: %w", err)
+}
+
+// TakesScanned implements prwreceiver.ScanTaker: without processing rules
+// and with no pipeline running a processor chain on metrics, nothing
+// needs a remote-write request's batch.
+func (c *consumer) TakesScanned() bool { return c.takesScanned(c.rules.Load(), nil) }
+
+// takesScanned reports whether a request can be queued without its batch
+// under rules, and sc (when not nil) is within the attribute limits (else
+// the decode names the limit, as for any request).
+func (c *consumer) takesScanned(rules *processor.Rules, sc *otlpreceiver.Scanned) bool {
+	if rules != nil {
+		return false
+	}
+	if rt := c.routes; rt != nil && !rt.plain[signal.KindMetrics] {
+		return false
+	}
+	if sc == nil {
+		return true
+	}
+	lim := c.limits
+	return (lim.MaxAttrsPerRequest <= 0 || sc.Attrs <= lim.MaxAttrsPerRequest) &&
+		(lim.MaxAttrsPerRecord <= 0 || sc.MaxAttrs <= lim.MaxAttrsPerRecord)
 }
 
 // appendEmitted appends rec, a record of points the rules emitted

@@ -40,7 +40,7 @@ type prwScratch struct {
 // (changed: the body is then OTLP).
 func recordEnc(req *otlpreceiver.Request, changed bool) bodyEnc {
 	switch {
-	case changed || req.Kind != signal.KindMetrics || req.Metrics == nil:
+	case changed || req.Kind != signal.KindMetrics:
 	case req.RemoteWrite == 1:
 		return encPRW1
 	case req.RemoteWrite == 2:

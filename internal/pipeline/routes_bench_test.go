@@ -61,7 +61,7 @@ pipelines:
 			s.proc.Tenant = "bench"
 			pass := func() {
 				for _, body := range bodies {
-					n, err := s.decode(signal.KindMetrics, body, nil, otlp.Limits{})
+					n, err := s.decode(signal.KindMetrics, body, nil, 0, otlp.Limits{})
 					if err != nil {
 						b.Fatal(err)
 					}

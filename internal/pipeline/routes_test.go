@@ -126,7 +126,7 @@ pipelines:
 				s = p
 			}
 		}
-		n, err := s.decode(signal.KindLogs, body, nil, otlp.Limits{})
+		n, err := s.decode(signal.KindLogs, body, nil, 0, otlp.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,3 +95,23 @@ func BenchmarkDecodeV1Grouped(b *testing.B) {
 	b1, b2 := benchBodiesNamed(1000, 5, func(i int) int { return i / 20 })
 	benchDecodeBodies(b, 1, 1000, b1, b2)
 }
+
+// BenchmarkScanV1: the scan a relay runs instead of the decode when no
+// rule needs the batch (Scanner).
+func BenchmarkScanV1(b *testing.B) {
+	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
+		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
+			body, _ := benchBodies(c[0], c[1])
+			var s Scanner
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if !s.ScanV1(body) {
+					b.Fatal("refused")
+				}
+			}
+			b.ReportMetric(float64(c[0])*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+		})
+	}
+}

@@ -8,7 +8,11 @@
 //
 // The pipeline's consumer calls Observe with each metrics batch after the
 // processing rules ran and the queue accepted it, so the statistics count
-// exactly what is stored and forwarded.
+// exactly what is stored and forwarded. A remote-write request queued
+// without a batch (package prw's Scanner) is counted by ObserveSeries from
+// its samples' names, series ids and times, exactly as Observe counts the
+// decoded batch (TestObserveSeriesMatchesObserve): the same table, so a
+// series counts once whichever path carried it.
 //
 // # Windows
 //

@@ -167,6 +167,7 @@ type Stats struct {
 	ls   labels.Labels
 	num  []byte
 	lbls []lbl
+	sl   []Label
 }
 
 type lbl struct {
@@ -260,6 +261,13 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 		s.labelsOf(b, i, d)
 		s.account(b, i, d, g, nb, 1)
 	}
+	s.finishObserve(t, g, minT, maxT, total, recordBytes)
+}
+
+// finishObserve adds a batch's times, samples and bytes (total samples of
+// which s.ds holds the share per descriptor and output) to its tenant and
+// metrics, and clears s.ds.
+func (s *Stats) finishObserve(t *tenantStats, g int, minT, maxT, total int64, recordBytes int) {
 	if total == 0 {
 		return
 	}
@@ -369,29 +377,42 @@ func (s *Stats) resolve(t *tenantStats, b *signal.Metrics) {
 	s.ds = s.ds[:len(b.Descs)]
 	for i := range b.Descs {
 		d := &b.Descs[i]
-		h := xxhash.Sum64(b.Bytes(d.Name))*0x9E3779B97F4A7C15 ^ mix(xxhash.Sum64(b.Bytes(d.Unit))+uint64(d.Type)<<8+uint64(d.Temporality)<<1)
-		if d.Monotonic {
-			h ^= 0x5bd1e995
-		}
-		h = mix(h ^ t.hash)
+		h := descHash(t, xxhash.Sum64(b.Bytes(d.Name)), typeFold(xxhash.Sum64(b.Bytes(d.Unit)), d.Type, d.Temporality, d.Monotonic))
 		di := s.descs[h]
 		if di == nil {
-			di = s.describe(t, b, d, h)
+			di = s.describeName(t, b.String(d.Name), b.String(d.Unit), d.Type, d.Monotonic, h)
 			s.descs[h] = di
 		}
 		s.bd = append(s.bd, di)
 	}
 }
 
-func (s *Stats) describe(t *tenantStats, b *signal.Metrics, d *signal.MetricDesc, h uint64) *descInfo {
+// descHash is the key of a descriptor of tenant t in s.descs, from the
+// hash of its name and typeFold.
+func descHash(t *tenantStats, nameHash, fold uint64) uint64 {
+	return mix(nameHash*0x9E3779B97F4A7C15 ^ fold ^ t.hash)
+}
+
+// typeFold hashes a descriptor's unit (its xxhash), type and temporality.
+func typeFold(unitHash uint64, typ signal.MetricType, temp signal.Temporality, monotonic bool) uint64 {
+	h := mix(unitHash + uint64(typ)<<8 + uint64(temp)<<1)
+	if monotonic {
+		h ^= 0x5bd1e995
+	}
+	return h
+}
+
+// describeName resolves a descriptor (name, unit, type; key h) of tenant
+// t. name and unit may alias a batch or request: nothing keeps them.
+func (s *Stats) describeName(t *tenantStats, name, unit string, typ signal.MetricType, monotonic bool, h uint64) *descInfo {
 	di := &descInfo{tenant: t, fold: h}
 	var tt otlptranslator.MetricType
-	switch d.Type {
+	switch typ {
 	case signal.MetricGauge:
 		di.kind, tt = kindValue, otlptranslator.MetricTypeGauge
 	case signal.MetricSum:
 		di.kind, tt = kindValue, otlptranslator.MetricTypeNonMonotonicCounter
-		if d.Monotonic {
+		if monotonic {
 			tt = otlptranslator.MetricTypeMonotonicCounter
 		}
 	case signal.MetricHistogram:
@@ -403,7 +424,7 @@ func (s *Stats) describe(t *tenantStats, b *signal.Metrics, d *signal.MetricDesc
 	default:
 		return di
 	}
-	base := promname.Base(b.String(d.Name), b.String(d.Unit), tt)
+	base := promname.Base(name, unit, tt)
 	if base == "" {
 		di.kind = kindNone
 		return di
@@ -472,14 +493,7 @@ func (s *Stats) labelsOf(b *signal.Metrics, i int, d *descInfo) {
 		}
 		s.kv = append(s.kv, promname.AttrLabel{Label: l, Key: key, Value: promname.AttrValue(c, int(a))})
 	}
-	promname.SortAttrLabels(s.kv)
-	promname.JoinCollisions(&s.sb, s.kv)
-	s.sb.Sort()
-	s.sb.Overwrite(&s.ls)
-	s.lbls = s.lbls[:0]
-	s.ls.Range(func(l labels.Label) {
-		s.lbls = append(s.lbls, lbl{l.Name, l.Value, pairHash(l.Name, l.Value)})
-	})
+	s.finishLabels()
 }
 
 func pairHash(name, value string) uint64 {

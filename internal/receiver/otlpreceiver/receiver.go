@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/stats"
 	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
@@ -39,6 +40,24 @@ type Request struct {
 	// request of that protocol version as received (snappy block encoded),
 	// and Metrics holds it decoded; the consumer may queue Body as it is.
 	RemoteWrite uint8
+	// Scanned, set by the remote-write receiver instead of Metrics when
+	// the consumer said it needs no batch (prwreceiver.ScanTaker), is what
+	// the consumer still needs of a request it queues as received. Valid
+	// until Consume returns.
+	Scanned *Scanned
+}
+
+// Scanned is a remote-write request checked by a scan (package prw's
+// Scanner) instead of decoded: valid, plain (float samples only), and
+// these counts. A consumer that cannot take it after all (a rule loaded
+// since) decodes Body itself.
+type Scanned struct {
+	// Points is the number of samples; Attrs the attributes the decoded
+	// batch would hold and MaxAttrs the most of one point (the consumer's
+	// attribute limits).
+	Points, Attrs, MaxAttrs int
+	// Series is the samples as the live statistics count them.
+	Series stats.Series
 }
 
 // Result is an OTLP partial success; the zero Result is full success.

@@ -19,6 +19,17 @@
 // it to the durable queue and returns only after fsync; the answer is sent
 // after that, so 2xx means durable.
 //
+// The scan: when the consumer takes requests without their batch
+// (ScanTaker: no processing rule would read it), a 1.0 request is first
+// checked by prw.Scanner instead of decoded. A plain request (labels
+// sorted and valid, float samples only: what Prometheus and vmagent send
+// in steady state) goes to the consumer as Request.Scanned, with its point
+// and attribute counts and, per sample, the metric name, series id and
+// time the live statistics count; no batch is built. Anything else
+// (histograms, exemplars, metadata, unsorted labels, invalid series, a
+// malformed message) is decoded as below, so every answer is the one the
+// decoder gives (TestScanAnswersAsTheDecoder).
+//
 // What is queued: the request as received when no rule changed the batch
 // (record encodings encPRW1 and encPRW2, package pipeline's prwrecord.go),
 // so the receiver never encodes OTLP; the lake, the tail and the exporters

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/stats"
 )
 
 // Path is where remote write is served, as Prometheus serves it.
@@ -68,6 +69,17 @@ type Handler struct {
 	slots chan struct{}
 	pool  sync.Pool // *exchange
 	m     metrics
+	// scanner is cons when it can take a request without its batch.
+	scanner ScanTaker
+}
+
+// ScanTaker is a Consumer that can take a remote-write request without
+// its batch (otlpreceiver.Request.Scanned). TakesScanned reports whether
+// it does now: nothing it would run on the request (processing rules)
+// needs the batch. The receiver asks before each request; a consumer that
+// changed its mind since decodes the body itself.
+type ScanTaker interface {
+	TakesScanned() bool
 }
 
 // exchange is the per-request state, pooled.
@@ -76,6 +88,18 @@ type exchange struct {
 	batch          signal.Metrics
 	dec            prw.Decoder
 	req            otlpreceiver.Request
+	scan           prw.Scanner
+	scanned        otlpreceiver.Scanned
+	labels         []prw.Label
+}
+
+// seriesLabels is the statistics' view of the scanned series' labels.
+func (x *exchange) seriesLabels(i int, dst []stats.Label) []stats.Label {
+	x.labels = x.scan.Labels(i, x.labels[:0])
+	for _, l := range x.labels {
+		dst = append(dst, stats.Label{Name: l.Name, Value: l.Value})
+	}
+	return dst
 }
 
 // maxPooled keeps one huge request from pinning its buffers in the pool.
@@ -122,7 +146,12 @@ func New(cfg Config, c otlpreceiver.Consumer) (*Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &Handler{cfg: cfg, cons: c, slots: make(chan struct{}, cfg.MaxConcurrentRequests), m: newMetrics()}
-	h.pool.New = func() any { return new(exchange) }
+	h.scanner, _ = c.(ScanTaker)
+	h.pool.New = func() any {
+		x := new(exchange)
+		x.scanned.Series.Labels = x.seriesLabels
+		return x
+	}
 	if cfg.Registerer != nil {
 		for _, col := range h.m.collectors {
 			if err := cfg.Registerer.Register(col); err != nil {
@@ -217,6 +246,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		return fail(w, http.StatusBadRequest, 0, "snappy: %v", err)
 	}
 
+	if ver == "1.0" && h.scanner != nil && h.scanner.TakesScanned() && x.scan.ScanV1(x.body) {
+		return h.consumeScanned(w, r, x, tenant)
+	}
 	x.batch.Reset()
 	var st prw.Stats
 	if ver == "1.0" {
@@ -264,6 +296,32 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		h.m.invalid.WithLabelValues(ver).Add(float64(partial.Dropped))
 		return fail(w, http.StatusBadRequest, 0, "%v (the other series were written)", partial)
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// consumeScanned hands over a 1.0 request the scan found plain (valid,
+// float samples only) without its batch: the consumer queues the body as
+// received and counts the scan's samples.
+func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exchange, tenant string) int {
+	sc := &x.scan
+	n := sc.Samples()
+	if n > 0 {
+		x.scanned.Points, x.scanned.Attrs, x.scanned.MaxAttrs = n, sc.Attrs, sc.MaxAttrs
+		ss := &x.scanned.Series
+		ss.Names, ss.Name, ss.ID, ss.Time = sc.Names, sc.Name, sc.ID, sc.Time
+		req := &x.req
+		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: 1, Scanned: &x.scanned}
+		_, cerr := h.cons.Consume(r.Context(), req)
+		*req = otlpreceiver.Request{}
+		ss.Names, ss.Name, ss.ID, ss.Time = nil, nil, nil, nil // they alias the exchange's buffers
+		if cerr != nil {
+			return h.consumeFailed(w, cerr)
+		}
+	}
+	h.m.written.WithLabelValues("1.0", "samples").Add(float64(n))
+	h.m.written.WithLabelValues("1.0", "histograms").Add(0)
+	h.m.written.WithLabelValues("1.0", "exemplars").Add(0)
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
 }

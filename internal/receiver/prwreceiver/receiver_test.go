@@ -3,6 +3,7 @@ package prwreceiver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
@@ -32,7 +34,11 @@ type recorder struct {
 	encs    []int    // req.RemoteWrite of each request
 	labels  []string // every point's attributes, key=value in the batch's order
 	err     error
+	scan    bool // TakesScanned
+	scanned int  // requests handed over without a batch
 }
+
+func (r *recorder) TakesScanned() bool { return r.scan }
 
 func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
 	r.mu.Lock()
@@ -59,7 +65,21 @@ func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	if err != nil {
 		return otlpreceiver.Result{}, err
 	}
-	if m.Len() != req.Metrics.Len() {
+	switch {
+	case req.Scanned != nil:
+		if req.Metrics != nil || req.RemoteWrite != 1 || !r.scan {
+			panic("a scanned request with a batch, not 1.0, or to a consumer that did not take it")
+		}
+		if m.Len() != req.Scanned.Points || req.Scanned.Series.Len() != m.Len() || req.Scanned.Attrs != m.Attrs.Len() {
+			panic("the body and the scan differ")
+		}
+		for i := range m.Len() {
+			if req.Scanned.Series.ID[i] != m.SeriesID[i] {
+				panic("the scan's series ids differ from the batch's")
+			}
+		}
+		r.scanned++
+	case m.Len() != req.Metrics.Len():
 		panic("the body and the decoded batch differ")
 	}
 	if req.Kind != signal.KindMetrics || req.Transport != Transport {
@@ -252,5 +272,57 @@ func TestTooLarge(t *testing.T) {
 	resp := post(t, srv.URL, ctV1, "snappy", v1Body(ts...))
 	if resp.StatusCode != 413 {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// TestScanAnswersAsTheDecoder: with a consumer that takes scanned
+// requests, a plain 1.0 request goes without its batch, and every request
+// (plain, partial, unsorted, histograms, 2.0, malformed) is answered
+// exactly as without the scan (status, body, headers) and hands over the
+// same points and labels.
+func TestScanAnswersAsTheDecoder(t *testing.T) {
+	hist := prompb.FromIntHistogram(1000, &histogram.Histogram{Count: 1, ZeroCount: 1, Sum: 1, ZeroThreshold: 0.001})
+	unsorted := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "j"}, {Name: "__name__", Value: "u"}}, Samples: good("u").Samples}
+	noName := prompb.TimeSeries{Labels: []prompb.Label{{Name: "job", Value: "j"}}, Samples: good("x").Samples}
+	v2, _ := (&writev2.Request{Symbols: []string{"", "__name__", "v2"}, Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}}}).Marshal()
+	cases := []struct {
+		name, ct string
+		body     []byte
+		scanned  int
+	}{
+		{"plain", ctV1, v1Body(good("a"), good("b"), good("a")), 1},
+		{"partial", ctV1, v1Body(good("a"), noName), 0},
+		{"unsorted", ctV1, v1Body(good("a"), unsorted), 0},
+		{"histogram", ctV1, v1Body(good("a"), prompb.TimeSeries{Labels: good("h").Labels, Histograms: []prompb.Histogram{hist}}), 0},
+		{"only invalid", ctV1, v1Body(noName), 0},
+		{"empty", ctV1, v1Body(), 1},
+		{"2.0", ctV2, snappy.Encode(nil, v2), 0},
+		{"malformed", ctV1, snappy.Encode(nil, []byte{0x0a, 0x05, 0x0a}), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var answers [2]string
+			var recs [2]*recorder
+			for k, scan := range []bool{false, true} {
+				rec := &recorder{scan: scan}
+				srv := newServer(t, rec)
+				resp := post(t, srv.URL, c.ct, "snappy", c.body)
+				body, _ := io.ReadAll(resp.Body)
+				answers[k] = fmt.Sprintf("%d %q samples=%q histograms=%q exemplars=%q", resp.StatusCode, body,
+					resp.Header.Get(HeaderSamples), resp.Header.Get(HeaderHistograms), resp.Header.Get(HeaderExemplars))
+				recs[k] = rec
+			}
+			if answers[0] != answers[1] {
+				t.Fatalf("answers differ:\ndecoder %s\nscan    %s", answers[0], answers[1])
+			}
+			a, b := recs[0], recs[1]
+			if a.points != b.points || fmt.Sprint(a.labels) != fmt.Sprint(b.labels) || fmt.Sprint(a.names) != fmt.Sprint(b.names) || fmt.Sprint(a.encs) != fmt.Sprint(b.encs) {
+				t.Fatalf("handed over differently:\ndecoder %d %v %v %v\nscan    %d %v %v %v", a.points, a.labels, a.names, a.encs, b.points, b.labels, b.names, b.encs)
+			}
+			if want := min(c.scanned, len(b.encs)); b.scanned != want || a.scanned != 0 {
+				t.Fatalf("%d requests went scanned, want %d", b.scanned, want)
+			}
+		})
 	}
 }

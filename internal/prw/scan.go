@@ -1,0 +1,268 @@
+package prw
+
+import (
+	"bytes"
+	"math/bits"
+	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/unsafex"
+)
+
+// Scanner checks a remote write 1.0 request without decoding it into a
+// batch, for a receiver that queues the request as received and needs no
+// batch (no processing rule reads it): per sample it keeps only what the
+// live statistics need, its metric name, series id and time.
+//
+// The scan takes only the plain case, the one Prometheus and vmagent send
+// in steady state: every series has its labels first (sorted by name,
+// unique, valid UTF-8, a non-empty __name__), then one or more float
+// samples with timestamps the lake stores, and nothing else (no
+// histograms, exemplars, metadata or unknown fields). Anything else makes
+// ScanV1 return false, and the caller runs the Decoder, which finds and
+// names every problem as before; so the scan never answers differently
+// from the decoder, it only answers the plain case faster. FuzzScanV1
+// checks that a request the scan accepts decodes without error into
+// exactly the samples, names, ids and times the scan found.
+//
+// A Scanner holds scratch space reused across calls; use one per
+// goroutine. What ScanV1 returns aliases body: valid while body is.
+type Scanner struct {
+	// Names are the distinct metric names of the request, aliasing body.
+	Names [][]byte
+	// Per sample: its name (index in Names), its series id (as
+	// signal.Metrics.ComputeSeriesIDs computes it for the decoded point)
+	// and its time in nanoseconds.
+	Name []uint32
+	ID   []uint64
+	Time []int64
+	// Attrs is the attribute count the decoded batch would hold (labels
+	// other than __name__ over all series); MaxAttrs the most of one
+	// series. The consumer checks its attribute limits with them.
+	Attrs, MaxAttrs int
+
+	lab      [][2]int32 // per sample: its series' label fields in body
+	body     []byte
+	names    map[string]uint32 // name -> index in Names, per call
+	nameHash []uint64          // per Names entry
+	prevName [][]byte          // label names of the previous series
+	prevHash []uint64          // their xxhash
+	last     uint32            // the Names entry of the previous series
+}
+
+// Samples is the number of float samples the scan found.
+func (s *Scanner) Samples() int { return len(s.ID) }
+
+// seriesResHash is the resource part of a remote-write point's series id:
+// the decoder appends one resource without attributes.
+var seriesResHash = seriesMix(0 + seriesP2)
+
+// The series id algorithm of package signal (signal/seriesid.go), part of
+// the lake's file format (docs/schema.md): TestScanSeriesIDs checks the
+// two agree.
+const (
+	seriesP1 = 0x9E3779B97F4A7C15
+	seriesP2 = 0xC2B2AE3D27D4EB4F
+	seriesP3 = 0x165667B19E3779F9
+)
+
+func seriesMix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
+}
+
+// ScanV1 scans a remote write 1.0 prometheus.WriteRequest (snappy-decoded).
+// It returns false when the request is not the plain case (see Scanner):
+// the caller must then decode it with a Decoder, which reports what is
+// wrong with it, if anything.
+func (s *Scanner) ScanV1(body []byte) bool {
+	s.Names, s.Name, s.ID, s.Time, s.lab = s.Names[:0], s.Name[:0], s.ID[:0], s.Time[:0], s.lab[:0]
+	s.nameHash, s.prevName, s.prevHash = s.nameHash[:0], s.prevName[:0], s.prevHash[:0]
+	s.Attrs, s.MaxAttrs, s.last = 0, 0, 0
+	s.body = body
+	if s.names == nil {
+		s.names = make(map[string]uint32, 64)
+	}
+	defer clear(s.names) // its keys alias body
+	for i := 0; i < len(body); {
+		if body[i] != 1<<3|wtLen { // a TimeSeries; metadata and the rest go to the decoder
+			return false
+		}
+		st, e := lenField(body, i+1)
+		if st < 0 || !s.seriesV1(body[:e], st) {
+			return false
+		}
+		i = e
+	}
+	return true
+}
+
+// labelAt decodes the Label message at b[i] (a field 1 tag) in the only
+// form the scan takes: name then value, both present. It returns the name
+// and value and the end of the field, or end < 0.
+func labelAt(b []byte, i int) (name, value []byte, end int) {
+	// The usual encoding, short strings: 0x0a len 0x0a len name 0x12 len value.
+	if i+4 < len(b) && b[i+1] < 0x80 && b[i+2] == 1<<3|wtLen && b[i+3] < 0x80 {
+		le := i + 2 + int(b[i+1])
+		ne := i + 4 + int(b[i+3])
+		if le <= len(b) && ne+2 <= le && b[ne] == 2<<3|wtLen && b[ne+1] < 0x80 && ne+2+int(b[ne+1]) == le {
+			return b[i+4 : ne], b[ne+2 : le], le
+		}
+	}
+	ls, le := lenField(b, i+1)
+	if ls < 0 || ls >= le || b[ls] != 1<<3|wtLen {
+		return nil, nil, -1
+	}
+	ns, ne := lenField(b[:le], ls+1)
+	if ns < 0 || ne >= le || b[ne] != 2<<3|wtLen {
+		return nil, nil, -1
+	}
+	vs, ve := lenField(b[:le], ne+1)
+	if vs < 0 || ve != le {
+		return nil, nil, -1
+	}
+	return b[ns:ne], b[vs:ve], le
+}
+
+// seriesV1 scans one TimeSeries b[i:len(b)].
+func (s *Scanner) seriesV1(b []byte, i int) bool {
+	e := len(b)
+	labStart := i
+	var name []byte
+	var sum uint64
+	k, nAttrs := 0, 0
+	same := true // the names so far are those of the previous series
+	var prev []byte
+	for i < e && b[i] == 1<<3|wtLen {
+		n, v, le := labelAt(b, i)
+		if le < 0 {
+			return false
+		}
+		var kh uint64
+		if same && k < len(s.prevName) && bytes.Equal(s.prevName[k], n) {
+			// Sorted and unique as in the previous series.
+			kh = s.prevHash[k]
+		} else {
+			if k > 0 && bytes.Compare(prev, n) >= 0 || len(n) == 0 {
+				return false // unsorted, duplicate or empty: the decoder sorts or refuses
+			}
+			same = false
+			kh = xxhash.Sum64(n)
+			if k < len(s.prevName) {
+				s.prevName[k], s.prevHash[k] = n, kh
+			} else {
+				s.prevName, s.prevHash = append(s.prevName, n), append(s.prevHash, kh)
+			}
+		}
+		if string(n) == nameLabel {
+			name = v
+		} else {
+			sum += seriesMix(kh + uint64(signal.ValueString)*seriesP1 + xxhash.Sum64(v))
+			nAttrs++
+		}
+		prev = n
+		k++
+		i = le
+	}
+	// ASCII over the label fields (tags and lengths included) means every
+	// name and value is valid UTF-8: one pass for the usual case.
+	if !ascii(b[labStart:i]) && !s.validUTF8(b[labStart:i]) {
+		return false
+	}
+	if k != len(s.prevName) {
+		s.prevName, s.prevHash = s.prevName[:k], s.prevHash[:k]
+	}
+	if len(name) == 0 {
+		return false // no or empty __name__
+	}
+	lab := [2]int32{int32(labStart), int32(i)}
+	ni, nh := s.nameIndex(name)
+	id := seriesMix(nh ^ seriesResHash ^ bits.RotateLeft64(sum*seriesP3, 17))
+	samples := 0
+	for i < e {
+		if b[i] != 2<<3|wtLen { // histograms, exemplars, labels after samples, unknown fields
+			return false
+		}
+		ss, se := lenField(b, i+1)
+		var v uint64
+		var ts int64
+		if !sampleV1(b, ss, se, &v, &ts) {
+			return false
+		}
+		tn, ok := msToNs(ts)
+		if !ok || tn < 0 { // the decoder drops the series, or the consumer refuses the time
+			return false
+		}
+		s.Name = append(s.Name, ni)
+		s.ID = append(s.ID, id)
+		s.Time = append(s.Time, tn)
+		s.lab = append(s.lab, lab)
+		samples++
+		i = se
+	}
+	if samples == 0 {
+		return false // the decoder keeps its labels but no point
+	}
+	s.Attrs += nAttrs
+	s.MaxAttrs = max(s.MaxAttrs, nAttrs)
+	return true
+}
+
+// validUTF8 checks every name and value of the label fields b.
+func (s *Scanner) validUTF8(b []byte) bool {
+	for p := 0; p < len(b); {
+		n, v, le := labelAt(b, p)
+		if le < 0 || !utf8.Valid(n) || !utf8.Valid(v) {
+			return false
+		}
+		p = le
+	}
+	return true
+}
+
+// nameIndex returns the index in Names of name and its hash, adding it on
+// first sight in this call.
+func (s *Scanner) nameIndex(name []byte) (uint32, uint64) {
+	// Series of one family often follow each other.
+	if int(s.last) < len(s.Names) && bytes.Equal(s.Names[s.last], name) {
+		return s.last, s.nameHash[s.last]
+	}
+	key := unsafex.String(name) // valid while body is: the map is cleared when ScanV1 returns
+	x, ok := s.names[key]
+	if !ok {
+		x = uint32(len(s.Names))
+		s.names[key] = x
+		s.Names = append(s.Names, name)
+		s.nameHash = append(s.nameHash, xxhash.Sum64(name))
+	}
+	s.last = x
+	return x, s.nameHash[x]
+}
+
+// Label is one label of a scanned series, aliasing the scanned body.
+type Label struct{ Name, Value []byte }
+
+// Labels appends the labels of sample i's series other than __name__,
+// sorted by name, to dst. Valid after a ScanV1 that returned true, while
+// its body is.
+func (s *Scanner) Labels(i int, dst []Label) []Label {
+	r := s.lab[i]
+	b := s.body[:r[1]]
+	for p := int(r[0]); p < len(b); {
+		n, v, le := labelAt(b, p)
+		if le < 0 {
+			break // the scan checked it: cannot happen
+		}
+		if string(n) != nameLabel {
+			dst = append(dst, Label{n, v})
+		}
+		p = le
+	}
+	return dst
+}

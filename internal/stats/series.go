@@ -1,0 +1,132 @@
+package stats
+
+import (
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/unsafex"
+)
+
+// Label is one label of a Series, aliasing the caller's bytes for the
+// duration of the call.
+type Label struct{ Name, Value []byte }
+
+// Series is a request's float samples as a receiver that built no batch
+// found them (remote write relayed as received, package prw's Scanner):
+// each is a gauge sample with no unit, as the remote-write decoder maps
+// it, named Names[Name[i]], of series ID[i] (the id the decoded point
+// would have) at Time[i] (ns). ObserveSeries counts it exactly as Observe
+// counts the decoded batch.
+type Series struct {
+	Names [][]byte
+	Name  []uint32
+	ID    []uint64
+	Time  []int64
+	// Labels appends the labels of sample i's series other than __name__
+	// to dst. Called only for a series new to the window.
+	Labels func(i int, dst []Label) []Label
+}
+
+// Len is the number of samples.
+func (ss *Series) Len() int { return len(ss.ID) }
+
+// ObserveSeries is Observe for samples given as a Series.
+func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
+	n := ss.Len()
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roll(s.now().UnixNano() / int64(s.cfg.Window))
+	g := int(s.epoch & 1)
+	ep := uint32(s.epoch)
+	t := s.tenant(tenant)
+	// Descriptors once per name, as resolve does for the decoded batch's
+	// gauge descriptors.
+	s.bd = s.bd[:0]
+	if cap(s.ds) < len(ss.Names) {
+		s.ds = make([][3]int64, len(ss.Names))
+	}
+	s.ds = s.ds[:len(ss.Names)]
+	for _, name := range ss.Names {
+		h := descHash(t, xxhash.Sum64(name), gaugeFold)
+		di := s.descs[h]
+		if di == nil {
+			di = s.describeName(t, unsafex.String(name), "", signal.MetricGauge, false, h)
+			s.descs[h] = di
+		}
+		s.bd = append(s.bd, di)
+	}
+	minT, maxT := int64(math.MaxInt64), int64(math.MinInt64)
+	var total int64
+	for i := 0; i < n; i++ {
+		d := s.bd[ss.Name[i]]
+		if d.kind == kindNone {
+			continue
+		}
+		ts := ss.Time[i]
+		minT, maxT = min(minT, ts), max(maxT, ts)
+		s.ds[ss.Name[i]][0]++
+		total++
+		key := mix(ss.ID[i]^d.fold) | 1
+		p, found := s.find(key)
+		if found {
+			sl := &s.slots[p]
+			if sl.epoch == ep {
+				continue
+			}
+			s.labelsOfSeries(ss, i, d)
+			s.account(nil, i, d, 1-g, sl.nb, -1)
+			s.account(nil, i, d, g, 0, 1)
+			sl.epoch, sl.nb = ep, 0
+			continue
+		}
+		if s.used >= s.cfg.MaxSeries {
+			s.overSeries++
+			continue
+		}
+		p = s.insert(p, key)
+		s.slots[p].epoch, s.slots[p].nb = ep, 0
+		s.labelsOfSeries(ss, i, d)
+		s.account(nil, i, d, g, 0, 1)
+	}
+	s.finishObserve(t, g, minT, maxT, total, recordBytes)
+}
+
+// gaugeFold is the unit-and-type part of descHash for a gauge without
+// unit: what every remote-write float sample is.
+var gaugeFold = typeFold(xxhash.Sum64(nil), signal.MetricGauge, 0, false)
+
+// labelsOfSeries is labelsOf for sample i of ss: no resource, so no
+// service_name, job or instance of sluice's own.
+func (s *Stats) labelsOfSeries(ss *Series, i int, d *descInfo) {
+	s.sb.Reset()
+	s.sl = ss.Labels(i, s.sl[:0])
+	s.kv = s.kv[:0]
+	for _, l := range s.sl {
+		key := string(l.Name) // LabelName keeps it: a new series' labels only
+		lb := promname.Reclaim(key, promname.LabelName(key), false, false, d.kind == kindHistogram, d.kind == kindSummary)
+		if lb == "" {
+			continue
+		}
+		s.kv = append(s.kv, promname.AttrLabel{Label: lb, Key: key, Value: unsafex.String(l.Value)})
+	}
+	s.finishLabels()
+}
+
+// finishLabels turns s.kv and the labels in s.sb into s.lbls.
+func (s *Stats) finishLabels() {
+	promname.SortAttrLabels(s.kv)
+	promname.JoinCollisions(&s.sb, s.kv)
+	s.sb.Sort()
+	s.sb.Overwrite(&s.ls)
+	s.lbls = s.lbls[:0]
+	s.ls.Range(func(l labels.Label) {
+		s.lbls = append(s.lbls, lbl{l.Name, l.Value, pairHash(l.Name, l.Value)})
+	})
+}

@@ -1,0 +1,144 @@
+package stats
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// rwBody is a remote write 1.0 request of n series (names cycling over 7
+// metrics, some labels named as sluice's own: job, instance, le,
+// service_name) at time ms, one sample each.
+func rwBody(t testing.TB, n, shift int, ms int64) []byte {
+	t.Helper()
+	req := &prompb.WriteRequest{}
+	for i := range n {
+		id := i + shift
+		ls := []prompb.Label{
+			{Name: "__name__", Value: fmt.Sprintf("m_%d_total", id%7)},
+			{Name: "instance", Value: fmt.Sprintf("host-%d", id%5)},
+			{Name: "job", Value: "api"},
+			{Name: "le", Value: "0.5"},
+			{Name: "series", Value: fmt.Sprint(id)},
+			{Name: "service_name", Value: "svc"},
+		}
+		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: ms}}})
+	}
+	b, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// observeBoth feeds body to a via the decoded batch (Observe) and to b via
+// the scan (ObserveSeries).
+func observeBoth(t *testing.T, a, b *Stats, tenant string, body []byte) {
+	t.Helper()
+	var m signal.Metrics
+	var d prw.Decoder
+	if _, err := d.DecodeV1(&m, body); err != nil {
+		t.Fatal(err)
+	}
+	a.Observe(tenant, &m, len(body))
+	var sc prw.Scanner
+	if !sc.ScanV1(body) {
+		t.Fatal("the scan refused a plain request")
+	}
+	var ll []prw.Label
+	ss := Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []Label) []Label {
+		ll = sc.Labels(i, ll[:0])
+		for _, l := range ll {
+			dst = append(dst, Label{l.Name, l.Value})
+		}
+		return dst
+	}}
+	b.ObserveSeries(tenant, &ss, len(body))
+}
+
+// TestObserveSeriesMatchesObserve: the statistics of remote-write requests
+// counted from the scan are those counted from the decoded batch, across
+// new series, known ones, a window roll-over and two tenants, and when
+// the two paths take turns (one table for both).
+func TestObserveSeriesMatchesObserve(t *testing.T) {
+	a, ca := newTest(t, Config{})
+	b, cb := newTest(t, Config{})
+	mixed, cm := newTest(t, Config{})
+	ms := ca.t.UnixMilli()
+	bodies := [][]byte{rwBody(t, 40, 0, ms), rwBody(t, 40, 20, ms+1000), rwBody(t, 40, 0, ms+2000), rwBody(t, 10, 100, ms+3000)}
+	check := func(when string) {
+		t.Helper()
+		for _, tenant := range []string{"", "t1", "t2"} {
+			if x, y := a.TSDB(tenant, 100), b.TSDB(tenant, 100); !reflect.DeepEqual(x, y) {
+				t.Fatalf("%s, tenant %q: TSDB differs:\nbatch %+v\nscan  %+v", when, tenant, x, y)
+			}
+			if x, y := a.Summary(tenant, 100), b.Summary(tenant, 100); !reflect.DeepEqual(x, y) {
+				t.Fatalf("%s, tenant %q: Summary differs:\nbatch %+v\nscan  %+v", when, tenant, x, y)
+			}
+			if x, y := a.TSDB(tenant, 100), mixed.TSDB(tenant, 100); !reflect.DeepEqual(x, y) {
+				t.Fatalf("%s, tenant %q: TSDB of the two paths taking turns differs:\nbatch %+v\nmixed %+v", when, tenant, x, y)
+			}
+		}
+		if a.TSDB("t1", 10).HeadStats.NumSeries == 0 {
+			t.Fatal("nothing counted")
+		}
+	}
+	for round, body := range bodies {
+		for _, tenant := range []string{"t1", "t2"} {
+			observeBoth(t, a, b, tenant, body)
+			var m signal.Metrics
+			var d prw.Decoder
+			if _, err := d.DecodeV1(&m, body); err != nil {
+				t.Fatal(err)
+			}
+			if round%2 == 0 {
+				mixed.Observe(tenant, &m, len(body))
+			} else {
+				var sc prw.Scanner
+				sc.ScanV1(body)
+				var ll []prw.Label
+				mixed.ObserveSeries(tenant, &Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []Label) []Label {
+					ll = sc.Labels(i, ll[:0])
+					for _, l := range ll {
+						dst = append(dst, Label{l.Name, l.Value})
+					}
+					return dst
+				}}, len(body))
+			}
+		}
+		check(fmt.Sprintf("round %d", round))
+		if round == 1 {
+			// Next window: known series move from the previous generation.
+			for _, c := range []*clock{ca, cb, cm} {
+				c.t = c.t.Add(DefaultWindow)
+			}
+			check("after the roll-over")
+		}
+	}
+}
+
+func TestObserveSeriesAllocatesNothingForKnownSeries(t *testing.T) {
+	s, c := newTest(t, Config{})
+	body := rwBody(t, 1500, 0, c.t.UnixMilli())
+	var sc prw.Scanner
+	if !sc.ScanV1(body) {
+		t.Fatal("refused")
+	}
+	var ll []prw.Label
+	ss := &Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []Label) []Label {
+		ll = sc.Labels(i, ll[:0])
+		for _, l := range ll {
+			dst = append(dst, Label{l.Name, l.Value})
+		}
+		return dst
+	}}
+	s.ObserveSeries("t", ss, len(body))
+	if n := testing.AllocsPerRun(20, func() { s.ObserveSeries("t", ss, len(body)) }); n != 0 {
+		t.Fatalf("%v allocations per request of known series", n)
+	}
+}
