@@ -26,6 +26,10 @@ type Record struct {
 	// OTLP. Only senders that
 	// set Options.RemoteWrite get such records.
 	RemoteWrite uint8
+	// Series, when above 0, is the number of series (TimeSeries) in a 1.0
+	// Body, as the receiver counted them, so that a pass-through need not
+	// decode the body to count them.
+	Series int
 }
 
 // Sender delivers a batch. It returns nil once every record is accepted by

@@ -47,6 +47,7 @@ type scratch struct {
 	body    []byte  // the request re-encoded after the rules changed it
 	changed bool    // process re-encoded the request from proc.Out (OutLogs)
 	enc     bodyEnc // the encoding of body as process returned it (prwrecord.go)
+	series  int     // encPRW1N: the request's TimeSeries count
 	recs    [][]byte
 	routes  []*routeScratch // per route (routes.go)
 }
@@ -208,6 +209,9 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		return otlpreceiver.Result{}, nil // nothing to keep
 	}
 	s.enc = recordEnc(req, s.changed)
+	if sc != nil && s.enc == encPRW1 {
+		s.enc, s.series = encPRW1N, sc.NumSeries
+	}
 	recs, n, size, observe := c.records(s, req.Kind, req.Tenant, body, n)
 	if len(recs) == 0 {
 		return otlpreceiver.Result{}, nil // no route kept anything

@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
@@ -49,6 +51,27 @@ func recordEnc(req *otlpreceiver.Request, changed bool) bodyEnc {
 	return encOTLP
 }
 
+// appendRecordBody appends the record of s's request for every consumer
+// (one route): encPRW1N puts the series count before body.
+func appendRecordBody(dst []byte, s *scratch, kind signal.Kind, tenant string, body []byte) []byte {
+	if s.enc != encPRW1N {
+		return appendRecordTo(dst, kind, s.enc, tenant, nil, body)
+	}
+	dst = appendRecordTo(dst, kind, s.enc, tenant, nil, nil)
+	dst = binary.AppendUvarint(dst, uint64(s.series))
+	return append(dst, body...)
+}
+
+// splitCounted splits an encPRW1N body into its series count and the
+// request (snappy, as received).
+func splitCounted(body []byte) (int, []byte, error) {
+	n, k := binary.Uvarint(body)
+	if k <= 0 || n > math.MaxInt32 {
+		return 0, nil, fmt.Errorf("%w: remote-write series count", errBadRecord)
+	}
+	return int(n), body[k:], nil
+}
+
 // decodeMetricsRecord appends a metrics record's body of encoding enc to
 // dst. A remote-write body was checked by the consumer before it was
 // queued; a partial error here (it cannot happen for a body the consumer
@@ -57,6 +80,12 @@ func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
 	switch enc {
 	case encOTLP:
 		return otlp.DecodeMetrics(dst, body)
+	case encPRW1N:
+		_, raw, err := splitCounted(body)
+		if err != nil {
+			return err
+		}
+		return decodeMetricsRecord(dst, encPRW1, raw)
 	case encPRW1, encPRW2:
 		x := prwDecoders.Get().(*prwScratch)
 		defer func() {
@@ -116,9 +145,14 @@ func prwParser(name string, takesPRW bool) func(rec []byte) (exporter.Record, er
 		switch {
 		case r.Enc == encPRW1 && takesPRW:
 			x.RemoteWrite = 1
+		case r.Enc == encPRW1N && takesPRW:
+			if x.Series, x.Body, err = splitCounted(r.Body); err != nil {
+				return exporter.Record{}, err
+			}
+			x.RemoteWrite = 1
 		case r.Enc == encPRW2 && takesPRW:
 			x.RemoteWrite = 2
-		case r.Enc == encPRW1 || r.Enc == encPRW2:
+		case r.Enc == encPRW1 || r.Enc == encPRW2 || r.Enc == encPRW1N:
 			if buf, err = otlpMetricsBody(buf, &m, r.Enc, r.Body); err != nil {
 				return exporter.Record{}, fmt.Errorf("remote-write record: %w", err)
 			}

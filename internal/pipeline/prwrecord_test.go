@@ -254,8 +254,30 @@ func TestRemoteWriteRecordRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if _, err := parseRecord(appendRecordTo(nil, signal.KindMetrics, encPRW2+1, "t", nil, []byte{1})); err == nil {
+	if _, err := parseRecord(appendRecordTo(nil, signal.KindMetrics, encPRW1N+1, "t", nil, []byte{1})); err == nil {
 		t.Error("unknown encoding accepted")
+	}
+	// A counted 1.0 record: the series count, then the body as received.
+	wire := snappy.Encode(nil, nastyBodies(t)[encPRW1])
+	s := &scratch{enc: encPRW1N, series: 7}
+	r, err := parseRecord(appendRecordBody(nil, s, signal.KindMetrics, "t-1", wire))
+	if err != nil || r.Enc != encPRW1N {
+		t.Fatalf("counted record: %+v, %v", r, err)
+	}
+	var want, got signal.Metrics
+	if err := decodeMetricsRecord(&want, encPRW1, wire); err != nil {
+		t.Fatal(err)
+	}
+	if n, body, err := splitCounted(r.Body); err != nil || n != 7 || !bytes.Equal(body, wire) {
+		t.Fatalf("counted record: %d series, %v", n, err)
+	}
+	if err := decodeMetricsRecord(&got, encPRW1N, r.Body); err != nil || got.Len() != want.Len() || got.Len() == 0 {
+		t.Fatalf("counted record decodes to %d points (%v), want %d", got.Len(), err, want.Len())
+	}
+	for _, bad := range [][]byte{nil, {0x80}} {
+		if err := decodeMetricsRecord(&got, encPRW1N, bad); err == nil {
+			t.Errorf("counted record %x without a count decoded", bad)
+		}
 	}
 }
 

@@ -30,6 +30,10 @@ const (
 	// (prwrecord.go).
 	encPRW1 bodyEnc = 2 // prometheus.WriteRequest (remote write 1.0)
 	encPRW2 bodyEnc = 3 // io.prometheus.write.v2.Request (remote write 2.0)
+	// encPRW1N is encPRW1 preceded by its TimeSeries count (uvarint): a
+	// request the receiver scanned (prwrecord.go), so that the
+	// remote-write exporter forwards it without snappy-decoding it.
+	encPRW1N bodyEnc = 4
 )
 
 // validEnc reports whether a record of kind may have a body encoded as enc.
@@ -39,7 +43,7 @@ func validEnc(kind signal.Kind, enc bodyEnc) bool {
 		return kind != signal.KindIOEvents
 	case encIOWire:
 		return kind == signal.KindIOEvents
-	case encPRW1, encPRW2:
+	case encPRW1, encPRW2, encPRW1N:
 		return kind == signal.KindMetrics
 	}
 	return false

@@ -191,7 +191,7 @@ func (rs *routeScratch) tooBig() bool {
 func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []byte, n int) (recs [][]byte, kept, size int, observe *signal.Metrics) {
 	rt := c.routes
 	if rt == nil || int(kind) >= len(rt.plain) || rt.plain[kind] {
-		s.rec = appendRecordTo(s.rec[:0], kind, s.enc, tenant, nil, body)
+		s.rec = appendRecordBody(s.rec[:0], s, kind, tenant, body)
 		s.recs = append(s.recs[:0], s.rec)
 		if kind == signal.KindMetrics {
 			observe = s.queuedMetrics()

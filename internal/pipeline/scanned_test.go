@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func scannedRequest(t *testing.T, body []byte) (*otlpreceiver.Request, *prw.Scan
 		t.Fatal("the scan refused a plain request")
 	}
 	var ll []prw.Label
-	x := &otlpreceiver.Scanned{Points: sc.Samples(), Attrs: sc.Attrs, MaxAttrs: sc.MaxAttrs,
+	x := &otlpreceiver.Scanned{Points: sc.Samples(), NumSeries: sc.Series, Attrs: sc.Attrs, MaxAttrs: sc.MaxAttrs,
 		Series: stats.Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []stats.Label) []stats.Label {
 			ll = sc.Labels(i, ll[:0])
 			for _, l := range ll {
@@ -134,13 +135,20 @@ func TestConsumeScannedRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		encs = append(encs, pr.Enc)
+		if pr.Enc == encPRW1N {
+			// The receiver's series count, then the request as received.
+			n, raw, err := splitCounted(pr.Body)
+			if err != nil || n != 30 || !bytes.Equal(raw, snappy.Encode(nil, body)) {
+				t.Fatalf("counted record: %d series (%v), body as received %v", n, err, bytes.Equal(raw, snappy.Encode(nil, body)))
+			}
+		}
 		var got signal.Metrics
 		if err := decodeMetricsRecord(&got, pr.Enc, pr.Body); err != nil {
 			t.Fatal(err)
 		}
 		points = append(points, got.Len())
 	}
-	if fmt.Sprint(encs) != fmt.Sprint([]bodyEnc{encPRW1, encOTLP}) || fmt.Sprint(points) != "[30 22]" {
-		t.Fatalf("records %v of %v points, want [prw1 otlp] of [30 22]", encs, points)
+	if fmt.Sprint(encs) != fmt.Sprint([]bodyEnc{encPRW1N, encOTLP}) || fmt.Sprint(points) != "[30 22]" {
+		t.Fatalf("records %v of %v points, want [prw1n otlp] of [30 22]", encs, points)
 	}
 }

@@ -42,6 +42,8 @@ type Scanner struct {
 	// other than __name__ over all series); MaxAttrs the most of one
 	// series. The consumer checks its attribute limits with them.
 	Attrs, MaxAttrs int
+	// Series is the number of series (TimeSeries messages).
+	Series int
 
 	lab      [][2]int32 // per sample: its series' label fields in body
 	body     []byte
@@ -84,7 +86,7 @@ func seriesMix(x uint64) uint64 {
 func (s *Scanner) ScanV1(body []byte) bool {
 	s.Names, s.Name, s.ID, s.Time, s.lab = s.Names[:0], s.Name[:0], s.ID[:0], s.Time[:0], s.lab[:0]
 	s.nameHash, s.prevName, s.prevHash = s.nameHash[:0], s.prevName[:0], s.prevHash[:0]
-	s.Attrs, s.MaxAttrs, s.last = 0, 0, 0
+	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
 	s.body = body
 	if s.names == nil {
 		s.names = make(map[string]uint32, 64)
@@ -211,6 +213,7 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 	}
 	s.Attrs += nAttrs
 	s.MaxAttrs = max(s.MaxAttrs, nAttrs)
+	s.Series++
 	return true
 }
 

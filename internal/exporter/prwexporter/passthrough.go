@@ -25,7 +25,9 @@ import (
 // no decode and no conversion:
 //
 //   - 1.0: a record of minAloneBytes or more (snappy-decoded) is one
-//     request, its bytes as received; the bodies of smaller consecutive
+//     request, its bytes as received (a record that carries the
+//     receiver's series count, Record.Series, is not even snappy-decoded:
+//     its length header says its size); the bodies of smaller consecutive
 //     records of one tenant are concatenated (a protobuf message's
 //     repeated fields merge, so the concatenation is one WriteRequest
 //     holding every series and metadata of each) up to maxRawBytes, and
@@ -67,6 +69,19 @@ func (e *Exporter) passThrough(r *exporter.Record) bool {
 func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.Record) error {
 	for i := 0; i < len(recs); {
 		j := i + 1
+		if recs[i].RemoteWrite == 1 && recs[i].Series > 0 && !e.sharding() && aloneLen(recs[i].Body) {
+			// Large enough to go alone, and the receiver counted its
+			// series: its bytes as received, not even snappy-decoded.
+			body := recs[i].Body
+			err := e.replicate(ctx, tenant, recs[i].Series,
+				func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
+				func() ([]byte, error) { return body, nil })
+			if err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
 		var err error
 		if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[i].Body); err != nil {
 			e.badBodies.Add(1) // the receiver checked it: a damaged queue
@@ -107,6 +122,9 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 		// Small records: one request of several, compressed once.
 		e.raw = append(e.raw[:0], e.unsnap...)
 		for ; j < len(recs) && len(e.raw) < maxRawBytes; j++ {
+			if aloneLen(recs[j].Body) {
+				break // goes next, on its own: no need to decode it here
+			}
 			if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[j].Body); err != nil {
 				e.badBodies.Add(1)
 				continue
@@ -126,6 +144,13 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 		i = j
 	}
 	return nil
+}
+
+// aloneLen reports whether a snappy body decodes to minAloneBytes or
+// more, from its length header.
+func aloneLen(body []byte) bool {
+	n, err := s2.DecodedLen(body)
+	return err == nil && n >= minAloneBytes
 }
 
 // replicate sends one request of n series to every endpoint in parallel;

@@ -56,6 +56,8 @@ type Scanned struct {
 	// batch would hold and MaxAttrs the most of one point (the consumer's
 	// attribute limits).
 	Points, Attrs, MaxAttrs int
+	// NumSeries is the number of series (TimeSeries messages).
+	NumSeries int
 	// Series is the samples as the live statistics count them.
 	Series stats.Series
 }

@@ -307,7 +307,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 	sc := &x.scan
 	n := sc.Samples()
 	if n > 0 {
-		x.scanned.Points, x.scanned.Attrs, x.scanned.MaxAttrs = n, sc.Attrs, sc.MaxAttrs
+		x.scanned.Points, x.scanned.NumSeries, x.scanned.Attrs, x.scanned.MaxAttrs = n, sc.Series, sc.Attrs, sc.MaxAttrs
 		ss := &x.scanned.Series
 		ss.Names, ss.Name, ss.ID, ss.Time = sc.Names, sc.Name, sc.ID, sc.Time
 		req := &x.req
