@@ -180,3 +180,24 @@ func TestScanAllocatesNothingInSteadyState(t *testing.T) {
 		t.Fatalf("%v allocations per scan", n)
 	}
 }
+
+// TestASCII checks the word-wise ASCII test against a byte loop at every
+// length and position of a non-ASCII byte.
+func TestASCII(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'a' + byte(i%26)
+		}
+		if !ascii(b) {
+			t.Fatalf("len %d: ASCII refused", n)
+		}
+		for p := range n {
+			c := slices.Clone(b)
+			c[p] = 0x80 | byte(p)
+			if ascii(c) {
+				t.Fatalf("len %d: non-ASCII byte at %d accepted", n, p)
+			}
+		}
+	}
+}

@@ -116,15 +116,22 @@ func varintLen(v uint64) int {
 // ascii reports whether every byte of b is below 0x80 (then b is valid
 // UTF-8), eight bytes at a time.
 func ascii(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
-			return false
+	// Two words per step and overlapping loads for the tail: the label
+	// spans it checks are short, so the tail matters.
+	var or uint64
+	for len(b) >= 16 {
+		or |= binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[8:])
+		b = b[16:]
+	}
+	switch {
+	case len(b) >= 8:
+		or |= binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[len(b)-8:])
+	case len(b) >= 4:
+		or |= uint64(binary.LittleEndian.Uint32(b) | binary.LittleEndian.Uint32(b[len(b)-4:]))
+	default:
+		for _, c := range b {
+			or |= uint64(c)
 		}
-		b = b[8:]
 	}
-	var or byte
-	for _, c := range b {
-		or |= c
-	}
-	return or < 0x80
+	return or&0x8080808080808080 == 0
 }

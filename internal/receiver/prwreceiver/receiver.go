@@ -111,6 +111,8 @@ type metrics struct {
 	invalid    *prometheus.CounterVec // version
 	exDropped  prometheus.Counter
 	collectors []prometheus.Collector
+	// Resolved once: requests{1.0, 204} and written{1.0, samples}.
+	ok1, samples1 prometheus.Counter
 }
 
 func newMetrics() metrics {
@@ -125,6 +127,12 @@ func newMetrics() metrics {
 			Help: "Remote-write 2.0 exemplars of series without a sample or histogram to keep them on."}),
 	}
 	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid, m.exDropped}
+	m.ok1 = m.requests.WithLabelValues("1.0", strconv.Itoa(http.StatusNoContent))
+	m.samples1 = m.written.WithLabelValues("1.0", "samples")
+	// The scan's answers count no histograms or exemplars: the series
+	// exist from the start, at 0, as after a decoded 1.0 request.
+	m.written.WithLabelValues("1.0", "histograms")
+	m.written.WithLabelValues("1.0", "exemplars")
 	return m
 }
 
@@ -164,7 +172,7 @@ func New(cfg Config, c otlpreceiver.Consumer) (*Handler, error) {
 
 // version parses Content-Type; "" means unsupported.
 func version(ct string) string {
-	if ct == "" {
+	if ct == "" || ct == "application/x-protobuf" {
 		return "1.0" // as Prometheus's own handler: 1.0 senders may omit it
 	}
 	mt, params, err := mime.ParseMediaType(ct)
@@ -184,6 +192,10 @@ func version(ct string) string {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ver := version(r.Header.Get("Content-Type"))
 	code := h.serve(w, r, ver)
+	if ver == "1.0" && code == http.StatusNoContent {
+		h.m.ok1.Inc() // the usual answer, without the label lookup
+		return
+	}
 	if ver == "" {
 		ver = "unknown"
 	}
@@ -319,9 +331,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 			return h.consumeFailed(w, cerr)
 		}
 	}
-	h.m.written.WithLabelValues("1.0", "samples").Add(float64(n))
-	h.m.written.WithLabelValues("1.0", "histograms").Add(0)
-	h.m.written.WithLabelValues("1.0", "exemplars").Add(0)
+	h.m.samples1.Add(float64(n))
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
 }

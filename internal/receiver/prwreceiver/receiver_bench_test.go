@@ -70,3 +70,53 @@ func BenchmarkServeV1(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
 }
+
+// scanConsumer takes scanned requests, as the pipeline's consumer does
+// without processing rules.
+type scanConsumer struct{ decodingConsumer }
+
+func (c *scanConsumer) TakesScanned() bool { return true }
+
+func (c *scanConsumer) Consume(ctx context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
+	if req.Scanned != nil {
+		return otlpreceiver.Result{}, nil
+	}
+	return c.decodingConsumer.Consume(ctx, req)
+}
+
+// BenchmarkServeV1Scanned is BenchmarkServeV1 through the scan (no batch),
+// for a large and a small request: what the receiver costs a relay.
+func BenchmarkServeV1Scanned(b *testing.B) {
+	for _, c := range [][2]int{{1000, 5}, {100, 6}} {
+		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
+			n := c[0]
+			req := &prompb.WriteRequest{}
+			for i := range n {
+				ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i%50)}}
+				for k := range c[1] {
+					ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
+				}
+				req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1700000000000 + int64(i)}}})
+			}
+			raw, _ := req.Marshal()
+			body := snappy.Encode(nil, raw)
+			h, err := New(Config{MaxConcurrentRequests: 1}, &scanConsumer{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/x-protobuf")
+				r.Header.Set("Content-Encoding", "snappy")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusNoContent {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+		})
+	}
+}
