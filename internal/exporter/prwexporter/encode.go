@@ -40,9 +40,15 @@ func carries(only uint8, native bool) bool {
 // sends them in requests of their own; a receiver takes them in any
 // request). sent is the number of series in the request.
 func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent, dropped int, err error) {
-	if meta != nil {
-		v1 := make([]prompb.TimeSeries, 0, len(series))
-		for j := range series {
+	for i := range meta {
+		if carries(meta[i].only, o.native) {
+			continue
+		}
+		// Copy only when some series stays out (most batches have no
+		// native histogram).
+		v1 := make([]prompb.TimeSeries, i, len(series))
+		copy(v1, series[:i])
+		for j := i; j < len(series); j++ {
 			if carries(meta[j].only, o.native) {
 				v1 = append(v1, series[j])
 			} else if meta[j].only == forV2 {
@@ -50,6 +56,7 @@ func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 			}
 		}
 		series = v1
+		break
 	}
 	req := prompb.WriteRequest{Timeseries: series}
 	if o.metadata && len(meta) > 0 {
