@@ -40,6 +40,9 @@ type File struct {
 	hasOvf            bool     // the file has an overflow column
 	nextRG            int
 	closed            bool
+	// legacy reads every chunk through parquet-go's page reader (the
+	// tests' oracle for the typed decoder).
+	legacy bool
 	// t is the read scratch of one row group, borrowed from freeTmps for
 	// the duration of readGroup: a merge reads from many open files one
 	// at a time, and scratch held per file was half of its peak heap.
@@ -367,6 +370,13 @@ type rowTmp struct {
 	prevDesc   [6]signal.Str
 	vbuf       []parquet.Value
 
+	// The typed decoder (decode.go) and, per chunk, the cache of its
+	// dictionary's values (dictReady: sized for the current chunk).
+	dec       chunkDec
+	dictReady bool
+	dictX     []uint64
+	dictOK    []bool
+
 	// logs
 	bodyType []signal.Str
 	bodyNull []bool
@@ -514,7 +524,7 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 	}
 	for j := range f.cols {
 		rc := &f.cols[j]
-		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 {
+		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 || rc.fixed >= 0 && skipTyped(f.table, rc.fixed) {
 			continue
 		}
 		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
@@ -529,6 +539,11 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 
 // readColumn reads every value of one column chunk.
 func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
+	if fcc, ok := cc.(*parquet.FileColumnChunk); ok && !f.legacy {
+		if ref, ok := typedChunk(fcc); ok {
+			return f.readColumnTyped(fcc, ref, rc, n, c, base, dst)
+		}
+	}
 	pages := Pages(cc)
 	defer pages.Close()
 	f.dict = nil // a new chunk has a new dictionary
