@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -365,7 +366,8 @@ type rowTmp struct {
 	starts     []int32
 	cursor     []int32
 	slotCols   []readCol
-	prevAttr   []signal.Str // per attribute slot: last string kept in arena
+	slotTypes  []signal.ValueType // by attribute slot, with slotCols
+	prevAttr   []signal.Str       // per attribute slot: last string kept in arena
 	prevFixed  [numCommonCols]signal.Str
 	prevDesc   [6]signal.Str
 	vbuf       []parquet.Value
@@ -450,7 +452,7 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 	f.t = getRowTmp()
 	f.vbuf = f.t.vbuf
 	defer func() {
-		f.t.slotCols = f.t.slotCols[:0] // per file
+		f.t.slotCols, f.t.slotTypes = f.t.slotCols[:0], f.t.slotTypes[:0] // per file
 		putRowTmp(f.t)
 		f.t, f.vbuf = nil, nil
 	}()
@@ -1360,6 +1362,10 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		scOf[r] = id
 	}
 	// Record attributes: strings are already in the destination arena.
+	if !t.anyOvf(ScopeRecord, n) {
+		f.scatterRecordAttrs(c, rec, n)
+		return nil
+	}
 	ents, starts = t.byRow(t.recEnt, n)
 	for r := range n {
 		start := uint32(c.Attrs.Len())
@@ -1374,6 +1380,55 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	return nil
 }
 
+// anyOvf reports whether a row of the group has attributes in scope s's
+// overflow column.
+func (t *rowTmp) anyOvf(s Scope, n int) bool {
+	for _, o := range t.ovf[s][:min(n, len(t.ovf[s]))] {
+		if o != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// scatterRecordAttrs appends the record attributes of the group's n rows
+// to c.Attrs, row after row, each row's in column order, as the loop
+// over byRow in assemble does when no row has overflow attributes: each
+// entry is written straight to its place (a counting sort into the
+// batch's attribute columns), without an intermediate sorted copy.
+func (f *File) scatterRecordAttrs(c *signal.Common, rec []signal.Range, n int) {
+	t := f.t
+	ents := t.recEnt
+	t.starts = resize(t.starts, n+1)
+	starts := t.starts
+	for _, e := range ents {
+		starts[e.row+1]++
+	}
+	for r := range n {
+		starts[r+1] += starts[r]
+	}
+	a := &c.Attrs
+	base := a.Len()
+	total := len(ents)
+	a.Key = slices.Grow(a.Key, total)[:base+total]
+	a.Type = slices.Grow(a.Type, total)[:base+total]
+	a.Val = slices.Grow(a.Val, total)[:base+total]
+	keys, types, vals := a.Key[base:], a.Type[base:], a.Val[base:]
+	t.cursor = resize(t.cursor, n)
+	cursor := t.cursor
+	copy(cursor, starts[:n])
+	f.attrCols()
+	slotTypes, slotKey := t.slotTypes, f.slotKey
+	for _, e := range ents {
+		pos := cursor[e.row]
+		cursor[e.row]++
+		keys[pos], types[pos], vals[pos] = slotKey[e.slot], slotTypes[e.slot], e.val
+	}
+	for r := range n {
+		rec[r] = signal.Range{Start: uint32(base) + uint32(starts[r]), End: uint32(base) + uint32(starts[r+1])}
+	}
+}
+
 func (f *File) slotType(slot uint32) signal.ValueType {
 	return f.attrCols()[slot].typ
 }
@@ -1382,9 +1437,11 @@ func (f *File) slotType(slot uint32) signal.ValueType {
 func (f *File) attrCols() []readCol {
 	if len(f.t.slotCols) != f.nattr {
 		f.t.slotCols = f.t.slotCols[:0]
+		f.t.slotTypes = f.t.slotTypes[:0]
 		for _, rc := range f.cols {
 			if rc.slot >= 0 {
 				f.t.slotCols = append(f.t.slotCols, rc)
+				f.t.slotTypes = append(f.t.slotTypes, rc.typ)
 			}
 		}
 	}
