@@ -367,7 +367,9 @@ type rowTmp struct {
 	cursor     []int32
 	slotCols   []readCol
 	slotTypes  []signal.ValueType // by attribute slot, with slotCols
-	prevAttr   []signal.Str       // per attribute slot: last string kept in arena
+	segs       []int32            // scatterRecordAttrs: where each column's entries start
+	segCur     []int32
+	prevAttr   []signal.Str // per attribute slot: last string kept in arena
 	prevFixed  [numCommonCols]signal.Str
 	prevDesc   [6]signal.Str
 	vbuf       []parquet.Value
@@ -1396,6 +1398,9 @@ func (t *rowTmp) anyOvf(s Scope, n int) bool {
 // over byRow in assemble does when no row has overflow attributes: each
 // entry is written straight to its place (a counting sort into the
 // batch's attribute columns), without an intermediate sorted copy.
+// scatterBlockRows is the block of rows scatterRecordAttrs writes at a time.
+const scatterBlockRows = 1024
+
 func (f *File) scatterRecordAttrs(c *signal.Common, rec []signal.Range, n int) {
 	t := f.t
 	ents := t.recEnt
@@ -1419,10 +1424,32 @@ func (f *File) scatterRecordAttrs(c *signal.Common, rec []signal.Range, n int) {
 	copy(cursor, starts[:n])
 	f.attrCols()
 	slotTypes, slotKey := t.slotTypes, f.slotKey
-	for _, e := range ents {
-		pos := cursor[e.row]
-		cursor[e.row]++
-		keys[pos], types[pos], vals[pos] = slotKey[e.slot], slotTypes[e.slot], e.val
+	// ents holds one column after another, rows ascending in each: its
+	// columns' runs are visited a block of rows at a time, so that the
+	// writes of a block stay in cache (one pass per column over the
+	// whole batch was a cache miss per entry).
+	segs := t.segs[:0]
+	for i := range ents {
+		if i == 0 || ents[i].slot != ents[i-1].slot {
+			segs = append(segs, int32(i))
+		}
+	}
+	segs = append(segs, int32(len(ents)))
+	t.segs = segs
+	cur := append(t.segCur[:0], segs[:len(segs)-1]...)
+	t.segCur = cur
+	for r0 := 0; r0 < n; r0 += scatterBlockRows {
+		r1 := uint32(min(n, r0+scatterBlockRows))
+		for k := range cur {
+			i, end := cur[k], segs[k+1]
+			for ; i < end && ents[i].row < r1; i++ {
+				e := ents[i]
+				pos := cursor[e.row]
+				cursor[e.row]++
+				keys[pos], types[pos], vals[pos] = slotKey[e.slot], slotTypes[e.slot], e.val
+			}
+			cur[k] = i
+		}
 	}
 	for r := range n {
 		rec[r] = signal.Range{Start: uint32(base) + uint32(starts[r]), End: uint32(base) + uint32(starts[r+1])}
