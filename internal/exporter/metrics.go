@@ -10,6 +10,7 @@ type Collector struct {
 
 	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
 	lagBytes, lagSeconds, breaker, breakerOpened, droppedPoints           *prometheus.Desc
+	trimmedExemplars                                                      *prometheus.Desc
 }
 
 // NewCollector returns a collector over the runners runners returns.
@@ -18,26 +19,27 @@ func NewCollector(runners func() []*Runner) *Collector {
 		return prometheus.NewDesc(name, help, append([]string{"exporter"}, labels...), nil)
 	}
 	return &Collector{
-		runners:       runners,
-		sent:          d("sluice_exporter_sent_records_total", "Queue records (OTLP requests) delivered: every endpoint accepted them."),
-		sentBytes:     d("sluice_exporter_sent_bytes_total", "Bytes of OTLP bodies in delivered records, before compression."),
-		bad:           d("sluice_exporter_bad_records_total", "Queue records skipped because they do not parse."),
-		skipped:       d("sluice_exporter_skipped_records_total", "Queue records of signals this exporter does not forward."),
-		failed:        d("sluice_exporter_failed_requests_total", "Requests that failed (transport error or non-2xx), retried or not.", "endpoint"),
-		retried:       d("sluice_exporter_retried_requests_total", "Failed requests retried (429, 5xx, transport errors).", "endpoint"),
-		dropped:       d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped.", "endpoint"),
-		droppedBytes:  d("sluice_exporter_dropped_bytes_total", "Queue bytes this exporter skipped: reason=max_backlog_bytes or max_backlog_age (its bounds), queue_full (the queue's drop_oldest deleted them first).", "reason"),
-		lagBytes:      d("sluice_exporter_queue_lag_bytes", "Queue bytes acknowledged but not yet delivered by this exporter."),
-		lagSeconds:    d("sluice_exporter_queue_lag_seconds", "Age of the oldest queue segment holding undelivered data; 0 when caught up."),
-		breaker:       d("sluice_exporter_breaker_state", "Circuit breaker of an endpoint: 0 closed, 1 half-open, 2 open.", "endpoint"),
-		droppedPoints: d("sluice_exporter_dropped_points_total", "Data points the exporter's format cannot carry (remote write 1.0: delta sums and histograms, unknown types), dropped; and metric bodies that do not decode (reason=bad_body).", "reason"),
-		breakerOpened: d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
+		runners:          runners,
+		sent:             d("sluice_exporter_sent_records_total", "Queue records (OTLP requests) delivered: every endpoint accepted them."),
+		sentBytes:        d("sluice_exporter_sent_bytes_total", "Bytes of OTLP bodies in delivered records, before compression."),
+		bad:              d("sluice_exporter_bad_records_total", "Queue records skipped because they do not parse."),
+		skipped:          d("sluice_exporter_skipped_records_total", "Queue records of signals this exporter does not forward."),
+		failed:           d("sluice_exporter_failed_requests_total", "Requests that failed (transport error or non-2xx), retried or not.", "endpoint"),
+		retried:          d("sluice_exporter_retried_requests_total", "Failed requests retried (429, 5xx, transport errors).", "endpoint"),
+		dropped:          d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped.", "endpoint"),
+		droppedBytes:     d("sluice_exporter_dropped_bytes_total", "Queue bytes this exporter skipped: reason=max_backlog_bytes or max_backlog_age (its bounds), queue_full (the queue's drop_oldest deleted them first).", "reason"),
+		lagBytes:         d("sluice_exporter_queue_lag_bytes", "Queue bytes acknowledged but not yet delivered by this exporter."),
+		lagSeconds:       d("sluice_exporter_queue_lag_seconds", "Age of the oldest queue segment holding undelivered data; 0 when caught up."),
+		breaker:          d("sluice_exporter_breaker_state", "Circuit breaker of an endpoint: 0 closed, 1 half-open, 2 open.", "endpoint"),
+		droppedPoints:    d("sluice_exporter_dropped_points_total", "Data points the exporter's format cannot carry (remote write 1.0: delta sums and histograms, unknown types), dropped; and metric bodies that do not decode (reason=bad_body).", "reason"),
+		breakerOpened:    d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
+		trimmedExemplars: d("sluice_exporter_exemplars_trimmed_total", "Exemplars whose labels passed OpenMetrics' 128 runes and were sent with trace_id and span_id only (remote write)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars} {
 		ch <- d
 	}
 }
@@ -64,6 +66,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.droppedPoints, unsupported, n, "unsupported")
 			counter(c.droppedPoints, bad, n, "bad_body")
 		}
+		if ec, ok := r.o.Sender.(exemplarCounter); ok {
+			counter(c.trimmedExemplars, ec.TrimmedExemplars(), n)
+		}
 		for _, ep := range r.Endpoints() {
 			counter(c.failed, ep.Stats.Failed.Load(), n, ep.Name)
 			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
@@ -77,4 +82,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // pointCounter is a Sender that converts points and may drop some.
 type pointCounter interface {
 	DroppedPoints() (unsupported, badBodies uint64)
+}
+
+// exemplarCounter is a Sender that may cut exemplars' labels.
+type exemplarCounter interface {
+	TrimmedExemplars() uint64
 }

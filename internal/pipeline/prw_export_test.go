@@ -196,6 +196,7 @@ func TestPipelineRemoteWriteIntoPrometheusAgrees(t *testing.T) {
 		`sluice_exporter_sent_records_total{exporter="prometheus_remote_write"} 1`,
 		`sluice_exporter_skipped_records_total{exporter="prometheus_remote_write"} 1`,
 		`sluice_exporter_dropped_points_total{exporter="prometheus_remote_write",reason="unsupported"} 0`,
+		`sluice_exporter_exemplars_trimmed_total{exporter="prometheus_remote_write"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grep(metrics, "sluice_exporter_"))

@@ -54,17 +54,19 @@ type converter struct {
 	dropped uint64       // points remote write 1.0 cannot carry
 	// exemplars that did not parse (the receiver checked them already)
 	badExemplars uint64
-	lbls         []prompb.Label
-	kv           []promname.AttrLabel
-	resLbls      map[uint32][]prompb.Label // resource -> job/instance labels
-	targetTs     map[uint32]int64          // resource -> newest point time (ms)
-	bases        []string                  // desc -> Prometheus base name ("\x00": not yet)
-	cur          seriesMeta                // metadata of the series being emitted
-	lblArena     []prompb.Label            // series labels are sub-slices (emitWith)
-	smpArena     []prompb.Sample
-	exArena      []prompb.Exemplar // series exemplars are sub-slices
-	exs          []prompb.Exemplar // the point's exemplars (scratch)
-	bucketAt     []int             // explicit bucket -> its _bucket series
+	// exemplars whose labels were cut to trace_id/span_id (too long)
+	trimmedExemplars uint64
+	lbls             []prompb.Label
+	kv               []promname.AttrLabel
+	resLbls          map[uint32][]prompb.Label // resource -> job/instance labels
+	targetTs         map[uint32]int64          // resource -> newest point time (ms)
+	bases            []string                  // desc -> Prometheus base name ("\x00": not yet)
+	cur              seriesMeta                // metadata of the series being emitted
+	lblArena         []prompb.Label            // series labels are sub-slices (emitWith)
+	smpArena         []prompb.Sample
+	exArena          []prompb.Exemplar // series exemplars are sub-slices
+	exs              []prompb.Exemplar // the point's exemplars (scratch)
+	bucketAt         []int             // explicit bucket -> its _bucket series
 }
 
 // attrLabels appends the labels of the attributes in r, colliding

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/prompb"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -34,7 +36,8 @@ const (
 // trace_id and span_id in lowercase hex, as otlptranslator and sluice's
 // /api/v1/query_exemplars give them. An
 // exemplar that does not parse is skipped (the receiver checked it
-// already; counted in bad).
+// already; counted in bad); one whose labels pass OpenMetrics' 128 runes
+// keeps only its trace and span ids (idsOnly).
 func (cv *converter) exemplars(m *signal.Metrics, i int, dst []prompb.Exemplar) []prompb.Exemplar {
 	r := m.Exemplars[i]
 	for _, s := range m.Msgs[r.Start:r.End] {
@@ -43,9 +46,37 @@ func (cv *converter) exemplars(m *signal.Metrics, i int, dst []prompb.Exemplar) 
 			cv.badExemplars++
 			continue
 		}
+		if labelSetLen(e.Labels) > exemplar.ExemplarMaxLabelSetLength {
+			e.Labels = idsOnly(e.Labels)
+			cv.trimmedExemplars++
+		}
 		dst = append(dst, e)
 	}
 	return dst
+}
+
+// labelSetLen is an exemplar's label set length as OpenMetrics and
+// Prometheus's TSDB count it (runes of names and values).
+func labelSetLen(ls []prompb.Label) int {
+	n := 0
+	for _, l := range ls {
+		n += utf8.RuneCountInString(l.Name) + utf8.RuneCountInString(l.Value)
+	}
+	return n
+}
+
+// idsOnly keeps an exemplar's trace_id and span_id labels (63 runes):
+// receivers refuse an exemplar whose labels pass 128 runes, and the trace
+// link is what an exemplar is for, so long filtered attributes are cut
+// rather than the exemplar lost (counted in trimmedExemplars).
+func idsOnly(ls []prompb.Label) []prompb.Label {
+	out := ls[:0]
+	for _, l := range ls {
+		if (l.Name == "trace_id" || l.Name == "span_id") && len(l.Value) <= 32 {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // parseExemplar decodes one OTLP Exemplar message. Label values other

@@ -330,3 +330,47 @@ func TestPassThroughFallbackNativeAndMetadata(t *testing.T) {
 		}
 	}
 }
+
+// An exemplar whose labels pass OpenMetrics' 128 runes (which Prometheus
+// and other receivers refuse) goes with its trace_id and span_id only,
+// counted; one within the limit keeps its attributes.
+func TestConvertedExemplarLabelsTrimmed(t *testing.T) {
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	now := pcommon.NewTimestampFromTime(time.Unix(1_800_000_000, 0))
+	for _, attr := range []string{strings.Repeat("x", 60), strings.Repeat("y", 70)} {
+		g := sm.Metrics().AppendEmpty()
+		g.SetName("g" + attr[:1])
+		p := g.SetEmptyGauge().DataPoints().AppendEmpty()
+		p.SetTimestamp(now)
+		p.SetDoubleValue(1)
+		e := p.Exemplars().AppendEmpty()
+		e.SetTimestamp(now)
+		e.SetDoubleValue(1)
+		e.SetTraceID(exTrace)
+		e.SetSpanID(exSpan)
+		e.FilteredAttributes().PutStr("a", attr) // ids 63 runes + 1 + 60 = 124; + 1 + 70 = 134
+	}
+	b, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, url := referenceHandler(t, remoteapi.MessageTypes{remoteapi.WriteV2MessageType})
+	exp, err := New(Config{Endpoints: []string{url}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}); err != nil {
+		t.Fatal(err)
+	}
+	got := byName(st.got)
+	if l := got["gx"][0].ex[0].Labels; l.Get("a") == "" || l.Len() != 3 {
+		t.Fatalf("124 runes: %v, want kept whole", l)
+	}
+	if l := got["gy"][0].ex[0].Labels; l.Get("a") != "" || l.Get("trace_id") == "" || l.Get("span_id") == "" || l.Len() != 2 {
+		t.Fatalf("134 runes: %v, want trace_id and span_id only", l)
+	}
+	if exp.TrimmedExemplars() != 1 {
+		t.Fatalf("trimmed %d, want 1", exp.TrimmedExemplars())
+	}
+}

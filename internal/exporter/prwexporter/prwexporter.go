@@ -62,8 +62,12 @@ type Exporter struct {
 
 	useV1 []*atomic.Bool // per endpoint: 1.0 configured, or 2.0 answered 415
 
-	droppedPoints, badBodies, sentSeries, fallbacks atomic.Uint64
+	droppedPoints, badBodies, sentSeries, fallbacks, trimmedExemplars atomic.Uint64
 }
+
+// TrimmedExemplars counts exemplars whose labels passed 128 runes and
+// were cut to trace_id and span_id (for /metrics).
+func (e *Exporter) TrimmedExemplars() uint64 { return e.trimmedExemplars.Load() }
 
 // Fallbacks counts endpoints that answered 415 to 2.0 and now get 1.0.
 func (e *Exporter) Fallbacks() uint64 { return e.fallbacks.Load() }
@@ -175,7 +179,8 @@ func (e *Exporter) sendConverted(ctx context.Context, tenant string, recs []expo
 		e.cv.add(&e.m, from)
 		e.droppedPoints.Add(e.cv.dropped)
 		e.badBodies.Add(e.cv.badExemplars) // an exemplar is part of its body
-		e.cv.badExemplars = 0
+		e.trimmedExemplars.Add(e.cv.trimmedExemplars)
+		e.cv.badExemplars, e.cv.trimmedExemplars = 0, 0
 	}
 	return e.sendSeries(ctx, tenant, e.cv.series, e.cv.meta)
 }
