@@ -307,6 +307,7 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 				cv.emit(base+"_sum", common, ts, val(m.Sum[i]))
 			}
 			cv.emit(base+"_count", common, ts, val(float64(m.Count[i])))
+			cv.attach(len(cv.series)-1, cv.exs) // its exemplars on _count
 		case signal.MetricSummary:
 			q := m.F64[m.Quantiles[i].Start:m.Quantiles[i].End]
 			for k := 0; k+1 < len(q); k += 2 {

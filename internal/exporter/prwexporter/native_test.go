@@ -427,6 +427,9 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 		p.SetCount(n)
 		p.SetSum(float64(n))
 		p.SetFlags(flags)
+		e := p.Exemplars().AppendEmpty()
+		e.SetTimestamp(now)
+		e.SetDoubleValue(0.25)
 	}
 	add("fine", 10, []uint64{1, 1, 1, 1}, 0)
 	add("coarse", -5, []uint64{2}, 0)
@@ -454,8 +457,8 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 	if fine == nil || !fine.Equals(want) {
 		t.Fatalf("scale 10: got %v, want %v", fine, want)
 	}
-	if a := got["coarse_count"]; a[0].v != 2 || a[0].h != nil {
-		t.Fatalf("scale -5 _count: %+v", a)
+	if a := got["coarse_count"]; a[0].v != 2 || a[0].h != nil || len(a[0].ex) != 1 || a[0].ex[0].Value != 0.25 {
+		t.Fatalf("scale -5 _count: %+v, want 2 with its exemplar", a)
 	}
 	if g := got["gone"][0].h; g == nil || !value.IsStaleNaN(g.Sum) {
 		t.Fatalf("no recorded value: %v, want the stale marker", g)
