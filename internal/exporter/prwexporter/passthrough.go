@@ -30,8 +30,9 @@ import (
 //     its length header says its size); the bodies of smaller consecutive
 //     records of one tenant are concatenated (a protobuf message's
 //     repeated fields merge, so the concatenation is one WriteRequest
-//     holding every series and metadata of each) up to maxRawBytes, and
-//     snappy-encoded once.
+//     holding every series and metadata of each) up to maxRawBytes, as
+//     their snappy blocks joined (s2.ConcatBlocks: no decode, no encode;
+//     see sendMerged).
 //   - 2.0: each record is one request as received (merging needs the
 //     symbol tables rewritten); an endpoint that answered 415 gets it
 //     converted to 1.0.
@@ -69,18 +70,33 @@ func (e *Exporter) passThrough(r *exporter.Record) bool {
 func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.Record) error {
 	for i := 0; i < len(recs); {
 		j := i + 1
-		if recs[i].RemoteWrite == 1 && recs[i].Series > 0 && !e.sharding() && aloneLen(recs[i].Body) {
-			// Large enough to go alone, and the receiver counted its
-			// series: its bytes as received, not even snappy-decoded.
-			body := recs[i].Body
-			err := e.replicate(ctx, tenant, recs[i].Series,
-				func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
-				func() ([]byte, error) { return body, nil })
-			if err != nil {
-				return err
+		if recs[i].RemoteWrite == 1 && !e.sharding() {
+			n, err := s2.DecodedLen(recs[i].Body)
+			switch {
+			case err != nil:
+				e.badBodies.Add(1) // the receiver checked it: a damaged queue
+				i = j
+				continue
+			case n < minAloneBytes:
+				// Small records: one request of several.
+				if j, err = e.sendMerged(ctx, tenant, recs, i); err != nil {
+					return err
+				}
+				i = j
+				continue
+			case recs[i].Series > 0:
+				// Large enough to go alone, and the receiver counted its
+				// series: its bytes as received, not even snappy-decoded.
+				body := recs[i].Body
+				err := e.replicate(ctx, tenant, recs[i].Series,
+					func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
+					func() ([]byte, error) { return body, nil })
+				if err != nil {
+					return err
+				}
+				i = j
+				continue
 			}
-			i = j
-			continue
 		}
 		var err error
 		if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[i].Body); err != nil {
@@ -106,38 +122,12 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 			i = j
 			continue
 		}
-		if len(e.unsnap) >= minAloneBytes {
-			// Large enough to go alone: its bytes as received, no
-			// compression of ours.
-			body := recs[i].Body
-			err := e.replicate(ctx, tenant, countSeries(e.unsnap, 1),
-				func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
-				func() ([]byte, error) { return body, nil })
-			if err != nil {
-				return err
-			}
-			i = j
-			continue
-		}
-		// Small records: one request of several, compressed once.
-		e.raw = append(e.raw[:0], e.unsnap...)
-		for ; j < len(recs) && len(e.raw) < maxRawBytes; j++ {
-			if aloneLen(recs[j].Body) {
-				break // goes next, on its own: no need to decode it here
-			}
-			if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[j].Body); err != nil {
-				e.badBodies.Add(1)
-				continue
-			}
-			if len(e.unsnap) >= minAloneBytes || len(e.raw)+len(e.unsnap) > maxRawBytes {
-				break // goes next, on its own or in the next request
-			}
-			e.raw = append(e.raw, e.unsnap...)
-		}
-		payload := s2.EncodeSnappy(nil, e.raw)
-		err = e.replicate(ctx, tenant, countSeries(e.raw, 1),
+		// Large enough to go alone: its bytes as received, no
+		// compression of ours.
+		body := recs[i].Body
+		err = e.replicate(ctx, tenant, countSeries(e.unsnap, 1),
 			func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
-			func() ([]byte, error) { return payload, nil })
+			func() ([]byte, error) { return body, nil })
 		if err != nil {
 			return err
 		}
@@ -146,11 +136,52 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 	return nil
 }
 
-// aloneLen reports whether a snappy body decodes to minAloneBytes or
-// more, from its length header.
-func aloneLen(body []byte) bool {
-	n, err := s2.DecodedLen(body)
-	return err == nil && n >= minAloneBytes
+// sendMerged sends the small 1.0 records from recs[i] on (recs[i] is
+// one), up to maxRawBytes decoded, as one request, and returns the index
+// of the first record it did not take. Their snappy blocks are
+// concatenated, not decoded and compressed again: a snappy copy refers
+// back from the position it is decoded at, so the blocks of several bodies
+// are one block of the bodies concatenated, and concatenated WriteRequest
+// messages are one WriteRequest (repeated fields merge). A record is
+// decoded only to count its series when the receiver did not count them
+// (Record.Series), which also checks it.
+func (e *Exporter) sendMerged(ctx context.Context, tenant string, recs []exporter.Record, i int) (int, error) {
+	e.blocks = e.blocks[:0]
+	size, series := 0, 0
+	j := i
+	for ; j < len(recs) && size < maxRawBytes; j++ {
+		n, err := s2.DecodedLen(recs[j].Body)
+		if err != nil {
+			e.badBodies.Add(1)
+			continue
+		}
+		if n >= minAloneBytes || (len(e.blocks) > 0 && size+n > maxRawBytes) {
+			break // goes next, on its own or in the next request
+		}
+		c := recs[j].Series
+		if c == 0 {
+			if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[j].Body); err != nil {
+				e.badBodies.Add(1)
+				continue
+			}
+			c = countSeries(e.unsnap, 1)
+		}
+		e.blocks = append(e.blocks, recs[j].Body)
+		size += n
+		series += c
+	}
+	if len(e.blocks) == 0 {
+		return j, nil
+	}
+	payload, err := s2.ConcatBlocks(nil, e.blocks...)
+	if err != nil {
+		e.badBodies.Add(1) // DecodedLen read every header: cannot happen
+		return j, nil
+	}
+	err = e.replicate(ctx, tenant, series,
+		func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
+		func() ([]byte, error) { return payload, nil })
+	return j, err
 }
 
 // replicate sends one request of n series to every endpoint in parallel;

@@ -52,7 +52,8 @@ type Exporter struct {
 	cv   converter
 	m    signal.Metrics
 	dec  prw.Decoder // remote-write records on the convert path
-	raw  []byte      // pass-through: the request being assembled
+	// blocks are the snappy bodies of the small records sendMerged joins.
+	blocks [][]byte
 	// unsnap is the snappy-decoded body of the record at hand (records
 	// hold remote write as received)
 	unsnap []byte
