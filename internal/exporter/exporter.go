@@ -146,7 +146,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Copy: raw is valid only until the next Next.
 			offs = append(offs, len(arena))
 			arena = append(arena, rec.Body...)
-			batch = append(batch, Record{Kind: rec.Kind, Tenant: rec.Tenant, RemoteWrite: rec.RemoteWrite})
+			rec.Body = nil // every other field as Parse set it
+			batch = append(batch, rec)
 			if len(batch) == 1 {
 				fill, cancel = context.WithTimeout(ctx, r.o.BatchDelay)
 			}

@@ -1,0 +1,83 @@
+package exporter
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// captureSender keeps the records of every Send.
+type captureSender struct {
+	mu   sync.Mutex
+	recs []Record
+}
+
+func (c *captureSender) Send(_ context.Context, recs []Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		r.Body = append([]byte(nil), r.Body...)
+		c.recs = append(c.recs, r)
+	}
+	return nil
+}
+
+func (c *captureSender) Endpoints() []*sending.Endpoint { return nil }
+
+// TestRunnerKeepsEveryRecordField: the Runner hands the Sender each
+// record as Parse made it (its body copied), every field included: a
+// remote-write record's series count lets the exporter forward it without
+// decoding it.
+func TestRunnerKeepsEveryRecordField(t *testing.T) {
+	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	cur, err := q.OpenCursor("x", queue.CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"one", "two"} {
+		if _, err := q.Append([]byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := &captureSender{}
+	r, err := New(Options{Name: "x", Cursor: cur, Sender: cs, BatchDelay: 10 * time.Millisecond,
+		Parse: func(rec []byte) (Record, error) {
+			return Record{Kind: signal.KindMetrics, Tenant: "t-" + string(rec), Body: rec, RemoteWrite: 1, Series: len(rec) + 4}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for cur.Committed() < q.Stats().Last && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	want := []Record{{Kind: signal.KindMetrics, Tenant: "t-one", Body: []byte("one"), RemoteWrite: 1, Series: 7},
+		{Kind: signal.KindMetrics, Tenant: "t-two", Body: []byte("two"), RemoteWrite: 1, Series: 7}}
+	if len(cs.recs) != len(want) {
+		t.Fatalf("sent %d records, want %d", len(cs.recs), len(want))
+	}
+	for i, w := range want {
+		g := cs.recs[i]
+		if g.Kind != w.Kind || g.Tenant != w.Tenant || string(g.Body) != string(w.Body) || g.RemoteWrite != w.RemoteWrite || g.Series != w.Series {
+			t.Fatalf("record %d: %+v, want %+v", i, g, w)
+		}
+	}
+}
