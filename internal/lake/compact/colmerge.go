@@ -28,6 +28,11 @@ import (
 // never materialising a row. Rows keep their partition (they are not
 // re-partitioned by their times, invariant 7).
 
+// verbatimPages lets the column merge copy the input pages a run covers
+// whole as they are (pqenc.Column.CopyRowsPages); tests turn it off to
+// hold the output to the one built value by value.
+var verbatimPages = true
+
 // errColumnMerge wraps why a job's inputs cannot be merged by columns
 // (a column type pqenc does not write, inputs whose columns disagree);
 // merge then falls back to the row merge.
@@ -107,6 +112,7 @@ type colMerger struct {
 	lastID  int64
 	written []lake.Segment
 	pending int // rows merged since the last progress update
+	copied  int64
 }
 
 // Key column slots of colMerger.keyLeaf.
@@ -184,6 +190,7 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 	}
 	err = m.run()
 	written = m.written
+	res.PagesCopied = m.copied
 	if err != nil {
 		return res, written, err
 	}
@@ -685,7 +692,11 @@ func (m *colMerger) copyColumn(j int) {
 			c.Null(nulls)
 			nulls = 0
 		}
-		c.CopyRows(ch, r.n)
+		if verbatimPages {
+			c.CopyRowsPages(ch, r.n)
+		} else {
+			c.CopyRows(ch, r.n)
+		}
 	}
 	if end := m.runs[k1].out + m.runs[k1].n; end < m.block {
 		nulls += m.block - end
@@ -751,6 +762,7 @@ func (m *colMerger) endRowGroup() error {
 		if err := m.file.WriteChunk(c); err != nil {
 			return fmt.Errorf("write %q: column %s: %w", m.seg.Path, strings.Join(m.leaves[j].Path, "."), err)
 		}
+		m.copied += int64(c.PagesCopied())
 		for k, l := range m.nameLeaf {
 			if l != j || m.names[k] == nil {
 				continue

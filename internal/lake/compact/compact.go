@@ -132,6 +132,9 @@ type Result struct {
 	Outputs           []catalog.Segment
 	RowsIn, RowsOut   int64
 	BytesIn, BytesOut int64
+	// PagesCopied counts the output pages copied verbatim from the
+	// inputs (column merge), not decoded and encoded again.
+	PagesCopied int64
 }
 
 // ErrLeaseLost means the partition's lease was lost during a run (taken

@@ -11,7 +11,11 @@
 // input's consecutive rows (found by galloping, not row by row), and each
 // output column is then built from those runs by copying level and value
 // bytes, dictionary indexes translated, between decoded chunks
-// (internal/lake/pqenc), never materialising a row. Inputs whose columns
+// (internal/lake/pqenc), never materialising a row. Where a run covers
+// whole pages of an input chunk that the output column writes the same
+// way (PLAIN or DELTA_LENGTH_BYTE_ARRAY, same codec), those pages are
+// copied as they are, CRC-checked, with their statistics from the input's
+// column index (pqenc.Column.CopyRowsPages). Inputs whose columns
 // pqenc cannot write, or whose columns of one name differ, fall back to
 // the row merge (merge.go: decoded batches through a lake.Writer); the
 // tests hold the two to the same output.

@@ -9,7 +9,8 @@
 // Files by feature: tables.go (descriptors, column and footer names, kinds),
 // names.go (attribute-name codec, overflow columns, KeptColumns), open.go
 // (Open, Recover), pages.go (CheckChunk, Pages: the bounds every page is
-// held to before parquet-go decodes it), reader.go with index.go and
+// held to before parquet-go decodes it), rawpages.go (ReadRawChunk: a
+// checked chunk's bytes and page spans, for copying pages verbatim), reader.go with index.go and
 // nested.go (File: projected, typed column reads, one row group at a
 // time; OTLP JSON of nested values back to protobuf), json.go (the OTLP
 // JSON of scalar values).
@@ -43,7 +44,9 @@
 //     that names the file instead (FuzzOpen).
 //  5. No page reaches parquet-go's decoder unchecked (pages.go): File
 //     checks a row group's chunks before reading it, the column readers
-//     read through Pages/PagesRange, compaction calls CheckChunk. A page
+//     read through Pages/PagesRange, compaction reads through
+//     ReadRawChunk, which also checks each page's CRC (a page copied
+//     verbatim is never decoded). A page
 //     must fit its chunk, claim at most MaxPageBytes and MaxPageValues
 //     (and no more values than its row group has rows, for a flat column),
 //     decompress to exactly its uncompressed size (zstd frames are walked

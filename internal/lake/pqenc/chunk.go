@@ -50,6 +50,14 @@ type Chunk struct {
 	row, lvl, val int
 
 	expect int // the chunk's level entries, per its metadata
+
+	// raw is the chunk's bytes and page spans (checked), for copying
+	// whole pages verbatim (CopyRowsPages); hasRaw is false for chunks
+	// not read from a file.
+	raw     format.RawChunk
+	hasRaw  bool
+	pagesOK bool // raw's pages may be copied (checkPagesOK)
+	pg      int  // CopyRowsPages' cursor into raw.Pages
 }
 
 var one = []byte{1}
@@ -101,8 +109,21 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
 	ch.xlatEpoch = 0
 	ch.row, ch.lvl, ch.val = 0, 0, 0
+	ch.pg, ch.pagesOK = 0, false
 	levels, values := 0, 0
-	pages := format.Pages(cc) // checked: a damaged page fails, never exhausts memory
+	// Checked: a damaged page fails, never exhausts memory.
+	var pages parquet.Pages
+	if _, ok := cc.(*parquet.FileColumnChunk); ok {
+		if err := format.ReadRawChunk(cc, &ch.raw); err != nil {
+			ch.hasRaw = false
+			return err
+		}
+		ch.hasRaw = true
+		pages = ch.raw.DecodePages()
+	} else {
+		ch.hasRaw = false
+		pages = format.Pages(cc)
+	}
 	defer pages.Close()
 	for {
 		p, err := pages.ReadPage()
@@ -136,6 +157,7 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 			return fmt.Errorf("%w: a list starts with repetition level %d", ErrCorrupt, ch.rep[0])
 		}
 	}
+	ch.checkPagesOK()
 	return nil
 }
 
@@ -645,5 +667,6 @@ func (c *Column) copyBytes(src *Chunk, v0, v1 int) {
 // Cap is the bytes of ch's buffers, which it keeps for the next Read.
 func (ch *Chunk) Cap() int {
 	return cap(ch.def) + cap(ch.rep) + 4*cap(ch.rowLvl) + 8*cap(ch.i64) + 4*cap(ch.i32) + 8*cap(ch.f64) +
-		cap(ch.bools) + cap(ch.data) + 4*cap(ch.offs) + 4*cap(ch.idx) + cap(ch.dict) + 4*cap(ch.dictOffs) + 4*cap(ch.xlat)
+		cap(ch.bools) + cap(ch.data) + 4*cap(ch.offs) + 4*cap(ch.idx) + cap(ch.dict) + 4*cap(ch.dictOffs) + 4*cap(ch.xlat) +
+		cap(ch.raw.Bytes)
 }

@@ -75,6 +75,7 @@ type Column struct {
 	fallback bool // a dictionary column that outgrew MaxDictBytes
 	hashes   []uint64
 	nPages   int
+	copied   int // pages copied verbatim (CopyRowsPages)
 
 	zbuf, pbuf []byte
 	xbuf       []byte // expanded dictionary values (toPlain)
@@ -104,7 +105,7 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 	c.seenList = c.seenList[:0]
 	c.fallback = false
 	c.hashes = c.hashes[:0]
-	c.nPages = 0
+	c.nPages, c.copied = 0, 0
 	c.err = nil
 }
 

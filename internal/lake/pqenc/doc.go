@@ -31,7 +31,9 @@
 // # Use
 //
 // A File writes row groups; within one, every leaf column's chunk is built
-// by a Column (Reset, then values row by row or CopyRows from a Chunk) and
+// by a Column (Reset, then values row by row, or CopyRows and
+// CopyRowsPages from a Chunk: the latter copies the input pages a run
+// covers whole as they are, pagecopy.go) and
 // handed to File.WriteChunk in schema order. Columns buffer their chunk's
 // compressed pages, so several of them may be filled side by side and
 // written at the end of the row group. Nothing here is safe for concurrent

@@ -1,0 +1,209 @@
+package format
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	pqformat "github.com/parquet-go/parquet-go/format"
+)
+
+// This file gives a writer that copies pages verbatim (compaction) the
+// bytes of a column chunk and where each of its pages lies, after every
+// page passed the checks of pages.go (invariant 5: nothing unchecked is
+// decoded, and nothing unchecked is copied either).
+
+// RawChunk is a column chunk's bytes, read whole and checked, and the
+// spans of its data pages. ReadRawChunk reuses its buffers.
+type RawChunk struct {
+	Bytes []byte // the chunk's bytes, dictionary page included
+	Base  int64  // file offset of Bytes[0]
+	Codec pqformat.CompressionCodec
+	Pages []RawPage // data pages, in order
+
+	cc  *parquet.FileColumnChunk
+	ref chunkRef
+	mem memReaderAt
+	ci  pqformat.ColumnIndex
+	// ciState: 0 not read, 1 read and usable, -1 absent or unusable.
+	ciState int
+	br      thrift.BytesReader
+	dec     *thrift.Decoder
+	proto   thrift.CompactProtocol
+	hdr     pqformat.PageHeader
+}
+
+// RawPage is where one data page lies in its RawChunk and what its
+// header says.
+type RawPage struct {
+	Off, Len int // the page, header included, in RawChunk.Bytes
+	// FirstRow is the page's first row in its row group; Rows, Values
+	// (level entries) and Nulls are its header's.
+	FirstRow            int64
+	Rows, Values, Nulls int64
+	// Uncompressed is what the page adds to its chunk's
+	// total_uncompressed_size: header plus uncompressed size.
+	Uncompressed int64
+	Encoding     pqformat.Encoding
+	V2           bool // a data page v2 (levels outside the compressed values)
+}
+
+// ReadRawChunk reads column chunk cc of a file opened with Open whole into
+// rc, checks every page as Pages does and against its CRC (when the
+// header has one), and lists its data pages. An error
+// wraps ErrCorrupt when a page is damaged. Chunks not read from a file
+// are refused.
+func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
+	defer Recover(&err, "read column chunk")
+	fcc, ok := cc.(*parquet.FileColumnChunk)
+	if !ok {
+		return fmt.Errorf("read column chunk: %T is not a column chunk of a file", cc)
+	}
+	rc.Pages, rc.cc, rc.ciState = rc.Pages[:0], nil, 0
+	buf, base, err := readChunk(fcc, rc.Bytes)
+	if err != nil {
+		return err
+	}
+	rc.Bytes, rc.Base = buf, base
+	if _, err := checkChunkIn(cc, 0, math.MaxInt64, buf, base); err != nil {
+		return err
+	}
+	ref, ok, err := refOf(cc)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return pageErr("column chunk not found in its file")
+	}
+	rc.cc, rc.ref, rc.Codec = fcc, ref, ref.md.Codec
+	rc.mem = memReaderAt{b: rc.Bytes, base: base}
+	// The checks passed: headers decode, pages fit the chunk, their rows
+	// add up. Walk the headers once more to record each page's span.
+	if rc.dec == nil {
+		rc.br = rc.proto.NewReaderFromBytes(nil)
+		rc.dec = thrift.NewDecoder(rc.br)
+	}
+	var row int64
+	for off := 0; off < len(buf); {
+		rc.hdr = pqformat.PageHeader{}
+		rc.br.ResetBytes(buf[off:])
+		if err := rc.dec.Decode(&rc.hdr); err != nil {
+			return pageErr("page header: %v", err)
+		}
+		hlen := rc.br.BytesRead()
+		h := &rc.hdr
+		n := hlen + int(h.CompressedPageSize)
+		if h.CompressedPageSize < 0 || n > len(buf)-off {
+			return pageErr("page of %d bytes past its chunk", h.CompressedPageSize)
+		}
+		p := RawPage{Off: off, Len: n, FirstRow: row, Uncompressed: int64(hlen) + int64(h.UncompressedPageSize)}
+		// The CRC covers the page's bytes after its header: a page copied
+		// without being decoded is still checked. 0 is taken as no CRC.
+		if h.CRC != 0 && int32(crc32.ChecksumIEEE(buf[off+hlen:off+n])) != h.CRC {
+			return pageErr("column %q page at byte %d: CRC mismatch", ref.md.PathInSchema, base+int64(off))
+		}
+		switch h.Type {
+		case pqformat.DictionaryPage:
+			off += n
+			continue
+		case pqformat.DataPageV2:
+			d := &h.DataPageHeaderV2.V
+			p.Rows, p.Values, p.Nulls, p.Encoding, p.V2 = int64(d.NumRows), int64(d.NumValues), int64(d.NumNulls), d.Encoding, true
+		case pqformat.DataPage:
+			// v1 pages say no rows or nulls: they are never copied,
+			// only decoded. Rows of a flat column are its values.
+			d := &h.DataPageHeader.V
+			p.Values, p.Encoding, p.Rows, p.Nulls = int64(d.NumValues), d.Encoding, -1, -1
+			if ref.maxRep == 0 {
+				p.Rows = p.Values
+			}
+		}
+		rc.Pages = append(rc.Pages, p)
+		if p.Rows < 0 {
+			row = -1 // later pages' first rows are unknown
+		} else if row >= 0 {
+			row += p.Rows
+		}
+		if row < 0 {
+			rc.Pages[len(rc.Pages)-1].FirstRow = -1
+		}
+		off += n
+	}
+	return nil
+}
+
+// DecodePages returns parquet-go's pages of the chunk, decoded from
+// rc.Bytes (valid until the next ReadRawChunk).
+func (rc *RawChunk) DecodePages() parquet.Pages {
+	if rc.cc == nil {
+		return emptyPages{}
+	}
+	return rc.cc.PagesFrom(&rc.mem)
+}
+
+// maxColumnIndexBytes bounds a chunk's column index read by
+// ColumnIndex: a lake writer's byte bounds are cut to 16 bytes, so even a
+// chunk of MaxPageValues one-value pages stays far below it.
+const maxColumnIndexBytes = 64 << 20
+
+// ColumnIndex returns the chunk's column index (page bounds and null
+// counts), read from its file on the first call, or nil when the file has
+// none for the chunk or it does not match the chunk's pages (a reader
+// then computes the bounds from the values). Its slices are valid until
+// the next ReadRawChunk.
+func (rc *RawChunk) ColumnIndex() *pqformat.ColumnIndex {
+	if rc.ciState == 0 {
+		rc.ciState = -1
+		if err := rc.readColumnIndex(); err == nil {
+			rc.ciState = 1
+		}
+	}
+	if rc.ciState < 0 {
+		return nil
+	}
+	return &rc.ci
+}
+
+func (rc *RawChunk) readColumnIndex() (err error) {
+	defer Recover(&err, "read column index")
+	if rc.cc == nil {
+		return errors.New("no chunk")
+	}
+	meta := rc.ref.pf.Metadata()
+	var cc *pqformat.ColumnChunk
+	for g := range meta.RowGroups {
+		cols := meta.RowGroups[g].Columns
+		if c := rc.cc.Column(); c < len(cols) && &cols[c].MetaData == rc.ref.md {
+			cc = &cols[c]
+			break
+		}
+	}
+	if cc == nil || cc.ColumnIndexLength <= 0 || cc.ColumnIndexLength > maxColumnIndexBytes ||
+		cc.ColumnIndexOffset < 4 || cc.ColumnIndexOffset+int64(cc.ColumnIndexLength) > rc.ref.pf.Size()-8 {
+		return errors.New("no column index")
+	}
+	b := make([]byte, cc.ColumnIndexLength)
+	if _, err := rc.ref.pf.ReadAt(b, cc.ColumnIndexOffset); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	rc.ci = pqformat.ColumnIndex{}
+	if err := thrift.Unmarshal(&rc.proto, b, &rc.ci); err != nil {
+		return err
+	}
+	n := len(rc.Pages)
+	if len(rc.ci.NullPages) != n || len(rc.ci.MinValues) != n || len(rc.ci.MaxValues) != n ||
+		(len(rc.ci.NullCounts) != 0 && len(rc.ci.NullCounts) != n) {
+		return errors.New("column index does not match the pages")
+	}
+	return nil
+}
+
+type emptyPages struct{}
+
+func (emptyPages) ReadPage() (parquet.Page, error) { return nil, io.EOF }
+func (emptyPages) SeekToRow(int64) error           { return io.EOF }
+func (emptyPages) Close() error                    { return nil }

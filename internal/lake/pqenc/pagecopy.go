@@ -1,0 +1,268 @@
+package pqenc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/bloom/xxhash"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// This file copies whole pages of a Chunk into a Column as they are: the
+// page header, its levels and its compressed values, never decompressed
+// or re-encoded. A data page v2's CRC covers those bytes, which do not
+// change; what changes is the chunk around it: its sizes and value
+// counts, its statistics, and the page's entries in the column and offset
+// indexes (its offset and first row in the output chunk).
+//
+// Only pages the Column would write the same way are copied: PLAIN pages
+// of fixed-width columns and DELTA_LENGTH_BYTE_ARRAY pages of byte-array
+// columns without a dictionary (or whose chunk fell back from one), in
+// the Column's codec. A dictionary-encoded page would need the output
+// chunk to take its input's dictionary; those are copied row by row
+// (CopyRows), which translates their indexes.
+
+// minPageCopyRows is the least run CopyRowsPages looks for whole pages in:
+// a page holds at least a row, but runs of a row or two (interleaved
+// inputs) go to CopyRows' fast path.
+const minPageCopyRows = 8
+
+// CopyRowsPages is CopyRows, except that the pages of src lying wholly
+// within the next n rows are copied verbatim when c writes pages of their
+// encoding and codec; the rows of partial pages are copied by CopyRows.
+// The output holds the same values either way (the tests hold it to it).
+func (c *Column) CopyRowsPages(src *Chunk, n int) {
+	if n < minPageCopyRows || !src.pagesOK || !c.pageEncodingOK(src) {
+		c.CopyRows(src, n)
+		return
+	}
+	pages := src.raw.Pages
+	end := int64(src.row + n)
+	for int64(src.row) < end {
+		for src.pg < len(pages) && pages[src.pg].FirstRow+pages[src.pg].Rows <= int64(src.row) {
+			src.pg++
+		}
+		if src.pg == len(pages) {
+			c.CopyRows(src, int(end)-src.row) // not reached: pagesOK says the pages hold every row
+			return
+		}
+		p := &pages[src.pg]
+		pend := p.FirstRow + p.Rows
+		if p.FirstRow == int64(src.row) && pend <= end && c.copyPage(src, src.pg) {
+			src.pg++
+			continue
+		}
+		c.CopyRows(src, int(min(end, pend)-int64(src.row)))
+	}
+}
+
+// pageEncodingOK reports whether c writes its data pages as src's pages
+// may be: the same codec, PLAIN for fixed-width values, and
+// DELTA_LENGTH_BYTE_ARRAY for byte arrays outside a dictionary.
+func (c *Column) pageEncodingOK(src *Chunk) bool {
+	if c.err != nil || c.codec == nil || src.raw.Codec != c.codec.CompressionCodec() {
+		return false
+	}
+	if c.li.Kind == parquet.ByteArray {
+		return !c.dictMode()
+	}
+	return true
+}
+
+// checkPagesOK checks, once per chunk, that its pages can be copied: data pages
+// v2 only, whose rows add up to the chunk's.
+func (ch *Chunk) checkPagesOK() {
+	ch.pagesOK = false
+	if !ch.hasRaw {
+		return
+	}
+	var rows int64
+	for i := range ch.raw.Pages {
+		p := &ch.raw.Pages[i]
+		if !p.V2 || p.FirstRow != rows || p.Rows <= 0 {
+			return
+		}
+		rows += p.Rows
+	}
+	ch.pagesOK = rows == int64(ch.rows)
+}
+
+// copyPage copies page k of src, which starts at src's read position, and
+// advances src past it; false when the page is not one c can take as it
+// is (src is then unchanged).
+func (c *Column) copyPage(src *Chunk, k int) bool {
+	p := &src.raw.Pages[k]
+	want := format.Plain
+	if c.li.Kind == parquet.ByteArray {
+		want = format.DeltaLengthByteArray
+	}
+	if p.Encoding != want {
+		return false
+	}
+	// The page's levels and values in the decoded chunk: they must agree
+	// with its header, or the read position would drift after it.
+	l0, l1 := src.lvl, src.levelAt(src.row+int(p.Rows))
+	if int64(l1-l0) != p.Values {
+		return false
+	}
+	present := l1 - l0
+	if c.li.MaxDef > 0 {
+		present = countPresent(src.def[l0:l1], c.li.MaxDef)
+	}
+	if int64(present) != p.Values-p.Nulls {
+		return false
+	}
+	v0, v1 := src.val, src.val+present
+	var b bounds
+	b.unsigned = c.li.unsigned
+	if !c.indexBounds(src, k, &b) {
+		b = bounds{unsigned: c.li.unsigned}
+		src.valueBounds(c.li.Kind, v0, v1, &b)
+	}
+
+	c.endPage() // the rows before this page end their page
+	if c.err != nil {
+		return false
+	}
+	off := int64(len(c.out))
+	c.out = append(c.out, src.raw.Bytes[p.Off:p.Off+p.Len]...)
+	c.nPages++
+	c.copied++
+	c.md.TotalUncompressedSize += p.Uncompressed
+	c.md.NumValues += p.Values
+	c.md.Statistics.NullCount += p.Nulls
+	lo, hi := b.encode(c.li.Kind)
+	if c.li.Kind == parquet.ByteArray {
+		lo, hi = truncateIndexBounds(lo, hi)
+	}
+	c.ci.NullPages = append(c.ci.NullPages, !b.has())
+	c.ci.MinValues = append(c.ci.MinValues, lo)
+	c.ci.MaxValues = append(c.ci.MaxValues, hi)
+	c.ci.NullCounts = append(c.ci.NullCounts, p.Nulls)
+	c.oi.PageLocations = append(c.oi.PageLocations, format.PageLocation{Offset: off,
+		CompressedPageSize: int32(p.Len), FirstRowIndex: c.rows})
+	c.cb.merge(c.li.Kind, &b)
+	c.rows += p.Rows
+	if c.li.Bloom {
+		for i := v0; i < v1; i++ {
+			c.hashes = append(c.hashes, xxhash.Sum64(src.value(i)))
+		}
+	}
+	src.row += int(p.Rows)
+	src.lvl, src.val = l1, v1
+	return true
+}
+
+// PagesCopied is the number of pages of the chunk copied verbatim.
+func (c *Column) PagesCopied() int { return c.copied }
+
+// countPresent counts the levels equal to max.
+func countPresent(def []byte, max byte) int {
+	if max == 1 {
+		return bytes.Count(def, one)
+	}
+	n := 0
+	for _, d := range def {
+		if d == max {
+			n++
+		}
+	}
+	return n
+}
+
+// indexBounds sets b to page k's bounds from src's column index, when it
+// has one and they are exact: always for fixed-width values, for byte
+// arrays when neither bound was cut to ColumnIndexSizeLimit bytes.
+func (c *Column) indexBounds(src *Chunk, k int, b *bounds) bool {
+	ci := src.raw.ColumnIndex()
+	if ci == nil {
+		return false
+	}
+	if ci.NullPages[k] {
+		return true // no value, no bound
+	}
+	lo, hi := ci.MinValues[k], ci.MaxValues[k]
+	switch c.li.Kind {
+	case parquet.Int64:
+		if len(lo) != 8 || len(hi) != 8 {
+			return false
+		}
+		b.addInt(int64(binary.LittleEndian.Uint64(lo)))
+		b.addInt(int64(binary.LittleEndian.Uint64(hi)))
+	case parquet.Int32:
+		if len(lo) != 4 || len(hi) != 4 {
+			return false
+		}
+		for _, v := range [2][]byte{lo, hi} {
+			u := binary.LittleEndian.Uint32(v)
+			if c.li.unsigned {
+				b.addInt(int64(u))
+			} else {
+				b.addInt(int64(int32(u)))
+			}
+		}
+	case parquet.Double:
+		if len(lo) != 8 || len(hi) != 8 {
+			return false
+		}
+		flo, fhi := math.Float64frombits(binary.LittleEndian.Uint64(lo)), math.Float64frombits(binary.LittleEndian.Uint64(hi))
+		if flo != flo || fhi != fhi {
+			// NaN bounds: every value of the page is NaN, or the
+			// writer was not ours; the values tell.
+			return false
+		}
+		b.addFloat(flo)
+		b.addFloat(fhi)
+	case parquet.Boolean:
+		if len(lo) != 1 || len(hi) != 1 || lo[0] > 1 || hi[0] > 1 {
+			return false
+		}
+		b.addInt(int64(lo[0]))
+		b.addInt(int64(hi[0]))
+	case parquet.ByteArray:
+		if len(lo) >= ColumnIndexSizeLimit || len(hi) >= ColumnIndexSizeLimit {
+			return false // maybe cut: not the page's own bounds
+		}
+		b.addBytes(lo)
+		b.addBytes(hi)
+	default:
+		return false
+	}
+	return true
+}
+
+// valueBounds adds the decoded values [v0, v1) to b.
+func (ch *Chunk) valueBounds(kind parquet.Kind, v0, v1 int, b *bounds) {
+	switch kind {
+	case parquet.Int64:
+		for _, v := range ch.i64[v0:v1] {
+			b.addInt(v)
+		}
+	case parquet.Int32:
+		for _, v := range ch.i32[v0:v1] {
+			if b.unsigned {
+				b.addInt(int64(uint32(v)))
+			} else {
+				b.addInt(int64(v))
+			}
+		}
+	case parquet.Double:
+		for _, v := range ch.f64[v0:v1] {
+			b.addFloat(v)
+		}
+	case parquet.Boolean:
+		for _, v := range ch.bools[v0:v1] {
+			if v {
+				b.addInt(1)
+			} else {
+				b.addInt(0)
+			}
+		}
+	case parquet.ByteArray:
+		for i := v0; i < v1; i++ {
+			b.addBytes(ch.value(i))
+		}
+	}
+}
