@@ -152,6 +152,9 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 		kept := &chunkSet{max: int(min(m.opts.MaxMergeRows, 1<<24)) * keptBytesPerRow}
 		for _, in := range m.inputs {
 			for j, ch := range in.chunk {
+				if ch != nil {
+					ch.Release()
+				}
 				kept.put(strings.Join(m.leaves[j].Path, "."), ch)
 			}
 			if cerr := in.f.Close(); cerr != nil && err == nil {
@@ -623,7 +626,9 @@ func (m *colMerger) copyBlock() error {
 		r.in.brows += r.n
 	}
 	for j := range m.cols {
-		m.copyColumn(j)
+		if err := m.copyColumn(j); err != nil {
+			return err
+		}
 	}
 	for _, in := range m.blockInputs {
 		in.bruns, in.bcum, in.brows = in.bruns[:0], in.bcum[:0], 0
@@ -645,9 +650,16 @@ func (m *colMerger) copyBlock() error {
 // columns (attributes of some series or services only) are mostly null,
 // and sorted rows put the others together: only the runs between the
 // block's first and last non-null row are looked at one by one, the null
-// rows around them are added and skipped in one step.
-func (m *colMerger) copyColumn(j int) {
+// rows around them are added and skipped in one step. A block of long
+// runs (inputs that do not interleave) instead copies the pages its runs
+// cover whole as they are, when the column allows it, without looking at
+// (or decoding) their rows.
+func (m *colMerger) copyColumn(j int) error {
 	c := &m.cols[j]
+	if verbatimPages && m.block >= longRuns*len(m.runs) && m.pagesCopyable(j) {
+		m.copyRunsPages(j)
+		return m.chunkErr(j)
+	}
 	lo, hi := m.block, -1 // output rows of the first and last non-null row
 	for _, in := range m.blockInputs {
 		if in.leaf[j] < 0 {
@@ -667,7 +679,7 @@ func (m *colMerger) copyColumn(j int) {
 				in.chunk[j].SkipNullRows(in.brows)
 			}
 		}
-		return
+		return m.chunkErr(j)
 	}
 	k0 := m.runAt(lo)
 	k1 := m.runAt(hi)
@@ -709,6 +721,55 @@ func (m *colMerger) copyColumn(j int) {
 	if nulls > 0 {
 		c.Null(nulls)
 	}
+	return m.chunkErr(j)
+}
+
+// longRuns is the mean run length from which a block copies pages
+// verbatim (copyRunsPages) rather than looking at null stretches first.
+const longRuns = 64
+
+// pagesCopyable reports whether output column j may take some pages of
+// the block's inputs as they are.
+func (m *colMerger) pagesCopyable(j int) bool {
+	for _, in := range m.blockInputs {
+		if ch := in.chunk[j]; ch != nil && m.cols[j].CanCopyPages(ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyRunsPages copies the block's runs of column j in order, the pages
+// they cover whole as they are; inputs without the column add nulls.
+func (m *colMerger) copyRunsPages(j int) {
+	c := &m.cols[j]
+	nulls := 0
+	for _, r := range m.runs {
+		ch := r.in.chunk[j]
+		if ch == nil {
+			nulls += r.n
+			continue
+		}
+		if nulls > 0 {
+			c.Null(nulls)
+			nulls = 0
+		}
+		c.CopyRowsPages(ch, r.n)
+	}
+	if nulls > 0 {
+		c.Null(nulls)
+	}
+}
+
+// chunkErr is the error of a block input's chunk of column j that failed
+// to decode.
+func (m *colMerger) chunkErr(j int) error {
+	for _, in := range m.blockInputs {
+		if ch := in.chunk[j]; ch != nil && ch.Err() != nil {
+			return fmt.Errorf("read %q: column %s: %w", in.seg.Path, strings.Join(m.leaves[j].Path, "."), ch.Err())
+		}
+	}
+	return nil
 }
 
 // cmpSpan orders a span [start, start+n) against x: -1 before it, 1

@@ -25,10 +25,11 @@ type RawChunk struct {
 	Codec pqformat.CompressionCodec
 	Pages []RawPage // data pages, in order
 
-	cc  *parquet.FileColumnChunk
-	ref chunkRef
-	mem memReaderAt
-	ci  pqformat.ColumnIndex
+	cc   *parquet.FileColumnChunk
+	ref  chunkRef
+	mem  memReaderAt
+	view viewReaderAt
+	ci   pqformat.ColumnIndex
 	// ciState: 0 not read, 1 read and usable, -1 absent or unusable.
 	ciState int
 	br      thrift.BytesReader
@@ -143,6 +144,49 @@ func (rc *RawChunk) DecodePages() parquet.Pages {
 		return emptyPages{}
 	}
 	return rc.cc.PagesFrom(&rc.mem)
+}
+
+// DecodePagesFrom returns parquet-go's pages of the chunk from data page k
+// on (its dictionary page first, when it has one), decoded from rc.Bytes:
+// the pages before k are neither read nor decoded. Valid until the next
+// ReadRawChunk.
+func (rc *RawChunk) DecodePagesFrom(k int) parquet.Pages {
+	if rc.cc == nil || k >= len(rc.Pages) {
+		return emptyPages{}
+	}
+	if k == 0 {
+		return rc.DecodePages()
+	}
+	// parquet-go reads the chunk as one stream from its first page: serve
+	// it the dictionary page, then page k and those after it, at the
+	// offsets where it expects the chunk.
+	rc.view = viewReaderAt{head: rc.Bytes[:rc.Pages[0].Off], tail: rc.Bytes[rc.Pages[k].Off:], base: rc.Base}
+	return rc.cc.PagesFrom(&rc.view)
+}
+
+// viewReaderAt serves head then tail as if they were one chunk at base.
+type viewReaderAt struct {
+	head, tail []byte
+	base       int64
+}
+
+func (r *viewReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	off -= r.base
+	if off < 0 {
+		return 0, io.EOF
+	}
+	n := 0
+	if off < int64(len(r.head)) {
+		n = copy(p, r.head[off:])
+		off = int64(len(r.head))
+	}
+	if t := off - int64(len(r.head)); n < len(p) && t < int64(len(r.tail)) {
+		n += copy(p[n:], r.tail[t:])
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // maxColumnIndexBytes bounds a chunk's column index read by

@@ -46,8 +46,15 @@ type Chunk struct {
 	xlat      []int32
 	xlatEpoch uint64
 
-	// The read position: next row, its first level entry and value.
+	// The read position in the window: next row, its first level entry
+	// and value. The window holds the decoded rows [row0, row0+wrows) of
+	// the chunk: pages [.., next) of raw.Pages, less the rows dropped
+	// behind the read position (a chunk decoded whole: every row).
 	row, lvl, val int
+	row0, wrows   int
+	next          int
+	dec           parquet.Pages // decodes page next on; nil: open one there
+	err           error
 
 	expect int // the chunk's level entries, per its metadata
 
@@ -66,27 +73,54 @@ var one = []byte{1}
 // their schema or with each other.
 var ErrCorrupt = errors.New("pqenc: corrupt column chunk")
 
-// Read decodes cc, a chunk of a leaf with the given maximum levels, into
-// ch and rewinds ch to its first row. sizeHint, the chunk's uncompressed
-// size if known, sizes ch's byte buffer once instead of by doubling.
+// Read reads cc, a chunk of a leaf with the given maximum levels, into ch
+// and rewinds ch to its first row. A chunk of a file whose pages are all
+// data pages v2 is read whole but decoded lazily, a page at a time as the
+// read position reaches it; pages behind the read position are dropped,
+// and pages copied verbatim (CopyRowsPages) are never decoded. Other
+// chunks are decoded whole. sizeHint, the chunk's uncompressed size if
+// known, sizes the buffers of a chunk decoded whole once instead of by
+// doubling.
 func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64) (err error) {
 	defer func() {
 		// parquet-go panics on some corrupt pages.
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
 		}
+		if err != nil {
+			ch.err = err
+		}
 	}()
+	ch.closeDecoder()
+	ch.err = nil
 	ch.kind = cc.Type().Kind()
 	ch.maxDef, ch.maxRep = byte(maxDef), byte(maxRep)
 	ch.def, ch.rep, ch.rowLvl = ch.def[:0], ch.rep[:0], ch.rowLvl[:0]
 	ch.i64, ch.i32, ch.f64, ch.bools = ch.i64[:0], ch.i32[:0], ch.f64[:0], ch.bools[:0]
 	ch.data, ch.offs = ch.data[:0], append(ch.offs[:0], 0)
+	ch.expect = 0
+	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
+	ch.xlatEpoch = 0
+	ch.row, ch.lvl, ch.val = 0, 0, 0
+	ch.row0, ch.wrows, ch.next, ch.rows = 0, 0, 0, 0
+	ch.pg, ch.pagesOK, ch.hasRaw = 0, false, false
+	if _, ok := cc.(*parquet.FileColumnChunk); ok {
+		if err := format.ReadRawChunk(cc, &ch.raw); err != nil {
+			return err
+		}
+		ch.hasRaw = true
+		if ch.checkPagesOK(); ch.pagesOK {
+			if maxRep > 0 {
+				ch.rowLvl = append(ch.rowLvl, 0)
+			}
+			return nil // decoded as read
+		}
+	}
 	if cc.Type().Kind() == parquet.ByteArray && int64(cap(ch.data)) < sizeHint {
 		// Headroom: the next input's chunk of this column is likely a
 		// little larger.
 		ch.data = make([]byte, 0, sizeHint+sizeHint/8)
 	}
-	ch.expect = 0
 	// Size the level and value buffers once: growing them by doubling
 	// copied every chunk several times.
 	if nv := int(min(cc.NumValues(), 1<<24)); nv > 0 {
@@ -106,22 +140,12 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 		}
 		ch.expect = nv // byte arrays: offs or idx, on the first page
 	}
-	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
-	ch.xlatEpoch = 0
-	ch.row, ch.lvl, ch.val = 0, 0, 0
-	ch.pg, ch.pagesOK = 0, false
 	levels, values := 0, 0
 	// Checked: a damaged page fails, never exhausts memory.
 	var pages parquet.Pages
-	if _, ok := cc.(*parquet.FileColumnChunk); ok {
-		if err := format.ReadRawChunk(cc, &ch.raw); err != nil {
-			ch.hasRaw = false
-			return err
-		}
-		ch.hasRaw = true
+	if ch.hasRaw {
 		pages = ch.raw.DecodePages()
 	} else {
-		ch.hasRaw = false
 		pages = format.Pages(cc)
 	}
 	defer pages.Close()
@@ -157,14 +181,168 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 			return fmt.Errorf("%w: a list starts with repetition level %d", ErrCorrupt, ch.rep[0])
 		}
 	}
-	ch.checkPagesOK()
+	ch.wrows = ch.rows
+	ch.next = len(ch.raw.Pages)
+	if !ch.hasRaw {
+		ch.next = 0
+	}
 	return nil
 }
+
+// Err is the error that stopped decoding the chunk's pages, if any: a
+// page that passed the checks but failed to decode. The chunk's methods
+// then do nothing; the caller fails its job with this error.
+func (ch *Chunk) Err() error { return ch.err }
+
+// need decodes pages until the window holds the next n rows; false (and
+// ch.err set) when it cannot.
+func (ch *Chunk) need(n int) bool {
+	if ch.row+n <= ch.wrows && ch.err == nil {
+		return true
+	}
+	return ch.decodeTo(n)
+}
+
+func (ch *Chunk) decodeTo(n int) bool {
+	for ch.row+n > ch.wrows {
+		if ch.err != nil {
+			return false
+		}
+		if err := ch.decodeNext(); err != nil {
+			ch.err = err
+			return false
+		}
+	}
+	return ch.err == nil
+}
+
+// decodeNext decodes the next page into the window, first dropping the
+// rows behind the read position.
+func (ch *Chunk) decodeNext() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	if !ch.pagesOK || ch.next >= len(ch.raw.Pages) {
+		return fmt.Errorf("%w: rows past the chunk's %d", ErrCorrupt, ch.rows)
+	}
+	rp := &ch.raw.Pages[ch.next]
+	if ch.dec == nil {
+		ch.dec = ch.raw.DecodePagesFrom(ch.next)
+	}
+	p, err := ch.dec.ReadPage()
+	if err != nil {
+		if err == io.EOF {
+			err = fmt.Errorf("%w: page %d missing", ErrCorrupt, ch.next)
+		}
+		return err
+	}
+	ch.dropConsumed()
+	l0 := len(ch.rep)
+	n, nn, err := ch.addPage(p)
+	parquet.Release(p)
+	if err != nil {
+		return err
+	}
+	if int64(n) != rp.Values || int64(nn) != rp.Values-rp.Nulls {
+		return fmt.Errorf("%w: page %d decodes to %d values (%d present), its header says %d (%d nulls)",
+			ErrCorrupt, ch.next, n, nn, rp.Values, rp.Nulls)
+	}
+	rows := n
+	if ch.maxRep > 0 {
+		if n > 0 && ch.rep[l0] != 0 {
+			return fmt.Errorf("%w: a list starts with repetition level %d", ErrCorrupt, ch.rep[l0])
+		}
+		ch.rowLvl = ch.rowLvl[:len(ch.rowLvl)-1] // the end
+		r0 := len(ch.rowLvl)
+		for i, r := range ch.rep[l0:] {
+			if r == 0 {
+				ch.rowLvl = append(ch.rowLvl, int32(l0+i))
+			}
+		}
+		rows = len(ch.rowLvl) - r0
+		ch.rowLvl = append(ch.rowLvl, int32(len(ch.rep)))
+	}
+	if int64(rows) != rp.Rows {
+		return fmt.Errorf("%w: page %d holds %d rows, its header says %d", ErrCorrupt, ch.next, rows, rp.Rows)
+	}
+	ch.wrows += rows
+	ch.next++
+	if ch.next == len(ch.raw.Pages) {
+		ch.closeDecoder()
+	}
+	return nil
+}
+
+// dropConsumed drops the window's rows before the read position.
+func (ch *Chunk) dropConsumed() {
+	r, l, v := ch.row, ch.lvl, ch.val
+	if r == 0 {
+		return
+	}
+	if ch.maxDef > 0 {
+		ch.def = ch.def[:copy(ch.def, ch.def[l:])]
+	}
+	if ch.maxRep > 0 {
+		ch.rep = ch.rep[:copy(ch.rep, ch.rep[l:])]
+		k := copy(ch.rowLvl, ch.rowLvl[r:])
+		ch.rowLvl = ch.rowLvl[:k]
+		for i := range ch.rowLvl {
+			ch.rowLvl[i] -= int32(l)
+		}
+	}
+	switch ch.kind {
+	case parquet.Int64:
+		ch.i64 = ch.i64[:copy(ch.i64, ch.i64[v:])]
+	case parquet.Int32:
+		ch.i32 = ch.i32[:copy(ch.i32, ch.i32[v:])]
+	case parquet.Double:
+		ch.f64 = ch.f64[:copy(ch.f64, ch.f64[v:])]
+	case parquet.Boolean:
+		ch.bools = ch.bools[:copy(ch.bools, ch.bools[v:])]
+	case parquet.ByteArray:
+		if ch.indexed {
+			ch.idx = ch.idx[:copy(ch.idx, ch.idx[v:])]
+			break
+		}
+		base := ch.offs[v]
+		ch.data = ch.data[:copy(ch.data, ch.data[base:])]
+		k := copy(ch.offs, ch.offs[v:])
+		ch.offs = ch.offs[:k]
+		for i := range ch.offs {
+			ch.offs[i] -= base
+		}
+	}
+	ch.row0 += r
+	ch.wrows -= r
+	ch.row, ch.lvl, ch.val = 0, 0, 0
+}
+
+// skipPage moves the read position past page k, the next to decode, at
+// which it stands with the window consumed, without decoding it.
+func (ch *Chunk) skipPage(k int) {
+	ch.dropConsumed()
+	ch.row0 += int(ch.raw.Pages[k].Rows)
+	ch.next++
+	ch.closeDecoder()
+}
+
+func (ch *Chunk) closeDecoder() {
+	if ch.dec != nil {
+		ch.dec.Close()
+		ch.dec = nil
+	}
+}
+
+// Release closes what reading the chunk holds besides its buffers (a
+// page decoder mid-chunk); the next Read reopens it.
+func (ch *Chunk) Release() { ch.closeDecoder() }
 
 // PresentSpan returns the first and last of the next n rows that are not
 // null, relative to the read position, or -1, -1 when all are null.
 func (ch *Chunk) PresentSpan(n int) (first, last int) {
-	if n == 0 {
+	if n == 0 || !ch.need(n) {
 		return -1, -1
 	}
 	if ch.maxDef == 0 {
@@ -196,6 +374,9 @@ func (ch *Chunk) PresentSpan(n int) (first, last int) {
 // SkipNullRows skips the next n rows, which the caller knows are null
 // (PresentSpan).
 func (ch *Chunk) SkipNullRows(n int) {
+	if !ch.need(n) {
+		return
+	}
 	ch.row += n
 	ch.lvl = ch.levelAt(ch.row)
 }
@@ -203,6 +384,9 @@ func (ch *Chunk) SkipNullRows(n int) {
 // SkipNulls skips the next n rows and reports true when they are all null
 // (one level entry each); otherwise it does nothing and reports false.
 func (ch *Chunk) SkipNulls(n int) bool {
+	if !ch.need(n) {
+		return true // the job fails with ch.Err
+	}
 	if ch.maxDef == 0 {
 		return false
 	}
@@ -239,7 +423,7 @@ func (ch *Chunk) SkipNulls(n int) bool {
 }
 
 // Row is the read position: the next row CopyRows or a skip takes.
-func (ch *Chunk) Row() int { return ch.row }
+func (ch *Chunk) Row() int { return ch.row0 + ch.row }
 
 // Rows is the number of rows of the chunk.
 func (ch *Chunk) Rows() int { return ch.rows }
@@ -400,8 +584,12 @@ func (ch *Chunk) levelAt(r int) int {
 }
 
 // Int64s appends each row's value of a non-repeated INT64 chunk to dst,
-// 0 for nulls.
+// 0 for nulls. Call it at the chunk's first row: it decodes the chunk
+// whole, and keeps it so (no page is dropped or skipped after).
 func (ch *Chunk) Int64s(dst []int64) []int64 {
+	if !ch.need(ch.rows - ch.row0 - ch.row) {
+		return dst
+	}
 	if ch.maxDef == 0 {
 		return append(dst, ch.i64...)
 	}
@@ -418,10 +606,14 @@ func (ch *Chunk) Int64s(dst []int64) []int64 {
 }
 
 // Strings appends each row's value of a non-repeated BYTE_ARRAY chunk to
-// dst, "" for nulls; the strings alias ch until its next Read.
+// dst, "" for nulls; the strings alias ch until its next Read. Call it
+// at the chunk's first row, as Int64s.
 func (ch *Chunk) Strings(dst []string) []string {
+	if !ch.need(ch.rows - ch.row0 - ch.row) {
+		return dst
+	}
 	v := 0
-	for r := range ch.rows {
+	for r := range ch.wrows {
 		if ch.maxDef > 0 && ch.def[r] != ch.maxDef {
 			dst = append(dst, "")
 			continue
@@ -464,6 +656,10 @@ func asBytes[T int32 | int64 | float64](s []T) []byte {
 // CopyRows copies the next n rows of src, a chunk of a leaf with the same
 // type and levels as c's, to c.
 func (c *Column) CopyRows(src *Chunk, n int) {
+	if !src.need(n) {
+		c.fail(src.err)
+		return
+	}
 	if n == 1 && c.li.MaxRep == 0 {
 		c.copyRow(src)
 		return

@@ -8,6 +8,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/bloom/xxhash"
 	"github.com/parquet-go/parquet-go/format"
+
+	lakeformat "github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // This file copies whole pages of a Chunk into a Column as they are: the
@@ -32,6 +34,7 @@ const minPageCopyRows = 8
 // CopyRowsPages is CopyRows, except that the pages of src lying wholly
 // within the next n rows are copied verbatim when c writes pages of their
 // encoding and codec; the rows of partial pages are copied by CopyRows.
+// A page copied before the read position reached it is never decoded.
 // The output holds the same values either way (the tests hold it to it).
 func (c *Column) CopyRowsPages(src *Chunk, n int) {
 	if n < minPageCopyRows || !src.pagesOK || !c.pageEncodingOK(src) {
@@ -39,24 +42,33 @@ func (c *Column) CopyRowsPages(src *Chunk, n int) {
 		return
 	}
 	pages := src.raw.Pages
-	end := int64(src.row + n)
-	for int64(src.row) < end {
-		for src.pg < len(pages) && pages[src.pg].FirstRow+pages[src.pg].Rows <= int64(src.row) {
+	end := int64(src.Row() + n)
+	for int64(src.Row()) < end && src.err == nil && c.err == nil {
+		row := int64(src.Row())
+		for src.pg < len(pages) && pages[src.pg].FirstRow+pages[src.pg].Rows <= row {
 			src.pg++
 		}
 		if src.pg == len(pages) {
-			c.CopyRows(src, int(end)-src.row) // not reached: pagesOK says the pages hold every row
+			c.CopyRows(src, int(end-row)) // not reached: pagesOK says the pages hold every row
 			return
 		}
 		p := &pages[src.pg]
 		pend := p.FirstRow + p.Rows
-		if p.FirstRow == int64(src.row) && pend <= end && c.copyPage(src, src.pg) {
+		if p.FirstRow == row && pend <= end && c.copyPage(src, src.pg) {
 			src.pg++
 			continue
 		}
-		c.CopyRows(src, int(min(end, pend)-int64(src.row)))
+		c.CopyRows(src, int(min(end, pend)-row))
+	}
+	if src.err != nil {
+		c.fail(src.err)
 	}
 }
+
+// CanCopyPages reports whether CopyRowsPages may copy pages of src into c
+// as they are now (src's pages and c's encoding, codec and dictionary
+// state); when false it copies row by row.
+func (c *Column) CanCopyPages(src *Chunk) bool { return src.pagesOK && c.pageEncodingOK(src) }
 
 // pageEncodingOK reports whether c writes its data pages as src's pages
 // may be: the same codec, PLAIN for fixed-width values, and
@@ -71,8 +83,9 @@ func (c *Column) pageEncodingOK(src *Chunk) bool {
 	return true
 }
 
-// checkPagesOK checks, once per chunk, that its pages can be copied: data pages
-// v2 only, whose rows add up to the chunk's.
+// checkPagesOK checks, once per chunk, that its pages can be decoded one
+// at a time and copied: data pages v2 only, each starting where the last
+// ended, and sets the chunk's rows from them.
 func (ch *Chunk) checkPagesOK() {
 	ch.pagesOK = false
 	if !ch.hasRaw {
@@ -81,17 +94,22 @@ func (ch *Chunk) checkPagesOK() {
 	var rows int64
 	for i := range ch.raw.Pages {
 		p := &ch.raw.Pages[i]
-		if !p.V2 || p.FirstRow != rows || p.Rows <= 0 {
+		if !p.V2 || p.FirstRow != rows || p.Rows <= 0 || p.Nulls < 0 || p.Nulls > p.Values {
 			return
 		}
 		rows += p.Rows
 	}
-	ch.pagesOK = rows == int64(ch.rows)
+	if rows > math.MaxInt32 {
+		return
+	}
+	ch.rows = int(rows)
+	ch.pagesOK = true
 }
 
 // copyPage copies page k of src, which starts at src's read position, and
 // advances src past it; false when the page is not one c can take as it
-// is (src is then unchanged).
+// is (src is then unchanged). A page not decoded yet is skipped, not
+// decoded, unless its bounds or bloom filter hashes need its values.
 func (c *Column) copyPage(src *Chunk, k int) bool {
 	p := &src.raw.Pages[k]
 	want := format.Plain
@@ -101,8 +119,22 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 	if p.Encoding != want {
 		return false
 	}
-	// The page's levels and values in the decoded chunk: they must agree
-	// with its header, or the read position would drift after it.
+	var b bounds
+	b.unsigned = c.li.unsigned
+	indexed := c.indexBounds(src, k, &b)
+	if k == src.next && src.row == src.wrows && indexed && !c.li.Bloom {
+		// Not decoded, and nothing before it left in the window: the
+		// header's counts (checked against the chunk's footer) are all
+		// the output needs.
+		c.appendPage(src, p, &b)
+		src.skipPage(k)
+		return true
+	}
+	if !src.need(int(p.Rows)) {
+		return false
+	}
+	// The page's levels and values in the window: they must agree with
+	// its header, or the read position would drift after it.
 	l0, l1 := src.lvl, src.levelAt(src.row+int(p.Rows))
 	if int64(l1-l0) != p.Values {
 		return false
@@ -115,13 +147,25 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 		return false
 	}
 	v0, v1 := src.val, src.val+present
-	var b bounds
-	b.unsigned = c.li.unsigned
-	if !c.indexBounds(src, k, &b) {
+	if !indexed {
 		b = bounds{unsigned: c.li.unsigned}
 		src.valueBounds(c.li.Kind, v0, v1, &b)
 	}
+	if !c.appendPage(src, p, &b) {
+		return false
+	}
+	if c.li.Bloom {
+		for i := v0; i < v1; i++ {
+			c.hashes = append(c.hashes, xxhash.Sum64(src.value(i)))
+		}
+	}
+	src.row += int(p.Rows)
+	src.lvl, src.val = l1, v1
+	return true
+}
 
+// appendPage ends c's page and appends p, with bounds b, as the next.
+func (c *Column) appendPage(src *Chunk, p *lakeformat.RawPage, b *bounds) bool {
 	c.endPage() // the rows before this page end their page
 	if c.err != nil {
 		return false
@@ -143,15 +187,8 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 	c.ci.NullCounts = append(c.ci.NullCounts, p.Nulls)
 	c.oi.PageLocations = append(c.oi.PageLocations, format.PageLocation{Offset: off,
 		CompressedPageSize: int32(p.Len), FirstRowIndex: c.rows})
-	c.cb.merge(c.li.Kind, &b)
+	c.cb.merge(c.li.Kind, b)
 	c.rows += p.Rows
-	if c.li.Bloom {
-		for i := v0; i < v1; i++ {
-			c.hashes = append(c.hashes, xxhash.Sum64(src.value(i)))
-		}
-	}
-	src.row += int(p.Rows)
-	src.lvl, src.val = l1, v1
 	return true
 }
 
