@@ -9,9 +9,9 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// FuzzChunkRead reads every chunk of corrupted files: Read either fails
-// with an error or yields a chunk whose rows CopyRows copies whole into a
-// new file, never a panic.
+// FuzzChunkRead reads every chunk of corrupted files: Read or a page's
+// decoding fails with an error, or the chunk's rows are copied whole
+// (CopyRows, CopyRowsPages) into a new file; never a panic or a hang.
 func FuzzChunkRead(f *testing.F) {
 	s := testSchema()
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -60,13 +60,22 @@ func FuzzChunkRead(f *testing.F) {
 					return
 				}
 				c.Reset(li, out.Codec())
-				for ch.Row() < ch.Rows() {
-					n := min(ch.Rows()-ch.Row(), 7)
-					if !ch.SkipNulls(n) {
+				// Pages are decoded as the copies reach them (or copied
+				// verbatim, CopyRowsPages): a page that fails to decode
+				// stops the chunk with Err, and the column with it.
+				for k := 0; ch.Row() < ch.Rows() && ch.Err() == nil; k++ {
+					n := min(ch.Rows()-ch.Row(), 7+93*(k%2))
+					switch {
+					case k%2 == 1:
+						c.CopyRowsPages(&ch, n)
+					case !ch.SkipNulls(n):
 						c.CopyRows(&ch, n)
-					} else {
+					default:
 						c.Null(n)
 					}
+				}
+				if ch.Err() != nil {
+					return
 				}
 				if err := out.WriteChunk(&c); err != nil {
 					t.Fatalf("write a chunk that was read: %v", err)
