@@ -491,6 +491,9 @@ func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) er
 	var dok []bool
 	if p.idx != nil {
 		dx, dok = t.dictCache(p)
+		if p.defs != nil {
+			return f.attrDictTyped(rc, p, row, c, dx, dok)
+		}
 	}
 	j := 0
 	for i := 0; i < p.n; i++ {
@@ -545,6 +548,56 @@ func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) er
 		}
 		j++
 		t.attrSet(rc, row+i, x)
+	}
+	return nil
+}
+
+// attrDictTyped is attrTyped for a dictionary-encoded page of an optional
+// column (string, bytes, array and map attributes): each dictionary value
+// is stored once per chunk and the rows that repeat it share its Str; a
+// resource or scope row that repeats the previous row's index changes
+// nothing (attrSet keeps only changes), so it is skipped.
+func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common, dx []uint64, dok []bool) error {
+	t := f.t
+	defs, idx, dict := p.defs, p.idx, p.dict
+	record := rc.scope == ScopeRecord
+	slot := uint32(rc.slot)
+	lastK := int32(-1)
+	j := 0
+	for i := 0; i < len(defs); i++ {
+		if defs[i] == 0 {
+			t.attrNull(rc, row+i)
+			lastK = -1
+			k := bytes.IndexByte(defs[i:], 1)
+			if k < 0 {
+				break
+			}
+			i += k - 1
+			continue
+		}
+		k := idx[j]
+		j++
+		if k == lastK && !record {
+			continue
+		}
+		lastK = k
+		x := dx[k]
+		if !dok[k] {
+			var err error
+			if x, err = f.attrBytes(rc, c, dict.value(k)); err != nil {
+				return err
+			}
+			dx[k], dok[k] = x, true
+		} else if !record {
+			// prevAttr follows, for strRun on plain pages after a
+			// dictionary fallback.
+			t.prevAttr[slot] = signal.Str(x)
+		}
+		if record {
+			t.recEnt = append(t.recEnt, entry{row: uint32(row + i), slot: slot, val: x})
+		} else {
+			t.attrSet(rc, row+i, x)
+		}
 	}
 	return nil
 }
