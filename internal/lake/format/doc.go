@@ -10,9 +10,12 @@
 // names.go (attribute-name codec, overflow columns, KeptColumns), open.go
 // (Open, Recover), pages.go (CheckChunk, Pages: the bounds every page is
 // held to before parquet-go decodes it), rawpages.go (ReadRawChunk: a
-// checked chunk's bytes and page spans, for copying pages verbatim), reader.go with index.go and
-// nested.go (File: projected, typed column reads, one row group at a
-// time; OTLP JSON of nested values back to protobuf), json.go (the OTLP
+// checked chunk's bytes and page spans, for copying pages verbatim),
+// decode.go (the typed page decoder: a checked chunk's pages of the lake's
+// own encodings straight into typed slices), reader.go with readtyped.go,
+// index.go and nested.go (File: projected, typed column reads, one row
+// group at a time, from decode.go's pages, or parquet-go's for other
+// chunks; OTLP JSON of nested values back to protobuf), json.go (the OTLP
 // JSON of scalar values).
 //
 // No other package spells a column name, parses an attribute column name or
@@ -42,11 +45,13 @@
 //  4. Open never panics: parquet-go panics on some damaged files, and Open
 //     and readers guarded by Recover return an error wrapping ErrCorrupt
 //     that names the file instead (FuzzOpen).
-//  5. No page reaches parquet-go's decoder unchecked (pages.go): File
-//     checks a row group's chunks before reading it, the column readers
-//     read through Pages/PagesRange, compaction reads through
+//  5. No page reaches parquet-go's decoder or the typed decoder unchecked
+//     (pages.go): File checks each chunk before decoding it, the column
+//     readers read through Pages/PagesRange, compaction reads through
 //     ReadRawChunk, which also checks each page's CRC (a page copied
-//     verbatim is never decoded). A page
+//     verbatim is never decoded). The typed decoder bounds every step
+//     again by the page's own sizes (FuzzDecodePages runs it on damaged
+//     pages without the check). A page
 //     must fit its chunk, claim at most MaxPageBytes and MaxPageValues
 //     (and no more values than its row group has rows, for a flat column),
 //     decompress to exactly its uncompressed size (zstd frames are walked
