@@ -328,6 +328,14 @@ func checkChunk(cc parquet.ColumnChunk, from, to int64) (rows int64, err error) 
 // checkChunkIn is checkChunk over the chunk's bytes in mem (at offset base
 // of the file), or read from the file as needed when mem is nil.
 func checkChunkIn(cc parquet.ColumnChunk, from, to int64, mem []byte, base int64) (rows int64, err error) {
+	return checkChunkVisit(cc, from, to, mem, base, nil)
+}
+
+// checkChunkVisit is checkChunkIn that also calls visit with each checked
+// page's offset in the file, its length (header included) and header
+// (valid during the call only).
+func checkChunkVisit(cc parquet.ColumnChunk, from, to int64, mem []byte, base int64,
+	visit func(off, n int64, h *pqformat.PageHeader) error) (rows int64, err error) {
 	defer Recover(&err, "check column chunk")
 	ref, ok, err := refOf(cc)
 	if !ok || err != nil {
@@ -371,6 +379,11 @@ func checkChunkIn(cc parquet.ColumnChunk, from, to int64, mem []byte, base int64
 		n, pv, pr, dict, err := c.page(off, end)
 		if err != nil {
 			return 0, fmt.Errorf("column %q page at byte %d: %w", md.PathInSchema, off, err)
+		}
+		if visit != nil {
+			if err := visit(off, n, &c.hdr); err != nil {
+				return 0, err
+			}
 		}
 		off += n
 		if dict {

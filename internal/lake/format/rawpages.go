@@ -32,10 +32,7 @@ type RawChunk struct {
 	ci   pqformat.ColumnIndex
 	// ciState: 0 not read, 1 read and usable, -1 absent or unusable.
 	ciState int
-	br      thrift.BytesReader
-	dec     *thrift.Decoder
 	proto   thrift.CompactProtocol
-	hdr     pqformat.PageHeader
 }
 
 // RawPage is where one data page lies in its RawChunk and what its
@@ -70,9 +67,6 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 		return err
 	}
 	rc.Bytes, rc.Base = buf, base
-	if _, err := checkChunkIn(cc, 0, math.MaxInt64, buf, base); err != nil {
-		return err
-	}
 	ref, ok, err := refOf(cc)
 	if err != nil {
 		return err
@@ -82,35 +76,20 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 	}
 	rc.cc, rc.ref, rc.Codec = fcc, ref, ref.md.Codec
 	rc.mem = memReaderAt{b: rc.Bytes, base: base}
-	// The checks passed: headers decode, pages fit the chunk, their rows
-	// add up. Walk the headers once more to record each page's span.
-	if rc.dec == nil {
-		rc.br = rc.proto.NewReaderFromBytes(nil)
-		rc.dec = thrift.NewDecoder(rc.br)
-	}
+	// Record each page's span as the checks walk them.
 	var row int64
-	for off := 0; off < len(buf); {
-		rc.hdr = pqformat.PageHeader{}
-		rc.br.ResetBytes(buf[off:])
-		if err := rc.dec.Decode(&rc.hdr); err != nil {
-			return pageErr("page header: %v", err)
-		}
-		hlen := rc.br.BytesRead()
-		h := &rc.hdr
-		n := hlen + int(h.CompressedPageSize)
-		if h.CompressedPageSize < 0 || n > len(buf)-off {
-			return pageErr("page of %d bytes past its chunk", h.CompressedPageSize)
-		}
-		p := RawPage{Off: off, Len: n, FirstRow: row, Uncompressed: int64(hlen) + int64(h.UncompressedPageSize)}
+	visit := func(foff, n int64, h *pqformat.PageHeader) error {
+		off := int(foff - base)
+		hlen := int(n) - int(h.CompressedPageSize)
 		// The CRC covers the page's bytes after its header: a page copied
 		// without being decoded is still checked. 0 is taken as no CRC.
-		if h.CRC != 0 && int32(crc32.ChecksumIEEE(buf[off+hlen:off+n])) != h.CRC {
-			return pageErr("column %q page at byte %d: CRC mismatch", ref.md.PathInSchema, base+int64(off))
+		if h.CRC != 0 && int32(crc32.ChecksumIEEE(buf[off+hlen:off+int(n)])) != h.CRC {
+			return pageErr("column %q page at byte %d: CRC mismatch", ref.md.PathInSchema, foff)
 		}
+		p := RawPage{Off: off, Len: int(n), FirstRow: row, Uncompressed: int64(hlen) + int64(h.UncompressedPageSize)}
 		switch h.Type {
 		case pqformat.DictionaryPage:
-			off += n
-			continue
+			return nil
 		case pqformat.DataPageV2:
 			d := &h.DataPageHeaderV2.V
 			p.Rows, p.Values, p.Nulls, p.Encoding, p.V2 = int64(d.NumRows), int64(d.NumValues), int64(d.NumNulls), d.Encoding, true
@@ -123,16 +102,20 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 				p.Rows = p.Values
 			}
 		}
+		if row < 0 {
+			p.FirstRow = -1 // after a page of unknown rows
+		}
 		rc.Pages = append(rc.Pages, p)
 		if p.Rows < 0 {
-			row = -1 // later pages' first rows are unknown
+			row = -1
 		} else if row >= 0 {
 			row += p.Rows
 		}
-		if row < 0 {
-			rc.Pages[len(rc.Pages)-1].FirstRow = -1
-		}
-		off += n
+		return nil
+	}
+	if _, err := checkChunkVisit(cc, 0, math.MaxInt64, buf, base, visit); err != nil {
+		rc.Pages, rc.cc = rc.Pages[:0], nil
+		return err
 	}
 	return nil
 }
