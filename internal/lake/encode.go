@@ -42,6 +42,7 @@ const (
 	pNone pendKind = iota
 	pNull
 	pBytes
+	pStr // bytes of an attribute value in the batch arena; pu is its Str
 	pInt
 	pFloat
 	pBool
@@ -57,7 +58,7 @@ func (c *colBuf) flush() {
 		return
 	case pNull:
 		c.col.Null(c.pn)
-	case pBytes:
+	case pBytes, pStr:
 		c.col.Bytes(c.pb, c.pn)
 	case pInt:
 		c.col.Int(int64(c.pu), c.pn)
@@ -219,6 +220,26 @@ func (c *colBuf) setAt(row int, k pendKind, b []byte, u uint64) {
 	c.put(k, b, u)
 }
 
+// setStrN sets n rows from row of an attribute column to the arena
+// value s (bytes b). The run check compares Strs, not bytes: equal values
+// in different places of the arena make two runs of one value, which the
+// column joins (one dictionary index, or the same bytes appended), so the
+// file is the same; the batch's copier interns values (signal's
+// valueTable), so they rarely differ.
+func (c *colBuf) setStrN(row int, s signal.Str, b []byte, n int) {
+	if gap := row - c.total(); gap > 0 {
+		c.nulls(gap)
+	} else if gap < 0 {
+		panic("lake: attribute column row set out of order")
+	}
+	if c.pk == pStr && c.pu == uint64(s) {
+		c.pn += n
+		return
+	}
+	c.flush()
+	c.pk, c.pb, c.pu, c.pn = pStr, b, uint64(s), n
+}
+
 // unsetLast takes back the values of the n rows from row, the last rows
 // set (a duplicate key whose later value goes to this or another column),
 // leaving them unset.
@@ -301,10 +322,12 @@ type encoder struct {
 
 	stamp    []int32 // per key: 1 + the row or set that last used it
 	lastSlot []int32 // per key: the slot it used there
+	recSlot  []int32 // per record attribute (index into Attrs): its slot, < 0 in the overflow
 
 	arena   []byte // JSON of resource and scope attributes, per file
 	scratch []byte // per chunk
 	perm    []int32
+	keys    []rowKey
 	i64     []int64 // a column's values of a chunk, in sort order
 	names   []byte
 	msgs    [][]byte
@@ -412,9 +435,11 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 	}
 	// Record columns: every (key, type) seen. A type shadowed by a later
 	// duplicate may leave an all-null column; that is harmless.
+	e.recSlot = slices.Grow(e.recSlot[:0], c.Attrs.Len())[:c.Attrs.Len()]
+	recSlot := e.recSlot
 	for _, r := range recAttrs {
 		for i := r.Start; i < r.End; i++ {
-			e.slot(scopeRecord, c.Attrs.Key[i], c.Attrs.Type[i])
+			recSlot[i] = e.slot(scopeRecord, c.Attrs.Key[i], c.Attrs.Type[i])
 		}
 	}
 
@@ -424,6 +449,11 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 	nattr := len(e.attrs)
 	if nattr > e.maxColumns() {
 		e.capColumns(c, recAttrs, svcID, hasSvcKey)
+		for _, r := range recAttrs {
+			for i := r.Start; i < r.End; i++ {
+				recSlot[i] = e.colOf[scopeRecord][attrType(c.Attrs.Type[i])][c.Attrs.Key[i]] - 1
+			}
+		}
 		nattr = len(e.attrs)
 		for s := range e.ovfSlot {
 			if e.ovfSlot[s] == 0 {
@@ -736,8 +766,10 @@ func (e *encoder) attrRuns(c *signal.Common, attr []signal.Range, rows []int32) 
 	return nil
 }
 
-// sameAttrs reports whether attribute sets a and b are equal pair by pair
-// (keys, types and values in the same order).
+// sameAttrs reports whether attribute sets a and b hold the same words
+// (keys, types and values in the same order). Sets whose strings are equal
+// but in different places of the arena are not the same here: they are
+// written as two runs, with the same result in the file (setStrN).
 func sameAttrs(c *signal.Common, a, b signal.Range) bool {
 	n := a.Len()
 	if n != b.Len() {
@@ -747,38 +779,9 @@ func sameAttrs(c *signal.Common, a, b signal.Range) bool {
 		return true
 	}
 	at := &c.Attrs
-	ka, kb := at.Key[a.Start:a.End], at.Key[b.Start:b.End:b.Start+uint32(n)]
-	ta, tb := at.Type[a.Start:a.End], at.Type[b.Start:b.End:b.Start+uint32(n)]
-	va, vb := at.Val[a.Start:a.End], at.Val[b.Start:b.End:b.Start+uint32(n)]
-	// Everything but string bytes first: sets of different records tend
-	// to differ in a number or a length, found without reading strings.
-	for i := range ka {
-		if ka[i] != kb[i] || ta[i] != tb[i] {
-			return false
-		}
-		if va[i] == vb[i] {
-			continue
-		}
-		switch ta[i] {
-		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
-			if signal.Str(va[i]).Len() == signal.Str(vb[i]).Len() {
-				continue
-			}
-		}
-		return false
-	}
-	for i := range ka {
-		if va[i] == vb[i] {
-			continue
-		}
-		switch ta[i] {
-		case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
-			if string(c.Bytes(signal.Str(va[i]))) != string(c.Bytes(signal.Str(vb[i]))) {
-				return false
-			}
-		}
-	}
-	return true
+	return slices.Equal(at.Val[a.Start:a.End], at.Val[b.Start:b.End]) &&
+		slices.Equal(at.Key[a.Start:a.End], at.Key[b.Start:b.End]) &&
+		slices.Equal(at.Type[a.Start:a.End], at.Type[b.Start:b.End])
 }
 
 // recordAttrs fills the record attribute columns of n chunk rows from ri,
@@ -789,16 +792,16 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 	at := e.base + ri
 	stampV := row + 1
 	e.ovfRow = e.ovfRow[:0]
-	for i := r.Start; i < r.End; i++ {
-		k := c.Attrs.Key[i]
-		t := c.Attrs.Type[i]
-		if int(t) >= numValueTypes {
-			t = signal.ValueEmpty
-		}
-		slot := e.colOf[scopeRecord][t][k] - 1
-		if e.stamp[k] == stampV {
+	keys := c.Attrs.Key[r.Start:r.End]
+	types := c.Attrs.Type[r.Start : r.End : r.Start+uint32(len(keys))]
+	vals := c.Attrs.Val[r.Start : r.End : r.Start+uint32(len(keys))]
+	slots := e.recSlot[r.Start : r.End : r.Start+uint32(len(keys))]
+	stamp, lastSlot := e.stamp, e.lastSlot
+	for j, k := range keys {
+		slot := slots[j]
+		if stamp[k] == stampV {
 			// Duplicate key in one set: the last one wins.
-			if prev := e.lastSlot[k]; prev < -1 {
+			if prev := lastSlot[k]; prev < -1 {
 				e.ovfRow[-2-prev] = -1
 			} else {
 				attrCols[prev].unsetLast(at, n)
@@ -806,16 +809,29 @@ func (e *encoder) recordAttrs(c *signal.Common, r signal.Range, ri int, row int3
 		}
 		if slot < 0 {
 			// Overflow: lastSlot is -2 - the entry's index in ovfRow.
-			e.stamp[k], e.lastSlot[k] = stampV, -2-int32(len(e.ovfRow))
-			e.ovfRow = append(e.ovfRow, int32(i))
+			stamp[k], lastSlot[k] = stampV, -2-int32(len(e.ovfRow))
+			e.ovfRow = append(e.ovfRow, int32(r.Start)+int32(j))
 			continue
 		}
-		e.stamp[k], e.lastSlot[k] = stampV, slot
-		cl, err := e.attrValue(c, t, c.Attrs.Val[i], false)
-		if err != nil {
-			return err
+		stamp[k], lastSlot[k] = stampV, slot
+		cb := &attrCols[slot]
+		switch t := types[j]; t {
+		case signal.ValueString, signal.ValueBytes:
+			s := signal.Str(vals[j])
+			cb.setStrN(at, s, c.Bytes(s), n)
+		case signal.ValueInt:
+			cb.setAtN(at, pInt, nil, vals[j], n)
+		case signal.ValueDouble:
+			cb.setAtN(at, pFloat, nil, vals[j], n)
+		case signal.ValueBool:
+			cb.setAtN(at, pBool, nil, boolBits(vals[j] != 0), n)
+		default:
+			cl, err := e.attrValue(c, attrType(t), vals[j], false)
+			if err != nil {
+				return err
+			}
+			cb.setAtN(at, cl.k, cl.b, cl.u, n)
 		}
-		attrCols[slot].setAtN(at, cl.k, cl.b, cl.u, n)
 	}
 	if len(e.ovfRow) > 0 {
 		cl, err := e.overflowCell(c, scopeRecord, e.ovfRow)

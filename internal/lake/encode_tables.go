@@ -36,12 +36,58 @@ func (e *encoder) serviceRanks(c *signal.Common) []int32 {
 	return rank
 }
 
-func (e *encoder) identityPerm(n int) []int32 {
-	e.perm = slices.Grow(e.perm[:0], n)[:n]
-	for i := range e.perm {
-		e.perm[i] = int32(i)
+// rowKey is a row's place in a file: rows are ordered by k1, k2, k3 and
+// then by their index. Sorting these keys instead of row indexes with a
+// function that reads the batch's columns keeps each comparison within
+// one cache line (the sort was an eighth of writing a metrics file).
+type rowKey struct {
+	k2, k3 uint64
+	k1     uint32
+	row    int32
+}
+
+func cmpRowKey(a, b rowKey) int {
+	if a.k1 != b.k1 {
+		return cmp.Compare(a.k1, b.k1)
+	}
+	if a.k2 != b.k2 {
+		return cmp.Compare(a.k2, b.k2)
+	}
+	if a.k3 != b.k3 {
+		return cmp.Compare(a.k3, b.k3)
+	}
+	return cmp.Compare(a.row, b.row)
+}
+
+// signedKey maps an int64 to a uint64 of the same order.
+func signedKey(v int64) uint64 { return uint64(v) ^ 1<<63 }
+
+// sortedPerm sorts e.keys (one per row, from keysFor) and returns the rows
+// in that order.
+func (e *encoder) sortedPerm() []int32 {
+	keys := e.keys
+	slices.SortFunc(keys, cmpRowKey)
+	e.perm = slices.Grow(e.perm[:0], len(keys))[:len(keys)]
+	for i, k := range keys {
+		e.perm[i] = k.row
 	}
 	return e.perm
+}
+
+// keysFor returns e.keys with room for n rows.
+func (e *encoder) keysFor(n int) []rowKey {
+	e.keys = slices.Grow(e.keys[:0], n)[:n]
+	return e.keys
+}
+
+// rankedPerm sorts rows by (rank of their resource, partition time, row):
+// the order of logs and spans.
+func (e *encoder) rankedPerm(rank []int32, res []uint32, ptime []int64) []int32 {
+	keys := e.keysFor(len(res))
+	for i, r := range res {
+		keys[i] = rowKey{k1: uint32(rank[r]), k2: signedKey(ptime[i]), row: int32(i)}
+	}
+	return e.sortedPerm()
 }
 
 // chunks runs fill over the sorted rows in chunks, closing a row group
@@ -69,17 +115,7 @@ func (e *encoder) encodeLogs(out io.Writer, l *signal.Logs, ptime []int64, rgRow
 	if err != nil {
 		return nil, err
 	}
-	rank := e.serviceRanks(&l.Common)
-	perm := e.identityPerm(l.Len())
-	slices.SortFunc(perm, func(a, b int32) int {
-		if c := cmp.Compare(rank[l.Resource[a]], rank[l.Resource[b]]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(ptime[a], ptime[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	perm := e.rankedPerm(e.serviceRanks(&l.Common), l.Resource, ptime)
 	if err := e.startFile(out, TableLogs, schema); err != nil {
 		return nil, err
 	}
@@ -170,19 +206,11 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		}
 		drank[di] = rk
 	}
-	perm := e.identityPerm(m.Len())
-	slices.SortFunc(perm, func(a, b int32) int {
-		if c := cmp.Compare(drank[m.Desc[a]], drank[m.Desc[b]]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(m.SeriesID[a], m.SeriesID[b]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(m.Time[a], m.Time[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	keys := e.keysFor(m.Len())
+	for i, d := range m.Desc {
+		keys[i] = rowKey{k1: uint32(drank[d]), k2: m.SeriesID[i], k3: signedKey(m.Time[i]), row: int32(i)}
+	}
+	perm := e.sortedPerm()
 	// Metadata JSON once per descriptor.
 	metaJSON := make([]signal.Range, len(m.Descs)) // into e.arena as byte offsets
 	for i, d := range m.Descs {
@@ -385,17 +413,7 @@ func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgR
 		return nil, err
 	}
 	c := &s.Common
-	rank := e.serviceRanks(c)
-	perm := e.identityPerm(s.Len())
-	slices.SortFunc(perm, func(a, b int32) int {
-		if c := cmp.Compare(rank[s.Resource[a]], rank[s.Resource[b]]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(ptime[a], ptime[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	perm := e.rankedPerm(e.serviceRanks(c), s.Resource, ptime)
 	if err := e.startFile(out, TableTraces, schema); err != nil {
 		return nil, err
 	}

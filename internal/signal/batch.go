@@ -166,6 +166,7 @@ type copier struct {
 	resMap   []uint32 // src resource -> dst resource + 1
 	scopeMap []uint32 // src scope -> dst scope + 1
 	last     []Str    // dst KeyID -> the value last copied for it (value)
+	values   valueTable
 }
 
 func (cp *copier) bind(src *Common) {
@@ -184,6 +185,7 @@ func (cp *copier) bind(src *Common) {
 func (cp *copier) forget() {
 	cp.src = nil
 	clear(cp.last)
+	cp.values.reset()
 }
 
 // grow extends a map slice so that index i is valid; a source may gain keys,
@@ -239,11 +241,13 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 }
 
 // value copies the string value s of destination key k, or reuses the
-// value last copied for k when it has the same bytes: attribute values
-// repeat from record to record (the job of every point, the method of
-// most requests), so the destination's arena keeps one copy of a run, and
-// an encoder comparing neighbouring values finds them equal by offset
-// without reading them. Strs are never written through, so sharing one is
+// copy of an equal value of k: the one last copied for k (runs of one
+// value, checked first because it is cheapest), else the one interned in
+// the destination's valueTable. Attribute values repeat from record to
+// record (the job of every point, the method of most requests), so the
+// destination's arena keeps one copy of each, and an encoder comparing
+// values finds them equal by offset without reading them (the lake's
+// attribute runs). Strs are never written through, so sharing one is
 // safe; the bytes are compared, so a stale entry (after the destination
 // was reset or rolled back) costs a miss, never a wrong value.
 func (cp *copier) value(dst *Common, k KeyID, s Str) Str {
@@ -256,9 +260,13 @@ func (cp *copier) value(dst *Common, k KeyID, s Str) Str {
 	} else if l := cp.last[k]; l.Len() == len(b) && l.Off()+l.Len() <= len(dst.Buf) && string(dst.Bytes(l)) == string(b) {
 		return l
 	}
-	out := dst.AppendBytes(b)
-	cp.last[k] = out
-	return out
+	s, slot, ok := cp.values.find(dst, k, b)
+	if !ok {
+		s = dst.AppendBytes(b)
+		cp.values.add(dst, k, b, s, slot)
+	}
+	cp.last[k] = s
+	return s
 }
 
 // msgs copies the message range r of the source and returns the new range.

@@ -1,0 +1,93 @@
+package signal
+
+import "hash/maphash"
+
+// valueTable interns the string values of a destination batch's
+// attributes by (key, bytes) (copier.value): equal values of one key
+// share one Str, so that readers of the batch (the lake's encoder
+// comparing the attribute sets of neighbouring rows, its columns' run
+// checks) find them equal by comparing offsets, without reading bytes.
+// It is an open addressing table over Strs in the arena, so interning
+// allocates nothing once grown; it stops taking new values at
+// maxInterned, past which values are still shared with the last of their
+// key (copier.last).
+type valueTable struct {
+	seed  maphash.Seed
+	slots []internSlot
+	n     int
+}
+
+type internSlot struct {
+	s Str // 0: empty
+	k KeyID
+}
+
+// maxInterned bounds the values a table holds: its slots, at most half
+// full, take 2 MiB at most per destination batch (high-cardinality values,
+// such as request ids, would fill any bound; past it they are copied as
+// before).
+const maxInterned = 1 << 16
+
+func (t *valueTable) reset() {
+	if t.n > 0 {
+		clear(t.slots)
+		t.n = 0
+	}
+}
+
+func (t *valueTable) hash(k KeyID, b []byte) uint64 {
+	return maphash.Bytes(t.seed, b) ^ uint64(k)*0x9e3779b97f4a7c15
+}
+
+// find returns the Str interned for (k, b) in d's arena and true, or the
+// slot where it would go and false.
+func (t *valueTable) find(d *Common, k KeyID, b []byte) (Str, int, bool) {
+	if len(t.slots) == 0 {
+		return 0, -1, false
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := t.hash(k, b) & mask; ; i = (i + 1) & mask {
+		sl := t.slots[i]
+		if sl.s == 0 {
+			return 0, int(i), false
+		}
+		// A stale entry (the batch was rolled back below it) never
+		// matches: the bytes are compared within the arena.
+		if sl.k == k && sl.s.Len() == len(b) && sl.s.Off()+len(b) <= len(d.Buf) && string(d.Bytes(sl.s)) == string(b) {
+			return sl.s, int(i), true
+		}
+	}
+}
+
+// add interns s, the copy of b in d's arena, for key k at slot i (from
+// find), unless the table is full.
+func (t *valueTable) add(d *Common, k KeyID, b []byte, s Str, i int) {
+	if t.n >= maxInterned {
+		return
+	}
+	if i < 0 || 2*(t.n+1) > len(t.slots) {
+		t.grow(d)
+		_, i, _ = t.find(d, k, b)
+	}
+	t.slots[i] = internSlot{s, k}
+	t.n++
+}
+
+func (t *valueTable) grow(d *Common) {
+	if t.slots == nil {
+		t.seed = maphash.MakeSeed()
+	}
+	old := t.slots
+	t.slots = make([]internSlot, max(1024, 2*len(old)))
+	mask := uint64(len(t.slots) - 1)
+	for _, sl := range old {
+		if sl.s == 0 || sl.s.Off()+sl.s.Len() > len(d.Buf) {
+			continue
+		}
+		i := t.hash(sl.k, d.Bytes(sl.s)) & mask
+		for t.slots[i].s != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = sl
+	}
+}
