@@ -291,7 +291,15 @@ type encoder struct {
 	leaves []pqenc.Leaf
 	order  []int32
 	base   int
-	run    commonRun // rows whose resource and scope columns are pending
+	runs   []commonRun // the chunk's runs of rows of one resource and scope
+
+	// resTab and scTab hold, column by column, the cell (index into
+	// resCells, scCells; -1 when none) of each resource and scope:
+	// resTab[i*len(Resources)+r] is resource r's cell in slot resSlots[i].
+	// nil when a file has too many resources times columns for them
+	// (maxCommonCells); its runs are then written row by row.
+	resSlots, scSlots []int32
+	resTab, scTab     []int32
 
 	// colOf[scope][type][key] is the attribute slot + 1, 0 when none,
 	// inOverflow when the attribute goes to its scope's overflow column.
@@ -318,7 +326,7 @@ type encoder struct {
 	// version, schema URL: three per scope); see canonical.
 	resFixed [][]byte
 	scFixed  [][]byte
-	canon    map[canonKey][]byte
+	canon    map[canonKey]canonValue
 
 	stamp    []int32 // per key: 1 + the row or set that last used it
 	lastSlot []int32 // per key: the slot it used there
@@ -593,53 +601,115 @@ type canonKey struct {
 	v    string
 }
 
+// canonValue is the first slice seen with a canonKey's bytes and its
+// number in the file.
+type canonValue struct {
+	b  []byte
+	id uint64
+}
+
 // canonical returns the first slice seen with b's bytes in column slot
-// of this file. Equal values of different resources and scopes then share
-// one slice, so that a column's run check (colBuf.put) compares them by
-// pointer, without reading the bytes: metrics sorted by name alternate
-// between resources every few rows.
-func (e *encoder) canonical(slot int32, b []byte) []byte {
+// of this file, and its number (unique per value of the column). Equal
+// values of different resources and scopes then share one slice and one
+// number, so that a column's run check (colBuf.put) compares them without
+// reading the bytes: metrics sorted by name alternate between resources
+// every few rows.
+func (e *encoder) canonical(slot int32, b []byte) ([]byte, uint64) {
 	if len(b) == 0 {
-		return b
+		return b, 0
 	}
 	if e.canon == nil {
-		e.canon = make(map[canonKey][]byte)
+		e.canon = make(map[canonKey]canonValue)
 	}
 	k := canonKey{slot, unsafex.String(b)} // b outlives the file's map
 	if v, ok := e.canon[k]; ok {
-		return v
+		return v.b, v.id
 	}
-	e.canon[k] = b
-	return b
+	id := uint64(len(e.canon)) + 1
+	e.canon[k] = canonValue{b, id}
+	return b, id
 }
 
 // canonCells makes the byte values of the resource and scope columns
-// canonical (canonical), resolved once per file.
+// canonical (canonical), resolved once per file: an attribute cell's
+// value becomes a pStr of its number.
 func (e *encoder) canonCells(c *signal.Common) {
 	clear(e.canon)
 	for i := range e.resCells {
 		if cl := &e.resCells[i]; cl.k == pBytes {
-			cl.b = e.canonical(cl.slot, cl.b)
+			cl.b, cl.u = e.canonical(cl.slot, cl.b)
+			cl.k = pStr
 		}
 	}
 	for i := range e.scCells {
 		if cl := &e.scCells[i]; cl.k == pBytes {
-			cl.b = e.canonical(cl.slot, cl.b)
+			cl.b, cl.u = e.canonical(cl.slot, cl.b)
+			cl.k = pStr
 		}
 	}
 	e.resFixed = e.resFixed[:0]
 	for ri := range c.Resources {
 		var svc []byte
 		if e.resHasSvc[ri] {
-			svc = e.canonical(int32(-1-cServiceName), c.Bytes(e.resService[ri]))
+			svc, _ = e.canonical(int32(-1-cServiceName), c.Bytes(e.resService[ri]))
 		}
-		e.resFixed = append(e.resFixed, svc, e.canonical(int32(-1-cResourceSchemaURL), c.Bytes(c.Resources[ri].SchemaURL)))
+		url, _ := e.canonical(int32(-1-cResourceSchemaURL), c.Bytes(c.Resources[ri].SchemaURL))
+		e.resFixed = append(e.resFixed, svc, url)
 	}
 	e.scFixed = e.scFixed[:0]
 	for _, sc := range c.Scopes {
-		e.scFixed = append(e.scFixed, e.canonical(int32(-1-cScopeName), c.Bytes(sc.Name)),
-			e.canonical(int32(-1-cScopeVersion), c.Bytes(sc.Version)), e.canonical(int32(-1-cScopeSchemaURL), c.Bytes(sc.SchemaURL)))
+		name, _ := e.canonical(int32(-1-cScopeName), c.Bytes(sc.Name))
+		version, _ := e.canonical(int32(-1-cScopeVersion), c.Bytes(sc.Version))
+		url, _ := e.canonical(int32(-1-cScopeSchemaURL), c.Bytes(sc.SchemaURL))
+		e.scFixed = append(e.scFixed, name, version, url)
 	}
+	e.resSlots, e.resTab = commonTable(e.resSlots, e.resTab, e.resCells, e.resRange, len(e.cols)-e.nfixed)
+	e.scSlots, e.scTab = commonTable(e.scSlots, e.scTab, e.scCells, e.scRange, len(e.cols)-e.nfixed)
+}
+
+// maxCommonCells bounds the resource (or scope) table of a file: 4 MiB
+// (a variable for tests).
+var maxCommonCells = 1 << 20
+
+// commonTable lays out the cells of resources (or scopes) column by
+// column (see encoder.resTab): slots are the columns any of them has, in
+// order of first use.
+func commonTable(slots, tab []int32, cells []cell, ranges []signal.Range, nslots int) ([]int32, []int32) {
+	slots = slots[:0]
+	var seen [64]uint64 // slots below 4096 without a map
+	var seenMap map[int32]bool
+	for _, cl := range cells {
+		if s := cl.slot; s < 64*64 {
+			if seen[s>>6]&(1<<(s&63)) == 0 {
+				seen[s>>6] |= 1 << (s & 63)
+				slots = append(slots, s)
+			}
+		} else if !seenMap[s] {
+			if seenMap == nil {
+				seenMap = make(map[int32]bool)
+			}
+			seenMap[s] = true
+			slots = append(slots, s)
+		}
+	}
+	n := len(ranges)
+	if len(slots)*n > maxCommonCells || n == 0 {
+		return slots, nil
+	}
+	dense := make([]int32, nslots)
+	for i, s := range slots {
+		dense[s] = int32(i)
+	}
+	tab = slices.Grow(tab[:0], len(slots)*n)[:len(slots)*n]
+	for i := range tab {
+		tab[i] = -1
+	}
+	for r, rg := range ranges {
+		for x := rg.Start; x < rg.End; x++ {
+			tab[int(dense[cells[x].slot])*n+r] = int32(x)
+		}
+	}
+	return slots, tab
 }
 
 func resetInt32(s []int32, n int) []int32 {
@@ -695,17 +765,19 @@ func (e *encoder) attrValue(c *signal.Common, t signal.ValueType, v uint64, stab
 // alias the scratch are in their columns by now (endChunk).
 func (e *encoder) startChunk() { e.scratch = e.scratch[:0] }
 
-// common fills the resource and scope columns of chunk row ri. Rows of
-// one resource and scope come in runs (rows are sorted by service), so a
-// run is written once, when it ends (endCommon).
-func (e *encoder) common(c *signal.Common, res, sc uint32, ri int) {
+// common notes the resource and scope of chunk row ri. Rows of one
+// resource and scope come in runs (rows are sorted by service; metrics,
+// sorted by name, switch resource nearly every row), and the chunk's runs
+// are written column by column when it ends (endCommon).
+func (e *encoder) common(res, sc uint32, ri int) {
 	row := e.base + ri
-	if e.run.n > 0 && e.run.res == res && e.run.sc == sc && e.run.row+e.run.n == row {
-		e.run.n++
-		return
+	if k := len(e.runs) - 1; k >= 0 {
+		if r := &e.runs[k]; r.res == res && r.sc == sc && r.row+r.n == row {
+			r.n++
+			return
+		}
 	}
-	e.endCommon(c)
-	e.run = commonRun{res: res, sc: sc, row: row, n: 1}
+	e.runs = append(e.runs, commonRun{res: res, sc: sc, row: row, n: 1})
 }
 
 // commonRun is a run of rows of one resource and scope.
@@ -714,36 +786,89 @@ type commonRun struct {
 	row, n  int
 }
 
-// endCommon writes the resource and scope columns of the current run.
+// endCommon writes the resource and scope columns of the chunk's runs,
+// one column at a time: a column's value changes rarely from one run to
+// the next, so each run is mostly a compare in a short loop.
 func (e *encoder) endCommon(c *signal.Common) {
-	n := e.run.n
-	if n == 0 {
+	runs := e.runs
+	if len(runs) == 0 {
 		return
 	}
-	e.run.n = 0
-	res, sc := e.run.res, e.run.sc
-	r := &c.Resources[res]
-	s := &c.Scopes[sc]
+	e.runs = runs[:0]
 	cols := e.cols
-	if e.resHasSvc[res] {
-		cols[cServiceName].putN(pBytes, e.resFixed[2*res], 0, n)
-	} else {
-		cols[cServiceName].nulls(n)
+	cb := &cols[cServiceName]
+	for _, r := range runs {
+		if e.resHasSvc[r.res] {
+			cb.putN(pBytes, e.resFixed[2*r.res], 0, r.n)
+		} else {
+			cb.nulls(r.n)
+		}
 	}
-	cols[cScopeName].strN(e.scFixed[3*sc], n)
-	cols[cScopeVersion].strN(e.scFixed[3*sc+1], n)
-	cols[cScopeSchemaURL].strN(e.scFixed[3*sc+2], n)
-	cols[cScopeDropped].putN(pInt, nil, uint64(s.DroppedAttrs), n)
-	cols[cResourceSchemaURL].strN(e.resFixed[2*res+1], n)
-	cols[cResourceDropped].putN(pInt, nil, uint64(r.DroppedAttrs), n)
+	cb = &cols[cResourceSchemaURL]
+	for _, r := range runs {
+		cb.strN(e.resFixed[2*r.res+1], r.n)
+	}
+	cb = &cols[cResourceDropped]
+	for _, r := range runs {
+		cb.putN(pInt, nil, uint64(c.Resources[r.res].DroppedAttrs), r.n)
+	}
+	for j, col := range [3]int{cScopeName, cScopeVersion, cScopeSchemaURL} {
+		cb = &cols[col]
+		for _, r := range runs {
+			cb.strN(e.scFixed[3*int(r.sc)+j], r.n)
+		}
+	}
+	cb = &cols[cScopeDropped]
+	for _, r := range runs {
+		cb.putN(pInt, nil, uint64(c.Scopes[r.sc].DroppedAttrs), r.n)
+	}
 	attrCols := cols[e.nfixed:]
-	rr := e.resRange[res]
-	for _, cl := range e.resCells[rr.Start:rr.End] {
-		attrCols[cl.slot].setAtN(e.run.row, cl.k, cl.b, cl.u, n)
+	if e.resTab == nil {
+		for _, r := range runs {
+			rr := e.resRange[r.res]
+			for _, cl := range e.resCells[rr.Start:rr.End] {
+				attrCols[cl.slot].setAtN(r.row, cl.k, cl.b, cl.u, r.n)
+			}
+		}
+	} else {
+		n := len(c.Resources)
+		for i, slot := range e.resSlots {
+			cellsByColumn(&attrCols[slot], e.resTab[i*n:(i+1)*n], e.resCells, runs, false)
+		}
 	}
-	sr := e.scRange[sc]
-	for _, cl := range e.scCells[sr.Start:sr.End] {
-		attrCols[cl.slot].setAtN(e.run.row, cl.k, cl.b, cl.u, n)
+	if e.scTab == nil {
+		for _, r := range runs {
+			sr := e.scRange[r.sc]
+			for _, cl := range e.scCells[sr.Start:sr.End] {
+				attrCols[cl.slot].setAtN(r.row, cl.k, cl.b, cl.u, r.n)
+			}
+		}
+	} else {
+		n := len(c.Scopes)
+		for i, slot := range e.scSlots {
+			cellsByColumn(&attrCols[slot], e.scTab[i*n:(i+1)*n], e.scCells, runs, true)
+		}
+	}
+}
+
+// cellsByColumn writes one resource (or, with scope, scope) attribute
+// column of runs; tab is that column's cell of each resource or scope.
+func cellsByColumn(cb *colBuf, tab []int32, cells []cell, runs []commonRun, scope bool) {
+	for _, r := range runs {
+		x := r.res
+		if scope {
+			x = r.sc
+		}
+		ci := tab[x]
+		if ci < 0 {
+			continue
+		}
+		cl := &cells[ci]
+		if cb.pk == cl.k && cb.pu == cl.u && cl.k != pBytes && cb.total() == r.row {
+			cb.pn += r.n // the usual case: the value goes on
+			continue
+		}
+		cb.setAtN(r.row, cl.k, cl.b, cl.u, r.n)
 	}
 }
 
@@ -971,7 +1096,7 @@ func (e *encoder) resetColumns() {
 		cb.rows, cb.pk, cb.pb, cb.pn = 0, pNone, nil, 0
 	}
 	e.base = 0
-	e.run = commonRun{}
+	e.runs = e.runs[:0]
 }
 
 // endChunk hands the pending values of a chunk of n rows to the columns,

@@ -123,7 +123,7 @@ func (e *encoder) encodeLogs(out io.Writer, l *signal.Logs, ptime []int64, rgRow
 	cols := e.cols
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
-			e.common(c, l.Resource[r], l.Scope[r], ri)
+			e.common(l.Resource[r], l.Scope[r], ri)
 		}
 		e.times(&cols[lTimestamp], l.Time, rows)
 		e.times(&cols[lObserved], l.ObservedTime, rows)
@@ -230,7 +230,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		// Column by column: each loop keeps one column's buffers hot.
 		for ri, r := range rows {
-			e.common(c, m.Resource[r], m.Scope[r], ri)
+			e.common(m.Resource[r], m.Scope[r], ri)
 		}
 		e.descRuns(m, rows, metaJSON)
 		e.times(&cols[mTimestamp], m.Time, rows)
@@ -420,7 +420,7 @@ func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgR
 	cols := e.cols
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		for ri, r := range rows {
-			e.common(c, s.Resource[r], s.Scope[r], ri)
+			e.common(s.Resource[r], s.Scope[r], ri)
 		}
 		e.times(&cols[tStart], s.StartTime, rows)
 		e.times(&cols[tEnd], s.EndTime, rows)

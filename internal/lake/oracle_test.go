@@ -488,3 +488,24 @@ func kindOf(p *partition) signal.Kind {
 	}
 	return signal.KindTraces
 }
+
+// TestOracleEncoderRowByRowCommon: files with more resources times
+// resource columns than maxCommonCells write their resource and scope
+// columns run by run instead of column by column, with the same result.
+func TestOracleEncoderRowByRowCommon(t *testing.T) {
+	defer func(n int) { maxCommonCells = n }(maxCommonCells)
+	maxCommonCells = 0
+	for _, c := range oracleCases(t, true) {
+		switch c.name {
+		case "hostile-logs", "metrics", "spans", "overflow", "corpus-metrics", "corpus-traces":
+		default:
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			typed, oracle := writeBoth(t, c)
+			for i := range typed {
+				compareFiles(t, openParquetFile(t, typed[i]), openParquetFile(t, oracle[i]))
+			}
+		})
+	}
+}
