@@ -336,6 +336,8 @@ type encoder struct {
 	scratch []byte // per chunk
 	perm    []int32
 	keys    []rowKey
+	keys2   []rowKey // sortedPerm's buckets
+	counts  []int32
 	i64     []int64 // a column's values of a chunk, in sort order
 	names   []byte
 	msgs    [][]byte
@@ -873,14 +875,19 @@ func cellsByColumn(cb *colBuf, tab []int32, cells []cell, runs []commonRun, scop
 }
 
 // attrRuns fills the record attribute columns of a chunk's rows (batch
-// indexes in sort order; attr is the batch's per-record sets). Rows whose
+// indexes in sort order; attr is the batch's per-record sets, series the
+// points' series ids or nil). Rows whose
 // sets are equal come in runs (the points of one series, sorted together)
 // and each run is written once: one lookup and one column call per
 // attribute of the run instead of per row.
-func (e *encoder) attrRuns(c *signal.Common, attr []signal.Range, rows []int32) error {
+func (e *encoder) attrRuns(c *signal.Common, attr []signal.Range, rows []int32, series []uint64) error {
 	start := 0
 	for i := 1; i <= len(rows); i++ {
-		if i < len(rows) && sameAttrs(c, attr[rows[start]], attr[rows[i]]) {
+		// Points of different series rarely share a set (only across
+		// metrics or resources): their sets are not read. Two runs of
+		// one set write the same file as one.
+		if i < len(rows) && (series == nil || series[rows[start]] == series[rows[i]]) &&
+			sameAttrs(c, attr[rows[start]], attr[rows[i]]) {
 			continue
 		}
 		if err := e.recordAttrs(c, attr[rows[start]], start, rows[start], i-start); err != nil {

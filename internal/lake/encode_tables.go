@@ -62,11 +62,53 @@ func cmpRowKey(a, b rowKey) int {
 // signedKey maps an int64 to a uint64 of the same order.
 func signedKey(v int64) uint64 { return uint64(v) ^ 1<<63 }
 
+// cmpRowKeyRest is cmpRowKey for keys of one k1.
+func cmpRowKeyRest(a, b rowKey) int {
+	if a.k2 != b.k2 {
+		return cmp.Compare(a.k2, b.k2)
+	}
+	if a.k3 != b.k3 {
+		return cmp.Compare(a.k3, b.k3)
+	}
+	return cmp.Compare(a.row, b.row)
+}
+
 // sortedPerm sorts e.keys (one per row, from keysFor) and returns the rows
-// in that order.
+// in that order. k1 is a dense rank (metric name, service), so the keys
+// are first counted into their k1 buckets and then each bucket is sorted:
+// fewer, cheaper comparisons than one sort of all of them.
 func (e *encoder) sortedPerm() []int32 {
 	keys := e.keys
-	slices.SortFunc(keys, cmpRowKey)
+	var maxK1 uint32
+	for _, k := range keys {
+		maxK1 = max(maxK1, k.k1)
+	}
+	if int(maxK1) > 2*len(keys) {
+		slices.SortFunc(keys, cmpRowKey)
+	} else {
+		counts := resetInt32(e.counts, int(maxK1)+2)
+		for _, k := range keys {
+			counts[k.k1+1]++
+		}
+		for b := 1; b < len(counts); b++ {
+			counts[b] += counts[b-1]
+		}
+		tmp := slices.Grow(e.keys2[:0], len(keys))[:len(keys)]
+		for _, k := range keys {
+			tmp[counts[k.k1]] = k
+			counts[k.k1]++
+		}
+		// counts[b] is now the end of bucket b.
+		start := int32(0)
+		for _, end := range counts[:maxK1+1] {
+			if end-start > 1 {
+				slices.SortFunc(tmp[start:end], cmpRowKeyRest)
+			}
+			start = end
+		}
+		e.keys, e.keys2 = tmp, keys
+		keys = tmp
+	}
 	e.perm = slices.Grow(e.perm[:0], len(keys))[:len(keys)]
 	for i, k := range keys {
 		e.perm[i] = k.row
@@ -154,7 +196,7 @@ func (e *encoder) encodeLogs(out io.Writer, l *signal.Logs, ptime []int64, rgRow
 			cols[lEventName].str(c.Bytes(l.EventName[r]))
 			cols[lDropped].u32(l.DroppedAttrs[r])
 		}
-		return e.attrRuns(c, l.Attr, rows)
+		return e.attrRuns(c, l.Attr, rows, nil)
 	})
 	return schema, err
 }
@@ -279,7 +321,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 				cols[mExemplars].addNull()
 			}
 		}
-		return e.attrRuns(c, m.Attr, rows)
+		return e.attrRuns(c, m.Attr, rows, m.SeriesID)
 	})
 	return schema, err
 }
@@ -455,7 +497,7 @@ func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgR
 			cols[tDroppedEvents].u32(s.DroppedEvents[r])
 			cols[tDroppedLinks].u32(s.DroppedLinks[r])
 		}
-		return e.attrRuns(c, s.Attr, rows)
+		return e.attrRuns(c, s.Attr, rows, nil)
 	})
 	return schema, err
 }

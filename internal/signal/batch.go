@@ -225,19 +225,33 @@ func (cp *copier) str(dst *Common, s Str) Str {
 
 // attrs copies the attribute range r of the source and returns the new range.
 func (cp *copier) attrs(dst *Common, r Range) Range {
-	start := uint32(dst.Attrs.Len())
+	start := len(dst.Attrs.Key)
+	n := r.Len()
+	if n == 0 {
+		return Range{uint32(start), uint32(start)}
+	}
 	src := &cp.src.Attrs
-	for i := r.Start; i < r.End; i++ {
-		t := src.Type[i]
-		v := src.Val[i]
-		k := cp.key(dst, src.Key[i])
+	keys := src.Key[r.Start:r.End]
+	types := src.Type[r.Start : r.End : r.Start+uint32(n)]
+	vals := src.Val[r.Start : r.End : r.Start+uint32(n)]
+	a := &dst.Attrs
+	a.Key, a.Type, a.Val = grown(a.Key, n), grown(a.Type, n), grown(a.Val, n)
+	dk, dt, dv := a.Key[start:], a.Type[start:start+n], a.Val[start:start+n]
+	for j, sk := range keys {
+		var k KeyID
+		if int(sk) < len(cp.keyMap) && cp.keyMap[sk] != 0 {
+			k = cp.keyMap[sk] - 1
+		} else {
+			k = cp.key(dst, sk)
+		}
+		t, v := types[j], vals[j]
 		switch t {
 		case ValueString, ValueBytes, ValueArray, ValueMap:
 			v = uint64(cp.value(dst, k, Str(v)))
 		}
-		dst.Attrs.Append(k, t, v)
+		dk[j], dt[j], dv[j] = k, t, v
 	}
-	return Range{start, uint32(dst.Attrs.Len())}
+	return Range{uint32(start), uint32(start + n)}
 }
 
 // value copies the string value s of destination key k, or reuses the
