@@ -265,6 +265,25 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		}
 		metaJSON[i] = signal.Range{Start: uint32(off), End: uint32(len(e.arena))}
 	}
+	// Descriptors of equal content are one run for descRuns: each request
+	// of a stream brings its own descriptor of every metric.
+	dcanon := make([]int32, len(m.Descs))
+	var reps []int32 // the distinct descriptors of the current name
+	for i, di := range didx {
+		if i == 0 || drank[di] != drank[didx[i-1]] {
+			reps = reps[:0]
+		}
+		dcanon[di] = di
+		for _, r := range reps {
+			if sameDesc(m, di, r, metaJSON, e.arena) {
+				dcanon[di] = r
+				break
+			}
+		}
+		if dcanon[di] == di {
+			reps = append(reps, di)
+		}
+	}
 	if err := e.startFile(out, TableMetrics, schema); err != nil {
 		return nil, err
 	}
@@ -274,7 +293,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		for ri, r := range rows {
 			e.common(m.Resource[r], m.Scope[r], ri)
 		}
-		e.descRuns(m, rows, metaJSON)
+		e.descRuns(m, rows, metaJSON, dcanon)
 		e.times(&cols[mTimestamp], m.Time, rows)
 		e.times(&cols[mStart], m.StartTime, rows)
 		for _, r := range rows {
@@ -340,13 +359,13 @@ func (e *encoder) times(cb *colBuf, vals []int64, rows []int32) {
 
 // descRuns fills the columns of the metric descriptor (name, type,
 // description, unit, temporality, monotonic, metadata) once per run of
-// rows of one descriptor.
-func (e *encoder) descRuns(m *signal.Metrics, rows []int32, metaJSON []signal.Range) {
+// rows of one descriptor (dcanon: or of descriptors of equal content).
+func (e *encoder) descRuns(m *signal.Metrics, rows []int32, metaJSON []signal.Range, dcanon []int32) {
 	cols := e.cols
 	for ri := 0; ri < len(rows); {
 		di := m.Desc[rows[ri]]
 		n := 1
-		for ri+n < len(rows) && m.Desc[rows[ri+n]] == di {
+		for ri+n < len(rows) && dcanon[m.Desc[rows[ri+n]]] == dcanon[di] {
 			n++
 		}
 		ri += n
@@ -363,6 +382,16 @@ func (e *encoder) descRuns(m *signal.Metrics, rows []int32, metaJSON []signal.Ra
 			cols[mMetadata].nulls(n)
 		}
 	}
+}
+
+// sameDesc reports whether descriptors a and b of one name write the same
+// descriptor columns.
+func sameDesc(m *signal.Metrics, a, b int32, metaJSON []signal.Range, arena []byte) bool {
+	da, db := &m.Descs[a], &m.Descs[b]
+	ma, mb := metaJSON[a], metaJSON[b]
+	return da.Type == db.Type && da.Temporality == db.Temporality && da.Monotonic == db.Monotonic &&
+		m.String(da.Description) == m.String(db.Description) && m.String(da.Unit) == m.String(db.Unit) &&
+		string(arena[ma.Start:ma.End]) == string(arena[mb.Start:mb.End])
 }
 
 // distColumns fills the histogram, exponential histogram, summary and

@@ -1,15 +1,21 @@
 package lake
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/prompb"
+
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -268,5 +274,59 @@ func BenchmarkReadMetrics(b *testing.B) {
 		dst.Reset()
 		err := f.ReadMetrics(dst)
 		return dst.Len(), err
+	})
+}
+
+// remoteWriteBatches decodes n remote-write 1.0 requests of perReq series
+// shaped as scripts/bench-relay.sh's load (TestRelayLoad: 30,000 series of
+// one sample each per request, 8 labels, 50 metric names), each into its
+// own batch, as the lake loop hands them to the writer.
+func remoteWriteBatches(b *testing.B, n, perReq int) []*signal.Metrics {
+	const series, nLabels = 30_000, 8
+	t0 := benchNow().Add(-30 * time.Minute).UnixMilli()
+	extra := []string{"instance", "job", "pod", "namespace", "container", "zone", "path", "code", "method"}
+	var dec prw.Decoder
+	out := make([]*signal.Metrics, n)
+	for r := range out {
+		req := &prompb.WriteRequest{}
+		for i := range perReq {
+			id := (r*perReq + i) % series
+			ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("relay_metric_%d", id%50)}}
+			for k := 0; k < nLabels-2; k++ {
+				ls = append(ls, prompb.Label{Name: extra[k], Value: fmt.Sprintf("%s-%d", extra[k], (id>>uint(k))%97+id%7)})
+			}
+			ls = append(ls, prompb.Label{Name: "series", Value: strconv.Itoa(id)})
+			sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls,
+				Samples: []prompb.Sample{{Value: float64(r*perReq + i), Timestamp: t0 + int64(r)*1000}}})
+		}
+		raw, err := req.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[r] = new(signal.Metrics)
+		if _, err := dec.DecodeV1(out[r], raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+// BenchmarkWriteRemoteWrite: the lake writer's part of remote write ->
+// lake: 200 decoded requests of 1,500 samples (8 labels, no resource
+// attributes) written one by one and flushed as one file.
+func BenchmarkWriteRemoteWrite(b *testing.B) {
+	batches := remoteWriteBatches(b, 200, 1500)
+	rows := 0
+	for _, m := range batches {
+		rows += m.Len()
+	}
+	runWrite(b, rows, func(w *Writer) error {
+		for _, m := range batches {
+			if err := w.WriteMetrics("bench", m); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }

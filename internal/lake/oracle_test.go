@@ -82,6 +82,7 @@ func oracleCases(t *testing.T, small bool) []oracleCase {
 	add("hostile-logs-small-groups", Options{RowGroupRows: 3}, func(w *Writer) error { return w.WriteLogs("t", hostileLogs(t)) })
 	add("metrics", Options{}, func(w *Writer) error { return w.WriteMetrics("t", testMetrics(t)) })
 	add("spans", Options{}, func(w *Writer) error { return w.WriteSpans("t", testSpans(t)) })
+	add("metrics-descs", Options{RowGroupRows: 50}, func(w *Writer) error { return w.WriteMetrics("t", descMetrics(300)) })
 	add("overflow", Options{MaxAttributeColumns: 5}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 40, 9, 4, "o")) })
 	add("overflow-wide", Options{MaxAttributeColumns: 60, RowGroupRows: 7}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 30, 14, 3, "w")) })
 	add("many-logs", Options{RowGroupRows: 2500}, func(w *Writer) error { return w.WriteLogs("t", manyLogs(6000)) })
@@ -508,4 +509,35 @@ func TestOracleEncoderRowByRowCommon(t *testing.T) {
 			}
 		})
 	}
+}
+
+// descMetrics makes n points of one metric name under descriptors that
+// differ in unit, description or type, and others of equal content (as
+// each request of a stream brings its own), interleaved.
+func descMetrics(n int) *signal.Metrics {
+	m := new(signal.Metrics)
+	c := &m.Common
+	res := addResource(c, func() { attr(c, "service.name", signal.ValueString, "svc") })
+	sc := addScope(c, "lib", "1", func() {})
+	for i := range 6 {
+		d := signal.MetricDesc{Name: c.AppendString("requests"), Type: signal.MetricGauge}
+		switch i % 3 {
+		case 1:
+			d.Unit = c.AppendString("ms")
+		case 2:
+			d.Description = c.AppendString("served")
+			d.Type = signal.MetricSum
+			d.Temporality = signal.TemporalityCumulative
+		}
+		m.Descs = append(m.Descs, d)
+	}
+	base := fixedNow.Truncate(time.Hour).UnixNano()
+	for i := range n {
+		j := m.AppendPoint(uint32(i%len(m.Descs)), res, sc)
+		m.Time[j] = base + int64(i/7)*1000
+		m.NumberType[j] = signal.ValueDouble
+		m.Number[j] = math.Float64bits(float64(i))
+		m.Attr[j] = attrRange(c, func() { attr(c, "k", signal.ValueString, fmt.Sprintf("v%d", i%4)) })
+	}
+	return m
 }

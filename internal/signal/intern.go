@@ -18,8 +18,9 @@ type valueTable struct {
 }
 
 type internSlot struct {
-	s Str // 0: empty
-	k KeyID
+	s   Str // 0: empty
+	k   KeyID
+	tag uint32 // high bits of the hash: most misses end without the arena
 }
 
 // maxInterned bounds the values a table holds: its slots, at most half
@@ -46,14 +47,16 @@ func (t *valueTable) find(d *Common, k KeyID, b []byte) (Str, int, bool) {
 		return 0, -1, false
 	}
 	mask := uint64(len(t.slots) - 1)
-	for i := t.hash(k, b) & mask; ; i = (i + 1) & mask {
+	h := t.hash(k, b)
+	tag := uint32(h >> 32)
+	for i := h & mask; ; i = (i + 1) & mask {
 		sl := t.slots[i]
 		if sl.s == 0 {
 			return 0, int(i), false
 		}
 		// A stale entry (the batch was rolled back below it) never
 		// matches: the bytes are compared within the arena.
-		if sl.k == k && sl.s.Len() == len(b) && sl.s.Off()+len(b) <= len(d.Buf) && string(d.Bytes(sl.s)) == string(b) {
+		if sl.tag == tag && sl.k == k && sl.s.Len() == len(b) && sl.s.Off()+len(b) <= len(d.Buf) && string(d.Bytes(sl.s)) == string(b) {
 			return sl.s, int(i), true
 		}
 	}
@@ -69,7 +72,7 @@ func (t *valueTable) add(d *Common, k KeyID, b []byte, s Str, i int) {
 		t.grow(d)
 		_, i, _ = t.find(d, k, b)
 	}
-	t.slots[i] = internSlot{s, k}
+	t.slots[i] = internSlot{s, k, uint32(t.hash(k, b) >> 32)}
 	t.n++
 }
 
@@ -84,7 +87,9 @@ func (t *valueTable) grow(d *Common) {
 		if sl.s == 0 || sl.s.Off()+sl.s.Len() > len(d.Buf) {
 			continue
 		}
-		i := t.hash(sl.k, d.Bytes(sl.s)) & mask
+		h := t.hash(sl.k, d.Bytes(sl.s))
+		sl.tag = uint32(h >> 32)
+		i := h & mask
 		for t.slots[i].s != 0 {
 			i = (i + 1) & mask
 		}
