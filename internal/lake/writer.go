@@ -406,7 +406,12 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 	case signal.KindLogs:
 		p.logs = takeLargest(&w.freeLogs, logsCap, &w.freeBytes)
 	case signal.KindMetrics:
+		// A partition's attributes are only read (encoded), so points
+		// with equal sets share one (signal.Common.ShareAttrSets): a
+		// series' points are stored once and the encoder finds their runs
+		// by Range. Logs and spans rarely repeat a set.
 		p.metrics = takeLargest(&w.freeMetrics, metricsCap, &w.freeBytes)
+		p.metrics.ShareAttrSets = true
 	case signal.KindTraces:
 		p.spans = takeLargest(&w.freeSpans, spansCap, &w.freeBytes)
 	}

@@ -77,6 +77,14 @@ type Common struct {
 	// own (exemplars, span events, span links); records hold Ranges into it.
 	Msgs []Str
 
+	// ShareAttrSets makes copies into this batch (CopyFrom, CopyRows)
+	// give records, resources and scopes whose attribute sets are equal
+	// one Range (copier.attrs): a series' points then share their set,
+	// which is stored once, and a reader tells equal sets by their Range.
+	// Only for batches whose attributes are never changed in place (the
+	// lake writer's partitions). Reset keeps it.
+	ShareAttrSets bool
+
 	gen uint64 // bumped by Reset, so copiers notice a refilled source
 }
 
@@ -167,6 +175,7 @@ type copier struct {
 	scopeMap []uint32 // src scope -> dst scope + 1
 	last     []Str    // dst KeyID -> the value last copied for it (value)
 	values   valueTable
+	sets     setTable
 }
 
 func (cp *copier) bind(src *Common) {
@@ -186,6 +195,7 @@ func (cp *copier) forget() {
 	cp.src = nil
 	clear(cp.last)
 	cp.values.reset()
+	cp.sets.reset()
 }
 
 // grow extends a map slice so that index i is valid; a source may gain keys,
@@ -251,7 +261,15 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 		}
 		dk[j], dt[j], dv[j] = k, t, v
 	}
-	return Range{uint32(start), uint32(start + n)}
+	r = Range{uint32(start), uint32(start + n)}
+	if dst.ShareAttrSets {
+		// Values are interned, so equal sets have equal words.
+		if prev, ok := cp.sets.intern(dst, r, hashSet(dk[:n], dt, dv)); ok {
+			a.Key, a.Type, a.Val = a.Key[:start], a.Type[:start], a.Val[:start]
+			return prev
+		}
+	}
+	return r
 }
 
 // value copies the string value s of destination key k, or reuses the

@@ -18,6 +18,11 @@
 //     the raw OTLP protobuf bytes of that message in the arena; the otlp
 //     package converts them to and from OTLP JSON.
 //  6. Per-record slices of a batch always have the same length, Len().
+//  7. A copy into a batch (CopyFrom, CopyRows) keeps one Str per distinct
+//     (key, string value) of the destination, up to a bound (intern.go),
+//     and, where Common.ShareAttrSets is set, one Range per distinct
+//     attribute set. Nothing writes through a Str; a batch whose records
+//     share Ranges must not change attributes in place.
 //
 // Concurrency: a batch is owned by one goroutine at a time. Handing a batch to
 // a consumer hands over ownership; the producer must not touch it again

@@ -96,3 +96,94 @@ func (t *valueTable) grow(d *Common) {
 		t.slots[i] = sl
 	}
 }
+
+// setTable interns the attribute sets of a destination batch whose
+// ShareAttrSets is set: an open addressing table over Ranges of its Attrs.
+type setTable struct {
+	slots []setSlot
+	n     int
+}
+
+type setSlot struct {
+	r   Range // empty: free (empty sets are never interned)
+	tag uint64
+}
+
+// maxSets bounds the sets a table holds (its slots: 8 MiB at most).
+const maxSets = 1 << 18
+
+func (t *setTable) reset() {
+	if t.n > 0 {
+		clear(t.slots)
+		t.n = 0
+	}
+}
+
+// hashSet hashes the words of an attribute set.
+func hashSet(keys []KeyID, types []ValueType, vals []uint64) uint64 {
+	h := uint64(len(keys)) * 0x9e3779b97f4a7c15
+	types, vals = types[:len(keys)], vals[:len(keys)]
+	for j, k := range keys {
+		h = (h ^ uint64(k) ^ uint64(types[j])<<32) * 0xff51afd7ed558ccd
+		h = (h ^ vals[j]) * 0xc4ceb9fe1a85ec53
+		h ^= h >> 32
+	}
+	return h
+}
+
+func sameSet(a *Attrs, x, y Range) bool {
+	n := x.Len()
+	if n != y.Len() || int(x.End) > len(a.Key) || int(y.End) > len(a.Key) {
+		return false
+	}
+	for j := range uint32(n) {
+		if a.Key[x.Start+j] != a.Key[y.Start+j] || a.Type[x.Start+j] != a.Type[y.Start+j] || a.Val[x.Start+j] != a.Val[y.Start+j] {
+			return false
+		}
+	}
+	return true
+}
+
+// intern returns the Range of an earlier set equal to r (the last set of
+// d's Attrs, of hash h) and true, or adds r and returns false.
+func (t *setTable) intern(d *Common, r Range, h uint64) (Range, bool) {
+	if r.Len() == 0 {
+		return r, false
+	}
+	if 2*(t.n+1) > len(t.slots) {
+		if t.n >= maxSets {
+			return r, false
+		}
+		t.grow()
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.r.Len() == 0 {
+			*sl = setSlot{r, h}
+			t.n++
+			return r, false
+		}
+		// A stale entry (the batch was rolled back below it) is out of
+		// range or compares unequal.
+		if sl.tag == h && sameSet(&d.Attrs, sl.r, r) {
+			return sl.r, true
+		}
+	}
+}
+
+func (t *setTable) grow() {
+	old := t.slots
+	t.slots = make([]setSlot, max(1024, 2*len(old)))
+	mask := uint64(len(t.slots) - 1)
+	for _, sl := range old {
+		if sl.r.Len() == 0 {
+			continue
+		}
+		i := sl.tag & mask
+		for t.slots[i].r.Len() != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = sl
+	}
+}

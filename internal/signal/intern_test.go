@@ -61,3 +61,64 @@ func TestCopyInternsValues(t *testing.T) {
 		}
 	}
 }
+
+// TestCopySharesAttrSets: with ShareAttrSets, records whose attribute
+// sets are equal get one Range and the set is stored once; without it
+// (every batch but the lake writer's partitions) each record keeps its
+// own, so changing one record's attributes in place never changes another.
+func TestCopySharesAttrSets(t *testing.T) {
+	src := new(signal.Metrics)
+	c := &src.Common
+	c.Resources = append(c.Resources, signal.Resource{})
+	c.Scopes = append(c.Scopes, signal.Scope{})
+	src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
+	for i := range 100 {
+		p := src.AppendPoint(0, 0, 0)
+		start := uint32(c.Attrs.Len())
+		c.Attrs.Append(c.Keys.IDString("series"), signal.ValueString, uint64(c.AppendString(strconv.Itoa(i%10))))
+		c.Attrs.Append(c.Keys.IDString("n"), signal.ValueInt, uint64(i%10))
+		if i%10 == 9 {
+			c.Attrs.Append(c.Keys.IDString("extra"), signal.ValueBool, 1)
+		}
+		src.Attr[p] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	}
+	for _, share := range []bool{true, false} {
+		dst := new(signal.Metrics)
+		dst.ShareAttrSets = share
+		dst.CopyRows(src, signal.Rows{From: 0, To: 50})
+		for i := 50; i < 100; i++ {
+			dst.CopyFrom(src, i)
+		}
+		ranges := map[int]signal.Range{}
+		for p := range dst.Len() {
+			r := dst.Attr[p]
+			if r.Len() != src.Attr[p].Len() {
+				t.Fatalf("share %v point %d: %d attributes, want %d", share, p, r.Len(), src.Attr[p].Len())
+			}
+			for j := range uint32(r.Len()) {
+				if got, want := dst.AttrString(int(r.Start+j)), src.AttrString(int(src.Attr[p].Start+j)); dst.Attrs.Type[r.Start+j] == signal.ValueString && got != want {
+					t.Fatalf("share %v point %d: value %q, want %q", share, p, got, want)
+				}
+			}
+			prev, seen := ranges[p%10]
+			switch {
+			case share && seen && prev != r:
+				t.Fatalf("point %d: set at %v, its equal at %v, want one Range", p, r, prev)
+			case !share && seen && prev == r:
+				t.Fatalf("point %d: shares Range %v without ShareAttrSets", p, r)
+			}
+			ranges[p%10] = r
+		}
+		want := 2*100 + 10 // every set
+		if share {
+			want = 2*10 + 1 // each distinct set once
+		}
+		if dst.Attrs.Len() != want {
+			t.Fatalf("share %v: %d attribute pairs stored, want %d", share, dst.Attrs.Len(), want)
+		}
+		dst.Reset()
+		if dst.ShareAttrSets != share {
+			t.Fatalf("Reset changed ShareAttrSets")
+		}
+	}
+}
