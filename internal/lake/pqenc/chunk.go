@@ -55,6 +55,7 @@ type Chunk struct {
 	next          int
 	dec           parquet.Pages // decodes page next on; nil: open one there
 	err           error
+	skipped       int // pages skipped, not decoded (copied verbatim)
 
 	expect int // the chunk's level entries, per its metadata
 
@@ -103,7 +104,7 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.xlatEpoch = 0
 	ch.row, ch.lvl, ch.val = 0, 0, 0
 	ch.row0, ch.wrows, ch.next, ch.rows = 0, 0, 0, 0
-	ch.pg, ch.pagesOK, ch.hasRaw = 0, false, false
+	ch.pg, ch.pagesOK, ch.hasRaw, ch.skipped = 0, false, false, 0
 	if _, ok := cc.(*parquet.FileColumnChunk); ok {
 		if err := format.ReadRawChunk(cc, &ch.raw); err != nil {
 			return err
@@ -325,6 +326,7 @@ func (ch *Chunk) skipPage(k int) {
 	ch.dropConsumed()
 	ch.row0 += int(ch.raw.Pages[k].Rows)
 	ch.next++
+	ch.skipped++
 	ch.closeDecoder()
 }
 
