@@ -53,10 +53,13 @@ type pageVals struct {
 	offs []uint32
 	idx  []int32
 	dict *dictVals
+	// runs are idx as runs of one index (dictionary pages of byte arrays).
+	runs []valRun
 
 	// The buffers behind defs, reps and idx (nil when a page has none).
 	defsBuf, repsBuf []uint8
 	idxBuf           []int32
+	runsBuf          []valRun
 }
 
 // dictVals is the dictionary page of a chunk, decoded.
@@ -274,7 +277,7 @@ func (d *chunkDec) startPage(nv int) error {
 	}
 	p := &d.pg
 	p.n, p.nn = nv, nv
-	p.defs, p.reps, p.idx, p.dict = nil, nil, nil, nil
+	p.defs, p.reps, p.idx, p.dict, p.runs = nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -465,9 +468,11 @@ func (d *chunkDec) indexes(src []byte, n int) error {
 		if len(src) < 1 || src[0] > 32 {
 			return shapeErr("dictionary index bit width")
 		}
-		if err := decodeHybrid(src[1:], int(src[0]), p.idx, int32(d.dict.n-1)); err != nil {
+		var err error
+		if p.runsBuf, err = decodeHybridRuns(src[1:], int(src[0]), p.idx, int32(d.dict.n-1), p.runsBuf[:0], true); err != nil {
 			return fmt.Errorf("dictionary indexes: %w", err)
 		}
+		p.runs = p.runsBuf
 	}
 	dv := &d.dict
 	switch d.typ {
@@ -582,8 +587,27 @@ func fill[T uint8 | int32](s []T, v T) {
 // bit-packed hybrid runs of src; each must be at most maxV. Runs past
 // len(dst) values (a bit-packed group's padding) are ignored.
 func decodeHybrid[T uint8 | int32](src []byte, width int, dst []T, maxV T) error {
+	_, err := decodeHybridRuns(src, width, dst, maxV, nil, false)
+	return err
+}
+
+// valRun is a run of n equal values v (dictionary indexes).
+type valRun struct{ v, n int32 }
+
+func appendRun(runs []valRun, v int32, m int) []valRun {
+	if k := len(runs) - 1; k >= 0 && runs[k].v == v {
+		runs[k].n += int32(m)
+		return runs
+	}
+	return append(runs, valRun{v: v, n: int32(m)})
+}
+
+// decodeHybridRuns is decodeHybrid that also appends the values as runs
+// to runs when wantRuns is set (consecutive equal values merged).
+func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, runs []valRun, wantRuns bool) ([]valRun, error) {
+
 	if width > 32 {
-		return shapeErr("bit width %d", width)
+		return runs, shapeErr("bit width %d", width)
 	}
 	wb := (width + 7) / 8
 	mask := uint64(1)<<width - 1
@@ -591,13 +615,13 @@ func decodeHybrid[T uint8 | int32](src []byte, width int, dst []T, maxV T) error
 	for o < len(dst) {
 		u, k := binary.Uvarint(src[i:])
 		if k <= 0 {
-			return shapeErr("runs of %d values, the page has %d", o, len(dst))
+			return runs, shapeErr("runs of %d values, the page has %d", o, len(dst))
 		}
 		i += k
 		if u&1 == 0 { // RLE run
 			cnt := u >> 1
 			if i+wb > len(src) {
-				return shapeErr("run value past its bytes")
+				return runs, shapeErr("run value past its bytes")
 			}
 			var v uint64
 			for b := range wb {
@@ -605,20 +629,23 @@ func decodeHybrid[T uint8 | int32](src []byte, width int, dst []T, maxV T) error
 			}
 			i += wb
 			if v > uint64(maxV) || maxV < 0 {
-				return shapeErr("level or index %d past %d", v, maxV)
+				return runs, shapeErr("level or index %d past %d", v, maxV)
 			}
 			m := int(min(cnt, uint64(len(dst)-o)))
 			fill(dst[o:o+m], T(v))
+			if wantRuns && m > 0 {
+				runs = appendRun(runs, int32(v), m)
+			}
 			o += m
 			continue
 		}
 		groups := u >> 1
 		if groups > uint64(len(src)) {
-			return shapeErr("bit-packed run past its bytes")
+			return runs, shapeErr("bit-packed run past its bytes")
 		}
 		nb := int(groups) * width
 		if nb > len(src)-i {
-			return shapeErr("bit-packed run past its bytes")
+			return runs, shapeErr("bit-packed run past its bytes")
 		}
 		packed := src[i : i+nb]
 		i += nb
@@ -636,11 +663,14 @@ func decodeHybrid[T uint8 | int32](src []byte, width int, dst []T, maxV T) error
 			acc >>= width
 			have -= width
 			if v > uint64(maxV) || maxV < 0 {
-				return shapeErr("level or index %d past %d", v, maxV)
+				return runs, shapeErr("level or index %d past %d", v, maxV)
 			}
 			dst[o+j] = T(v)
+			if wantRuns {
+				runs = appendRun(runs, int32(v), 1)
+			}
 		}
 		o += m
 	}
-	return nil
+	return runs, nil
 }

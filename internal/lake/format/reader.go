@@ -367,7 +367,7 @@ type rowTmp struct {
 	cursor     []int32
 	slotCols   []readCol
 	slotTypes  []signal.ValueType // by attribute slot, with slotCols
-	segs       []int32            // scatterRecordAttrs: where each column's entries start
+	segs       []int32            // where each record attribute column's entries start in recEnt
 	segCur     []int32
 	prevAttr   []signal.Str // per attribute slot: last string kept in arena
 	prevFixed  [numCommonCols]signal.Str
@@ -409,6 +409,7 @@ func (t *rowTmp) reset(n, nattr int) {
 	t.resURL = resize(t.resURL, n)
 	t.resDropped = resize(t.resDropped, n)
 	t.resEnt, t.scEnt, t.recEnt = t.resEnt[:0], t.scEnt[:0], t.recEnt[:0]
+	t.segs = t.segs[:0]
 }
 
 func resize[T any](s []T, n int) []T {
@@ -530,6 +531,10 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		rc := &f.cols[j]
 		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 || rc.fixed >= 0 && skipTyped(f.table, rc.fixed) {
 			continue
+		}
+		if rc.slot >= 0 && rc.scope == ScopeRecord {
+			// Where this column's record entries start (scatterRecordAttrs).
+			f.t.segs = append(f.t.segs, int32(len(f.t.recEnt)))
 		}
 		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
 			return fmt.Errorf("read %q: row group %d column %d: %w", f.name, i, j, err)
@@ -1424,17 +1429,11 @@ func (f *File) scatterRecordAttrs(c *signal.Common, rec []signal.Range, n int) {
 	copy(cursor, starts[:n])
 	f.attrCols()
 	slotTypes, slotKey := t.slotTypes, f.slotKey
-	// ents holds one column after another, rows ascending in each: its
-	// columns' runs are visited a block of rows at a time, so that the
-	// writes of a block stay in cache (one pass per column over the
-	// whole batch was a cache miss per entry).
-	segs := t.segs[:0]
-	for i := range ents {
-		if i == 0 || ents[i].slot != ents[i-1].slot {
-			segs = append(segs, int32(i))
-		}
-	}
-	segs = append(segs, int32(len(ents)))
+	// ents holds one column after another (t.segs: where each starts),
+	// rows ascending in each: its columns' runs are visited a block of
+	// rows at a time, so that the writes of a block stay in cache (one
+	// pass per column over the whole batch was a cache miss per entry).
+	segs := append(t.segs, int32(len(ents)))
 	t.segs = segs
 	cur := append(t.segCur[:0], segs[:len(segs)-1]...)
 	t.segCur = cur

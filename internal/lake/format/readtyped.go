@@ -553,18 +553,20 @@ func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) er
 }
 
 // attrDictTyped is attrTyped for a dictionary-encoded page of an optional
-// column (string, bytes, array and map attributes): each dictionary value
-// is stored once per chunk and the rows that repeat it share its Str; a
-// resource or scope row that repeats the previous row's index changes
-// nothing (attrSet keeps only changes), so it is skipped.
+// column (string, bytes, array and map attributes), by runs: a stretch of
+// present rows takes the dictionary indexes a run at a time, so a value is
+// looked up once per run; a record row gets its entry, a resource or scope
+// run only its first row's (attrSet keeps only changes), and a run that
+// repeats the previous index nothing. Each dictionary value is stored
+// once per chunk and the rows that repeat it share its Str.
 func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common, dx []uint64, dok []bool) error {
 	t := f.t
-	defs, idx, dict := p.defs, p.idx, p.dict
+	defs, runs, dict := p.defs, p.runs, p.dict
 	record := rc.scope == ScopeRecord
 	slot := uint32(rc.slot)
 	lastK := int32(-1)
-	j := 0
-	for i := 0; i < len(defs); i++ {
+	ri, left := 0, 0 // the current run, and its values not yet taken
+	for i := 0; i < len(defs); {
 		if defs[i] == 0 {
 			t.attrNull(rc, row+i)
 			lastK = -1
@@ -572,31 +574,51 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common
 			if k < 0 {
 				break
 			}
-			i += k - 1
+			i += k
 			continue
 		}
-		k := idx[j]
-		j++
-		if k == lastK && !record {
-			continue
+		// Rows [i, end) are present.
+		end := len(defs)
+		if k := bytes.IndexByte(defs[i:], 0); k >= 0 {
+			end = i + k
 		}
-		lastK = k
-		x := dx[k]
-		if !dok[k] {
-			var err error
-			if x, err = f.attrBytes(rc, c, dict.value(k)); err != nil {
-				return err
+		for i < end {
+			for left == 0 {
+				if ri >= len(runs) {
+					return shapeErr("dictionary indexes end before the page's values")
+				}
+				left = int(runs[ri].n)
+				ri++
 			}
-			dx[k], dok[k] = x, true
-		} else if !record {
-			// prevAttr follows, for strRun on plain pages after a
-			// dictionary fallback.
-			t.prevAttr[slot] = signal.Str(x)
-		}
-		if record {
-			t.recEnt = append(t.recEnt, entry{row: uint32(row + i), slot: slot, val: x})
-		} else {
-			t.attrSet(rc, row+i, x)
+			k := runs[ri-1].v
+			m := min(left, end-i)
+			left -= m
+			if k == lastK && !record {
+				i += m
+				continue
+			}
+			lastK = k
+			x := dx[k]
+			if !dok[k] {
+				var err error
+				if x, err = f.attrBytes(rc, c, dict.value(k)); err != nil {
+					return err
+				}
+				dx[k], dok[k] = x, true
+			} else if !record {
+				// prevAttr follows, for strRun on plain pages after a
+				// dictionary fallback.
+				t.prevAttr[slot] = signal.Str(x)
+			}
+			if !record {
+				t.attrSet(rc, row+i, x)
+				i += m
+				continue
+			}
+			for r := row + i; r < row+i+m; r++ {
+				t.recEnt = append(t.recEnt, entry{row: uint32(r), slot: slot, val: x})
+			}
+			i += m
 		}
 	}
 	return nil
