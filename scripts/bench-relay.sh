@@ -21,6 +21,7 @@
 #
 # Knobs: SAMPLES, SHAPES (default "1500:8 100:6": the large-request shape and a
 # small-request one), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
+# GROUP_COMMIT_DELAY (sluice's queue.group_commit_delay, default 1ms),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
 # start of each sluice run, relay and lake; set it to cover the run), SLUICE_BIN, KEEP=1.
 set -euo pipefail
@@ -107,7 +108,7 @@ receivers:
 admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
 query: {addr: ""}
 lake: {root: $work/lake}
-queue: {dir: $work/queue-${shape%%:*}, max_bytes: 4GiB}
+queue: {dir: $work/queue-${shape%%:*}, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}}
 exporters:
   prometheus_remote_write/sink:
     endpoints: [http://$sink/api/v1/write]
@@ -124,6 +125,9 @@ EOF
       curl -fsS -o "$work/cpu-${shape%%:*}.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
     fi
     run_relay sluice "$spid" "http://127.0.0.1:$qport/api/v1/write" "$shape"
+    # Where the per-request cost goes: appends (requests acknowledged) per fsync.
+    curl -fsS "http://127.0.0.1:$aport/metrics" | awk '$1 == "sluice_queue_appends_total" {a = $2} $1 == "sluice_queue_fsyncs_total" {f = $2}
+      END {if (f > 0) printf "         queue: %d appends, %d fsyncs (%.2f appends per fsync)\n", a, f, a / f}'
     if [ -n "$prof" ]; then
       wait "$prof" || true
       mkdir -p bench-profiles; cp "$work/cpu-${shape%%:*}.prof" "bench-profiles/relay-${shape%%:*}-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
