@@ -31,8 +31,9 @@
 // decoder gives (TestScanAnswersAsTheDecoder).
 //
 // What is queued: the request as received when no rule changed the batch
-// (record encodings encPRW1 and encPRW2, package pipeline's prwrecord.go),
-// so the receiver never encodes OTLP; the lake, the tail and the exporters
+// (record encodings encPRW1 and encPRW2, package pipeline's prwrecord.go;
+// encPRW1N, a scanned request with its series count, so the exporter
+// forwards it without decoding it), so the receiver never encodes OTLP; the lake, the tail and the exporters
 // decode it with package prw into the same batch. A partial write (some
 // series invalid) hands over its good series as OTLP instead
 // (RemoteWrite 0), so a queued remote-write body never holds a series the
