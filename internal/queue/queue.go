@@ -40,9 +40,7 @@ type Queue struct {
 	bytes      int64  // on-disk bytes of all segments
 	syncing    bool   // an fsync leader runs outside mu
 	durWaiters int    // appenders inside waitDurableLocked
-	// joined has one bit per recent fsync (newest lowest, the last 8):
-	// set when it made more than one appender durable at once.
-	joined uint8
+	joined     uint8  // one bit per recent fsync, newest lowest: it made several appenders durable at once
 	dirDirty   bool   // a segment was created since the last directory sync
 	closed     bool
 	err        error // sticky, wraps ErrFailed
