@@ -224,8 +224,9 @@ func (d *chunkDec) header() ([]byte, error) {
 	}
 	hl := d.br.BytesRead()
 	cs := int(d.hdr.CompressedPageSize)
-	if cs < 0 || int64(cs) > MaxPageBytes || d.hdr.UncompressedPageSize < 0 || hl+cs > d.end-d.off {
-		return nil, pageErr("page of %d bytes past its chunk", cs)
+	us := int64(d.hdr.UncompressedPageSize)
+	if cs < 0 || int64(cs) > MaxPageBytes || us < 0 || us > MaxPageBytes || hl+cs > d.end-d.off {
+		return nil, pageErr("page of %d bytes (%d uncompressed) in the %d bytes left of its chunk", cs, us, d.end-d.off-hl)
 	}
 	body := d.buf[d.off+hl : d.off+hl+cs]
 	d.off += hl + cs

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -223,4 +224,35 @@ func FuzzDecodePages(f *testing.F) {
 		_, _ = format.DecodeUnchecked(pf)
 		_, _ = readFile(d)
 	})
+}
+
+// TestDecodeRefusesBombPage: a page claiming 2^30 (or a negative number
+// of) values is refused by the typed decoder on its own, without the page
+// checks before it, with an error wrapping ErrCorrupt and without
+// allocating what the page claims; through File, the read fails the same
+// way.
+func TestDecodeRefusesBombPage(t *testing.T) {
+	b := lakeFile(t)
+	for _, num := range []int32{1 << 30, -1} {
+		d := bombPage(t, b, "attr.user", num)
+		pf, err := format.Open(bytes.NewReader(d), int64(len(d)), "bomb", parquet.SkipPageIndex(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = format.DecodeUnchecked(pf)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, format.ErrCorrupt) {
+			t.Errorf("%d values: decode: %v, want an error wrapping ErrCorrupt", num, err)
+		} else {
+			t.Logf("%d values: %v", num, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+			t.Errorf("%d values: decoding allocated %d MB", num, grew>>20)
+		}
+		if _, err := readFile(d); !errors.Is(err, format.ErrCorrupt) {
+			t.Errorf("%d values: File read: %v, want an error wrapping ErrCorrupt", num, err)
+		}
+	}
 }
