@@ -106,8 +106,11 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	}))
 	defer srv.Close()
 	down.Store(true)
-	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, BreakerFailures: 3, BreakerCooldown: 200 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// The three failing calls get 2 s (a loaded machine took more than
+	// the 100 ms this once allowed); the cooldown outlasts that, so no
+	// half-open probe can add a fourth call before Do gives up.
+	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, BreakerFailures: 3, BreakerCooldown: 4 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	err := e.Do(ctx, post(srv.URL))
 	cancel()
 	if err == nil || e.Breaker.State() != Open || calls.Load() != 3 {
