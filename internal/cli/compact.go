@@ -113,9 +113,9 @@ The exit code is 1 if any partition failed.`,
 				TargetBytes: targetSize, MaxInputs: maxInputs, Table: table, Tenant: tenant,
 				LeaseTTL: leaseTTL, Logger: log, MaxAttributeColumns: maxAttrCols,
 			}
-			// Most of the heap is a job's decoded row groups; a soft limit
-			// near them keeps the collector's headroom (as much again) off
-			// the peak, at no measurable cost in speed. GOMEMLIMIT wins.
+			// Most of the heap is a job's inputs (compressed row groups,
+			// sort keys); a soft limit near them keeps the collector's
+			// headroom (as much again) off the peak. GOMEMLIMIT wins.
 			if os.Getenv("GOMEMLIMIT") == "" {
 				debug.SetMemoryLimit(compact.SoftMemoryLimit(opts))
 			}

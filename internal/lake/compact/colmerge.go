@@ -341,17 +341,21 @@ var columnSets, colInputs sync.Pool
 
 // SoftMemoryLimit is a soft memory limit (debug.SetMemoryLimit) for a
 // process that compacts with opts and does little else: what a job's
-// decoded rows take at most, as kept between jobs, plus room for the
-// output and the rest of the process.
+// inputs take at most, as kept between jobs, plus room for the decoded
+// pages, the output row group and the rest of the process. Inputs are
+// decoded a page at a time, so a job holds about its inputs' compressed
+// row groups and sort keys, not their decoded rows: 448 MiB by default.
 func SoftMemoryLimit(opts Options) int64 {
 	opts = opts.withDefaults()
-	return min(opts.MaxMergeRows, 1<<24)*keptBytesPerRow + 512<<20
+	return min(opts.MaxMergeRows, 1<<24)*keptBytesPerRow + 320<<20
 }
 
 // keptBytesPerRow bounds the buffers kept between jobs by the job size
-// (MaxMergeRows): decoded rows of the corpus take 0.3-1.3 KB, so a job of
-// DefaultMaxMergeRows keeps at most 1 GiB.
-const keptBytesPerRow = 2 << 10
+// (MaxMergeRows): an input row of the corpus takes 60-250 bytes compressed
+// and about 40 decoded in the sort keys, so a job of DefaultMaxMergeRows
+// keeps at most 128 MiB. (Before inputs were decoded a page at a time,
+// decoded rows took 0.3-1.3 KB, and 2 KiB per row were kept: 1 GiB.)
+const keptBytesPerRow = 256
 
 func (s *chunkSet) get(col string) *pqenc.Chunk {
 	if l := s.byCol[col]; len(l) > 0 {

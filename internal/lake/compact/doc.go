@@ -64,10 +64,12 @@
 //  4. Output holds exactly the input rows: Run checks the rows written
 //     against the rows read and against the inputs' catalog row counts and
 //     refuses to commit on a mismatch.
-//  5. Memory does not grow with input size: one decoded row group per
-//     input plus one output row group's compressed pages (column merge),
-//     or the writer's buffer bounded by Options.MaxBufferedBytes (row
-//     merge).
+//  5. Memory does not grow with input size: per input, its current row
+//     group's compressed bytes, its decoded sort keys and about a page of
+//     each other column (decoded as the merge reaches it; a block of short
+//     runs decodes up to the block ahead), plus one output row group's
+//     compressed pages (column merge), or the writer's buffer bounded by
+//     Options.MaxBufferedBytes (row merge).
 //  6. Output is sorted by the table's sort key (docs/schema.md); rows are
 //     merged from the inputs in that order and ties keep input order
 //     (inputs in segment id order, i.e. arrival order).
