@@ -244,6 +244,19 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 	keys := src.Key[r.Start:r.End]
 	types := src.Type[r.Start : r.End : r.Start+uint32(n)]
 	vals := src.Val[r.Start : r.End : r.Start+uint32(n)]
+	var h uint64
+	slot := -1
+	if dst.ShareAttrSets {
+		// Look the set up by its content before copying anything: a
+		// series' later points cost one hash and one compare, not a
+		// value lookup per attribute.
+		h = cp.sourceSetHash(dst, keys, types, vals)
+		var prev Range
+		var ok bool
+		if prev, slot, ok = cp.findSet(dst, h, keys, types, vals); ok {
+			return prev
+		}
+	}
 	a := &dst.Attrs
 	a.Key, a.Type, a.Val = grown(a.Key, n), grown(a.Type, n), grown(a.Val, n)
 	dk, dt, dv := a.Key[start:], a.Type[start:start+n], a.Val[start:start+n]
@@ -263,11 +276,7 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 	}
 	r = Range{uint32(start), uint32(start + n)}
 	if dst.ShareAttrSets {
-		// Values are interned, so equal sets have equal words.
-		if prev, ok := cp.sets.intern(dst, r, hashSet(dk[:n], dt, dv)); ok {
-			a.Key, a.Type, a.Val = a.Key[:start], a.Type[:start], a.Val[:start]
-			return prev
-		}
+		cp.sets.add(r, h, slot)
 	}
 	return r
 }
@@ -292,10 +301,11 @@ func (cp *copier) value(dst *Common, k KeyID, s Str) Str {
 	} else if l := cp.last[k]; l.Len() == len(b) && l.Off()+l.Len() <= len(dst.Buf) && string(dst.Bytes(l)) == string(b) {
 		return l
 	}
-	s, slot, ok := cp.values.find(dst, k, b)
+	bh := cp.values.bytesHash(b)
+	s, slot, ok := cp.values.find(dst, k, b, bh)
 	if !ok {
 		s = dst.AppendBytes(b)
-		cp.values.add(dst, k, b, s, slot)
+		cp.values.add(dst, k, b, bh, s, slot)
 	}
 	cp.last[k] = s
 	return s

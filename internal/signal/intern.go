@@ -1,6 +1,10 @@
 package signal
 
-import "hash/maphash"
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+)
 
 // valueTable interns the string values of a destination batch's
 // attributes by (key, bytes) (copier.value): equal values of one key
@@ -12,9 +16,10 @@ import "hash/maphash"
 // maxInterned, past which values are still shared with the last of their
 // key (copier.last).
 type valueTable struct {
-	seed  maphash.Seed
-	slots []internSlot
-	n     int
+	seed   maphash.Seed
+	seeded bool
+	slots  []internSlot
+	n      int
 }
 
 type internSlot struct {
@@ -36,18 +41,26 @@ func (t *valueTable) reset() {
 	}
 }
 
+// bytesHash is the hash of a value's bytes; hash mixes in its key.
+func (t *valueTable) bytesHash(b []byte) uint64 {
+	if !t.seeded {
+		t.seed, t.seeded = maphash.MakeSeed(), true
+	}
+	return maphash.Bytes(t.seed, b)
+}
+
 func (t *valueTable) hash(k KeyID, b []byte) uint64 {
-	return maphash.Bytes(t.seed, b) ^ uint64(k)*0x9e3779b97f4a7c15
+	return t.bytesHash(b) ^ uint64(k)*0x9e3779b97f4a7c15
 }
 
 // find returns the Str interned for (k, b) in d's arena and true, or the
-// slot where it would go and false.
-func (t *valueTable) find(d *Common, k KeyID, b []byte) (Str, int, bool) {
+// slot where it would go and false; bh is bytesHash(b).
+func (t *valueTable) find(d *Common, k KeyID, b []byte, bh uint64) (Str, int, bool) {
 	if len(t.slots) == 0 {
 		return 0, -1, false
 	}
 	mask := uint64(len(t.slots) - 1)
-	h := t.hash(k, b)
+	h := bh ^ uint64(k)*0x9e3779b97f4a7c15
 	tag := uint32(h >> 32)
 	for i := h & mask; ; i = (i + 1) & mask {
 		sl := t.slots[i]
@@ -63,23 +76,20 @@ func (t *valueTable) find(d *Common, k KeyID, b []byte) (Str, int, bool) {
 }
 
 // add interns s, the copy of b in d's arena, for key k at slot i (from
-// find), unless the table is full.
-func (t *valueTable) add(d *Common, k KeyID, b []byte, s Str, i int) {
+// find), unless the table is full; bh is bytesHash(b).
+func (t *valueTable) add(d *Common, k KeyID, b []byte, bh uint64, s Str, i int) {
 	if t.n >= maxInterned {
 		return
 	}
 	if i < 0 || 2*(t.n+1) > len(t.slots) {
 		t.grow(d)
-		_, i, _ = t.find(d, k, b)
+		_, i, _ = t.find(d, k, b, bh)
 	}
-	t.slots[i] = internSlot{s, k, uint32(t.hash(k, b) >> 32)}
+	t.slots[i] = internSlot{s, k, uint32((bh ^ uint64(k)*0x9e3779b97f4a7c15) >> 32)}
 	t.n++
 }
 
 func (t *valueTable) grow(d *Common) {
-	if t.slots == nil {
-		t.seed = maphash.MakeSeed()
-	}
 	old := t.slots
 	t.slots = make([]internSlot, max(1024, 2*len(old)))
 	mask := uint64(len(t.slots) - 1)
@@ -98,7 +108,9 @@ func (t *valueTable) grow(d *Common) {
 }
 
 // setTable interns the attribute sets of a destination batch whose
-// ShareAttrSets is set: an open addressing table over Ranges of its Attrs.
+// ShareAttrSets is set: an open addressing table over Ranges of its Attrs,
+// keyed by a hash of each set's content (copier.sourceSetHash), so that a
+// set is found before it is copied.
 type setTable struct {
 	slots []setSlot
 	n     int
@@ -119,57 +131,101 @@ func (t *setTable) reset() {
 	}
 }
 
-// hashSet hashes the words of an attribute set.
-func hashSet(keys []KeyID, types []ValueType, vals []uint64) uint64 {
+// sourceSetHash hashes the content of a source set (destination keys,
+// types, string bytes, other values), so that equal sets from any source
+// hash alike.
+func (cp *copier) sourceSetHash(dst *Common, keys []KeyID, types []ValueType, vals []uint64) uint64 {
 	h := uint64(len(keys)) * 0x9e3779b97f4a7c15
 	types, vals = types[:len(keys)], vals[:len(keys)]
-	for j, k := range keys {
-		h = (h ^ uint64(k) ^ uint64(types[j])<<32) * 0xff51afd7ed558ccd
-		h = (h ^ vals[j]) * 0xc4ceb9fe1a85ec53
+	for j, sk := range keys {
+		var k KeyID
+		if int(sk) < len(cp.keyMap) && cp.keyMap[sk] != 0 {
+			k = cp.keyMap[sk] - 1
+		} else {
+			k = cp.key(dst, sk)
+		}
+		ty, v := types[j], vals[j]
+		switch ty {
+		case ValueString, ValueBytes, ValueArray, ValueMap:
+			v = quickHash(cp.src.Bytes(Str(v)))
+		}
+		h = (h ^ uint64(k) ^ uint64(ty)<<32) * 0xff51afd7ed558ccd
+		h = (h ^ v) * 0xc4ceb9fe1a85ec53
 		h ^= h >> 32
 	}
 	return h
 }
 
-func sameSet(a *Attrs, x, y Range) bool {
-	n := x.Len()
-	if n != y.Len() || int(x.End) > len(a.Key) || int(y.End) > len(a.Key) {
+// findSet returns the Range of a destination set equal to the source set
+// (keys, types, vals; of hash h) and true, or the slot where it would go
+// and false.
+func (cp *copier) findSet(dst *Common, h uint64, keys []KeyID, types []ValueType, vals []uint64) (Range, int, bool) {
+	t := &cp.sets
+	if len(t.slots) == 0 {
+		return Range{}, -1, false
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		sl := t.slots[i]
+		if sl.r.Len() == 0 {
+			return Range{}, int(i), false
+		}
+		if sl.tag == h && cp.sameAsSource(dst, sl.r, keys, types, vals) {
+			return sl.r, int(i), true
+		}
+	}
+}
+
+// sameAsSource reports whether destination set r holds the source set's
+// keys (mapped by sourceSetHash), types and values. A stale entry (the
+// batch was rolled back below it) is out of range or compares unequal.
+func (cp *copier) sameAsSource(dst *Common, r Range, keys []KeyID, types []ValueType, vals []uint64) bool {
+	if r.Len() != len(keys) || int(r.End) > len(dst.Attrs.Key) {
 		return false
 	}
-	for j := range uint32(n) {
-		if a.Key[x.Start+j] != a.Key[y.Start+j] || a.Type[x.Start+j] != a.Type[y.Start+j] || a.Val[x.Start+j] != a.Val[y.Start+j] {
+	a := &dst.Attrs
+	dk := a.Key[r.Start:r.End]
+	dt := a.Type[r.Start : r.End : r.Start+uint32(len(dk))]
+	dv := a.Val[r.Start : r.End : r.Start+uint32(len(dk))]
+	types, vals = types[:len(dk)], vals[:len(dk)]
+	for j, sk := range keys[:len(dk)] {
+		if dk[j] != cp.keyMap[sk]-1 || dt[j] != types[j] {
 			return false
+		}
+		switch types[j] {
+		case ValueString, ValueBytes, ValueArray, ValueMap:
+			s, d := Str(vals[j]), Str(dv[j])
+			if s.Len() != d.Len() || d.Off()+d.Len() > len(dst.Buf) || string(cp.src.Bytes(s)) != string(dst.Bytes(d)) {
+				return false
+			}
+		default:
+			if vals[j] != dv[j] {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-// intern returns the Range of an earlier set equal to r (the last set of
-// d's Attrs, of hash h) and true, or adds r and returns false.
-func (t *setTable) intern(d *Common, r Range, h uint64) (Range, bool) {
+// add interns r, of hash h, at slot i (from findSet), unless the table
+// is full.
+func (t *setTable) add(r Range, h uint64, i int) {
 	if r.Len() == 0 {
-		return r, false
+		return
 	}
-	if 2*(t.n+1) > len(t.slots) {
+	if i < 0 || 2*(t.n+1) > len(t.slots) {
 		if t.n >= maxSets {
-			return r, false
+			return
 		}
 		t.grow()
-	}
-	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		sl := &t.slots[i]
-		if sl.r.Len() == 0 {
-			*sl = setSlot{r, h}
-			t.n++
-			return r, false
-		}
-		// A stale entry (the batch was rolled back below it) is out of
-		// range or compares unequal.
-		if sl.tag == h && sameSet(&d.Attrs, sl.r, r) {
-			return sl.r, true
+		mask := uint64(len(t.slots) - 1)
+		i = int(h & mask)
+		for t.slots[i].r.Len() != 0 {
+			i = (i + 1) & int(mask)
 		}
 	}
+	t.slots[i] = setSlot{r, h}
+	t.n++
 }
 
 func (t *setTable) grow() {
@@ -186,4 +242,19 @@ func (t *setTable) grow() {
 		}
 		t.slots[i] = sl
 	}
+}
+
+// quickHash is a cheap hash of a string value for a set's hash: its
+// length and its first and last eight bytes (sets are compared in full
+// when hashes meet, so a weak hash costs compares, never a wrong set).
+func quickHash(b []byte) uint64 {
+	n := len(b)
+	if n >= 8 {
+		return binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[n-8:]), 29) ^ uint64(n)<<56
+	}
+	var x uint64
+	for _, c := range b {
+		x = x<<8 | uint64(c)
+	}
+	return x ^ uint64(n)<<56
 }

@@ -122,3 +122,32 @@ func TestCopySharesAttrSets(t *testing.T) {
 		}
 	}
 }
+
+// TestCopySharesOnlyEqualSets: sets whose hashes meet (values of one
+// length that differ only between their first and last eight bytes) are
+// compared in full and kept apart.
+func TestCopySharesOnlyEqualSets(t *testing.T) {
+	src := new(signal.Metrics)
+	c := &src.Common
+	c.Resources = append(c.Resources, signal.Resource{})
+	c.Scopes = append(c.Scopes, signal.Scope{})
+	src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
+	vals := []string{"prefix--X--suffix", "prefix--Y--suffix", "prefix--X--suffix", "prefix--Z--suffix"}
+	for _, v := range vals {
+		p := src.AppendPoint(0, 0, 0)
+		start := uint32(c.Attrs.Len())
+		c.Attrs.Append(c.Keys.IDString("k"), signal.ValueString, uint64(c.AppendString(v)))
+		src.Attr[p] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	}
+	dst := new(signal.Metrics)
+	dst.ShareAttrSets = true
+	dst.CopyRows(src, signal.Rows{From: 0, To: src.Len()})
+	for p, v := range vals {
+		if got := dst.AttrString(int(dst.Attr[p].Start)); got != v {
+			t.Fatalf("point %d: %q, want %q", p, got, v)
+		}
+	}
+	if dst.Attr[0] != dst.Attr[2] || dst.Attr[0] == dst.Attr[1] || dst.Attr[1] == dst.Attr[3] {
+		t.Fatalf("sets %v: want points 0 and 2 to share one, the others their own", dst.Attr)
+	}
+}
