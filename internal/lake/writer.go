@@ -731,13 +731,17 @@ func commonBytes(c *signal.Common) int64 {
 	return int64(len(c.Buf)) + int64(c.Attrs.Len())*13 + int64(len(c.Resources))*24 + int64(len(c.Scopes))*40 + int64(len(c.Msgs))*8
 }
 
-func estimateLogs(l *signal.Logs) int64 { return commonBytes(&l.Common) + int64(l.Len())*100 }
-
-func estimateMetrics(m *signal.Metrics) int64 {
-	return commonBytes(&m.Common) + int64(m.Len())*250 + int64(len(m.U64)+len(m.F64))*8 + int64(len(m.Descs))*64
+func estimateLogs(l *signal.Logs) int64 {
+	return commonBytes(&l.Common) + int64(l.Len())*100 + l.CopyTableBytes()
 }
 
-func estimateSpans(s *signal.Spans) int64 { return commonBytes(&s.Common) + int64(s.Len())*150 }
+func estimateMetrics(m *signal.Metrics) int64 {
+	return commonBytes(&m.Common) + int64(m.Len())*250 + int64(len(m.U64)+len(m.F64))*8 + int64(len(m.Descs))*64 + m.CopyTableBytes()
+}
+
+func estimateSpans(s *signal.Spans) int64 {
+	return commonBytes(&s.Common) + int64(s.Len())*150 + s.CopyTableBytes()
+}
 
 // CatalogRow is the catalog row for this segment; every writer of catalog
 // rows (ingest, the lake loop, compaction) goes through it.

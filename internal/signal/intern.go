@@ -4,7 +4,27 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
+	"unsafe"
 )
+
+// tableBytes is the memory of the copier's interning tables, which a
+// batch keeps across Resets: the writer counts it in a partition's size.
+func (cp *copier) tableBytes() int64 {
+	return int64(cap(cp.values.slots))*int64(unsafe.Sizeof(internSlot{})) +
+		int64(cap(cp.sets.slots))*int64(unsafe.Sizeof(setSlot{}))
+}
+
+// CopyTableBytes is the memory the batch holds for copying into it (its
+// interned values and attribute sets: up to 10 MiB), beside its arena.
+func (l *Logs) CopyTableBytes() int64 { return l.cp.tableBytes() }
+
+// CopyTableBytes is the memory the batch holds for copying into it (its
+// interned values and attribute sets: up to 10 MiB), beside its arena.
+func (m *Metrics) CopyTableBytes() int64 { return m.cp.tableBytes() }
+
+// CopyTableBytes is the memory the batch holds for copying into it (its
+// interned values and attribute sets: up to 10 MiB), beside its arena.
+func (s *Spans) CopyTableBytes() int64 { return s.cp.tableBytes() }
 
 // valueTable interns the string values of a destination batch's
 // attributes by (key, bytes) (copier.value): equal values of one key

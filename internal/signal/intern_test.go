@@ -59,6 +59,10 @@ func TestCopyInternsValues(t *testing.T) {
 		if want := 1 + 1 + 7*2; len(dst.Buf) != want {
 			t.Fatalf("round %d: arena of %d bytes, want %d (one copy per distinct value)", round, len(dst.Buf), want)
 		}
+		// The table that interned them is memory the writer counts.
+		if n := dst.CopyTableBytes(); n <= 0 || n > 10<<20 {
+			t.Fatalf("round %d: copy tables of %d bytes, want some and at most 10 MiB", round, n)
+		}
 	}
 }
 
