@@ -447,9 +447,14 @@ func TestCompactLeaseRenewal(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	res, err := Run(ctx, e.cat, slow, jobs[0], Options{LeaseTTL: ttl})
-	close(stop)
-	wg.Wait()
+	// The intruder stops once the swap is in, while the run still holds
+	// the lease: a try that waited on the catalog until after the run's
+	// release would take the lease rightly, and is not a steal.
+	var stopOnce sync.Once
+	stopIntruder := func() { stopOnce.Do(func() { close(stop); wg.Wait() }) }
+	res, err := Run(ctx, e.cat, slow, jobs[0], Options{LeaseTTL: ttl,
+		AfterReplace: func(context.Context, Job) { stopIntruder() }})
+	stopIntruder()
 	if err != nil || res.Skipped {
 		t.Fatalf("slow run: %+v, %v", res, err)
 	}
