@@ -929,6 +929,28 @@ func (f *File) consumeMetrics(d *signal.Metrics, col int, vals []parquet.Value, 
 	return nil
 }
 
+// listTarget is where a LIST column's elements go: the row ranges, and
+// whether the values are uint64 (else float64) and go to the file's
+// temporary quantile lists (else the batch); ok is false for a column
+// that is not read into a batch.
+func (f *File) listTarget(rc *readCol, d *signal.Metrics) (ranges []signal.Range, u64, tmp, ok bool) {
+	switch rc.fixed {
+	case mBucketCounts:
+		return d.BucketCounts, true, false, true
+	case mExpPosCounts:
+		return d.PosCounts, true, false, true
+	case mExpNegCounts:
+		return d.NegCounts, true, false, true
+	case mBounds:
+		return d.Bounds, false, false, true
+	case mQuantiles:
+		return f.t.quant, false, true, true
+	case mQuantileValues:
+		return f.t.quantVal, false, true, true
+	}
+	return nil, false, false, false
+}
+
 // consumeList stores one buffer of a LIST column; a value with repetition
 // level 0 starts a row, definition level 1 is an element.
 func (f *File) consumeList(rc *readCol, vals []parquet.Value, row, n int, c *signal.Common, base int, dst any) (int, error) {
@@ -937,25 +959,10 @@ func (f *File) consumeList(rc *readCol, vals []parquet.Value, row, n int, c *sig
 		return row, nil
 	}
 	t := f.t
-	var ranges []signal.Range
-	u64 := true
-	switch rc.fixed {
-	case mBucketCounts:
-		ranges = d.BucketCounts
-	case mExpPosCounts:
-		ranges = d.PosCounts
-	case mExpNegCounts:
-		ranges = d.NegCounts
-	case mBounds:
-		ranges, u64 = d.Bounds, false
-	case mQuantiles:
-		ranges, u64 = t.quant, false
-	case mQuantileValues:
-		ranges, u64 = t.quantVal, false
-	default:
+	ranges, u64, tmp, ok := f.listTarget(rc, d)
+	if !ok {
 		return row, nil
 	}
-	tmp := rc.fixed == mQuantiles || rc.fixed == mQuantileValues
 	for _, v := range vals {
 		if v.RepetitionLevel() == 0 {
 			if row >= n {

@@ -417,25 +417,10 @@ func (f *File) listTyped(rc *readCol, p *pageVals, row, n, base int, dst any) (i
 		return row, nil
 	}
 	t := f.t
-	var ranges []signal.Range
-	u64 := true
-	switch rc.fixed {
-	case mBucketCounts:
-		ranges = d.BucketCounts
-	case mExpPosCounts:
-		ranges = d.PosCounts
-	case mExpNegCounts:
-		ranges = d.NegCounts
-	case mBounds:
-		ranges, u64 = d.Bounds, false
-	case mQuantiles:
-		ranges, u64 = t.quant, false
-	case mQuantileValues:
-		ranges, u64 = t.quantVal, false
-	default:
+	ranges, u64, tmp, ok := f.listTarget(rc, d)
+	if !ok {
 		return row, nil
 	}
-	tmp := rc.fixed == mQuantiles || rc.fixed == mQuantileValues
 	off := base
 	if tmp {
 		off = 0
