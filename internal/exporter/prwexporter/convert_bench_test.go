@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/prompb"
+
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -11,31 +13,15 @@ import (
 // BenchmarkOTLPToRemoteWrite1: decode an OTLP metrics body (gauges,
 // counters, a histogram), convert to remote-write series and encode 1.0
 // with snappy: the exporter's CPU per sample, without the network.
-func BenchmarkOTLPToRemoteWrite1(b *testing.B) {
-	body := testMetrics(b, time.Unix(1_800_000_000, 0), 100)
-	var m signal.Metrics
-	var cv converter
-	samples := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		m.Reset()
-		if err := otlp.DecodeMetrics(&m, body); err != nil {
-			b.Fatal(err)
-		}
-		cv.reset()
-		cv.add(&m, 0)
-		if _, err := encodeV1(cv.series, cv.meta); err != nil {
-			b.Fatal(err)
-		}
-		samples = len(cv.series)
-	}
-	b.ReportMetric(float64(samples)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
-}
+func BenchmarkOTLPToRemoteWrite1(b *testing.B) { benchConvert(b, encodeV1) }
 
 // BenchmarkOTLPToRemoteWrite2: the same batch encoded as 2.0, with each
 // series' metadata (type, unit, help) in the symbols table.
-func BenchmarkOTLPToRemoteWrite2(b *testing.B) {
+func BenchmarkOTLPToRemoteWrite2(b *testing.B) { benchConvert(b, encodeV2) }
+
+// benchConvert decodes, converts and encodes one OTLP metrics body with
+// encode, over and over, and reports samples per second.
+func benchConvert(b *testing.B, encode func([]prompb.TimeSeries, []seriesMeta) ([]byte, error)) {
 	body := testMetrics(b, time.Unix(1_800_000_000, 0), 100)
 	var m signal.Metrics
 	var cv converter
@@ -49,7 +35,7 @@ func BenchmarkOTLPToRemoteWrite2(b *testing.B) {
 		}
 		cv.reset()
 		cv.add(&m, 0)
-		if _, err := encodeV2(cv.series, cv.meta); err != nil {
+		if _, err := encode(cv.series, cv.meta); err != nil {
 			b.Fatal(err)
 		}
 		samples = len(cv.series)

@@ -40,19 +40,23 @@ func cpuTime() time.Duration {
 // BenchmarkServeV1 is one remote write 1.0 request of 1,000 series (one
 // sample, 5 labels each) through the handler: snappy, decode, and the
 // hand-over to the consumer; no queue append.
-func BenchmarkServeV1(b *testing.B) {
-	const n = 1000
+func BenchmarkServeV1(b *testing.B) { benchServe(b, 1000, 5, &decodingConsumer{}) }
+
+// benchServe serves one remote write 1.0 request of n series (one sample,
+// a metric name cycling over 50 and labels labels each) to c through the
+// handler, over and over, and reports samples per CPU-second.
+func benchServe(b *testing.B, n, labels int, c otlpreceiver.Consumer) {
 	req := &prompb.WriteRequest{}
 	for i := range n {
 		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i%50)}}
-		for k := range 5 {
+		for k := range labels {
 			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
 		}
 		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1700000000000 + int64(i)}}})
 	}
 	raw, _ := req.Marshal()
 	body := snappy.Encode(nil, raw)
-	h, err := New(Config{MaxConcurrentRequests: 1}, &decodingConsumer{})
+	h, err := New(Config{MaxConcurrentRequests: 1}, c)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,34 +93,7 @@ func (c *scanConsumer) Consume(ctx context.Context, req *otlpreceiver.Request) (
 func BenchmarkServeV1Scanned(b *testing.B) {
 	for _, c := range [][2]int{{1000, 5}, {100, 6}} {
 		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
-			n := c[0]
-			req := &prompb.WriteRequest{}
-			for i := range n {
-				ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i%50)}}
-				for k := range c[1] {
-					ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
-				}
-				req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1700000000000 + int64(i)}}})
-			}
-			raw, _ := req.Marshal()
-			body := snappy.Encode(nil, raw)
-			h, err := New(Config{MaxConcurrentRequests: 1}, &scanConsumer{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			cpu0 := cpuTime()
-			for b.Loop() {
-				r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
-				r.Header.Set("Content-Type", "application/x-protobuf")
-				r.Header.Set("Content-Encoding", "snappy")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				if w.Code != http.StatusNoContent {
-					b.Fatalf("status %d: %s", w.Code, w.Body)
-				}
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+			benchServe(b, c[0], c[1], &scanConsumer{})
 		})
 	}
 }
