@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"math/bits"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -9,24 +8,25 @@ import (
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-// The series id algorithm of internal/signal (seriesid.go, part of the
-// lake's file format), here so that a strip_label limit can name the series
-// a point becomes without its label: a later limit then counts a stripped
-// series and one that arrived without the label as one. TestStrippedSeriesID
-// checks it against signal's ids.
+// A strip_label limit names the series a point becomes without its label
+// with signal's series id (signal.SeriesID, part of the lake's file
+// format): a later limit then counts a stripped series and one that
+// arrived without the label as one. TestStrippedSeriesID checks it against
+// signal's ids.
+
+// Odd multipliers that mix a rule number into a decision's cache key.
 const (
-	seriesP1 = 0x9E3779B97F4A7C15
-	seriesP2 = 0xC2B2AE3D27D4EB4F
-	seriesP3 = 0x165667B19E3779F9
+	keyP1 = 0x9E3779B97F4A7C15
+	keyP3 = 0x165667B19E3779F9
 )
 
 // strippedSeriesID is the series id of point i of b without the point
 // attributes whose labels (on a series with set labels set) are in strip.
 func strippedSeriesID(b *signal.Metrics, i int, set setLabels, strip []string) uint64 {
 	nh := xxhash.Sum64(b.Bytes(b.Descs[b.Desc[i]].Name))
-	rh := mix(attrSetHash(&b.Common, b.Resources[b.Resource[i]].Attrs, set, nil) + seriesP2)
+	rh := signal.SeriesResource(attrSetHash(&b.Common, b.Resources[b.Resource[i]].Attrs, set, nil))
 	ph := attrSetHash(&b.Common, b.Attr[i], set, strip)
-	return mix(nh ^ rh ^ bits.RotateLeft64(ph*seriesP3, 17))
+	return signal.SeriesID(nh, rh, ph)
 }
 
 // attrSetHash is signal's order-independent hash of the attributes in r,
@@ -38,23 +38,9 @@ func attrSetHash(c *signal.Common, r signal.Range, set setLabels, strip []string
 		if len(strip) > 0 && slices.Contains(strip, set.label(c.Keys.Name(a.Key[i]))) {
 			continue
 		}
-		sum += attrHash(c, i)
+		sum += c.AttrHash(i)
 	}
 	return sum
-}
-
-// attrHash is signal's hash of attribute i, a term of the set's sum.
-func attrHash(c *signal.Common, i uint32) uint64 {
-	a := &c.Attrs
-	t := a.Type[i]
-	var vh uint64
-	switch t {
-	case signal.ValueString, signal.ValueBytes, signal.ValueArray, signal.ValueMap:
-		vh = xxhash.Sum64(c.Bytes(signal.Str(a.Val[i])))
-	default:
-		vh = mix(a.Val[i] + seriesP2)
-	}
-	return mix(c.Keys.Hash(a.Key[i]) + uint64(t)*seriesP1 + vh)
 }
 
 // strippedID is the series id of point i (of a series of decision d)
@@ -85,7 +71,7 @@ func (s *Scratch) strippedID(b *signal.Metrics, i int, d *decision) uint64 {
 	}
 	rh := s.resHash[ri]
 	if rh == 0 {
-		rh = mix(attrSetHash(&b.Common, b.Resources[ri].Attrs, d.set, nil) + seriesP2)
+		rh = signal.SeriesResource(attrSetHash(&b.Common, b.Resources[ri].Attrs, d.set, nil))
 		s.resHash[ri] = rh
 	}
 	cm := &b.Common
@@ -96,9 +82,9 @@ func (s *Scratch) strippedID(b *signal.Metrics, i int, d *decision) uint64 {
 		if l := s.outLabelID(cm, a.Key[k], d); l != 0 && slices.Contains(s.forcedIDs, l) {
 			continue
 		}
-		ph += attrHash(cm, k)
+		ph += cm.AttrHash(k)
 	}
-	return mix(nh ^ rh ^ bits.RotateLeft64(ph*seriesP3, 17))
+	return signal.SeriesID(nh, rh, ph)
 }
 
 // stripNamesOf is the labels of the strip_label limits replay switched
@@ -123,12 +109,12 @@ func (s *Scratch) strippedKey(b *signal.Metrics, i int, d *decision, key uint64,
 	rs := s.rules.metrics
 	for r := range rule {
 		if rs[r].act == actRelabel && !rs[r].shadow {
-			return mix(key ^ (uint64(rule)+1)*seriesP1)
+			return mix(key ^ (uint64(rule)+1)*keyP1)
 		}
 	}
 	k := s.strippedID(b, i, d) ^ s.descKey[b.Desc[i]]
 	for _, r := range s.forced {
-		k = mix(k ^ (uint64(r)+1)*seriesP3)
+		k = mix(k ^ (uint64(r)+1)*keyP3)
 	}
 	return k
 }

@@ -2,7 +2,6 @@ package prw
 
 import (
 	"bytes"
-	"math/bits"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -59,25 +58,7 @@ func (s *Scanner) Samples() int { return len(s.ID) }
 
 // seriesResHash is the resource part of a remote-write point's series id:
 // the decoder appends one resource without attributes.
-var seriesResHash = seriesMix(0 + seriesP2)
-
-// The series id algorithm of package signal (signal/seriesid.go), part of
-// the lake's file format (docs/schema.md): TestScanSeriesIDs checks the
-// two agree.
-const (
-	seriesP1 = 0x9E3779B97F4A7C15
-	seriesP2 = 0xC2B2AE3D27D4EB4F
-	seriesP3 = 0x165667B19E3779F9
-)
-
-func seriesMix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 27
-	x *= 0x94D049BB133111EB
-	x ^= x >> 31
-	return x
-}
+var seriesResHash = signal.SeriesResource(0)
 
 // ScanV1 scans a remote write 1.0 prometheus.WriteRequest (snappy-decoded).
 // It returns false when the request is not the plain case (see Scanner):
@@ -165,7 +146,7 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 		if string(n) == nameLabel {
 			name = v
 		} else {
-			sum += seriesMix(kh + uint64(signal.ValueString)*seriesP1 + xxhash.Sum64(v))
+			sum += signal.SeriesPair(kh, signal.ValueString, xxhash.Sum64(v))
 			nAttrs++
 		}
 		prev = n
@@ -185,7 +166,7 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 	}
 	lab := [2]int32{int32(labStart), int32(i)}
 	ni, nh := s.nameIndex(name)
-	id := seriesMix(nh ^ seriesResHash ^ bits.RotateLeft64(sum*seriesP3, 17))
+	id := signal.SeriesID(nh, seriesResHash, sum)
 	samples := 0
 	for i < e {
 		if b[i] != 2<<3|wtLen { // histograms, exemplars, labels after samples, unknown fields
