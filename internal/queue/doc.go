@@ -13,12 +13,17 @@
 // # Concurrency
 //
 // Queue methods are safe for concurrent use. Appends are serialized on one
-// mutex while they encode and write(2) into the active segment; the fsync
+// mutex while they encode their records into a shared buffer; the fsync
 // runs outside the mutex. The first appender that needs durability becomes
-// the fsync leader and syncs everything written so far; appenders that
-// arrive meanwhile wait and are usually covered by the next leader's single
-// fsync (group commit). GroupCommitDelay makes a leader wait before
-// syncing to gather more.
+// the fsync leader: it writes every appender's buffered records with one
+// write(2) at the end of the active segment and syncs everything written
+// so far; appenders that arrive meanwhile buffer their records, wait, and
+// are usually covered by the next leader's single write and fsync (group
+// commit: one write and one fsync per group, not a write per Append). A
+// failed write is cut off again and fails every Append whose records it
+// held. An appender writes the buffer itself only when it reaches 1 MiB or
+// the segment is full. GroupCommitDelay makes a leader wait before
+// writing and syncing to gather more.
 //
 // A Reader belongs to one goroutine. Any number of Readers may run next to
 // appenders; each has its own file handle and read-ahead buffer, takes the

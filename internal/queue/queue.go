@@ -44,8 +44,15 @@ type Queue struct {
 	dirDirty   bool   // a segment was created since the last directory sync
 	closed     bool
 	err        error // sticky, wraps ErrFailed
-	wbuf       []byte
-	wrecs      uint64 // records encoded in wbuf
+	// wbuf holds encoded records not yet written: appenders leave their
+	// records here and the fsync leader writes all of them with one
+	// pwrite before its fsync (one write per group commit, not one per
+	// Append). pend is the fate of the records in wbuf, shared by their
+	// appenders; nil while wbuf is empty.
+	wbuf     []byte
+	wrecs    uint64 // records encoded in wbuf
+	pend     *pendingWrite
+	freePend []*pendingWrite // no appender refers to these: Append allocates nothing
 
 	// Free-space headroom (Options.MinFreeBytes); minFree 0 means off.
 	minFree      int64
@@ -88,6 +95,15 @@ type segment struct {
 }
 
 func (s *segment) end() Position { return s.base + Position(s.size) }
+
+// pendingWrite is the outcome of one write of the encode buffer, which may
+// hold the records of several appenders. err is set (under Queue.mu) when
+// the write failed and its records were cut off again: none of them may be
+// acknowledged, and their positions are reused by later records.
+type pendingWrite struct {
+	err  error
+	refs int // appenders waiting on it; reused once none is and it was written
+}
 
 // Stats is a snapshot of the queue's counters.
 type Stats struct {
@@ -421,12 +437,12 @@ func (q *Queue) Append(recs ...[]byte) (end Position, err error) {
 	q.appendMu.Lock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	end, err = q.writeLocked(recs, need)
+	end, pend, err := q.writeLocked(recs, need)
 	q.appendMu.Unlock()
 	if err != nil {
 		return 0, err
 	}
-	if err := q.waitDurableLocked(end); err != nil {
+	if err := q.waitDurableLocked(end, pend); err != nil {
 		return 0, err
 	}
 	q.appends.Add(1)
@@ -435,54 +451,68 @@ func (q *Queue) Append(recs ...[]byte) (end Position, err error) {
 }
 
 // writeLocked is Append's write phase; the caller holds appendMu and mu.
-func (q *Queue) writeLocked(recs [][]byte, need int64) (Position, error) {
+// It encodes recs into the encode buffer and leaves the last of them there
+// for the fsync leader to write (waitDurableLocked); pend is their fate,
+// nil when everything was written here. end is the position after the
+// batch.
+func (q *Queue) writeLocked(recs [][]byte, need int64) (end Position, pend *pendingWrite, err error) {
 	if q.closed {
-		return 0, ErrClosed
+		return 0, nil, ErrClosed
 	}
 	if q.err != nil {
-		return 0, q.err
+		return 0, nil, q.err
 	}
+	// Records other appenders left in the encode buffer take room too.
+	need += int64(len(q.wbuf))
 	if err := q.checkSpaceLocked(need); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if q.bytes+need > q.opts.MaxBytes {
 		if q.opts.Full == Backpressure {
-			return 0, ErrFull
+			return 0, nil, ErrFull
 		}
 		for q.bytes+need > q.opts.MaxBytes && len(q.segs) > 1 {
 			q.dropOldestLocked()
 		}
 		if q.bytes+need > q.opts.MaxBytes {
-			return 0, ErrFull // unreachable while MaxBytes >= 2*SegmentBytes
+			return 0, nil, ErrFull // unreachable while MaxBytes >= 2*SegmentBytes
 		}
 	}
 	for _, r := range recs {
 		size := int64(recordHeaderSize + len(r))
 		if used := q.activeSeg().size + int64(len(q.wbuf)); used > 0 && used+size > q.segData {
 			if err := q.flushLocked(); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			if err := q.rotateLocked(); err != nil {
-				return 0, err
+				return 0, nil, err
+			}
+		}
+		if q.pend == nil {
+			if n := len(q.freePend); n > 0 {
+				q.pend, q.freePend = q.freePend[n-1], q.freePend[:n-1]
+			} else {
+				q.pend = new(pendingWrite)
 			}
 		}
 		q.wbuf = appendRecord(q.wbuf, &q.scratch, q.writeEnd+Position(len(q.wbuf)), r)
 		q.wrecs++
 		if len(q.wbuf) >= flushBytes {
 			if err := q.flushLocked(); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 		}
 	}
-	if err := q.flushLocked(); err != nil {
-		return 0, err
+	// appendMu kept other appenders out, so this batch ends the buffer.
+	if len(q.wbuf) > 0 {
+		q.pend.refs++
 	}
-	// appendMu kept other appenders out, so writeEnd is exactly the end of
-	// this batch.
-	return q.writeEnd, nil
+	return q.writeEnd + Position(len(q.wbuf)), q.pend, nil
 }
 
-// flushLocked writes the encode buffer at the end of the active segment.
+// flushLocked writes the encode buffer, the records of every appender
+// since the last write, at the end of the active segment with one write.
+// On failure none of them is acknowledged (pendingWrite.err).
 func (q *Queue) flushLocked() error {
 	if len(q.wbuf) == 0 {
 		return nil
@@ -490,8 +520,8 @@ func (q *Queue) flushLocked() error {
 	s := q.activeSeg()
 	off := segmentHeaderSize + s.size
 	_, err := q.active.WriteAt(q.wbuf, off)
-	n, recs := len(q.wbuf), q.wrecs
-	q.wbuf, q.wrecs = q.wbuf[:0], 0
+	n, recs, pend := len(q.wbuf), q.wrecs, q.pend
+	q.wbuf, q.wrecs, q.pend = q.wbuf[:0], 0, nil
 	if cap(q.wbuf) > 4*flushBytes {
 		q.wbuf = nil // a huge single record passed through; do not keep its buffer
 	}
@@ -500,8 +530,10 @@ func (q *Queue) flushLocked() error {
 		// Cut off a partial write so that later records do not land behind
 		// half a record. If even that fails the file's state is unknown.
 		if terr := q.active.Truncate(off); terr != nil {
-			return q.failLocked(fmt.Errorf("%w; truncate back: %w", err, terr))
+			err = q.failLocked(fmt.Errorf("%w; truncate back: %w", err, terr))
 		}
+		pend.err = err
+		q.cond.Broadcast() // appenders waiting for this write learn its fate
 		return err
 	}
 	s.size += int64(n)
@@ -560,13 +592,31 @@ func (q *Queue) rotateLocked() error {
 }
 
 // waitDurableLocked returns once everything before end is fsynced. One
-// waiter at a time becomes the leader and fsyncs everything written so far
+// waiter at a time becomes the leader: it writes the records every appender
+// left in the encode buffer (pend is the fate of the caller's, nil if it
+// wrote them itself) with one write, then fsyncs everything written so far
 // with mu released; the others wait for it and usually find their data
 // covered (group commit).
-func (q *Queue) waitDurableLocked(end Position) error {
+func (q *Queue) waitDurableLocked(end Position, pend *pendingWrite) error {
 	q.durWaiters++
-	defer func() { q.durWaiters-- }()
-	for Position(q.synced.Load()) < end {
+	defer func() {
+		q.durWaiters--
+		if pend != nil {
+			if pend.refs--; pend.refs == 0 && pend != q.pend {
+				pend.err = nil
+				q.freePend = append(q.freePend, pend)
+			}
+		}
+	}()
+	for {
+		// The write's fate first: positions of records whose write failed
+		// are reused, so a durable end past them does not cover them.
+		if pend != nil && pend.err != nil {
+			return pend.err
+		}
+		if Position(q.synced.Load()) >= end {
+			return nil
+		}
 		if q.err != nil {
 			return q.err
 		}
@@ -586,6 +636,14 @@ func (q *Queue) waitDurableLocked(end Position) error {
 			q.mu.Unlock()
 			time.Sleep(d)
 			q.mu.Lock()
+		}
+		// No appender is in its write phase now except one waiting in
+		// rotateLocked for this fsync, which has written its records:
+		// the buffer holds whole batches only.
+		if err := q.flushLocked(); err != nil {
+			q.syncing = false
+			q.cond.Broadcast()
+			continue // the loop returns pend.err or q.err
 		}
 		target, f, path, syncDir := q.writeEnd, q.active, q.activeSeg().path, q.dirDirty
 		q.dirDirty = false
@@ -617,7 +675,6 @@ func (q *Queue) waitDurableLocked(end Position) error {
 		q.retired = q.retired[:0]
 		q.cond.Broadcast()
 	}
-	return nil
 }
 
 // failLocked makes err sticky: after an unknown outcome on disk (failed
@@ -741,6 +798,11 @@ func (q *Queue) Close() error {
 		q.cond.Wait()
 	}
 	var err error
+	if q.err == nil {
+		// Appenders waiting for the leader's write get it from here; on
+		// failure they return their pendingWrite's error.
+		_ = q.flushLocked()
+	}
 	if q.err == nil && q.writeEnd > Position(q.synced.Load()) {
 		// Appenders still waiting for their fsync get it from here.
 		if err = q.active.Sync(); err == nil && q.dirDirty {
