@@ -36,6 +36,10 @@
 //  5. Buffered memory is bounded: a partition rolls into a file when its
 //     estimate reaches TargetFileBytes, and when the total over all open
 //     partitions exceeds MaxBufferedBytes the largest is flushed.
+//     AppendMetrics (a decoder appending straight into a partition's
+//     batch) takes a record only when it stays below both limits whole,
+//     and within one partition hour; otherwise the caller writes it with
+//     WriteMetrics, so files roll where they would have.
 //  6. A failed flush drops that partition's buffered rows (nothing of them
 //     is committed) and returns the error; the caller replays from what the
 //     catalog did not record, so no row is committed twice or lost.

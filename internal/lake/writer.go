@@ -252,6 +252,72 @@ func (w *Writer) WriteMetricsRows(tenant string, b *signal.Metrics, from, to int
 		func(p *partition) int64 { return estimateMetrics(p.metrics) })
 }
 
+// AppendMetrics buffers len(times) data points that fill appends straight
+// to a partition's batch, instead of a batch that the writer copies
+// (WriteMetrics): a decoder that holds a record's wire bytes (the lake
+// loop's remote-write path, prw.Appender) interns values into the
+// partition as it decodes. times are the points' times in the order fill
+// appends them; srcEst bounds the size estimate of what fill adds (that
+// of the record decoded into an empty batch, EstimateMetricsBytes), as a
+// WriteMetrics of it would count it.
+//
+// It appends only when every point falls into one partition hour and the
+// partition and the writer can take the whole record without reaching a
+// limit; otherwise it appends nothing and returns false, and the caller
+// writes the record with WriteMetrics, which copies it row by row and
+// rolls files exactly where the limits say. fill must append exactly
+// len(times) points (an error otherwise: the partition is then in
+// doubt, as after a failed write).
+func (w *Writer) AppendMetrics(tenant string, times []int64, srcEst int64, fill func(dst *signal.Metrics)) (bool, error) {
+	if err := w.check(tenant); err != nil {
+		return false, err
+	}
+	if len(times) == 0 {
+		return false, nil
+	}
+	now, skew := w.now().UnixNano(), int64(w.opts.MaxFutureSkew)
+	pts := w.pts[:0]
+	replaced := int64(0)
+	for _, pt := range times {
+		if !validTime(pt, now, skew) {
+			replaced++
+			pt = now
+		}
+		pts = append(pts, pt)
+	}
+	w.pts = pts
+	hour := pts[0] / hourNs
+	for _, pt := range pts {
+		if pt/hourNs != hour {
+			return false, nil
+		}
+	}
+	add := srcEst + int64(len(pts))*8
+	k := partKey{signal.KindMetrics, tenant, hour}
+	if p := w.parts[k]; p != nil && p.bytes+add >= w.opts.TargetFileBytes || w.buffered+add > w.opts.MaxBufferedBytes || add >= w.opts.TargetFileBytes {
+		return false, nil
+	}
+	p := w.partition(signal.KindMetrics, tenant, hour)
+	n0 := p.metrics.Len()
+	fill(p.metrics)
+	if got := p.metrics.Len() - n0; got != len(pts) {
+		return false, fmt.Errorf("lake: AppendMetrics: %d points appended for %d times", got, len(pts))
+	}
+	p.ptime = append(p.ptime, pts...)
+	w.stats.Rows += int64(len(pts))
+	w.stats.ReplacedTimes += replaced
+	_, err := w.account(p, estimateMetrics(p.metrics))
+	return true, err
+}
+
+// EstimateMetricsBytes is the writer's size estimate of a decoded metrics
+// batch of points data points with attrs attributes, descs descriptors
+// and arena bytes in its arena, one resource and one scope, no histogram
+// buckets: what AppendMetrics's srcEst wants for a remote-write request.
+func EstimateMetricsBytes(points, attrs, descs, arena int) int64 {
+	return int64(arena) + int64(attrs)*13 + 24 + 40 + int64(points)*250 + int64(descs)*64
+}
+
 // WriteSpans buffers the spans of b, partitioned by start time; see WriteLogs.
 func (w *Writer) WriteSpans(tenant string, b *signal.Spans) error {
 	return w.WriteSpansRows(tenant, b, 0, b.Len())

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/otlp"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tracer"
@@ -98,6 +99,12 @@ type lakeLoop struct {
 	spans   signal.Spans
 	io      signal.IOEvents
 	badLog  time.Time // last bad-record log line
+
+	// appendPRW's scratch: the snappy-decoded request, its scan and the
+	// appender that puts its points into a partition.
+	prwBuf  []byte
+	prwScan prw.Scanner
+	prwApp  prw.Appender
 }
 
 type tenantRows struct {
@@ -355,6 +362,15 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 			}
 		}
 	case signal.KindMetrics:
+		if !l.isolate && (r.Enc == encPRW1 || r.Enc == encPRW1N) {
+			// A plain remote-write request goes straight into its
+			// partition's batch (appendPRW); anything else, and a request
+			// the writer does not take whole, is decoded and copied.
+			var ok bool
+			if ok, n, err = l.appendPRW(t.name, r.Enc, body); ok || err != nil {
+				break
+			}
+		}
 		l.metrics.Reset()
 		if err = decodeMetricsRecord(&l.metrics, r.Enc, body); err == nil {
 			n = l.metrics.Len()
@@ -401,6 +417,42 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 	t.rows[kind].Add(float64(n))
 	l.advance(pos)
 	return nil
+}
+
+// appendPRW appends a plain remote write 1.0 request (prw.Scanner's plain
+// case) straight into the writer's partition batch (lake.Writer.
+// AppendMetrics, prw.Appender): no batch of the record's own is decoded
+// and copied. It returns false, having written nothing, when the request
+// is not plain, spans partition hours, would reach a writer limit or its
+// tenant is invalid: the caller then decodes it and writes it with
+// WriteMetrics, which also quarantines what the lake refuses. An error is
+// the writer's (a failed flush), as WriteMetrics's would be.
+func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte) (bool, int, error) {
+	if enc == encPRW1N {
+		_, raw, err := splitCounted(body)
+		if err != nil {
+			return false, 0, nil
+		}
+		body = raw
+	}
+	var err error
+	if l.prwBuf, err = prw.Unsnappy(l.prwBuf, body); err != nil {
+		return false, 0, nil
+	}
+	sc := &l.prwScan
+	if !sc.ScanV1(l.prwBuf) {
+		return false, 0, nil
+	}
+	n := sc.Samples()
+	est := lake.EstimateMetricsBytes(n, sc.Attrs, len(sc.Names), sc.ArenaBytes())
+	ok, err := l.w.AppendMetrics(tenant, sc.Time, est, func(dst *signal.Metrics) { l.prwApp.AppendV1(dst, sc) })
+	if errors.Is(err, lake.ErrInvalidTenant) {
+		return false, 0, nil
+	}
+	if cap(l.prwBuf) > maxPooledBytes {
+		l.prwBuf = nil // one huge request does not pin its buffer
+	}
+	return ok, n, err
 }
 
 // bufferedBytes is what both writers hold in memory.

@@ -295,7 +295,11 @@ func (cp *copier) value(dst *Common, k KeyID, s Str) Str {
 	if s.Len() == 0 {
 		return 0
 	}
-	b := cp.src.Bytes(s)
+	return cp.internValue(dst, k, cp.src.Bytes(s))
+}
+
+// internValue is value for the bytes b (not empty) of a value of key k.
+func (cp *copier) internValue(dst *Common, k KeyID, b []byte) Str {
 	if int(k) >= len(cp.last) {
 		cp.last = append(cp.last, make([]Str, int(k)+1-len(cp.last))...)
 	} else if l := cp.last[k]; l.Len() == len(b) && l.Off()+l.Len() <= len(dst.Buf) && string(dst.Bytes(l)) == string(b) {

@@ -169,11 +169,19 @@ func (cp *copier) sourceSetHash(dst *Common, keys []KeyID, types []ValueType, va
 		case ValueString, ValueBytes, ValueArray, ValueMap:
 			v = quickHash(cp.src.Bytes(Str(v)))
 		}
-		h = (h ^ uint64(k) ^ uint64(ty)<<32) * 0xff51afd7ed558ccd
-		h = (h ^ v) * 0xc4ceb9fe1a85ec53
-		h ^= h >> 32
+		h = setHashStep(h, k, ty, v)
 	}
 	return h
+}
+
+// setHashStep mixes one attribute (destination key, type, value or
+// quickHash of its bytes) into a set's hash; every way into a setTable
+// (copier.sourceSetHash, Metrics.InternStrAttrs) hashes with it, so equal
+// sets meet whichever way they came.
+func setHashStep(h uint64, k KeyID, ty ValueType, v uint64) uint64 {
+	h = (h ^ uint64(k) ^ uint64(ty)<<32) * 0xff51afd7ed558ccd
+	h = (h ^ v) * 0xc4ceb9fe1a85ec53
+	return h ^ h>>32
 }
 
 // findSet returns the Range of a destination set equal to the source set
