@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Relay benchmark: remote write 1.0 in -> remote write 1.0 out, side by side
+# Relay benchmark: remote write in -> remote write out (1.0, or 2.0), side by side
 # for sluice (receiver -> durable queue (fsync) -> prometheus_remote_write
 # exporter, no lake: a forward-only pipeline) and vmagent (Debian package
 # victoria-metrics), each pinned to one core (taskset, GOMAXPROCS=1), each
@@ -14,13 +14,16 @@
 #   scripts/bench-relay.sh                     # both shapes, 2M samples each
 #   SAMPLES=4000000 scripts/bench-relay.sh
 #   SHAPES="1500:8" scripts/bench-relay.sh     # series per request : labels per series
+#   ONLY=sluice SHAPES="1500:8:2 100:6:2" scripts/bench-relay.sh   # remote write 2.0 in and out
 #   ONLY=sluice PROFILE=1 scripts/bench-relay.sh   # CPU profile of sluice's relay
 #
 # LAKE=1 adds remote write -> lake runs (default pipeline, upkeep off, flush
 # every 5s): samples per CPU-second until every sample is committed.
 #
 # Knobs: SAMPLES, SHAPES (default "1500:8 100:6": the large-request shape and a
-# small-request one), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
+# small-request one; a third field 2 makes a shape remote write 2.0 in and
+# out: symbols table, metadata on every series, a 2.0 exporter; vmagent 1.79
+# takes no 2.0, so those shapes run sluice only), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
 # GROUP_COMMIT_DELAY (sluice's queue.group_commit_delay, default 1ms),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
 # start of each sluice run, relay and lake; set it to cover the run), SLUICE_BIN, KEEP=1.
@@ -65,7 +68,7 @@ wait_http() { # URL
 }
 
 echo "# sluice $(git describe --always --dirty 2>/dev/null || echo '?'), vmagent $(dpkg-query -W -f='${Version}' victoria-metrics 2>/dev/null || echo '?'), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# remote write 1.0 in and out, $SAMPLES samples per run, $WORKERS sender workers; relay on core $RELAY_CPU (GOMAXPROCS=1), load + null sink on core $GEN_CPU"
+echo "# remote write in and out (1.0 unless a shape says 2), $SAMPLES samples per run, $WORKERS sender workers; relay on core $RELAY_CPU (GOMAXPROCS=1), load + null sink on core $GEN_CPU"
 
 # One sink for every run; its count is read before and after each.
 taskset -c "$GEN_CPU" env GOMAXPROCS=1 SLUICE_BENCH_RELAY_SINK="$work/sink.addr" "$work/e2e.test" -test.run '^TestRelaySink$' >"$work/sink.log" 2>&1 &
@@ -75,16 +78,25 @@ for _ in $(seq 1 1200); do [ -s "$work/sink.addr" ] && break; sleep 0.1; done
 sink="$(cat "$work/sink.addr")"
 sink_count() { curl -fsS "http://$sink/count" | awk '{print $1}'; }
 
+# shape_fields SHAPE: sets per, labels, proto (1 or 2) and tag (per, plus v2).
+shape_fields() {
+  IFS=: read -r per labels proto <<<"$1"
+  proto=${proto:-1}
+  tag=$per; [ "$proto" = 2 ] && tag=${per}v2
+  return 0
+}
+
 # run_relay NAME PID INPUT_URL SHAPE: drive the load, print the result line.
 run_relay() {
-  local name=$1 pid=$2 url=$3 per=${4%%:*} labels=${4##*:}
+  local name=$1 pid=$2 url=$3 per labels proto tag
+  shape_fields "$4"
   local total=$(( SAMPLES / per * per ))
   local base c0 c1 t0 t1 got
   base=$(sink_count)
   c0=$(cpu_ticks "$pid"); t0=$(now)
   taskset -c "$GEN_CPU" env SLUICE_BENCH_RELAY_TARGET="$url" SLUICE_BENCH_RELAY_SAMPLES="$SAMPLES" \
-    SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" \
-    "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-$name-$per.log" 2>&1 || { cat "$work/load-$name-$per.log" >&2; exit 1; }
+    SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" SLUICE_BENCH_RELAY_PROTO="$proto" \
+    "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-$name-$tag.log" 2>&1 || { cat "$work/load-$name-$tag.log" >&2; exit 1; }
   for _ in $(seq 1 $(( TIMEOUT * 20 ))); do
     got=$(( $(sink_count) - base ))
     [ "$got" -ge "$total" ] && break
@@ -92,13 +104,14 @@ run_relay() {
   done
   t1=$(now); c1=$(cpu_ticks "$pid")
   [ "$got" -ge "$total" ] || { echo "$name: the sink got $got of $total samples" >&2; exit 1; }
-  awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v name="$name" -v per="$per" -v labels="$labels" -v got="$got" 'BEGIN {
+  awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v name="$name" -v per="$per" -v labels="$labels" -v got="$got" -v proto="$proto" 'BEGIN {
     cpu = (c1 - c0) / hz
-    printf "%-8s %5d samples/request, %2d labels: %9.0f samples per CPU-second (%.2f CPU-s for %d samples, %.1f s wall, %.0f%% of a core; sink got %d)\n", name, per, labels, n / cpu, cpu, n, t1 - t0, 100 * cpu / (t1 - t0), got
+    printf "%-8s %5d samples/request, %2d labels, remote write %d.0: %9.0f samples per CPU-second (%.2f CPU-s for %d samples, %.1f s wall, %.0f%% of a core; sink got %d)\n", name, per, labels, proto, n / cpu, cpu, n, t1 - t0, 100 * cpu / (t1 - t0), got
   }' | tee -a "$work/results"
 }
 
 for shape in $SHAPES; do
+  shape_fields "$shape"
   if [ -z "$ONLY" ] || [ "$ONLY" = sluice ]; then
     qport=$(freeport); aport=$(freeport)
     cat >"$work/sluice.yaml" <<EOF
@@ -108,10 +121,11 @@ receivers:
 admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
 query: {addr: ""}
 lake: {root: $work/lake}
-queue: {dir: $work/queue-${shape%%:*}, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}}
+queue: {dir: $work/queue-$tag, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}}
 exporters:
   prometheus_remote_write/sink:
     endpoints: [http://$sink/api/v1/write]
+    protocol: "$proto.0"
     batch_delay: 50ms
 pipelines:
   metrics: {receivers: [prometheus_remote_write], exporters: [prometheus_remote_write/sink]}
@@ -122,7 +136,7 @@ EOF
     wait_http "http://127.0.0.1:$aport/readyz" || { cat "$work/sluice.err" >&2; exit 1; }
     prof=""
     if [ "$PROFILE" = 1 ]; then
-      curl -fsS -o "$work/cpu-${shape%%:*}.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
+      curl -fsS -o "$work/cpu-$tag.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
     fi
     run_relay sluice "$spid" "http://127.0.0.1:$qport/api/v1/write" "$shape"
     # Where the per-request cost goes: appends (requests acknowledged) per fsync.
@@ -130,15 +144,17 @@ EOF
       END {if (f > 0) printf "         queue: %d appends, %d fsyncs (%.2f appends per fsync)\n", a, f, a / f}'
     if [ -n "$prof" ]; then
       wait "$prof" || true
-      mkdir -p bench-profiles; cp "$work/cpu-${shape%%:*}.prof" "bench-profiles/relay-${shape%%:*}-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
-      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/relay-${shape%%:*}-cpu.prof"
+      mkdir -p bench-profiles; cp "$work/cpu-$tag.prof" "bench-profiles/relay-$tag-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
+      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/relay-$tag-cpu.prof"
     fi
     kill -TERM "$spid"; wait "$spid" || true
   fi
-  if [ -z "$ONLY" ] || [ "$ONLY" = vmagent ]; then
+  if [ "$proto" = 2 ] && [ "$ONLY" != sluice ]; then
+    echo "vmagent  $per samples/request, remote write 2.0: skipped (vmagent 1.79 takes remote write 1.0 only)"
+  elif [ -z "$ONLY" ] || [ "$ONLY" = vmagent ]; then
     vport=$(freeport)
     taskset -c "$RELAY_CPU" env GOMAXPROCS=1 vmagent -httpListenAddr="127.0.0.1:$vport" -remoteWrite.url="http://$sink/api/v1/write" \
-      -remoteWrite.tmpDataPath="$work/vmagent-${shape%%:*}" -loggerLevel=ERROR >"$work/vmagent.log" 2>&1 &
+      -remoteWrite.tmpDataPath="$work/vmagent-$tag" -loggerLevel=ERROR >"$work/vmagent.log" 2>&1 &
     vpid=$!; pids+=($vpid)
     wait_http "http://127.0.0.1:$vport/health"
     run_relay vmagent "$vpid" "http://127.0.0.1:$vport/api/v1/write" "$shape"
@@ -150,7 +166,7 @@ done
 # into the lake), CPU until every acknowledged record is committed.
 if [ "${LAKE:-0}" = 1 ]; then
   for shape in $SHAPES; do
-    per=${shape%%:*} labels=${shape##*:}
+    shape_fields "$shape"
     total=$(( SAMPLES / per * per ))
     qport=$(freeport); aport=$(freeport)
     cat >"$work/lake.yaml" <<EOF
@@ -160,7 +176,7 @@ receivers:
 admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
 query: {addr: ""}
 upkeep: {enabled: false}
-lake: {root: $work/lake-$per, flush_interval: 5s}
+lake: {root: $work/lake-$tag, flush_interval: 5s}
 queue: {max_bytes: 4GiB}
 log: {level: warn}
 EOF
@@ -170,12 +186,12 @@ EOF
     metric() { curl -fsS "http://127.0.0.1:$aport/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%.0f\n", s}'; }
     prof=""
     if [ "$PROFILE" = 1 ]; then
-      curl -fsS -o "$work/lake-cpu-$per.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
+      curl -fsS -o "$work/lake-cpu-$tag.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
     fi
     c0=$(cpu_ticks "$lpid"); t0=$(now)
     taskset -c "$GEN_CPU" env SLUICE_BENCH_RELAY_TARGET="http://127.0.0.1:$qport/api/v1/write" SLUICE_BENCH_RELAY_SAMPLES="$SAMPLES" \
-      SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" \
-      "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-lake-$per.log" 2>&1 || { cat "$work/load-lake-$per.log" >&2; exit 1; }
+      SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" SLUICE_BENCH_RELAY_PROTO="$proto" \
+      "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-lake-$tag.log" 2>&1 || { cat "$work/load-lake-$tag.log" >&2; exit 1; }
     for _ in $(seq 1 $(( TIMEOUT * 10 ))); do
       rows=$(metric sluice_lake_written_rows_total); durable=$(metric sluice_queue_durable_position); committed=$(metric sluice_lake_committed_queue_position)
       [ "$rows" -ge "$total" ] && [ "$committed" -ge "$durable" ] && break
@@ -183,20 +199,20 @@ EOF
     done
     t1=$(now); c1=$(cpu_ticks "$lpid")
     [ "$rows" -ge "$total" ] || { echo "lake: $rows of $total rows written" >&2; exit 1; }
-    awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v per="$per" -v labels="$labels" 'BEGIN {
+    awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v per="$per" -v labels="$labels" -v proto="$proto" 'BEGIN {
       cpu = (c1 - c0) / hz
-      printf "lake     %5d samples/request, %2d labels: %9.0f samples per CPU-second into the lake, all committed (%.2f CPU-s for %d samples, %.1f s wall)\n", per, labels, n / cpu, cpu, n, t1 - t0
+      printf "lake     %5d samples/request, %2d labels, remote write %d.0: %9.0f samples per CPU-second into the lake, all committed (%.2f CPU-s for %d samples, %.1f s wall)\n", per, labels, proto, n / cpu, cpu, n, t1 - t0
     }'
     if [ -n "$prof" ]; then
       wait "$prof" || true
-      mkdir -p bench-profiles; cp "$work/lake-cpu-$per.prof" "bench-profiles/lake-$per-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
-      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/lake-$per-cpu.prof"
+      mkdir -p bench-profiles; cp "$work/lake-cpu-$tag.prof" "bench-profiles/lake-$tag-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
+      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/lake-$tag-cpu.prof"
     fi
     kill -TERM "$lpid"; wait "$lpid" || true
   done
 fi
 
 if [ -z "$ONLY" ]; then
-  awk '{for (i = 1; i <= NF; i++) if ($i == "samples" && $(i+1) == "per") {r[$1 " " $2] = $(i-1)}}
-       END {for (k in r) {split(k, a, " "); if (a[1] == "sluice") printf "ratio sluice/vmagent at %5d samples/request: %.2fx\n", a[2], r[k] / r["vmagent " a[2]]}}' "$work/results"
+  awk '$0 ~ /remote write 1\.0/ {for (i = 1; i <= NF; i++) if ($i == "samples" && $(i+1) == "per") {r[$1 " " $2] = $(i-1)}}
+       END {for (k in r) {split(k, a, " "); if (a[1] == "sluice" && r["vmagent " a[2]] > 0) printf "ratio sluice/vmagent at %5d samples/request: %.2fx\n", a[2], r[k] / r["vmagent " a[2]]}}' "$work/results"
 fi

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/prw"
 	sig "github.com/sluice-dev/sluice/internal/signal"
@@ -26,8 +28,9 @@ import (
 // The two helpers of scripts/bench-relay.sh, run from the e2e test binary
 // only when their environment is set (never in make test).
 
-// TestRelaySink is a remote-write 1.0 null sink: it decodes each request
-// (to count its samples) and answers 204. It writes its address to
+// TestRelaySink is a remote-write null sink: it decodes each request (1.0,
+// or 2.0 by its Content-Type) to count its samples and answers 204 (2.0
+// with its written headers). It writes its address to
 // SLUICE_BENCH_RELAY_SINK, serves GET /count, and runs until SIGTERM.
 func TestRelaySink(t *testing.T) {
 	out := os.Getenv("SLUICE_BENCH_RELAY_SINK")
@@ -58,13 +61,24 @@ func TestRelaySink(t *testing.T) {
 			return
 		}
 		s.batch.Reset()
-		st, err := s.dec.DecodeV1(&s.batch, s.body)
+		v2 := strings.Contains(r.Header.Get("Content-Type"), "io.prometheus.write.v2.Request")
+		var st prw.Stats
+		if v2 {
+			st, err = s.dec.DecodeV2(&s.batch, s.body)
+		} else {
+			st, err = s.dec.DecodeV1(&s.batch, s.body)
+		}
 		if err != nil {
 			http.Error(w, err.Error(), 400)
 			return
 		}
 		samples.Add(int64(st.Samples))
 		requests.Add(1)
+		if v2 {
+			w.Header().Set("X-Prometheus-Remote-Write-Samples-Written", strconv.Itoa(st.Samples))
+			w.Header().Set("X-Prometheus-Remote-Write-Histograms-Written", "0")
+			w.Header().Set("X-Prometheus-Remote-Write-Exemplars-Written", "0")
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /count", func(w http.ResponseWriter, _ *http.Request) {
@@ -93,6 +107,9 @@ func TestRelaySink(t *testing.T) {
 // Prometheus sends them), from
 // SLUICE_BENCH_RELAY_WORKERS workers. Requests are encoded before the
 // clock starts, so the generator costs little more than its HTTP client.
+// SLUICE_BENCH_RELAY_PROTO=2 sends remote write 2.0 instead, as
+// Prometheus's 2.0 sender writes it: one symbols table per request and
+// metadata (type gauge) on every series.
 func TestRelayLoad(t *testing.T) {
 	target := os.Getenv("SLUICE_BENCH_RELAY_TARGET")
 	if target == "" {
@@ -103,6 +120,7 @@ func TestRelayLoad(t *testing.T) {
 	nLabels := envInt(t, "SLUICE_BENCH_RELAY_LABELS", 8)
 	workers := envInt(t, "SLUICE_BENCH_RELAY_WORKERS", 4)
 	series := envInt(t, "SLUICE_BENCH_RELAY_SERIES", 30_000)
+	proto := envInt(t, "SLUICE_BENCH_RELAY_PROTO", 1)
 	nReq := total / perReq
 	// 64 distinct bodies per worker cycle; timestamps advance per body.
 	const distinct = 64
@@ -127,6 +145,9 @@ func TestRelayLoad(t *testing.T) {
 				Samples: []prompb.Sample{{Value: float64(b*perReq + i), Timestamp: t0 + int64(b)*1000}}})
 		}
 		raw, err := req.Marshal()
+		if proto == 2 {
+			raw, err = relayV2(req).Marshal()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,8 +168,12 @@ func TestRelayLoad(t *testing.T) {
 				for attempt := 0; ; attempt++ {
 					req, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(bodies[i%distinct]))
 					req.Header.Set("Content-Type", "application/x-protobuf")
-					req.Header.Set("Content-Encoding", "snappy")
 					req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+					if proto == 2 {
+						req.Header.Set("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request")
+						req.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
+					}
+					req.Header.Set("Content-Encoding", "snappy")
 					resp, err := client.Do(req)
 					if err == nil {
 						io.Copy(io.Discard, resp.Body)
@@ -170,6 +195,25 @@ func TestRelayLoad(t *testing.T) {
 	}
 	wg.Wait()
 	d := time.Since(start)
-	fmt.Printf("load: %d requests of %d samples (%d labels) in %.2fs, %.0f samples/s acknowledged, %d retried\n",
-		nReq, perReq, nLabels, d.Seconds(), float64(nReq*perReq)/d.Seconds(), failed.Load())
+	fmt.Printf("load: %d requests (remote write %d) of %d samples (%d labels) in %.2fs, %.0f samples/s acknowledged, %d retried\n",
+		nReq, proto, perReq, nLabels, d.Seconds(), float64(nReq*perReq)/d.Seconds(), failed.Load())
+}
+
+// relayV2 is req as a remote write 2.0 request.
+func relayV2(req *prompb.WriteRequest) *writev2.Request {
+	st := writev2.NewSymbolTable()
+	out := &writev2.Request{}
+	for _, ts := range req.Timeseries {
+		var refs []uint32
+		for _, l := range ts.Labels {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		w := writev2.TimeSeries{LabelsRefs: refs, Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE}}
+		for _, smp := range ts.Samples {
+			w.Samples = append(w.Samples, writev2.Sample{Value: smp.Value, Timestamp: smp.Timestamp})
+		}
+		out.Timeseries = append(out.Timeseries, w)
+	}
+	out.Symbols = st.Symbols()
+	return out
 }

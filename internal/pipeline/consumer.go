@@ -47,7 +47,7 @@ type scratch struct {
 	body    []byte  // the request re-encoded after the rules changed it
 	changed bool    // process re-encoded the request from proc.Out (OutLogs)
 	enc     bodyEnc // the encoding of body as process returned it (prwrecord.go)
-	series  int     // encPRW1N: the request's TimeSeries count
+	series  int     // encPRW1N, encPRW2N: the request's TimeSeries count
 	recs    [][]byte
 	routes  []*routeScratch // per route (routes.go)
 }
@@ -211,6 +211,9 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	s.enc = recordEnc(req, s.changed)
 	if sc != nil && s.enc == encPRW1 {
 		s.enc, s.series = encPRW1N, sc.NumSeries
+	}
+	if sc != nil && s.enc == encPRW2 {
+		s.enc, s.series = encPRW2N, sc.NumSeries
 	}
 	recs, n, size, observe := c.records(s, req.Kind, req.Tenant, body, n)
 	if len(recs) == 0 {

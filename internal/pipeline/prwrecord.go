@@ -52,9 +52,9 @@ func recordEnc(req *otlpreceiver.Request, changed bool) bodyEnc {
 }
 
 // appendRecordBody appends the record of s's request for every consumer
-// (one route): encPRW1N puts the series count before body.
+// (one route): encPRW1N and encPRW2N put the series count before body.
 func appendRecordBody(dst []byte, s *scratch, kind signal.Kind, tenant string, body []byte) []byte {
-	if s.enc != encPRW1N {
+	if s.enc != encPRW1N && s.enc != encPRW2N {
 		return appendRecordTo(dst, kind, s.enc, tenant, nil, body)
 	}
 	dst = appendRecordTo(dst, kind, s.enc, tenant, nil, nil)
@@ -62,7 +62,7 @@ func appendRecordBody(dst []byte, s *scratch, kind signal.Kind, tenant string, b
 	return append(dst, body...)
 }
 
-// splitCounted splits an encPRW1N body into its series count and the
+// splitCounted splits an encPRW1N or encPRW2N body into its series count and the
 // request (snappy, as received).
 func splitCounted(body []byte) (int, []byte, error) {
 	n, k := binary.Uvarint(body)
@@ -86,6 +86,12 @@ func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
 			return err
 		}
 		return decodeMetricsRecord(dst, encPRW1, raw)
+	case encPRW2N:
+		_, raw, err := splitCounted(body)
+		if err != nil {
+			return err
+		}
+		return decodeMetricsRecord(dst, encPRW2, raw)
 	case encPRW1, encPRW2:
 		x := prwDecoders.Get().(*prwScratch)
 		defer func() {
@@ -152,7 +158,12 @@ func prwParser(name string, takesPRW bool) func(rec []byte) (exporter.Record, er
 			x.RemoteWrite = 1
 		case r.Enc == encPRW2 && takesPRW:
 			x.RemoteWrite = 2
-		case r.Enc == encPRW1 || r.Enc == encPRW2 || r.Enc == encPRW1N:
+		case r.Enc == encPRW2N && takesPRW:
+			if x.Series, x.Body, err = splitCounted(r.Body); err != nil {
+				return exporter.Record{}, err
+			}
+			x.RemoteWrite = 2
+		case r.Enc == encPRW1 || r.Enc == encPRW2 || r.Enc == encPRW1N || r.Enc == encPRW2N:
 			if buf, err = otlpMetricsBody(buf, &m, r.Enc, r.Body); err != nil {
 				return exporter.Record{}, fmt.Errorf("remote-write record: %w", err)
 			}

@@ -254,7 +254,7 @@ func TestRemoteWriteRecordRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if _, err := parseRecord(appendRecordTo(nil, signal.KindMetrics, encPRW1N+1, "t", nil, []byte{1})); err == nil {
+	if _, err := parseRecord(appendRecordTo(nil, signal.KindMetrics, encPRW2N+1, "t", nil, []byte{1})); err == nil {
 		t.Error("unknown encoding accepted")
 	}
 	// A counted 1.0 record: the series count, then the body as received.
@@ -278,6 +278,27 @@ func TestRemoteWriteRecordRoundTrip(t *testing.T) {
 		if err := decodeMetricsRecord(&got, encPRW1N, bad); err == nil {
 			t.Errorf("counted record %x without a count decoded", bad)
 		}
+		if err := decodeMetricsRecord(&got, encPRW2N, bad); err == nil {
+			t.Errorf("counted 2.0 record %x without a count decoded", bad)
+		}
+	}
+	// A counted 2.0 record, the same way.
+	wire2 := snappy.Encode(nil, nastyBodies(t)[encPRW2])
+	s = &scratch{enc: encPRW2N, series: 9}
+	r, err = parseRecord(appendRecordBody(nil, s, signal.KindMetrics, "t-1", wire2))
+	if err != nil || r.Enc != encPRW2N {
+		t.Fatalf("counted 2.0 record: %+v, %v", r, err)
+	}
+	want.Reset()
+	got.Reset()
+	if err := decodeMetricsRecord(&want, encPRW2, wire2); err != nil {
+		t.Fatal(err)
+	}
+	if n, body, err := splitCounted(r.Body); err != nil || n != 9 || !bytes.Equal(body, wire2) {
+		t.Fatalf("counted 2.0 record: %d series, %v", n, err)
+	}
+	if err := decodeMetricsRecord(&got, encPRW2N, r.Body); err != nil || got.Len() != want.Len() || got.Len() == 0 {
+		t.Fatalf("counted 2.0 record decodes to %d points (%v), want %d", got.Len(), err, want.Len())
 	}
 }
 

@@ -34,6 +34,8 @@ const (
 	// request the receiver scanned (prwrecord.go), so that the
 	// remote-write exporter forwards it without snappy-decoding it.
 	encPRW1N bodyEnc = 4
+	// encPRW2N is encPRW2 preceded by its TimeSeries count, as encPRW1N.
+	encPRW2N bodyEnc = 5
 )
 
 // validEnc reports whether a record of kind may have a body encoded as enc.
@@ -43,7 +45,7 @@ func validEnc(kind signal.Kind, enc bodyEnc) bool {
 		return kind != signal.KindIOEvents
 	case encIOWire:
 		return kind == signal.KindIOEvents
-	case encPRW1, encPRW2, encPRW1N:
+	case encPRW1, encPRW2, encPRW1N, encPRW2N:
 		return kind == signal.KindMetrics
 	}
 	return false

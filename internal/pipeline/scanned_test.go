@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/processor"
@@ -26,8 +27,14 @@ import (
 // it over without a batch (and the scanner, which the caller keeps alive).
 func scannedRequest(t *testing.T, body []byte) (*otlpreceiver.Request, *prw.Scanner) {
 	t.Helper()
+	return scannedRequestV(t, 1, body)
+}
+
+// scannedRequestV is scannedRequest for remote write version v.
+func scannedRequestV(t *testing.T, v uint8, body []byte) (*otlpreceiver.Request, *prw.Scanner) {
+	t.Helper()
 	sc := new(prw.Scanner)
-	if !sc.ScanV1(body) {
+	if v == 1 && !sc.ScanV1(body) || v == 2 && !sc.ScanV2(body) {
 		t.Fatal("the scan refused a plain request")
 	}
 	var ll []prw.Label
@@ -40,7 +47,84 @@ func scannedRequest(t *testing.T, body []byte) (*otlpreceiver.Request, *prw.Scan
 			return dst
 		}}}
 	return &otlpreceiver.Request{Tenant: "acme", Kind: signal.KindMetrics, Body: snappy.Encode(nil, body),
-		Transport: "prometheus_remote_write", RemoteWrite: 1, Scanned: x}, sc
+		Transport: "prometheus_remote_write", RemoteWrite: v, Scanned: x}, sc
+}
+
+// TestConsumeScannedV2Requests: a scanned 2.0 request is queued as
+// received with its series count (encPRW2N), counted in the statistics
+// exactly as the decoded one, and decodes from the queue into its points.
+func TestConsumeScannedV2Requests(t *testing.T) {
+	now := time.Now().UnixMilli()
+	st := writev2.NewSymbolTable()
+	req2 := &writev2.Request{}
+	for i := range 30 {
+		var refs []uint32
+		for _, l := range [][2]string{{"__name__", fmt.Sprintf("m%d", i%4)}, {"instance", "h"}, {"job", "j"}, {"n", fmt.Sprint(i)}} {
+			refs = append(refs, st.Symbolize(l[0]), st.Symbolize(l[1]))
+		}
+		req2.Timeseries = append(req2.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: now}},
+			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE}})
+	}
+	req2.Symbols = st.Symbols()
+	body, _ := req2.Marshal()
+	open := func() (*consumer, *queue.Queue) {
+		q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 64 << 20, MaxBytes: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		c := newConsumer(q, time.Second, newMetrics())
+		if c.stats, err = stats.New(stats.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		return c, q
+	}
+	dc, _ := open()
+	var m signal.Metrics
+	if _, err := new(prw.Decoder).DecodeV2(&m, body); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Consume(context.Background(), &otlpreceiver.Request{Tenant: "acme", Kind: signal.KindMetrics, Body: snappy.Encode(nil, body),
+		Transport: "prometheus_remote_write", Metrics: &m, RemoteWrite: 2}); err != nil {
+		t.Fatal(err)
+	}
+	sc, q := open()
+	req, _ := scannedRequestV(t, 2, body)
+	if _, err := sc.Consume(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if x, y := dc.stats.TSDB("acme", 100), sc.stats.TSDB("acme", 100); !reflect.DeepEqual(x, y) || x.HeadStats.NumSeries != 30 {
+		t.Fatalf("statistics differ:\ndecoded %+v\nscanned %+v", x, y)
+	}
+	r := q.NewReader(0)
+	defer r.Close()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec, _, err := r.Next(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := parseRecord(rec)
+	if err != nil || pr.Enc != encPRW2N {
+		t.Fatalf("record %+v (%v), want encoding prw2n", pr, err)
+	}
+	n, raw, err := splitCounted(pr.Body)
+	if err != nil || n != 30 || !bytes.Equal(raw, snappy.Encode(nil, body)) {
+		t.Fatalf("counted record: %d series (%v), body as received %v", n, err, bytes.Equal(raw, snappy.Encode(nil, body)))
+	}
+	m.Reset() // Consume swapped its buffers
+	if _, err := new(prw.Decoder).DecodeV2(&m, body); err != nil {
+		t.Fatal(err)
+	}
+	var got signal.Metrics
+	if err := decodeMetricsRecord(&got, pr.Enc, pr.Body); err != nil || got.Len() != 30 || got.Len() != m.Len() {
+		t.Fatalf("the record decodes to %d points (%v), want 30", got.Len(), err)
+	}
+	for i := range got.Len() {
+		if got.SeriesID[i] != m.SeriesID[i] || got.Time[i] != m.Time[i] {
+			t.Fatalf("point %d differs from the decoded request's", i)
+		}
+	}
 }
 
 // TestConsumeScannedRequests: the consumer queues a scanned request as

@@ -98,16 +98,25 @@ func BenchmarkDecodeV1Grouped(b *testing.B) {
 
 // BenchmarkScanV1: the scan a relay runs instead of the decode when no
 // rule needs the batch (Scanner).
-func BenchmarkScanV1(b *testing.B) {
+func BenchmarkScanV1(b *testing.B) { benchScan(b, 1) }
+
+// BenchmarkScanV2: the same for remote write 2.0 (ScanV2).
+func BenchmarkScanV2(b *testing.B) { benchScan(b, 2) }
+
+func benchScan(b *testing.B, v int) {
 	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
 		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
-			body, _ := benchBodies(c[0], c[1])
+			body, body2 := benchBodies(c[0], c[1])
+			scan := (*Scanner).ScanV1
+			if v == 2 {
+				body, scan = body2, (*Scanner).ScanV2
+			}
 			var s Scanner
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			cpu0 := cpuTime()
 			for b.Loop() {
-				if !s.ScanV1(body) {
+				if !scan(&s, body) {
 					b.Fatal("refused")
 				}
 			}

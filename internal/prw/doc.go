@@ -36,10 +36,10 @@
 //  4. Every label set appended is sorted by name and has unique, non-empty
 //     names; every name and value is valid UTF-8.
 //
-// Scanner (scan.go) checks a 1.0 request without building a batch, for a
-// relay that queues the request as received: it takes only plain requests
-// and leaves everything else to the Decoder; FuzzScanV1 checks the two
-// agree on every request the scan takes.
+// Scanner (scan.go, scan2.go) checks a 1.0 or 2.0 request without building
+// a batch, for a relay that queues the request as received: it takes only
+// plain requests and leaves everything else to the Decoder; FuzzScanV1 and
+// FuzzScanV2 check the two agree on every request the scan takes.
 //
 // Concurrency: a Decoder holds scratch space and is used by one goroutine at
 // a time; pool them. Different batches may be decoded in parallel.

@@ -38,8 +38,9 @@ type Scanner struct {
 	ID   []uint64
 	Time []int64
 	// Attrs is the attribute count the decoded batch would hold (labels
-	// other than __name__ over all series); MaxAttrs the most of one
-	// series. The consumer checks its attribute limits with them.
+	// other than __name__ over all series; in 2.0 with metadata an upper
+	// bound, ScanV2); MaxAttrs the most of one series. The consumer checks
+	// its attribute limits with them.
 	Attrs, MaxAttrs int
 	// Series is the number of series (TimeSeries messages).
 	Series int
@@ -51,6 +52,14 @@ type Scanner struct {
 	prevName [][]byte          // label names of the previous series
 	prevHash []uint64          // their xxhash
 	last     uint32            // the Names entry of the previous series
+
+	// 2.0 (scan2.go): lab holds a series' packed label references.
+	v2      bool
+	sym     [][]byte // the symbols, aliasing body
+	symHash []uint64 // xxhash per symbol, 0 until computed
+	symName []uint32 // per symbol: index in Names + 1, 0 until looked up
+	prevRef []uint32 // label name references of the previous series
+	meta    bool     // a series had metadata
 }
 
 // Samples is the number of float samples the scan found.
@@ -65,13 +74,7 @@ var seriesResHash = signal.SeriesResource(0)
 // the caller must then decode it with a Decoder, which reports what is
 // wrong with it, if anything.
 func (s *Scanner) ScanV1(body []byte) bool {
-	s.Names, s.Name, s.ID, s.Time, s.lab = s.Names[:0], s.Name[:0], s.ID[:0], s.Time[:0], s.lab[:0]
-	s.nameHash, s.prevName, s.prevHash = s.nameHash[:0], s.prevName[:0], s.prevHash[:0]
-	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
-	s.body = body
-	if s.names == nil {
-		s.names = make(map[string]uint32, 64)
-	}
+	s.reset(body)
 	defer clear(s.names) // its keys alias body
 	for i := 0; i < len(body); {
 		if body[i] != 1<<3|wtLen { // a TimeSeries; metadata and the rest go to the decoder
@@ -84,6 +87,17 @@ func (s *Scanner) ScanV1(body []byte) bool {
 		i = e
 	}
 	return true
+}
+
+// reset prepares a scan of body.
+func (s *Scanner) reset(body []byte) {
+	s.Names, s.Name, s.ID, s.Time, s.lab = s.Names[:0], s.Name[:0], s.ID[:0], s.Time[:0], s.lab[:0]
+	s.nameHash, s.prevName, s.prevHash, s.prevRef = s.nameHash[:0], s.prevName[:0], s.prevHash[:0], s.prevRef[:0]
+	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
+	s.body, s.v2 = body, false
+	if s.names == nil {
+		s.names = make(map[string]uint32, 64)
+	}
 }
 
 // labelAt decodes the Label message at b[i] (a field 1 tag) in the only
@@ -233,10 +247,13 @@ func (s *Scanner) nameIndex(name []byte) (uint32, uint64) {
 type Label struct{ Name, Value []byte }
 
 // Labels appends the labels of sample i's series other than __name__,
-// sorted by name, to dst. Valid after a ScanV1 that returned true, while
-// its body is.
+// sorted by name, to dst. Valid after a ScanV1 or ScanV2 that returned
+// true, while its body is.
 func (s *Scanner) Labels(i int, dst []Label) []Label {
 	r := s.lab[i]
+	if s.v2 {
+		return s.labelsV2(r, dst)
+	}
 	b := s.body[:r[1]]
 	for p := int(r[0]); p < len(b); {
 		n, v, le := labelAt(b, p)

@@ -1,12 +1,15 @@
 package prw
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -18,9 +21,25 @@ import (
 // attribute counts. It returns whether the scan took the request.
 func checkScanAgrees(t *testing.T, body []byte) bool {
 	t.Helper()
+	return checkScanAgreesV(t, 1, body)
+}
+
+// checkScanAgreesV is checkScanAgrees for protocol version v (ScanV2
+// against DecodeV2). Scanner reuse across versions is checked too: the
+// scanner scans a request of the other version first.
+func checkScanAgreesV(t *testing.T, v int, body []byte) bool {
+	t.Helper()
 	var s Scanner
+	other1, other2 := benchBodies(3, 2)
 	bodyCopy := slices.Clone(body)
-	ok := s.ScanV1(body)
+	var ok bool
+	if v == 1 {
+		s.ScanV2(other2)
+		ok = s.ScanV1(body)
+	} else {
+		s.ScanV1(other1)
+		ok = s.ScanV2(body)
+	}
 	if !slices.Equal(body, bodyCopy) {
 		t.Fatal("scan modified its input")
 	}
@@ -29,7 +48,7 @@ func checkScanAgrees(t *testing.T, body []byte) bool {
 	}
 	var m signal.Metrics
 	var d Decoder
-	st, err := d.DecodeV1(&m, body)
+	st, err := decode(&d, v, &m, body)
 	if err != nil {
 		t.Fatalf("the scan took a request the decoder refuses: %v", err)
 	}
@@ -39,8 +58,15 @@ func checkScanAgrees(t *testing.T, body []byte) bool {
 	if st.Samples != s.Samples() || m.Len() != s.Samples() {
 		t.Fatalf("scan found %d samples, decoder %d (%d points)", s.Samples(), st.Samples, m.Len())
 	}
-	if m.Attrs.Len() != s.Attrs {
+	descAttrs := 0
+	for _, d := range m.Descs {
+		descAttrs += d.Metadata.Len()
+	}
+	if v == 1 && m.Attrs.Len() != s.Attrs {
 		t.Fatalf("scan counts %d attributes, the batch has %d", s.Attrs, m.Attrs.Len())
+	}
+	if seriesAttrs := m.Attrs.Len() - descAttrs; v == 2 && (s.Attrs < m.Attrs.Len() || s.Attrs > seriesAttrs+2*len(s.Names)) {
+		t.Fatalf("scan counts %d attributes, the batch has %d (%d of metadata): not a bound within two per name", s.Attrs, m.Attrs.Len(), descAttrs)
 	}
 	maxAttrs := 0
 	var lbls []Label
@@ -51,7 +77,7 @@ func checkScanAgrees(t *testing.T, body []byte) bool {
 		if s.ID[i] != m.SeriesID[i] {
 			t.Fatalf("sample %d: scan series id %x, decoded %x", i, s.ID[i], m.SeriesID[i])
 		}
-		if s.Time[i] != m.Time[i] || m.StartTime[i] != 0 {
+		if s.Time[i] != m.Time[i] || v == 1 && m.StartTime[i] != 0 {
 			t.Fatalf("sample %d: scan time %d, decoded %d (start %d)", i, s.Time[i], m.Time[i], m.StartTime[i])
 		}
 		r := m.Attr[i]
@@ -199,5 +225,178 @@ func TestASCII(t *testing.T) {
 				t.Fatalf("len %d: non-ASCII byte at %d accepted", n, p)
 			}
 		}
+	}
+}
+
+// FuzzScanV2 fuzzes the 2.0 scan against DecodeV2 (checkScanAgreesV).
+func FuzzScanV2(f *testing.F) {
+	_, b2 := benchBodies(20, 5)
+	f.Add(b2)
+	b, _ := v2Request(oracleLoad(), 7, true).Marshal()
+	f.Add(b)
+	f.Add(scanV2Plain(t0ms))
+	f.Add([]byte{0x22, 0x00, 0x2a, 0x02, 0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, body []byte) { checkScanAgreesV(t, 2, body) })
+}
+
+const t0ms = 1700000000000
+
+// scanV2Plain is a plain 2.0 request as Prometheus's sender writes one:
+// metadata on every series (empty too), created timestamps, samples with
+// start timestamps, several samples per series, UTF-8 and long values,
+// a duplicated symbol.
+func scanV2Plain(ts int64) []byte {
+	return marshalV2Created(scanV2PlainReq(ts), map[int]int64{0: ts - 10})
+}
+
+// marshalV2Created marshals req with the created_timestamp field (6,
+// replaced by start_timestamp, no longer in the Go type) on the series
+// created maps.
+func marshalV2Created(req *writev2.Request, created map[int]int64) []byte {
+	var b []byte
+	for _, sym := range req.Symbols {
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		b = protowire.AppendString(b, sym)
+	}
+	for i, ts := range req.Timeseries {
+		m, err := ts.Marshal()
+		if err != nil {
+			panic(err)
+		}
+		if c, ok := created[i]; ok {
+			m = protowire.AppendTag(m, 6, protowire.VarintType)
+			m = protowire.AppendVarint(m, uint64(c))
+		}
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendBytes(b, m)
+	}
+	return b
+}
+
+func scanV2PlainReq(ts int64) *writev2.Request {
+	long := string(make([]byte, 300))
+	req := &writev2.Request{
+		Symbols: []string{"", "__name__", "a", "x", "1", "b", "y", "ü", long, "A", "2", "help", "a"},
+		Timeseries: []writev2.TimeSeries{
+			{LabelsRefs: []uint32{1, 2, 3, 4}, Samples: []writev2.Sample{{Value: 1, Timestamp: ts}, {Value: math.NaN(), Timestamp: ts + 1, StartTimestamp: ts - 5}},
+				Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: 11}},
+			{LabelsRefs: []uint32{1, 5, 3, 4, 6, 7}, Samples: []writev2.Sample{{Value: 1, Timestamp: 0}}},
+			{LabelsRefs: []uint32{1, 2, 3, 8}, Samples: []writev2.Sample{{Value: 1, Timestamp: ts}}},
+			{LabelsRefs: []uint32{1, 12}, Samples: []writev2.Sample{{Value: 1, Timestamp: ts}}},
+			{LabelsRefs: []uint32{9, 4, 1, 2, 3, 10}, Samples: []writev2.Sample{{Value: 1, Timestamp: ts}}},
+		}}
+	return req
+}
+
+// TestScanV2PlainRequests: the 2.0 scan takes the plain requests and
+// agrees with DecodeV2 on them, series ids included.
+func TestScanV2PlainRequests(t *testing.T) {
+	for _, shape := range [][2]int{{1, 0}, {100, 5}, {1500, 8}, {300, 10}} {
+		_, b2 := benchBodies(shape[0], shape[1])
+		if !checkScanAgreesV(t, 2, b2) {
+			t.Fatalf("%d series x %d labels: the scan refused a plain request", shape[0], shape[1])
+		}
+	}
+	if !checkScanAgreesV(t, 2, scanV2Plain(t0ms)) {
+		t.Fatal("the scan refused a plain request")
+	}
+	if !checkScanAgreesV(t, 2, nil) {
+		t.Fatal("the scan refused an empty request")
+	}
+	// The same series get the same ids over 1.0 and 2.0.
+	b1, b2 := benchBodies(50, 4)
+	var s1, s2 Scanner
+	if !s1.ScanV1(b1) || !s2.ScanV2(b2) || !slices.Equal(s1.ID, s2.ID) {
+		t.Fatal("1.0 and 2.0 scans of the same series differ in their ids")
+	}
+}
+
+// TestScanV2LeavesTheRestToTheDecoder: every 2.0 request that is not plain
+// is refused by the scan; the invalid ones get the decoder's partial error.
+func TestScanV2LeavesTheRestToTheDecoder(t *testing.T) {
+	syms := []string{"", "__name__", "ok", "a", "b", "h"}
+	good := writev2.TimeSeries{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}
+	with := func(f func(*writev2.TimeSeries)) writev2.TimeSeries {
+		ts := good
+		ts.LabelsRefs = slices.Clone(good.LabelsRefs)
+		f(&ts)
+		return ts
+	}
+	hist := writev2.FromIntHistogram(0, 1, generateTestHistogram(1))
+	cases := map[string]struct {
+		req     writev2.Request
+		invalid bool // the decoder answers a partial error
+	}{
+		"no name":      {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{good, with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{3, 4} })}}, true},
+		"empty name":   {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{1, 0} })}}, true},
+		"empty label":  {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{0, 3, 1, 2} })}}, true},
+		"duplicate":    {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{1, 2, 3, 4, 3, 4} })}}, true},
+		"unsorted":     {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{3, 4, 1, 2} })}}, false},
+		"ref out":      {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{1, 99} })}}, true},
+		"odd refs":     {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{1, 2, 3} })}}, true},
+		"meta ref out": {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.Metadata.HelpRef = 99 })}}, true},
+		"histogram":    {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{good, {LabelsRefs: []uint32{1, 5}, Histograms: []writev2.Histogram{hist}}}}, false},
+		"exemplar":     {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.Exemplars = []writev2.Exemplar{{LabelsRefs: []uint32{3, 4}}} })}}, false},
+		"timestamp":    {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.Samples = []writev2.Sample{{Value: 1, Timestamp: math.MaxInt64}} })}}, true},
+		"start timestamp": {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) {
+			s.Samples = []writev2.Sample{{Value: 1, Timestamp: 1, StartTimestamp: math.MinInt64}}
+		})}}, true},
+		"negative time": {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.Samples = []writev2.Sample{{Value: 1, Timestamp: -1}} })}}, false},
+		"no samples":    {writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{good, with(func(s *writev2.TimeSeries) { s.Samples = nil })}}, false},
+		"bad utf8":      {writev2.Request{Symbols: append(slices.Clone(syms), "\xff"), Timeseries: []writev2.TimeSeries{with(func(s *writev2.TimeSeries) { s.LabelsRefs = []uint32{1, 2, 3, 6} })}}, false},
+		"first symbol":  {writev2.Request{Symbols: []string{"x", "__name__", "ok"}, Timeseries: []writev2.TimeSeries{good}}, false},
+		"no symbols":    {writev2.Request{Timeseries: []writev2.TimeSeries{good}}, true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			body, err := c.req.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s Scanner
+			if s.ScanV2(body) {
+				t.Fatal("the scan took a request that is not plain")
+			}
+			var m signal.Metrics
+			var d Decoder
+			st, err := d.DecodeV2(&m, body)
+			var pe *PartialError
+			if c.invalid && !errors.As(err, &pe) {
+				t.Fatalf("decoder: err = %v (stats %+v), want a partial error", err, st)
+			}
+		})
+	}
+	// A created timestamp out of range: the decoder drops the series.
+	created := marshalV2Created(&writev2.Request{Symbols: syms, Timeseries: []writev2.TimeSeries{good}}, map[int]int64{0: math.MaxInt64})
+	var s Scanner
+	if s.ScanV2(created) {
+		t.Fatal("the scan took a created timestamp out of range")
+	}
+	var m signal.Metrics
+	var d Decoder
+	if _, err := d.DecodeV2(&m, created); !errors.As(err, new(*PartialError)) {
+		t.Fatalf("decoder: %v, want a partial error", err)
+	}
+	// Symbols after a series, and a malformed message at every cut.
+	_, b2 := benchBodies(3, 2)
+	moved := append(slices.Clone(b2[bytes.IndexByte(b2, 5<<3|wtLen):]), b2[:bytes.IndexByte(b2, 5<<3|wtLen)]...)
+	if s.ScanV2(moved) {
+		t.Fatal("the scan took symbols after the series")
+	}
+	for cut := 1; cut < len(b2); cut += 3 {
+		checkScanAgreesV(t, 2, b2[:cut])
+	}
+}
+
+func TestScanV2AllocatesNothingInSteadyState(t *testing.T) {
+	_, b2 := benchBodies(1500, 8)
+	var s Scanner
+	s.ScanV2(b2)
+	if n := testing.AllocsPerRun(20, func() {
+		if !s.ScanV2(b2) {
+			t.Fatal("refused")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per scan", n)
 	}
 }

@@ -34,8 +34,9 @@ import (
 //     their snappy blocks joined (s2.ConcatBlocks: no decode, no encode;
 //     see sendMerged).
 //   - 2.0: each record is one request as received (merging needs the
-//     symbol tables rewritten); an endpoint that answered 415 gets it
-//     converted to 1.0.
+//     symbol tables rewritten), not even snappy-decoded when it carries
+//     the receiver's series count (a scanned request); an endpoint that
+//     answered 415 gets it converted to 1.0.
 //
 // In shard mode a 1.0 record is split without decoding: each TimeSeries
 // field goes, as its bytes, to the endpoint its labels hash to (the same
@@ -97,6 +98,27 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 				i = j
 				continue
 			}
+		}
+		if recs[i].RemoteWrite == 2 && recs[i].Series > 0 {
+			// The receiver scanned it and counted its series: its bytes
+			// as received, snappy-decoded only for an endpoint that fell
+			// back to 1.0.
+			body := recs[i].Body
+			err := e.replicate(ctx, tenant, recs[i].Series,
+				func() ([]byte, error) { return body, nil },
+				func() ([]byte, error) {
+					var err error
+					if e.unsnap, err = prw.Unsnappy(e.unsnap, body); err != nil {
+						e.badBodies.Add(1) // the receiver checked it: a damaged queue
+						return nil, err
+					}
+					return e.v2ToV1(e.unsnap)
+				})
+			if err != nil {
+				return err
+			}
+			i = j
+			continue
 		}
 		var err error
 		if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[i].Body); err != nil {

@@ -164,8 +164,16 @@ func TestPassThroughTenantsAndOrder(t *testing.T) {
 }
 
 // A 2.0 record goes to a 2.0 endpoint as it came; an endpoint that answers
-// 415 gets it converted to 1.0, with the same series.
+// 415 gets it converted to 1.0, with the same series. The same for a record
+// that carries the receiver's series count (a scanned request, which the
+// exporter does not snappy-decode for the 2.0 endpoint).
 func TestPassThroughV2(t *testing.T) {
+	for _, counted := range []int{0, 20} {
+		t.Run(fmt.Sprintf("series=%d", counted), func(t *testing.T) { testPassThroughV2(t, counted) })
+	}
+}
+
+func testPassThroughV2(t *testing.T, counted int) {
 	st := writev2.NewSymbolTable()
 	req := &writev2.Request{}
 	for s := range 20 {
@@ -188,7 +196,7 @@ func TestPassThroughV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	wire := snappy.Encode(nil, body)
-	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: wire, RemoteWrite: 2}, {Kind: signal.KindMetrics, Tenant: "t", Body: wire, RemoteWrite: 2}}
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: wire, RemoteWrite: 2, Series: counted}, {Kind: signal.KindMetrics, Tenant: "t", Body: wire, RemoteWrite: 2, Series: counted}}
 	if err := exp.Send(context.Background(), recs); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +212,9 @@ func TestPassThroughV2(t *testing.T) {
 	}
 	if len(got.Timeseries) != 20 {
 		t.Fatalf("%d series converted to 1.0, want 20", len(got.Timeseries))
+	}
+	if _, bad, sent := exp.Stats(); sent != 2*2*20 || bad != 0 {
+		t.Fatalf("%d series counted as sent (%d bad bodies), want 80", sent, bad)
 	}
 	for _, ts := range got.Timeseries {
 		if len(ts.Labels) != 2 || ts.Labels[0].Name != "__name__" || ts.Labels[0].Value != "up" || ts.Labels[1].Name != "instance" ||

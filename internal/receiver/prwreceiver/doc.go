@@ -20,10 +20,11 @@
 // after that, so 2xx means durable.
 //
 // The scan: when the consumer takes requests without their batch
-// (ScanTaker: no processing rule would read it), a 1.0 request is first
-// checked by prw.Scanner instead of decoded. A plain request (labels
-// sorted and valid, float samples only: what Prometheus and vmagent send
-// in steady state) goes to the consumer as Request.Scanned, with its point
+// (ScanTaker: no processing rule would read it), a request (1.0 or 2.0)
+// is first checked by prw.Scanner instead of decoded. A plain request
+// (labels sorted and valid, float samples only, 2.0 metadata and start
+// timestamps included: what Prometheus and vmagent send in steady state;
+// a 2.0 answer's headers count its samples) goes to the consumer as Request.Scanned, with its point
 // and attribute counts and, per sample, the metric name, series id and
 // time the live statistics count; no batch is built. Anything else
 // (histograms, exemplars, metadata, unsorted labels, invalid series, a
@@ -32,8 +33,8 @@
 //
 // What is queued: the request as received when no rule changed the batch
 // (record encodings encPRW1 and encPRW2, package pipeline's prwrecord.go;
-// encPRW1N, a scanned request with its series count, so the exporter
-// forwards it without decoding it), so the receiver never encodes OTLP; the lake, the tail and the exporters
+// encPRW1N and encPRW2N, a scanned request with its series count, so the
+// exporter forwards it without decoding it), so the receiver never encodes OTLP; the lake, the tail and the exporters
 // decode it with package prw into the same batch. A partial write (some
 // series invalid) hands over its good series as OTLP instead
 // (RemoteWrite 0), so a queued remote-write body never holds a series the

@@ -111,8 +111,8 @@ type metrics struct {
 	invalid    *prometheus.CounterVec // version
 	exDropped  prometheus.Counter
 	collectors []prometheus.Collector
-	// Resolved once: requests{1.0, 204} and written{1.0, samples}.
-	ok1, samples1 prometheus.Counter
+	// Resolved once: requests{1.0|2.0, 204} and written{1.0|2.0, samples}.
+	ok1, samples1, ok2, samples2 prometheus.Counter
 }
 
 func newMetrics() metrics {
@@ -129,10 +129,14 @@ func newMetrics() metrics {
 	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid, m.exDropped}
 	m.ok1 = m.requests.WithLabelValues("1.0", strconv.Itoa(http.StatusNoContent))
 	m.samples1 = m.written.WithLabelValues("1.0", "samples")
+	m.ok2 = m.requests.WithLabelValues("2.0", strconv.Itoa(http.StatusNoContent))
+	m.samples2 = m.written.WithLabelValues("2.0", "samples")
 	// The scan's answers count no histograms or exemplars: the series
-	// exist from the start, at 0, as after a decoded 1.0 request.
-	m.written.WithLabelValues("1.0", "histograms")
-	m.written.WithLabelValues("1.0", "exemplars")
+	// exist from the start, at 0, as after a decoded request.
+	for _, v := range []string{"1.0", "2.0"} {
+		m.written.WithLabelValues(v, "histograms")
+		m.written.WithLabelValues(v, "exemplars")
+	}
 	return m
 }
 
@@ -192,9 +196,15 @@ func version(ct string) string {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ver := version(r.Header.Get("Content-Type"))
 	code := h.serve(w, r, ver)
-	if ver == "1.0" && code == http.StatusNoContent {
-		h.m.ok1.Inc() // the usual answer, without the label lookup
-		return
+	if code == http.StatusNoContent {
+		switch ver { // the usual answer, without the label lookup
+		case "1.0":
+			h.m.ok1.Inc()
+			return
+		case "2.0":
+			h.m.ok2.Inc()
+			return
+		}
 	}
 	if ver == "" {
 		ver = "unknown"
@@ -258,8 +268,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		return fail(w, http.StatusBadRequest, 0, "snappy: %v", err)
 	}
 
-	if ver == "1.0" && h.scanner != nil && h.scanner.TakesScanned() && x.scan.ScanV1(x.body) {
-		return h.consumeScanned(w, r, x, tenant)
+	if h.scanner != nil && h.scanner.TakesScanned() {
+		if ver == "1.0" && x.scan.ScanV1(x.body) {
+			return h.consumeScanned(w, r, x, tenant, 1)
+		}
+		if ver == "2.0" && x.scan.ScanV2(x.body) {
+			return h.consumeScanned(w, r, x, tenant, 2)
+		}
 	}
 	x.batch.Reset()
 	var st prw.Stats
@@ -312,10 +327,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 	return http.StatusNoContent
 }
 
-// consumeScanned hands over a 1.0 request the scan found plain (valid,
-// float samples only) without its batch: the consumer queues the body as
-// received and counts the scan's samples.
-func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exchange, tenant string) int {
+// consumeScanned hands over a request of remote write version rw (1 or 2)
+// the scan found plain (valid, float samples only) without its batch: the
+// consumer queues the body as received and counts the scan's samples.
+func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exchange, tenant string, rw uint8) int {
 	sc := &x.scan
 	n := sc.Samples()
 	if n > 0 {
@@ -323,7 +338,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		ss := &x.scanned.Series
 		ss.Names, ss.Name, ss.ID, ss.Time = sc.Names, sc.Name, sc.ID, sc.Time
 		req := &x.req
-		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: 1, Scanned: &x.scanned}
+		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: rw, Scanned: &x.scanned}
 		_, cerr := h.cons.Consume(r.Context(), req)
 		*req = otlpreceiver.Request{}
 		ss.Names, ss.Name, ss.ID, ss.Time = nil, nil, nil, nil // they alias the exchange's buffers
@@ -331,7 +346,15 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 			return h.consumeFailed(w, cerr)
 		}
 	}
-	h.m.samples1.Add(float64(n))
+	if rw == 1 {
+		h.m.samples1.Add(float64(n))
+	} else {
+		h.m.samples2.Add(float64(n))
+		hd := w.Header()
+		hd.Set(HeaderSamples, strconv.Itoa(n))
+		hd.Set(HeaderHistograms, "0")
+		hd.Set(HeaderExemplars, "0")
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
 }
