@@ -101,6 +101,7 @@ type PrometheusRemoteWrite struct {
 	Listen                string   `yaml:"listen" doc:"host:port of a listener of its own serving only POST /api/v1/write, with the query address's TLS (query.tls) and tokens (query.auth, write scope); empty: remote write on query.addr only. Port 0 picks a free port (printed at start as prw=)."`
 	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, snappy-compressed and decoded; larger requests get 413. Its OTLP form (about the same size) must fit in one queue segment, else the request gets 400."`
 	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests read and processed at once; others wait for a slot (memory is bounded by about 3 × max_request_bytes per slot)."`
+	MaxMetadataFamilies   int      `yaml:"max_metadata_families" doc:"Metric families per tenant whose metadata (type, help, unit), sent without series as Prometheus sends it, the catalog keeps for /api/v1/metadata; entries of further families are dropped and counted (sluice_prw_metadata_families_total{result=\"refused\"}). 0: no limit."`
 }
 
 // OTLP configures the OTLP receiver.

@@ -58,6 +58,9 @@ func (c *Config) Validate() error {
 		if pw.MaxConcurrentRequests <= 0 {
 			v.add(r+"max_concurrent_requests", "must be positive")
 		}
+		if pw.MaxMetadataFamilies < 0 {
+			v.add(r+"max_metadata_families", "must not be negative (0: no limit)")
+		}
 		v.addr(r+"listen", pw.Listen)
 		v.sameAddr(r+"listen", pw.Listen, "query.addr", c.Query.Addr)
 		v.sameAddr(r+"listen", pw.Listen, "admin.addr", c.Admin.Addr)

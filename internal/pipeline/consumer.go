@@ -34,6 +34,7 @@ type consumer struct {
 	stats  *stats.Stats // counts the metrics queued; nil when off
 	pool   sync.Pool    // *scratch
 	routes *routing     // per-pipeline routes (routes.go); nil: one record for everyone
+	meta   *familyMeta  // remote-write metadata sent without series (metadata.go); nil without a lake
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to

@@ -237,6 +237,9 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		p.cons.lowDisk = p.loop.nudgeLowDisk
 	}
 	p.cons.stats = p.stats
+	if p.cat != nil && p.cfg.Receivers.PrometheusRemoteWrite.Enabled {
+		p.cons.meta = newFamilyMeta(p.cat, p.cfg.Receivers.PrometheusRemoteWrite.MaxMetadataFamilies, p.reg)
+	}
 	if err := p.startRules(); err != nil {
 		return fmt.Errorf("processors.rules_file: %w", err)
 	}

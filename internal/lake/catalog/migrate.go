@@ -72,6 +72,19 @@ var sqliteMigrations = [][]string{
 			created_ns INTEGER NOT NULL
 		)`,
 	},
+	// 4: metric_metadata, remote-write family metadata sent apart from
+	// its series (metadata.go).
+	{
+		`CREATE TABLE IF NOT EXISTS metric_metadata (
+			tenant     TEXT    NOT NULL,
+			name       TEXT    NOT NULL,
+			type       TEXT    NOT NULL,
+			help       TEXT    NOT NULL,
+			unit       TEXT    NOT NULL,
+			updated_ns INTEGER NOT NULL,
+			PRIMARY KEY (tenant, name)
+		)`,
+	},
 }
 
 // postgresMigrations mirror sqliteMigrations version for version: the same
@@ -133,6 +146,17 @@ var postgresMigrations = [][]string{
 			src        TEXT   NOT NULL UNIQUE,
 			dst        TEXT   NOT NULL,
 			created_ns BIGINT NOT NULL
+		)`,
+	},
+	{
+		`CREATE TABLE IF NOT EXISTS metric_metadata (
+			tenant     TEXT   NOT NULL,
+			name       TEXT   NOT NULL,
+			type       TEXT   NOT NULL,
+			help       TEXT   NOT NULL,
+			unit       TEXT   NOT NULL,
+			updated_ns BIGINT NOT NULL,
+			PRIMARY KEY (tenant, name)
 		)`,
 	},
 }

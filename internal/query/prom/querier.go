@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/format"
 	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/prw"
 )
 
 // ErrLimit is wrapped by every error that stops a query for exceeding a
@@ -724,19 +725,39 @@ func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metada
 		}
 		return nil
 	}, true)
+	if err != nil {
+		return nil, err
+	}
+	// Metadata sent without series (Prometheus sends it so): kept by
+	// family in the catalog.
+	fams, err := a.cat.ListFamilyMetadata(ctx, tenant, metric)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fams {
+		add(Metadata{Name: f.Name, Type: f.Type, Help: f.Help, Unit: f.Unit})
+	}
 	// Rows without metadata add "unknown" only to a name nothing else
-	// describes.
+	// describes, neither itself nor its family.
 	has := map[string]bool{}
 	for _, m := range out {
 		has[m.Name] = true
 	}
+	described := func(name string) bool {
+		for f := range prw.FamilyOf(name) {
+			if has[f] {
+				return true
+			}
+		}
+		return false
+	}
 	for name := range bare {
-		if !has[name] {
+		if !described(name) {
 			out = append(out, Metadata{Name: name, Type: "unknown"})
 		}
 	}
 	slices.SortStableFunc(out, func(x, y Metadata) int { return strings.Compare(x.Name, y.Name) })
-	return out, err
+	return out, nil
 }
 
 // rollupTable is the rollup table.

@@ -71,6 +71,8 @@ type Handler struct {
 	m     metrics
 	// scanner is cons when it can take a request without its batch.
 	scanner ScanTaker
+	// meta is cons when it keeps metadata sent without series.
+	meta MetadataTaker
 }
 
 // ScanTaker is a Consumer that can take a remote-write request without
@@ -80,6 +82,16 @@ type Handler struct {
 // changed its mind since decodes the body itself.
 type ScanTaker interface {
 	TakesScanned() bool
+}
+
+// MetadataTaker is a Consumer that keeps the metric family metadata of
+// remote write 1.0 requests without samples: Prometheus sends its
+// targets' metadata (type, help, unit) on its own, apart from their
+// series. TakeMetadata gets such a request's body, snappy-decoded and
+// valid (it decoded without error), before the answer; an error fails
+// the request as a Consume error would.
+type MetadataTaker interface {
+	TakeMetadata(ctx context.Context, tenant string, body []byte) error
 }
 
 // exchange is the per-request state, pooled.
@@ -159,6 +171,7 @@ func New(cfg Config, c otlpreceiver.Consumer) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, cons: c, slots: make(chan struct{}, cfg.MaxConcurrentRequests), m: newMetrics()}
 	h.scanner, _ = c.(ScanTaker)
+	h.meta, _ = c.(MetadataTaker)
 	h.pool.New = func() any {
 		x := new(exchange)
 		x.scanned.Series.Labels = x.seriesLabels
@@ -309,6 +322,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 		*req = otlpreceiver.Request{}
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
+		}
+	} else if ver == "1.0" && h.meta != nil {
+		// A partial write (an entry without a family name) keeps the
+		// good entries, as it keeps good series, and answers 400 below.
+		if err := h.meta.TakeMetadata(r.Context(), tenant, x.body); err != nil {
+			return h.consumeFailed(w, err)
 		}
 	}
 	h.m.written.WithLabelValues(ver, "samples").Add(float64(st.Samples))

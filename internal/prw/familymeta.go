@@ -1,0 +1,125 @@
+package prw
+
+import (
+	"fmt"
+	"iter"
+	"unicode/utf8"
+)
+
+// FamilyMetadata is one remote write 1.0 MetricMetadata: the type, help
+// and unit of a metric family. Prometheus sends these on their own, in
+// requests without series (every metadata_config.send_interval), so they
+// describe series that arrived, or will arrive, in other requests.
+type FamilyMetadata struct {
+	Name string // the family name: "http_requests" for http_requests_total, "x" for x_bucket
+	Type string // counter, gauge, histogram, gaugehistogram, summary, info, stateset or unknown
+	Help string
+	Unit string
+}
+
+// MaxMetadataText bounds a family's help plus unit: an entry with more is
+// dropped by FamilyMetadataV1 (the lake keeps metadata per family for as
+// long as the family is sent; help text is a sentence, not a payload).
+const MaxMetadataText = 16 << 10
+
+// FamilyMetadataV1 returns the MetricMetadata of a remote write 1.0
+// WriteRequest (snappy-decoded) in the order sent, and how many entries it
+// skipped: those without a family name, with text that is not UTF-8, or
+// with more than MaxMetadataText bytes of help and unit. Series are
+// skipped unread. The error names the first malformed field; the decoder
+// (DecodeV1) reports the same request as malformed.
+func FamilyMetadataV1(b []byte) (out []FamilyMetadata, skipped int, err error) {
+	for i := 0; i < len(b); {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return out, skipped, fmt.Errorf("remote write 1.0: bad field tag at byte %d", i)
+		}
+		if num != 3 {
+			if j = skip(b, j, wt); j < 0 {
+				return out, skipped, fmt.Errorf("remote write 1.0: field %d truncated at byte %d", num, i)
+			}
+			i = j
+			continue
+		}
+		s, e := lenField(b, j)
+		if wt != wtLen || s < 0 {
+			return out, skipped, fmt.Errorf("WriteRequest.metadata[%d]: bad length at byte %d", len(out)+skipped, i)
+		}
+		m, ok := familyMetadata(b[s:e])
+		switch {
+		case !ok:
+			return out, skipped, fmt.Errorf("WriteRequest.metadata[%d]: bad encoding at byte %d", len(out)+skipped, s)
+		case m.Name == "" || !utf8.ValidString(m.Name) || !utf8.ValidString(m.Help) || !utf8.ValidString(m.Unit) ||
+			len(m.Help)+len(m.Unit) > MaxMetadataText:
+			skipped++
+		default:
+			out = append(out, m)
+		}
+		i = e
+	}
+	return out, skipped, nil
+}
+
+// familyMetadata decodes MetricMetadata {1: type, 2: family name, 4: help,
+// 5: unit}.
+func familyMetadata(b []byte) (FamilyMetadata, bool) {
+	var m FamilyMetadata
+	typ := uint64(0)
+	for i := 0; i < len(b); {
+		num, wt, j := tag(b, i)
+		if j < 0 {
+			return m, false
+		}
+		switch {
+		case num == 1 && wt == wtVarint:
+			if typ, j = uvarint(b, j); j < 0 {
+				return m, false
+			}
+		case (num == 2 || num == 4 || num == 5) && wt == wtLen:
+			s, e := lenField(b, j)
+			if s < 0 {
+				return m, false
+			}
+			switch num {
+			case 2:
+				m.Name = string(b[s:e])
+			case 4:
+				m.Help = string(b[s:e])
+			case 5:
+				m.Unit = string(b[s:e])
+			}
+			j = e
+		case num == 1 || num == 2 || num == 4 || num == 5:
+			return m, false
+		default:
+			if j = skip(b, j, wt); j < 0 {
+				return m, false
+			}
+		}
+		i = j
+	}
+	m.Type = "unknown"
+	if typ < uint64(len(typeNames)) {
+		m.Type = typeNames[typ]
+	}
+	return m, true
+}
+
+// FamilyOf returns the family names a series name can belong to, most
+// specific first: the name itself, then the name without a _total,
+// _bucket, _sum, _count, _created or _info suffix (the suffixes
+// Prometheus's exposition formats add to a family's series).
+func FamilyOf(name string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if !yield(name) {
+			return
+		}
+		for _, suf := range [...]string{"_total", "_bucket", "_sum", "_count", "_created", "_info"} {
+			if n := len(name) - len(suf); n > 0 && name[n:] == suf {
+				if !yield(name[:n]) {
+					return
+				}
+			}
+		}
+	}
+}
