@@ -149,17 +149,7 @@ func TestPrometheusMetadataToSluice(t *testing.T) {
 	qaddr := freePort(t)
 	startServer(t, freshConfig(t, lakeDir, qaddr))
 	paddr := freePort(t)
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: self
-    static_configs: [{targets: ["%s"]}]
-remote_write:
-  - url: http://%s/api/v1/write
-    queue_config: {batch_send_deadline: 500ms, min_backoff: 100ms}
-    metadata_config: {send: true, send_interval: 1s}
-`, paddr, qaddr)
-	pbase, stderr := startPrometheus(t, paddr, cfg)
+	pbase, stderr := startPrometheus(t, paddr, selfScrapeConfig(paddr, qaddr, "    metadata_config: {send: true, send_interval: 1s}\n"))
 	sbase := "http://" + qaddr
 	var pm map[string][]metaEntry
 	for start := time.Now(); len(pm) < 20; time.Sleep(500 * time.Millisecond) {

@@ -17,16 +17,7 @@ func TestPrometheusRemoteWritesToSluice(t *testing.T) {
 	startServer(t, freshConfig(t, lakeDir, qaddr))
 
 	paddr := freePort(t)
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: self
-    static_configs: [{targets: ["%s"]}]
-remote_write:
-  - url: http://%s/api/v1/write
-    queue_config: {batch_send_deadline: 500ms, min_backoff: 100ms}
-`, paddr, qaddr)
-	pbase, stderr := startPrometheus(t, paddr, cfg)
+	pbase, stderr := startPrometheus(t, paddr, selfScrapeConfig(paddr, qaddr, ""))
 	sbase := "http://" + qaddr
 	// A few scrapes after the first one.
 	for start := time.Now(); len(promMatrix(t, pbase, `up`, time.Now())) == 0; time.Sleep(200 * time.Millisecond) {
@@ -89,4 +80,19 @@ remote_write:
 		}
 		t.Logf("%s: %d series agree", q, len(p))
 	}
+}
+
+// selfScrapeConfig is the configuration of a Prometheus on paddr that
+// scrapes itself every second and remote-writes to sluice's query address
+// qaddr, with more remote_write settings in extra (indented lines).
+func selfScrapeConfig(paddr, qaddr, extra string) string {
+	return fmt.Sprintf(`global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: self
+    static_configs: [{targets: ["%s"]}]
+remote_write:
+  - url: http://%s/api/v1/write
+    queue_config: {batch_send_deadline: 500ms, min_backoff: 100ms}
+%s`, paddr, qaddr, extra)
 }

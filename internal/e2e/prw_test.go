@@ -217,8 +217,7 @@ func TestRemoteWriteMetadata(t *testing.T) {
 	}
 	freshBatch(t, s.http, 1, 2) // OTLP gauge fresh_temp, no unit
 
-	type entry struct{ Type, Help, Unit string }
-	want := map[string][]entry{
+	want := map[string][]metaEntry{
 		"rwm_requests_total":      {{"counter", "Requests served.", ""}},
 		"rwm_heap_bytes":          {{"gauge", "Heap in use.", "bytes"}},
 		"rwm_build_info":          {{"info", "Build.", ""}},
@@ -228,32 +227,12 @@ func TestRemoteWriteMetadata(t *testing.T) {
 		"rwm_bare":                {{"unknown", "", ""}},
 		"fresh_temp":              {{"gauge", "", ""}},
 	}
-	var got map[string][]entry
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/api/v1/metadata")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var a struct {
-			Status string                         `json:"status"`
-			Data   map[string][]map[string]string `json:"data"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Status != "success" {
-			t.Fatalf("metadata: %s (%v)", b, err)
-		}
-		got = map[string][]entry{}
-		for name, es := range a.Data {
-			for _, e := range es {
-				got[name] = append(got[name], entry{e["type"], e["help"], e["unit"]})
-			}
-		}
+	var got map[string][]metaEntry
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got = getMetadata(t, base, "")
 		if fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("metadata\n got %v\nwant %v", got, want)
