@@ -26,7 +26,8 @@
 # takes no 2.0, so those shapes run sluice only), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
 # GROUP_COMMIT_DELAY (sluice's queue.group_commit_delay, default 1ms),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
-# start of each sluice run, relay and lake; set it to cover the run), SLUICE_BIN, KEEP=1.
+# start of each sluice run, relay and lake; set it to cover the run; and the relay's
+# allocation profile at the end of its run), SLUICE_BIN, KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -145,7 +146,9 @@ EOF
     if [ -n "$prof" ]; then
       wait "$prof" || true
       mkdir -p bench-profiles; cp "$work/cpu-$tag.prof" "bench-profiles/relay-$tag-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
+      curl -fsS -o "bench-profiles/relay-$tag-allocs.prof" "http://127.0.0.1:$aport/debug/pprof/allocs" || true
       echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/relay-$tag-cpu.prof"
+      echo "         allocations: go tool pprof -sample_index=alloc_objects -top bench-profiles/relay-sluice bench-profiles/relay-$tag-allocs.prof"
     fi
     kill -TERM "$spid"; wait "$spid" || true
   fi

@@ -104,7 +104,8 @@ func BenchmarkScanV1(b *testing.B) { benchScan(b, 1) }
 func BenchmarkScanV2(b *testing.B) { benchScan(b, 2) }
 
 func benchScan(b *testing.B, v int) {
-	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
+	// 100 x 6: the relay benchmark's small requests.
+	for _, c := range [][2]int{{1000, 5}, {2000, 10}, {100, 6}} {
 		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
 			body, body2 := benchBodies(c[0], c[1])
 			scan := (*Scanner).ScanV1

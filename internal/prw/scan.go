@@ -45,13 +45,17 @@ type Scanner struct {
 	// Series is the number of series (TimeSeries messages).
 	Series int
 
-	lab      [][2]int32 // per sample: its series' label fields in body
-	body     []byte
-	names    map[string]uint32 // name -> index in Names, per call
-	nameHash []uint64          // per Names entry
-	prevName [][]byte          // label names of the previous series
-	prevHash []uint64          // their xxhash
-	last     uint32            // the Names entry of the previous series
+	lab  [][2]int32 // per sample: its series' label fields in body
+	body []byte
+	// Metric names seen in any call (owned keys, so lookups need no
+	// copy and the map is not refilled per request): name -> nameTab.
+	names    map[string]uint32
+	nameTab  []nameEntry
+	call     uint32   // stamps the nameTab entries used in this call
+	nameHash []uint64 // per Names entry
+	prevName [][]byte // label names of the previous series
+	prevHash []uint64 // their xxhash
+	last     uint32   // the Names entry of the previous series
 
 	// 2.0 (scan2.go): lab holds a series' packed label references.
 	v2      bool
@@ -75,7 +79,6 @@ var seriesResHash = signal.SeriesResource(0)
 // wrong with it, if anything.
 func (s *Scanner) ScanV1(body []byte) bool {
 	s.reset(body)
-	defer clear(s.names) // its keys alias body
 	for i := 0; i < len(body); {
 		if body[i] != 1<<3|wtLen { // a TimeSeries; metadata and the rest go to the decoder
 			return false
@@ -95,9 +98,26 @@ func (s *Scanner) reset(body []byte) {
 	s.nameHash, s.prevName, s.prevHash, s.prevRef = s.nameHash[:0], s.prevName[:0], s.prevHash[:0], s.prevRef[:0]
 	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
 	s.body, s.v2 = body, false
-	if s.names == nil {
-		s.names = make(map[string]uint32, 64)
+	if s.names == nil || len(s.nameTab) >= maxScanNames {
+		s.names, s.nameTab = make(map[string]uint32, 64), s.nameTab[:0]
 	}
+	if s.call++; s.call == 0 { // wrapped: no stamp may look current
+		for i := range s.nameTab {
+			s.nameTab[i].stamp = 0
+		}
+		s.call = 1
+	}
+}
+
+// maxScanNames bounds the metric names a Scanner remembers across calls;
+// past it the table starts again (at the next call).
+const maxScanNames = 1 << 14
+
+// nameEntry is a remembered metric name: its hash, and its index in Names
+// when stamp is the current call.
+type nameEntry struct {
+	hash       uint64
+	stamp, idx uint32
 }
 
 // labelAt decodes the Label message at b[i] (a field 1 tag) in the only
@@ -231,16 +251,20 @@ func (s *Scanner) nameIndex(name []byte) (uint32, uint64) {
 	if int(s.last) < len(s.Names) && bytes.Equal(s.Names[s.last], name) {
 		return s.last, s.nameHash[s.last]
 	}
-	key := unsafex.String(name) // valid while body is: the map is cleared when ScanV1 returns
-	x, ok := s.names[key]
+	t, ok := s.names[unsafex.String(name)] // a lookup: the key is not kept
 	if !ok {
-		x = uint32(len(s.Names))
-		s.names[key] = x
-		s.Names = append(s.Names, name)
-		s.nameHash = append(s.nameHash, xxhash.Sum64(name))
+		t = uint32(len(s.nameTab))
+		s.names[string(name)] = t
+		s.nameTab = append(s.nameTab, nameEntry{hash: xxhash.Sum64(name)})
 	}
-	s.last = x
-	return x, s.nameHash[x]
+	e := &s.nameTab[t]
+	if e.stamp != s.call {
+		e.stamp, e.idx = s.call, uint32(len(s.Names))
+		s.Names = append(s.Names, name)
+		s.nameHash = append(s.nameHash, e.hash)
+	}
+	s.last = e.idx
+	return e.idx, e.hash
 }
 
 // Label is one label of a scanned series, aliasing the scanned body.

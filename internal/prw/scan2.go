@@ -26,7 +26,6 @@ import (
 // DecodeV2.
 func (s *Scanner) ScanV2(body []byte) bool {
 	s.reset(body)
-	defer clear(s.names) // its keys alias body
 	s.v2 = true
 	s.sym = s.sym[:0] // aliasing body, as s.body does, until the next call
 	i := 0

@@ -400,3 +400,38 @@ func TestScanV2AllocatesNothingInSteadyState(t *testing.T) {
 		t.Fatalf("%v allocations per scan", n)
 	}
 }
+
+// TestScannerRemembersNamesAcrossCalls: a Scanner that keeps its metric
+// names from call to call (and starts its table again past maxScanNames)
+// finds exactly what a fresh one finds in each request.
+func TestScannerRemembersNamesAcrossCalls(t *testing.T) {
+	var kept Scanner
+	for call := range 12 {
+		n, name := 200+call*7, func(i int) int { return (i*(call+1) + call*maxScanNames/4) % (maxScanNames / 2) }
+		if call == 10 { // past the bound: the next call starts the table again
+			n, name = maxScanNames+100, func(i int) int { return 1_000_000 + i }
+		}
+		b1, b2 := benchBodiesNamed(n, 3, name)
+		for v, body := range [][]byte{b1, b2} {
+			var fresh Scanner
+			ok1, ok2 := fresh.ScanV1(body), kept.ScanV1(body)
+			if v == 1 {
+				ok1, ok2 = fresh.ScanV2(body), kept.ScanV2(body)
+			}
+			if !ok1 || !ok2 {
+				t.Fatalf("call %d v%d: refused", call, v+1)
+			}
+			if !slices.Equal(fresh.Name, kept.Name) || !slices.Equal(fresh.ID, kept.ID) || len(fresh.Names) != len(kept.Names) {
+				t.Fatalf("call %d v%d: a reused scanner differs from a fresh one", call, v+1)
+			}
+			for i := range fresh.Names {
+				if !bytes.Equal(fresh.Names[i], kept.Names[i]) {
+					t.Fatalf("call %d v%d: name %d %q, fresh %q", call, v+1, i, kept.Names[i], fresh.Names[i])
+				}
+			}
+		}
+	}
+	if len(kept.nameTab) >= maxScanNames {
+		t.Fatalf("%d names remembered, past the bound %d", len(kept.nameTab), maxScanNames)
+	}
+}

@@ -205,10 +205,20 @@ func version(ct string) string {
 	return ""
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. The tenant is the one a guard put in
+// the request's context (authn.TenantOf), else Config.DefaultTenant.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := authn.TenantOf(r.Context())
+	if !ok {
+		tenant = h.cfg.DefaultTenant
+	}
+	h.serveTenant(w, r, tenant)
+}
+
+// serveTenant serves r for tenant.
+func (h *Handler) serveTenant(w http.ResponseWriter, r *http.Request, tenant string) {
 	ver := version(r.Header.Get("Content-Type"))
-	code := h.serve(w, r, ver)
+	code := h.serve(w, r, ver, tenant)
 	if code == http.StatusNoContent {
 		switch ver { // the usual answer, without the label lookup
 		case "1.0":
@@ -233,7 +243,7 @@ func fail(w http.ResponseWriter, code int, retryAfter time.Duration, format stri
 	return code
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant string) int {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return fail(w, http.StatusMethodNotAllowed, 0, "remote write takes POST")
@@ -244,10 +254,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver string) int 
 	}
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
 		return fail(w, http.StatusUnsupportedMediaType, 0, "unsupported Content-Encoding %q: remote write is snappy-encoded", enc)
-	}
-	tenant, ok := authn.TenantOf(r.Context())
-	if !ok {
-		tenant = h.cfg.DefaultTenant
 	}
 	select {
 	case h.slots <- struct{}{}:
