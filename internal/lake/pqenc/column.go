@@ -76,6 +76,10 @@ type Column struct {
 	hashes   []uint64
 	nPages   int
 	copied   int // pages copied verbatim (CopyRowsPages)
+	// byte-array pages copied with maybe-cut bounds (pagecopy.go), and
+	// how many of them resolveCutPages decoded
+	cut        cutPages
+	cutDecoded int
 
 	zbuf, pbuf []byte
 	xbuf       []byte // expanded dictionary values (toPlain)
@@ -106,6 +110,8 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 	c.fallback = false
 	c.hashes = c.hashes[:0]
 	c.nPages, c.copied = 0, 0
+	c.cut.reset()
+	c.cutDecoded = 0
 	c.err = nil
 }
 

@@ -68,6 +68,13 @@ func (f *File) WriteChunk(c *Column) error {
 	if c.Rows() != f.cur.NumRows {
 		return fmt.Errorf("pqenc: column %v has %d rows, its row group %d", c.li.Path, c.Rows(), f.cur.NumRows)
 	}
+	if len(c.cut.pages) > 0 {
+		// The chunk's statistics need the exact bounds of some pages
+		// copied verbatim: end its last page first, whose bounds may
+		// spare decoding them.
+		c.endPage()
+		c.resolveCutPages()
+	}
 	c.finish()
 	if c.err != nil {
 		return c.err

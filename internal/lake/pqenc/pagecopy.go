@@ -3,6 +3,7 @@ package pqenc
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/parquet-go/parquet-go"
@@ -121,14 +122,19 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 	}
 	var b bounds
 	b.unsigned = c.li.unsigned
-	indexed := c.indexBounds(src, k, &b)
+	indexed, cut := c.indexBounds(src, k, &b)
 	if k == src.next && src.row == src.wrows && indexed && !c.li.Bloom {
 		// Not decoded, and nothing before it left in the window: the
 		// header's counts (checked against the chunk's footer) are all
-		// the output needs.
-		c.appendPage(src, p, &b)
+		// the output needs; a byte-array page whose index bounds may be
+		// cut is decoded at the chunk's end if it can hold the chunk's
+		// min or max (resolveCutPages).
+		c.appendPage(src, p, &b, cut)
 		src.skipPage(k)
 		return true
+	}
+	if cut {
+		indexed = false // decoded anyway: its exact bounds cost little
 	}
 	if !src.need(int(p.Rows)) {
 		return false
@@ -151,7 +157,7 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 		b = bounds{unsigned: c.li.unsigned}
 		src.valueBounds(c.li.Kind, v0, v1, &b)
 	}
-	if !c.appendPage(src, p, &b) {
+	if !c.appendPage(src, p, &b, false) {
 		return false
 	}
 	if c.li.Bloom {
@@ -164,8 +170,11 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 	return true
 }
 
-// appendPage ends c's page and appends p, with bounds b, as the next.
-func (c *Column) appendPage(src *Chunk, p *lakeformat.RawPage, b *bounds) bool {
+// appendPage ends c's page and appends p, with bounds b, as the next;
+// cut says b are p's column index bounds, which may be cut (byte arrays):
+// they go to the output's column index as they are, and to the chunk's
+// statistics only once resolveCutPages knows the page's exact ones.
+func (c *Column) appendPage(src *Chunk, p *lakeformat.RawPage, b *bounds, cut bool) bool {
 	c.endPage() // the rows before this page end their page
 	if c.err != nil {
 		return false
@@ -187,7 +196,11 @@ func (c *Column) appendPage(src *Chunk, p *lakeformat.RawPage, b *bounds) bool {
 	c.ci.NullCounts = append(c.ci.NullCounts, p.Nulls)
 	c.oi.PageLocations = append(c.oi.PageLocations, format.PageLocation{Offset: off,
 		CompressedPageSize: int32(p.Len), FirstRowIndex: c.rows})
-	c.cb.merge(c.li.Kind, b)
+	if cut {
+		c.cut.add(&c.cb, int(off), p.Len, b, src)
+	} else {
+		c.cb.merge(c.li.Kind, b)
+	}
 	c.rows += p.Rows
 	return true
 }
@@ -210,27 +223,29 @@ func countPresent(def []byte, max byte) int {
 }
 
 // indexBounds sets b to page k's bounds from src's column index, when it
-// has one and they are exact: always for fixed-width values, for byte
-// arrays when neither bound was cut to ColumnIndexSizeLimit bytes.
-func (c *Column) indexBounds(src *Chunk, k int, b *bounds) bool {
+// has one: ok when they are exact (fixed-width values; byte arrays when
+// neither bound was cut to ColumnIndexSizeLimit bytes), or cut when they
+// are byte-array bounds that may have been (a lower bound that is a
+// prefix of the page's min, an upper bound above its max).
+func (c *Column) indexBounds(src *Chunk, k int, b *bounds) (ok, cut bool) {
 	ci := src.raw.ColumnIndex()
 	if ci == nil {
-		return false
+		return false, false
 	}
 	if ci.NullPages[k] {
-		return true // no value, no bound
+		return true, false // no value, no bound
 	}
 	lo, hi := ci.MinValues[k], ci.MaxValues[k]
 	switch c.li.Kind {
 	case parquet.Int64:
 		if len(lo) != 8 || len(hi) != 8 {
-			return false
+			return false, false
 		}
 		b.addInt(int64(binary.LittleEndian.Uint64(lo)))
 		b.addInt(int64(binary.LittleEndian.Uint64(hi)))
 	case parquet.Int32:
 		if len(lo) != 4 || len(hi) != 4 {
-			return false
+			return false, false
 		}
 		for _, v := range [2][]byte{lo, hi} {
 			u := binary.LittleEndian.Uint32(v)
@@ -242,32 +257,33 @@ func (c *Column) indexBounds(src *Chunk, k int, b *bounds) bool {
 		}
 	case parquet.Double:
 		if len(lo) != 8 || len(hi) != 8 {
-			return false
+			return false, false
 		}
 		flo, fhi := math.Float64frombits(binary.LittleEndian.Uint64(lo)), math.Float64frombits(binary.LittleEndian.Uint64(hi))
 		if flo != flo || fhi != fhi {
 			// NaN bounds: every value of the page is NaN, or the
 			// writer was not ours; the values tell.
-			return false
+			return false, false
 		}
 		b.addFloat(flo)
 		b.addFloat(fhi)
 	case parquet.Boolean:
 		if len(lo) != 1 || len(hi) != 1 || lo[0] > 1 || hi[0] > 1 {
-			return false
+			return false, false
 		}
 		b.addInt(int64(lo[0]))
 		b.addInt(int64(hi[0]))
 	case parquet.ByteArray:
-		if len(lo) >= ColumnIndexSizeLimit || len(hi) >= ColumnIndexSizeLimit {
-			return false // maybe cut: not the page's own bounds
+		if len(lo) > ColumnIndexSizeLimit || len(hi) > ColumnIndexSizeLimit || bytes.Compare(lo, hi) > 0 {
+			return false, false // not cut as ours are: decode the page
 		}
 		b.addBytes(lo)
 		b.addBytes(hi)
+		return true, len(lo) == ColumnIndexSizeLimit || len(hi) == ColumnIndexSizeLimit
 	default:
-		return false
+		return false, false
 	}
-	return true
+	return true, false
 }
 
 // valueBounds adds the decoded values [v0, v1) to b.
@@ -303,3 +319,127 @@ func (ch *Chunk) valueBounds(kind parquet.Kind, v0, v1 int, b *bounds) {
 		}
 	}
 }
+
+// cutPages are the byte-array pages of a chunk copied verbatim without
+// being decoded whose column index bounds may be cut to
+// ColumnIndexSizeLimit bytes: a cut lower bound is a prefix of the page's
+// min (no greater), a cut upper bound a prefix of its max incremented
+// (greater), while chunk statistics hold whole values. Bounds that are
+// whole (shorter than the limit) go to the chunk's statistics at once;
+// the input chunk's statistics narrow the others (every page of it lies
+// within them).
+type cutPages struct {
+	pages  []cutPage
+	buf    []byte // the pages' bounds
+	lo, hi []byte // scratch of decoded bounds
+}
+
+// cutPage is a page of Column.out, lo no greater than its min, hi no less
+// than its max.
+type cutPage struct {
+	off, len int
+	lo, hi   [2]int32 // in cutPages.buf
+	loWhole  bool     // lo is the page's min (then it is in the chunk's statistics)
+	hiWhole  bool
+	hiInf    bool // no upper bound: a cut bound of all 0xff bytes, as parquet-go leaves it
+	decoded  bool
+}
+
+func (cp *cutPages) reset() { cp.pages, cp.buf = cp.pages[:0], cp.buf[:0] }
+
+func (cp *cutPages) bound(s [2]int32) []byte { return cp.buf[s[0]:s[1]:s[1]] }
+
+func (cp *cutPages) keep(v []byte) [2]int32 {
+	s := [2]int32{int32(len(cp.buf)), int32(len(cp.buf) + len(v))}
+	cp.buf = append(cp.buf, v...)
+	return s
+}
+
+// add records the page at off (n bytes) of c.out, with index bounds b, of
+// input chunk src, and adds its whole bounds to the chunk's cb.
+func (cp *cutPages) add(cb *bounds, off, n int, b *bounds, src *Chunk) {
+	lo, hi := b.bMin, b.bMax
+	p := cutPage{off: off, len: n, loWhole: len(lo) < ColumnIndexSizeLimit, hiWhole: len(hi) < ColumnIndexSizeLimit}
+	for _, v := range [2][]byte{lo, hi} {
+		if len(v) < ColumnIndexSizeLimit {
+			cb.merge(parquet.ByteArray, &bounds{ok: true, bMin: v, bMax: v})
+		}
+	}
+	p.hiInf = !p.hiWhole && bytes.Count(hi, []byte{0xff}) == len(hi)
+	if clo, chi, ok := src.raw.ChunkBounds(); ok {
+		if !p.loWhole && bytes.Compare(clo, lo) > 0 {
+			lo = clo
+		}
+		if !p.hiWhole && (p.hiInf || bytes.Compare(chi, hi) < 0) {
+			hi, p.hiInf = chi, false
+		}
+	}
+	p.lo, p.hi = cp.keep(lo), cp.keep(hi)
+	cp.pages = append(cp.pages, p)
+}
+
+// resolveCutPages completes the chunk's statistics with the exact bounds
+// of the cut pages that can hold its min or max: while a page's lower
+// bound is below the chunk's min so far (or its upper bound above the
+// max), the page of the least lower bound (greatest upper) is decoded,
+// from its copy in c.out, and its exact bounds added. Pages whose bounds
+// cannot beat the values known are never decoded. Call it once the
+// chunk's last page is ended.
+func (c *Column) resolveCutPages() {
+	cp := &c.cut
+	for c.err == nil {
+		best := -1
+		for i := range cp.pages {
+			p := &cp.pages[i]
+			if p.decoded || p.loWhole || c.cb.ok && bytes.Compare(cp.bound(p.lo), c.cb.bMin) >= 0 {
+				continue
+			}
+			if best < 0 || bytes.Compare(cp.bound(p.lo), cp.bound(cp.pages[best].lo)) < 0 {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		c.decodeCutPage(best)
+	}
+	for c.err == nil {
+		best := -1
+		for i := range cp.pages {
+			p := &cp.pages[i]
+			if p.decoded || p.hiWhole || !p.hiInf && c.cb.ok && bytes.Compare(cp.bound(p.hi), c.cb.bMax) <= 0 {
+				continue
+			}
+			if b := &cp.pages[max(best, 0)]; best < 0 || p.hiInf && !b.hiInf ||
+				p.hiInf == b.hiInf && bytes.Compare(cp.bound(p.hi), cp.bound(b.hi)) > 0 {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		c.decodeCutPage(best)
+	}
+}
+
+// decodeCutPage adds the exact bounds of cut page i to the chunk's.
+func (c *Column) decodeCutPage(i int) {
+	cp := &c.cut
+	p := &cp.pages[i]
+	p.decoded = true
+	lo, hi, has, err := lakeformat.ByteArrayPageBounds(c.out[p.off:p.off+p.len], c.codec.CompressionCodec(),
+		int(c.li.MaxDef), int(c.li.MaxRep), cp.lo[:0], cp.hi[:0])
+	cp.lo, cp.hi = lo, hi
+	if err != nil {
+		c.fail(fmt.Errorf("column %v: bounds of a copied page: %w", c.li.Path, err))
+		return
+	}
+	if has {
+		c.cb.merge(parquet.ByteArray, &bounds{ok: true, bMin: lo, bMax: hi})
+	}
+	c.cutDecoded++
+}
+
+// CutPagesDecoded is how many pages of the chunk copied without being
+// decoded were decoded after all for the chunk's exact statistics.
+func (c *Column) CutPagesDecoded() int { return c.cutDecoded }

@@ -2,6 +2,7 @@ package pqenc
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -104,4 +105,139 @@ func TestCopyRowsPagesAPageAtATime(t *testing.T) {
 		t.Fatalf("%d pages copied, %d of them not decoded: the test does not test it", copied, skipped)
 	}
 	t.Logf("%d pages copied verbatim, %d never decoded", copied, skipped)
+}
+
+// TestCopyPagesCutBounds copies pages of long byte arrays whose column
+// index bounds are cut to 16 bytes, without decoding them: the output
+// chunk's statistics must still be its exact min and max, wherever they
+// lie (in a copied page or not, values sharing their first 16 bytes with
+// other pages' bounds, or 16 bytes long exactly), and pages whose cut
+// bounds cannot hold them must not be decoded.
+func TestCopyPagesCutBounds(t *testing.T) {
+	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(parquet.String())})
+	leaf, _ := s.Lookup("s")
+	li, err := NewLeaf(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	li.Path = []string{"s"}
+	footer, err := Footer(s, parquet.Compression(&parquet.Zstd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(3, 5))
+	for _, tc := range []struct {
+		name string
+		// value of row i of n; "" is null
+		value func(i, n int) string
+		// the most pages resolving the bounds may decode
+		maxDecoded int
+	}{
+		// Every page's values share a 16-byte prefix with the others':
+		// the cut bounds tie, so the tied pages are decoded.
+		{"tied prefixes", func(i, n int) string {
+			return fmt.Sprintf("common-prefix-0123-%08d", rnd.IntN(1e8))
+		}, -1},
+		// Prefixes differ by page: only the pages of the least and the
+		// greatest prefix can hold the chunk's min or max.
+		{"distinct prefixes", func(i, n int) string {
+			if i%7 == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%05d-a-long-value-%08d", i/97, rnd.IntN(1e8))
+		}, 4},
+		// Values of exactly 16 bytes: bounds are whole but look cut.
+		{"sixteen bytes", func(i, n int) string { return fmt.Sprintf("%016x", rnd.Uint64()) }, 4},
+		// The min and the max are single rows in the middle.
+		{"extremes inside", func(i, n int) string {
+			switch i {
+			case n / 3:
+				return "aaaa-the-minimum-value-of-all"
+			case n / 2:
+				return "zzzz-the-maximum-value-of-all"
+			}
+			return fmt.Sprintf("mmmm-%04d-middle-%08d", i/300, rnd.IntN(1e8))
+		}, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 4000
+			rows := make([]parquet.Row, n)
+			for i := range rows {
+				if v := tc.value(i, n); v != "" {
+					rows[i] = parquet.Row{parquet.ByteArrayValue([]byte(v)).Level(0, 1, 0)}
+				} else {
+					rows[i] = parquet.Row{parquet.NullValue().Level(0, 0, 0)}
+				}
+			}
+			data := writeWithParquetGo(t, s, rows, n)
+			pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded, copied, cut := 0, 0, 0
+			write := func(verbatim bool, run int) []byte {
+				var out bytes.Buffer
+				f := NewFile(&out, []Leaf{li}, &parquet.Zstd)
+				f.BeginRowGroup(n)
+				var ch Chunk
+				if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				var c Column
+				c.Reset(&li, f.Codec())
+				for ch.Row() < ch.Rows() {
+					k := min(run, ch.Rows()-ch.Row())
+					if verbatim {
+						c.CopyRowsPages(&ch, k)
+					} else {
+						c.CopyRows(&ch, k)
+					}
+				}
+				if ch.Err() != nil {
+					t.Fatal(ch.Err())
+				}
+				cut = len(c.cut.pages)
+				if err := f.WriteChunk(&c); err != nil {
+					t.Fatal(err)
+				}
+				if verbatim {
+					decoded, copied = c.CutPagesDecoded(), c.PagesCopied()
+				}
+				ch.Release()
+				m := *footer
+				if err := f.Close(&m); err != nil {
+					t.Fatal(err)
+				}
+				return out.Bytes()
+			}
+			want := write(false, n)
+			for _, run := range []int{n, 1000, 333} {
+				got := write(true, run)
+				checkFile(t, got)
+				gm, err := parquet.OpenFile(bytes.NewReader(got), int64(len(got)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wm, _ := parquet.OpenFile(bytes.NewReader(want), int64(len(want)))
+				gs, ws := gm.Metadata().RowGroups[0].Columns[0].MetaData.Statistics, wm.Metadata().RowGroups[0].Columns[0].MetaData.Statistics
+				if !bytes.Equal(gs.MinValue, ws.MinValue) || !bytes.Equal(gs.MaxValue, ws.MaxValue) || gs.NullCount != ws.NullCount {
+					t.Fatalf("run %d: statistics [%q, %q] %d nulls, decoded [%q, %q] %d", run, gs.MinValue, gs.MaxValue,
+						gs.NullCount, ws.MinValue, ws.MaxValue, ws.NullCount)
+				}
+				gr, wr := readRows(t, got), readRows(t, want)
+				for i := range wr {
+					if !sameRow(gr[i], wr[i]) {
+						t.Fatalf("run %d row %d: %v, want %v", run, i, gr[i], wr[i])
+					}
+				}
+				if cut == 0 {
+					t.Fatalf("run %d: no page copied with cut bounds (%d copied): the test does not test it", run, copied)
+				}
+				if tc.maxDecoded >= 0 && decoded > tc.maxDecoded {
+					t.Fatalf("run %d: %d of %d cut pages decoded for the bounds, want at most %d", run, decoded, cut, tc.maxDecoded)
+				}
+				t.Logf("run %d: %d pages copied, %d with cut bounds, %d of them decoded", run, copied, cut, decoded)
+			}
+		})
+	}
 }
