@@ -411,7 +411,9 @@ func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricTy
 		}
 	}
 	for _, r := range rows {
-		if isDist {
+		fc := m.FloatCounts[r]
+		isFloat := fc.Len() > 0
+		if isDist && !isFloat {
 			cols[mCount].optU64(m.Count[r])
 		} else {
 			cols[mCount].addNull()
@@ -421,12 +423,19 @@ func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricTy
 		optHas(&cols[mMin], has&signal.HasMin != 0, m.Min[r])
 		optHas(&cols[mMax], has&signal.HasMax != 0, m.Max[r])
 		br := m.BucketCounts[r]
+		if isFloat {
+			br.End = br.Start
+		}
 		cols[mBucketCounts].listU64(m.U64[br.Start:br.End])
 		fr := m.Bounds[r]
 		cols[mBounds].listF64(m.F64[fr.Start:fr.End])
 		if t == signal.MetricExponentialHistogram {
 			cols[mExpScale].optI32(m.Scale[r])
-			cols[mExpZeroCount].optU64(m.ZeroCount[r])
+			if isFloat {
+				cols[mExpZeroCount].addNull()
+			} else {
+				cols[mExpZeroCount].optU64(m.ZeroCount[r])
+			}
 			cols[mExpZeroThreshold].optF64(m.ZeroThreshold[r])
 			cols[mExpPosOffset].optI32(m.PosOffset[r])
 			cols[mExpNegOffset].optI32(m.NegOffset[r])
@@ -437,10 +446,24 @@ func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricTy
 			cols[mExpPosOffset].addNull()
 			cols[mExpNegOffset].addNull()
 		}
-		pr := m.PosCounts[r]
+		pr, nr := m.PosCounts[r], m.NegCounts[r]
+		if isFloat {
+			e.floatCounts(m, r, t)
+			pr.End, nr.End = pr.Start, nr.Start
+		} else {
+			cols[mCountFloat].addNull()
+			cols[mZeroCountFloat].addNull()
+			cols[mBucketsFloat].addNull()
+			cols[mPosCountsFloat].addNull()
+			cols[mNegCountsFloat].addNull()
+		}
 		cols[mExpPosCounts].listU64(m.U64[pr.Start:pr.End])
-		nr := m.NegCounts[r]
 		cols[mExpNegCounts].listU64(m.U64[nr.Start:nr.End])
+		if h := m.Has[r] & signal.HintMask; h != 0 {
+			cols[mResetHint].strReq(resetHintNames[h>>3])
+		} else {
+			cols[mResetHint].addNull()
+		}
 		qr := m.Quantiles[r]
 		q := m.F64[qr.Start:qr.End]
 		cols[mQuantiles].listF64Stride(q, 0)
@@ -454,9 +477,39 @@ func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricTy
 	return nil
 }
 
+// floatCounts fills the float count columns of row r, a float histogram
+// (signal.Metrics.FloatCounts) of type t.
+func (e *encoder) floatCounts(m *signal.Metrics, r int32, t signal.MetricType) {
+	cols := e.cols
+	fc := m.FloatCounts[r]
+	f := m.F64[fc.Start:fc.End]
+	cols[mCountFloat].optF64(f[0])
+	f = f[1:]
+	if t != signal.MetricExponentialHistogram {
+		cols[mZeroCountFloat].addNull()
+		cols[mBucketsFloat].listF64(f)
+		cols[mPosCountsFloat].addNull()
+		cols[mNegCountsFloat].addNull()
+		return
+	}
+	var zero float64
+	if len(f) > 0 {
+		zero, f = f[0], f[1:]
+	}
+	np := min(int(m.PosCounts[r].Len()), len(f))
+	cols[mZeroCountFloat].optF64(zero)
+	cols[mBucketsFloat].addNull()
+	cols[mPosCountsFloat].listF64(f[:np])
+	cols[mNegCountsFloat].listF64(f[np:])
+}
+
+// resetHintNames are the reset_hint values of signal.Hint* >> 3.
+var resetHintNames = [4][]byte{nil, []byte("yes"), []byte("no"), []byte("gauge")}
+
 // distCols are the columns distColumns fills.
 var distCols = []int{mCount, mSum, mMin, mMax, mBucketCounts, mBounds, mExpScale, mExpZeroCount, mExpZeroThreshold,
-	mExpPosOffset, mExpNegOffset, mExpPosCounts, mExpNegCounts, mQuantiles, mQuantileValues, mSketch}
+	mExpPosOffset, mExpNegOffset, mExpPosCounts, mExpNegCounts, mQuantiles, mQuantileValues, mSketch,
+	mCountFloat, mZeroCountFloat, mBucketsFloat, mPosCountsFloat, mNegCountsFloat, mResetHint}
 
 // anyDist reports whether a gauge or sum point of rows holds a
 // distribution field (a batch built by hand may).

@@ -223,6 +223,8 @@ func canonMetrics(m *signal.Metrics) []string {
 		k.f(" no%d", m.NegOffset[i])
 		u(m.NegCounts[i])
 		fl(m.Quantiles[i])
+		k.f(" fc")
+		fl(m.FloatCounts[i])
 		k.f(" ex")
 		k.msgs(nestedExemplar, m.Exemplars[i])
 		out[i] = k.b.String()

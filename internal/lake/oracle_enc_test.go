@@ -813,7 +813,9 @@ func (e *valEncoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, er
 			}
 			cols[mFlags].u32(m.Flags[r])
 			isDist := d.Type == signal.MetricHistogram || d.Type == signal.MetricExponentialHistogram || d.Type == signal.MetricSummary
-			if isDist {
+			fc := m.F64[m.FloatCounts[r].Start:m.FloatCounts[r].End] // a float histogram's: count, [zero,] buckets
+			isFloat := len(fc) > 0
+			if isDist && !isFloat {
 				cols[mCount].optU64(m.Count[r])
 			} else {
 				cols[mCount].addNull()
@@ -822,13 +824,47 @@ func (e *valEncoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, er
 			valOptHas(&cols[mSum], has&signal.HasSum != 0, m.Sum[r])
 			valOptHas(&cols[mMin], has&signal.HasMin != 0, m.Min[r])
 			valOptHas(&cols[mMax], has&signal.HasMax != 0, m.Max[r])
-			br := m.BucketCounts[r]
+			br, pr, nr := m.BucketCounts[r], m.PosCounts[r], m.NegCounts[r]
+			if isFloat {
+				cols[mCountFloat].optF64(fc[0])
+				if d.Type == signal.MetricExponentialHistogram {
+					np := int(pr.Len())
+					cols[mZeroCountFloat].optF64(fc[1])
+					cols[mBucketsFloat].addNull()
+					cols[mPosCountsFloat].listF64(fc[2 : 2+np])
+					cols[mNegCountsFloat].listF64(fc[2+np:])
+				} else {
+					cols[mZeroCountFloat].addNull()
+					cols[mBucketsFloat].listF64(fc[1:])
+					cols[mPosCountsFloat].addNull()
+					cols[mNegCountsFloat].addNull()
+				}
+				br.End, pr.End, nr.End = br.Start, pr.Start, nr.Start
+			} else {
+				for _, c := range []int{mCountFloat, mZeroCountFloat, mBucketsFloat, mPosCountsFloat, mNegCountsFloat} {
+					cols[c].addNull()
+				}
+			}
+			switch has & signal.HintMask {
+			case signal.HintReset:
+				cols[mResetHint].strReqOpt([]byte("yes"))
+			case signal.HintNoReset:
+				cols[mResetHint].strReqOpt([]byte("no"))
+			case signal.HintGauge:
+				cols[mResetHint].strReqOpt([]byte("gauge"))
+			default:
+				cols[mResetHint].addNull()
+			}
 			cols[mBucketCounts].listU64(m.U64[br.Start:br.End])
 			fr := m.Bounds[r]
 			cols[mBounds].listF64(m.F64[fr.Start:fr.End])
 			if d.Type == signal.MetricExponentialHistogram {
 				cols[mExpScale].optI32(m.Scale[r])
-				cols[mExpZeroCount].optU64(m.ZeroCount[r])
+				if isFloat {
+					cols[mExpZeroCount].addNull()
+				} else {
+					cols[mExpZeroCount].optU64(m.ZeroCount[r])
+				}
 				cols[mExpZeroThreshold].optF64(m.ZeroThreshold[r])
 				cols[mExpPosOffset].optI32(m.PosOffset[r])
 				cols[mExpNegOffset].optI32(m.NegOffset[r])
@@ -839,9 +875,7 @@ func (e *valEncoder) encodeMetrics(pw func(*parquet.Schema) (*parquet.Writer, er
 				cols[mExpPosOffset].addNull()
 				cols[mExpNegOffset].addNull()
 			}
-			pr := m.PosCounts[r]
 			cols[mExpPosCounts].listU64(m.U64[pr.Start:pr.End])
-			nr := m.NegCounts[r]
 			cols[mExpNegCounts].listU64(m.U64[nr.Start:nr.End])
 			qr := m.Quantiles[r]
 			q := m.F64[qr.Start:qr.End]

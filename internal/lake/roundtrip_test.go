@@ -320,6 +320,23 @@ func testMetrics(t testing.TB) *signal.Metrics {
 	i = pt(summ, r1, func() {})
 	m.Count[i], m.Sum[i], m.Has[i] = 3, 7.5, signal.HasSum
 	m.Quantiles[i] = f64s(m, 0, 1, 0.5, 2.5, 1, 4)
+	// Remote-write native histograms: float counts (fractional, and
+	// whole), reset hints.
+	i = pt(exp, r1, func() { attr(c, "kind", signal.ValueString, "float") })
+	m.Sum[i], m.Has[i] = -2.5, signal.HasSum|signal.HintNoReset
+	m.Scale[i], m.ZeroThreshold[i], m.PosOffset[i], m.NegOffset[i] = 3, 1e-3, -2, 4
+	m.SetFloatCounts(i, true, 7.1/3, 0.1, []float64{0.2, 0, 1.0 / 3, 1e-300, 2.5}, 3)
+	i = pt(exp, r1, func() { attr(c, "kind", signal.ValueString, "whole") })
+	m.Sum[i], m.Has[i] = 4, signal.HasSum|signal.HintReset
+	m.Scale[i] = -4
+	m.SetFloatCounts(i, true, 3, 0, []float64{1, 2}, 2)
+	i = pt(exp, r1, func() { attr(c, "kind", signal.ValueString, "gauge") })
+	m.Count[i], m.Has[i] = 2, signal.HintGauge
+	m.PosCounts[i] = u64s(m, 2)
+	i = pt(hist, r1, func() { attr(c, "kind", signal.ValueString, "float") })
+	m.Sum[i], m.Has[i] = 1.25, signal.HasSum|signal.HintGauge
+	m.Bounds[i] = f64s(m, 0.5, 1)
+	m.SetFloatCounts(i, false, 0.75, 0, []float64{0.25, 0.5, 0}, 0)
 	m.ComputeSeriesIDs()
 	return m
 }
@@ -377,8 +394,15 @@ func TestSketch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.GetCount() != float64(m.Count[i]) {
-			t.Errorf("point %d: sketch count %v, want %d", i, s.GetCount(), m.Count[i])
+		want := float64(m.Count[i])
+		if fc := m.FloatCounts[i]; fc.Len() > 0 { // a float histogram's sketch holds its exact bucket counts
+			want = 0
+			for _, c := range m.F64[fc.Start+1 : fc.End] {
+				want += c
+			}
+		}
+		if math.Abs(s.GetCount()-want) > 1e-12 {
+			t.Errorf("point %d: sketch count %v, want %v", i, s.GetCount(), want)
 		}
 	}
 }

@@ -167,6 +167,12 @@ var (
 	mExemplars        = position(format.Metrics.Columns, format.ColExemplars)
 	mMetadata         = position(format.Metrics.Columns, format.ColMetricMetadata)
 	mSketch           = position(format.Metrics.Columns, format.ColSketch)
+	mCountFloat       = position(format.Metrics.Columns, format.ColCountFloat)
+	mZeroCountFloat   = position(format.Metrics.Columns, format.ColExpZeroCountFloat)
+	mBucketsFloat     = position(format.Metrics.Columns, format.ColBucketCountsFloat)
+	mPosCountsFloat   = position(format.Metrics.Columns, format.ColExpPositiveBucketCountsFloat)
+	mNegCountsFloat   = position(format.Metrics.Columns, format.ColExpNegativeBucketCountsFloat)
+	mResetHint        = position(format.Metrics.Columns, format.ColResetHint)
 	numMetricCols     = len(format.Metrics.Columns)
 )
 

@@ -25,11 +25,28 @@ func newSketcher() *sketcher {
 }
 
 // add adds count observations at v, skipping what a sketch cannot hold.
-func (k *sketcher) add(v float64, count uint64) {
-	if count == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+func (k *sketcher) add(v float64, count uint64) { k.addF(v, float64(count)) }
+
+// addF is add for a float count (float histograms).
+func (k *sketcher) addF(v, count float64) {
+	if !(count > 0) || math.IsInf(count, 0) || math.IsNaN(v) || math.IsInf(v, 0) {
 		return
 	}
-	_ = k.s.AddWithCount(v, float64(count))
+	_ = k.s.AddWithCount(v, count)
+}
+
+// floatCounts is point i's FloatCounts without the count (and, exp, the
+// zero count), and the zero count; ok is false for an integer histogram.
+func floatCounts(m *signal.Metrics, i int, exp bool) (buckets []float64, zero float64, ok bool) {
+	fc := m.FloatCounts[i]
+	if fc.Len() == 0 {
+		return nil, 0, false
+	}
+	f := m.F64[fc.Start+1 : fc.End]
+	if exp && len(f) > 0 {
+		zero, f = f[0], f[1:]
+	}
+	return f, zero, true
 }
 
 // encode appends the sketch of point i to *buf and returns it; ok is false
@@ -41,6 +58,12 @@ func (k *sketcher) encode(m *signal.Metrics, i int, t signal.MetricType, buf *[]
 		br, fr := m.BucketCounts[i], m.Bounds[i]
 		counts, bounds := m.U64[br.Start:br.End], m.F64[fr.Start:fr.End]
 		has := m.Has[i]
+		if fb, _, ok := floatCounts(m, i, false); ok {
+			for j, c := range fb {
+				k.addF(bucketMid(j, bounds, has&signal.HasMin != 0, m.Min[i], has&signal.HasMax != 0, m.Max[i], has&signal.HasSum != 0, m.Sum[i], m.Count[i]), c)
+			}
+			break
+		}
 		for j, c := range counts {
 			if c == 0 {
 				continue
@@ -51,6 +74,19 @@ func (k *sketcher) encode(m *signal.Metrics, i int, t signal.MetricType, buf *[]
 		k.s.Clear()
 		base := math.Exp2(math.Exp2(-float64(m.Scale[i])))
 		pr, nr := m.PosCounts[i], m.NegCounts[i]
+		if fb, z, ok := floatCounts(m, i, true); ok {
+			np := min(int(pr.Len()), len(fb))
+			for j, c := range fb[:np] {
+				k.addF(expMid(base, int(m.PosOffset[i])+j), c)
+			}
+			for j, c := range fb[np:] {
+				k.addF(-expMid(base, int(m.NegOffset[i])+j), c)
+			}
+			if z > 0 && !math.IsInf(z, 0) {
+				_ = k.s.AddWithCount(0, z)
+			}
+			break
+		}
 		for j, c := range m.U64[pr.Start:pr.End] {
 			k.add(expMid(base, int(m.PosOffset[i])+j), c)
 		}

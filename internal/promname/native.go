@@ -9,8 +9,9 @@ import "github.com/prometheus/prometheus/model/histogram"
 // every bucket the spans cover, in order, with its count (0 for an empty
 // bucket kept inside a span). For an OTLP exponential histogram, first is
 // the OTLP offset + 1. The query API (float buckets) and the remote-write
-// exporter (delta-encoded integer buckets) both lay buckets out with it.
-func NativeSpans(counts []uint64, first int32, bucket func(c uint64)) []histogram.Span {
+// exporter (delta-encoded integer buckets) both lay buckets out with it;
+// float histograms' buckets are float64.
+func NativeSpans[T uint64 | float64](counts []T, first int32, bucket func(c T)) []histogram.Span {
 	spans := make([]histogram.Span, 0, 1)
 	gap := int32(0) // empty buckets since the last non-empty one (or first)
 	for i, c := range counts {

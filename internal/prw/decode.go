@@ -76,14 +76,18 @@ type hist struct {
 	posCounts          []float64
 	custom             []float64
 	ts, start          int64
-	// dense bucket counts and OTLP offsets, filled by expand
+	hint               uint64 // reset_hint (14)
+	// dense bucket counts (integer or float) and OTLP offsets, filled by
+	// checkHist
 	pos, neg       []uint64
+	posF, negF     []float64
 	posOff, negOff int32
 }
 
 func (h *hist) reset() {
 	*h = hist{negSpans: h.negSpans[:0], posSpans: h.posSpans[:0], negDeltas: h.negDeltas[:0], posDeltas: h.posDeltas[:0],
-		negCounts: h.negCounts[:0], posCounts: h.posCounts[:0], custom: h.custom[:0], pos: h.pos[:0], neg: h.neg[:0]}
+		negCounts: h.negCounts[:0], posCounts: h.posCounts[:0], custom: h.custom[:0], pos: h.pos[:0], neg: h.neg[:0],
+		posF: h.posF[:0], negF: h.negF[:0]}
 }
 
 // MaxBuckets bounds the dense buckets of one side of a native histogram
@@ -180,7 +184,7 @@ func truncate(m *signal.Metrics, n int) {
 	m.BucketCounts, m.Bounds, m.Scale = m.BucketCounts[:n], m.Bounds[:n], m.Scale[:n]
 	m.ZeroCount, m.ZeroThreshold = m.ZeroCount[:n], m.ZeroThreshold[:n]
 	m.PosOffset, m.PosCounts, m.NegOffset, m.NegCounts = m.PosOffset[:n], m.PosCounts[:n], m.NegOffset[:n], m.NegCounts[:n]
-	m.Quantiles = m.Quantiles[:n]
+	m.Quantiles, m.FloatCounts = m.Quantiles[:n], m.FloatCounts[:n]
 }
 
 // start copies body into the arena and appends the resource and scope.
@@ -488,6 +492,8 @@ func (d *Decoder) parseHist(b []byte, s, e int) int {
 				h.schema = int32(zigzag(v))
 			case 6:
 				h.zeroInt = v
+			case 14:
+				h.hint = v
 			case 15:
 				h.ts = int64(v)
 			case 17:
@@ -619,10 +625,11 @@ func packedDoubles(b []byte, j, wt int, dst *[]float64) int {
 }
 
 // expandSide turns spans and deltas (or float counts) into dense counts
-// starting at the first bucket's Prometheus index. It returns the first
-// index, the dense counts and a problem.
-func expandSide(dst []uint64, spans []span, deltas []int64, counts []float64, isFloat bool, side string) (int32, []uint64, uint64, string) {
-	dst = dst[:0]
+// starting at the first bucket's Prometheus index: integer counts into
+// dst, float counts into dstF. It returns the first index, the dense
+// counts, the integer counts' total and a problem.
+func expandSide(dst []uint64, dstF []float64, spans []span, deltas []int64, counts []float64, isFloat bool, side string) (int32, []uint64, []float64, uint64, string) {
+	dst, dstF = dst[:0], dstF[:0]
 	n := 0
 	for _, s := range spans {
 		n += int(s.length)
@@ -632,10 +639,10 @@ func expandSide(dst []uint64, spans []span, deltas []int64, counts []float64, is
 		have = len(counts)
 	}
 	if n != have {
-		return 0, dst, 0, fmt.Sprintf("%s spans hold %d buckets but %d counts are given", side, n, have)
+		return 0, dst, dstF, 0, fmt.Sprintf("%s spans hold %d buckets but %d counts are given", side, n, have)
 	}
 	if n == 0 {
-		return 0, dst, 0, ""
+		return 0, dst, dstF, 0, ""
 	}
 	var first, idx int64
 	var cur int64
@@ -646,52 +653,56 @@ func expandSide(dst []uint64, spans []span, deltas []int64, counts []float64, is
 			idx, first = int64(s.offset), int64(s.offset)
 		} else {
 			if s.offset < 0 {
-				return 0, dst, 0, fmt.Sprintf("%s span %d has a negative offset", side, si)
+				return 0, dst, dstF, 0, fmt.Sprintf("%s span %d has a negative offset", side, si)
 			}
 			idx += int64(s.offset)
 		}
 		for range s.length {
 			pos := idx - first
 			if pos >= MaxBuckets {
-				return 0, dst, 0, fmt.Sprintf("%s buckets span more than %d indexes", side, MaxBuckets)
+				return 0, dst, dstF, 0, fmt.Sprintf("%s buckets span more than %d indexes", side, MaxBuckets)
 			}
-			for int64(len(dst)) < pos {
-				dst = append(dst, 0)
-			}
-			var c uint64
 			if isFloat {
-				f := counts[k]
-				if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
-					return 0, dst, 0, fmt.Sprintf("%s bucket count %v is not a non-negative integer (float histograms with fractional counts are not supported)", side, f)
+				for int64(len(dstF)) < pos {
+					dstF = append(dstF, 0)
 				}
-				c = uint64(f)
+				f := counts[k]
+				if !(f >= 0) {
+					return 0, dst, dstF, 0, fmt.Sprintf("%s bucket %d has a negative or NaN count %v", side, k, f)
+				}
+				dstF = append(dstF, f)
 			} else {
+				for int64(len(dst)) < pos {
+					dst = append(dst, 0)
+				}
 				cur += deltas[k]
 				if cur < 0 {
-					return 0, dst, 0, fmt.Sprintf("%s bucket %d has a negative count %d", side, k, cur)
+					return 0, dst, dstF, 0, fmt.Sprintf("%s bucket %d has a negative count %d", side, k, cur)
 				}
-				c = uint64(cur)
+				dst = append(dst, uint64(cur))
+				total += uint64(cur)
 			}
-			dst = append(dst, c)
-			total += c
 			k++
 			idx++
 		}
 	}
-	return int32(first), dst, total, ""
+	return int32(first), dst, dstF, total, ""
 }
 
-// checkHist validates d.h and expands its buckets.
+// checkHist validates d.h and expands its buckets. A float histogram's
+// count is not held to its buckets' sum, as Prometheus does not (float
+// rounding would refuse good histograms).
 func (d *Decoder) checkHist() string {
 	h := &d.h
-	count, zero := h.countInt, h.zeroInt
 	if h.isFloat {
 		for _, f := range [2]float64{h.countFloat, h.zeroFloat} {
-			if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
-				return fmt.Sprintf("histogram count %v is not a non-negative integer (float histograms with fractional counts are not supported)", f)
+			if !(f >= 0) {
+				return fmt.Sprintf("histogram count %v is negative or NaN", f)
 			}
 		}
-		count, zero = uint64(h.countFloat), uint64(h.zeroFloat)
+	}
+	if h.hint > 3 {
+		return fmt.Sprintf("histogram reset hint %d is not one of UNKNOWN, YES, NO, GAUGE", h.hint)
 	}
 	custom := h.schema == -53
 	if !custom && (h.schema < -4 || h.schema > 8) {
@@ -712,31 +723,37 @@ func (d *Decoder) checkHist() string {
 	var pt, nt uint64
 	var p string
 	var off int32
-	if off, h.pos, pt, p = expandSide(h.pos, h.posSpans, h.posDeltas, h.posCounts, h.isFloat, "positive"); p != "" {
+	if off, h.pos, h.posF, pt, p = expandSide(h.pos, h.posF, h.posSpans, h.posDeltas, h.posCounts, h.isFloat, "positive"); p != "" {
 		return "histogram " + p
+	}
+	npos := len(h.pos)
+	if h.isFloat {
+		npos = len(h.posF)
 	}
 	h.posOff = off - 1 // OTLP bucket i is (base^i, base^(i+1)]; Prometheus's is (base^(i-1), base^i]
 	if custom {
-		if len(h.pos) > 0 && (off < 0 || int(off)+len(h.pos) > len(h.custom)+1) {
+		if npos > 0 && (off < 0 || int(off)+npos > len(h.custom)+1) {
 			return fmt.Sprintf("custom-bucket histogram has buckets outside its %d bounds", len(h.custom))
 		}
 		h.posOff = off
 	}
-	if off, h.neg, nt, p = expandSide(h.neg, h.negSpans, h.negDeltas, h.negCounts, h.isFloat, "negative"); p != "" {
+	if off, h.neg, h.negF, nt, p = expandSide(h.neg, h.negF, h.negSpans, h.negDeltas, h.negCounts, h.isFloat, "negative"); p != "" {
 		return "histogram " + p
 	}
 	h.negOff = off - 1
-	buckets := pt + nt + zero
-	if buckets > count || (!math.IsNaN(h.sum) && buckets != count) {
-		return fmt.Sprintf("histogram count %d does not match its buckets (%d)", count, buckets)
-	}
 	if h.isFloat {
-		h.countInt, h.zeroInt = count, zero
+		return ""
+	}
+	buckets := pt + nt + h.zeroInt
+	if buckets > h.countInt || (!math.IsNaN(h.sum) && buckets != h.countInt) {
+		return fmt.Sprintf("histogram count %d does not match its buckets (%d)", h.countInt, buckets)
 	}
 	return ""
 }
 
-// appendHist appends d.h (checked) as a point.
+// appendHist appends d.h (checked) as a point. A float histogram's
+// exact counts go to FloatCounts (signal.Metrics.SetFloatCounts), its
+// integer fields get them rounded.
 func (d *Decoder) appendHist(name signal.Str, attr signal.Range, ts, start int64) {
 	m, h := d.m, &d.h
 	kind := descExp
@@ -745,34 +762,57 @@ func (d *Decoder) appendHist(name signal.Str, attr signal.Range, ts, start int64
 	}
 	p := m.AppendPoint(d.desc(name, kind), d.res, d.sc)
 	m.Time[p], m.StartTime[p], m.Attr[p] = ts, start, attr
-	m.Count[p], m.Sum[p], m.Has[p] = h.countInt, h.sum, signal.HasSum
+	m.Count[p], m.Sum[p], m.Has[p] = h.countInt, h.sum, signal.HasSum|hintBits[h.hint]
 	if kind == descExplicit {
-		// Dense counts over all len(custom)+1 buckets.
-		u := uint32(len(m.U64))
-		for range h.posOff {
-			m.U64 = append(m.U64, 0)
-		}
-		m.U64 = append(m.U64, h.pos...)
-		for len(m.U64)-int(u) < len(h.custom)+1 {
-			m.U64 = append(m.U64, 0)
-		}
-		m.BucketCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
 		f := uint32(len(m.F64))
 		m.F64 = append(m.F64, h.custom...)
 		m.Bounds[p] = signal.Range{Start: f, End: uint32(len(m.F64))}
+		if h.isFloat {
+			// Dense counts over all len(custom)+1 buckets.
+			b := h.negF[:0] // scratch: a custom-bucket histogram has no negative buckets
+			for range h.posOff {
+				b = append(b, 0)
+			}
+			b = append(b, h.posF...)
+			for len(b) < len(h.custom)+1 {
+				b = append(b, 0)
+			}
+			h.negF = b
+			m.SetFloatCounts(p, false, h.countFloat, 0, b, 0)
+		} else {
+			u := uint32(len(m.U64))
+			for range h.posOff {
+				m.U64 = append(m.U64, 0)
+			}
+			m.U64 = append(m.U64, h.pos...)
+			for len(m.U64)-int(u) < len(h.custom)+1 {
+				m.U64 = append(m.U64, 0)
+			}
+			m.BucketCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+		}
 	} else {
 		m.Scale[p] = h.schema
 		m.ZeroCount[p], m.ZeroThreshold[p] = h.zeroInt, h.zeroThreshold
 		m.PosOffset[p], m.NegOffset[p] = h.posOff, h.negOff
-		u := uint32(len(m.U64))
-		m.U64 = append(m.U64, h.pos...)
-		m.PosCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
-		u = uint32(len(m.U64))
-		m.U64 = append(m.U64, h.neg...)
-		m.NegCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+		if h.isFloat {
+			npos := len(h.posF)
+			h.posF = append(h.posF, h.negF...)
+			m.SetFloatCounts(p, true, h.countFloat, h.zeroFloat, h.posF, npos)
+		} else {
+			u := uint32(len(m.U64))
+			m.U64 = append(m.U64, h.pos...)
+			m.PosCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+			u = uint32(len(m.U64))
+			m.U64 = append(m.U64, h.neg...)
+			m.NegCounts[p] = signal.Range{Start: u, End: uint32(len(m.U64))}
+		}
 	}
 	d.st.Histograms++
 }
+
+// hintBits maps remote write's ResetHint (UNKNOWN, YES, NO, GAUGE) to
+// signal.Metrics.Has bits.
+var hintBits = [4]uint8{0, signal.HintReset, signal.HintNoReset, signal.HintGauge}
 
 // appendExemplar encodes an OTLP Exemplar from d.exLabels, value and
 // timestamp and returns its Str in the arena.

@@ -39,7 +39,32 @@ func oracleLoad() []oracleSeries {
 			fhists: []*histogram.FloatHistogram{generateTestFloatHistogram(4)}},
 		{lbls: []prompb.Label{{Name: "__name__", Value: "req_custom"}, {Name: "a", Value: "b"}},
 			hists: []*histogram.Histogram{generateTestCustomBucketsHistogram(2)}},
+		// What recording rules over native histograms send: fractional
+		// float counts, reset hints.
+		{lbls: []prompb.Label{{Name: "__name__", Value: "job:rpc_latency_seconds:rate5m"}, {Name: "job", Value: "x"}},
+			fhists: []*histogram.FloatHistogram{fractionalHistogram(1, histogram.UnknownCounterReset), fractionalHistogram(2, histogram.NotCounterReset),
+				fractionalHistogram(3, histogram.CounterReset), fractionalHistogram(4, histogram.GaugeType)}},
+		{lbls: []prompb.Label{{Name: "__name__", Value: "job:req_custom:rate5m"}},
+			fhists: []*histogram.FloatHistogram{fractionalCustomHistogram(1), fractionalCustomHistogram(5)}},
 	}
+}
+
+// fractionalHistogram is a float histogram with fractional counts (a rate
+// over a native histogram), i scaling them.
+func fractionalHistogram(i int, hint histogram.CounterResetHint) *histogram.FloatHistogram {
+	x := float64(i) / 30
+	return &histogram.FloatHistogram{CounterResetHint: hint, Schema: 3, ZeroThreshold: 1e-128, ZeroCount: x / 7,
+		Count: x/7 + x + 2*x + x/3 + 0.1, Sum: 12.345 * x,
+		PositiveSpans: []histogram.Span{{Offset: -2, Length: 2}, {Offset: 3, Length: 1}}, PositiveBuckets: []float64{x, 2 * x, x / 3},
+		NegativeSpans: []histogram.Span{{Offset: 5, Length: 1}}, NegativeBuckets: []float64{0.1}}
+}
+
+// fractionalCustomHistogram is a custom-bucket float histogram with
+// fractional counts.
+func fractionalCustomHistogram(i int) *histogram.FloatHistogram {
+	x := float64(i) / 9
+	return &histogram.FloatHistogram{Schema: histogram.CustomBucketsSchema, Count: 4.5 * x, Sum: 3 * x, CustomValues: []float64{0.5, 1, 2.5},
+		PositiveSpans: []histogram.Span{{Offset: 1, Length: 3}}, PositiveBuckets: []float64{x, 1.5 * x, 2 * x}}
 }
 
 func sortedLabels(ls []prompb.Label) string {
@@ -81,14 +106,15 @@ func checkOracle(t *testing.T, got map[string][]point, load []oracleSeries, star
 				}
 			case len(s.hists) > 0:
 				w := s.hists[i].Copy().Compact(0)
-				if !p.h.Equals(w) {
-					t.Errorf("series %s histogram %d:\n got %s\nwant %s", key, i, histString(p.h), histString(w))
+				if p.h == nil || !p.h.Equals(w) || p.hint != w.CounterResetHint {
+					t.Errorf("series %s histogram %d:\n got %s (hint %d)\nwant %s (hint %d)", key, i, histString(p.h), p.hint, histString(w), w.CounterResetHint)
 				}
 			default:
+				// A float histogram stays one, every count exactly (Equals
+				// compares float bits), its hint kept.
 				w := s.fhists[i].Copy().Compact(0)
-				g := p.h.ToFloat(nil)
-				if !g.Equals(w) {
-					t.Errorf("series %s float histogram %d:\n got %s\nwant %s", key, i, g.String(), w.String())
+				if p.fh == nil || !p.fh.Equals(w) || p.hint != w.CounterResetHint {
+					t.Errorf("series %s float histogram %d:\n got %v (hint %d)\nwant %s (hint %d)", key, i, p.fh, p.hint, w.String(), w.CounterResetHint)
 				}
 			}
 		}
@@ -130,7 +156,7 @@ func TestDecodeV1MatchesPrompb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Samples != 6 || st.Histograms != 4 || st.Exemplars != 2 || st.Series != 5 {
+	if st.Samples != 6 || st.Histograms != 10 || st.Exemplars != 2 || st.Series != 7 {
 		t.Fatalf("stats %+v", st)
 	}
 	got := readBack(t, &m)
@@ -235,7 +261,7 @@ func TestDecodeV2MatchesWritev2(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Samples != 6 || st.Histograms != 4 || st.Exemplars != 2 {
+		if st.Samples != 6 || st.Histograms != 10 || st.Exemplars != 2 {
 			t.Fatalf("stats %+v", st)
 		}
 		checkOracle(t, readBack(t, &m), load, 1600000000000)
@@ -274,6 +300,13 @@ func TestInvalidSeriesAreDroppedWithTheirOwnError(t *testing.T) {
 	good := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "ok"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 1}}}
 	badHist := prompb.FromIntHistogram(1, generateTestHistogram(1))
 	badHist.Count = &prompb.Histogram_CountInt{CountInt: 999}
+	fh := fractionalHistogram(2, histogram.UnknownCounterReset)
+	fh.PositiveBuckets[1] = -0.5
+	negFloat := prompb.FromFloatHistogram(1, fh)
+	nanFloat := prompb.FromFloatHistogram(1, fractionalHistogram(2, histogram.UnknownCounterReset))
+	nanFloat.Count = &prompb.Histogram_CountFloat{CountFloat: math.NaN()}
+	badHint := prompb.FromFloatHistogram(1, fractionalHistogram(2, histogram.UnknownCounterReset))
+	badHint.ResetHint = 7
 	cases := []struct {
 		name string
 		ts   prompb.TimeSeries
@@ -284,6 +317,9 @@ func TestInvalidSeriesAreDroppedWithTheirOwnError(t *testing.T) {
 		{"empty label name", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "", Value: "v"}}, Samples: good.Samples}, "empty label name"},
 		{"duplicate", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, Samples: good.Samples}, `duplicate label name "a"`},
 		{"hist count", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{badHist}}, "histogram count 999 does not match its buckets"},
+		{"float negative bucket", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{negFloat}}, "positive bucket 1 has a negative or NaN count -0.5"},
+		{"float NaN count", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{nanFloat}}, "histogram count NaN is negative or NaN"},
+		{"reset hint", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{badHint}}, "reset hint 7 is not one of"},
 		{"bad utf8", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "\xff"}}, Samples: good.Samples}, "not valid UTF-8"},
 		{"exemplar empty label", prompb.TimeSeries{Labels: good.Labels, Samples: good.Samples, Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "", Value: "x"}}}}}, "exemplar label with an empty name"},
 		{"timestamp", prompb.TimeSeries{Labels: good.Labels, Samples: []prompb.Sample{{Value: 1, Timestamp: math.MaxInt64}}}, "out of range"},

@@ -3,6 +3,7 @@ package prw
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ type point struct {
 	t, start int64 // ms
 	v        uint64
 	h        *histogram.Histogram
+	fh       *histogram.FloatHistogram // a float histogram (FloatCounts), h nil then
+	hint     histogram.CounterResetHint
 	nEx      int
 }
 
@@ -59,6 +62,21 @@ func readBack(t testing.TB, m *signal.Metrics) map[string][]point {
 		default:
 			t.Fatalf("point %d: unexpected type %v", i, d.Type)
 		}
+		p.hint = [4]histogram.CounterResetHint{histogram.UnknownCounterReset, histogram.CounterReset,
+			histogram.NotCounterReset, histogram.GaugeType}[m.Has[i]&signal.HintMask>>3]
+		if fc := m.FloatCounts[i]; fc.Len() > 0 {
+			f := m.F64[fc.Start:fc.End]
+			fh := &histogram.FloatHistogram{Schema: p.h.Schema, Count: f[0], Sum: m.Sum[i], CustomValues: p.h.CustomValues}
+			if d.Type == signal.MetricExponentialHistogram {
+				np := int(m.PosCounts[i].Len())
+				fh.ZeroThreshold, fh.ZeroCount = m.ZeroThreshold[i], f[1]
+				fh.PositiveSpans, fh.PositiveBuckets = denseFloat(m.PosOffset[i]+1, f[2:2+np])
+				fh.NegativeSpans, fh.NegativeBuckets = denseFloat(m.NegOffset[i]+1, f[2+np:])
+			} else {
+				fh.PositiveSpans, fh.PositiveBuckets = denseFloat(0, f[1:])
+			}
+			p.h, p.fh = nil, fh.Compact(0)
+		}
 		out[key] = append(out[key], p)
 	}
 	return out
@@ -75,6 +93,13 @@ func denseToProm(off int32, counts []uint64) ([]histogram.Span, []int64) {
 		prev = int64(c)
 	}
 	return []histogram.Span{{Offset: off, Length: uint32(len(counts))}}, deltas
+}
+
+func denseFloat(off int32, counts []float64) ([]histogram.Span, []float64) {
+	if len(counts) == 0 {
+		return nil, nil
+	}
+	return []histogram.Span{{Offset: off, Length: uint32(len(counts))}}, slices.Clone(counts) // Compact works in place
 }
 
 func keys(m map[string][]point) string {

@@ -256,6 +256,7 @@ func (m *Metrics) CopyRows(src *Metrics, r Rows) {
 	m.NegOffset = gather(m.NegOffset, src.NegOffset, r)
 	m.NegCounts = m.u64Ranges(m.NegCounts, src, src.NegCounts, r)
 	m.Quantiles = m.f64Ranges(m.Quantiles, src, src.Quantiles, r)
+	m.FloatCounts = m.f64Ranges(m.FloatCounts, src, src.FloatCounts, r)
 }
 
 func (m *Metrics) u64Ranges(dst []Range, src *Metrics, rs []Range, r Rows) []Range {

@@ -161,7 +161,7 @@ func compareBatches(t *testing.T, what string, a, b any, ca, cb *signal.Common, 
 			case "BucketCounts", "PosCounts", "NegCounts":
 				ok = reflect.DeepEqual(a.(*signal.Metrics).U64[x.(signal.Range).Start:x.(signal.Range).End],
 					b.(*signal.Metrics).U64[y.(signal.Range).Start:y.(signal.Range).End])
-			case "Bounds", "Quantiles":
+			case "Bounds", "Quantiles", "FloatCounts":
 				ok = f64s(a.(*signal.Metrics).F64, x.(signal.Range)) == f64s(b.(*signal.Metrics).F64, y.(signal.Range))
 			case "Desc":
 				da, db := a.(*signal.Metrics).Descs[x.(uint32)], b.(*signal.Metrics).Descs[y.(uint32)]

@@ -31,6 +31,7 @@ func (m *Metrics) MovePoint(dst, src int) {
 	m.NegOffset[dst] = m.NegOffset[src]
 	m.NegCounts[dst] = m.NegCounts[src]
 	m.Quantiles[dst] = m.Quantiles[src]
+	m.FloatCounts[dst] = m.FloatCounts[src]
 }
 
 // Truncate keeps the first n points (after MovePoint compacted the kept
@@ -66,4 +67,5 @@ func (m *Metrics) Truncate(n int) {
 	m.NegOffset = m.NegOffset[:n]
 	m.NegCounts = m.NegCounts[:n]
 	m.Quantiles = m.Quantiles[:n]
+	m.FloatCounts = m.FloatCounts[:n]
 }

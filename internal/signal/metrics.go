@@ -18,6 +18,15 @@ const (
 	HasMax
 )
 
+// Bits 3 and 4 of Metrics.Has: a native histogram's counter reset hint as
+// Prometheus remote write sends it (0: unknown, as OTLP points have).
+const (
+	HintMask    uint8 = 3 << 3
+	HintReset   uint8 = 1 << 3 // a counter reset happened
+	HintNoReset uint8 = 2 << 3 // no counter reset happened
+	HintGauge   uint8 = 3 << 3 // a gauge histogram: never a counter
+)
+
 // Metrics is a batch of metric data points, one row per point of any type.
 // Fields that do not apply to a point's type hold zero values.
 type Metrics struct {
@@ -52,6 +61,14 @@ type Metrics struct {
 	NegOffset     []int32
 	NegCounts     []Range // into U64
 	Quantiles     []Range // into F64 as (quantile, value) pairs
+	// FloatCounts is a float histogram's exact counts (Prometheus native
+	// histograms with float counts), into F64: count, then for an
+	// exponential histogram the zero count, the positive and the negative
+	// buckets, for an explicit one the buckets (as many as PosCounts,
+	// NegCounts or BucketCounts hold). Empty for integer counts. Count,
+	// ZeroCount and the U64 buckets of a float histogram hold the counts
+	// rounded (RoundCount), for readers that know only integer counts.
+	FloatCounts []Range
 
 	U64 []uint64
 	F64 []float64
@@ -99,6 +116,7 @@ func (m *Metrics) Reset() {
 	m.NegOffset = m.NegOffset[:0]
 	m.NegCounts = m.NegCounts[:0]
 	m.Quantiles = m.Quantiles[:0]
+	m.FloatCounts = m.FloatCounts[:0]
 	m.U64 = m.U64[:0]
 	m.F64 = m.F64[:0]
 }
@@ -136,7 +154,61 @@ func (m *Metrics) AppendPoint(desc, resource, scope uint32) int {
 	m.NegOffset = append(m.NegOffset, 0)
 	m.NegCounts = append(m.NegCounts, Range{u, u})
 	m.Quantiles = append(m.Quantiles, Range{f, f})
+	m.FloatCounts = append(m.FloatCounts, Range{f, f})
 	return len(m.Time) - 1
+}
+
+// IsFloatHist says point i is a histogram with float counts.
+func (m *Metrics) IsFloatHist(i int) bool { return m.FloatCounts[i].Len() > 0 }
+
+// RoundCount is a float count as an integer count: rounded to the
+// nearest, NaN and negative counts 0, at most 2^63.
+func RoundCount(f float64) uint64 {
+	if !(f > 0) {
+		return 0
+	}
+	if f >= 1<<63 {
+		return 1 << 63
+	}
+	return uint64(math.Round(f))
+}
+
+// SetFloatCounts makes point i a float histogram: it appends count, zero
+// (exponential histograms only, exp) and the bucket counts buckets (the
+// positive then negative ones of an exponential histogram, split at
+// npos, or the explicit buckets) to F64 as FloatCounts[i], and sets the
+// integer fields to the rounded counts (RoundCount): the buckets into
+// U64, Count to the rounded buckets' sum plus the rounded zero count when
+// the histogram has buckets (so that integer readers see a consistent
+// histogram), else the rounded count.
+func (m *Metrics) SetFloatCounts(i int, exp bool, count, zero float64, buckets []float64, npos int) {
+	f := uint32(len(m.F64))
+	m.F64 = append(m.F64, count)
+	if exp {
+		m.F64 = append(m.F64, zero)
+	}
+	m.F64 = append(m.F64, buckets...)
+	m.FloatCounts[i] = Range{f, uint32(len(m.F64))}
+	var total uint64
+	u := uint32(len(m.U64))
+	for _, b := range buckets {
+		c := RoundCount(b)
+		total += c
+		m.U64 = append(m.U64, c)
+	}
+	switch {
+	case exp:
+		m.PosCounts[i] = Range{u, u + uint32(npos)}
+		m.NegCounts[i] = Range{u + uint32(npos), uint32(len(m.U64))}
+		m.ZeroCount[i] = RoundCount(zero)
+		total += m.ZeroCount[i]
+	default:
+		m.BucketCounts[i] = Range{u, uint32(len(m.U64))}
+	}
+	if len(buckets) == 0 && (!exp || zero == 0) {
+		total = RoundCount(count)
+	}
+	m.Count[i] = total
 }
 
 // Value returns the numeric value of a gauge or sum point as a float64 (an
@@ -179,6 +251,7 @@ func (m *Metrics) CopyFrom(src *Metrics, i int) {
 	m.NegOffset = append(m.NegOffset, src.NegOffset[i])
 	m.NegCounts = append(m.NegCounts, m.copyU64(src, src.NegCounts[i]))
 	m.Quantiles = append(m.Quantiles, m.copyF64(src, src.Quantiles[i]))
+	m.FloatCounts = append(m.FloatCounts, m.copyF64(src, src.FloatCounts[i]))
 }
 
 func (m *Metrics) copyU64(src *Metrics, r Range) Range {

@@ -63,6 +63,12 @@ const (
 	mExemplars
 	mMetadata
 	mSketch
+	mCountFloat
+	mExpZeroCountFloat
+	mBucketCountsFloat
+	mExpPosCountsFloat
+	mExpNegCountsFloat
+	mResetHint
 	numMetricCols
 )
 

@@ -391,6 +391,13 @@ type rowTmp struct {
 	valueIntOK                          []bool
 	quant, quantVal                     []signal.Range // into f64
 	f64                                 []float64
+	// float histograms (count_float non-null) and the reset hint
+	countF, zeroF        []float64
+	countFOK             []bool
+	bucketsF, posF, negF []signal.Range // into f64
+	hint                 []signal.Str
+	prevHint             signal.Str
+	floatScratch         []float64
 }
 
 func (t *rowTmp) reset(n, nattr int) {
@@ -400,6 +407,7 @@ func (t *rowTmp) reset(n, nattr int) {
 	t.lastVal = resize(t.lastVal, nattr)
 	t.prevFixed = [numCommonCols]signal.Str{}
 	t.prevDesc = [6]signal.Str{}
+	t.prevHint = 0
 	t.svc = resize(t.svc, n)
 	t.svcOK = resize(t.svcOK, n)
 	t.scName = resize(t.scName, n)
@@ -520,6 +528,9 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		t.mono = resize(t.mono, n)
 		t.valueInt, t.valueIntOK = resize(t.valueInt, n), resize(t.valueIntOK, n)
 		t.quant, t.quantVal = resize(t.quant, n), resize(t.quantVal, n)
+		t.countF, t.zeroF, t.countFOK = resize(t.countF, n), resize(t.zeroF, n), resize(t.countFOK, n)
+		t.bucketsF, t.posF, t.negF = resize(t.bucketsF, n), resize(t.posF, n), resize(t.negF, n)
+		t.hint = resize(t.hint, n)
 		t.f64 = t.f64[:0]
 	case *signal.Spans:
 		base = d.Len()
@@ -925,6 +936,21 @@ func (f *File) consumeMetrics(d *signal.Metrics, col int, vals []parquet.Value, 
 		}
 	case mSketch:
 		// Derived from the buckets; not part of the batch.
+	case mCountFloat, mExpZeroCountFloat:
+		dst := t.zeroF
+		if col == mCountFloat {
+			dst = t.countF
+		}
+		for i, v := range vals {
+			if !v.IsNull() {
+				dst[row+i] = v.Double()
+				if col == mCountFloat {
+					t.countFOK[row+i] = true
+				}
+			}
+		}
+	case mResetHint:
+		runStrs(t, &t.prevHint, t.hint[row:], vals)
 	}
 	return nil
 }
@@ -947,6 +973,12 @@ func (f *File) listTarget(rc *readCol, d *signal.Metrics) (ranges []signal.Range
 		return f.t.quant, false, true, true
 	case mQuantileValues:
 		return f.t.quantVal, false, true, true
+	case mBucketCountsFloat:
+		return f.t.bucketsF, false, true, true
+	case mExpPosCountsFloat:
+		return f.t.posF, false, true, true
+	case mExpNegCountsFloat:
+		return f.t.negF, false, true, true
 	}
 	return nil, false, false, false
 }
@@ -1565,6 +1597,12 @@ func (f *File) assembleMetrics(d *signal.Metrics, base, n int) error {
 			d.F64 = append(d.F64, t.f64[int(q.Start)+j], t.f64[int(qv.Start)+j])
 		}
 		d.Quantiles[base+r] = signal.Range{Start: start, End: uint32(len(d.F64))}
+		if t.countFOK[r] {
+			f.assembleFloatHist(d, base+r, r)
+		}
+		if h := t.hint[r]; h.Len() > 0 {
+			d.Has[base+r] |= resetHintBits(t.bytes(h))
+		}
 		// Descriptor: usually the previous row's.
 		if r > 0 && t.name[r] == t.name[r-1] && t.desc[r] == t.desc[r-1] && t.unit[r] == t.unit[r-1] &&
 			t.mtype[r] == t.mtype[r-1] && t.temp[r] == t.temp[r-1] && t.meta[r] == t.meta[r-1] && t.mono[r] == t.mono[r-1] {
@@ -1610,6 +1648,35 @@ func (f *File) assembleMetrics(d *signal.Metrics, base, n int) error {
 		d.Desc[base+r] = id
 	}
 	return nil
+}
+
+// assembleFloatHist makes point p (row r of the group) a float histogram
+// from the float count columns (signal.Metrics.SetFloatCounts).
+func (f *File) assembleFloatHist(d *signal.Metrics, p, r int) {
+	t := f.t
+	rng := func(x signal.Range) []float64 { return t.f64[x.Start:x.End] }
+	b := t.floatScratch[:0]
+	if string(t.bytes(t.mtype[r])) == signal.MetricExponentialHistogram.String() {
+		b = append(append(b, rng(t.posF[r])...), rng(t.negF[r])...)
+		d.SetFloatCounts(p, true, t.countF[r], t.zeroF[r], b, int(t.posF[r].Len()))
+	} else {
+		b = append(b, rng(t.bucketsF[r])...)
+		d.SetFloatCounts(p, false, t.countF[r], 0, b, 0)
+	}
+	t.floatScratch = b
+}
+
+// resetHintBits is the signal.Metrics.Has bits of a reset_hint value.
+func resetHintBits(b []byte) uint8 {
+	switch string(b) {
+	case "yes":
+		return signal.HintReset
+	case "no":
+		return signal.HintNoReset
+	case "gauge":
+		return signal.HintGauge
+	}
+	return 0
 }
 
 // ovfAt is the overflow JSON of scope s at row r, 0 when none.

@@ -405,6 +405,23 @@ func (f *File) metricsTyped(d *signal.Metrics, col int, p *pageVals, b, row int)
 		spreadNum(p, p.i32, d.NegOffset[b:b+k])
 	case mExemplars:
 		return f.nestedTyped(&d.Common, NestedExemplar, d.Exemplars[b:b+k], p)
+	case mCountFloat, mExpZeroCountFloat:
+		dst := t.zeroF
+		if col == mCountFloat {
+			dst = t.countF
+		}
+		j := 0
+		for i := range k {
+			if p.present(i) {
+				dst[row+i] = p.f64[j]
+				if col == mCountFloat {
+					t.countFOK[row+i] = true
+				}
+				j++
+			}
+		}
+	case mResetHint:
+		runStrsTyped(t, &t.prevHint, t.hint[row:], p)
 	}
 	return nil
 }

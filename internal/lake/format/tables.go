@@ -96,6 +96,17 @@ const (
 	ColExemplars               = "exemplars"
 	ColMetricMetadata          = "metric_metadata"
 	ColSketch                  = "sketch"
+	// A float histogram's counts (Prometheus native histograms with float
+	// counts): non-null count_float marks one; its integer count columns
+	// are null and its integer bucket lists empty.
+	ColCountFloat                   = "count_float"
+	ColExpZeroCountFloat            = "exp_zero_count_float"
+	ColBucketCountsFloat            = "bucket_counts_float"
+	ColExpPositiveBucketCountsFloat = "exp_positive_bucket_counts_float"
+	ColExpNegativeBucketCountsFloat = "exp_negative_bucket_counts_float"
+	// ColResetHint is a native histogram's counter reset hint as remote
+	// write sent it: "yes", "no" or "gauge"; null when unknown.
+	ColResetHint = "reset_hint"
 
 	ColParentSpanID       = "parent_span_id"
 	ColTraceState         = "trace_state"
@@ -417,6 +428,12 @@ var Metrics = &Table{
 		Column{ColExemplars, KindStr},
 		Column{ColMetricMetadata, KindStr},
 		Column{ColSketch, KindOptBytes},
+		Column{ColCountFloat, KindOptDouble},
+		Column{ColExpZeroCountFloat, KindOptDouble},
+		Column{ColBucketCountsFloat, KindListF64},
+		Column{ColExpPositiveBucketCountsFloat, KindListF64},
+		Column{ColExpNegativeBucketCountsFloat, KindListF64},
+		Column{ColResetHint, KindDict},
 	),
 	Attributes: true,
 	Sort:       ColMetricName + "," + ColSeriesID + "," + ColTimestamp,

@@ -57,6 +57,103 @@ type histCols struct {
 	pbOff, nbOff []int32
 	exp          bool // an exponential histogram run (else custom buckets: bounds and bucket_counts)
 	gauge        bool // remote write sent the run's metric as a gauge histogram
+
+	// Float histograms (count_float non-null: fc, fcOK), whose counts are
+	// these columns' instead of the integer ones; absent from files
+	// written before they existed (floats false).
+	floats              bool
+	fc, fz              []float64
+	fcOK, fzOK          []bool
+	fpb, fnb, fbk       []float64 // positive, negative (exponential) or custom buckets
+	fpOff, fnOff, fbOff []int32
+	// hint is the reset_hint of each row (histogram.CounterResetHint;
+	// UnknownCounterReset when null or absent).
+	hint []histogram.CounterResetHint
+}
+
+// colNamed is the index of the leaf column of pf named name (a LIST's
+// leaf is name.list.element), -1 when the file has none.
+func colNamed(pf *parquet.File, name string) int {
+	for i, p := range pf.Schema().Columns() {
+		if p[0] == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// readFloatHistograms reads a histogram run's float count and reset hint
+// columns, when the file has them (readRun reads the integer ones).
+func (sc *scan) readFloatHistograms(pf *parquet.File, r run, exp bool, read func(col int, f func(cc parquet.ColumnChunk) error, what string) error) error {
+	n := r.end - r.start
+	h := &sc.h
+	h.hint = grow(h.hint, n)
+	clear(h.hint)
+	if col := colNamed(pf, format.ColResetHint); col >= 0 {
+		rows := make([]int64, n)
+		for i := range rows {
+			rows[i] = r.start + int64(i)
+		}
+		if err := read(col, func(cc parquet.ColumnChunk) error {
+			return format.ReadValuesAt(cc, r.start, r.end, rows, func(i int, v parquet.Value) {
+				if !v.IsNull() {
+					h.hint[i] = resetHint(v.ByteArray())
+				}
+			})
+		}, format.ColResetHint); err != nil {
+			return err
+		}
+	}
+	col := colNamed(pf, format.ColCountFloat)
+	h.floats = col >= 0
+	if !h.floats {
+		return nil
+	}
+	h.fc, h.fcOK = grow(h.fc, n), grow(h.fcOK, n)
+	if err := read(col, func(cc parquet.ColumnChunk) error { return format.ReadOptFloat64s(cc, r.start, r.end, h.fc, h.fcOK) }, format.ColCountFloat); err != nil {
+		return err
+	}
+	if !slices.Contains(h.fcOK, true) {
+		return nil // integer histograms only: no other float column to read
+	}
+	type list struct {
+		name string
+		vals *[]float64
+		offs *[]int32
+	}
+	lists := []list{{format.ColBucketCountsFloat, &h.fbk, &h.fbOff}}
+	if exp {
+		h.fz, h.fzOK = grow(h.fz, n), grow(h.fzOK, n)
+		if err := read(colNamed(pf, format.ColExpZeroCountFloat), func(cc parquet.ColumnChunk) error {
+			return format.ReadOptFloat64s(cc, r.start, r.end, h.fz, h.fzOK)
+		}, format.ColExpZeroCountFloat); err != nil {
+			return err
+		}
+		lists = []list{{format.ColExpPositiveBucketCountsFloat, &h.fpb, &h.fpOff}, {format.ColExpNegativeBucketCountsFloat, &h.fnb, &h.fnOff}}
+	}
+	for _, l := range lists {
+		*l.offs = grow(*l.offs, n+1)
+		if err := read(colNamed(pf, l.name), func(cc parquet.ColumnChunk) (err error) {
+			*l.vals, err = format.ReadListF64(cc, r.start, r.end, (*l.vals)[:0], *l.offs)
+			return err
+		}, l.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resetHint is the CounterResetHint of a reset_hint value.
+func resetHint(b []byte) histogram.CounterResetHint {
+	switch string(b) {
+	case "yes":
+		return histogram.CounterReset
+	case "no":
+		return histogram.NotCounterReset
+	case "gauge":
+		return histogram.GaugeType
+	}
+	return histogram.UnknownCounterReset
 }
 
 // gaugeHistogram reports whether the file's remote-write rows of d were
@@ -137,26 +234,41 @@ func (sc *scan) readExpHistograms(pf *parquet.File, g int, r run, read func(col 
 // buckets that do not match their bounds, or bounds that are not
 // increasing; bucket indexes past int32).
 func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
-	if !sc.cntOK[k] {
+	h := &sc.h
+	isFloat := h.floats && h.fcOK[k]
+	if !sc.cntOK[k] && !isFloat {
 		return nil
 	}
 	fh := &histogram.FloatHistogram{Count: float64(sc.cnt[k])}
-	if sc.h.gauge {
-		fh.CounterResetHint = histogram.GaugeType
+	if isFloat {
+		fh.Count = h.fc[k]
+	}
+	switch {
+	case k < int64(len(h.hint)) && h.hint[k] != histogram.UnknownCounterReset:
+		fh.CounterResetHint = h.hint[k]
+	case h.gauge:
+		fh.CounterResetHint = histogram.GaugeType // files without reset_hint: the metadata's type
 	}
 	if sc.sumOK[k] {
 		fh.Sum = sc.sums[k]
 	}
-	h := &sc.h
 	if !h.exp {
 		bounds := sc.bnd[sc.bndOff[k]:sc.bndOff[k+1]]
-		counts := sc.bkt[sc.bktOff[k]:sc.bktOff[k+1]]
-		if len(counts) != len(bounds)+1 {
-			return nil
-		}
 		fh.Schema = histogram.CustomBucketsSchema
+		if isFloat {
+			counts := h.fbk[h.fbOff[k]:h.fbOff[k+1]]
+			if len(counts) != len(bounds)+1 {
+				return nil
+			}
+			fh.PositiveSpans, fh.PositiveBuckets = denseSide(counts, 0)
+		} else {
+			counts := sc.bkt[sc.bktOff[k]:sc.bktOff[k+1]]
+			if len(counts) != len(bounds)+1 {
+				return nil
+			}
+			fh.PositiveSpans, fh.PositiveBuckets = denseSide(counts, 0)
+		}
 		fh.CustomValues = slices.Clone(bounds)
-		fh.PositiveSpans, fh.PositiveBuckets = denseSide(counts, 0)
 		if fh.Validate() != nil {
 			return nil // bounds not increasing, or +Inf among them: not a histogram PromQL can use
 		}
@@ -173,6 +285,9 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 	if h.zcOK[k] {
 		fh.ZeroCount = float64(h.zc[k])
 	}
+	if isFloat && h.fzOK[k] {
+		fh.ZeroCount = h.fz[k]
+	}
 	if h.ztOK[k] {
 		fh.ZeroThreshold = h.zt[k]
 	}
@@ -181,26 +296,35 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 	// A null offset is 0 (OTLP's default); an offset so large that its
 	// last bucket's index does not fit an int32 has no Prometheus form.
 	for _, side := range [2]struct {
-		counts []uint64
-		off    int32
-		ok     bool
-		spans  *[]histogram.Span
-		bkts   *[]float64
+		counts  []uint64
+		fcounts []float64
+		off     int32
+		ok      bool
+		spans   *[]histogram.Span
+		bkts    *[]float64
 	}{
-		{h.pb[h.pbOff[k]:h.pbOff[k+1]], h.po[k], h.poOK[k], &fh.PositiveSpans, &fh.PositiveBuckets},
-		{h.nb[h.nbOff[k]:h.nbOff[k+1]], h.no[k], h.noOK[k], &fh.NegativeSpans, &fh.NegativeBuckets},
+		{h.pb[h.pbOff[k]:h.pbOff[k+1]], floatSide(isFloat, h.fpb, h.fpOff, k), h.po[k], h.poOK[k], &fh.PositiveSpans, &fh.PositiveBuckets},
+		{h.nb[h.nbOff[k]:h.nbOff[k+1]], floatSide(isFloat, h.fnb, h.fnOff, k), h.no[k], h.noOK[k], &fh.NegativeSpans, &fh.NegativeBuckets},
 	} {
-		if len(side.counts) == 0 {
+		nb := len(side.counts)
+		if isFloat {
+			nb = len(side.fcounts)
+		}
+		if nb == 0 {
 			continue
 		}
 		off := int64(0)
 		if side.ok {
 			off = int64(side.off)
 		}
-		if off+1+int64(len(side.counts)) > math.MaxInt32 {
+		if off+1+int64(nb) > math.MaxInt32 {
 			return nil
 		}
-		*side.spans, *side.bkts = denseSide(side.counts, int32(off+1))
+		if isFloat {
+			*side.spans, *side.bkts = denseSide(side.fcounts, int32(off+1))
+		} else {
+			*side.spans, *side.bkts = denseSide(side.counts, int32(off+1))
+		}
 	}
 	if scale > maxSchema {
 		if err := fh.ReduceResolution(maxSchema); err != nil {
@@ -210,11 +334,20 @@ func (sc *scan) histogramAt(k int64) *histogram.FloatHistogram {
 	return fh
 }
 
+// floatSide is row k's float buckets of one side, nil for an integer
+// histogram.
+func floatSide(isFloat bool, vals []float64, offs []int32, k int64) []float64 {
+	if !isFloat {
+		return nil
+	}
+	return vals[offs[k]:offs[k+1]]
+}
+
 // denseSide turns dense counts starting at Prometheus bucket index first
 // into spans and float buckets, laid out by promname.NativeSpans.
-func denseSide(counts []uint64, first int32) ([]histogram.Span, []float64) {
+func denseSide[T uint64 | float64](counts []T, first int32) ([]histogram.Span, []float64) {
 	b := make([]float64, 0, len(counts))
-	spans := promname.NativeSpans(counts, first, func(c uint64) { b = append(b, float64(c)) })
+	spans := promname.NativeSpans(counts, first, func(c T) { b = append(b, float64(c)) })
 	return spans, b
 }
 

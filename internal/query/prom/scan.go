@@ -155,6 +155,11 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		}
 		sc.h.exp = r.desc.kind == kindExpHistogram
 		sc.h.gauge = hist && idx.gaugeHistogram(r.desc)
+		if hist {
+			if err := sc.readFloatHistograms(pf, r, sc.h.exp, read); err != nil {
+				return err
+			}
+		}
 		if need[partBucket] || (hist && !sc.h.exp) {
 			sc.bndOff, sc.bktOff = grow(sc.bndOff, n+1), grow(sc.bktOff, n+1)
 			if err := read(c.bounds, func(cc parquet.ColumnChunk) (err error) {
