@@ -24,12 +24,15 @@ import (
 // cursor of its own (docs/design/exporters.md). The lake loop is not one of
 // them: it keeps its exactly-once commit through the catalog.
 type exporters struct {
-	mu      sync.Mutex
-	runners []*exporter.Runner
-	cursors []*queue.Cursor
-	closers []func() error
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// fractional counts, per exporter, the float histograms with
+	// fractional counts an OTLP exporter dropped (prwParser).
+	fractional *prometheus.CounterVec
+	mu         sync.Mutex
+	runners    []*exporter.Runner
+	cursors    []*queue.Cursor
+	closers    []func() error
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // cursorName maps an exporter name (type[/name]) to a queue cursor name.
@@ -41,8 +44,12 @@ var signalKinds = map[string]signal.Kind{"logs": signal.KindLogs, "metrics": sig
 // of exporters no longer configured (so they stop holding segments), and
 // starts one goroutine per exporter.
 func startExporters(cfg config.Config, q *queue.Queue, reg prometheus.Registerer, log *slog.Logger) (*exporters, error) {
-	e := &exporters{}
+	e := &exporters{fractional: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_exporter_fractional_histograms_dropped_total",
+		Help: "Remote-write float native histograms with fractional counts an OTLP exporter dropped: OTLP counts are integers."}, []string{"exporter"})}
 	if err := reg.Register(exporter.NewCollector(e.list)); err != nil {
+		return nil, fmt.Errorf("register exporter metrics: %w", err)
+	}
+	if err := reg.Register(e.fractional); err != nil {
 		return nil, fmt.Errorf("register exporter metrics: %w", err)
 	}
 	want := map[string]bool{}
@@ -129,7 +136,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		Name: name, Cursor: cur, Sender: sender, Signals: kinds,
 		BatchBytes: int(ec.BatchBytes), BatchDelay: ec.BatchDelay.D(),
 		Logger: log.With("component", "exporter"),
-		Parse:  prwParser(name, takesPRW),
+		Parse:  prwParser(name, takesPRW, e.fractional.WithLabelValues(name)),
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/prw"
@@ -134,7 +136,13 @@ func otlpMetricsBody(dst []byte, m *signal.Metrics, enc bodyEnc, body []byte) ([
 // Runner's goroutine only). A remote-write record goes as it is to a sender
 // that takes remote write (takesPRW: the remote-write exporter forwards it
 // without decoding it when it can) and as OTLP to the others.
-func prwParser(name string, takesPRW bool) func(rec []byte) (exporter.Record, error) {
+//
+// OTLP counts are integers, so a float histogram with fractional counts
+// (remote write's recording rules over native histograms) has no OTLP
+// form: it is dropped from the OTLP body and counted in fractional (when
+// not nil), as the OpenTelemetry specification drops what a format cannot
+// express; whole-number float histograms go as integer histograms.
+func prwParser(name string, takesPRW bool, fractional prometheus.Counter) func(rec []byte) (exporter.Record, error) {
 	var (
 		m   signal.Metrics
 		buf []byte
@@ -164,9 +172,14 @@ func prwParser(name string, takesPRW bool) func(rec []byte) (exporter.Record, er
 			}
 			x.RemoteWrite = 2
 		case r.Enc == encPRW1 || r.Enc == encPRW2 || r.Enc == encPRW1N || r.Enc == encPRW2N:
-			if buf, err = otlpMetricsBody(buf, &m, r.Enc, r.Body); err != nil {
+			m.Reset()
+			if err := decodeMetricsRecord(&m, r.Enc, r.Body); err != nil {
 				return exporter.Record{}, fmt.Errorf("remote-write record: %w", err)
 			}
+			if n := dropFractional(&m); n > 0 && fractional != nil {
+				fractional.Add(float64(n))
+			}
+			buf = otlp.AppendMetricsProto(buf[:0], &m)
 			x.Body = buf // copied by the Runner before the next call
 			if cap(buf) > maxPooledBytes {
 				buf, m = nil, signal.Metrics{}
@@ -174,4 +187,26 @@ func prwParser(name string, takesPRW bool) func(rec []byte) (exporter.Record, er
 		}
 		return x, nil
 	}
+}
+
+// dropFractional removes m's float histograms whose counts are not all
+// whole numbers and returns how many it removed.
+func dropFractional(m *signal.Metrics) int {
+	keep := 0
+	for i := range m.Len() {
+		fc := m.FloatCounts[i]
+		whole := true
+		for _, f := range m.F64[fc.Start:fc.End] {
+			whole = whole && f == math.Trunc(f)
+		}
+		if whole {
+			m.MovePoint(keep, i)
+			keep++
+		}
+	}
+	n := m.Len() - keep
+	if n > 0 {
+		m.Truncate(keep)
+	}
+	return n
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/otlptranslator"
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -260,8 +259,8 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			// requests that carry native histograms, and as its classic
 			// _bucket/_sum/_count to 1.0 without them.
 			if cv.fromRW {
-				if h := cv.customHistogram(m, i, bounds, counts, stale); h != nil {
-					cv.emitHistogram(base, common, ts, h, nativeAlt)
+				if h, ok := cv.customHistogram(m, i, bounds, counts, ts, stale); ok {
+					cv.emitHistogram(base, common, h, nativeAlt)
 					cv.attach(len(cv.series)-1, cv.exs)
 					cv.cur.only = classicAlt
 				}
@@ -298,8 +297,8 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			// the specification says for a format without them); one with
 			// no native form (scale below -4, bucket indexes past int32)
 			// goes as _sum/_count to both versions.
-			if h := cv.nativeHistogram(m, i, stale); h != nil {
-				cv.emitHistogram(base, common, ts, h, forV2)
+			if h, ok := cv.nativeHistogram(m, i, ts, stale); ok {
+				cv.emitHistogram(base, common, h, forV2)
 				cv.attach(len(cv.series)-1, cv.exs)
 				break
 			}
@@ -380,9 +379,9 @@ func (cv *converter) emitWith(name string, lbls []prompb.Label, extra prompb.Lab
 
 // emitHistogram appends a series with one native histogram sample, for
 // the requests only says (forV2 or nativeAlt).
-func (cv *converter) emitHistogram(name string, lbls []prompb.Label, ts int64, h *histogram.Histogram, only uint8) {
+func (cv *converter) emitHistogram(name string, lbls []prompb.Label, h prompb.Histogram, only uint8) {
 	l := cv.labels(name, lbls, prompb.Label{})
-	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Histograms: []prompb.Histogram{prompb.FromIntHistogram(ts, h)}})
+	cv.series = append(cv.series, prompb.TimeSeries{Labels: l, Histograms: []prompb.Histogram{h}})
 	m := cv.cur
 	m.only = only
 	cv.meta = append(cv.meta, m)

@@ -117,7 +117,12 @@ func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 		}
 		var hs []writev2.Histogram
 		for _, h := range s.Histograms {
-			wh := writev2.FromIntHistogram(0, h.Timestamp, h.ToIntHistogram())
+			var wh writev2.Histogram
+			if h.IsFloatHistogram() {
+				wh = writev2.FromFloatHistogram(0, h.Timestamp, h.ToFloatHistogram())
+			} else {
+				wh = writev2.FromIntHistogram(0, h.Timestamp, h.ToIntHistogram())
+			}
 			wh.StartTimestamp = md.start
 			hs = append(hs, wh)
 		}

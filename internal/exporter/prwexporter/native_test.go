@@ -120,7 +120,13 @@ func (s *decodingStore) Store(r *http.Request, mt remoteapi.WriteMessageType) (*
 				got = append(got, appended{lbls: ls, t: x.Timestamp, v: x.Value})
 			}
 			for _, h := range ts.Histograms {
-				got = append(got, appended{lbls: ls, t: h.Timestamp, h: h.ToIntHistogram()})
+				a := appended{lbls: ls, t: h.Timestamp}
+				if h.IsFloatHistogram() {
+					a.fh = h.ToFloatHistogram()
+				} else {
+					a.h = h.ToIntHistogram()
+				}
+				got = append(got, a)
 			}
 			if len(got) > first {
 				for _, e := range ts.Exemplars {
