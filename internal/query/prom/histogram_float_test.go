@@ -266,3 +266,54 @@ func TestGaugeHintFallsBackToMetadata(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFloatHistogramAt: whatever a (damaged) float histogram row holds,
+// building its histogram never panics and gives nil or a histogram that
+// Prometheus validates (a non-negative zero threshold, counts as stored).
+func FuzzFloatHistogramAt(f *testing.F) {
+	f.Add(true, int8(2), int32(-3), int32(1), 2.5, []byte{1, 0, 2, 0, 0, 0, 3}, []byte{1}, uint8(2))
+	f.Add(false, int8(0), int32(0), int32(0), 0.75, []byte{1, 2, 0}, []byte{10, 5}, uint8(3))
+	f.Add(true, int8(9), int32(2147483600), int32(0), 1.0, []byte{1, 1, 1}, []byte{}, uint8(0))
+	f.Fuzz(func(t *testing.T, exp bool, scale int8, po, no int32, count float64, pos, neg []byte, hint uint8) {
+		fl := func(b []byte) []float64 {
+			out := make([]float64, len(b))
+			for i, x := range b {
+				out[i] = float64(x) / 3
+			}
+			return out
+		}
+		sc := &scan{cnt: []uint64{0}, cntOK: []bool{false}, sums: []float64{1.5}, sumOK: []bool{true}}
+		sc.h = histCols{exp: exp, floats: true, fc: []float64{count}, fcOK: []bool{true},
+			hint: []histogram.CounterResetHint{histogram.CounterResetHint(hint % 4)}}
+		if exp {
+			sc.h.scale, sc.h.scaleOK = []int32{int32(scale)}, []bool{true}
+			sc.h.zc, sc.h.zcOK, sc.h.zt, sc.h.ztOK = []uint64{0}, []bool{false}, []float64{0.001}, []bool{true}
+			sc.h.fz, sc.h.fzOK = []float64{0.5}, []bool{true}
+			sc.h.po, sc.h.poOK, sc.h.no, sc.h.noOK = []int32{po}, []bool{true}, []int32{no}, []bool{true}
+			sc.h.pbOff, sc.h.nbOff = []int32{0, 0}, []int32{0, 0}
+			sc.h.fpb, sc.h.fpOff = fl(pos), []int32{0, int32(len(pos))}
+			sc.h.fnb, sc.h.fnOff = fl(neg), []int32{0, int32(len(neg))}
+		} else {
+			bnd := make([]float64, len(neg))
+			for i, x := range neg {
+				bnd[i] = float64(x) / 4
+			}
+			sc.bnd, sc.bndOff = bnd, []int32{0, int32(len(bnd))}
+			sc.bktOff = []int32{0, 0}
+			sc.h.fbk, sc.h.fbOff = fl(pos), []int32{0, int32(len(pos))}
+		}
+		h := sc.histogramAt(0)
+		if h == nil {
+			return
+		}
+		if h.CounterResetHint != histogram.CounterResetHint(hint%4) {
+			t.Fatalf("hint %d, want %d", h.CounterResetHint, hint%4)
+		}
+		if !(count >= 0) || math.IsInf(count, 0) {
+			return // a count Prometheus would refuse is served as stored
+		}
+		if err := h.Validate(); err != nil {
+			t.Fatalf("%v: %v", h, err)
+		}
+	})
+}
