@@ -33,10 +33,12 @@ import (
 //     holding every series and metadata of each) up to maxRawBytes, as
 //     their snappy blocks joined (s2.ConcatBlocks: no decode, no encode;
 //     see sendMerged).
-//   - 2.0: each record is one request as received (merging needs the
-//     symbol tables rewritten), not even snappy-decoded when it carries
-//     the receiver's series count (a scanned request); an endpoint that
-//     answered 415 gets it converted to 1.0.
+//   - 2.0: each record is one request as received, not even
+//     snappy-decoded when it carries the receiver's series count (a
+//     scanned request) and is large; small scanned records are merged,
+//     their symbol tables appended and their references shifted
+//     (mergev2.go); an endpoint that answered 415 gets it converted to
+//     1.0.
 //
 // In shard mode a 1.0 record is split without decoding: each TimeSeries
 // field goes, as its bytes, to the endpoint its labels hash to (the same
@@ -100,6 +102,14 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 			}
 		}
 		if recs[i].RemoteWrite == 2 && recs[i].Series > 0 {
+			// Small ones: one request of several (mergev2.go).
+			if j, err := e.sendMergedV2(ctx, tenant, recs, i); j > i || err != nil {
+				if err != nil {
+					return err
+				}
+				i = j
+				continue
+			}
 			// The receiver scanned it and counted its series: its bytes
 			// as received, snappy-decoded only for an endpoint that fell
 			// back to 1.0.

@@ -54,6 +54,9 @@ type Exporter struct {
 	dec  prw.Decoder // remote-write records on the convert path
 	// blocks are the snappy bodies of the small records sendMerged joins.
 	blocks [][]byte
+	// The symbols, series, one rewritten series and the snappy payload of
+	// the 2.0 records sendMergedV2 merges.
+	mSyms, mSeries, mTS, mPayload []byte
 	// unsnap is the snappy-decoded body of the record at hand (records
 	// hold remote write as received)
 	unsnap []byte
