@@ -182,7 +182,14 @@ func Start(tb testing.TB, dir, mode string) *Child {
 		tb.Fatal(err)
 	}
 	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	c.cmd.Env = append(os.Environ(), envDir+"="+dir, envMode+"="+mode)
+	// Go's runtime re-reads the cgroup CPU limit in the background (to
+	// update GOMAXPROCS) from a thread of its own: I/O the tracer would
+	// see next to the workload's. updatemaxprocs=0 turns it off.
+	godebug := "updatemaxprocs=0"
+	if v := os.Getenv("GODEBUG"); v != "" {
+		godebug = v + "," + godebug
+	}
+	c.cmd.Env = append(os.Environ(), envDir+"="+dir, envMode+"="+mode, "GODEBUG="+godebug)
 	c.cmd.Stderr = &c.stderr
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
