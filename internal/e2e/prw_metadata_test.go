@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -196,4 +197,83 @@ func trimAny(s string, suffixes ...string) string {
 		}
 	}
 	return s
+}
+
+// TestRelayForwardsMetadata: a `sluice run` with a lake, a remote write
+// 1.0 exporter and an OTLP exporter, both into a second sluice, gets
+// metadata sent without series, then the series: the downstream sluice
+// serves the metadata (forwarded as received, as a request of its own)
+// and both series (sent twice: over remote write and over OTLP, which
+// name them alike); the relay serves the metadata too, writes its series
+// into its lake with no record quarantined, and its OTLP exporter, which
+// cannot carry metadata without series, skips the record instead of
+// sending an empty request.
+func TestRelayForwardsMetadata(t *testing.T) {
+	downLake := t.TempDir()
+	downQuery := freePort(t)
+	down := startServer(t, freshConfig(t, downLake, downQuery))
+
+	dir := t.TempDir()
+	relayQuery := freePort(t)
+	cfg := writeConfig(t, fmt.Sprintf(`receivers:
+  otlp: {grpc_addr: 127.0.0.1:0, http_addr: 127.0.0.1:0}
+admin: {addr: 127.0.0.1:0}
+query: {addr: %s}
+lake: {root: %s}
+exporters:
+  prometheus_remote_write/down:
+    endpoints: [http://%s/api/v1/write]
+    batch_delay: 20ms
+  otlp/down:
+    endpoints: [http://%s]
+    batch_delay: 20ms
+pipelines:
+  metrics: {receivers: [prometheus_remote_write], exporters: [lake, prometheus_remote_write/down, otlp/down]}
+shutdown_timeout: %s
+`, relayQuery, filepath.Join(dir, "lake"), downQuery, down.http, runShutdownTimeout))
+	relay := startServer(t, cfg)
+	api, err := remoteapi.NewAPI("http://"+relayQuery, remoteapi.WithAPIPath("api/v1/write"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	meta := &prompb.WriteRequest{Metadata: []prompb.MetricMetadata{
+		{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "fwm_jobs_total", Help: "Jobs run."},
+		{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: "fwm_heap_bytes", Help: "Heap in use.", Unit: "bytes"},
+	}}
+	if _, err := api.Write(ctx, remoteapi.WriteV1MessageType, meta); err != nil {
+		t.Fatalf("metadata-only write: %v", err)
+	}
+	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second).UnixMilli()
+	series := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "fwm_jobs_total"}, {Name: "job", Value: "j"}}, Samples: []prompb.Sample{{Value: 7, Timestamp: t0}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "fwm_heap_bytes"}, {Name: "job", Value: "j"}}, Samples: []prompb.Sample{{Value: 9, Timestamp: t0}}},
+	}}
+	if _, err := api.Write(ctx, remoteapi.WriteV1MessageType, series); err != nil {
+		t.Fatalf("series write: %v", err)
+	}
+	want := map[string][]metaEntry{
+		"fwm_heap_bytes": {{"gauge", "Heap in use.", "bytes"}},
+		"fwm_jobs_total": {{"counter", "Jobs run.", ""}},
+	}
+	at := time.UnixMilli(t0 + 1000)
+	for _, base := range []string{"http://" + downQuery, "http://" + relayQuery} {
+		var got map[string][]metaEntry
+		var n float64
+		ok := waitFor(60*time.Second, func() bool {
+			got = getMetadata(t, base, "")
+			n = queryCount(t, base, "", `count({__name__=~"fwm_.*"})`, at)
+			return fmt.Sprint(got) == fmt.Sprint(want) && n == 2
+		})
+		if !ok {
+			t.Fatalf("%s: metadata %v, %v series; want %v", base, got, n, want)
+		}
+	}
+	if v := metricValue(t, relay.admin, "sluice_lake_bad_records_total"); v != 0 {
+		t.Fatalf("relay quarantined %v records", v)
+	}
+	if v := metricValue(t, relay.admin, `sluice_exporter_skipped_records_total{exporter="otlp/down"}`); v < 1 {
+		t.Fatalf("the OTLP exporter skipped %v records, want the metadata record", v)
+	}
 }

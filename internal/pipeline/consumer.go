@@ -35,6 +35,9 @@ type consumer struct {
 	pool   sync.Pool    // *scratch
 	routes *routing     // per-pipeline routes (routes.go); nil: one record for everyone
 	meta   *familyMeta  // remote-write metadata sent without series (metadata.go); nil without a lake
+	// forwardMeta: a remote-write exporter takes metrics, so remote-write
+	// metadata sent without series is queued for it (metadata.go).
+	forwardMeta bool
 }
 
 // scratch is the per-call state: one batch per signal (decoded only to

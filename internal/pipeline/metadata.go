@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tenant"
@@ -129,10 +132,10 @@ func (f *familyMeta) put(ctx context.Context, tn string, body []byte) error {
 
 // TakeMetadata implements prwreceiver.MetadataTaker: it keeps the
 // family metadata of a remote write 1.0 request without samples in the
-// catalog, before the request is answered. Without a lake (forward only)
-// there is nowhere to keep it.
-func (c *consumer) TakeMetadata(ctx context.Context, tn string, body []byte) error {
-	if c.meta == nil {
+// catalog (with the lake on) and queues the request as received for the
+// remote-write exporters (forwardMeta), before the request is answered.
+func (c *consumer) TakeMetadata(ctx context.Context, tn string, raw, body []byte) error {
+	if c.meta == nil && !c.forwardMeta {
 		return nil
 	}
 	if c.refuse[signal.KindMetrics] {
@@ -145,5 +148,52 @@ func (c *consumer) TakeMetadata(ctx context.Context, tn string, body []byte) err
 		return fmt.Errorf("tenant %q differs only in case from the existing tenant %q (they would share one directory on a case-insensitive file system): %w",
 			tn, known, otlpreceiver.ErrInvalid)
 	}
-	return c.meta.put(ctx, tn, body)
+	if c.meta != nil {
+		if err := c.meta.put(ctx, tn, body); err != nil {
+			return err
+		}
+	}
+	if !c.forwardMeta {
+		return nil
+	}
+	// The lake loop and the other exporters read the record as a request
+	// of no series: nothing to write, nothing to send.
+	_, err := c.q.Append(appendRecordTo(nil, signal.KindMetrics, encPRW1, tn, c.metricsDest(), raw))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, queue.ErrLowDisk):
+		if c.lowDisk != nil {
+			c.lowDisk()
+		}
+		return otlpreceiver.Backpressure(c.retryAfter, err)
+	case errors.Is(err, queue.ErrFull):
+		return otlpreceiver.Backpressure(c.retryAfter, err)
+	case errors.Is(err, queue.ErrTooLarge):
+		return fmt.Errorf("metadata request of %d bytes: %w: %w", len(raw), otlpreceiver.ErrInvalid, err)
+	case errors.Is(err, queue.ErrFailed):
+		c.failed.Store(true)
+	}
+	return fmt.Errorf("append to queue: %w", err)
+}
+
+// metricsDest is every consumer of a metrics route: nil (everyone) unless
+// the pipelines route metrics to some consumers only.
+func (c *consumer) metricsDest() dest {
+	rt := c.routes
+	if rt == nil || rt.plain[signal.KindMetrics] {
+		return nil
+	}
+	var d dest
+	for _, r := range rt.routes[signal.KindMetrics] {
+		if r.dest == nil {
+			return nil
+		}
+		for _, name := range r.dest {
+			if !slices.Contains(d, name) {
+				d = append(d, name)
+			}
+		}
+	}
+	return d
 }

@@ -237,8 +237,15 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		p.cons.lowDisk = p.loop.nudgeLowDisk
 	}
 	p.cons.stats = p.stats
-	if p.cat != nil && p.cfg.Receivers.PrometheusRemoteWrite.Enabled {
-		p.cons.meta = newFamilyMeta(p.cat, p.cfg.Receivers.PrometheusRemoteWrite.MaxMetadataFamilies, p.reg)
+	if p.cfg.Receivers.PrometheusRemoteWrite.Enabled {
+		if p.cat != nil {
+			p.cons.meta = newFamilyMeta(p.cat, p.cfg.Receivers.PrometheusRemoteWrite.MaxMetadataFamilies, p.reg)
+		}
+		for name, sigs := range p.cfg.ExporterSignals() {
+			if config.ExporterType(name) == config.ExporterPRW && slices.Contains(sigs, "metrics") {
+				p.cons.forwardMeta = true
+			}
+		}
 	}
 	if err := p.startRules(); err != nil {
 		return fmt.Errorf("processors.rules_file: %w", err)

@@ -179,6 +179,10 @@ func prwParser(name string, takesPRW bool, fractional prometheus.Counter) func(r
 			if n := dropFractional(&m); n > 0 && fractional != nil {
 				fractional.Add(float64(n))
 			}
+			if m.Len() == 0 {
+				// Metadata without series, or only what OTLP cannot carry.
+				return exporter.Record{}, exporter.ErrSkip
+			}
 			buf = otlp.AppendMetricsProto(buf[:0], &m)
 			x.Body = buf // copied by the Runner before the next call
 			if cap(buf) > maxPooledBytes {

@@ -84,14 +84,14 @@ type ScanTaker interface {
 	TakesScanned() bool
 }
 
-// MetadataTaker is a Consumer that keeps the metric family metadata of
-// remote write 1.0 requests without samples: Prometheus sends its
-// targets' metadata (type, help, unit) on its own, apart from their
-// series. TakeMetadata gets such a request's body, snappy-decoded and
-// valid (it decoded without error), before the answer; an error fails
-// the request as a Consume error would.
+// MetadataTaker is a Consumer that keeps (and forwards) the metric family
+// metadata of remote write 1.0 requests without samples: Prometheus sends
+// its targets' metadata (type, help, unit) on its own, apart from their
+// series. TakeMetadata gets such a request, raw as received (snappy) and
+// body snappy-decoded and valid (it decoded without error), before the
+// answer; an error fails the request as a Consume error would.
 type MetadataTaker interface {
-	TakeMetadata(ctx context.Context, tenant string, body []byte) error
+	TakeMetadata(ctx context.Context, tenant string, raw, body []byte) error
 }
 
 // exchange is the per-request state, pooled.
@@ -332,7 +332,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 	} else if ver == "1.0" && h.meta != nil {
 		// A partial write (an entry without a family name) keeps the
 		// good entries, as it keeps good series, and answers 400 below.
-		if err := h.meta.TakeMetadata(r.Context(), tenant, x.body); err != nil {
+		if err := h.meta.TakeMetadata(r.Context(), tenant, x.raw, x.body); err != nil {
 			return h.consumeFailed(w, err)
 		}
 	}
