@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/format"
+	"github.com/sluice-dev/sluice/internal/lake/rollup"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -208,6 +209,7 @@ func TestCompactFloatHistogramsWithOldFiles(t *testing.T) {
 	if got := read(); !slices.Equal(got, want) {
 		t.Fatalf("before compaction: %d points differ from the %d written:\n%s", len(got), len(want), firstDiff(got, want))
 	}
+	checkRollup(t, e, map[string]int{"old_int": 30, "new_float": 80, "new_int": 80, "new_custom": 80})
 	if rows, _ := compactAll(t, e, Options{}); rows != int64(len(want)) {
 		t.Fatalf("compacted %d rows, want %d", rows, len(want))
 	}
@@ -233,4 +235,76 @@ func firstDiff(got, want []string) string {
 		}
 	}
 	return fmt.Sprintf("%d vs %d points", len(got), len(want))
+}
+
+// checkRollup rolls the lake's hours up (old files beside new ones) and
+// checks that every series named in points has windows covering that
+// many raw points in the 1m tier: a float histogram's rows are rolled up
+// like the integer ones (sum, points, sketch; its count is null).
+func checkRollup(t *testing.T, e *lakeEnv, points map[string]int) {
+	t.Helper()
+	opts := rollup.Options{Store: e.store, Now: func() time.Time { return ingestNow.Add(2 * time.Hour) }}
+	jobs, err := rollup.Plan(t.Context(), e.cat, opts)
+	if err != nil || len(jobs) == 0 {
+		t.Fatalf("rollup plan: %d jobs, %v", len(jobs), err)
+	}
+	for _, j := range jobs {
+		if _, err := rollup.Run(t.Context(), e.cat, e.store, j, opts); err != nil {
+			t.Fatalf("rollup %+v: %v", j, err)
+		}
+	}
+	segs, err := e.cat.List(t.Context(), catalog.Filter{Table: format.TableRollup})
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("rollup segments: %d, %v", len(segs), err)
+	}
+	got := map[string]int{}
+	counts := map[string]int{}
+	for _, s := range segs {
+		b, err := os.ReadFile(filepath.Join(e.root, filepath.FromSlash(s.Path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := func(name string) int {
+			leaf, ok := f.Schema().Lookup(name)
+			if !ok {
+				t.Fatalf("rollup file without %s", name)
+			}
+			return leaf.ColumnIndex
+		}
+		cName, cTier, cPoints, cCount := col(format.ColMetricName), col(format.ColTier), col(format.ColPoints), col(format.ColCount)
+		r := parquet.NewReader(f)
+		rows := make([]parquet.Row, 64)
+		for {
+			n, err := r.ReadRows(rows)
+			for _, row := range rows[:n] {
+				vals := map[int]parquet.Value{}
+				for _, v := range row {
+					vals[v.Column()] = v
+				}
+				if vals[cTier].String() != "1m" {
+					continue
+				}
+				name := vals[cName].String()
+				got[name] += int(vals[cPoints].Uint64())
+				if !vals[cCount].IsNull() {
+					counts[name]++
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	for name, want := range points {
+		if got[name] != want {
+			t.Errorf("1m rollup of %s covers %d points, want %d (all: %v)", name, got[name], want, got)
+		}
+	}
+	if counts["new_float"] != 0 || counts["old_int"] == 0 {
+		t.Errorf("windows with a count: %v; want none for the float histograms, some for the integer ones", counts)
+	}
 }
