@@ -169,3 +169,89 @@ func TestBatchedWriteCrash(t *testing.T) {
 	}
 	t.Logf("%d images: %d kept part of the batch, %d recovered a torn tail or skipped damage", len(images), partial, torn)
 }
+
+// TestCloseWritesBufferedRecords: appenders whose records wait in the
+// encode buffer behind a running fsync when Close is called are written,
+// fsynced and acknowledged (by Close or by the next leader, whichever gets
+// there first), and a reopened queue holds every one of them.
+func TestCloseWritesBufferedRecords(t *testing.T) {
+	mfs := newMemFS()
+	q, err := Open(Options{Dir: "/q", SegmentBytes: 1 << 16, MaxBytes: 1 << 20, MinFreeBytes: -1, fs: mfs, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstSync, release := make(chan struct{}), make(chan struct{})
+	syncs := 0
+	mfs.hook = func(op, name string, n int) (int, error) {
+		if op == "sync" {
+			if syncs++; syncs == 1 {
+				close(firstSync)
+				<-release
+			}
+		}
+		return n, nil
+	}
+	const n = 4
+	recs := make([][]byte, n)
+	ends := make([]Position, n)
+	errs := make([]error, n)
+	for i := range recs {
+		recs[i] = payload(i, 0, 100+50*i)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { ends[0], errs[0] = q.Append(recs[0]) })
+	<-firstSync
+	for i := 1; i < n; i++ {
+		wg.Go(func() { ends[i], errs[i] = q.Append(recs[i]) })
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		q.mu.Lock()
+		waiting := q.durWaiters
+		q.mu.Unlock()
+		if waiting == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d appenders wait", waiting)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	for !q.isClosed.Load() { // Close marked the queue and waits for the fsync
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("append %d: %v", i, e)
+		}
+	}
+	mfs.mu.Lock()
+	mfs.hook = nil
+	mfs.mu.Unlock()
+	q2, err := Open(Options{Dir: "/q", SegmentBytes: 1 << 16, MaxBytes: 1 << 20, MinFreeBytes: -1, fs: mfs.crashImage(rand.New(rand.NewPCG(1, 2))), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	got, r := drain(t, q2, 0)
+	r.Close()
+	byEnd := map[Position][]byte{}
+	for _, g := range got {
+		byEnd[g.end] = g.payload
+	}
+	for i := range recs {
+		if !bytes.Equal(byEnd[ends[i]], recs[i]) {
+			t.Fatalf("acknowledged record %d (end %d) not durable after Close", i, ends[i])
+		}
+	}
+}
