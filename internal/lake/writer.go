@@ -470,7 +470,11 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 	p := &partition{key: k}
 	switch kind {
 	case signal.KindLogs:
+		// Logs and spans share resources and scopes (each input batch
+		// brings its own copy of them; the encoder resolves every
+		// resource of a file), not record attribute sets.
 		p.logs = takeLargest(&w.freeLogs, logsCap, &w.freeBytes)
+		p.logs.ShareResources = true
 	case signal.KindMetrics:
 		// A partition's attributes are only read (encoded), so points
 		// with equal sets share one (signal.Common.ShareAttrSets): a
@@ -480,6 +484,7 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 		p.metrics.ShareAttrSets = true
 	case signal.KindTraces:
 		p.spans = takeLargest(&w.freeSpans, spansCap, &w.freeBytes)
+		p.spans.ShareResources = true
 	}
 	w.parts[k] = p
 	return p

@@ -386,7 +386,9 @@ func TestPipelineThresholdCheckpoint(t *testing.T) {
 			t.Fatalf("status %d", r.StatusCode)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// 1,000 files of one row each, each fsynced: on a loaded machine that
+	// took more than 10 s (a failed run at load 24).
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, m := get(t, p, "/metrics")
 		if strings.Contains(m, `sluice_lake_checkpoints_total{reason="queue"}`) {

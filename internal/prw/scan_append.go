@@ -12,6 +12,8 @@ import (
 // not copy a decoded batch (signal.Metrics.CopyRows was a third of the
 // lake loop's CPU).
 
+var scopeNameBytes, v1Bytes = []byte(ScopeName), []byte("1.0")
+
 // Appender appends scanned requests to batches (AppendV1). Its scratch
 // space is reused across calls; use one per goroutine.
 type Appender struct {
@@ -33,12 +35,7 @@ type Appender struct {
 // TestAppendV1MatchesDecodeCopy checks that it is.
 func (x *Appender) AppendV1(dst *signal.Metrics, s *Scanner) {
 	c := &dst.Common
-	scopeName := c.AppendString(ScopeName)
-	ver := c.AppendString("1.0")
-	a := uint32(c.Attrs.Len())
-	c.Resources = append(c.Resources, signal.Resource{Attrs: signal.Range{Start: a, End: a}})
-	c.Scopes = append(c.Scopes, signal.Scope{Name: scopeName, Version: ver, Attrs: signal.Range{Start: a, End: a}})
-	res, sc := uint32(len(c.Resources)-1), uint32(len(c.Scopes)-1)
+	res, sc := dst.AddBareResourceScope(scopeNameBytes, v1Bytes)
 	x.descOf = append(x.descOf[:0], make([]uint32, len(s.Names))...)
 	x.keyNames, x.keyIDs = x.keyNames[:0], x.keyIDs[:0]
 

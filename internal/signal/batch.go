@@ -84,6 +84,12 @@ type Common struct {
 	// Only for batches whose attributes are never changed in place (the
 	// lake writer's partitions). Reset keeps it.
 	ShareAttrSets bool
+	// ShareResources makes copies into this batch give equal resources
+	// and scopes one resource and one scope (ShareAttrSets implies it):
+	// each decoded request brings its own copy of the resources it
+	// shares with other requests, and the lake's encoder resolves every
+	// resource of a file. Same contract as ShareAttrSets; Reset keeps it.
+	ShareResources bool
 
 	gen uint64 // bumped by Reset, so copiers notice a refilled source
 }
@@ -176,6 +182,11 @@ type copier struct {
 	last     []Str    // dst KeyID -> the value last copied for it (value)
 	values   valueTable
 	sets     setTable
+	// With ShareAttrSets or ShareResources: the destination's resources
+	// and scopes by content (sharedResource), so that each source batch's
+	// copy of one resource (every request brings its own) is one.
+	resIdx   map[Resource]uint32
+	scopeIdx map[Scope]uint32
 }
 
 func (cp *copier) bind(src *Common) {
@@ -196,6 +207,8 @@ func (cp *copier) forget() {
 	clear(cp.last)
 	cp.values.reset()
 	cp.sets.reset()
+	clear(cp.resIdx)
+	clear(cp.scopeIdx)
 }
 
 // grow extends a map slice so that index i is valid; a source may gain keys,
@@ -234,7 +247,10 @@ func (cp *copier) str(dst *Common, s Str) Str {
 }
 
 // attrs copies the attribute range r of the source and returns the new range.
-func (cp *copier) attrs(dst *Common, r Range) Range {
+func (cp *copier) attrs(dst *Common, r Range) Range { return cp.attrsShared(dst, r, dst.ShareAttrSets) }
+
+// attrsShared is attrs, with share in place of dst.ShareAttrSets.
+func (cp *copier) attrsShared(dst *Common, r Range, share bool) Range {
 	start := len(dst.Attrs.Key)
 	n := r.Len()
 	if n == 0 {
@@ -246,7 +262,7 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 	vals := src.Val[r.Start : r.End : r.Start+uint32(n)]
 	var h uint64
 	slot := -1
-	if dst.ShareAttrSets {
+	if share {
 		// Look the set up by its content before copying anything: a
 		// series' later points cost one hash and one compare, not a
 		// value lookup per attribute.
@@ -275,7 +291,7 @@ func (cp *copier) attrs(dst *Common, r Range) Range {
 		dk[j], dt[j], dv[j] = k, t, v
 	}
 	r = Range{uint32(start), uint32(start + n)}
-	if dst.ShareAttrSets {
+	if share {
 		cp.sets.add(r, h, slot)
 	}
 	return r
@@ -330,12 +346,21 @@ func (cp *copier) resource(dst *Common, r uint32) uint32 {
 		return m - 1
 	}
 	sr := cp.src.Resources[r]
-	dst.Resources = append(dst.Resources, Resource{
-		Attrs:        cp.attrs(dst, sr.Attrs),
-		DroppedAttrs: sr.DroppedAttrs,
-		SchemaURL:    cp.str(dst, sr.SchemaURL),
-	})
-	id := uint32(len(dst.Resources) - 1)
+	var id uint32
+	if dst.ShareAttrSets || dst.ShareResources {
+		id = cp.sharedResource(dst, Resource{
+			Attrs:        cp.attrsShared(dst, sr.Attrs, true),
+			DroppedAttrs: sr.DroppedAttrs,
+			SchemaURL:    cp.internStr(dst, keySchemaURL, cp.src.Bytes(sr.SchemaURL)),
+		})
+	} else {
+		dst.Resources = append(dst.Resources, Resource{
+			Attrs:        cp.attrs(dst, sr.Attrs),
+			DroppedAttrs: sr.DroppedAttrs,
+			SchemaURL:    cp.str(dst, sr.SchemaURL),
+		})
+		id = uint32(len(dst.Resources) - 1)
+	}
 	cp.resMap[r] = id + 1
 	return id
 }
@@ -346,14 +371,98 @@ func (cp *copier) scope(dst *Common, s uint32) uint32 {
 		return m - 1
 	}
 	ss := cp.src.Scopes[s]
-	dst.Scopes = append(dst.Scopes, Scope{
-		Name:         cp.str(dst, ss.Name),
-		Version:      cp.str(dst, ss.Version),
-		Attrs:        cp.attrs(dst, ss.Attrs),
-		DroppedAttrs: ss.DroppedAttrs,
-		SchemaURL:    cp.str(dst, ss.SchemaURL),
-	})
-	id := uint32(len(dst.Scopes) - 1)
+	var id uint32
+	if dst.ShareAttrSets || dst.ShareResources {
+		id = cp.sharedScope(dst, Scope{
+			Name:         cp.internStr(dst, keyScopeName, cp.src.Bytes(ss.Name)),
+			Version:      cp.internStr(dst, keyScopeVersion, cp.src.Bytes(ss.Version)),
+			Attrs:        cp.attrsShared(dst, ss.Attrs, true),
+			DroppedAttrs: ss.DroppedAttrs,
+			SchemaURL:    cp.internStr(dst, keySchemaURL, cp.src.Bytes(ss.SchemaURL)),
+		})
+	} else {
+		dst.Scopes = append(dst.Scopes, Scope{
+			Name:         cp.str(dst, ss.Name),
+			Version:      cp.str(dst, ss.Version),
+			Attrs:        cp.attrs(dst, ss.Attrs),
+			DroppedAttrs: ss.DroppedAttrs,
+			SchemaURL:    cp.str(dst, ss.SchemaURL),
+		})
+		id = uint32(len(dst.Scopes) - 1)
+	}
 	cp.scopeMap[s] = id + 1
+	return id
+}
+
+// Pseudo keys under which sharedResource and sharedScope intern their
+// strings in the valueTable (no attribute key is this large).
+const (
+	keySchemaURL KeyID = 1<<32 - 1 - iota
+	keyScopeName
+	keyScopeVersion
+)
+
+// internStr is a copy of b in dst's arena, shared with an equal string
+// interned under the pseudo key k (valueTable only: no last-value check).
+func (cp *copier) internStr(dst *Common, k KeyID, b []byte) Str {
+	if len(b) == 0 {
+		return 0
+	}
+	bh := cp.values.bytesHash(b)
+	s, slot, ok := cp.values.find(dst, k, b, bh)
+	if !ok {
+		s = dst.AppendBytes(b)
+		cp.values.add(dst, k, b, bh, s, slot)
+	}
+	return s
+}
+
+// sharedResource returns the index of a resource of dst equal to r, whose
+// set and strings are interned (copier.attrs, internStr), appending r
+// when there is none: a partition's points keep one resource per distinct
+// resource, not one per source batch (the lake's encoder resolves every
+// resource's cells per file). An entry stale after a rollback is checked
+// against the resource at its index.
+func (cp *copier) sharedResource(dst *Common, r Resource) uint32 {
+	k := r
+	if k.Attrs.Len() == 0 {
+		k.Attrs = Range{} // empty sets are empty Ranges anywhere
+	}
+	if id, ok := cp.resIdx[k]; ok && int(id) < len(dst.Resources) {
+		if e := dst.Resources[id]; e.DroppedAttrs == k.DroppedAttrs && e.SchemaURL == k.SchemaURL &&
+			(e.Attrs == k.Attrs || e.Attrs.Len() == 0 && k.Attrs.Len() == 0) {
+			return id
+		}
+	}
+	if cp.resIdx == nil {
+		cp.resIdx = make(map[Resource]uint32)
+	}
+	dst.Resources = append(dst.Resources, r)
+	id := uint32(len(dst.Resources) - 1)
+	cp.resIdx[k] = id
+	return id
+}
+
+// sharedScope is sharedResource for scopes.
+func (cp *copier) sharedScope(dst *Common, s Scope) uint32 {
+	k := s
+	if k.Attrs.Len() == 0 {
+		k.Attrs = Range{}
+	}
+	if id, ok := cp.scopeIdx[k]; ok && int(id) < len(dst.Scopes) {
+		e := dst.Scopes[id]
+		if e.Attrs.Len() == 0 {
+			e.Attrs = Range{}
+		}
+		if e == k {
+			return id
+		}
+	}
+	if cp.scopeIdx == nil {
+		cp.scopeIdx = make(map[Scope]uint32)
+	}
+	dst.Scopes = append(dst.Scopes, s)
+	id := uint32(len(dst.Scopes) - 1)
+	cp.scopeIdx[k] = id
 	return id
 }

@@ -98,3 +98,27 @@ func (c *Common) sameStrSet(r Range, keys []KeyID, vals [][]byte) bool {
 	}
 	return true
 }
+
+// AddBareResourceScope adds the resource and scope of a decoded request
+// that has neither of its own (remote write: a resource without
+// attributes, a scope with only a name and a version) as a copy of them
+// would: with ShareAttrSets or ShareResources they are shared with equal
+// ones already in m.
+func (m *Metrics) AddBareResourceScope(name, version []byte) (res, scope uint32) {
+	c, cp := &m.Common, &m.cp
+	a := uint32(c.Attrs.Len())
+	empty := Range{Start: a, End: a}
+	if !c.ShareAttrSets && !c.ShareResources {
+		sc := Scope{Name: c.AppendBytes(name), Version: c.AppendBytes(version), Attrs: empty}
+		c.Resources = append(c.Resources, Resource{Attrs: empty})
+		c.Scopes = append(c.Scopes, sc)
+		return uint32(len(c.Resources) - 1), uint32(len(c.Scopes) - 1)
+	}
+	res = cp.sharedResource(c, Resource{Attrs: empty})
+	scope = cp.sharedScope(c, Scope{
+		Name:    cp.internStr(c, keyScopeName, name),
+		Version: cp.internStr(c, keyScopeVersion, version),
+		Attrs:   empty,
+	})
+	return res, scope
+}

@@ -1,9 +1,11 @@
 package signal_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -153,5 +155,83 @@ func TestCopySharesOnlyEqualSets(t *testing.T) {
 	}
 	if dst.Attr[0] != dst.Attr[2] || dst.Attr[0] == dst.Attr[1] || dst.Attr[1] == dst.Attr[3] {
 		t.Fatalf("sets %v: want points 0 and 2 to share one, the others their own", dst.Attr)
+	}
+}
+
+// TestCopySharesResources: with ShareAttrSets, copies of equal resources
+// and scopes (each decoded request brings its own) are one resource and
+// one scope of the destination, and every point keeps the content of its
+// own; without it each source's are copied. The corpus metrics, copied
+// twice from two decodes.
+func TestCopySharesResources(t *testing.T) {
+	srcs := corpus(t, "metrics", func(m *signal.Metrics, b []byte) error { return otlp.DecodeMetrics(m, b) })
+	res := func(c *signal.Common, r uint32) string {
+		x := c.Resources[r]
+		return attrs(c, x.Attrs) + fmt.Sprintf("|%d|%q", x.DroppedAttrs, c.String(x.SchemaURL))
+	}
+	scope := func(c *signal.Common, s uint32) string {
+		x := c.Scopes[s]
+		return attrs(c, x.Attrs) + fmt.Sprintf("|%d|%q|%q|%q", x.DroppedAttrs, c.String(x.SchemaURL), c.String(x.Name), c.String(x.Version))
+	}
+	var plain, shared signal.Metrics
+	shared.ShareAttrSets = true
+	for range 2 {
+		for _, src := range srcs {
+			plain.CopyRows(src, signal.Rows{From: 0, To: src.Len()})
+			shared.CopyRows(src, signal.Rows{From: 0, To: src.Len()})
+		}
+	}
+	distinctRes, distinctScopes := map[string]bool{}, map[string]bool{}
+	for p := range plain.Len() {
+		if a, b := res(&plain.Common, plain.Resource[p]), res(&shared.Common, shared.Resource[p]); a != b {
+			t.Fatalf("point %d: resource %s, want %s", p, b, a)
+		}
+		if a, b := scope(&plain.Common, plain.Scope[p]), scope(&shared.Common, shared.Scope[p]); a != b {
+			t.Fatalf("point %d: scope %s, want %s", p, b, a)
+		}
+		distinctRes[res(&plain.Common, plain.Resource[p])] = true
+		distinctScopes[scope(&plain.Common, plain.Scope[p])] = true
+	}
+	if len(shared.Resources) != len(distinctRes) || len(shared.Scopes) != len(distinctScopes) {
+		t.Fatalf("shared: %d resources and %d scopes for %d and %d distinct ones", len(shared.Resources), len(shared.Scopes), len(distinctRes), len(distinctScopes))
+	}
+	if len(plain.Resources) <= len(shared.Resources) {
+		t.Fatalf("the corpus repeats no resource: %d copied, %d shared", len(plain.Resources), len(shared.Resources))
+	}
+	t.Logf("%d points: %d resources and %d scopes copied, %d and %d shared", plain.Len(), len(plain.Resources), len(plain.Scopes), len(shared.Resources), len(shared.Scopes))
+}
+
+// TestCopySharesResourcesOnly: ShareResources alone (the lake writer's
+// logs and spans partitions) shares resources and scopes but not record
+// attribute sets. The corpus spans, copied twice.
+func TestCopySharesResourcesOnly(t *testing.T) {
+	srcs := corpus(t, "traces", func(s *signal.Spans, b []byte) error { return otlp.DecodeTraces(s, b) })
+	var plain, shared signal.Spans
+	shared.ShareResources = true
+	for range 2 {
+		for _, src := range srcs {
+			plain.CopyRows(src, signal.Rows{From: 0, To: src.Len()})
+			shared.CopyRows(src, signal.Rows{From: 0, To: src.Len()})
+		}
+	}
+	distinct := map[string]bool{}
+	for p := range plain.Len() {
+		a := attrs(&plain.Common, plain.Resources[plain.Resource[p]].Attrs)
+		if b := attrs(&shared.Common, shared.Resources[shared.Resource[p]].Attrs); a != b {
+			t.Fatalf("span %d: resource %s, want %s", p, b, a)
+		}
+		if a, b := attrs(&plain.Common, plain.Attr[p]), attrs(&shared.Common, shared.Attr[p]); a != b {
+			t.Fatalf("span %d: attributes %s, want %s", p, b, a)
+		}
+		distinct[a] = true
+	}
+	if len(shared.Resources) != len(distinct) || len(plain.Resources) <= len(shared.Resources) {
+		t.Fatalf("%d resources copied, %d shared, %d distinct", len(plain.Resources), len(shared.Resources), len(distinct))
+	}
+	// Record sets are not shared: every span keeps its own range.
+	for p := 1; p < shared.Len(); p++ {
+		if r := shared.Attr[p]; r.Len() > 0 && r == shared.Attr[p-1] {
+			t.Fatalf("spans %d and %d share an attribute set without ShareAttrSets", p-1, p)
+		}
 	}
 }
