@@ -434,7 +434,30 @@ func appendHistogramPoint(dst []byte, b *signal.Metrics, i int) []byte {
 	if b.Has[i]&signal.HasMax != 0 {
 		dst = appendFixed64Field(dst, 12, math.Float64bits(b.Max[i]))
 	}
+	dst = appendNativeExt(dst, b, i)
 	return endMsg(dst, s)
+}
+
+// Fields of sluice's own in a histogram or exponential histogram data
+// point, which OTLP has no place for and other decoders skip (unknown
+// fields): a Prometheus float histogram's exact counts
+// (signal.Metrics.FloatCounts, packed doubles) and the reset hint remote
+// write sent (varint, its enum: 1 yes, 2 no, 3 gauge). They keep a
+// remote-write batch re-encoded as OTLP (a partial write, a processing
+// rule) lossless in the queue; the standard fields carry the counts
+// rounded.
+const (
+	fieldFloatCounts = 90001
+	fieldResetHint   = 90002
+)
+
+func appendNativeExt(dst []byte, b *signal.Metrics, i int) []byte {
+	r := b.FloatCounts[i]
+	dst = appendPackedDouble(dst, fieldFloatCounts, b.F64[r.Start:r.End])
+	if h := b.Has[i] & signal.HintMask; h != 0 {
+		dst = appendVarintField(dst, fieldResetHint, uint64(h>>3))
+	}
+	return dst
 }
 
 func zigzag32(v int32) uint64 { return uint64(uint32(v<<1) ^ uint32(v>>31)) }
@@ -492,6 +515,7 @@ func appendExpHistogramPoint(dst []byte, b *signal.Metrics, i int) []byte {
 		dst = appendFixed64Field(dst, 13, math.Float64bits(b.Max[i]))
 	}
 	dst = appendDouble(dst, 14, b.ZeroThreshold[i])
+	dst = appendNativeExt(dst, b, i)
 	return endMsg(dst, s)
 }
 

@@ -229,6 +229,7 @@ func FuzzDecodeLogs(f *testing.F) {
 
 func FuzzDecodeMetrics(f *testing.F) {
 	seedMetrics(f)
+	f.Add(floatHistogramBody()) // sluice's float count and reset hint fields
 	f.Fuzz(func(t *testing.T, pb []byte) {
 		var b signal.Metrics
 		if err := DecodeMetrics(&b, pb); err != nil {

@@ -315,6 +315,7 @@ func fromBits[T uint64 | float64](v uint64) T {
 
 func (d *decoder) histogramPoint(dst *signal.Metrics, b []byte, i int, p int) error {
 	na, nx := 0, 0
+	fs, fe := -1, -1 // fieldFloatCounts, appended to F64 after the bounds
 	for i < len(b) {
 		tag, j := uint64(b[i]), i+1
 		if tag >= 0x80 {
@@ -369,10 +370,18 @@ func (d *decoder) histogramPoint(dst *signal.Metrics, b []byte, i int, p int) er
 		case 10<<3 | wtVarint:
 			v, i = uvarint(b, j)
 			dst.Flags[p] = uint32(v)
-		default:
-			if i, err = schemaHistDP.skip(b, j, tag); err != nil {
-				return err
+		case fieldFloatCounts<<3 | wtLen:
+			fs, fe = lenField(b, j)
+			i = fe
+		case fieldResetHint<<3 | wtVarint:
+			if v, i = uvarint(b, j); i >= 0 {
+				err = setResetHint(dst, p, v)
 			}
+		default:
+			i, err = schemaHistDP.skip(b, j, tag)
+		}
+		if err != nil {
+			return err
 		}
 		if i < 0 {
 			return schemaHistDP.truncErr(tag, i)
@@ -382,6 +391,32 @@ func (d *decoder) histogramPoint(dst *signal.Metrics, b []byte, i int, p int) er
 	dst.Exemplars[p].End = uint32(len(d.c.Msgs))
 	dst.BucketCounts[p].End = uint32(len(dst.U64))
 	dst.Bounds[p].End = uint32(len(dst.F64))
+	return floatCounts(dst, p, b, fs, fe, 1+int(dst.BucketCounts[p].Len()))
+}
+
+// floatCounts sets point p's FloatCounts from the packed doubles b[fs:fe]
+// of fieldFloatCounts (none when fs < 0), which must hold want values.
+func floatCounts(dst *signal.Metrics, p int, b []byte, fs, fe, want int) error {
+	if fs < 0 {
+		return nil
+	}
+	if (fe-fs)%8 != 0 || (fe-fs)/8 != want {
+		return fmt.Errorf("%w: data_point: sluice float counts (field 90001): %d bytes for %d counts", ErrMalformed, fe-fs, want)
+	}
+	f := uint32(len(dst.F64))
+	for k := fs; k < fe; k += 8 {
+		dst.F64 = append(dst.F64, math.Float64frombits(binary.LittleEndian.Uint64(b[k:])))
+	}
+	dst.FloatCounts[p] = signal.Range{Start: f, End: uint32(len(dst.F64))}
+	return nil
+}
+
+// setResetHint sets point p's reset hint bits from fieldResetHint.
+func setResetHint(dst *signal.Metrics, p int, v uint64) error {
+	if v > 3 {
+		return fmt.Errorf("%w: data_point: sluice reset hint (field 90002) %d", ErrMalformed, v)
+	}
+	dst.Has[p] |= uint8(v) << 3
 	return nil
 }
 
@@ -439,6 +474,7 @@ func unzigzag32(v uint64) int32 {
 
 func (d *decoder) expHistogramPoint(dst *signal.Metrics, b []byte, i int, p int) error {
 	na, nx := 0, 0
+	fs, fe := -1, -1 // fieldFloatCounts
 	for i < len(b) {
 		tag, j := uint64(b[i]), i+1
 		if tag >= 0x80 {
@@ -507,10 +543,18 @@ func (d *decoder) expHistogramPoint(dst *signal.Metrics, b []byte, i int, p int)
 		case 14<<3 | wtI64:
 			v, i = fixed64(b, j)
 			dst.ZeroThreshold[p] = math.Float64frombits(v)
-		default:
-			if i, err = schemaExpDP.skip(b, j, tag); err != nil {
-				return err
+		case fieldFloatCounts<<3 | wtLen:
+			fs, fe = lenField(b, j)
+			i = fe
+		case fieldResetHint<<3 | wtVarint:
+			if v, i = uvarint(b, j); i >= 0 {
+				err = setResetHint(dst, p, v)
 			}
+		default:
+			i, err = schemaExpDP.skip(b, j, tag)
+		}
+		if err != nil {
+			return err
 		}
 		if i < 0 {
 			return schemaExpDP.truncErr(tag, i)
@@ -518,7 +562,7 @@ func (d *decoder) expHistogramPoint(dst *signal.Metrics, b []byte, i int, p int)
 	}
 	dst.Attr[p].End = uint32(d.c.Attrs.Len())
 	dst.Exemplars[p].End = uint32(len(d.c.Msgs))
-	return nil
+	return floatCounts(dst, p, b, fs, fe, 2+int(dst.PosCounts[p].Len()+dst.NegCounts[p].Len()))
 }
 
 func (d *decoder) summaryPoint(dst *signal.Metrics, b []byte, i int, p int) error {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
@@ -9,6 +10,8 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -17,7 +20,8 @@ import (
 // A remote-write record going to an OTLP exporter: a float histogram
 // with fractional counts has no OTLP form and is dropped and counted;
 // a whole-number float histogram goes as an exponential histogram with
-// its exact counts; the rest of the record goes as it is.
+// its exact counts (and, in sluice's own field that other decoders skip,
+// as a float histogram); the rest of the record goes as it is.
 func TestOTLPExporterDropsFractionalHistograms(t *testing.T) {
 	st := writev2.NewSymbolTable()
 	series := func(name string) []uint32 { return st.SymbolizeLabels(labels.FromStrings("__name__", name), nil) }
@@ -60,10 +64,30 @@ func TestOTLPExporterDropsFractionalHistograms(t *testing.T) {
 		if d.Type != signal.MetricExponentialHistogram {
 			continue
 		}
-		pr := m.PosCounts[i]
-		if m.Time[i] != 2000e6 || m.Count[i] != 5 || m.IsFloatHist(i) || m.PosOffset[i] != -1 || len(m.U64[pr.Start:pr.End]) != 2 ||
-			m.U64[pr.Start] != 2 || m.U64[pr.Start+1] != 3 {
-			t.Fatalf("histogram at %d: count %d buckets %v@%d", m.Time[i], m.Count[i], m.U64[pr.Start:pr.End], m.PosOffset[i])
+		pr, fc := m.PosCounts[i], m.FloatCounts[i]
+		if m.Time[i] != 2000e6 || m.Count[i] != 5 || m.PosOffset[i] != -1 || len(m.U64[pr.Start:pr.End]) != 2 ||
+			m.U64[pr.Start] != 2 || m.U64[pr.Start+1] != 3 || fmt.Sprint(m.F64[fc.Start:fc.End]) != "[5 0 2 3]" {
+			t.Fatalf("histogram at %d: count %d buckets %v@%d float counts %v", m.Time[i], m.Count[i], m.U64[pr.Start:pr.End], m.PosOffset[i],
+				m.F64[fc.Start:fc.End])
+		}
+		// Another OTLP decoder (the collector's pdata) reads the same
+		// integer histogram and skips sluice's float count field.
+		req := pmetricotlp.NewExportRequest()
+		if err := req.UnmarshalProto(x.Body); err != nil {
+			t.Fatal(err)
+		}
+		var dp pmetric.ExponentialHistogramDataPoint
+		rms := req.Metrics().ResourceMetrics()
+		for r := range rms.Len() {
+			ms := rms.At(r).ScopeMetrics().At(0).Metrics()
+			for k := range ms.Len() {
+				if ms.At(k).Type() == pmetric.MetricTypeExponentialHistogram {
+					dp = ms.At(k).ExponentialHistogram().DataPoints().At(0)
+				}
+			}
+		}
+		if dp.Count() != 5 || fmt.Sprint(dp.Positive().BucketCounts().AsRaw()) != "[2 3]" {
+			t.Fatalf("pdata reads count %d buckets %v", dp.Count(), dp.Positive().BucketCounts().AsRaw())
 		}
 		return
 	}

@@ -63,8 +63,9 @@ func canonMetrics(m *signal.Metrics) string {
 		}
 		fmt.Fprintf(&sb, "] sid=%x num=%d:%x count=%d sum=%x min=%x max=%x has=%d ", m.SeriesID[i], m.NumberType[i], m.Number[i], m.Count[i],
 			math.Float64bits(m.Sum[i]), math.Float64bits(m.Min[i]), math.Float64bits(m.Max[i]), m.Has[i])
-		fmt.Fprintf(&sb, "buckets=%v bounds=[%s] scale=%d zc=%d zt=%x pos=%d%v neg=%d%v q=[%s]\n", u64(m.BucketCounts[i]), f64(m.Bounds[i]), m.Scale[i],
-			m.ZeroCount[i], math.Float64bits(m.ZeroThreshold[i]), m.PosOffset[i], u64(m.PosCounts[i]), m.NegOffset[i], u64(m.NegCounts[i]), f64(m.Quantiles[i]))
+		fmt.Fprintf(&sb, "buckets=%v bounds=[%s] scale=%d zc=%d zt=%x pos=%d%v neg=%d%v q=[%s] fc=[%s]\n", u64(m.BucketCounts[i]), f64(m.Bounds[i]), m.Scale[i],
+			m.ZeroCount[i], math.Float64bits(m.ZeroThreshold[i]), m.PosOffset[i], u64(m.PosCounts[i]), m.NegOffset[i], u64(m.NegCounts[i]), f64(m.Quantiles[i]),
+			f64(m.FloatCounts[i]))
 	}
 	return sb.String()
 }
@@ -100,6 +101,13 @@ func nastyV1() *prompb.WriteRequest {
 				Histograms: []prompb.Histogram{prompb.FromIntHistogram(1000, testHistogram(3)), prompb.FromFloatHistogram(1001, testHistogram(4).ToFloat(nil))}},
 			{Labels: []prompb.Label{{Name: "__name__", Value: "req_custom"}, {Name: "a", Value: "b"}},
 				Histograms: []prompb.Histogram{prompb.FromIntHistogram(2000, testCustomHistogram(2))}},
+			// Float histograms with fractional counts and reset hints
+			// (recording rules over native histograms).
+			{Labels: []prompb.Label{{Name: "__name__", Value: "job:rpc_latency_seconds:rate5m"}},
+				Histograms: []prompb.Histogram{prompb.FromFloatHistogram(3000, fractional(histogram.NotCounterReset, 3)),
+					prompb.FromFloatHistogram(3015, fractional(histogram.GaugeType, 3))}},
+			{Labels: []prompb.Label{{Name: "__name__", Value: "job:req_custom:rate5m"}},
+				Histograms: []prompb.Histogram{prompb.FromFloatHistogram(3000, fractional(histogram.CounterReset, histogram.CustomBucketsSchema))}},
 		},
 		Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "http_requests_total", Help: "Requests.", Unit: "requests"}},
 	}
@@ -111,6 +119,20 @@ func nastyV1() *prompb.WriteRequest {
 		})
 	}
 	return req
+}
+
+// fractional is a float histogram with fractional counts and a reset
+// hint, of exponential schema or custom buckets.
+func fractional(hint histogram.CounterResetHint, schema int32) *histogram.FloatHistogram {
+	h := &histogram.FloatHistogram{CounterResetHint: hint, Schema: schema, ZeroThreshold: 1e-3, ZeroCount: 1.0 / 3,
+		Count: 1.0/3 + 0.1 + 2.0/7 + 0.05, Sum: -1.0 / 9,
+		PositiveSpans: []histogram.Span{{Offset: -1, Length: 2}}, PositiveBuckets: []float64{0.1, 2.0 / 7},
+		NegativeSpans: []histogram.Span{{Offset: 4, Length: 1}}, NegativeBuckets: []float64{0.05}}
+	if schema == histogram.CustomBucketsSchema {
+		h.ZeroThreshold, h.ZeroCount, h.Count, h.CustomValues = 0, 0, 0.1+2.0/7, []float64{0.5, 1}
+		h.PositiveSpans[0].Offset, h.NegativeSpans, h.NegativeBuckets = 1, nil, nil
+	}
+	return h
 }
 
 // nastyV2 is nastyV1's content as a 2.0 request, with created timestamps
