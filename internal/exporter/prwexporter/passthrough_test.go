@@ -248,6 +248,12 @@ func testPassThroughV2(t *testing.T, counted int) {
 // value, time.
 func decodedV2(t *testing.T, body []byte) string {
 	t.Helper()
+	return renderV2(t, body, true)
+}
+
+// renderV2 is decodedV2, without the help unless help is set.
+func renderV2(t *testing.T, body []byte, help bool) string {
+	t.Helper()
 	var m signal.Metrics
 	if _, err := new(prw.Decoder).DecodeV2(&m, body); err != nil {
 		t.Fatal(err)
@@ -255,7 +261,10 @@ func decodedV2(t *testing.T, body []byte) string {
 	var sb strings.Builder
 	for i := range m.Len() {
 		d := m.Descs[m.Desc[i]]
-		fmt.Fprintf(&sb, "%s (%s) {", m.String(d.Name), m.String(d.Description))
+		fmt.Fprintf(&sb, "%s {", m.String(d.Name))
+		if help {
+			fmt.Fprintf(&sb, "(%s) ", m.String(d.Description))
+		}
 		r := m.Attr[i]
 		for a := r.Start; a < r.End; a++ {
 			fmt.Fprintf(&sb, "%s=%q ", m.Keys.Name(m.Attrs.Key[a]), m.AttrString(int(a)))
