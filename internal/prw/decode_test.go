@@ -435,6 +435,22 @@ func TestDecodeAllocatesNothingInSteadyState(t *testing.T) {
 			t.Errorf("v%d: %v allocations per decode, want 0", v, allocs)
 		}
 	}
+	// Native histograms, float (fractional, custom buckets, hints) and
+	// integer, reuse the decoder's and the batch's buffers too.
+	load := oracleLoad()[2:]
+	h1, _ := v1Request(load).Marshal()
+	h2, _ := v2Request(load, 7, false).Marshal()
+	for v, body := range map[int][]byte{1: h1, 2: h2} {
+		allocs := testing.AllocsPerRun(20, func() {
+			m.Reset()
+			if st, err := decode(&d, v, &m, body); err != nil || st.Histograms == 0 {
+				t.Fatal(st, err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("histograms v%d: %v allocations per decode, want 0", v, allocs)
+		}
+	}
 }
 
 // Histograms in the shape of Prometheus's tsdbutil test generators (that
