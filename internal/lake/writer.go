@@ -106,7 +106,27 @@ type partition struct {
 	metrics *signal.Metrics
 	spans   *signal.Spans
 	ptime   []int64
-	bytes   int64
+	bytes   int64 // size estimate: the file's data and the batch's interning tables
+	tables  int64 // of bytes, the interning tables (memory, not file)
+}
+
+// fileBytes is the part of p's estimate that goes into its file: what
+// TargetFileBytes bounds. The interning tables (16 KiB and up for any
+// batch copied into) count toward the memory limit only, else a small
+// target would roll a file per record.
+func (p *partition) fileBytes() int64 { return p.bytes - p.tables }
+
+// tableBytes is the interning tables' share of p's batch.
+func (p *partition) tableBytes() int64 {
+	switch {
+	case p.logs != nil:
+		return p.logs.CopyTableBytes()
+	case p.metrics != nil:
+		return p.metrics.CopyTableBytes()
+	case p.spans != nil:
+		return p.spans.CopyTableBytes()
+	}
+	return 0
 }
 
 // Writer buffers batches per (table, tenant, hour) partition and writes them
@@ -294,7 +314,7 @@ func (w *Writer) AppendMetrics(tenant string, times []int64, srcEst int64, fill 
 	}
 	add := srcEst + int64(len(pts))*8
 	k := partKey{signal.KindMetrics, tenant, hour}
-	if p := w.parts[k]; p != nil && p.bytes+add >= w.opts.TargetFileBytes || w.buffered+add > w.opts.MaxBufferedBytes || add >= w.opts.TargetFileBytes {
+	if p := w.parts[k]; p != nil && p.fileBytes()+add >= w.opts.TargetFileBytes || w.buffered+add > w.opts.MaxBufferedBytes || add >= w.opts.TargetFileBytes {
 		return false, nil
 	}
 	p := w.partition(signal.KindMetrics, tenant, hour)
@@ -407,7 +427,7 @@ func (w *Writer) placeGroup(kind signal.Kind, tenant string, hour int64, r signa
 	bulk func(*partition, signal.Rows), one func(*partition, int), est func(*partition) int64) error {
 	p := w.partition(kind, tenant, hour)
 	add := srcEst + int64(len(pts))*8
-	if p.bytes+add < w.opts.TargetFileBytes && w.buffered+add <= w.opts.MaxBufferedBytes {
+	if p.fileBytes()+add < w.opts.TargetFileBytes && w.buffered+add <= w.opts.MaxBufferedBytes {
 		bulk(p, r)
 		p.ptime = append(p.ptime, pts...)
 		w.stats.Rows += int64(len(pts))
@@ -438,9 +458,9 @@ func (w *Writer) placeGroup(kind signal.Kind, tenant string, hour int64, r signa
 func (w *Writer) account(p *partition, est int64) (*partition, error) {
 	est += int64(len(p.ptime)) * 8
 	w.buffered += est - p.bytes
-	p.bytes = est
+	p.bytes, p.tables = est, min(p.tableBytes(), est)
 	w.stats.PeakBufferedBytes = max(w.stats.PeakBufferedBytes, w.buffered)
-	if p.bytes >= w.opts.TargetFileBytes {
+	if p.fileBytes() >= w.opts.TargetFileBytes {
 		w.stats.SizeFlushes++
 		return nil, w.flushPartition(p)
 	}
