@@ -71,6 +71,8 @@ func lakeValues(t *testing.T, root string, cat *catalog.Catalog) map[float64]int
 // are lost with it), a new loop starting from the committed position
 // writes each of them exactly once, beside the records committed before.
 func TestLakeLoopDirectAppendReplaysExactlyOnce(t *testing.T) {
+	appendPlainPRW = true
+	t.Cleanup(func() { appendPlainPRW = false })
 	dir := t.TempDir()
 	root := filepath.Join(dir, "lake")
 	ctx := context.Background()
