@@ -420,12 +420,12 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 }
 
 // appendPlainPRW turns on appendPRW. It is off: measured end to end
-// (LAKE=1 scripts/bench-relay.sh, 3M samples of 1,500 per request, one
-// binary with it off and on, alternated) the process spent more CPU per
-// sample with it (337-347K samples per CPU-second against 365-434K),
-// although the lake writer's benchmark from the request bytes is 10%
-// faster with it (BenchmarkRemoteWriteToLake); BENCHMARKS.md says what
-// is known. Tests turn it on to keep the path and its replay covered.
+// on a loaded machine (LAKE=1 scripts/bench-relay.sh, 3M samples of
+// 1,500 per request, one binary with it off and on, alternated) it was
+// not faster (337-347K and 321K samples per CPU-second against 365-434K
+// and 317K), although the lake writer's benchmark from the request bytes
+// is 10% faster with it (BenchmarkRemoteWriteToLake); BENCHMARKS.md says
+// what is known. Tests turn it on to keep the path and its replay covered.
 var appendPlainPRW = false
 
 // appendPRW appends a plain remote write 1.0 request (prw.Scanner's plain
