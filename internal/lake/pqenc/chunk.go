@@ -341,9 +341,22 @@ func (ch *Chunk) closeDecoder() {
 // page decoder mid-chunk); the next Read reopens it.
 func (ch *Chunk) Release() { ch.closeDecoder() }
 
+// maxAhead bounds the rows one call decodes ahead of a chunk's read
+// position: longer calls go a step at a time, dropping the rows behind,
+// so that a chunk read a page at a time holds at most about maxAhead rows
+// and a page decoded, however long the merge's runs and blocks (a block
+// of short runs is up to an output row group).
+const maxAhead = 8192
+
 // PresentSpan returns the first and last of the next n rows that are not
-// null, relative to the read position, or -1, -1 when all are null.
+// null, relative to the read position, or -1, -1 when all are null. Past
+// maxAhead rows of a chunk read a page at a time, the span is its pages':
+// a page whose header counts only nulls is null, any other may hold
+// values (it may be wider than the rows', never narrower).
 func (ch *Chunk) PresentSpan(n int) (first, last int) {
+	if n > maxAhead && ch.pagesOK && ch.err == nil {
+		return ch.pagesPresentSpan(n)
+	}
 	if n == 0 || !ch.need(n) {
 		return -1, -1
 	}
@@ -373,9 +386,37 @@ func (ch *Chunk) PresentSpan(n int) (first, last int) {
 	return first, last
 }
 
+// pagesPresentSpan is PresentSpan from the page headers of the next n
+// rows: the rows of the first and last page that may hold a value.
+func (ch *Chunk) pagesPresentSpan(n int) (first, last int) {
+	start := int64(ch.Row())
+	end := start + int64(n)
+	first, last = -1, -1
+	for i := range ch.raw.Pages {
+		p := &ch.raw.Pages[i]
+		if p.FirstRow+p.Rows <= start {
+			continue
+		}
+		if p.FirstRow >= end {
+			break
+		}
+		if ch.maxDef == 1 && ch.maxRep == 0 && p.Nulls == p.Values {
+			continue // every row null
+		}
+		if first < 0 {
+			first = int(max(p.FirstRow, start) - start)
+		}
+		last = int(min(p.FirstRow+p.Rows, end) - start - 1)
+	}
+	return first, last
+}
+
 // SkipNullRows skips the next n rows, which the caller knows are null
 // (PresentSpan).
 func (ch *Chunk) SkipNullRows(n int) {
+	for ; n > maxAhead; n -= maxAhead {
+		ch.SkipNullRows(maxAhead)
+	}
 	if !ch.need(n) {
 		return
 	}
@@ -385,7 +426,12 @@ func (ch *Chunk) SkipNullRows(n int) {
 
 // SkipNulls skips the next n rows and reports true when they are all null
 // (one level entry each); otherwise it does nothing and reports false.
+// Past maxAhead rows it reports false without looking: the caller copies
+// them, nulls as they are.
 func (ch *Chunk) SkipNulls(n int) bool {
+	if n > maxAhead && ch.pagesOK {
+		return false
+	}
 	if !ch.need(n) {
 		return true // the job fails with ch.Err
 	}
@@ -656,8 +702,15 @@ func asBytes[T int32 | int64 | float64](s []T) []byte {
 }
 
 // CopyRows copies the next n rows of src, a chunk of a leaf with the same
-// type and levels as c's, to c.
+// type and levels as c's, to c, at most maxAhead rows at a time.
 func (c *Column) CopyRows(src *Chunk, n int) {
+	for ; n > maxAhead; n -= maxAhead {
+		c.copyRows(src, maxAhead)
+	}
+	c.copyRows(src, n)
+}
+
+func (c *Column) copyRows(src *Chunk, n int) {
 	if !src.need(n) {
 		c.fail(src.err)
 		return

@@ -241,3 +241,85 @@ func TestCopyPagesCutBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkDecodesBoundedAhead copies, skips and spans a chunk of many
+// pages in calls far longer than maxAhead: its decoded window (the
+// capacity of its value buffers) stays about maxAhead rows and a few
+// pages, not the chunk, and the output is the same rows; PresentSpan over
+// more than maxAhead rows answers from the page headers without decoding,
+// a span holding the exact one.
+func TestChunkDecodesBoundedAhead(t *testing.T) {
+	s := parquet.NewSchema("t", parquet.Group{"v": parquet.Optional(parquet.Int(64))})
+	leaf, _ := s.Lookup("v")
+	li, err := NewLeaf(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	li.Path = []string{"v"}
+	const n = 20 * maxAhead
+	rows := make([]parquet.Row, n)
+	present := func(i int) bool { return i >= n/4 && i < n/2 && i%3 != 0 }
+	for i := range rows {
+		if present(i) {
+			rows[i] = parquet.Row{parquet.Int64Value(int64(i)).Level(0, 1, 0)}
+		} else {
+			rows[i] = parquet.Row{parquet.NullValue().Level(0, 0, 0)}
+		}
+	}
+	data := writeWithParquetGo(t, s, rows, n)
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch Chunk
+	if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !ch.pagesOK || len(ch.raw.Pages) < 20 {
+		t.Fatalf("%d pages, read a page at a time %v: the test does not test it", len(ch.raw.Pages), ch.pagesOK)
+	}
+	maxPage := 0
+	for _, p := range ch.raw.Pages {
+		maxPage = max(maxPage, int(p.Rows))
+	}
+	first, last := ch.PresentSpan(n)
+	if first < 0 || first > n/4 || last < n/2-1 || ch.wrows != 0 {
+		t.Fatalf("PresentSpan: [%d, %d] after decoding %d rows, want a span holding [%d, %d], nothing decoded",
+			first, last, ch.wrows, n/4+1, n/2-1)
+	}
+	ch.SkipNullRows(n / 4)
+	var c Column
+	c.Reset(&li, &parquet.Zstd)
+	c.CopyRows(&ch, n/2)
+	if ch.Err() != nil || c.err != nil {
+		t.Fatal(ch.Err(), c.err)
+	}
+	ch.SkipNullRows(n / 4)
+	if ch.Row() != n {
+		t.Fatalf("at row %d, want %d", ch.Row(), n)
+	}
+	if limit := 2 * (maxAhead + 2*maxPage); cap(ch.i64) > limit || cap(ch.def) > limit {
+		t.Fatalf("buffers of %d values and %d levels for pages of up to %d rows: decoded more than %d rows ahead",
+			cap(ch.i64), cap(ch.def), maxPage, maxAhead)
+	}
+	var out bytes.Buffer
+	f := NewFile(&out, []Leaf{li}, &parquet.Zstd)
+	f.BeginRowGroup(n / 2)
+	if err := f.WriteChunk(&c); err != nil {
+		t.Fatal(err)
+	}
+	footer, err := Footer(s, parquet.Compression(&parquet.Zstd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(footer); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, out.Bytes())
+	got := readRows(t, out.Bytes())
+	for i, r := range got {
+		if !sameRow(r, rows[n/4+i]) {
+			t.Fatalf("row %d: %v, want %v", n/4+i, r, rows[n/4+i])
+		}
+	}
+}
