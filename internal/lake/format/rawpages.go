@@ -24,6 +24,8 @@ type RawChunk struct {
 	Base  int64  // file offset of Bytes[0]
 	Codec pqformat.CompressionCodec
 	Pages []RawPage // data pages, in order
+	// dict is the dictionary page (Len 0: none), its values in Values.
+	dict RawPage
 
 	cc   *parquet.FileColumnChunk
 	ref  chunkRef
@@ -48,6 +50,14 @@ type RawPage struct {
 	Uncompressed int64
 	Encoding     pqformat.Encoding
 	V2           bool // a data page v2 (levels outside the compressed values)
+
+	// What decoding the page needs of its header (RawChunk.DecodePage),
+	// so that it is parsed once: its length, the page's uncompressed
+	// size, and a v2 page's level lengths and compression flag.
+	hdrLen               int
+	uncompressed         int32
+	repLen, defLen       int32
+	notCompressed, typed bool
 }
 
 // ReadRawChunk reads column chunk cc of a file opened with Open whole into
@@ -61,7 +71,7 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 	if !ok {
 		return fmt.Errorf("read column chunk: %T is not a column chunk of a file", cc)
 	}
-	rc.Pages, rc.cc, rc.ciState = rc.Pages[:0], nil, 0
+	rc.Pages, rc.cc, rc.ciState, rc.dict = rc.Pages[:0], nil, 0, RawPage{}
 	buf, base, err := readChunk(fcc, rc.Bytes)
 	if err != nil {
 		return err
@@ -86,13 +96,20 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 		if h.CRC != 0 && int32(crc32.ChecksumIEEE(buf[off+hlen:off+int(n)])) != h.CRC {
 			return pageErr("column %q page at byte %d: CRC mismatch", ref.md.PathInSchema, foff)
 		}
-		p := RawPage{Off: off, Len: int(n), FirstRow: row, Uncompressed: int64(hlen) + int64(h.UncompressedPageSize)}
+		p := RawPage{Off: off, Len: int(n), FirstRow: row, Uncompressed: int64(hlen) + int64(h.UncompressedPageSize),
+			hdrLen: hlen, uncompressed: h.UncompressedPageSize}
 		switch h.Type {
 		case pqformat.DictionaryPage:
+			if h.DictionaryPageHeader.Valid {
+				p.Values, p.Encoding, p.typed = int64(h.DictionaryPageHeader.V.NumValues), h.DictionaryPageHeader.V.Encoding, true
+			}
+			rc.dict = p
 			return nil
 		case pqformat.DataPageV2:
 			d := &h.DataPageHeaderV2.V
 			p.Rows, p.Values, p.Nulls, p.Encoding, p.V2 = int64(d.NumRows), int64(d.NumValues), int64(d.NumNulls), d.Encoding, true
+			p.repLen, p.defLen, p.typed = d.RepetitionLevelsByteLength, d.DefinitionLevelsByteLength, true
+			p.notCompressed = d.IsCompressed.Valid && !d.IsCompressed.V
 		case pqformat.DataPage:
 			// v1 pages say no rows or nulls: they are never copied,
 			// only decoded. Rows of a flat column are its values.

@@ -65,6 +65,7 @@ type Chunk struct {
 	raw     format.RawChunk
 	hasRaw  bool
 	pagesOK bool // raw's pages may be copied (checkPagesOK)
+	typed   bool // raw's pages decode with format's typed decoder (decodeTyped)
 	pg      int  // CopyRowsPages' cursor into raw.Pages
 }
 
@@ -104,13 +105,14 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.xlatEpoch = 0
 	ch.row, ch.lvl, ch.val = 0, 0, 0
 	ch.row0, ch.wrows, ch.next, ch.rows = 0, 0, 0, 0
-	ch.pg, ch.pagesOK, ch.hasRaw, ch.skipped = 0, false, false, 0
+	ch.pg, ch.pagesOK, ch.hasRaw, ch.skipped, ch.typed = 0, false, false, 0, false
 	if _, ok := cc.(*parquet.FileColumnChunk); ok {
 		if err := format.ReadRawChunk(cc, &ch.raw); err != nil {
 			return err
 		}
 		ch.hasRaw = true
 		if ch.checkPagesOK(); ch.pagesOK {
+			ch.typed = ch.raw.Typed()
 			if maxRep > 0 {
 				ch.rowLvl = append(ch.rowLvl, 0)
 			}
@@ -229,22 +231,31 @@ func (ch *Chunk) decodeNext() (err error) {
 		return fmt.Errorf("%w: rows past the chunk's %d", ErrCorrupt, ch.rows)
 	}
 	rp := &ch.raw.Pages[ch.next]
-	if ch.dec == nil {
-		ch.dec = ch.raw.DecodePagesFrom(ch.next)
-	}
-	p, err := ch.dec.ReadPage()
-	if err != nil {
-		if err == io.EOF {
-			err = fmt.Errorf("%w: page %d missing", ErrCorrupt, ch.next)
+	var n, nn, l0 int
+	if ch.typed {
+		ch.dropConsumed()
+		l0 = len(ch.rep)
+		if n, nn, err = ch.decodeTyped(ch.next); err != nil {
+			return err
 		}
-		return err
-	}
-	ch.dropConsumed()
-	l0 := len(ch.rep)
-	n, nn, err := ch.addPage(p)
-	parquet.Release(p)
-	if err != nil {
-		return err
+	} else {
+		if ch.dec == nil {
+			ch.dec = ch.raw.DecodePagesFrom(ch.next)
+		}
+		p, err := ch.dec.ReadPage()
+		if err != nil {
+			if err == io.EOF {
+				err = fmt.Errorf("%w: page %d missing", ErrCorrupt, ch.next)
+			}
+			return err
+		}
+		ch.dropConsumed()
+		l0 = len(ch.rep)
+		n, nn, err = ch.addPage(p)
+		parquet.Release(p)
+		if err != nil {
+			return err
+		}
 	}
 	if int64(n) != rp.Values || int64(nn) != rp.Values-rp.Nulls {
 		return fmt.Errorf("%w: page %d decodes to %d values (%d present), its header says %d (%d nulls)",
@@ -348,13 +359,20 @@ func (ch *Chunk) Release() { ch.closeDecoder() }
 // of short runs is up to an output row group).
 const maxAhead = 8192
 
+// maxAheadBytes is how many uncompressed bytes of pages PresentSpan
+// decodes ahead past maxAhead rows: a sparse column's pages (mostly
+// nulls) are small, and their exact spans spare the merge looking at
+// each run.
+const maxAheadBytes = 1 << 20
+
 // PresentSpan returns the first and last of the next n rows that are not
 // null, relative to the read position, or -1, -1 when all are null. Past
-// maxAhead rows of a chunk read a page at a time, the span is its pages':
-// a page whose header counts only nulls is null, any other may hold
-// values (it may be wider than the rows', never narrower).
+// maxAhead rows of a chunk read a page at a time whose pages ahead are
+// larger than maxAheadBytes, the span is its pages': a page whose header
+// counts only nulls is null, any other may hold values (the span may be
+// wider than the rows', never narrower).
 func (ch *Chunk) PresentSpan(n int) (first, last int) {
-	if n > maxAhead && ch.pagesOK && ch.err == nil {
+	if n > maxAhead && ch.pagesOK && ch.err == nil && ch.bytesAhead(n) > maxAheadBytes {
 		return ch.pagesPresentSpan(n)
 	}
 	if n == 0 || !ch.need(n) {
@@ -384,6 +402,17 @@ func (ch *Chunk) PresentSpan(n int) (first, last int) {
 		last = first
 	}
 	return first, last
+}
+
+// bytesAhead is the uncompressed size of the pages not decoded yet that
+// hold the next n rows.
+func (ch *Chunk) bytesAhead(n int) int64 {
+	end := int64(ch.Row() + n)
+	var b int64
+	for i := ch.next; i < len(ch.raw.Pages) && ch.raw.Pages[i].FirstRow < end; i++ {
+		b += ch.raw.Pages[i].Uncompressed
+	}
+	return b
 }
 
 // pagesPresentSpan is PresentSpan from the page headers of the next n
@@ -581,6 +610,11 @@ func (ch *Chunk) addIndexed(d parquet.Dictionary, idx []int32) error {
 		ch.dictOffs = append(ch.dictOffs[:0], offs...)
 		ch.indexed = true
 	}
+	return ch.addIdx(idx)
+}
+
+// addIdx adds dictionary indexes into the chunk's dictionary.
+func (ch *Chunk) addIdx(idx []int32) error {
 	nd := int32(len(ch.dictOffs) - 1)
 	for _, x := range idx {
 		if x < 0 || x >= nd {

@@ -292,6 +292,11 @@ func TestCopyRowsRoundTrip(t *testing.T) {
 				}
 				f.BeginRowGroup(rgRows)
 				for j := range cols {
+					for _, in := range ins {
+						if in.chunk[j].Err() != nil {
+							t.Fatalf("column %d: %v", j, in.chunk[j].Err())
+						}
+					}
 					if err := f.WriteChunk(&cols[j]); err != nil {
 						t.Fatal(err)
 					}

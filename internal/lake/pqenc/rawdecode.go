@@ -1,0 +1,133 @@
+package pqenc
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/sluice-dev/sluice/internal/lake/format"
+)
+
+// This file decodes a chunk's pages with format's typed page decoder
+// (format.PageDecoder), from the spans and header fields its checks
+// recorded, instead of parquet-go's page reader: a page header is parsed
+// once, and a chunk holds no page reader and its buffers between pages;
+// the decoders (and their decompression buffers) are shared.
+
+// pageDecs keeps page decoders between pages: a plain free list, not a
+// sync.Pool, which would drop their zstd decoders at every GC.
+var pageDecs struct {
+	mu   sync.Mutex
+	free []*format.PageDecoder
+}
+
+// maxIdlePageDecs bounds the idle decoders kept (about one per
+// concurrent merge).
+const maxIdlePageDecs = 4
+
+func getPageDec() *format.PageDecoder {
+	pageDecs.mu.Lock()
+	defer pageDecs.mu.Unlock()
+	if n := len(pageDecs.free); n > 0 {
+		pd := pageDecs.free[n-1]
+		pageDecs.free = pageDecs.free[:n-1]
+		return pd
+	}
+	return new(format.PageDecoder)
+}
+
+func putPageDec(pd *format.PageDecoder) {
+	pageDecs.mu.Lock()
+	defer pageDecs.mu.Unlock()
+	if len(pageDecs.free) < maxIdlePageDecs {
+		pageDecs.free = append(pageDecs.free, pd)
+		return
+	}
+	pd.Release()
+}
+
+// decodeTyped decodes data page k of the chunk's raw pages and appends
+// its levels and values, as addPage does for parquet-go's pages.
+func (ch *Chunk) decodeTyped(k int) (n, nn int, err error) {
+	pd := getPageDec()
+	defer putPageDec(pd)
+	var p format.DecodedPage
+	if err := pd.DecodePage(&ch.raw, k, &p); err != nil {
+		return 0, 0, err
+	}
+	n, nn = p.N, p.NonNull
+	if ch.maxDef > 0 {
+		if len(p.Defs) != n {
+			return 0, 0, fmt.Errorf("%w: %d definition levels for %d values", ErrCorrupt, len(p.Defs), n)
+		}
+		ch.def = append(ch.def, p.Defs...)
+	}
+	if ch.maxRep > 0 {
+		if len(p.Reps) != n {
+			return 0, 0, fmt.Errorf("%w: %d repetition levels for %d values", ErrCorrupt, len(p.Reps), n)
+		}
+		ch.rep = append(ch.rep, p.Reps...)
+	}
+	bad := false
+	switch ch.kind {
+	case parquet.Int64:
+		bad = len(p.I64) != nn
+		ch.i64 = append(ch.i64, p.I64...)
+	case parquet.Int32:
+		bad = len(p.I32) != nn
+		ch.i32 = append(ch.i32, p.I32...)
+	case parquet.Double:
+		bad = len(p.F64) != nn
+		ch.f64 = append(ch.f64, p.F64...)
+	case parquet.Boolean:
+		bad = len(p.Bools) != nn
+		ch.bools = append(ch.bools, p.Bools...)
+	case parquet.ByteArray:
+		if p.Idx != nil {
+			if len(p.Idx) != nn {
+				bad = true
+				break
+			}
+			if !ch.indexed && len(ch.offs) == 1 && len(ch.dictOffs) == 0 {
+				// The chunk's first values: take its dictionary.
+				vals, offs, err := pd.DecodeDict(&ch.raw)
+				if err != nil {
+					return 0, 0, err
+				}
+				if len(offs) != ch.raw.DictValues()+1 {
+					return 0, 0, fmt.Errorf("%w: %d dictionary offsets for %d values", ErrCorrupt, len(offs), ch.raw.DictValues())
+				}
+				ch.dict = append(ch.dict[:0], vals...)
+				ch.dictOffs = append(ch.dictOffs[:0], offs...)
+				ch.indexed = true
+			}
+			if err := ch.addIdx(p.Idx); err != nil {
+				return 0, 0, err
+			}
+			break
+		}
+		if ch.indexed {
+			ch.unindex()
+		}
+		vals, offs := p.Data, p.Offs
+		if len(offs) != nn+1 || int(offs[nn]) > len(vals) || offs[0] > offs[nn] {
+			return 0, 0, fmt.Errorf("%w: %d byte array offsets for %d values", ErrCorrupt, len(offs), nn)
+		}
+		if len(ch.offs) == 1 {
+			ch.offs = slices.Grow(ch.offs, ch.expect)
+		}
+		base := uint32(len(ch.data)) - offs[0]
+		ch.data = append(ch.data, vals[offs[0]:offs[nn]]...)
+		for _, o := range offs[1:] {
+			ch.offs = append(ch.offs, base+o)
+		}
+	default:
+		return 0, 0, fmt.Errorf("pqenc: column type %s not supported", ch.kind)
+	}
+	if bad {
+		return 0, 0, fmt.Errorf("%w: a page of %d values decodes to another number", ErrCorrupt, nn)
+	}
+	return n, nn, nil
+}
