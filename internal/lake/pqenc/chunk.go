@@ -360,19 +360,19 @@ func (ch *Chunk) Release() { ch.closeDecoder() }
 const maxAhead = 8192
 
 // maxAheadBytes is how many uncompressed bytes of pages PresentSpan
-// decodes ahead past maxAhead rows: a sparse column's pages (mostly
-// nulls) are small, and their exact spans spare the merge looking at
-// each run.
-const maxAheadBytes = 1 << 20
+// decodes ahead: a sparse column's pages (mostly nulls) are small, and
+// their exact spans spare the merge looking at each run; a dense
+// column's span is about its pages' anyway.
+const maxAheadBytes = 256 << 10
 
 // PresentSpan returns the first and last of the next n rows that are not
-// null, relative to the read position, or -1, -1 when all are null. Past
-// maxAhead rows of a chunk read a page at a time whose pages ahead are
-// larger than maxAheadBytes, the span is its pages': a page whose header
+// null, relative to the read position, or -1, -1 when all are null. Of a
+// chunk read a page at a time whose pages ahead are larger than
+// maxAheadBytes, the span is its pages': a page whose header
 // counts only nulls is null, any other may hold values (the span may be
 // wider than the rows', never narrower).
 func (ch *Chunk) PresentSpan(n int) (first, last int) {
-	if n > maxAhead && ch.pagesOK && ch.err == nil && ch.bytesAhead(n) > maxAheadBytes {
+	if n > 1 && ch.pagesOK && ch.err == nil && ch.bytesAhead(n) > maxAheadBytes {
 		return ch.pagesPresentSpan(n)
 	}
 	if n == 0 || !ch.need(n) {
@@ -443,14 +443,15 @@ func (ch *Chunk) pagesPresentSpan(n int) (first, last int) {
 // SkipNullRows skips the next n rows, which the caller knows are null
 // (PresentSpan).
 func (ch *Chunk) SkipNullRows(n int) {
-	for ; n > maxAhead; n -= maxAhead {
-		ch.SkipNullRows(maxAhead)
+	for n > 0 && ch.err == nil {
+		k := ch.stepRows(n)
+		if !ch.need(k) {
+			return
+		}
+		ch.row += k
+		ch.lvl = ch.levelAt(ch.row)
+		n -= k
 	}
-	if !ch.need(n) {
-		return
-	}
-	ch.row += n
-	ch.lvl = ch.levelAt(ch.row)
 }
 
 // SkipNulls skips the next n rows and reports true when they are all null
@@ -736,12 +737,28 @@ func asBytes[T int32 | int64 | float64](s []T) []byte {
 }
 
 // CopyRows copies the next n rows of src, a chunk of a leaf with the same
-// type and levels as c's, to c, at most maxAhead rows at a time.
+// type and levels as c's, to c: of a chunk read a page at a time, what
+// its window holds, then a page at a time (stepRows), so that the window
+// never holds more than about a page however long the run.
 func (c *Column) CopyRows(src *Chunk, n int) {
-	for ; n > maxAhead; n -= maxAhead {
-		c.copyRows(src, maxAhead)
+	for n > 0 && src.err == nil && c.err == nil {
+		k := src.stepRows(n)
+		c.copyRows(src, k)
+		n -= k
 	}
-	c.copyRows(src, n)
+}
+
+// stepRows is how many of the next n rows one step takes: those decoded,
+// else the next page's (at most maxAhead), all n for a chunk decoded whole.
+func (ch *Chunk) stepRows(n int) int {
+	if !ch.pagesOK {
+		return n
+	}
+	k := ch.wrows - ch.row
+	if k <= 0 && ch.next < len(ch.raw.Pages) {
+		k = int(ch.raw.Pages[ch.next].Rows)
+	}
+	return min(n, max(k, 1), maxAhead)
 }
 
 func (c *Column) copyRows(src *Chunk, n int) {

@@ -298,7 +298,7 @@ func TestChunkDecodesBoundedAhead(t *testing.T) {
 	if ch.Row() != n {
 		t.Fatalf("at row %d, want %d", ch.Row(), n)
 	}
-	if limit := 2 * (maxAhead + 2*maxPage); cap(ch.offs) > limit || cap(ch.def) > limit || cap(ch.data) > 100*limit {
+	if limit := 4*maxPage + 16; cap(ch.offs) > limit || cap(ch.def) > limit || cap(ch.data) > 100*limit {
 		t.Fatalf("buffers of %d values (%d bytes) and %d levels for pages of up to %d rows: decoded more than %d rows ahead",
 			cap(ch.offs), cap(ch.data), cap(ch.def), maxPage, maxAhead)
 	}
