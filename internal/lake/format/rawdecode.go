@@ -25,9 +25,10 @@ type DecodedPage struct {
 	Bools []bool
 	// Byte arrays: value j is Data[Offs[j]:Offs[j+1]], or, for a page of
 	// dictionary indexes, the chunk's dictionary value Idx[j].
-	Data []byte
-	Offs []uint32
-	Idx  []int32
+	Data    []byte
+	Offs    []uint32
+	Idx     []int32
+	Indexed bool // a page of dictionary indexes (Idx; Data and Offs unset)
 }
 
 // PageDecoder decodes pages of RawChunks; its buffers are reused page
@@ -135,11 +136,17 @@ func (pd *PageDecoder) DecodePage(rc *RawChunk, k int, out *DecodedPage) (err er
 	case pqformat.Boolean:
 		out.Bools = pg.bools
 	case pqformat.ByteArray:
-		if pg.idx != nil {
-			out.Idx = pg.idx
+		// The encoding tells, not pg.idx, which is nil for a page of
+		// no values.
+		if p.Encoding == pqformat.RLEDictionary || p.Encoding == pqformat.PlainDictionary {
+			out.Idx, out.Indexed = pg.idx, true
 		} else {
 			out.Data, out.Offs = pg.data, pg.offs
 		}
+	}
+	if pg.nn == 0 {
+		// The value slices may hold an earlier page's values.
+		out.I64, out.I32, out.F64, out.Bools, out.Data, out.Offs, out.Idx = nil, nil, nil, nil, nil, nil, nil
 	}
 	return nil
 }

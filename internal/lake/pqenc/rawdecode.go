@@ -70,6 +70,9 @@ func (ch *Chunk) decodeTyped(k int) (n, nn int, err error) {
 		}
 		ch.rep = append(ch.rep, p.Reps...)
 	}
+	if nn == 0 {
+		return n, 0, nil // levels only
+	}
 	bad := false
 	switch ch.kind {
 	case parquet.Int64:
@@ -85,7 +88,7 @@ func (ch *Chunk) decodeTyped(k int) (n, nn int, err error) {
 		bad = len(p.Bools) != nn
 		ch.bools = append(ch.bools, p.Bools...)
 	case parquet.ByteArray:
-		if p.Idx != nil {
+		if p.Indexed {
 			if len(p.Idx) != nn {
 				bad = true
 				break
