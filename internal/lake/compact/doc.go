@@ -66,8 +66,9 @@
 //     refuses to commit on a mismatch.
 //  5. Memory does not grow with input size: per input, its current row
 //     group's compressed bytes, its decoded sort keys and about a page of
-//     each other column (decoded as the merge reaches it; a block of short
-//     runs decodes up to the block ahead), plus one output row group's
+//     each other column (decoded a page at a time as the merge reaches it;
+//     looking for a block's non-null rows decodes at most 256 KiB of pages
+//     ahead, pqenc.Chunk.PresentSpan), plus one output row group's
 //     compressed pages (column merge), or the writer's buffer bounded by
 //     Options.MaxBufferedBytes (row merge).
 //  6. Output is sorted by the table's sort key (docs/schema.md); rows are
