@@ -73,7 +73,7 @@ func TestPipelineForwardsThroughDownstreamRestart(t *testing.T) {
 	if resp := post(t, up, "/v1/metrics", "t1", metricsRequest(t, 5)); resp.StatusCode != 200 {
 		t.Fatal(resp.StatusCode)
 	}
-	waitCaughtUp(t, up, 10*time.Second)
+	waitCaughtUp(t, up, 60*time.Second)
 
 	// Downstream gone: the upstream keeps acknowledging and its lake commits.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -88,17 +88,22 @@ func TestPipelineForwardsThroughDownstreamRestart(t *testing.T) {
 	if st := up.exps.list()[0].Stats(); st.Cursor.LagBytes == 0 {
 		t.Fatal("exporter claims to be caught up with its downstream down")
 	}
-	time.Sleep(300 * time.Millisecond) // retries pile up; the breaker opens
-	_, metrics := get(t, up, "/metrics")
-	if !strings.Contains(metrics, `sluice_exporter_breaker_state{endpoint="http://`+downAddr+`",exporter="otlp/down"} 2`) &&
-		!strings.Contains(metrics, `sluice_exporter_breaker_state{endpoint="http://`+downAddr+`",exporter="otlp/down"} 1`) {
-		t.Fatalf("breaker not open on /metrics:\n%s", grep(metrics, "sluice_exporter_breaker_state"))
+	// Retries pile up; the breaker opens (or is half-open, probing).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, metrics := get(t, up, "/metrics")
+		if strings.Contains(metrics, `sluice_exporter_breaker_state{endpoint="http://`+downAddr+`",exporter="otlp/down"} 2`) ||
+			strings.Contains(metrics, `sluice_exporter_breaker_state{endpoint="http://`+downAddr+`",exporter="otlp/down"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker not open on /metrics:\n%s", grep(metrics, "sluice_exporter_breaker_state"))
+		}
 	}
 
 	// Back on the same address and lake.
 	downCfg.Receivers.OTLP.HTTPAddr = downAddr
 	down2 := start(t, downCfg)
-	waitCaughtUp(t, up, 20*time.Second)
+	waitCaughtUp(t, up, 60*time.Second)
 	if err := down2.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +119,7 @@ func TestPipelineForwardsThroughDownstreamRestart(t *testing.T) {
 		}
 		t.Logf("tenant %s: %d records, %d duplicates", tenant, len(got[tenant]), len(got[tenant])-len(seqs))
 	}
-	_, metrics = get(t, up, "/metrics")
+	_, metrics := get(t, up, "/metrics")
 	for _, want := range []string{
 		`sluice_exporter_sent_records_total{exporter="otlp/down"} 40`,
 		`sluice_exporter_skipped_records_total{exporter="otlp/down"} 1`,
@@ -152,7 +157,7 @@ func TestPipelineForwardsOverGRPC(t *testing.T) {
 	if resp := post(t, up, "/v1/metrics", "g1", metricsRequest(t, 5)); resp.StatusCode != 200 {
 		t.Fatal(resp.StatusCode)
 	}
-	waitCaughtUp(t, up, 10*time.Second)
+	waitCaughtUp(t, up, 60*time.Second)
 	if err := down.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}

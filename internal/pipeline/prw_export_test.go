@@ -166,7 +166,7 @@ func TestPipelineRemoteWriteIntoPrometheusAgrees(t *testing.T) {
 	if resp := post(t, p, "/v1/logs", "", logsRequest(t, 0, 5)); resp.StatusCode != 200 {
 		t.Fatal(resp.StatusCode)
 	}
-	waitCaughtUp(t, p, 10*time.Second)
+	waitCaughtUp(t, p, 60*time.Second)
 	sluice := "http://" + p.Addrs().Query.String()
 	at := end.Add(time.Second)
 	for _, q := range []string{
