@@ -20,10 +20,15 @@ import (
 // decompressed pages into typed slices, without a parquet.Value per cell
 // and with a dictionary's strings kept once per chunk (rows hold indexes).
 // Chunks of anything else go through parquet-go's page reader (typedChunk
-// says which). The chunk is checked whole by checkChunkIn before the first
-// page is decoded, and every decoding step is bounded again by the page's
-// own sizes, so a damaged page is an error, never a panic or an allocation
-// past the page caps (FuzzDecodePages).
+// says which). The decoder checks each page as it decodes it, against the
+// bounds checkChunk holds pages to (pages.go) and against the chunk's
+// footer (its values and uncompressed bytes add up to what the footer
+// says, at most one dictionary page, no page of another type), so a page
+// is decompressed once: checking the chunk whole first decompressed every
+// page twice, a tenth of reading a file. Every decoding step is bounded by
+// the page's own sizes, so a damaged page is an error, never a panic or an
+// allocation past the page caps, with or without the footer checks
+// (FuzzDecodePages).
 
 // errPageShape is wrapped (with ErrCorrupt) by the decoder's errors for
 // pages whose contents disagree with their header or their chunk.
@@ -103,6 +108,13 @@ type chunkDec struct {
 	dict     dictVals
 	hasDict  bool
 	lv       []uint8 // scratch of RLE-encoded booleans
+
+	// The footer checks (check set): the values and uncompressed bytes
+	// (headers included) of the pages so far, against md's.
+	check        bool
+	md           *pqformat.ColumnMetaData
+	nvals        int64
+	uncompressed int64
 }
 
 // typedChunk reports whether cc is a chunk the typed decoder reads: a
@@ -144,28 +156,30 @@ func typedChunk(cc parquet.ColumnChunk) (chunkRef, bool) {
 	return ref, true
 }
 
-// open reads and checks the chunk of ref (from cc) and readies its first
-// page.
+// open reads the chunk of ref (from cc) and readies its first page; its
+// pages are checked against the footer as they are decoded.
 func (d *chunkDec) open(cc *parquet.FileColumnChunk, ref chunkRef) error {
 	return d.openChecked(cc, ref, true)
 }
 
-// openChecked is open; check false skips checkChunkIn (the fuzz test of
-// the decoder alone).
+// openChecked is open; check false skips the checks against the footer
+// (the fuzz test of the decoder alone).
 func (d *chunkDec) openChecked(cc *parquet.FileColumnChunk, ref chunkRef, check bool) error {
-	buf, base, err := readChunk(cc, getChunkBuf())
-	if err == nil && check {
-		_, err = checkChunkIn(cc, 0, math.MaxInt64, buf, base)
+	md := ref.md
+	if check && (ref.rgRows < 0 || md.NumValues < 0 || ref.maxRep == 0 && md.NumValues != ref.rgRows) {
+		return pageErr("column %q: %d values in a row group of %d rows", md.PathInSchema, md.NumValues, ref.rgRows)
 	}
+	buf, _, err := readChunk(cc, getChunkBuf())
 	if err != nil {
 		putChunkBuf(buf)
 		return err
 	}
 	d.buf, d.off, d.end = buf, 0, len(buf)
-	d.typ, d.maxDef, d.maxRep, d.rgRows = ref.md.Type, ref.maxDef, ref.maxRep, ref.rgRows
+	d.typ, d.maxDef, d.maxRep, d.rgRows = md.Type, ref.maxDef, ref.maxRep, ref.rgRows
 	d.c = pageChecker{ref: ref, s: getScratch()}
 	d.hasDict = false
 	d.dict.n = 0
+	d.check, d.md, d.nvals, d.uncompressed = check, md, 0, 0
 	return nil
 }
 
@@ -204,8 +218,12 @@ func (d *chunkDec) next() (*pageVals, error) {
 			}
 			return &d.pg, nil
 		default:
-			// Index pages and others carry no values of ours.
+			return nil, pageErr("page type %s", h.Type)
 		}
+	}
+	if d.check && (d.nvals != d.md.NumValues || d.uncompressed != d.md.TotalUncompressedSize) {
+		return nil, pageErr("column %q: pages hold %d values (%d bytes uncompressed), the footer says %d (%d bytes)",
+			d.md.PathInSchema, d.nvals, d.uncompressed, d.md.NumValues, d.md.TotalUncompressedSize)
 	}
 	return nil, io.EOF
 }
@@ -230,6 +248,7 @@ func (d *chunkDec) header() ([]byte, error) {
 	}
 	body := d.buf[d.off+hl : d.off+hl+cs]
 	d.off += hl + cs
+	d.uncompressed += int64(hl) + us
 	return body, nil
 }
 
@@ -237,6 +256,9 @@ func (d *chunkDec) readDict(body []byte) error {
 	h := &d.hdr
 	if !h.DictionaryPageHeader.Valid || d.hasDict {
 		return shapeErr("dictionary page")
+	}
+	if e := h.DictionaryPageHeader.V.Encoding; e != pqformat.Plain && e != pqformat.PlainDictionary {
+		return pageErr("dictionary encoding %s", e)
 	}
 	n := int(h.DictionaryPageHeader.V.NumValues)
 	if n < 0 || n > MaxPageValues {
@@ -276,6 +298,9 @@ func (d *chunkDec) startPage(nv int) error {
 	if nv < 0 || nv > maxVals {
 		return pageErr("data page of %d values (at most %d)", nv, maxVals)
 	}
+	if d.nvals += int64(nv); d.check && d.nvals > d.md.NumValues {
+		return pageErr("column %q: pages hold over %d values, the footer says %d", d.md.PathInSchema, d.nvals-int64(nv), d.md.NumValues)
+	}
 	p := &d.pg
 	p.n, p.nn = nv, nv
 	p.defs, p.reps, p.idx, p.dict, p.runs = nil, nil, nil, nil, nil
@@ -291,6 +316,9 @@ func (d *chunkDec) dataV2(body []byte) error {
 	nv := int(v.NumValues)
 	if err := d.startPage(nv); err != nil {
 		return err
+	}
+	if v.NumNulls < 0 || int(v.NumNulls) > nv || v.NumRows < 0 || int(v.NumRows) > nv {
+		return pageErr("data page v2 of %d values, %d nulls, %d rows", nv, v.NumNulls, v.NumRows)
 	}
 	rl, dl := int(v.RepetitionLevelsByteLength), int(v.DefinitionLevelsByteLength)
 	if rl < 0 || dl < 0 || rl+dl > len(body) || int64(rl+dl) > int64(h.UncompressedPageSize) {
@@ -585,8 +613,9 @@ func fill[T uint8 | int32](s []T, v T) {
 }
 
 // decodeHybrid decodes len(dst) values of width bits from the RLE /
-// bit-packed hybrid runs of src; each must be at most maxV. Runs past
-// len(dst) values (a bit-packed group's padding) are ignored.
+// bit-packed hybrid runs of src; each must be at most maxV. The runs may
+// hold up to 7 values past len(dst) (a bit-packed group's padding), as
+// checkChunk allows; runs after the page's values are ignored.
 func decodeHybrid[T uint8 | int32](src []byte, width int, dst []T, maxV T) error {
 	_, err := decodeHybridRuns(src, width, dst, maxV, nil, false)
 	return err
@@ -613,6 +642,7 @@ func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, r
 	wb := (width + 7) / 8
 	mask := uint64(1)<<width - 1
 	i, o := 0, 0
+	limit := uint64(len(dst)) + 7 // the values the runs may hold
 	for o < len(dst) {
 		u, k := binary.Uvarint(src[i:])
 		if k <= 0 {
@@ -621,6 +651,9 @@ func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, r
 		i += k
 		if u&1 == 0 { // RLE run
 			cnt := u >> 1
+			if cnt > uint64(len(dst)) || cnt > limit-uint64(o) {
+				return runs, shapeErr("run of %d values past the page's %d", cnt, len(dst)-o)
+			}
 			if i+wb > len(src) {
 				return runs, shapeErr("run value past its bytes")
 			}
@@ -641,8 +674,8 @@ func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, r
 			continue
 		}
 		groups := u >> 1
-		if groups > uint64(len(src)) {
-			return runs, shapeErr("bit-packed run past its bytes")
+		if groups > uint64(len(src)) || groups*8 > limit-uint64(o) {
+			return runs, shapeErr("bit-packed run of %d groups past the page's %d values", groups, len(dst)-o)
 		}
 		nb := int(groups) * width
 		if nb > len(src)-i {

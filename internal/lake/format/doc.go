@@ -46,12 +46,15 @@
 //     and readers guarded by Recover return an error wrapping ErrCorrupt
 //     that names the file instead (FuzzOpen).
 //  5. No page reaches parquet-go's decoder or the typed decoder unchecked
-//     (pages.go): File checks each chunk before decoding it, the column
-//     readers read through Pages/PagesRange, compaction reads through
-//     ReadRawChunk, which also checks each page's CRC (a page copied
-//     verbatim is never decoded). The typed decoder bounds every step
-//     again by the page's own sizes (FuzzDecodePages runs it on damaged
-//     pages without the check). A page
+//     (pages.go): the typed decoder checks each page as it decodes it,
+//     with the same bounds and against the chunk's footer
+//     (FuzzDecodePages: it refuses whatever CheckChunk refuses); File
+//     checks the chunks it hands to parquet-go before decoding them, the
+//     column readers read through Pages/PagesRange, compaction reads
+//     through ReadRawChunk, which also checks each page's CRC (a page
+//     copied verbatim is never decoded). The typed decoder bounds every
+//     step by the page's own sizes (FuzzDecodePages runs it on damaged
+//     pages without the footer checks too). A page
 //     must fit its chunk, claim at most MaxPageBytes and MaxPageValues
 //     (and no more values than its row group has rows, for a flat column),
 //     decompress to exactly its uncompressed size (zstd frames are walked

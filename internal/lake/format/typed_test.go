@@ -202,9 +202,11 @@ func TestTypedReadMatches(t *testing.T) {
 
 // FuzzDecodePages: damaged pages of a real lake file (a patch of bytes at
 // some offset before the footer, so the file still opens) give the typed
-// decoder, on its own and without the page checks before it, an error or
-// values, never a panic or an allocation past the page caps; File reads
-// (checks, then the decoder) give an error or the rows.
+// decoder, on its own and without the checks against the footer, an error
+// or values, never a panic or an allocation past the page caps; File reads
+// (the decoder checking each page as it decodes it) give an error or the
+// rows, and an error whenever CheckChunk refuses one of the file's chunks:
+// the decoder's checks are at least CheckChunk's.
 func FuzzDecodePages(f *testing.F) {
 	seed := lakeFile(f)
 	footer := int(binary.LittleEndian.Uint32(seed[len(seed)-8:])) + 8
@@ -222,7 +224,17 @@ func FuzzDecodePages(f *testing.F) {
 			return
 		}
 		_, _ = format.DecodeUnchecked(pf)
-		_, _ = readFile(d)
+		var checkErr error
+		for _, rg := range pf.RowGroups() {
+			for _, cc := range rg.ColumnChunks() {
+				if _, err := format.CheckChunk(cc); err != nil && checkErr == nil {
+					checkErr = err
+				}
+			}
+		}
+		if _, err := readFile(d); err == nil && checkErr != nil {
+			t.Errorf("File read the file, CheckChunk refuses it: %v", checkErr)
+		}
 	})
 }
 
