@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
+	"math/bits"
 	"strconv"
 	"sync"
 
@@ -354,22 +354,23 @@ type rowTmp struct {
 	scDropped  []uint32
 	resURL     []signal.Str
 	resDropped []uint32
-	resEnt     []entry                 // resource and scope values where they change, see consumeAttr
+	resEnt     []entry                 // resource, scope and record values where they change (attrSet)
 	ovf        [NumScopes][]signal.Str // per row: overflow JSON, 0 when null
 	prevOvf    [NumScopes]signal.Str
 	scEnt      []entry
 	lastSet    []bool   // per slot: the previous row had a value
 	lastVal    []uint64 // per slot: that value
 	curEnt     []entry
-	recEnt     []entry // strings already in the destination arena
+	recEnt     []entry      // strings already in the destination arena
+	recSet     []uint64     // assemble: a bit per attribute slot set in the current record
+	recJSON    []signal.Str // per record array or map slot: the JSON of its last value (arena)
+	recJSONOf  []uint64     // per such slot: the value recJSON converted to
 	sorted     []entry
 	starts     []int32
 	cursor     []int32
 	slotCols   []readCol
 	slotTypes  []signal.ValueType // by attribute slot, with slotCols
-	segs       []int32            // where each record attribute column's entries start in recEnt
-	segCur     []int32
-	prevAttr   []signal.Str // per attribute slot: last string kept in arena
+	prevAttr   []signal.Str       // per attribute slot: last string kept in arena
 	prevFixed  [numCommonCols]signal.Str
 	prevDesc   [6]signal.Str
 	vbuf       []parquet.Value
@@ -417,7 +418,8 @@ func (t *rowTmp) reset(n, nattr int) {
 	t.resURL = resize(t.resURL, n)
 	t.resDropped = resize(t.resDropped, n)
 	t.resEnt, t.scEnt, t.recEnt = t.resEnt[:0], t.scEnt[:0], t.recEnt[:0]
-	t.segs = t.segs[:0]
+	t.recJSON = resize(t.recJSON, nattr)
+	t.recJSONOf = resize(t.recJSONOf, nattr)
 }
 
 func resize[T any](s []T, n int) []T {
@@ -511,17 +513,11 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 	var base int
 	switch d := dst.(type) {
 	case *signal.Logs:
-		base = d.Len()
-		for range n {
-			d.AppendRecord(0, 0)
-		}
+		base = d.AppendRecords(n, 0, 0)
 		f.t.bodyType = resize(f.t.bodyType, n)
 		f.t.bodyNull = resize(f.t.bodyNull, n)
 	case *signal.Metrics:
-		base = d.Len()
-		for range n {
-			d.AppendPoint(0, 0, 0)
-		}
+		base = d.AppendPoints(n, 0, 0, 0)
 		t := f.t
 		t.name, t.desc, t.unit = resize(t.name, n), resize(t.desc, n), resize(t.unit, n)
 		t.mtype, t.temp, t.meta = resize(t.mtype, n), resize(t.temp, n), resize(t.meta, n)
@@ -533,19 +529,12 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		t.hint = resize(t.hint, n)
 		t.f64 = t.f64[:0]
 	case *signal.Spans:
-		base = d.Len()
-		for range n {
-			d.AppendSpan(0, 0)
-		}
+		base = d.AppendSpans(n, 0, 0)
 	}
 	for j := range f.cols {
 		rc := &f.cols[j]
 		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 || rc.fixed >= 0 && skipTyped(f.table, rc.fixed) {
 			continue
-		}
-		if rc.slot >= 0 && rc.scope == ScopeRecord {
-			// Where this column's record entries start (scatterRecordAttrs).
-			f.t.segs = append(f.t.segs, int32(len(f.t.recEnt)))
 		}
 		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
 			return fmt.Errorf("read %q: row group %d column %d: %w", f.name, i, j, err)
@@ -1189,23 +1178,39 @@ func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *si
 
 // attrBytes stores the value of a string, bytes, array or map attribute:
 // record values in the destination arena (JSON as protobuf), resource and
-// scope values in the tmp arena until assemble.
+// scope values in the tmp arena until assemble. A value equal to the
+// previous row's is that value (the same Str), so attrSet sees no change.
 func (f *File) attrBytes(rc *readCol, c *signal.Common, b []byte) (uint64, error) {
+	t := f.t
+	slot := rc.slot
 	if rc.scope != ScopeRecord {
-		return uint64(f.t.strRun(&f.t.prevAttr[rc.slot], b)), nil
+		return uint64(t.strRun(&t.prevAttr[slot], b)), nil
 	}
 	if rc.typ == signal.ValueString || rc.typ == signal.ValueBytes {
+		if t.lastSet[slot] {
+			if p := signal.Str(t.lastVal[slot]); p.Len() == len(b) && bytes.Equal(c.Bytes(p), b) {
+				return uint64(p), nil
+			}
+		}
 		return uint64(c.AppendBytes(b)), nil
 	}
+	// Array and map values are stored as protobuf: the previous row's
+	// JSON is kept to tell an equal value without converting it.
+	if t.lastSet[slot] && t.recJSONOf[slot] == t.lastVal[slot] && bytes.Equal(t.bytes(t.recJSON[slot]), b) {
+		return t.lastVal[slot], nil
+	}
 	s, err := f.anyValueProto(c, b)
+	if err == nil {
+		t.recJSON[slot], t.recJSONOf[slot] = t.str(b), uint64(s)
+	}
 	return uint64(s), err
 }
 
-// attrNull notes that an attribute column is null at row: resource and
-// scope columns record where a value stops.
+// attrNull notes that an attribute column is null at row: where a value
+// stops.
 func (t *rowTmp) attrNull(rc *readCol, row int) {
 	slot := uint32(rc.slot)
-	if rc.scope != ScopeRecord && t.lastSet[slot] {
+	if t.lastSet[slot] {
 		t.lastSet[slot] = false
 		t.addChange(rc.scope, entry{row: uint32(row), slot: slot | absentSlot})
 	}
@@ -1213,17 +1218,14 @@ func (t *rowTmp) attrNull(rc *readCol, row int) {
 
 // attrSet notes the value x of an attribute column at row.
 func (t *rowTmp) attrSet(rc *readCol, row int, x uint64) {
-	e := entry{row: uint32(row), slot: uint32(rc.slot), val: x}
-	if rc.scope == ScopeRecord {
-		t.recEnt = append(t.recEnt, e)
-		return
-	}
-	// Resource and scope values repeat for long runs of (sorted) rows;
-	// only changes are kept. Equal consecutive strings share their Str
-	// (strRun), so comparing val is comparing values.
-	if !t.lastSet[e.slot] || t.lastVal[e.slot] != x {
-		t.lastSet[e.slot], t.lastVal[e.slot] = true, x
-		t.addChange(rc.scope, e)
+	// Resource and scope values repeat for long runs of (sorted) rows,
+	// and so do a series' labels and many record attributes: only
+	// changes are kept. Equal consecutive strings share their Str
+	// (strRun, attrBytes), so comparing val is comparing values.
+	slot := uint32(rc.slot)
+	if !t.lastSet[slot] || t.lastVal[slot] != x {
+		t.lastSet[slot], t.lastVal[slot] = true, x
+		t.addChange(rc.scope, entry{row: uint32(row), slot: slot, val: x})
 	}
 }
 
@@ -1231,10 +1233,13 @@ func (t *rowTmp) attrSet(rc *readCol, row int, x uint64) {
 const absentSlot = 1 << 31
 
 func (t *rowTmp) addChange(s Scope, e entry) {
-	if s == ScopeResource {
+	switch s {
+	case ScopeResource:
 		t.resEnt = append(t.resEnt, e)
-	} else {
+	case ScopeScope:
 		t.scEnt = append(t.scEnt, e)
+	default:
+		t.recEnt = append(t.recEnt, e)
 	}
 }
 
@@ -1407,91 +1412,51 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		f.prevScID = id
 		scOf[r] = id
 	}
-	// Record attributes: strings are already in the destination arena.
-	if !t.anyOvf(ScopeRecord, n) {
-		f.scatterRecordAttrs(c, rec, n)
-		return nil
-	}
+	// Record attributes (strings already in the destination arena), by
+	// replaying their changes row by row: a row without any (every column
+	// holds the previous row's value, the overflow is the same) shares the
+	// previous row's set, a Range stored once (signal invariant 7), and a
+	// row with changes appends its columns' current values in column
+	// order, then its overflow attributes.
+	f.attrCols()
+	slotKey, slotTypes := f.slotKey, t.slotTypes
+	clear(t.lastSet)
+	t.recSet = resize(t.recSet, (f.nattr+63)/64)
+	set := t.recSet
 	ents, starts = t.byRow(t.recEnt, n)
+	a := &c.Attrs
 	for r := range n {
-		start := uint32(c.Attrs.Len())
-		for _, e := range ents[starts[r]:starts[r+1]] {
-			c.Attrs.Append(f.slotKey[e.slot], f.slotType(e.slot), e.val)
+		chg := ents[starts[r]:starts[r+1]]
+		ovf := t.ovfAt(ScopeRecord, r)
+		if r > 0 && len(chg) == 0 && ovf == t.ovfAt(ScopeRecord, r-1) {
+			rec[r] = rec[r-1]
+			continue
 		}
-		if err := appendOverflowAttrs(c, t.bytes(t.ovfAt(ScopeRecord, r))); err != nil {
-			return err
+		for _, e := range chg {
+			slot := e.slot &^ absentSlot
+			if e.slot&absentSlot != 0 {
+				set[slot>>6] &^= 1 << (slot & 63)
+			} else {
+				set[slot>>6] |= 1 << (slot & 63)
+				t.lastVal[slot] = e.val
+			}
 		}
-		rec[r] = signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+		start := uint32(a.Len())
+		for w, word := range set {
+			for word != 0 {
+				slot := w<<6 | bits.TrailingZeros64(word)
+				word &= word - 1
+				a.Append(slotKey[slot], slotTypes[slot], t.lastVal[slot])
+			}
+		}
+		if ovf != 0 {
+			if err := appendOverflowAttrs(c, t.bytes(ovf)); err != nil {
+				return err
+			}
+		}
+		rec[r] = signal.Range{Start: start, End: uint32(a.Len())}
 	}
 	return nil
-}
-
-// anyOvf reports whether a row of the group has attributes in scope s's
-// overflow column.
-func (t *rowTmp) anyOvf(s Scope, n int) bool {
-	for _, o := range t.ovf[s][:min(n, len(t.ovf[s]))] {
-		if o != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// scatterRecordAttrs appends the record attributes of the group's n rows
-// to c.Attrs, row after row, each row's in column order, as the loop
-// over byRow in assemble does when no row has overflow attributes: each
-// entry is written straight to its place (a counting sort into the
-// batch's attribute columns), without an intermediate sorted copy.
-// scatterBlockRows is the block of rows scatterRecordAttrs writes at a time.
-const scatterBlockRows = 1024
-
-func (f *File) scatterRecordAttrs(c *signal.Common, rec []signal.Range, n int) {
-	t := f.t
-	ents := t.recEnt
-	t.starts = resize(t.starts, n+1)
-	starts := t.starts
-	for _, e := range ents {
-		starts[e.row+1]++
-	}
-	for r := range n {
-		starts[r+1] += starts[r]
-	}
-	a := &c.Attrs
-	base := a.Len()
-	total := len(ents)
-	a.Key = slices.Grow(a.Key, total)[:base+total]
-	a.Type = slices.Grow(a.Type, total)[:base+total]
-	a.Val = slices.Grow(a.Val, total)[:base+total]
-	keys, types, vals := a.Key[base:], a.Type[base:], a.Val[base:]
-	t.cursor = resize(t.cursor, n)
-	cursor := t.cursor
-	copy(cursor, starts[:n])
-	f.attrCols()
-	slotTypes, slotKey := t.slotTypes, f.slotKey
-	// ents holds one column after another (t.segs: where each starts),
-	// rows ascending in each: its columns' runs are visited a block of
-	// rows at a time, so that the writes of a block stay in cache (one
-	// pass per column over the whole batch was a cache miss per entry).
-	segs := append(t.segs, int32(len(ents)))
-	t.segs = segs
-	cur := append(t.segCur[:0], segs[:len(segs)-1]...)
-	t.segCur = cur
-	for r0 := 0; r0 < n; r0 += scatterBlockRows {
-		r1 := uint32(min(n, r0+scatterBlockRows))
-		for k := range cur {
-			i, end := cur[k], segs[k+1]
-			for ; i < end && ents[i].row < r1; i++ {
-				e := ents[i]
-				pos := cursor[e.row]
-				cursor[e.row]++
-				keys[pos], types[pos], vals[pos] = slotKey[e.slot], slotTypes[e.slot], e.val
-			}
-			cur[k] = i
-		}
-	}
-	for r := range n {
-		rec[r] = signal.Range{Start: uint32(base) + uint32(starts[r]), End: uint32(base) + uint32(starts[r+1])}
-	}
 }
 
 func (f *File) slotType(slot uint32) signal.ValueType {

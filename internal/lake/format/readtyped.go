@@ -557,15 +557,15 @@ func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) er
 // attrDictTyped is attrTyped for a dictionary-encoded page of an optional
 // column (string, bytes, array and map attributes), by runs: a stretch of
 // present rows takes the dictionary indexes a run at a time, so a value is
-// looked up once per run; a record row gets its entry, a resource or scope
-// run only its first row's (attrSet keeps only changes), and a run that
-// repeats the previous index nothing. Each dictionary value is stored
-// once per chunk and the rows that repeat it share its Str.
+// looked up once per run; a run gives only its first row's change
+// (attrSet keeps only changes), and a run that repeats the previous index
+// nothing. Each dictionary value is stored once per chunk and the rows
+// that repeat it share its Str.
 func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common, dx []uint64, dok []bool) error {
 	t := f.t
 	defs, runs, dict := p.defs, p.runs, p.dict
 	record := rc.scope == ScopeRecord
-	slot := uint32(rc.slot)
+	slot := rc.slot
 	lastK := int32(-1)
 	ri, left := 0, 0 // the current run, and its values not yet taken
 	for i := 0; i < len(defs); {
@@ -595,7 +595,7 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common
 			k := runs[ri-1].v
 			m := min(left, end-i)
 			left -= m
-			if k == lastK && !record {
+			if k == lastK {
 				i += m
 				continue
 			}
@@ -612,14 +612,7 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common
 				// dictionary fallback.
 				t.prevAttr[slot] = signal.Str(x)
 			}
-			if !record {
-				t.attrSet(rc, row+i, x)
-				i += m
-				continue
-			}
-			for r := row + i; r < row+i+m; r++ {
-				t.recEnt = append(t.recEnt, entry{row: uint32(r), slot: slot, val: x})
-			}
+			t.attrSet(rc, row+i, x)
 			i += m
 		}
 	}
