@@ -2,6 +2,7 @@ package format
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -361,7 +363,9 @@ type rowTmp struct {
 	lastSet    []bool   // per slot: the previous row had a value
 	lastVal    []uint64 // per slot: that value
 	curEnt     []entry
-	recEnt     []entry      // strings already in the destination arena
+	recEnt     []entry // strings already in the destination arena
+	recSegs    []int32 // where each record attribute column's entries start in recEnt
+	segCur     []int32
 	recSet     []uint64     // assemble: a bit per attribute slot set in the current record
 	recJSON    []signal.Str // per record array or map slot: the JSON of its last value (arena)
 	recJSONOf  []uint64     // per such slot: the value recJSON converted to
@@ -418,6 +422,7 @@ func (t *rowTmp) reset(n, nattr int) {
 	t.resURL = resize(t.resURL, n)
 	t.resDropped = resize(t.resDropped, n)
 	t.resEnt, t.scEnt, t.recEnt = t.resEnt[:0], t.scEnt[:0], t.recEnt[:0]
+	t.recSegs = t.recSegs[:0]
 	t.recJSON = resize(t.recJSON, nattr)
 	t.recJSONOf = resize(t.recJSONOf, nattr)
 }
@@ -535,6 +540,9 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		rc := &f.cols[j]
 		if rc.fixed < 0 && rc.slot < 0 && rc.ovf == 0 || rc.fixed >= 0 && skipTyped(f.table, rc.fixed) {
 			continue
+		}
+		if rc.slot >= 0 && rc.scope == ScopeRecord {
+			f.t.recSegs = append(f.t.recSegs, int32(len(f.t.recEnt)))
 		}
 		if err := f.readColumn(chunks[j], rc, n, c, base, dst); err != nil {
 			return fmt.Errorf("read %q: row group %d column %d: %w", f.name, i, j, err)
@@ -1267,25 +1275,76 @@ func (t *rowTmp) currentEntries(r int, slots []uint32) []entry {
 	return row
 }
 
-// byRow sorts entries by row (stably: column order within a row) and
-// returns them with starts[r]..starts[r+1] bounding row r.
-func (t *rowTmp) byRow(ents []entry, n int) ([]entry, []int32) {
+// byRow sorts entries by row (stably: column order within a row): a
+// comparison sort for a few (resource and scope changes, usually), else a
+// counting sort. segs, when not nil, says where each column's entries
+// start in ents (rows ascending in each): they are then placed a block of
+// rows at a time, so that the writes of a block stay in cache (placing
+// one column after another was a cache miss per entry).
+func (t *rowTmp) byRow(ents []entry, segs []int32, n int) []entry {
+	if len(ents) <= n/16 {
+		t.sorted = append(t.sorted[:0], ents...)
+		slices.SortStableFunc(t.sorted, func(a, b entry) int { return cmp.Compare(a.row, b.row) })
+		return t.sorted
+	}
 	t.starts = resize(t.starts, n+1)
+	starts := t.starts
 	for _, e := range ents {
-		t.starts[e.row+1]++
+		starts[e.row+1]++
 	}
 	for r := range n {
-		t.starts[r+1] += t.starts[r]
+		starts[r+1] += starts[r]
 	}
-	t.sorted = resize(t.sorted, len(ents))
-	t.cursor = resize(t.cursor, n)
-	cursor := t.cursor
-	copy(cursor, t.starts[:n])
-	for _, e := range ents {
-		t.sorted[cursor[e.row]] = e
-		cursor[e.row]++
+	sorted := grow(t.sorted[:0], len(ents))
+	t.sorted = sorted
+	cursor := grow(t.cursor[:0], n)
+	t.cursor = cursor
+	copy(cursor, starts[:n])
+	if segs == nil {
+		for _, e := range ents {
+			sorted[cursor[e.row]] = e
+			cursor[e.row]++
+		}
+		return sorted
 	}
-	return t.sorted, t.starts
+	cur := append(t.segCur[:0], segs...)
+	t.segCur = cur
+	for r0 := 0; r0 < n; r0 += byRowBlock {
+		r1 := uint32(min(n, r0+byRowBlock))
+		for k := range cur {
+			i, end := int(cur[k]), len(ents)
+			if k+1 < len(segs) {
+				end = int(segs[k+1])
+			}
+			for ; i < end && ents[i].row < r1; i++ {
+				e := ents[i]
+				sorted[cursor[e.row]] = e
+				cursor[e.row]++
+			}
+			cur[k] = int32(i)
+		}
+	}
+	return sorted
+}
+
+// byRowBlock is the block of rows byRow places at a time.
+const byRowBlock = 1024
+
+// rowChanges walks entries sorted by row, one row after another.
+type rowChanges struct {
+	ents []entry
+	next int
+}
+
+// at returns the entries of row r; rows must come in ascending order.
+func (w *rowChanges) at(r int) []entry {
+	i := w.next
+	j := i
+	for j < len(w.ents) && w.ents[j].row == uint32(r) {
+		j++
+	}
+	w.next = j
+	return w.ents[i:j]
 }
 
 // assemble builds resources, scopes, record attributes and the fields that
@@ -1329,9 +1388,9 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	// Resources. lastSet/lastVal are reused to replay the changes recorded
 	// by consumeAttr row by row.
 	clear(t.lastSet)
-	ents, starts := t.byRow(t.resEnt, n)
+	chg := rowChanges{ents: t.byRow(t.resEnt, nil, n)}
 	for r := range n {
-		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
+		changed := t.applyChanges(chg.at(r))
 		if r > 0 && !changed && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
 			t.resDropped[r] == t.resDropped[r-1] && t.ovfAt(ScopeResource, r) == t.ovfAt(ScopeResource, r-1) {
 			resOf[r] = resOf[r-1]
@@ -1368,9 +1427,9 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	}
 	// Scopes.
 	clear(t.lastSet)
-	ents, starts = t.byRow(t.scEnt, n)
+	chg = rowChanges{ents: t.byRow(t.scEnt, nil, n)}
 	for r := range n {
-		changed := t.applyChanges(ents[starts[r]:starts[r+1]])
+		changed := t.applyChanges(chg.at(r))
 		if r > 0 && !changed && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
 			t.scDropped[r] == t.scDropped[r-1] && t.ovfAt(ScopeScope, r) == t.ovfAt(ScopeScope, r-1) {
 			scOf[r] = scOf[r-1]
@@ -1423,16 +1482,16 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	clear(t.lastSet)
 	t.recSet = resize(t.recSet, (f.nattr+63)/64)
 	set := t.recSet
-	ents, starts = t.byRow(t.recEnt, n)
+	chg = rowChanges{ents: t.byRow(t.recEnt, t.recSegs, n)}
 	a := &c.Attrs
 	for r := range n {
-		chg := ents[starts[r]:starts[r+1]]
+		rc := chg.at(r)
 		ovf := t.ovfAt(ScopeRecord, r)
-		if r > 0 && len(chg) == 0 && ovf == t.ovfAt(ScopeRecord, r-1) {
+		if r > 0 && len(rc) == 0 && ovf == t.ovfAt(ScopeRecord, r-1) {
 			rec[r] = rec[r-1]
 			continue
 		}
-		for _, e := range chg {
+		for _, e := range rc {
 			slot := e.slot &^ absentSlot
 			if e.slot&absentSlot != 0 {
 				set[slot>>6] &^= 1 << (slot & 63)
