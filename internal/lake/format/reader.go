@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -366,7 +365,7 @@ type rowTmp struct {
 	recEnt     []entry // strings already in the destination arena
 	recSegs    []int32 // where each record attribute column's entries start in recEnt
 	segCur     []int32
-	recSet     []uint64     // assemble: a bit per attribute slot set in the current record
+	recSet     []uint64     // recordAttrs: a bit per attribute slot set in the current record
 	recJSON    []signal.Str // per record array or map slot: the JSON of its last value (arena)
 	recJSONOf  []uint64     // per such slot: the value recJSON converted to
 	sorted     []entry
@@ -1277,11 +1276,8 @@ func (t *rowTmp) currentEntries(r int, slots []uint32) []entry {
 
 // byRow sorts entries by row (stably: column order within a row): a
 // comparison sort for a few (resource and scope changes, usually), else a
-// counting sort. segs, when not nil, says where each column's entries
-// start in ents (rows ascending in each): they are then placed a block of
-// rows at a time, so that the writes of a block stay in cache (placing
-// one column after another was a cache miss per entry).
-func (t *rowTmp) byRow(ents []entry, segs []int32, n int) []entry {
+// counting sort.
+func (t *rowTmp) byRow(ents []entry, n int) []entry {
 	if len(ents) <= n/16 {
 		t.sorted = append(t.sorted[:0], ents...)
 		slices.SortStableFunc(t.sorted, func(a, b entry) int { return cmp.Compare(a.row, b.row) })
@@ -1300,35 +1296,12 @@ func (t *rowTmp) byRow(ents []entry, segs []int32, n int) []entry {
 	cursor := grow(t.cursor[:0], n)
 	t.cursor = cursor
 	copy(cursor, starts[:n])
-	if segs == nil {
-		for _, e := range ents {
-			sorted[cursor[e.row]] = e
-			cursor[e.row]++
-		}
-		return sorted
-	}
-	cur := append(t.segCur[:0], segs...)
-	t.segCur = cur
-	for r0 := 0; r0 < n; r0 += byRowBlock {
-		r1 := uint32(min(n, r0+byRowBlock))
-		for k := range cur {
-			i, end := int(cur[k]), len(ents)
-			if k+1 < len(segs) {
-				end = int(segs[k+1])
-			}
-			for ; i < end && ents[i].row < r1; i++ {
-				e := ents[i]
-				sorted[cursor[e.row]] = e
-				cursor[e.row]++
-			}
-			cur[k] = int32(i)
-		}
+	for _, e := range ents {
+		sorted[cursor[e.row]] = e
+		cursor[e.row]++
 	}
 	return sorted
 }
-
-// byRowBlock is the block of rows byRow places at a time.
-const byRowBlock = 1024
 
 // rowChanges walks entries sorted by row, one row after another.
 type rowChanges struct {
@@ -1388,7 +1361,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	// Resources. lastSet/lastVal are reused to replay the changes recorded
 	// by consumeAttr row by row.
 	clear(t.lastSet)
-	chg := rowChanges{ents: t.byRow(t.resEnt, nil, n)}
+	chg := rowChanges{ents: t.byRow(t.resEnt, n)}
 	for r := range n {
 		changed := t.applyChanges(chg.at(r))
 		if r > 0 && !changed && t.svcOK[r] == t.svcOK[r-1] && t.svc[r] == t.svc[r-1] && t.resURL[r] == t.resURL[r-1] &&
@@ -1427,7 +1400,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	}
 	// Scopes.
 	clear(t.lastSet)
-	chg = rowChanges{ents: t.byRow(t.scEnt, nil, n)}
+	chg = rowChanges{ents: t.byRow(t.scEnt, n)}
 	for r := range n {
 		changed := t.applyChanges(chg.at(r))
 		if r > 0 && !changed && t.scName[r] == t.scName[r-1] && t.scVersion[r] == t.scVersion[r-1] && t.scURL[r] == t.scURL[r-1] &&
@@ -1471,51 +1444,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 		f.prevScID = id
 		scOf[r] = id
 	}
-	// Record attributes (strings already in the destination arena), by
-	// replaying their changes row by row: a row without any (every column
-	// holds the previous row's value, the overflow is the same) shares the
-	// previous row's set, a Range stored once (signal invariant 7), and a
-	// row with changes appends its columns' current values in column
-	// order, then its overflow attributes.
-	f.attrCols()
-	slotKey, slotTypes := f.slotKey, t.slotTypes
-	clear(t.lastSet)
-	t.recSet = resize(t.recSet, (f.nattr+63)/64)
-	set := t.recSet
-	chg = rowChanges{ents: t.byRow(t.recEnt, t.recSegs, n)}
-	a := &c.Attrs
-	for r := range n {
-		rc := chg.at(r)
-		ovf := t.ovfAt(ScopeRecord, r)
-		if r > 0 && len(rc) == 0 && ovf == t.ovfAt(ScopeRecord, r-1) {
-			rec[r] = rec[r-1]
-			continue
-		}
-		for _, e := range rc {
-			slot := e.slot &^ absentSlot
-			if e.slot&absentSlot != 0 {
-				set[slot>>6] &^= 1 << (slot & 63)
-			} else {
-				set[slot>>6] |= 1 << (slot & 63)
-				t.lastVal[slot] = e.val
-			}
-		}
-		start := uint32(a.Len())
-		for w, word := range set {
-			for word != 0 {
-				slot := w<<6 | bits.TrailingZeros64(word)
-				word &= word - 1
-				a.Append(slotKey[slot], slotTypes[slot], t.lastVal[slot])
-			}
-		}
-		if ovf != 0 {
-			if err := appendOverflowAttrs(c, t.bytes(ovf)); err != nil {
-				return err
-			}
-		}
-		rec[r] = signal.Range{Start: start, End: uint32(a.Len())}
-	}
-	return nil
+	return f.recordAttrs(c, rec, n)
 }
 
 func (f *File) slotType(slot uint32) signal.ValueType {
