@@ -7,12 +7,16 @@ import (
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
 )
 
-// Typed, projected column readers over parquet-go's pages, for readers
-// that need some columns of some rows (PromQL, search, rollups) rather
-// than whole records (File). Values that alias page memory are valid only
-// during the callback, or until the next read.
+// Typed, projected column readers, for readers that need some columns of
+// some rows (PromQL, search, rollups) rather than whole records (File).
+// Chunks of the lake's own encodings are read through the typed decoder
+// (rangetyped.go), others through parquet-go's pages (the functions
+// ending in Pages, which TestRangedReadersMatch compares them with).
+// Values that alias page memory are valid only during the callback, or
+// until the next read.
 
 // ScanPages walks the pages of column chunk cc covering rows [a, b) of its
 // row group. fn gets each page sliced to start at the current row, the
@@ -53,6 +57,16 @@ func ScanPages(cc parquet.ColumnChunk, a, b int64, fn func(p parquet.Page, off, 
 
 // ReadUint64s reads a required UINT64 column into out[0:b-a].
 func ReadUint64s(cc parquet.ColumnChunk, a, b int64, out []uint64) error {
+	if ok, err := typedRange(cc, pqformat.Int64, a, b, func(p *pageVals, first int64) error {
+		spreadTyped(p, p.i64, first, a, b, out, nil)
+		return nil
+	}); ok {
+		return err
+	}
+	return readUint64sPages(cc, a, b, out)
+}
+
+func readUint64sPages(cc parquet.ColumnChunk, a, b int64, out []uint64) error {
 	return ScanPages(cc, a, b, func(p parquet.Page, off, n int64) error {
 		d := p.Data()
 		vals := d.Uint64()
@@ -78,6 +92,16 @@ func int64sAsUint64s(v []int64) []uint64 {
 // ReadOptInt64s reads an optional INT64 (or TIMESTAMP) column; valid[i]
 // is false for nulls.
 func ReadOptInt64s(cc parquet.ColumnChunk, a, b int64, out []int64, valid []bool) error {
+	if ok, err := typedRange(cc, pqformat.Int64, a, b, func(p *pageVals, first int64) error {
+		spreadTyped(p, p.i64, first, a, b, out, valid)
+		return nil
+	}); ok {
+		return err
+	}
+	return readOptInt64sPages(cc, a, b, out, valid)
+}
+
+func readOptInt64sPages(cc parquet.ColumnChunk, a, b int64, out []int64, valid []bool) error {
 	return ScanPages(cc, a, b, func(p parquet.Page, off, n int64) error {
 		d := p.Data()
 		return spreadOptional(p.DefinitionLevels(), d.Int64(), out[off:off+n], valid[off:off+n])
@@ -86,6 +110,16 @@ func ReadOptInt64s(cc parquet.ColumnChunk, a, b int64, out []int64, valid []bool
 
 // ReadOptUint64s reads an optional UINT64 column.
 func ReadOptUint64s(cc parquet.ColumnChunk, a, b int64, out []uint64, valid []bool) error {
+	if ok, err := typedRange(cc, pqformat.Int64, a, b, func(p *pageVals, first int64) error {
+		spreadTyped(p, p.i64, first, a, b, out, valid)
+		return nil
+	}); ok {
+		return err
+	}
+	return readOptUint64sPages(cc, a, b, out, valid)
+}
+
+func readOptUint64sPages(cc parquet.ColumnChunk, a, b int64, out []uint64, valid []bool) error {
 	return ScanPages(cc, a, b, func(p parquet.Page, off, n int64) error {
 		d := p.Data()
 		return spreadOptional(p.DefinitionLevels(), d.Uint64(), out[off:off+n], valid[off:off+n])
@@ -94,6 +128,16 @@ func ReadOptUint64s(cc parquet.ColumnChunk, a, b int64, out []uint64, valid []bo
 
 // ReadOptFloat64s reads an optional DOUBLE column.
 func ReadOptFloat64s(cc parquet.ColumnChunk, a, b int64, out []float64, valid []bool) error {
+	if ok, err := typedRange(cc, pqformat.Double, a, b, func(p *pageVals, first int64) error {
+		spreadTyped(p, p.f64, first, a, b, out, valid)
+		return nil
+	}); ok {
+		return err
+	}
+	return readOptFloat64sPages(cc, a, b, out, valid)
+}
+
+func readOptFloat64sPages(cc parquet.ColumnChunk, a, b int64, out []float64, valid []bool) error {
 	return ScanPages(cc, a, b, func(p parquet.Page, off, n int64) error {
 		d := p.Data()
 		return spreadOptional(p.DefinitionLevels(), d.Double(), out[off:off+n], valid[off:off+n])
@@ -140,6 +184,19 @@ func spreadOptional[T any](defs []byte, vals []T, out []T, valid []bool) error {
 func ReadListF64(cc parquet.ColumnChunk, a, b int64, vals []float64, offs []int32) ([]float64, error) {
 	vals = vals[:0]
 	offs[0] = 0
+	if ok, err := typedRange(cc, pqformat.Double, a, b, func(p *pageVals, first int64) error {
+		var err error
+		vals, err = spreadListTyped(p, p.f64, first, a, b, vals, offs)
+		return err
+	}); ok {
+		return vals, err
+	}
+	return readListF64Pages(cc, a, b, vals, offs)
+}
+
+func readListF64Pages(cc parquet.ColumnChunk, a, b int64, vals []float64, offs []int32) ([]float64, error) {
+	vals = vals[:0]
+	offs[0] = 0
 	err := ScanPages(cc, a, b, func(p parquet.Page, off, n int64) error {
 		d := p.Data()
 		var err error
@@ -151,6 +208,19 @@ func ReadListF64(cc parquet.ColumnChunk, a, b int64, vals []float64, offs []int3
 
 // ReadListU64 is ReadListF64 for LIST<UINT64>.
 func ReadListU64(cc parquet.ColumnChunk, a, b int64, vals []uint64, offs []int32) ([]uint64, error) {
+	vals = vals[:0]
+	offs[0] = 0
+	if ok, err := typedRange(cc, pqformat.Int64, a, b, func(p *pageVals, first int64) error {
+		var err error
+		vals, err = spreadListTyped(p, p.i64, first, a, b, vals, offs)
+		return err
+	}); ok {
+		return vals, err
+	}
+	return readListU64Pages(cc, a, b, vals, offs)
+}
+
+func readListU64Pages(cc parquet.ColumnChunk, a, b int64, vals []uint64, offs []int32) ([]uint64, error) {
 	vals = vals[:0]
 	offs[0] = 0
 	err := ScanPages(cc, a, b, func(p parquet.Page, off, n int64) error {
@@ -205,6 +275,16 @@ func ReadValuesAt(cc parquet.ColumnChunk, a, b int64, rows []int64, fn func(i in
 	if len(rows) == 0 {
 		return nil
 	}
+	if ok, err := valuesAtTyped(cc, rows, fn); ok {
+		return err
+	}
+	return readValuesAtPages(cc, a, b, rows, fn)
+}
+
+func readValuesAtPages(cc parquet.ColumnChunk, a, b int64, rows []int64, fn func(i int, v parquet.Value)) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	var buf [256]parquet.Value
 	k := 0
 	err := ScanPages(cc, rows[0], b, func(p parquet.Page, off, n int64) error {
@@ -251,6 +331,13 @@ var errStop = errors.New("stop")
 // are read as indices, so a string is allocated once per dictionary entry;
 // used to build an index, once per file.
 func ReadCodes(cc parquet.ColumnChunk, n int64) ([]int32, []string, error) {
+	if codes, strs, ok, err := readCodesTyped(cc, n); ok {
+		return codes, strs, err
+	}
+	return readCodesPages(cc, n)
+}
+
+func readCodesPages(cc parquet.ColumnChunk, n int64) ([]int32, []string, error) {
 	out := make([]int32, 0, n)
 	var (
 		strs  []string
@@ -344,6 +431,13 @@ func ReadCodes(cc parquet.ColumnChunk, n int64) ([]int32, []string, error) {
 // row order; off is the row of vals[0]. The values (and their bytes) are
 // valid only during the call.
 func EachValue(cc parquet.ColumnChunk, buf []parquet.Value, fn func(off int, vals []parquet.Value) error) error {
+	if ok, err := eachValueTyped(cc, buf, fn); ok {
+		return err
+	}
+	return eachValuePages(cc, buf, fn)
+}
+
+func eachValuePages(cc parquet.ColumnChunk, buf []parquet.Value, fn func(off int, vals []parquet.Value) error) error {
 	pages := Pages(cc)
 	defer pages.Close()
 	off := 0
@@ -383,6 +477,16 @@ func EachValue(cc parquet.ColumnChunk, buf []parquet.Value, fn func(off int, val
 // ValuesAt calls fn(i, v) for the value of column chunk cc at rows[i]
 // (sorted ascending); v is valid only during the call.
 func ValuesAt(cc parquet.ColumnChunk, buf []parquet.Value, rows []int64, fn func(i int, v parquet.Value)) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if ok, err := valuesAtTyped(cc, rows, fn); ok {
+		return err
+	}
+	return valuesAtPages(cc, buf, rows, fn)
+}
+
+func valuesAtPages(cc parquet.ColumnChunk, buf []parquet.Value, rows []int64, fn func(i int, v parquet.Value)) error {
 	if len(rows) == 0 {
 		return nil
 	}

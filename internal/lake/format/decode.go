@@ -43,10 +43,12 @@ func shapeErr(format string, args ...any) error {
 // page after page; byte arrays may alias the decompressed page, valid
 // until the next page is read.
 type pageVals struct {
-	n    int     // levels: values including nulls (rows, for a flat column)
-	defs []uint8 // one per level; nil when the column's max definition level is 0
-	reps []uint8 // one per level; nil for a flat column
-	nn   int     // non-null values
+	n      int           // levels: values including nulls (rows, for a flat column)
+	defs   []uint8       // one per level; nil when the column's max definition level is 0
+	maxDef uint8         // the column's max definition level
+	typ    pqformat.Type // the column's physical type
+	reps   []uint8       // one per level; nil for a flat column
+	nn     int           // non-null values
 
 	i32   []int32
 	i64   []int64
@@ -174,13 +176,20 @@ func (d *chunkDec) openChecked(cc *parquet.FileColumnChunk, ref chunkRef, check 
 		putChunkBuf(buf)
 		return err
 	}
+	d.start(buf, ref, check)
+	return nil
+}
+
+// start readies the decoder for the pages in buf (a pooled chunk buffer,
+// returned by close), pages of ref's chunk.
+func (d *chunkDec) start(buf []byte, ref chunkRef, check bool) {
+	md := ref.md
 	d.buf, d.off, d.end = buf, 0, len(buf)
 	d.typ, d.maxDef, d.maxRep, d.rgRows = md.Type, ref.maxDef, ref.maxRep, ref.rgRows
 	d.c = pageChecker{ref: ref, s: getScratch()}
 	d.hasDict = false
 	d.dict.n = 0
 	d.check, d.md, d.nvals, d.uncompressed = check, md, 0, 0
-	return nil
 }
 
 // close returns the chunk's buffers; the decoder may be opened again.
@@ -303,6 +312,7 @@ func (d *chunkDec) startPage(nv int) error {
 	}
 	p := &d.pg
 	p.n, p.nn = nv, nv
+	p.maxDef, p.typ = uint8(d.maxDef), d.typ
 	p.defs, p.reps, p.idx, p.dict, p.runs = nil, nil, nil, nil, nil
 	return nil
 }

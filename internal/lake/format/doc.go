@@ -13,10 +13,13 @@
 // checked chunk's bytes and page spans, for copying pages verbatim),
 // decode.go (the typed page decoder: a checked chunk's pages of the lake's
 // own encodings straight into typed slices), reader.go with readtyped.go,
-// index.go and nested.go (File: projected, typed column reads, one row
-// group at a time, from decode.go's pages, or parquet-go's for other
-// chunks; OTLP JSON of nested values back to protobuf), json.go (the OTLP
-// JSON of scalar values).
+// attrruns.go, index.go and nested.go (File: projected, typed column
+// reads, one row group at a time, from decode.go's pages, or parquet-go's
+// for other chunks; attribute sets kept as runs; OTLP JSON of nested
+// values back to protobuf), columns.go with columns_hist.go and
+// rangetyped.go (the column readers of PromQL and search: rows [a, b) of
+// a chunk through decode.go, parquet-go's pages for other chunks),
+// json.go (the OTLP JSON of scalar values).
 //
 // No other package spells a column name, parses an attribute column name or
 // calls parquet.OpenFile on a lake file: they import the constants, the

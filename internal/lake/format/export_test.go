@@ -45,3 +45,29 @@ func DecodeUnchecked(pf *parquet.File) (n int, err error) {
 	}
 	return n, nil
 }
+
+// The column readers through parquet-go's pages only: the oracle of
+// TestRangedReadersMatch for the typed ones.
+var (
+	ReadUint64sPages     = readUint64sPages
+	ReadOptInt64sPages   = readOptInt64sPages
+	ReadOptUint64sPages  = readOptUint64sPages
+	ReadOptFloat64sPages = readOptFloat64sPages
+	ReadOptInt32sPages   = readOptInt32sPages
+	ReadListF64Pages     = readListF64Pages
+	ReadListU64Pages     = readListU64Pages
+	ReadValuesAtPages    = readValuesAtPages
+	ValuesAtPages        = valuesAtPages
+	EachValuePages       = eachValuePages
+	ReadCodesPages       = readCodesPages
+)
+
+// TypedChunk reports whether the typed decoder reads cc.
+func TypedChunk(cc parquet.ColumnChunk) bool {
+	fcc, ok := cc.(*parquet.FileColumnChunk)
+	if !ok {
+		return false
+	}
+	_, ok = typedChunk(fcc)
+	return ok
+}
