@@ -64,6 +64,7 @@ func typedRange(cc parquet.ColumnChunk, want pqformat.Type, a, b int64, fn func(
 	if b < 0 {
 		b = ref.rgRows
 	}
+	ok = true // from here on the typed decoder answers, errors included
 	defer Recover(&err, "read column %q", ref.md.PathInSchema)
 	d := getDec()
 	defer putDec(d)
