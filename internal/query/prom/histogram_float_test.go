@@ -12,8 +12,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/storage"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -167,53 +165,9 @@ func TestFloatHistogramsMatchPrometheus(t *testing.T) {
 	}
 
 	eng := newEngine()
-	ctx := context.Background()
-	for _, expr := range floatQueries {
-		for _, at := range []time.Time{synthStart.Add(90 * time.Second), synthStart.Add(10*time.Minute + 5*time.Second), synthStart.Add(20 * time.Minute), synthStart.Add(27*time.Minute + 7*time.Second)} {
-			got, want := evalInstant(t, eng, lake, expr, at), evalInstant(t, eng, ref, expr, at)
-			if len(want) == 0 {
-				t.Fatalf("%s at %v: the reference has no result", expr, at)
-			}
-			if d := diffVectors(got, want); d != "" {
-				t.Errorf("%s at %v: %s", expr, at, d)
-			}
-		}
-		qr := func(q storage.Queryable) promql.Matrix {
-			qry, err := eng.NewRangeQuery(ctx, q, nil, expr, synthStart, end, 30*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := qry.Exec(ctx)
-			if res.Err != nil {
-				t.Fatalf("%s: %v", expr, res.Err)
-			}
-			m, err := res.Matrix()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
-		got, want := qr(lake), qr(ref)
-		if len(got) != len(want) {
-			t.Fatalf("%s range: %d series, want %d", expr, len(got), len(want))
-		}
-		for i := range want {
-			if !labels.Equal(got[i].Metric, want[i].Metric) || len(got[i].Floats) != len(want[i].Floats) || len(got[i].Histograms) != len(want[i].Histograms) {
-				t.Fatalf("%s range series %d: %v (%d floats, %d histograms), want %v (%d, %d)", expr, i, got[i].Metric,
-					len(got[i].Floats), len(got[i].Histograms), want[i].Metric, len(want[i].Floats), len(want[i].Histograms))
-			}
-			for k := range want[i].Floats {
-				if g, w := got[i].Floats[k], want[i].Floats[k]; g.T != w.T || !near(g.F, w.F) && !(math.IsNaN(g.F) && math.IsNaN(w.F)) {
-					t.Fatalf("%s range %v at %d: %v, want %v", expr, want[i].Metric, w.T, g.F, w.F)
-				}
-			}
-			for k := range want[i].Histograms {
-				if g, w := got[i].Histograms[k], want[i].Histograms[k]; g.T != w.T || !sameHistogram(g.H, w.H) {
-					t.Fatalf("%s range %v at %d: %v, want %v", expr, want[i].Metric, w.T, g.H, w.H)
-				}
-			}
-		}
-	}
+	matchEngine(t, eng, lake, ref, floatQueries,
+		[]time.Time{synthStart.Add(90 * time.Second), synthStart.Add(10*time.Minute + 5*time.Second), synthStart.Add(20 * time.Minute), synthStart.Add(27*time.Minute + 7*time.Second)},
+		end)
 	// The hints matter: nhf_rate_seconds has two resets by its hints
 	// (one of them not visible in its counts).
 	for expr, want := range map[string]float64{`resets(nhf_rate_seconds[31m])`: 2} {

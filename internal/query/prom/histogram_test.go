@@ -245,11 +245,20 @@ func TestNativeHistogramsMatchPrometheus(t *testing.T) {
 	l.WriteBatches(t, "acme", remoteWrite2(t, ws))
 	ad := adapterOf(t, l)
 	lake, ref := ad.Queryable("acme", Limits{}), memQueryable(ws)
+	matchEngine(t, newEngine(), lake, ref, nativeQueries,
+		[]time.Time{synthStart.Add(90 * time.Second), synthStart.Add(20 * time.Minute), synthStart.Add(27*time.Minute + 7*time.Second)},
+		synthStart.Add(30*time.Minute))
+}
+
+// matchEngine runs each of exprs on lake and on ref (the PromQL engine over
+// the same samples in memory), instant at each of instants and as a range
+// query from synthStart to end at a 30 s step, and fails on any
+// difference: floats within near, histograms bucket for bucket.
+func matchEngine(t *testing.T, eng *promql.Engine, lake, ref storage.Queryable, exprs []string, instants []time.Time, end time.Time) {
+	t.Helper()
 	ctx := context.Background()
-	eng := newEngine()
-	end := synthStart.Add(30 * time.Minute)
-	for _, expr := range nativeQueries {
-		for _, at := range []time.Time{synthStart.Add(90 * time.Second), synthStart.Add(20 * time.Minute), synthStart.Add(27*time.Minute + 7*time.Second)} {
+	for _, expr := range exprs {
+		for _, at := range instants {
 			got, want := evalInstant(t, eng, lake, expr, at), evalInstant(t, eng, ref, expr, at)
 			if len(want) == 0 {
 				t.Fatalf("%s at %v: the reference has no result", expr, at)
