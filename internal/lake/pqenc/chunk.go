@@ -580,20 +580,9 @@ func (ch *Chunk) addPage(p parquet.Page) (n, nn int, err error) {
 			}
 			break
 		}
-		if ch.indexed {
-			ch.unindex()
-		}
 		vals, offs := data.ByteArray()
-		if len(offs) != nn+1 || int(offs[nn]) > len(vals) {
-			return 0, 0, fmt.Errorf("%w: %d byte array offsets for %d values", ErrCorrupt, len(offs), nn)
-		}
-		if len(ch.offs) == 1 {
-			ch.offs = slices.Grow(ch.offs, ch.expect)
-		}
-		base := uint32(len(ch.data)) - offs[0]
-		ch.data = append(ch.data, vals[offs[0]:offs[nn]]...)
-		for _, o := range offs[1:] {
-			ch.offs = append(ch.offs, base+o)
+		if err := ch.addByteArrays(vals, offs, nn); err != nil {
+			return 0, 0, err
 		}
 	default:
 		return 0, 0, fmt.Errorf("pqenc: column type %s not supported", ch.kind)
@@ -971,4 +960,24 @@ func (ch *Chunk) Cap() int {
 	return cap(ch.def) + cap(ch.rep) + 4*cap(ch.rowLvl) + 8*cap(ch.i64) + 4*cap(ch.i32) + 8*cap(ch.f64) +
 		cap(ch.bools) + cap(ch.data) + 4*cap(ch.offs) + 4*cap(ch.idx) + cap(ch.dict) + 4*cap(ch.dictOffs) + 4*cap(ch.xlat) +
 		cap(ch.raw.Bytes)
+}
+
+// addByteArrays appends nn plain byte-array values: vals with nn+1
+// offsets into it, as a page decoder gives them.
+func (ch *Chunk) addByteArrays(vals []byte, offs []uint32, nn int) error {
+	if ch.indexed {
+		ch.unindex()
+	}
+	if len(offs) != nn+1 || int(offs[nn]) > len(vals) || offs[0] > offs[nn] {
+		return fmt.Errorf("%w: %d byte array offsets for %d values", ErrCorrupt, len(offs), nn)
+	}
+	if len(ch.offs) == 1 {
+		ch.offs = slices.Grow(ch.offs, ch.expect)
+	}
+	base := uint32(len(ch.data)) - offs[0]
+	ch.data = append(ch.data, vals[offs[0]:offs[nn]]...)
+	for _, o := range offs[1:] {
+		ch.offs = append(ch.offs, base+o)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package pqenc
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -111,20 +110,8 @@ func (ch *Chunk) decodeTyped(k int) (n, nn int, err error) {
 			}
 			break
 		}
-		if ch.indexed {
-			ch.unindex()
-		}
-		vals, offs := p.Data, p.Offs
-		if len(offs) != nn+1 || int(offs[nn]) > len(vals) || offs[0] > offs[nn] {
-			return 0, 0, fmt.Errorf("%w: %d byte array offsets for %d values", ErrCorrupt, len(offs), nn)
-		}
-		if len(ch.offs) == 1 {
-			ch.offs = slices.Grow(ch.offs, ch.expect)
-		}
-		base := uint32(len(ch.data)) - offs[0]
-		ch.data = append(ch.data, vals[offs[0]:offs[nn]]...)
-		for _, o := range offs[1:] {
-			ch.offs = append(ch.offs, base+o)
+		if err := ch.addByteArrays(p.Data, p.Offs, nn); err != nil {
+			return 0, 0, err
 		}
 	default:
 		return 0, 0, fmt.Errorf("pqenc: column type %s not supported", ch.kind)
