@@ -60,45 +60,13 @@ func FamilyMetadataV1(b []byte) (out []FamilyMetadata, skipped int, err error) {
 	return out, skipped, nil
 }
 
-// familyMetadata decodes MetricMetadata {1: type, 2: family name, 4: help,
-// 5: unit}.
+// familyMetadata decodes MetricMetadata b.
 func familyMetadata(b []byte) (FamilyMetadata, bool) {
-	var m FamilyMetadata
-	typ := uint64(0)
-	for i := 0; i < len(b); {
-		num, wt, j := tag(b, i)
-		if j < 0 {
-			return m, false
-		}
-		switch {
-		case num == 1 && wt == wtVarint:
-			if typ, j = uvarint(b, j); j < 0 {
-				return m, false
-			}
-		case (num == 2 || num == 4 || num == 5) && wt == wtLen:
-			s, e := lenField(b, j)
-			if s < 0 {
-				return m, false
-			}
-			switch num {
-			case 2:
-				m.Name = string(b[s:e])
-			case 4:
-				m.Help = string(b[s:e])
-			case 5:
-				m.Unit = string(b[s:e])
-			}
-			j = e
-		case num == 1 || num == 2 || num == 4 || num == 5:
-			return m, false
-		default:
-			if j = skip(b, j, wt); j < 0 {
-				return m, false
-			}
-		}
-		i = j
+	typ, name, help, unit, ok := parseMetadataV1(b)
+	if !ok {
+		return FamilyMetadata{}, false
 	}
-	m.Type = "unknown"
+	m := FamilyMetadata{Name: string(name), Type: "unknown", Help: string(help), Unit: string(unit)}
 	if typ < uint64(len(typeNames)) {
 		m.Type = typeNames[typ]
 	}

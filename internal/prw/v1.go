@@ -356,23 +356,36 @@ func sampleV1(b []byte, s, e int, v *uint64, ts *int64) bool {
 // metadataV1 decodes MetricMetadata b[s:e] {1: type, 2: family name,
 // 4: help, 5: unit} and applies it to the descriptors of that family.
 func (d *Decoder) metadataV1(mi, s, e int) bool {
-	b := d.b[:e]
-	var typ uint64
-	var name, help, unit []byte
-	for i := s; i < e; {
+	typ, name, help, unit, ok := parseMetadataV1(d.b[s:e])
+	if !ok {
+		return false
+	}
+	if len(name) == 0 {
+		d.drop("metadata[%d]: no metric_family_name", mi)
+		return true
+	}
+	d.metadataFor(name, typ, help, unit)
+	return true
+}
+
+// parseMetadataV1 reads a MetricMetadata message {1: type, 2: family
+// name, 4: help, 5: unit}; the slices alias b. ok is false when it is
+// malformed.
+func parseMetadataV1(b []byte) (typ uint64, name, help, unit []byte, ok bool) {
+	for i := 0; i < len(b); {
 		num, wt, j := tag(b, i)
 		if j < 0 {
-			return false
+			return
 		}
 		switch {
 		case num == 1 && wt == wtVarint:
 			if typ, j = uvarint(b, j); j < 0 {
-				return false
+				return
 			}
 		case (num == 2 || num == 4 || num == 5) && wt == wtLen:
 			ss, se := lenField(b, j)
 			if ss < 0 {
-				return false
+				return
 			}
 			switch num {
 			case 2:
@@ -384,20 +397,15 @@ func (d *Decoder) metadataV1(mi, s, e int) bool {
 			}
 			j = se
 		case num == 1 || num == 2 || num == 4 || num == 5:
-			return false
+			return
 		default:
 			if j = skip(b, j, wt); j < 0 {
-				return false
+				return
 			}
 		}
 		i = j
 	}
-	if len(name) == 0 {
-		d.drop("metadata[%d]: no metric_family_name", mi)
-		return true
-	}
-	d.metadataFor(name, typ, help, unit)
-	return true
+	return typ, name, help, unit, true
 }
 
 // metadataFor applies metadata of a family to the descriptors of its
