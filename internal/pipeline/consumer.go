@@ -160,9 +160,9 @@ func (c *consumer) put(s *scratch) {
 // request's record is fsynced in the queue.
 func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
 	ser := c.m.seriesFor(req.Kind, req.Tenant)
-	if int(req.Kind) < len(c.refuse) && c.refuse[req.Kind] {
+	if err := c.takes(req.Kind); err != nil {
 		ser.invalid.Inc()
-		return otlpreceiver.Result{}, fmt.Errorf("no pipeline takes %s (pipelines: in the config; the lake is off): %w", req.Kind, otlpreceiver.ErrInvalid)
+		return otlpreceiver.Result{}, err
 	}
 	s := c.pool.Get().(*scratch)
 	defer c.put(s)
@@ -188,16 +188,9 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		}
 		return otlpreceiver.Result{}, fmt.Errorf("decode %s request: %w: %w", req.Kind, otlpreceiver.ErrInvalid, err)
 	}
-	if !tenant.Valid(req.Tenant) {
-		// The receiver validates tenants; the lake would refuse this one
-		// after it was acknowledged, so refuse it here instead.
+	if err := c.admit(req.Tenant); err != nil {
 		ser.invalid.Inc()
-		return otlpreceiver.Result{}, fmt.Errorf("tenant %q: %w", req.Tenant, otlpreceiver.ErrInvalid)
-	}
-	if known, ok := c.tenants.Admit(req.Tenant); !ok {
-		ser.invalid.Inc()
-		return otlpreceiver.Result{}, fmt.Errorf("tenant %q differs only in case from the existing tenant %q (they would share one directory on a case-insensitive file system): %w",
-			req.Tenant, known, otlpreceiver.ErrInvalid)
+		return otlpreceiver.Result{}, err
 	}
 	ser.received.Add(float64(n))
 	body := req.Body
@@ -238,22 +231,58 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		return otlpreceiver.Result{}, nil
 	case errors.Is(err, queue.ErrLowDisk):
 		ser.rejectedDisk.Add(float64(n))
+	case errors.Is(err, queue.ErrFull):
+		ser.rejectedFull.Add(float64(n))
+	case errors.Is(err, queue.ErrTooLarge):
+		ser.invalid.Inc()
+	default:
+		ser.rejectedError.Add(float64(n))
+	}
+	return otlpreceiver.Result{}, c.appendFailed(err, len(req.Body))
+}
+
+// appendFailed is the answer to a request of size bytes whose records the
+// queue refused with err: backpressure for a full queue or disk (which
+// also nudges the lake loop), invalid for a request too large for a
+// segment, an error otherwise (after ErrFailed the process needs a
+// restart).
+func (c *consumer) appendFailed(err error, size int) error {
+	switch {
+	case errors.Is(err, queue.ErrLowDisk):
 		if c.lowDisk != nil {
 			c.lowDisk()
 		}
-		return otlpreceiver.Result{}, otlpreceiver.Backpressure(c.retryAfter, err)
+		return otlpreceiver.Backpressure(c.retryAfter, err)
 	case errors.Is(err, queue.ErrFull):
-		ser.rejectedFull.Add(float64(n))
-		return otlpreceiver.Result{}, otlpreceiver.Backpressure(c.retryAfter, err)
+		return otlpreceiver.Backpressure(c.retryAfter, err)
 	case errors.Is(err, queue.ErrTooLarge):
-		ser.invalid.Inc()
-		return otlpreceiver.Result{}, fmt.Errorf("request of %d bytes: %w: %w", len(req.Body), otlpreceiver.ErrInvalid, err)
-	}
-	if errors.Is(err, queue.ErrFailed) {
+		return fmt.Errorf("request of %d bytes: %w: %w", size, otlpreceiver.ErrInvalid, err)
+	case errors.Is(err, queue.ErrFailed):
 		c.failed.Store(true)
 	}
-	ser.rejectedError.Add(float64(n))
-	return otlpreceiver.Result{}, fmt.Errorf("append to queue: %w", err)
+	return fmt.Errorf("append to queue: %w", err)
+}
+
+// takes refuses a request of kind when no pipeline takes it.
+func (c *consumer) takes(kind signal.Kind) error {
+	if int(kind) < len(c.refuse) && c.refuse[kind] {
+		return fmt.Errorf("no pipeline takes %s (pipelines: in the config; the lake is off): %w", kind, otlpreceiver.ErrInvalid)
+	}
+	return nil
+}
+
+// admit refuses a tenant the lake would refuse after the request was
+// acknowledged (the receiver validates tenants too), or one differing
+// only in case from a known tenant.
+func (c *consumer) admit(tn string) error {
+	if !tenant.Valid(tn) {
+		return fmt.Errorf("tenant %q: %w", tn, otlpreceiver.ErrInvalid)
+	}
+	if known, ok := c.tenants.Admit(tn); !ok {
+		return fmt.Errorf("tenant %q differs only in case from the existing tenant %q (they would share one directory on a case-insensitive file system): %w",
+			tn, known, otlpreceiver.ErrInvalid)
+	}
+	return nil
 }
 
 // TakesScanned implements prwreceiver.ScanTaker: without processing rules

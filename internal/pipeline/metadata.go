@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,10 +11,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/prw"
-	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
-	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // Remote-write metadata sent without series. Prometheus sends its
@@ -138,15 +135,11 @@ func (c *consumer) TakeMetadata(ctx context.Context, tn string, raw, body []byte
 	if c.meta == nil && !c.forwardMeta {
 		return nil
 	}
-	if c.refuse[signal.KindMetrics] {
-		return fmt.Errorf("no pipeline takes metrics (pipelines: in the config; the lake is off): %w", otlpreceiver.ErrInvalid)
+	if err := c.takes(signal.KindMetrics); err != nil {
+		return err
 	}
-	if !tenant.Valid(tn) {
-		return fmt.Errorf("tenant %q: %w", tn, otlpreceiver.ErrInvalid)
-	}
-	if known, ok := c.tenants.Admit(tn); !ok {
-		return fmt.Errorf("tenant %q differs only in case from the existing tenant %q (they would share one directory on a case-insensitive file system): %w",
-			tn, known, otlpreceiver.ErrInvalid)
+	if err := c.admit(tn); err != nil {
+		return err
 	}
 	if c.meta != nil {
 		if err := c.meta.put(ctx, tn, body); err != nil {
@@ -158,23 +151,10 @@ func (c *consumer) TakeMetadata(ctx context.Context, tn string, raw, body []byte
 	}
 	// The lake loop and the other exporters read the record as a request
 	// of no series: nothing to write, nothing to send.
-	_, err := c.q.Append(appendRecordTo(nil, signal.KindMetrics, encPRW1, tn, c.metricsDest(), raw))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, queue.ErrLowDisk):
-		if c.lowDisk != nil {
-			c.lowDisk()
-		}
-		return otlpreceiver.Backpressure(c.retryAfter, err)
-	case errors.Is(err, queue.ErrFull):
-		return otlpreceiver.Backpressure(c.retryAfter, err)
-	case errors.Is(err, queue.ErrTooLarge):
-		return fmt.Errorf("metadata request of %d bytes: %w: %w", len(raw), otlpreceiver.ErrInvalid, err)
-	case errors.Is(err, queue.ErrFailed):
-		c.failed.Store(true)
+	if _, err := c.q.Append(appendRecordTo(nil, signal.KindMetrics, encPRW1, tn, c.metricsDest(), raw)); err != nil {
+		return c.appendFailed(err, len(raw))
 	}
-	return fmt.Errorf("append to queue: %w", err)
+	return nil
 }
 
 // metricsDest is every consumer of a metrics route: nil (everyone) unless
