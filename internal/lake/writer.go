@@ -453,12 +453,14 @@ func (w *Writer) placeGroup(kind signal.Kind, tenant string, hour int64, r signa
 	return nil
 }
 
-// account records p's new size estimate and flushes what the limits ask
-// for. It returns p, or nil when p was flushed.
+// account records p's new size estimate (est: its batch's data; account
+// adds the partition times and the batch's interning tables) and flushes
+// what the limits ask for. It returns p, or nil when p was flushed.
 func (w *Writer) account(p *partition, est int64) (*partition, error) {
-	est += int64(len(p.ptime)) * 8
+	p.tables = p.tableBytes()
+	est += int64(len(p.ptime))*8 + p.tables
 	w.buffered += est - p.bytes
-	p.bytes, p.tables = est, min(p.tableBytes(), est)
+	p.bytes = est
 	w.stats.PeakBufferedBytes = max(w.stats.PeakBufferedBytes, w.buffered)
 	if p.fileBytes() >= w.opts.TargetFileBytes {
 		w.stats.SizeFlushes++
@@ -823,15 +825,15 @@ func commonBytes(c *signal.Common) int64 {
 }
 
 func estimateLogs(l *signal.Logs) int64 {
-	return commonBytes(&l.Common) + int64(l.Len())*100 + l.CopyTableBytes()
+	return commonBytes(&l.Common) + int64(l.Len())*100
 }
 
 func estimateMetrics(m *signal.Metrics) int64 {
-	return commonBytes(&m.Common) + int64(m.Len())*250 + int64(len(m.U64)+len(m.F64))*8 + int64(len(m.Descs))*64 + m.CopyTableBytes()
+	return commonBytes(&m.Common) + int64(m.Len())*250 + int64(len(m.U64)+len(m.F64))*8 + int64(len(m.Descs))*64
 }
 
 func estimateSpans(s *signal.Spans) int64 {
-	return commonBytes(&s.Common) + int64(s.Len())*150 + s.CopyTableBytes()
+	return commonBytes(&s.Common) + int64(s.Len())*150
 }
 
 // CatalogRow is the catalog row for this segment; every writer of catalog
