@@ -16,6 +16,13 @@
 #   SHAPES="1500:8" scripts/bench-relay.sh     # series per request : labels per series
 #   ONLY=sluice SHAPES="1500:8:2 100:6:2" scripts/bench-relay.sh   # remote write 2.0 in and out
 #   ONLY=sluice PROFILE=1 scripts/bench-relay.sh   # CPU profile of sluice's relay
+#   OLD_BIN=/tmp/sluice-old ONLY=sluice scripts/bench-relay.sh   # A/B: this tree against another binary
+#
+# The relays run in ROUNDS rounds (default 3): each round runs each relay once
+# on the same load, one after the other (the order rotates per round), with the
+# load average at the start and end of the round; the summary gives each
+# round's ratio and the median of the rounds, so a burst of load on the machine
+# during one run does not decide the result.
 #
 # LAKE=1 adds remote write -> lake runs (default pipeline, upkeep off, flush
 # every 5s): samples per CPU-second until every sample is committed.
@@ -23,10 +30,11 @@
 # Knobs: SAMPLES, SHAPES (default "1500:8 100:6": the large-request shape and a
 # small-request one; a third field 2 makes a shape remote write 2.0 in and
 # out: symbols table, metadata on every series, a 2.0 exporter; vmagent 1.79
-# takes no 2.0, so those shapes run sluice only), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
+# takes no 2.0, so those shapes run sluice only), ROUNDS, OLD_BIN (a second sluice
+# binary, "sluice-old", run in every round beside the first), WORKERS, RELAY_CPU / GEN_CPU, ONLY (sluice|vmagent),
 # GROUP_COMMIT_DELAY (sluice's queue.group_commit_delay, default 1ms),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
-# start of each sluice run, relay and lake; set it to cover the run; and the relay's
+# start of each sluice run of round 1, relay and lake; set it to cover the run; and the relay's
 # allocation profile at the end of its run), SLUICE_BIN, KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +47,8 @@ GEN_CPU="${GEN_CPU:-1}"
 ONLY="${ONLY:-}"
 PROFILE="${PROFILE:-0}"
 TIMEOUT="${TIMEOUT:-300}"
+ROUNDS="${ROUNDS:-3}"
+OLD_BIN="${OLD_BIN:-}"
 
 command -v vmagent >/dev/null || [ -n "$ONLY" ] || {
   echo "vmagent not found: apt-get install -y victoria-metrics (or ONLY=sluice)" >&2; exit 2; }
@@ -87,9 +97,10 @@ shape_fields() {
   return 0
 }
 
-# run_relay NAME PID INPUT_URL SHAPE: drive the load, print the result line.
+# run_relay NAME PID INPUT_URL SHAPE ROUND: drive the load, print the result
+# line, and keep the rate for the summary.
 run_relay() {
-  local name=$1 pid=$2 url=$3 per labels proto tag
+  local name=$1 pid=$2 url=$3 round=$5 per labels proto tag
   shape_fields "$4"
   local total=$(( SAMPLES / per * per ))
   local base c0 c1 t0 t1 got
@@ -105,24 +116,27 @@ run_relay() {
   done
   t1=$(now); c1=$(cpu_ticks "$pid")
   [ "$got" -ge "$total" ] || { echo "$name: the sink got $got of $total samples" >&2; exit 1; }
-  awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v name="$name" -v per="$per" -v labels="$labels" -v got="$got" -v proto="$proto" 'BEGIN {
+  awk -v n="$total" -v hz="$hz" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v name="$name" -v per="$per" -v labels="$labels" -v got="$got" -v proto="$proto" -v round="$round" -v rates="$work/rates" 'BEGIN {
     cpu = (c1 - c0) / hz
-    printf "%-8s %5d samples/request, %2d labels, remote write %d.0: %9.0f samples per CPU-second (%.2f CPU-s for %d samples, %.1f s wall, %.0f%% of a core; sink got %d)\n", name, per, labels, proto, n / cpu, cpu, n, t1 - t0, 100 * cpu / (t1 - t0), got
-  }' | tee -a "$work/results"
+    printf "%-10s %5d samples/request, %2d labels, remote write %d.0: %9.0f samples per CPU-second (%.2f CPU-s for %d samples, %.1f s wall, %.0f%% of a core; sink got %d)\n", name, per, labels, proto, n / cpu, cpu, n, t1 - t0, 100 * cpu / (t1 - t0), got
+    printf "%s %d %d %d %s %.0f\n", name, per, labels, proto, round, n / cpu >>rates
+  }'
 }
 
-for shape in $SHAPES; do
+# run_sluice NAME BIN SHAPE ROUND: one sluice relay run (a fresh process and
+# queue), with a CPU profile in round 1 when PROFILE=1.
+run_sluice() {
+  local name=$1 sbin=$2 shape=$3 round=$4 per labels proto tag qport aport spid prof=""
   shape_fields "$shape"
-  if [ -z "$ONLY" ] || [ "$ONLY" = sluice ]; then
-    qport=$(freeport); aport=$(freeport)
-    cat >"$work/sluice.yaml" <<EOF
+  qport=$(freeport); aport=$(freeport)
+  cat >"$work/sluice.yaml" <<EOF
 receivers:
   otlp: {grpc_addr: "", http_addr: "127.0.0.1:0"}
   prometheus_remote_write: {listen: "127.0.0.1:$qport", max_concurrent_requests: 8}
 admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
 query: {addr: ""}
 lake: {root: $work/lake}
-queue: {dir: $work/queue-$tag, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}}
+queue: {dir: $work/queue-$name-$tag-$round, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}}
 exporters:
   prometheus_remote_write/sink:
     endpoints: [http://$sink/api/v1/write]
@@ -132,37 +146,70 @@ pipelines:
   metrics: {receivers: [prometheus_remote_write], exporters: [prometheus_remote_write/sink]}
 log: {level: warn}
 EOF
-    taskset -c "$RELAY_CPU" env GOMAXPROCS=1 "$bin" run --config "$work/sluice.yaml" >"$work/sluice.out" 2>"$work/sluice.err" &
-    spid=$!; pids+=($spid)
-    wait_http "http://127.0.0.1:$aport/readyz" || { cat "$work/sluice.err" >&2; exit 1; }
-    prof=""
-    if [ "$PROFILE" = 1 ]; then
-      curl -fsS -o "$work/cpu-$tag.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
-    fi
-    run_relay sluice "$spid" "http://127.0.0.1:$qport/api/v1/write" "$shape"
-    # Where the per-request cost goes: appends (requests acknowledged) per fsync.
-    curl -fsS "http://127.0.0.1:$aport/metrics" | awk '$1 == "sluice_queue_appends_total" {a = $2} $1 == "sluice_queue_fsyncs_total" {f = $2}
-      END {if (f > 0) printf "         queue: %d appends, %d fsyncs (%.2f appends per fsync)\n", a, f, a / f}'
-    if [ -n "$prof" ]; then
-      wait "$prof" || true
-      mkdir -p bench-profiles; cp "$work/cpu-$tag.prof" "bench-profiles/relay-$tag-cpu.prof"; cp "$bin" bench-profiles/relay-sluice
-      curl -fsS -o "bench-profiles/relay-$tag-allocs.prof" "http://127.0.0.1:$aport/debug/pprof/allocs" || true
-      echo "         CPU profile: go tool pprof -top bench-profiles/relay-sluice bench-profiles/relay-$tag-cpu.prof"
-      echo "         allocations: go tool pprof -sample_index=alloc_objects -top bench-profiles/relay-sluice bench-profiles/relay-$tag-allocs.prof"
-    fi
-    kill -TERM "$spid"; wait "$spid" || true
+  taskset -c "$RELAY_CPU" env GOMAXPROCS=1 "$sbin" run --config "$work/sluice.yaml" >"$work/$name.out" 2>"$work/$name.err" &
+  spid=$!; pids+=($spid)
+  wait_http "http://127.0.0.1:$aport/readyz" || { cat "$work/$name.err" >&2; exit 1; }
+  if [ "$PROFILE" = 1 ] && [ "$round" = 1 ]; then
+    curl -fsS -o "$work/cpu-$name-$tag.prof" "http://127.0.0.1:$aport/debug/pprof/profile?seconds=${PROFILE_SECONDS:-15}" & prof=$!
+  fi
+  run_relay "$name" "$spid" "http://127.0.0.1:$qport/api/v1/write" "$shape" "$round"
+  # Where the per-request cost goes: appends (requests acknowledged) per fsync.
+  curl -fsS "http://127.0.0.1:$aport/metrics" | awk '$1 == "sluice_queue_appends_total" {a = $2} $1 == "sluice_queue_fsyncs_total" {f = $2}
+    END {if (f > 0) printf "         queue: %d appends, %d fsyncs (%.2f appends per fsync)\n", a, f, a / f}'
+  if [ -n "$prof" ]; then
+    wait "$prof" || true
+    local out=relay-$tag
+    [ "$name" = sluice ] || out=relay-$name-$tag
+    mkdir -p bench-profiles; cp "$work/cpu-$name-$tag.prof" "bench-profiles/$out-cpu.prof"; cp "$sbin" "bench-profiles/$name-bin"
+    [ "$name" != sluice ] || cp "$sbin" bench-profiles/relay-sluice
+    curl -fsS -o "bench-profiles/$out-allocs.prof" "http://127.0.0.1:$aport/debug/pprof/allocs" || true
+    echo "         CPU profile: go tool pprof -top bench-profiles/$name-bin bench-profiles/$out-cpu.prof"
+    echo "         allocations: go tool pprof -sample_index=alloc_objects -top bench-profiles/$name-bin bench-profiles/$out-allocs.prof"
+  fi
+  kill -TERM "$spid"; wait "$spid" || true
+}
+
+# run_vmagent SHAPE ROUND: one vmagent relay run (a fresh process and buffer).
+run_vmagent() {
+  local shape=$1 round=$2 per labels proto tag vport vpid
+  shape_fields "$shape"
+  vport=$(freeport)
+  taskset -c "$RELAY_CPU" env GOMAXPROCS=1 vmagent -httpListenAddr="127.0.0.1:$vport" -remoteWrite.url="http://$sink/api/v1/write" \
+    -remoteWrite.tmpDataPath="$work/vmagent-$tag-$round" -loggerLevel=ERROR >"$work/vmagent.log" 2>&1 &
+  vpid=$!; pids+=($vpid)
+  wait_http "http://127.0.0.1:$vport/health"
+  run_relay vmagent "$vpid" "http://127.0.0.1:$vport/api/v1/write" "$shape" "$round"
+  kill -TERM "$vpid"; wait "$vpid" || true
+}
+
+# Each round runs every relay once on the same load, one after the other
+# (the order rotates from round to round), so a change in the machine's
+# load between runs moves one round's ratio, not the median.
+for shape in $SHAPES; do
+  shape_fields "$shape"
+  relays=()
+  if [ -z "$ONLY" ] || [ "$ONLY" = sluice ]; then
+    relays+=(sluice)
+    [ -z "$OLD_BIN" ] || relays+=(sluice-old)
   fi
   if [ "$proto" = 2 ] && [ "$ONLY" != sluice ]; then
     echo "vmagent  $per samples/request, remote write 2.0: skipped (vmagent 1.79 takes remote write 1.0 only)"
   elif [ -z "$ONLY" ] || [ "$ONLY" = vmagent ]; then
-    vport=$(freeport)
-    taskset -c "$RELAY_CPU" env GOMAXPROCS=1 vmagent -httpListenAddr="127.0.0.1:$vport" -remoteWrite.url="http://$sink/api/v1/write" \
-      -remoteWrite.tmpDataPath="$work/vmagent-$tag" -loggerLevel=ERROR >"$work/vmagent.log" 2>&1 &
-    vpid=$!; pids+=($vpid)
-    wait_http "http://127.0.0.1:$vport/health"
-    run_relay vmagent "$vpid" "http://127.0.0.1:$vport/api/v1/write" "$shape"
-    kill -TERM "$vpid"; wait "$vpid" || true
+    relays+=(vmagent)
   fi
+  n=${#relays[@]}
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "# round $round/$ROUNDS, $per samples/request x $labels labels, remote write $proto.0: load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+    for k in $(seq 0 $(( n - 1 ))); do
+      r=${relays[$(( (k + round - 1) % n ))]}
+      case $r in
+        sluice) run_sluice sluice "$bin" "$shape" "$round" ;;
+        sluice-old) run_sluice sluice-old "$OLD_BIN" "$shape" "$round" ;;
+        vmagent) run_vmagent "$shape" "$round" ;;
+      esac
+    done
+    echo "# round $round/$ROUNDS: load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
+  done
 done
 
 # Remote write -> lake (LAKE=1): sluice with the default pipeline (everything
@@ -215,7 +262,38 @@ EOF
   done
 fi
 
-if [ -z "$ONLY" ]; then
-  awk '$0 ~ /remote write 1\.0/ {for (i = 1; i <= NF; i++) if ($i == "samples" && $(i+1) == "per") {r[$1 " " $2] = $(i-1)}}
-       END {for (k in r) {split(k, a, " "); if (a[1] == "sluice" && r["vmagent " a[2]] > 0) printf "ratio sluice/vmagent at %5d samples/request: %.2fx\n", a[2], r[k] / r["vmagent " a[2]]}}' "$work/results"
+# Per shape: each round's ratio of sluice to vmagent (and to sluice-old), and
+# the median over the rounds of each relay's rate and of the ratios.
+if [ -s "$work/rates" ]; then awk '
+  function median(list,   a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) {t = a[j]; a[j] = a[j-1]; a[j-1] = t}
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  {
+    shape = sprintf("%5d samples/request, %2d labels, remote write %d.0", $2, $3, $4)
+    if (!(shape in seen)) {seen[shape] = 1; order[++nshape] = shape}
+    rate[shape, $1, $5] = $6; rounds[shape] = rounds[shape] > $5 ? rounds[shape] : $5
+    has[shape, $1] = 1
+  }
+  END {
+    print "# summary (samples per CPU-second; median of the rounds)"
+    for (k = 1; k <= nshape; k++) {
+      s = order[k]
+      split("sluice sluice-old vmagent", names, " ")
+      for (q = 1; q <= 3; q++) {
+        nm = names[q]; if (!has[s, nm]) continue
+        l = ""; for (r = 1; r <= rounds[s]; r++) if ((s, nm, r) in rate) l = l " " rate[s, nm, r]
+        printf "%-10s %s: median %9.0f (rounds:%s)\n", nm, s, median(l), l
+      }
+      for (q = 2; q <= 3; q++) {
+        nm = names[q]; if (!has[s, "sluice"] || !has[s, nm]) continue
+        l = ""; rs = ""
+        for (r = 1; r <= rounds[s]; r++) if ((s, nm, r) in rate && (s, "sluice", r) in rate && rate[s, nm, r] > 0) {
+          x = rate[s, "sluice", r] / rate[s, nm, r]; l = l " " x; rs = rs sprintf(" %.2fx", x)
+        }
+        printf "ratio sluice/%-10s %s: median %.2fx (rounds:%s)\n", nm, s, median(l), rs
+      }
+    }
+  }' "$work/rates"
 fi
