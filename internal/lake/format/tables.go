@@ -498,6 +498,8 @@ var Rollup = &Table{
 		{ColExplicitBounds, KindOptListF64},
 		{ColBoundsMismatch, KindOptBool},
 		{ColSketch, KindOptBytes},
+		{ColCountFloat, KindOptDouble},
+		{ColBucketCountsFloat, KindOptListF64},
 	},
 	Attributes: true,
 	Sort:       ColMetricName + "," + ColSeriesID + "," + ColWindowStart,

@@ -58,6 +58,11 @@ type Point struct {
 	Buckets                []uint64
 	Bounds                 []float64
 	Sketch                 []byte // the raw sketch column, encoded
+	// A float histogram (count_float, bucket_counts_float): its exact
+	// counts, with Count and Buckets unset.
+	CountF    float64
+	HasCountF bool
+	BucketsF  []float64
 }
 
 // Window is the aggregate of one series over one aligned window of one
@@ -85,11 +90,19 @@ type Window struct {
 	HasBuckets  bool // buckets summed (or latest) over points whose bounds all matched
 	Mismatch    bool // bounds differed within the window: Buckets left null
 	Sketch      []byte
+	// Float histograms: the float count (summed, or the latest), apart
+	// from the integer histograms' Count, and the float buckets; when
+	// FloatBuckets the window's buckets are BucketsF, not Buckets (a
+	// delta window mixing float and integer buckets is a Mismatch).
+	CountF       float64
+	HasCountF    bool
+	BucketsF     []float64
+	FloatBuckets bool
 }
 
 func (w *Window) reset() {
-	b, f, sk := w.Buckets[:0], w.Bounds[:0], w.Sketch[:0]
-	*w = Window{Buckets: b, Bounds: f, Sketch: sk}
+	b, f, bf, sk := w.Buckets[:0], w.Bounds[:0], w.BucketsF[:0], w.Sketch[:0]
+	*w = Window{Buckets: b, Bounds: f, BucketsF: bf, Sketch: sk}
 }
 
 // floor aligns t down to a multiple of tier (both ns); the epoch is a
@@ -205,6 +218,10 @@ func (a *Aggregator) Add(p *Point) {
 			w.Count += p.Count
 			w.HasCount = true
 		}
+		if p.HasCountF {
+			w.CountF += p.CountF
+			w.HasCountF = true
+		}
 		if p.HasSum {
 			if w.HasSum {
 				w.Sum += p.Sum
@@ -218,7 +235,11 @@ func (a *Aggregator) Add(p *Point) {
 		if p.HasMax && (!w.HasMax || p.Max > w.Max) {
 			w.Max, w.HasMax = p.Max, true
 		}
-		addBuckets(w, p.Buckets, p.Bounds)
+		if p.HasCountF {
+			addBucketsF(w, p.BucketsF, p.Bounds)
+		} else {
+			addBuckets(w, p.Buckets, p.Bounds)
+		}
 		if len(p.Sketch) > 0 {
 			for _, s := range a.sk {
 				_ = s.DecodeAndMergeWith(p.Sketch)
@@ -227,13 +248,19 @@ func (a *Aggregator) Add(p *Point) {
 	case KindCumDist:
 		// The latest cumulative state; the count's reset-aware increase.
 		w.Count, w.HasCount = p.Count, p.HasCount
+		w.CountF, w.HasCountF = p.CountF, p.HasCountF
 		w.Sum, w.HasSum = p.Sum, p.HasSum
 		w.Buckets = append(w.Buckets[:0], p.Buckets...)
+		w.BucketsF = append(w.BucketsF[:0], p.BucketsF...)
 		w.Bounds = append(w.Bounds[:0], p.Bounds...)
-		w.HasBuckets = len(p.Buckets) > 0
+		w.FloatBuckets = p.HasCountF
+		w.HasBuckets = len(p.Buckets) > 0 || len(p.BucketsF) > 0
 		w.Sketch = append(w.Sketch[:0], p.Sketch...)
-		if p.HasCount {
+		if p.HasCount || p.HasCountF {
 			c := float64(p.Count)
+			if p.HasCountF {
+				c = p.CountF
+			}
 			if !w.HasFirst {
 				w.First, w.HasFirst, w.HasIncrease = c, true, true
 			} else {
@@ -252,23 +279,40 @@ func (a *Aggregator) Add(p *Point) {
 // every point so far match; the first mismatch leaves them null for the
 // window.
 func addBuckets(w *Window, counts []uint64, bounds []float64) {
+	sumBuckets(w, &w.Buckets, counts, bounds, false)
+}
+
+// addBucketsF is addBuckets for a float histogram's buckets. A window
+// whose points mix float and integer buckets has no buckets (Mismatch),
+// as one whose bounds differ.
+func addBucketsF(w *Window, counts, bounds []float64) {
+	sumBuckets(w, &w.BucketsF, counts, bounds, true)
+}
+
+// sumBuckets adds counts into dst, w's Buckets or BucketsF as float says.
+func sumBuckets[T uint64 | float64](w *Window, dst *[]T, counts []T, bounds []float64, float bool) {
 	if w.Mismatch || len(counts) == 0 {
 		return
 	}
 	if !w.HasBuckets {
-		w.Buckets = append(w.Buckets[:0], counts...)
+		*dst = append((*dst)[:0], counts...)
 		w.Bounds = append(w.Bounds[:0], bounds...)
-		w.HasBuckets = true
+		w.HasBuckets, w.FloatBuckets = true, float
 		return
 	}
-	if len(counts) != len(w.Buckets) || !slices.Equal(bounds, w.Bounds) {
-		w.Mismatch, w.HasBuckets = true, false
-		w.Buckets, w.Bounds = w.Buckets[:0], w.Bounds[:0]
+	if w.FloatBuckets != float || len(counts) != len(*dst) || !slices.Equal(bounds, w.Bounds) {
+		w.mismatch()
 		return
 	}
 	for i, c := range counts {
-		w.Buckets[i] += c
+		(*dst)[i] += c
 	}
+}
+
+// mismatch leaves w's buckets null for the rest of the window.
+func (w *Window) mismatch() {
+	w.Mismatch, w.HasBuckets, w.FloatBuckets = true, false, false
+	w.Buckets, w.BucketsF, w.Bounds = w.Buckets[:0], w.BucketsF[:0], w.Bounds[:0]
 }
 
 // advance closes the windows that end before t (all of them when final).
@@ -307,10 +351,11 @@ func Combine(k Kind, p, c *Window, parentTier int64) {
 		return
 	}
 	if p.Points == 0 {
-		b, f, sk := p.Buckets, p.Bounds, p.Sketch
+		b, f, bf, sk := p.Buckets, p.Bounds, p.BucketsF, p.Sketch
 		*p = *c
 		p.Buckets = append(b[:0], c.Buckets...)
 		p.Bounds = append(f[:0], c.Bounds...)
+		p.BucketsF = append(bf[:0], c.BucketsF...)
 		p.Sketch = append(sk[:0], c.Sketch...)
 		p.Start = floor(c.Start, parentTier)
 		return
@@ -324,10 +369,10 @@ func Combine(k Kind, p, c *Window, parentTier int64) {
 		}
 		if !p.HasFirst {
 			start, points, firstT, lastT := p.Start, p.Points, p.FirstT, p.LastT
-			b, f, sk := p.Buckets, p.Bounds, p.Sketch
+			b, f, bf, sk := p.Buckets, p.Bounds, p.BucketsF, p.Sketch
 			*p = *c
 			p.Start, p.Points, p.FirstT, p.LastT = start, points, firstT, lastT
-			p.Buckets, p.Bounds, p.Sketch = b[:0], f[:0], sk[:0]
+			p.Buckets, p.Bounds, p.BucketsF, p.Sketch = b[:0], f[:0], bf[:0], sk[:0]
 			return
 		}
 		p.Count += c.Count
@@ -351,6 +396,10 @@ func Combine(k Kind, p, c *Window, parentTier int64) {
 			p.Count += c.Count
 			p.HasCount = true
 		}
+		if c.HasCountF {
+			p.CountF += c.CountF
+			p.HasCountF = true
+		}
 		if c.HasSum {
 			if p.HasSum {
 				p.Sum += c.Sum
@@ -366,17 +415,20 @@ func Combine(k Kind, p, c *Window, parentTier int64) {
 		}
 		switch {
 		case c.Mismatch:
-			p.Mismatch, p.HasBuckets = true, false
-			p.Buckets, p.Bounds = p.Buckets[:0], p.Bounds[:0]
+			p.mismatch()
+		case c.HasBuckets && c.FloatBuckets:
+			addBucketsF(p, c.BucketsF, c.Bounds)
 		case c.HasBuckets:
 			addBuckets(p, c.Buckets, c.Bounds)
 		}
 	case KindCumDist:
 		p.Count, p.HasCount = c.Count, c.HasCount
+		p.CountF, p.HasCountF = c.CountF, c.HasCountF
 		p.Sum, p.HasSum = c.Sum, c.HasSum
 		p.Buckets = append(p.Buckets[:0], c.Buckets...)
+		p.BucketsF = append(p.BucketsF[:0], c.BucketsF...)
 		p.Bounds = append(p.Bounds[:0], c.Bounds...)
-		p.HasBuckets = c.HasBuckets
+		p.HasBuckets, p.FloatBuckets = c.HasBuckets, c.FloatBuckets
 		p.Sketch = append(p.Sketch[:0], c.Sketch...)
 		if c.HasFirst {
 			if !p.HasFirst {

@@ -21,6 +21,7 @@ func run(tiers []int64, k Kind, pts []Point) [][]Window {
 		c := *w
 		c.Buckets = append([]uint64(nil), w.Buckets...)
 		c.Bounds = append([]float64(nil), w.Bounds...)
+		c.BucketsF = append([]float64(nil), w.BucketsF...)
 		c.Sketch = append([]byte(nil), w.Sketch...)
 		out[tier] = append(out[tier], c)
 	})

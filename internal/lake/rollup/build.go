@@ -51,8 +51,10 @@ type hour struct {
 
 	dCount            []uint64
 	dSum, dMin, dMax  []float64
-	dHas              []uint8 // hasCount, hasSum, hasMin, hasMax bits
+	dCountF           []float64 // a float histogram's count_float
+	dHas              []uint8   // hasCount, hasSum, hasMin, hasMax, hasCountF bits
 	dBuckets, dBounds []rng
+	dBucketsF         []rng // a float histogram's bucket_counts_float, in f64
 	dSketch           []rng
 	u64               []uint64
 	f64               []float64
@@ -62,7 +64,7 @@ type hour struct {
 	skipped           int64 // points without a timestamp in the hour
 	rows              int64
 	cr                chunkReader
-	gcr               [9 + 7]chunkReader // the group's rollup and distribution columns
+	gcr               [9 + numDist]chunkReader // the group's rollup and distribution columns
 	off1, off2        []int32
 	newSeries         []int32 // series first seen in the current file
 	prevSid           uint64
@@ -74,6 +76,7 @@ const (
 	hasSum
 	hasMin
 	hasMax
+	hasCountF
 )
 
 func newHour(start, end int64) *hour {
@@ -231,8 +234,12 @@ func (h *hour) addSeries(sid uint64, g groupCols, r int, gi int32) int32 {
 // distCols are the distribution columns of one row group.
 type distCols struct {
 	count, sum, min, max, buckets, bounds, sketch []parquet.Value
-	bOff, fOff                                    []int32
+	countF, bucketsF                              []parquet.Value // float histograms
+	bOff, fOff, bfOff                             []int32
 }
+
+// numDist is the number of distribution columns readDist reads.
+const numDist = 9
 
 func (h *hour) readDist(rg parquet.RowGroup, c rawCols, n int) (*distCols, error) {
 	d := &distCols{}
@@ -240,8 +247,9 @@ func (h *hour) readDist(rg parquet.RowGroup, c rawCols, n int) (*distCols, error
 	for i, p := range [...]struct {
 		dst *[]parquet.Value
 		col int
-	}{{&d.count, c.count}, {&d.sum, c.sum}, {&d.min, c.min}, {&d.max, c.max}, {&d.sketch, c.sketch}, {&d.buckets, c.buckets}, {&d.bounds, c.bounds}} {
-		v, err2 := h.gcr[len(h.gcr)-7+i].read(rg, p.col)
+	}{{&d.count, c.count}, {&d.sum, c.sum}, {&d.min, c.min}, {&d.max, c.max}, {&d.sketch, c.sketch},
+		{&d.buckets, c.buckets}, {&d.bounds, c.bounds}, {&d.countF, c.countF}, {&d.bucketsF, c.bucketsF}} {
+		v, err2 := h.gcr[len(h.gcr)-numDist+i].read(rg, p.col)
 		if err2 != nil {
 			return nil, err2
 		}
@@ -253,12 +261,15 @@ func (h *hour) readDist(rg parquet.RowGroup, c rawCols, n int) (*distCols, error
 	if d.bounds != nil {
 		d.fOff = listOffsets(d.bounds, 0, nil)
 	}
-	for _, p := range [...][]parquet.Value{d.count, d.sum, d.min, d.max, d.sketch} {
+	if d.bucketsF != nil {
+		d.bfOff = listOffsets(d.bucketsF, 0, nil)
+	}
+	for _, p := range [...][]parquet.Value{d.count, d.sum, d.min, d.max, d.sketch, d.countF} {
 		if p != nil && len(p) != n {
 			err = fmt.Errorf("distribution column has %d values for %d rows", len(p), n)
 		}
 	}
-	if (d.bOff != nil && len(d.bOff) != n+1) || (d.fOff != nil && len(d.fOff) != n+1) {
+	if (d.bOff != nil && len(d.bOff) != n+1) || (d.fOff != nil && len(d.fOff) != n+1) || (d.bfOff != nil && len(d.bfOff) != n+1) {
 		err = fmt.Errorf("list column rows differ from %d rows", n)
 	}
 	return d, err
@@ -274,7 +285,9 @@ func (h *hour) addDist(d *distCols, r int) int32 {
 		return vals[r]
 	}
 	cnt, sum, mn, mx := get(d.count, hasCount), get(d.sum, hasSum), get(d.min, hasMin), get(d.max, hasMax)
+	cntF := get(d.countF, hasCountF)
 	h.dCount = append(h.dCount, cnt.Uint64())
+	h.dCountF = append(h.dCountF, cntF.Double())
 	h.dSum = append(h.dSum, sum.Double())
 	h.dMin = append(h.dMin, mn.Double())
 	h.dMax = append(h.dMax, mx.Double())
@@ -288,15 +301,8 @@ func (h *hour) addDist(d *distCols, r int) int32 {
 		}
 		br.end = int32(len(h.u64))
 	}
-	fr := rng{int32(len(h.f64)), int32(len(h.f64))}
-	if d.fOff != nil {
-		for _, v := range d.bounds[d.fOff[r]:d.fOff[r+1]] {
-			if !v.IsNull() {
-				h.f64 = append(h.f64, v.Double())
-			}
-		}
-		fr.end = int32(len(h.f64))
-	}
+	fr := h.appendF64(d.bounds, d.fOff, r)
+	bfr := h.appendF64(d.bucketsF, d.bfOff, r)
 	sr := rng{int32(len(h.bytes)), int32(len(h.bytes))}
 	if d.sketch != nil && !d.sketch[r].IsNull() {
 		h.bytes = append(h.bytes, d.sketch[r].ByteArray()...)
@@ -304,8 +310,24 @@ func (h *hour) addDist(d *distCols, r int) int32 {
 	}
 	h.dBuckets = append(h.dBuckets, br)
 	h.dBounds = append(h.dBounds, fr)
+	h.dBucketsF = append(h.dBucketsF, bfr)
 	h.dSketch = append(h.dSketch, sr)
 	return int32(len(h.dCount) - 1)
+}
+
+// appendF64 appends row r's elements of a LIST<DOUBLE> column (vals split
+// by off; none when the column is absent) to the f64 arena.
+func (h *hour) appendF64(vals []parquet.Value, off []int32, r int) rng {
+	fr := rng{int32(len(h.f64)), int32(len(h.f64))}
+	if off != nil {
+		for _, v := range vals[off[r]:off[r+1]] {
+			if !v.IsNull() {
+				h.f64 = append(h.f64, v.Double())
+			}
+		}
+		fr.end = int32(len(h.f64))
+	}
+	return fr
 }
 
 // readLabels copies the label columns of the series first seen in this
@@ -417,8 +439,10 @@ func (h *hour) aggregate(agg *Aggregator, onSeries func(si int32)) {
 				p.Sum, p.HasSum = h.dSum[x], has&hasSum != 0
 				p.Min, p.HasMin = h.dMin[x], has&hasMin != 0
 				p.Max, p.HasMax = h.dMax[x], has&hasMax != 0
-				b, f, k := h.dBuckets[x], h.dBounds[x], h.dSketch[x]
+				p.CountF, p.HasCountF = h.dCountF[x], has&hasCountF != 0
+				b, f, k, bf := h.dBuckets[x], h.dBounds[x], h.dSketch[x], h.dBucketsF[x]
 				p.Buckets, p.Bounds, p.Sketch = h.u64[b.start:b.end], h.f64[f.start:f.end], h.bytes[k.start:k.end]
+				p.BucketsF = h.f64[bf.start:bf.end]
 			}
 			agg.Add(&p)
 		}

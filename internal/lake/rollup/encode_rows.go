@@ -129,6 +129,8 @@ func (e *rowEncoder) fixed(h *hour, o *tierOut, g0, g1, fc int) {
 		c.Uint64sIf(o.points[g0:g1], nil, 0)
 	case cCount:
 		c.Uint64sIf(o.count[g0:g1], o.flags[g0:g1], wCount)
+	case cCountFloat:
+		c.Float64sIf(o.countF[g0:g1], o.flags2[g0:g1], wCountF)
 	case cSum:
 		c.Float64sIf(o.sum[g0:g1], o.flags[g0:g1], wSum)
 	case cMin:
@@ -175,16 +177,21 @@ func (e *rowEncoder) fixed(h *hour, o *tierOut, g0, g1, fc int) {
 				c.Null(1)
 			}
 		}
-	case cBuckets, cBounds:
+	case cBuckets, cBounds, cBucketsFloat:
 		for i := g0; i < g1; i++ {
-			bk, bd := o.bk[i], o.bd[i]
+			bk, bd, bf := o.bk[i], o.bd[i], o.bf[i]
+			float := o.flags2[i]&wFloatBuckets != 0
 			switch {
-			case o.flags[i]&wBuckets == 0:
+			// A window's buckets are integer or float: the other kind's
+			// column is null.
+			case o.flags[i]&wBuckets == 0 || (fc == cBuckets && float) || (fc == cBucketsFloat && !float):
 				c.Null(1)
 			case fc == cBuckets && bk.end > bk.start:
 				c.ListUint64(o.u64[bk.start:bk.end])
 			case fc == cBounds && bd.end > bd.start:
 				c.ListFloat64(o.f64[bd.start:bd.end])
+			case fc == cBucketsFloat && bf.end > bf.start:
+				c.ListFloat64(o.f64[bf.start:bf.end])
 			default:
 				c.ListEmpty()
 			}

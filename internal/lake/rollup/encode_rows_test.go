@@ -219,10 +219,16 @@ func TestEncodeRowsEdgeCases(t *testing.T) {
 				First: rnd.Float64(), Last: -rnd.Float64(), HasFirst: rnd.IntN(3) > 0,
 				Increase: rnd.Float64(), Resets: uint64(rnd.IntN(3)), HasIncrease: rnd.IntN(3) > 0,
 				Mismatch: rnd.IntN(5) == 0}
+			w.CountF, w.HasCountF = rnd.Float64()*100, rnd.IntN(3) == 0
 			if !w.Mismatch && rnd.IntN(2) == 0 {
-				w.HasBuckets = true
+				// Integer or float buckets (a float histogram's).
+				w.HasBuckets, w.FloatBuckets = true, rnd.IntN(3) == 0
 				for range rnd.IntN(4) {
-					w.Buckets = append(w.Buckets, rnd.Uint64())
+					if w.FloatBuckets {
+						w.BucketsF = append(w.BucketsF, rnd.Float64())
+					} else {
+						w.Buckets = append(w.Buckets, rnd.Uint64())
+					}
 					w.Bounds = append(w.Bounds, rnd.NormFloat64())
 				}
 			}

@@ -20,6 +20,7 @@ func TestFixedColumnsFollowFormat(t *testing.T) {
 		{cPoints, format.ColPoints}, {cFirstTS, format.ColFirstTimestamp}, {cLastTS, format.ColLastTimestamp},
 		{cResets, format.ColResets}, {cBuckets, format.ColBucketCounts}, {cBounds, format.ColExplicitBounds},
 		{cMismatch, format.ColBoundsMismatch}, {cSketch, format.ColSketch},
+		{cCountFloat, format.ColCountFloat}, {cBucketsFloat, format.ColBucketCountsFloat},
 	} {
 		if fixedNames[c.i] != c.name {
 			t.Errorf("column %d is %q, want %q", c.i, fixedNames[c.i], c.name)

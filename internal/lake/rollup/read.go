@@ -19,6 +19,7 @@ func (r *chunkReader) read(rg parquet.RowGroup, col int) ([]parquet.Value, error
 type rawCols struct {
 	name, typ, unit, temporality, monotonic, sid, ts, value, valueInt int
 	count, sum, min, max, buckets, bounds, sketch                     int
+	countF, bucketsF                                                  int // float histograms
 }
 
 func lookupCols(s *parquet.Schema) rawCols {
@@ -37,6 +38,7 @@ func lookupCols(s *parquet.Schema) rawCols {
 		ts: idx(format.ColTimestamp), value: idx(format.ColValue), valueInt: idx(format.ColValueInt),
 		count: idx(format.ColCount), sum: idx(format.ColSum), min: idx(format.ColMin), max: idx(format.ColMax),
 		buckets: idx(format.ColBucketCounts), bounds: idx(format.ColExplicitBounds), sketch: idx(format.ColSketch),
+		countF: idx(format.ColCountFloat), bucketsF: idx(format.ColBucketCountsFloat),
 	}
 }
 

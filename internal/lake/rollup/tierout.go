@@ -12,8 +12,10 @@ type tierOut struct {
 	start, firstT, lastT                 []int64
 	points, count, resets                []uint64
 	sum, min, max, first, last, increase []float64
+	countF                               []float64
 	flags                                []uint8 // has* bits below
-	bk, bd, sk                           []rng   // buckets, bounds and sketch in the arenas
+	flags2                               []uint8 // float histogram bits (wCountF, wFloatBuckets)
+	bk, bd, bf, sk                       []rng   // buckets, bounds, float buckets and sketch in the arenas
 	u64                                  []uint64
 	f64                                  []float64
 	bytes                                []byte
@@ -31,6 +33,12 @@ const (
 	wMismatch
 )
 
+// Bits of tierOut.flags2.
+const (
+	wCountF = 1 << iota
+	wFloatBuckets
+)
+
 func (o *tierOut) len() int { return len(o.ser) }
 
 // reserve sizes the columns for n windows.
@@ -42,11 +50,12 @@ func (o *tierOut) reserve(n int) {
 	for _, c := range [...]*[]uint64{&o.points, &o.count, &o.resets} {
 		*c = make([]uint64, 0, n)
 	}
-	for _, c := range [...]*[]float64{&o.sum, &o.min, &o.max, &o.first, &o.last, &o.increase} {
+	for _, c := range [...]*[]float64{&o.sum, &o.min, &o.max, &o.first, &o.last, &o.increase, &o.countF} {
 		*c = make([]float64, 0, n)
 	}
 	o.flags = make([]uint8, 0, n)
-	for _, c := range [...]*[]rng{&o.bk, &o.bd, &o.sk} {
+	o.flags2 = make([]uint8, 0, n)
+	for _, c := range [...]*[]rng{&o.bk, &o.bd, &o.bf, &o.sk} {
 		*c = make([]rng, 0, n)
 	}
 }
@@ -76,13 +85,23 @@ func (o *tierOut) add(si int32, w *Window) {
 	o.flags = append(o.flags, flag(w.HasCount, wCount)|flag(w.HasSum, wSum)|flag(w.HasMin, wMin)|
 		flag(w.HasMax, wMax)|flag(w.HasFirst, wFirst)|flag(w.HasIncrease, wIncrease)|
 		flag(w.HasBuckets, wBuckets)|flag(w.Mismatch, wMismatch))
+	o.countF = append(o.countF, w.CountF)
+	o.flags2 = append(o.flags2, flag(w.HasCountF, wCountF)|flag(w.FloatBuckets, wFloatBuckets))
 	bk := rng{int32(len(o.u64)), 0}
 	bd := rng{int32(len(o.f64)), 0}
-	if w.HasBuckets {
+	if w.HasBuckets && !w.FloatBuckets {
 		o.u64 = append(o.u64, w.Buckets...)
+	}
+	if w.HasBuckets {
 		o.f64 = append(o.f64, w.Bounds...)
 	}
 	bk.end, bd.end = int32(len(o.u64)), int32(len(o.f64))
+	bf := rng{int32(len(o.f64)), 0}
+	if w.HasBuckets && w.FloatBuckets {
+		o.f64 = append(o.f64, w.BucketsF...)
+	}
+	bf.end = int32(len(o.f64))
+	o.bf = append(o.bf, bf)
 	sk := rng{int32(len(o.bytes)), 0}
 	o.bytes = append(o.bytes, w.Sketch...)
 	sk.end = int32(len(o.bytes))
@@ -91,22 +110,23 @@ func (o *tierOut) add(si int32, w *Window) {
 
 // outRow is one window as a row, for writeRows.
 type outRow struct {
-	ser        int32
-	w          Window
-	bk, bd, sk rng
+	ser            int32
+	w              Window
+	bk, bd, bf, sk rng
 }
 
 // appendRows appends windows [i, j) as rows to dst.
 func (o *tierOut) appendRows(dst []outRow, i, j int) []outRow {
 	for k := i; k < j; k++ {
-		f := o.flags[k]
-		dst = append(dst, outRow{ser: o.ser[k], bk: o.bk[k], bd: o.bd[k], sk: o.sk[k], w: Window{
+		f, f2 := o.flags[k], o.flags2[k]
+		dst = append(dst, outRow{ser: o.ser[k], bk: o.bk[k], bd: o.bd[k], bf: o.bf[k], sk: o.sk[k], w: Window{
 			Start: o.start[k], Points: o.points[k], FirstT: o.firstT[k], LastT: o.lastT[k],
 			Count: o.count[k], HasCount: f&wCount != 0, Sum: o.sum[k], HasSum: f&wSum != 0,
 			Min: o.min[k], Max: o.max[k], HasMin: f&wMin != 0, HasMax: f&wMax != 0,
 			First: o.first[k], Last: o.last[k], HasFirst: f&wFirst != 0,
 			Increase: o.increase[k], Resets: o.resets[k], HasIncrease: f&wIncrease != 0,
 			HasBuckets: f&wBuckets != 0, Mismatch: f&wMismatch != 0,
+			CountF: o.countF[k], HasCountF: f2&wCountF != 0, FloatBuckets: f2&wFloatBuckets != 0,
 		}})
 	}
 	return dst

@@ -53,6 +53,8 @@ const (
 	cBounds
 	cMismatch
 	cSketch
+	cCountFloat
+	cBucketsFloat
 	numFixed
 )
 
@@ -189,7 +191,7 @@ func tierSchema(h *hour, o *tierOut) (*parquet.Schema, []int, []int, error) {
 	var fixedIdx [numFixed]int
 	for c := range numFixed {
 		path := []string{fixedNames[c]}
-		if c == cBuckets || c == cBounds {
+		if c == cBuckets || c == cBounds || c == cBucketsFloat {
 			path = append(path, "list", "element")
 		}
 		leaf, ok := schema.Lookup(path...)
@@ -355,6 +357,9 @@ func writeRows(pw *parquet.Writer, h *hour, o *tierOut, fixedIdx []int, labelIdx
 		opt(cCount, func(r *outRow, _ *series) (parquet.Value, bool) {
 			return parquet.Int64Value(int64(r.w.Count)), r.w.HasCount
 		})
+		opt(cCountFloat, func(r *outRow, _ *series) (parquet.Value, bool) {
+			return parquet.DoubleValue(r.w.CountF), r.w.HasCountF
+		})
 		opt(cSum, func(r *outRow, _ *series) (parquet.Value, bool) { return parquet.DoubleValue(r.w.Sum), r.w.HasSum })
 		opt(cMin, func(r *outRow, _ *series) (parquet.Value, bool) { return parquet.DoubleValue(r.w.Min), r.w.HasMin })
 		opt(cMax, func(r *outRow, _ *series) (parquet.Value, bool) { return parquet.DoubleValue(r.w.Max), r.w.HasMax })
@@ -379,28 +384,36 @@ func writeRows(pw *parquet.Writer, h *hour, o *tierOut, fixedIdx []int, labelIdx
 			sk := o.bytes[r.sk.start:r.sk.end]
 			return parquet.ByteArrayValue(sk), len(sk) > 0
 		})
-		for _, c := range [...]int{cBuckets, cBounds} {
+		for _, c := range [...]int{cBuckets, cBounds, cBucketsFloat} {
 			col := fixedIdx[c]
 			for i := range rows {
 				r := &rows[i]
 				var k int
-				if c == cBuckets {
+				switch c {
+				case cBuckets:
 					k = int(r.bk.end - r.bk.start)
-				} else {
+				case cBounds:
 					k = int(r.bd.end - r.bd.start)
+				default:
+					k = int(r.bf.end - r.bf.start)
 				}
 				switch {
-				case !r.w.HasBuckets:
+				// A window's buckets are integer or float: the other
+				// kind's column is null.
+				case !r.w.HasBuckets || (c == cBuckets && r.w.FloatBuckets) || (c == cBucketsFloat && !r.w.FloatBuckets):
 					cols[col] = append(cols[col], parquet.NullValue().Level(0, 0, col))
 				case k == 0:
 					cols[col] = append(cols[col], parquet.NullValue().Level(0, 1, col))
 				default:
 					for j := range k {
 						var v parquet.Value
-						if c == cBuckets {
+						switch c {
+						case cBuckets:
 							v = parquet.Int64Value(int64(o.u64[int(r.bk.start)+j]))
-						} else {
+						case cBounds:
 							v = parquet.DoubleValue(o.f64[int(r.bd.start)+j])
+						default:
+							v = parquet.DoubleValue(o.f64[int(r.bf.start)+j])
 						}
 						cols[col] = append(cols[col], v.Level(min(j, 1), 2, col))
 					}
