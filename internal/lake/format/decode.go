@@ -622,6 +622,21 @@ func fill[T uint8 | int32](s []T, v T) {
 	}
 }
 
+// unpack1 sets dst to the bits of packed, least significant first
+// (len(packed)*8 >= len(dst)), 8 at a time.
+func unpack1[T uint8 | int32](dst []T, packed []byte) {
+	full := len(dst) / 8
+	packed = packed[:(len(dst)+7)/8]
+	for g, b := range packed[:full] {
+		d := dst[g*8 : g*8+8 : g*8+8]
+		d[0], d[1], d[2], d[3] = T(b&1), T(b>>1&1), T(b>>2&1), T(b>>3&1)
+		d[4], d[5], d[6], d[7] = T(b>>4&1), T(b>>5&1), T(b>>6&1), T(b>>7)
+	}
+	for j := full * 8; j < len(dst); j++ {
+		dst[j] = T(packed[j>>3] >> (j & 7) & 1)
+	}
+}
+
 // decodeHybrid decodes len(dst) values of width bits from the RLE /
 // bit-packed hybrid runs of src; each must be at most maxV. The runs may
 // hold up to 7 values past len(dst) (a bit-packed group's padding), as
@@ -694,6 +709,13 @@ func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, r
 		packed := src[i : i+nb]
 		i += nb
 		m := int(min(groups*8, uint64(len(dst)-o)))
+		if width == 1 && maxV >= 1 && !wantRuns {
+			// Levels of an optional or repeated column: a byte holds 8,
+			// every one of them a valid level.
+			unpack1(dst[o:o+m], packed)
+			o += m
+			continue
+		}
 		var acc uint64
 		var have int
 		p := 0

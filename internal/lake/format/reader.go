@@ -3,7 +3,6 @@ package format
 import (
 	"bytes"
 	"cmp"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -770,10 +769,37 @@ func (f *File) consumeLogs(d *signal.Logs, col int, vals []parquet.Value, b, row
 	return nil
 }
 
+// hexDecode decodes the hex digits of src (either case, two per byte of
+// dst) into dst, as hex.Decode does, by one table lookup per digit.
 func hexDecode(dst, src []byte) error {
-	_, err := hex.Decode(dst, src)
-	return err
+	if len(src) != 2*len(dst) {
+		return errBadID
+	}
+	var bad uint8
+	for i := range dst {
+		hi, lo := hexVal[src[2*i]], hexVal[src[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo
+	}
+	if bad > 0xf {
+		return errBadID
+	}
+	return nil
 }
+
+// hexVal is the value of each hex digit, 0xff for other bytes.
+var hexVal = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i := range 10 {
+		t['0'+i] = uint8(i)
+	}
+	for i := range 6 {
+		t['a'+i], t['A'+i] = uint8(10+i), uint8(10+i)
+	}
+	return t
+}()
 
 func (f *File) consumeSpans(d *signal.Spans, col int, vals []parquet.Value, b int) error {
 	k := len(vals)

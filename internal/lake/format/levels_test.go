@@ -1,0 +1,103 @@
+package format
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestBitPackedLevels decodes bit-packed runs of width 1 (the levels of
+// optional and repeated columns; unpack1 takes 8 at a time) and of a
+// wider width next to RLE runs, against the bits written, for pages whose
+// last group is cut short by the page's end.
+func TestBitPackedLevels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 500 {
+		width := 1
+		if iter%5 == 4 {
+			width = 2
+		}
+		maxV := uint8(1)<<width - 1
+		var src []byte
+		var want []uint8
+		lastPacked := false
+		for range 1 + rng.IntN(6) {
+			lastPacked = rng.IntN(3) != 0
+			if !lastPacked { // an RLE run
+				n, v := 1+rng.IntN(40), uint8(rng.IntN(int(maxV)+1))
+				src = binary.AppendUvarint(src, uint64(n)<<1)
+				src = append(src, v)
+				for range n {
+					want = append(want, v)
+				}
+				continue
+			}
+			groups := 1 + rng.IntN(5)
+			src = binary.AppendUvarint(src, uint64(groups)<<1|1)
+			var acc uint64
+			have := 0
+			for range groups * 8 {
+				v := uint8(rng.IntN(int(maxV) + 1))
+				want = append(want, v)
+				acc |= uint64(v) << have
+				if have += width; have >= 8 {
+					src = append(src, byte(acc))
+					acc >>= 8
+					have -= 8
+				}
+			}
+		}
+		// The page ends up to 7 values before a last bit-packed run does.
+		n := len(want)
+		if lastPacked {
+			n -= rng.IntN(8)
+		}
+		got := make([]uint8, n)
+		if err := decodeHybrid(src, width, got, maxV); err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("iteration %d (width %d): level %d is %d, want %d", iter, width, i, got[i], want[i])
+			}
+		}
+		got32 := make([]int32, n)
+		if err := decodeHybrid(src, width, got32, int32(maxV)); err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		for i := range got32 {
+			if got32[i] != int32(want[i]) {
+				t.Fatalf("iteration %d (width %d): index %d is %d, want %d", iter, width, i, got32[i], want[i])
+			}
+		}
+	}
+}
+
+// TestHexDecodeMatches compares hexDecode with encoding/hex on ids of
+// every digit in either case and on ids with one byte that is no digit.
+func TestHexDecodeMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const digits = "0123456789abcdefABCDEF"
+	for iter := range 20000 {
+		src := make([]byte, 32)
+		for i := range src {
+			src[i] = digits[rng.IntN(len(digits))]
+		}
+		if iter%2 == 1 {
+			src[rng.IntN(len(src))] = byte(rng.IntN(256))
+		}
+		var got, want [16]byte
+		_, werr := hex.Decode(want[:], src)
+		gerr := hexDecode(got[:], src)
+		if (gerr != nil) != (werr != nil) {
+			t.Fatalf("%q: error %v, encoding/hex %v", src, gerr, werr)
+		}
+		if werr == nil && got != want {
+			t.Fatalf("%q: %x, want %x", src, got, want)
+		}
+	}
+	if hexDecode(make([]byte, 8), make([]byte, 15)) == nil {
+		t.Fatal("an odd number of digits was taken")
+	}
+}
