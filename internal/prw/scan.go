@@ -69,6 +69,10 @@ type Scanner struct {
 // Samples is the number of float samples the scan found.
 func (s *Scanner) Samples() int { return len(s.ID) }
 
+// NameHashes is xxhash.Sum64 of each Names entry (the statistics take it
+// instead of hashing the names again); aliases the Scanner's scratch.
+func (s *Scanner) NameHashes() []uint64 { return s.nameHash }
+
 // seriesResHash is the resource part of a remote-write point's series id:
 // the decoder appends one resource without attributes.
 var seriesResHash = signal.SeriesResource(0)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -96,7 +97,21 @@ func checkScanAgreesV(t *testing.T, v int, body []byte) bool {
 	if maxAttrs != s.MaxAttrs {
 		t.Fatalf("scan max attributes %d, batch %d", s.MaxAttrs, maxAttrs)
 	}
+	checkNameHashes(t, &s)
 	return true
+}
+
+// checkNameHashes: the name hashes the statistics take are those of Names.
+func checkNameHashes(t *testing.T, s *Scanner) {
+	t.Helper()
+	if h := s.NameHashes(); len(h) != len(s.Names) {
+		t.Fatalf("%d name hashes for %d names", len(h), len(s.Names))
+	}
+	for j, name := range s.Names {
+		if got, want := s.NameHashes()[j], xxhash.Sum64(name); got != want {
+			t.Fatalf("name %q: hash %x, want %x", name, got, want)
+		}
+	}
 }
 
 // FuzzScanV1 fuzzes the scan against the decoder (checkScanAgrees).
@@ -429,6 +444,7 @@ func TestScannerRemembersNamesAcrossCalls(t *testing.T) {
 					t.Fatalf("call %d v%d: name %d %q, fresh %q", call, v+1, i, kept.Names[i], fresh.Names[i])
 				}
 			}
+			checkNameHashes(t, &kept)
 		}
 	}
 	if len(kept.nameTab) >= maxScanNames {

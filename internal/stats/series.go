@@ -23,9 +23,12 @@ type Label struct{ Name, Value []byte }
 // counts the decoded batch.
 type Series struct {
 	Names [][]byte
-	Name  []uint32
-	ID    []uint64
-	Time  []int64
+	// NameHash, when not nil, is xxhash.Sum64 of each Names entry, as the
+	// scan computed it: not hashed again per request.
+	NameHash []uint64
+	Name     []uint32
+	ID       []uint64
+	Time     []int64
 	// Labels appends the labels of sample i's series other than __name__
 	// to dst. Called only for a series new to the window.
 	Labels func(i int, dst []Label) []Label
@@ -53,8 +56,15 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 		s.ds = make([][3]int64, len(ss.Names))
 	}
 	s.ds = s.ds[:len(ss.Names)]
-	for _, name := range ss.Names {
-		h := descHash(t, xxhash.Sum64(name), gaugeFold)
+	hashed := len(ss.NameHash) == len(ss.Names)
+	for j, name := range ss.Names {
+		var nh uint64
+		if hashed {
+			nh = ss.NameHash[j]
+		} else {
+			nh = xxhash.Sum64(name)
+		}
+		h := descHash(t, nh, gaugeFold)
 		di := s.descs[h]
 		if di == nil {
 			di = s.describeName(t, unsafex.String(name), "", signal.MetricGauge, false, h)
@@ -64,6 +74,10 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 	}
 	minT, maxT := int64(math.MaxInt64), int64(math.MinInt64)
 	var total int64
+	// lastKey is the series of the previous sample when it is counted in
+	// this window: the further samples of a series sent together (a
+	// sender's batch of several samples per series) skip the table.
+	var lastKey uint64
 	for i := 0; i < n; i++ {
 		d := s.bd[ss.Name[i]]
 		if d.kind == kindNone {
@@ -74,8 +88,12 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 		s.ds[ss.Name[i]][0]++
 		total++
 		key := mix(ss.ID[i]^d.fold) | 1
+		if key == lastKey {
+			continue
+		}
 		p, found := s.find(key)
 		if found {
+			lastKey = key
 			sl := &s.slots[p]
 			if sl.epoch == ep {
 				continue
@@ -91,6 +109,7 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 			continue
 		}
 		p = s.insert(p, key)
+		lastKey = key
 		s.slots[p].epoch, s.slots[p].nb = ep, 0
 		s.labelsOfSeries(ss, i, d)
 		s.account(nil, i, d, g, 0, 1)

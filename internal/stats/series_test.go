@@ -16,6 +16,12 @@ import (
 // service_name) at time ms, one sample each.
 func rwBody(t testing.TB, n, shift int, ms int64) []byte {
 	t.Helper()
+	return rwBodySamples(t, n, shift, ms, 1)
+}
+
+// rwBodySamples is rwBody with k samples per series, a second apart.
+func rwBodySamples(t testing.TB, n, shift int, ms int64, k int) []byte {
+	t.Helper()
 	req := &prompb.WriteRequest{}
 	for i := range n {
 		id := i + shift
@@ -27,7 +33,11 @@ func rwBody(t testing.TB, n, shift int, ms int64) []byte {
 			{Name: "series", Value: fmt.Sprint(id)},
 			{Name: "service_name", Value: "svc"},
 		}
-		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: ms}}})
+		ts := prompb.TimeSeries{Labels: ls}
+		for j := range k {
+			ts.Samples = append(ts.Samples, prompb.Sample{Value: float64(i + j), Timestamp: ms + int64(j)*1000})
+		}
+		req.Timeseries = append(req.Timeseries, ts)
 	}
 	b, err := req.Marshal()
 	if err != nil {
@@ -51,7 +61,7 @@ func observeBoth(t *testing.T, a, b *Stats, tenant string, body []byte) {
 		t.Fatal("the scan refused a plain request")
 	}
 	var ll []prw.Label
-	ss := Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []Label) []Label {
+	ss := Series{Names: sc.Names, NameHash: sc.NameHashes(), Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []Label) []Label {
 		ll = sc.Labels(i, ll[:0])
 		for _, l := range ll {
 			dst = append(dst, Label{l.Name, l.Value})
@@ -63,14 +73,16 @@ func observeBoth(t *testing.T, a, b *Stats, tenant string, body []byte) {
 
 // TestObserveSeriesMatchesObserve: the statistics of remote-write requests
 // counted from the scan are those counted from the decoded batch, across
-// new series, known ones, a window roll-over and two tenants, and when
-// the two paths take turns (one table for both).
+// new series, known ones, several samples per series, a window roll-over
+// and two tenants, and when the two paths take turns (one table for both;
+// the scan's name hashes given, and not).
 func TestObserveSeriesMatchesObserve(t *testing.T) {
 	a, ca := newTest(t, Config{})
 	b, cb := newTest(t, Config{})
 	mixed, cm := newTest(t, Config{})
 	ms := ca.t.UnixMilli()
-	bodies := [][]byte{rwBody(t, 40, 0, ms), rwBody(t, 40, 20, ms+1000), rwBody(t, 40, 0, ms+2000), rwBody(t, 10, 100, ms+3000)}
+	bodies := [][]byte{rwBody(t, 40, 0, ms), rwBody(t, 40, 20, ms+1000), rwBody(t, 40, 0, ms+2000), rwBody(t, 10, 100, ms+3000),
+		rwBodySamples(t, 30, 50, ms+4000, 3), rwBodySamples(t, 30, 0, ms+8000, 2)}
 	check := func(when string) {
 		t.Helper()
 		for _, tenant := range []string{"", "t1", "t2"} {
@@ -112,7 +124,7 @@ func TestObserveSeriesMatchesObserve(t *testing.T) {
 			}
 		}
 		check(fmt.Sprintf("round %d", round))
-		if round == 1 {
+		if round == 1 || round == 4 {
 			// Next window: known series move from the previous generation.
 			for _, c := range []*clock{ca, cb, cm} {
 				c.t = c.t.Add(DefaultWindow)

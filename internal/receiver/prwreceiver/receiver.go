@@ -36,6 +36,9 @@ const (
 	ProtoV2 = "io.prometheus.write.v2.Request"
 )
 
+// contentTypeV2 is the Content-Type of Prometheus's 2.0 sender.
+const contentTypeV2 = "application/x-protobuf;proto=" + ProtoV2
+
 // Response headers of 2.0.
 const (
 	HeaderSamples    = "X-Prometheus-Remote-Write-Samples-Written"
@@ -192,6 +195,9 @@ func version(ct string) string {
 	if ct == "" || ct == "application/x-protobuf" {
 		return "1.0" // as Prometheus's own handler: 1.0 senders may omit it
 	}
+	if ct == contentTypeV2 {
+		return "2.0" // as Prometheus's 2.0 sender writes it: no media type parse (a map) per request
+	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/x-protobuf" {
 		return ""
@@ -265,6 +271,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 	defer h.put(x)
 
 	limit := h.cfg.MaxRequestBytes
+	if n := r.ContentLength; n > int64(cap(x.raw)) && n <= limit {
+		// One buffer of the announced size rather than doubling up to it
+		// (a pooled exchange is new again after the collector emptied
+		// the pool); the limit still bounds what is read.
+		x.raw = make([]byte, 0, n)
+	}
 	var err error
 	x.raw, err = readAtMost(x.raw[:0], r.Body, limit)
 	if err != nil {
@@ -361,12 +373,12 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 	if n > 0 {
 		x.scanned.Points, x.scanned.NumSeries, x.scanned.Attrs, x.scanned.MaxAttrs = n, sc.Series, sc.Attrs, sc.MaxAttrs
 		ss := &x.scanned.Series
-		ss.Names, ss.Name, ss.ID, ss.Time = sc.Names, sc.Name, sc.ID, sc.Time
+		ss.Names, ss.NameHash, ss.Name, ss.ID, ss.Time = sc.Names, sc.NameHashes(), sc.Name, sc.ID, sc.Time
 		req := &x.req
 		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: rw, Scanned: &x.scanned}
 		_, cerr := h.cons.Consume(r.Context(), req)
 		*req = otlpreceiver.Request{}
-		ss.Names, ss.Name, ss.ID, ss.Time = nil, nil, nil, nil // they alias the exchange's buffers
+		ss.Names, ss.NameHash, ss.Name, ss.ID, ss.Time = nil, nil, nil, nil, nil // they alias the exchange's buffers
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
 		}
@@ -377,12 +389,16 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		h.m.samples2.Add(float64(n))
 		hd := w.Header()
 		hd.Set(HeaderSamples, strconv.Itoa(n))
-		hd.Set(HeaderHistograms, "0")
-		hd.Set(HeaderExemplars, "0")
+		hd[HeaderHistograms], hd[HeaderExemplars] = zeroHeader, zeroHeader
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
 }
+
+// zeroHeader is the value of the scan's histogram and exemplar counts,
+// shared by every answer: net/http only reads it (an Add would reallocate
+// it, its capacity being its length).
+var zeroHeader = []string{"0"}
 
 // consumeFailed answers a Consumer error as the OTLP receiver does
 // (otlpreceiver.HTTPStatus) and logs a failure that is the server's own.

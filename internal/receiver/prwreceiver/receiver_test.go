@@ -154,6 +154,21 @@ func good(name string) prompb.TimeSeries {
 const ctV1 = "application/x-protobuf"
 const ctV2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
 
+// TestVersion: the Content-Type Prometheus's senders write and the other
+// spellings of the same media type answer the same version.
+func TestVersion(t *testing.T) {
+	for ct, want := range map[string]string{
+		"": "1.0", ctV1: "1.0", ctV1 + ";proto=prometheus.WriteRequest": "1.0", "application/x-protobuf; proto=prometheus.WriteRequest": "1.0",
+		contentTypeV2: "2.0", "application/x-protobuf; proto=io.prometheus.write.v2.Request": "2.0",
+		"APPLICATION/X-PROTOBUF;proto=io.prometheus.write.v2.Request": "2.0",
+		"application/x-protobuf;proto=foo":                            "", "application/json": "", "application/x-protobuf;proto": "",
+	} {
+		if got := version(ct); got != want {
+			t.Errorf("version(%q) = %q, want %q", ct, got, want)
+		}
+	}
+}
+
 func TestNegotiationAndHeaders(t *testing.T) {
 	rec := &recorder{}
 	srv := newServer(t, rec)
@@ -177,6 +192,7 @@ func TestNegotiationAndHeaders(t *testing.T) {
 		{"1.0 explicit proto", ctV1 + ";proto=prometheus.WriteRequest", "snappy", v1Body(good("b")), 204, false},
 		{"1.0 without headers", "", "", v1Body(good("c")), 204, false},
 		{"2.0", ctV2, "snappy", v2, 204, true},
+		{"2.0 spelled otherwise", "Application/X-Protobuf; proto=\"io.prometheus.write.v2.Request\"", "snappy", v2, 204, true},
 		{"gzip", ctV1, "gzip", v1Body(good("d")), 415, false},
 		{"json", "application/json", "snappy", v1Body(good("e")), 415, false},
 		{"unknown proto", ctV1 + ";proto=foo.Bar", "snappy", v1Body(good("f")), 415, false},
@@ -201,7 +217,7 @@ func TestNegotiationAndHeaders(t *testing.T) {
 			}
 		})
 	}
-	if rec.points != 2+2+2+1 {
+	if rec.points != 2+2+2+1+1 {
 		t.Fatalf("consumer got %d points", rec.points)
 	}
 }
