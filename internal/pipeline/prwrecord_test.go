@@ -419,9 +419,10 @@ func TestConsumeQueuesRemoteWriteAsReceived(t *testing.T) {
 
 // sluice as a relay, end to end: remote write 1.0 in on its own listener,
 // through the durable queue, out through a prometheus_remote_write exporter
-// to a real HTTP server on 127.0.0.1:0, beside the lake. A large request
-// arrives with the very bytes the client sent; the series of small ones
-// arrive byte for byte (merged into fewer requests).
+// to a real HTTP server on 127.0.0.1:0, beside the lake. A request of
+// 1 MiB or more (snappy-decoded) arrives with the very bytes the client
+// sent; the series of smaller ones arrive byte for byte (merged into fewer
+// requests).
 func TestPipelineRelaysRemoteWriteAsReceived(t *testing.T) {
 	type got struct{ wire, body []byte }
 	var (
@@ -467,7 +468,7 @@ func TestPipelineRelaysRemoteWriteAsReceived(t *testing.T) {
 		}
 		return req
 	}
-	big := request(2000, "big")
+	big := request(15000, "big") // 1.3 MB: goes alone (prwexporter's maxRawBytes)
 	smalls := []*prompb.WriteRequest{request(10, "small_a"), request(10, "small_b")}
 	var wantSeries [][]byte
 	var bigWire []byte

@@ -24,15 +24,15 @@ import (
 // same protocol version that replicates (or has one endpoint), it needs
 // no decode and no conversion:
 //
-//   - 1.0: a record of minAloneBytes or more (snappy-decoded) is one
-//     request, its bytes as received (a record that carries the
-//     receiver's series count, Record.Series, is not even snappy-decoded:
-//     its length header says its size); the bodies of smaller consecutive
-//     records of one tenant are concatenated (a protobuf message's
-//     repeated fields merge, so the concatenation is one WriteRequest
-//     holding every series and metadata of each) up to maxRawBytes, as
-//     their snappy blocks joined (s2.ConcatBlocks: no decode, no encode;
-//     see sendMerged).
+//   - 1.0: the bodies of consecutive records of one tenant are
+//     concatenated (a protobuf message's repeated fields merge, so the
+//     concatenation is one WriteRequest holding every series and metadata
+//     of each) up to maxRawBytes snappy-decoded, as their snappy blocks
+//     joined (s2.ConcatBlocks: no decode, no encode, a copy; see
+//     sendMerged); a record of maxRawBytes or more, or one alone in its
+//     request, goes with its bytes as received. A record that carries the
+//     receiver's series count (Record.Series) is not even snappy-decoded:
+//     its length header says its size.
 //   - 2.0: each record is one request as received, not even
 //     snappy-decoded when it carries the receiver's series count (a
 //     scanned request) and is large; small scanned records are merged,
@@ -48,9 +48,14 @@ import (
 // record of the other protocol version, is decoded (the convert path).
 
 // maxRawBytes bounds one pass-through 1.0 request of concatenated
-// records, snappy-decoded. A record of minAloneBytes or more goes alone,
-// as its bytes were received: a request of its own costs the exporter
-// less than compressing it again (about 1,000 series and up).
+// records, snappy-decoded; a record of this size or more goes alone, as
+// its bytes were received. Large records are joined too (four requests
+// of 1,500 series in one): an HTTP request of the exporter's costs more
+// than copying the compressed bytes.
+//
+// A 2.0 record of minAloneBytes or more goes alone as received: merging
+// 2.0 records decodes them and compresses the request again (mergev2.go),
+// which costs more than a request of its own (about 1,000 series and up).
 const (
 	maxRawBytes   = 1 << 20
 	minAloneBytes = 64 << 10
@@ -80,8 +85,8 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 				e.badBodies.Add(1) // the receiver checked it: a damaged queue
 				i = j
 				continue
-			case n < minAloneBytes:
-				// Small records: one request of several.
+			case n < maxRawBytes:
+				// One request of several records.
 				if j, err = e.sendMerged(ctx, tenant, recs, i); err != nil {
 					return err
 				}
@@ -168,8 +173,8 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 	return nil
 }
 
-// sendMerged sends the small 1.0 records from recs[i] on (recs[i] is
-// one), up to maxRawBytes decoded, as one request, and returns the index
+// sendMerged sends the 1.0 records from recs[i] on (recs[i] is under
+// maxRawBytes), up to maxRawBytes decoded, as one request, and returns the index
 // of the first record it did not take. Their snappy blocks are
 // concatenated, not decoded and compressed again: a snappy copy refers
 // back from the position it is decoded at, so the blocks of several bodies
@@ -187,7 +192,7 @@ func (e *Exporter) sendMerged(ctx context.Context, tenant string, recs []exporte
 			e.badBodies.Add(1)
 			continue
 		}
-		if n >= minAloneBytes || (len(e.blocks) > 0 && size+n > maxRawBytes) {
+		if n >= maxRawBytes || (len(e.blocks) > 0 && size+n > maxRawBytes) {
 			break // goes next, on its own or in the next request
 		}
 		c := recs[j].Series
@@ -205,12 +210,15 @@ func (e *Exporter) sendMerged(ctx context.Context, tenant string, recs []exporte
 	if len(e.blocks) == 0 {
 		return j, nil
 	}
-	payload, err := s2.ConcatBlocks(nil, e.blocks...)
-	if err != nil {
-		e.badBodies.Add(1) // DecodedLen read every header: cannot happen
-		return j, nil
+	payload := e.blocks[0] // one record: its bytes as received
+	if len(e.blocks) > 1 {
+		var err error
+		if payload, err = s2.ConcatBlocks(nil, e.blocks...); err != nil {
+			e.badBodies.Add(1) // DecodedLen read every header: cannot happen
+			return j, nil
+		}
 	}
-	err = e.replicate(ctx, tenant, series,
+	err := e.replicate(ctx, tenant, series,
 		func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
 		func() ([]byte, error) { return payload, nil })
 	return j, err

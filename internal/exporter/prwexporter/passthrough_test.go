@@ -443,41 +443,53 @@ func TestPassThroughV2ReferenceHandler(t *testing.T) {
 	}
 }
 
-// A large 1.0 record goes alone with the bytes the client sent (no
-// compression of the exporter's own); small ones around it are merged,
-// and queue order is kept.
+// Large 1.0 records are joined with the records around them (their snappy
+// blocks concatenated) up to maxRawBytes; a record of maxRawBytes or more
+// goes alone with the bytes the client sent (no compression of the
+// exporter's own); queue order is kept.
 func TestPassThroughLargeRecordAsReceived(t *testing.T) {
 	small, _, _ := passRecords(t, 3)
-	big := &prompb.WriteRequest{}
-	for s := range 2000 {
-		big.Timeseries = append(big.Timeseries, prompb.TimeSeries{
-			Labels:  []prompb.Label{{Name: "__name__", Value: "big"}, {Name: "id", Value: fmt.Sprint(s)}, {Name: "pad", Value: "some-label-value-of-a-realistic-length"}},
-			Samples: []prompb.Sample{{Value: float64(s), Timestamp: 1_800_000_000_000}}})
+	mk := func(name string, n int) []byte {
+		req := &prompb.WriteRequest{}
+		for s := range n {
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: name}, {Name: "id", Value: fmt.Sprint(s)}, {Name: "pad", Value: "some-label-value-of-a-realistic-length"}},
+				Samples: []prompb.Sample{{Value: float64(s), Timestamp: 1_800_000_000_000}}})
+		}
+		raw, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
 	}
-	raw, err := big.Marshal()
-	if err != nil {
-		t.Fatal(err)
+	medium, big := mk("medium", 2000), mk("big", 15000)
+	if len(medium) < minAloneBytes || len(medium) > maxRawBytes/2 {
+		t.Fatalf("the medium record is %d bytes: not a 1,000-series-and-up request", len(medium))
 	}
-	if len(raw) < minAloneBytes {
-		t.Fatalf("the big record is %d bytes: not big", len(raw))
+	if len(big) < maxRawBytes {
+		t.Fatalf("the big record is %d bytes: not big", len(big))
 	}
-	wire := snappy.Encode(nil, raw)
 	// Series 0: the exporter counts the series itself; a scanned record
 	// carries the receiver's count, which the exporter then takes as it is
 	// (it does not decode the body: a count one short shows in the stats).
-	for _, counted := range []int{0, 1999} {
-		t.Run(fmt.Sprintf("series=%d", counted), func(t *testing.T) { largeRecordAsReceived(t, small, wire, counted) })
+	for _, counted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("counted=%v", counted), func(t *testing.T) {
+			largeRecordAsReceived(t, small, snappy.Encode(nil, medium), snappy.Encode(nil, big), counted)
+		})
 	}
 }
 
-func largeRecordAsReceived(t *testing.T, small []exporter.Record, wire []byte, counted int) {
+func largeRecordAsReceived(t *testing.T, small []exporter.Record, medium, big []byte, counted bool) {
 	small = slices.Clone(small)
-	if counted > 0 {
+	mediumSeries, bigSeries := 0, 0
+	if counted {
 		for k := range small {
 			small[k].Series = 29 // the small ones merged, not decoded either
 		}
+		mediumSeries, bigSeries = 1999, 14999
 	}
-	recs := []exporter.Record{small[0], {Kind: signal.KindMetrics, Tenant: "acme", Body: wire, RemoteWrite: 1, Series: counted}, small[1], small[2]}
+	recs := []exporter.Record{small[0], {Kind: signal.KindMetrics, Tenant: "acme", Body: medium, RemoteWrite: 1, Series: mediumSeries}, small[1],
+		{Kind: signal.KindMetrics, Tenant: "acme", Body: big, RemoteWrite: 1, Series: bigSeries}, small[2]}
 	cs := &captureServer{}
 	srv := httptest.NewServer(cs)
 	defer srv.Close()
@@ -489,20 +501,39 @@ func largeRecordAsReceived(t *testing.T, small []exporter.Record, wire []byte, c
 		t.Fatal(err)
 	}
 	if len(cs.bodies) != 3 {
-		t.Fatalf("%d requests, want 3 (small, big alone, two small merged)", len(cs.bodies))
+		t.Fatalf("%d requests, want 3 (small, medium and small joined; big alone; small)", len(cs.bodies))
 	}
-	if !bytes.Equal(cs.wire[1], wire) {
+	if !bytes.Equal(cs.wire[1], big) {
 		t.Fatal("the big record was not sent with the bytes it was received with")
 	}
-	for i, n := range []int{30, 2000, 60} {
+	for i, want := range [][]string{{"small", "medium", "small"}, {"big"}, {"small"}} {
 		var wr prompb.WriteRequest
-		if err := wr.Unmarshal(cs.bodies[i]); err != nil || len(wr.Timeseries) != n {
-			t.Fatalf("request %d: %d series (%v), want %d", i, len(wr.Timeseries), err, n)
+		if err := wr.Unmarshal(cs.bodies[i]); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		// The records in queue order: runs of series of one record kind.
+		var runs []string
+		for _, ts := range wr.Timeseries {
+			kind := "small"
+			for _, l := range ts.Labels {
+				if l.Name == "__name__" && !strings.HasPrefix(l.Value, "m_") {
+					kind = l.Value
+				}
+			}
+			if len(runs) == 0 || runs[len(runs)-1] != kind {
+				runs = append(runs, kind)
+			}
+		}
+		if fmt.Sprint(runs) != fmt.Sprint(want) {
+			t.Fatalf("request %d: records %v, want %v", i, runs, want)
+		}
+		if n := []int{30 + 2000 + 30, 15000, 30}[i]; len(wr.Timeseries) != n {
+			t.Fatalf("request %d: %d series, want %d", i, len(wr.Timeseries), n)
 		}
 	}
-	want := uint64(2090)
-	if counted > 0 {
-		want = uint64(3*29 + counted)
+	want := uint64(30 + 2000 + 30 + 15000 + 30)
+	if counted {
+		want = uint64(3*29 + 1999 + 14999)
 	}
 	if _, _, sent := exp.Stats(); sent != want {
 		t.Errorf("sent series %d, want %d", sent, want)
