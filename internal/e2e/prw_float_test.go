@@ -21,7 +21,7 @@ import (
 
 // floatSeries are float native histograms as recording rules over native
 // histograms send them (fractional counts; one of custom buckets, one a
-// gauge histogram), n samples each 15 s apart from t0.
+// gauge histogram, one with NaN counts), n samples each 15 s apart from t0.
 func floatSeries(t0 int64, n int) map[string][]*histogram.FloatHistogram {
 	out := map[string][]*histogram.FloatHistogram{}
 	for i := range n {
@@ -36,6 +36,15 @@ func floatSeries(t0 int64, n int) map[string][]*histogram.FloatHistogram {
 		out["fh_queue"] = append(out["fh_queue"], &histogram.FloatHistogram{CounterResetHint: histogram.GaugeType, Schema: 0,
 			Count: 2.5 - x/10, Sum: -1.25,
 			PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []float64{1.5, 1 - x/10}})
+		// A ratio of histograms by a zero: NaN counts, which Prometheus
+		// accepts, every other sample.
+		nan := x
+		if i%2 == 0 {
+			nan = math.NaN()
+		}
+		out["fh_nan_ratio"] = append(out["fh_nan_ratio"], &histogram.FloatHistogram{CounterResetHint: histogram.GaugeType,
+			Schema: histogram.CustomBucketsSchema, CustomValues: []float64{1, 2}, Count: nan, Sum: nan,
+			PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []float64{nan, 0.5}})
 	}
 	return out
 }
@@ -186,8 +195,8 @@ pipelines:
 			if err != nil {
 				t.Fatalf("2.0 write: %v", err)
 			}
-			if stats.Histograms != 3*n {
-				t.Fatalf("written stats %+v, want %d histograms", stats, 3*n)
+			if stats.Histograms != len(sent)*n {
+				t.Fatalf("written stats %+v, want %d histograms", stats, len(sent)*n)
 			}
 			start, end := time.UnixMilli(t0), time.UnixMilli(t0+(n-1)*15000)
 			for _, run := range []struct {

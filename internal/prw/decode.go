@@ -667,8 +667,8 @@ func expandSide(dst []uint64, dstF []float64, spans []span, deltas []int64, coun
 					dstF = append(dstF, 0)
 				}
 				f := counts[k]
-				if !(f >= 0) {
-					return 0, dst, dstF, 0, fmt.Sprintf("%s bucket %d has a negative or NaN count %v", side, k, f)
+				if f < 0 { // NaN is a count, as Prometheus's FloatHistogram.Validate has it
+					return 0, dst, dstF, 0, fmt.Sprintf("%s bucket %d has a negative count %v", side, k, f)
 				}
 				dstF = append(dstF, f)
 			} else {
@@ -696,8 +696,8 @@ func (d *Decoder) checkHist() string {
 	h := &d.h
 	if h.isFloat {
 		for _, f := range [2]float64{h.countFloat, h.zeroFloat} {
-			if !(f >= 0) {
-				return fmt.Sprintf("histogram count %v is negative or NaN", f)
+			if f < 0 { // NaN is a count, as Prometheus's FloatHistogram.Validate has it
+				return fmt.Sprintf("histogram count %v is negative", f)
 			}
 		}
 	}

@@ -303,8 +303,8 @@ func TestInvalidSeriesAreDroppedWithTheirOwnError(t *testing.T) {
 	fh := fractionalHistogram(2, histogram.UnknownCounterReset)
 	fh.PositiveBuckets[1] = -0.5
 	negFloat := prompb.FromFloatHistogram(1, fh)
-	nanFloat := prompb.FromFloatHistogram(1, fractionalHistogram(2, histogram.UnknownCounterReset))
-	nanFloat.Count = &prompb.Histogram_CountFloat{CountFloat: math.NaN()}
+	negCount := prompb.FromFloatHistogram(1, fractionalHistogram(2, histogram.UnknownCounterReset))
+	negCount.Count = &prompb.Histogram_CountFloat{CountFloat: -1}
 	badHint := prompb.FromFloatHistogram(1, fractionalHistogram(2, histogram.UnknownCounterReset))
 	badHint.ResetHint = 7
 	cases := []struct {
@@ -317,8 +317,8 @@ func TestInvalidSeriesAreDroppedWithTheirOwnError(t *testing.T) {
 		{"empty label name", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "", Value: "v"}}, Samples: good.Samples}, "empty label name"},
 		{"duplicate", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, Samples: good.Samples}, `duplicate label name "a"`},
 		{"hist count", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{badHist}}, "histogram count 999 does not match its buckets"},
-		{"float negative bucket", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{negFloat}}, "positive bucket 1 has a negative or NaN count -0.5"},
-		{"float NaN count", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{nanFloat}}, "histogram count NaN is negative or NaN"},
+		{"float negative bucket", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{negFloat}}, "positive bucket 1 has a negative count -0.5"},
+		{"float negative count", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{negCount}}, "histogram count -1 is negative"},
 		{"reset hint", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "h"}}, Histograms: []prompb.Histogram{badHint}}, "reset hint 7 is not one of"},
 		{"bad utf8", prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "\xff"}}, Samples: good.Samples}, "not valid UTF-8"},
 		{"exemplar empty label", prompb.TimeSeries{Labels: good.Labels, Samples: good.Samples, Exemplars: []prompb.Exemplar{{Labels: []prompb.Label{{Name: "", Value: "x"}}}}}, "exemplar label with an empty name"},
@@ -575,5 +575,38 @@ func TestDecodeSameNamesAsPreviousSeries(t *testing.T) {
 				t.Fatalf("v2=%t: series %s missing; have:\n%s", v2, k, keys(got))
 			}
 		}
+	}
+}
+
+// TestFloatHistogramNaNCounts: a float histogram may count NaN, as
+// Prometheus's FloatHistogram.Validate allows (a recording rule dividing
+// by zero writes them); the counts are kept bit for bit.
+func TestFloatHistogramNaNCounts(t *testing.T) {
+	fh := fractionalHistogram(2, histogram.UnknownCounterReset)
+	fh.Count, fh.ZeroCount, fh.PositiveBuckets[1] = math.NaN(), math.NaN(), math.NaN()
+	if err := fh.Validate(); err != nil {
+		t.Fatalf("Prometheus refuses the histogram: %v", err)
+	}
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "h"}},
+		Histograms: []prompb.Histogram{prompb.FromFloatHistogram(1, fh)}}}}
+	body, _ := req.Marshal()
+	var d Decoder
+	m := &signal.Metrics{}
+	st, err := d.DecodeV1(m, body)
+	if err != nil || st.Histograms != 1 || m.Len() != 1 || !m.IsFloatHist(0) {
+		t.Fatalf("decode: %v, stats %+v, %d points", err, st, m.Len())
+	}
+	f := m.F64[m.FloatCounts[0].Start:m.FloatCounts[0].End]
+	if !math.IsNaN(f[0]) || !math.IsNaN(f[1]) {
+		t.Fatalf("count and zero count %v %v, want NaN", f[0], f[1])
+	}
+	nan := 0
+	for _, c := range f[2:] {
+		if math.IsNaN(c) {
+			nan++
+		}
+	}
+	if nan != 1 {
+		t.Fatalf("buckets %v: want exactly one NaN", f[2:])
 	}
 }
