@@ -26,6 +26,8 @@ type RawChunk struct {
 	Pages []RawPage // data pages, in order
 	// dict is the dictionary page (Len 0: none), its values in Values.
 	dict RawPage
+	// stats holds the pages' header min and max values (PageStats).
+	stats []byte
 
 	cc   *parquet.FileColumnChunk
 	ref  chunkRef
@@ -58,6 +60,10 @@ type RawPage struct {
 	uncompressed         int32
 	repLen, defLen       int32
 	notCompressed, typed bool
+	// The min and max of a data page v2 header's statistics, in
+	// RawChunk.stats (PageStats), when it has both.
+	stats    [4]int32
+	hasStats bool
 }
 
 // ReadRawChunk reads column chunk cc of a file opened with Open whole into
@@ -71,7 +77,7 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 	if !ok {
 		return fmt.Errorf("read column chunk: %T is not a column chunk of a file", cc)
 	}
-	rc.Pages, rc.cc, rc.ciState, rc.dict = rc.Pages[:0], nil, 0, RawPage{}
+	rc.Pages, rc.cc, rc.ciState, rc.dict, rc.stats = rc.Pages[:0], nil, 0, RawPage{}, rc.stats[:0]
 	buf, base, err := readChunk(fcc, rc.Bytes)
 	if err != nil {
 		return err
@@ -110,6 +116,7 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 			p.Rows, p.Values, p.Nulls, p.Encoding, p.V2 = int64(d.NumRows), int64(d.NumValues), int64(d.NumNulls), d.Encoding, true
 			p.repLen, p.defLen, p.typed = d.RepetitionLevelsByteLength, d.DefinitionLevelsByteLength, true
 			p.notCompressed = d.IsCompressed.Valid && !d.IsCompressed.V
+			rc.keepStats(&p, &d.Statistics)
 		case pqformat.DataPage:
 			// v1 pages say no rows or nulls: they are never copied,
 			// only decoded. Rows of a flat column are its values.

@@ -236,9 +236,17 @@ func (c *Column) writePage(p *pageRec, vals []byte, enc format.Encoding) {
 	lv := len(p.rep) + len(p.def)
 	h := format.PageHeader{Type: format.DataPageV2, UncompressedPageSize: int32(lv + len(vals)),
 		CompressedPageSize: int32(lv + len(c.zbuf)), CRC: int32(crc)}
-	h.DataPageHeaderV2 = thrift.New(format.DataPageHeaderV2{NumValues: int32(p.nVals), NumNulls: int32(p.nNulls),
+	lo, hi := p.b.encode(c.li.Kind)
+	d := format.DataPageHeaderV2{NumValues: int32(p.nVals), NumNulls: int32(p.nNulls),
 		NumRows: int32(p.nRows), Encoding: enc, DefinitionLevelsByteLength: int32(len(p.def)),
-		RepetitionLevelsByteLength: int32(len(p.rep)), IsCompressed: thrift.New(true)})
+		RepetitionLevelsByteLength: int32(len(p.rep)), IsCompressed: thrift.New(true)}
+	if c.li.Kind == parquet.ByteArray {
+		// Exact bounds in the header when the column index cuts them
+		// (pagestats.go): a copy of the page needs no decoding.
+		d.Statistics = exactPageStats(lo, hi, p.nNulls)
+		lo, hi = truncateIndexBounds(lo, hi)
+	}
+	h.DataPageHeaderV2 = thrift.New(d)
 	off := int64(len(c.out))
 	hb, err := thrift.Marshal(&c.proto, &h)
 	if err != nil {
@@ -253,10 +261,6 @@ func (c *Column) writePage(p *pageRec, vals []byte, enc format.Encoding) {
 	c.md.TotalUncompressedSize += int64(len(hb) + lv + len(vals))
 	c.md.NumValues += int64(p.nVals)
 	c.md.Statistics.NullCount += int64(p.nNulls)
-	lo, hi := p.b.encode(c.li.Kind)
-	if c.li.Kind == parquet.ByteArray {
-		lo, hi = truncateIndexBounds(lo, hi)
-	}
 	c.ci.NullPages = append(c.ci.NullPages, !p.b.has())
 	c.ci.MinValues = append(c.ci.MinValues, lo)
 	c.ci.MaxValues = append(c.ci.MaxValues, hi)

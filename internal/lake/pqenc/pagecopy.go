@@ -224,7 +224,8 @@ func countPresent(def []byte, max byte) int {
 
 // indexBounds sets b to page k's bounds from src's column index, when it
 // has one: ok when they are exact (fixed-width values; byte arrays when
-// neither bound was cut to ColumnIndexSizeLimit bytes), or cut when they
+// neither bound was cut to ColumnIndexSizeLimit bytes, or when the page's
+// header holds the exact ones: headerBounds), or cut when they
 // are byte-array bounds that may have been (a lower bound that is a
 // prefix of the page's min, an upper bound above its max).
 func (c *Column) indexBounds(src *Chunk, k int, b *bounds) (ok, cut bool) {
@@ -277,9 +278,19 @@ func (c *Column) indexBounds(src *Chunk, k int, b *bounds) (ok, cut bool) {
 		if len(lo) > ColumnIndexSizeLimit || len(hi) > ColumnIndexSizeLimit || bytes.Compare(lo, hi) > 0 {
 			return false, false // not cut as ours are: decode the page
 		}
+		if len(lo) == ColumnIndexSizeLimit || len(hi) == ColumnIndexSizeLimit {
+			if xlo, xhi, ok := src.headerBounds(k, lo, hi); ok {
+				b.addBytes(xlo) // exact, from the page's header (pagestats.go)
+				b.addBytes(xhi)
+				return true, false
+			}
+			b.addBytes(lo)
+			b.addBytes(hi)
+			return true, true
+		}
 		b.addBytes(lo)
 		b.addBytes(hi)
-		return true, len(lo) == ColumnIndexSizeLimit || len(hi) == ColumnIndexSizeLimit
+		return true, false
 	default:
 		return false, false
 	}
