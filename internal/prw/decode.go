@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/snappy"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -105,6 +106,10 @@ type Decoder struct {
 	exLabels []label
 	names    map[string]uint32      // name -> index in descPool, per call
 	descPool [][numDescKinds]uint32 // desc index + 1 per kind
+	famHash  []uint64               // xxhash of each descPool family's name
+	// sid is the series id of the series being appended (seriesID): its
+	// points get it, so that no pass over the batch hashes them again.
+	sid      uint64
 	prevKeys []keyCache
 	// The label names (sorted, unique) of the last series attrs appended,
 	// and where __name__ is among them; prevOK says they are set (per call).
@@ -143,7 +148,7 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 		d.names = make(map[string]uint32, 64)
 	}
 	clear(d.names)
-	d.descPool = d.descPool[:0]
+	d.descPool, d.famHash = d.descPool[:0], d.famHash[:0]
 	d.prevKeys = d.prevKeys[:0]
 	d.prevNames, d.prevOK = d.prevNames[:0], false
 	d.lastFamOK = false
@@ -203,9 +208,6 @@ func (d *Decoder) start(body []byte) int {
 }
 
 func (d *Decoder) finish(k mark) (Stats, error) {
-	if d.m.Len() > k.n {
-		d.m.ComputeSeriesIDsFrom(k.n)
-	}
 	st := d.st
 	if d.perr.Dropped > 0 {
 		pe := d.perr
@@ -331,9 +333,10 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 const nameLabel = "__name__"
 
 // attrs appends the series' labels other than __name__ as attributes.
-func (d *Decoder) attrs(nameIdx int) signal.Range {
+func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 	c := d.c
 	start := uint32(c.Attrs.Len())
+	var set uint64 // signal's order-free set hash, as ComputeSeriesIDs sums it
 	k := 0
 	for i, l := range d.labels {
 		if i == nameIdx {
@@ -358,6 +361,7 @@ func (d *Decoder) attrs(nameIdx int) signal.Range {
 		}
 		k++
 		c.Attrs.Append(id, signal.ValueString, uint64(l.value))
+		set += signal.SeriesPair(c.Keys.Hash(id), signal.ValueString, xxhash.Sum64(d.str(l.value)))
 	}
 	// The names checkLabels compares the next series with: set here, with
 	// prevKeys, so that both always describe the same series.
@@ -369,7 +373,7 @@ func (d *Decoder) attrs(nameIdx int) signal.Range {
 			d.prevNames = append(d.prevNames, l.name)
 		}
 	}
-	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}, set
 }
 
 // family returns the index in descPool of metric name, adding it on first
@@ -389,6 +393,7 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 	if !ok {
 		x = uint32(len(d.descPool))
 		d.descPool = append(d.descPool, [numDescKinds]uint32{})
+		d.famHash = append(d.famHash, xxhash.Sum64(d.str(name)))
 		d.names[key] = x
 	}
 	if ref != 0 {
@@ -403,7 +408,22 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 func (d *Decoder) desc(name signal.Str, kind int) uint32 { return d.descRef(name, 0, kind) }
 
 func (d *Decoder) descRef(name signal.Str, ref uint32, kind int) uint32 {
-	e := &d.descPool[d.family(name, ref)]
+	return d.descOf(d.family(name, ref), name, kind)
+}
+
+// seriesID sets d.sid for the series of metric name (ref as for family)
+// whose point attributes hash to set (attrs), and returns the name's
+// family. The id is ComputeSeriesIDs's: remote write points have a
+// resource without attributes.
+func (d *Decoder) seriesID(name signal.Str, ref uint32, set uint64) uint32 {
+	fam := d.family(name, ref)
+	d.sid = signal.SeriesID(d.famHash[fam], seriesResHash, set)
+	return fam
+}
+
+// descOf is descRef for the family fam of name.
+func (d *Decoder) descOf(fam uint32, name signal.Str, kind int) uint32 {
+	e := &d.descPool[fam]
 	if e[kind] != 0 {
 		return e[kind] - 1
 	}
@@ -463,6 +483,7 @@ func (d *Decoder) appendSample(desc uint32, attr signal.Range, ts, start int64, 
 	p := m.AppendPoint(desc, d.res, d.sc)
 	m.Time[p], m.StartTime[p] = ts, start
 	m.Attr[p] = attr
+	m.SeriesID[p] = d.sid
 	m.NumberType[p] = signal.ValueDouble
 	m.Number[p] = v
 	d.st.Samples++
@@ -761,7 +782,7 @@ func (d *Decoder) appendHist(name signal.Str, attr signal.Range, ts, start int64
 		kind = descExplicit
 	}
 	p := m.AppendPoint(d.desc(name, kind), d.res, d.sc)
-	m.Time[p], m.StartTime[p], m.Attr[p] = ts, start, attr
+	m.Time[p], m.StartTime[p], m.Attr[p], m.SeriesID[p] = ts, start, attr, d.sid
 	m.Count[p], m.Sum[p], m.Has[p] = h.countInt, h.sum, signal.HasSum|hintBits[h.hint]
 	if kind == descExplicit {
 		f := uint32(len(m.F64))

@@ -46,6 +46,13 @@ func fuzzDecode(t *testing.T, v int, body []byte) {
 	if got := m.Len() - n; got != st.Samples+st.Histograms {
 		t.Fatalf("%d points appended, stats say %d samples + %d histograms", got, st.Samples, st.Histograms)
 	}
+	// The decoder sets each point's series id as it appends it: the ids
+	// must be ComputeSeriesIDs's.
+	ids := slices.Clone(m.SeriesID)
+	m.ComputeSeriesIDs()
+	if !slices.Equal(ids, m.SeriesID) {
+		t.Fatalf("decoded series ids %x, ComputeSeriesIDs %x", ids, m.SeriesID)
+	}
 	for i := n; i < m.Len(); i++ {
 		if m.Descs[m.Desc[i]].Name.Len() == 0 {
 			t.Fatalf("point %d has no name", i)

@@ -185,15 +185,23 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		return true
 	}
 	name := d.labels[nameIdx].value
-	attr := d.attrs(nameIdx)
+	attr, set := d.attrs(nameIdx)
+	fam := d.seriesID(name, 0, set)
 	desc := uint32(0)
 	if samples > 0 {
-		desc = d.desc(name, descGauge)
+		desc = d.descOf(fam, name, descGauge)
 	}
 	last := -1
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
-	for i := s; i < e; {
+	// The second pass appends samples, histograms and exemplars: when the
+	// labels are the series' first fields and contiguous (as every
+	// encoder writes them), it starts past them instead of skipping each.
+	from := s
+	if contig && labStart == s {
+		from = labEnd
+	}
+	for i := from; i < e; {
 		num, wt, j := tag(b, i)
 		switch {
 		case num == 2 && wt == wtLen:

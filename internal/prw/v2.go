@@ -269,10 +269,11 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		return true
 	}
 	name, nameRef := d.labels[nameIdx].value, d.labels[nameIdx].ref
-	attr := d.attrs(nameIdx)
+	attr, set := d.attrs(nameIdx)
+	fam := d.seriesID(name, nameRef, set)
 	var desc uint32
 	if samples > 0 {
-		desc = d.descRef(name, nameRef, descGauge)
+		desc = d.descOf(fam, name, descGauge)
 	}
 	last := -1
 	msgStart := len(d.m.Msgs)
