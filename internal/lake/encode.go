@@ -339,6 +339,8 @@ type encoder struct {
 	keys2   []rowKey // sortedPerm's buckets
 	counts  []int32
 	i64     []int64 // a column's values of a chunk, in sort order
+	u64     []uint64
+	f64     []float64
 	names   []byte
 	msgs    [][]byte
 

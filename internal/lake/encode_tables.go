@@ -287,6 +287,10 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 	if err := e.startFile(out, TableMetrics, schema); err != nil {
 		return nil, err
 	}
+	// Whether no gauge or sum point holds a distribution field (as in a
+	// well-formed batch): one pass in row order, instead of a check per
+	// run reading each row's fields in sort order.
+	plainScalars := !anyDist(m, nil)
 	cols := e.cols
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		// Column by column: each loop keeps one column's buffers hot.
@@ -296,24 +300,54 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		e.descRuns(m, rows, metaJSON, dcanon)
 		e.times(&cols[mTimestamp], m.Time, rows)
 		e.times(&cols[mStart], m.StartTime, rows)
-		for _, r := range rows {
-			cols[mSeriesID].u64(m.SeriesID[r])
+		// series_id, and value when every row is a float (remote
+		// write): gathered in sort order and added in one call.
+		u := slices.Grow(e.u64[:0], len(rows))[:len(rows)]
+		for j, r := range rows {
+			u[j] = m.SeriesID[r]
 		}
-		for _, r := range rows {
-			switch m.NumberType[r] {
-			case signal.ValueInt:
-				cols[mValue].optF64(float64(int64(m.Number[r])))
-				cols[mValueInt].optI64(int64(m.Number[r]))
-			case signal.ValueDouble:
-				cols[mValue].optF64(math.Float64frombits(m.Number[r]))
-				cols[mValueInt].addNull()
-			default:
-				cols[mValue].addNull()
-				cols[mValueInt].addNull()
+		e.u64 = u
+		e.bulkU64(&cols[mSeriesID], u)
+		f := slices.Grow(e.f64[:0], len(rows))[:len(rows)]
+		floats := true
+		var flag uint32
+		sameFlags := true
+		for j, r := range rows {
+			floats = floats && m.NumberType[r] == signal.ValueDouble
+			f[j] = math.Float64frombits(m.Number[r])
+			if j == 0 {
+				flag = m.Flags[r]
+			}
+			sameFlags = sameFlags && m.Flags[r] == flag
+		}
+		e.f64 = f
+		if floats {
+			cb := &cols[mValue]
+			cb.flush()
+			cb.col.Float64s(f)
+			cb.rows += len(f)
+			cols[mValueInt].nulls(len(rows))
+		} else {
+			for _, r := range rows {
+				switch m.NumberType[r] {
+				case signal.ValueInt:
+					cols[mValue].optF64(float64(int64(m.Number[r])))
+					cols[mValueInt].optI64(int64(m.Number[r]))
+				case signal.ValueDouble:
+					cols[mValue].optF64(math.Float64frombits(m.Number[r]))
+					cols[mValueInt].addNull()
+				default:
+					cols[mValue].addNull()
+					cols[mValueInt].addNull()
+				}
 			}
 		}
-		for _, r := range rows {
-			cols[mFlags].u32(m.Flags[r])
+		if sameFlags {
+			cols[mFlags].putN(pInt, nil, uint64(flag), len(rows))
+		} else {
+			for _, r := range rows {
+				cols[mFlags].u32(m.Flags[r])
+			}
 		}
 		// The distribution columns: one null run per run of gauges and
 		// sums, the usual rows.
@@ -323,7 +357,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 			for ri+n < len(rows) && m.Descs[m.Desc[rows[ri+n]]].Type == t {
 				n++
 			}
-			if err := e.distColumns(m, rows[ri:ri+n], t, sk); err != nil {
+			if err := e.distColumns(m, rows[ri:ri+n], t, sk, plainScalars); err != nil {
 				return err
 			}
 			ri += n
@@ -396,14 +430,16 @@ func sameDesc(m *signal.Metrics, a, b int32, metaJSON []signal.Range, arena []by
 
 // distColumns fills the histogram, exponential histogram, summary and
 // sketch columns of rows, whose points are all of type t.
-func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricType, sk *sketcher) error {
+// plainScalars says no gauge or sum point of the batch has one
+// (anyDist(m, nil) is false).
+func (e *encoder) distColumns(m *signal.Metrics, rows []int32, t signal.MetricType, sk *sketcher, plainScalars bool) error {
 	cols := e.cols
 	n := len(rows)
-	isDist := t == signal.MetricHistogram || t == signal.MetricExponentialHistogram || t == signal.MetricSummary
+	isDist := isDistType(t)
 	if !isDist {
 		// Gauges and sums: but Has, lists and exp fields are zero in
 		// a well-formed batch; write what the batch holds all the same.
-		if !anyDist(m, rows) {
+		if plainScalars || !anyDist(m, rows) {
 			for _, col := range distCols {
 				cols[col].nulls(n)
 			}
@@ -520,7 +556,28 @@ func anyDist(m *signal.Metrics, rows []int32) bool {
 			return true
 		}
 	}
+	if rows == nil {
+		// Every gauge and sum point of the batch, in row order.
+		for r := range m.Desc {
+			if !isDistType(m.Descs[m.Desc[r]].Type) && (m.Has[r] != 0 || m.BucketCounts[r].Len() > 0 || m.Bounds[r].Len() > 0 ||
+				m.PosCounts[r].Len() > 0 || m.NegCounts[r].Len() > 0 || m.Quantiles[r].Len() > 0) {
+				return true
+			}
+		}
+	}
 	return false
+}
+
+// isDistType says points of type t fill the distribution columns.
+func isDistType(t signal.MetricType) bool {
+	return t == signal.MetricHistogram || t == signal.MetricExponentialHistogram || t == signal.MetricSummary
+}
+
+// bulkU64 adds vals, one present row each, to an INT64 column.
+func (e *encoder) bulkU64(cb *colBuf, vals []uint64) {
+	cb.flush()
+	cb.col.Uint64s(vals)
+	cb.rows += len(vals)
 }
 
 func optHas(c *colBuf, has bool, v float64) {

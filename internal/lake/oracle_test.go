@@ -83,6 +83,8 @@ func oracleCases(t *testing.T, small bool) []oracleCase {
 	add("metrics", Options{}, func(w *Writer) error { return w.WriteMetrics("t", testMetrics(t)) })
 	add("spans", Options{}, func(w *Writer) error { return w.WriteSpans("t", testSpans(t)) })
 	add("metrics-descs", Options{RowGroupRows: 50}, func(w *Writer) error { return w.WriteMetrics("t", descMetrics(300)) })
+	add("metrics-scalars", Options{}, func(w *Writer) error { return w.WriteMetrics("t", scalarMetrics(70_000, false)) })
+	add("metrics-scalars-stray", Options{RowGroupRows: 30_000}, func(w *Writer) error { return w.WriteMetrics("t", scalarMetrics(5_000, true)) })
 	add("overflow", Options{MaxAttributeColumns: 5}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 40, 9, 4, "o")) })
 	add("overflow-wide", Options{MaxAttributeColumns: 60, RowGroupRows: 7}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 30, 14, 3, "w")) })
 	add("many-logs", Options{RowGroupRows: 2500}, func(w *Writer) error { return w.WriteLogs("t", manyLogs(6000)) })
@@ -509,6 +511,55 @@ func TestOracleEncoderRowByRowCommon(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scalarMetrics makes n gauge points, mostly floats (the encoder adds a
+// chunk of float values, series ids and equal flags in one call each):
+// over pages of the value column, NaNs, some points ints or empty, flags
+// that vary in some chunks and are one non-zero value in others; stray puts distribution fields on a few gauges, which the
+// encoder must write all the same.
+func scalarMetrics(n int, stray bool) *signal.Metrics {
+	m := new(signal.Metrics)
+	c := &m.Common
+	res := addResource(c, func() { attr(c, "service.name", signal.ValueString, "svc") })
+	sc := addScope(c, "lib", "1", func() {})
+	for i := range 3 {
+		m.Descs = append(m.Descs, signal.MetricDesc{Name: c.AppendString(fmt.Sprintf("g%d", i)), Type: signal.MetricGauge})
+	}
+	base := fixedNow.Truncate(time.Hour).UnixNano()
+	for i := range n {
+		j := m.AppendPoint(uint32(i%3), res, sc)
+		m.Time[j] = base + int64(i/100)*1000
+		series := i % 100
+		m.SeriesID[j] = uint64(series)*1_000_003 + 1 // in order of series
+		switch {
+		case i%4000 == 7:
+			m.NumberType[j] = signal.ValueInt
+			m.Number[j] = uint64(int64(-i))
+		case i%5000 == 11:
+			// no value
+		default:
+			m.NumberType[j] = signal.ValueDouble
+			v := float64(i%977) * 1.5
+			if i%3001 == 5 {
+				v = math.NaN()
+			}
+			m.Number[j] = math.Float64bits(v)
+		}
+		// Rows sort by name, series and time: chunks of series under 30
+		// have one non-zero flag, of series 30-59 varying flags.
+		if series < 30 {
+			m.Flags[j] = 1
+		} else if series < 60 {
+			m.Flags[j] = uint32(i % 2)
+		}
+		if stray && i%1000 == 3 {
+			m.Has[j] = signal.HasSum
+			m.Sum[j] = float64(i)
+		}
+		m.Attr[j] = attrRange(c, func() { attr(c, "k", signal.ValueString, fmt.Sprintf("v%d", series)) })
+	}
+	return m
 }
 
 // descMetrics makes n points of one metric name under descriptors that

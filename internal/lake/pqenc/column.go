@@ -567,6 +567,49 @@ func (c *Column) Int64sNonZero(vs []int64) {
 	}
 }
 
+// Uint64s adds one present row per value of an INT64 column (required or
+// optional): the same column as Int row by row (pages end at PageBytes of
+// values, as they would), in one pass.
+func (c *Column) Uint64s(vs []uint64) {
+	if c.li.Kind != parquet.Int64 {
+		for _, v := range vs {
+			c.Int(int64(v), 1)
+		}
+		return
+	}
+	for len(vs) > 0 {
+		n := min(len(vs), c.room(), (PageBytes-len(c.plain)+7)/8)
+		c.present(n)
+		for _, v := range vs[:n] {
+			c.plain = binary.LittleEndian.AppendUint64(c.plain, v)
+			c.b.addInt(int64(v))
+		}
+		vs = vs[n:]
+		c.endRows(n)
+	}
+}
+
+// Float64s adds one present row per value of a DOUBLE column (required
+// or optional): the same column as Float row by row, in one pass.
+func (c *Column) Float64s(vs []float64) {
+	if c.li.Kind != parquet.Double {
+		for _, v := range vs {
+			c.Float(v, 1)
+		}
+		return
+	}
+	for len(vs) > 0 {
+		n := min(len(vs), c.room(), (PageBytes-len(c.plain)+7)/8)
+		c.present(n)
+		for _, v := range vs[:n] {
+			c.plain = binary.LittleEndian.AppendUint64(c.plain, math.Float64bits(v))
+			c.b.addFloat(v)
+		}
+		vs = vs[n:]
+		c.endRows(n)
+	}
+}
+
 // Uint64sIf adds one row per value of an INT64 column; with flags, rows
 // without bit are null.
 func (c *Column) Uint64sIf(vs []uint64, flags []uint8, bit uint8) {
