@@ -338,6 +338,7 @@ type encoder struct {
 	keys    []rowKey
 	keys2   []rowKey // sortedPerm's buckets
 	counts  []int32
+	counts2 []int32 // sortRest's groups
 	i64     []int64 // a column's values of a chunk, in sort order
 	u64     []uint64
 	f64     []float64

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
@@ -102,7 +103,7 @@ func (e *encoder) sortedPerm() []int32 {
 		start := int32(0)
 		for _, end := range counts[:maxK1+1] {
 			if end-start > 1 {
-				slices.SortFunc(tmp[start:end], cmpRowKeyRest)
+				e.sortRest(tmp[start:end], keys[start:end])
 			}
 			start = end
 		}
@@ -114,6 +115,70 @@ func (e *encoder) sortedPerm() []int32 {
 		e.perm[i] = k.row
 	}
 	return e.perm
+}
+
+// sortRest sorts keys of one k1 by cmpRowKeyRest; tmp is scratch of the
+// same length. A bucket of many keys is first spread by the high bits of
+// k2 within its range (one counting pass, stable), then each group is
+// sorted by comparison: a metrics bucket's series ids are hashes, so its
+// groups are a series' points (already in time order when they came in
+// order), where a comparison sort of the whole bucket was an eighth of
+// encoding a remote-write file. Skewed keys make big groups, which are
+// sorted as before.
+func (e *encoder) sortRest(keys, tmp []rowKey) {
+	n := len(keys)
+	if n < 64 {
+		slices.SortFunc(keys, cmpRowKeyRest)
+		return
+	}
+	lo, hi := keys[0].k2, keys[0].k2
+	for _, k := range keys {
+		lo, hi = min(lo, k.k2), max(hi, k.k2)
+	}
+	if lo == hi {
+		slices.SortFunc(keys, cmpRowKeyRest)
+		return
+	}
+	// About one group per key: b bits of digit, from the top of the span.
+	b := bits.Len(uint(n))
+	shift := max(bits.Len64(hi-lo)-b, 0)
+	groups := int((hi-lo)>>shift) + 1
+	counts := resetInt32(e.counts2, groups+1)
+	for _, k := range keys {
+		counts[(k.k2-lo)>>shift+1]++
+	}
+	for g := 1; g < len(counts); g++ {
+		counts[g] += counts[g-1]
+	}
+	for _, k := range keys {
+		d := (k.k2 - lo) >> shift
+		tmp[counts[d]] = k
+		counts[d]++
+	}
+	// counts[g] is now the end of group g.
+	start := int32(0)
+	for _, end := range counts[:groups] {
+		switch g := tmp[start:end]; {
+		case len(g) <= 1:
+		case len(g) <= 16:
+			insertionSortRest(g)
+		default:
+			slices.SortFunc(g, cmpRowKeyRest)
+		}
+		start = end
+	}
+	e.counts2 = counts
+	copy(keys, tmp)
+}
+
+// insertionSortRest sorts a few keys by cmpRowKeyRest (in place; cheap
+// when they are in order already).
+func insertionSortRest(g []rowKey) {
+	for i := 1; i < len(g); i++ {
+		for j := i; j > 0 && cmpRowKeyRest(g[j], g[j-1]) < 0; j-- {
+			g[j], g[j-1] = g[j-1], g[j]
+		}
+	}
 }
 
 // keysFor returns e.keys with room for n rows.
