@@ -376,7 +376,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		f := slices.Grow(e.f64[:0], len(rows))[:len(rows)]
 		floats := true
 		var flag uint32
-		sameFlags := true
+		sameFlags, noExemplars := true, true
 		for j, r := range rows {
 			floats = floats && m.NumberType[r] == signal.ValueDouble
 			f[j] = math.Float64frombits(m.Number[r])
@@ -384,6 +384,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 				flag = m.Flags[r]
 			}
 			sameFlags = sameFlags && m.Flags[r] == flag
+			noExemplars = noExemplars && m.Exemplars[r].Len() == 0
 		}
 		e.f64 = f
 		if floats {
@@ -426,6 +427,10 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 				return err
 			}
 			ri += n
+		}
+		if noExemplars {
+			cols[mExemplars].nulls(len(rows))
+			return e.attrRuns(c, m.Attr, rows, m.SeriesID)
 		}
 		for _, r := range rows {
 			if er := m.Exemplars[r]; er.Len() > 0 {
