@@ -19,9 +19,11 @@ import (
 // recordAttrs appends the record attributes of the group's n rows to
 // c.Attrs and sets their Ranges in rec, then each row's overflow
 // attributes. The changes in t.recEnt come one column after another
-// (t.recSegs: where each starts), rows ascending in each; they are sorted
-// by row a block of rows at a time, so that the block's changes stay in
-// cache (sorting them all at once was a cache miss per change).
+// (t.recSegs: where each starts), rows ascending in each, at most one per
+// row and column. A block of rows at a time, a bit per row and slot marks
+// the changes (a pass over the block's changes); the rows are then
+// replayed in order, each changed slot taking the next change of its
+// column, so the changes are never sorted or copied.
 func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 	t := f.t
 	f.attrCols()
@@ -35,54 +37,54 @@ func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 		}
 		return len(ents)
 	}
-	set := resize(t.recSet, (f.nattr+63)/64)
+	// segOf: the column (segment) of each slot that has changes.
+	segOf := resize(t.segOf, f.nattr)
+	t.segOf = segOf
+	for k := range segs {
+		if i := int(segs[k]); i < segEnd(k) {
+			segOf[ents[i].slot&^absentSlot] = int32(k)
+		}
+	}
+	words := (f.nattr + 63) / 64
+	set := resize(t.recSet, words)
 	t.recSet = set
 	vals := t.lastVal
 	a := &c.Attrs
 	for r0 := 0; r0 < n; r0 += recBlockRows {
 		r1 := min(n, r0+recBlockRows)
-		// The block's changes, counted by row, then placed.
-		starts := resize(t.starts, r1-r0+1)
-		t.starts = starts
-		total := 0
+		chg := resize(t.chgBits, (r1-r0)*words)
+		t.chgBits = chg
 		for k := range cur {
-			i, end := int(cur[k]), segEnd(k)
-			for ; i < end && int(ents[i].row) < r1; i++ {
-				starts[int(ents[i].row)-r0+1]++
-			}
-			total += i - int(cur[k])
-		}
-		for r := range r1 - r0 {
-			starts[r+1] += starts[r]
-		}
-		sorted := grow(t.sorted[:0], total)
-		t.sorted = sorted
-		cursor := grow(t.cursor[:0], r1-r0)
-		t.cursor = cursor
-		copy(cursor, starts[:r1-r0])
-		for k := range cur {
-			i, end := int(cur[k]), segEnd(k)
-			for ; i < end && int(ents[i].row) < r1; i++ {
+			for i, end := int(cur[k]), segEnd(k); i < end && int(ents[i].row) < r1; i++ {
 				e := ents[i]
-				sorted[cursor[int(e.row)-r0]] = e
-				cursor[int(e.row)-r0]++
+				slot := e.slot &^ absentSlot
+				chg[(int(e.row)-r0)*words+int(slot>>6)] |= 1 << (slot & 63)
 			}
-			cur[k] = int32(i)
 		}
 		for r := r0; r < r1; r++ {
-			chg := sorted[starts[r-r0]:starts[r-r0+1]]
+			rowChg := chg[(r-r0)*words : (r-r0+1)*words]
 			ovf := t.ovfAt(ScopeRecord, r)
-			if r > 0 && len(chg) == 0 && ovf == t.ovfAt(ScopeRecord, r-1) {
+			changed := uint64(0)
+			for _, w := range rowChg {
+				changed |= w
+			}
+			if r > 0 && changed == 0 && ovf == t.ovfAt(ScopeRecord, r-1) {
 				rec[r] = rec[r-1]
 				continue
 			}
-			for _, e := range chg {
-				slot := e.slot &^ absentSlot
-				if e.slot&absentSlot != 0 {
-					set[slot>>6] &^= 1 << (slot & 63)
-				} else {
-					set[slot>>6] |= 1 << (slot & 63)
-					vals[slot] = e.val
+			for w, word := range rowChg {
+				for word != 0 {
+					slot := w<<6 | bits.TrailingZeros64(word)
+					word &= word - 1
+					k := segOf[slot]
+					e := ents[cur[k]]
+					cur[k]++
+					if e.slot&absentSlot != 0 {
+						set[w] &^= 1 << (slot & 63)
+					} else {
+						set[w] |= 1 << (slot & 63)
+						vals[slot] = e.val
+					}
 				}
 			}
 			m := 0
@@ -93,7 +95,7 @@ func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 			a.Key = grow(a.Key, start+m)
 			a.Type = grow(a.Type, start+m)
 			a.Val = grow(a.Val, start+m)
-			ak, at, av := a.Key[start:], a.Type[start:], a.Val[start:]
+			ak, at, av := a.Key[start:start+m], a.Type[start:start+m], a.Val[start:start+m]
 			j := 0
 			for w, word := range set {
 				for word != 0 {

@@ -364,6 +364,8 @@ type rowTmp struct {
 	recEnt     []entry // strings already in the destination arena
 	recSegs    []int32 // where each record attribute column's entries start in recEnt
 	segCur     []int32
+	segOf      []int32      // recordAttrs: per attribute slot, its column's segment of recEnt
+	chgBits    []uint64     // recordAttrs: per row of a block, a bit per slot that changes
 	recSet     []uint64     // recordAttrs: a bit per attribute slot set in the current record
 	recJSON    []signal.Str // per record array or map slot: the JSON of its last value (arena)
 	recJSONOf  []uint64     // per such slot: the value recJSON converted to
