@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -47,7 +48,6 @@ type File struct {
 	// t is the read scratch of one row group, borrowed from freeTmps for
 	// the duration of readGroup: a merge reads from many open files one
 	// at a time, and scratch held per file was half of its peak heap.
-	vbuf                []parquet.Value
 	t                   *rowTmp
 	sink                msgSink
 	addMsg              func([]byte)
@@ -65,12 +65,6 @@ type File struct {
 	// row, and JSON → protobuf was half of reading a logs file.
 	protoOf      map[string]signal.Str
 	protoOfBytes int
-
-	// dictX caches, per dictionary index of the column chunk being read,
-	// the stored value of a string attribute (dictOK: set).
-	dict   parquet.Dictionary
-	dictX  []uint64
-	dictOK []bool
 }
 
 // readCol is the role of one leaf column.
@@ -82,6 +76,10 @@ type readCol struct {
 	scope Scope
 	key   string
 	typ   signal.ValueType
+	// The leaf's levels and physical type (checked against the format at
+	// open), for pages read through parquet-go (pageFromValues).
+	maxDef, maxRep uint8
+	ptype          pqformat.Type
 }
 
 // OpenCloser is OpenReader for an r the File owns: Close closes it, and
@@ -130,7 +128,8 @@ func OpenReader(r io.ReaderAt, size int64, name string) (f *File, err error) {
 		if leaf.ColumnIndex != leafIdx {
 			return nil, fmt.Errorf("open %q: %w: column order", name, ErrNotLakeFile)
 		}
-		rc := readCol{fixed: -1, slot: -1}
+		rc := readCol{fixed: -1, slot: -1, maxDef: uint8(leaf.MaxDefinitionLevel), maxRep: uint8(leaf.MaxRepetitionLevel),
+			ptype: pqformat.Type(leaf.Node.Type().Kind())}
 		if i, ok := byName[p[0]]; ok {
 			rc.fixed, rc.kind = i, fixed[i].Kind
 			if !sameLayout(leaf, p, fixed[i].Kind) {
@@ -382,6 +381,7 @@ type rowTmp struct {
 	// The typed decoder (decode.go) and, per chunk, the cache of its
 	// dictionary's values (dictReady: sized for the current chunk).
 	dec       chunkDec
+	pv        pageVals // a page read through parquet-go (fromValues)
 	dictReady bool
 	dictX     []uint64
 	dictOK    []bool
@@ -468,11 +468,10 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 		}
 	}()
 	f.t = getRowTmp()
-	f.vbuf = f.t.vbuf
 	defer func() {
 		f.t.slotCols, f.t.slotTypes = f.t.slotCols[:0], f.t.slotTypes[:0] // per file
 		putRowTmp(f.t)
-		f.t, f.vbuf = nil, nil
+		f.t = nil
 	}()
 	rg := f.pf.RowGroups()[i]
 	nr := rg.NumRows()
@@ -554,222 +553,7 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 	return nil
 }
 
-// readColumn reads every value of one column chunk.
-func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
-	if fcc, ok := cc.(*parquet.FileColumnChunk); ok && !f.legacy {
-		if ref, ok := typedChunk(fcc); ok {
-			return f.readColumnTyped(fcc, ref, rc, n, c, base, dst)
-		}
-	}
-	pages := Pages(cc)
-	defer pages.Close()
-	f.dict = nil // a new chunk has a new dictionary
-	row := 0
-	repeated := rc.kind.IsList() && rc.fixed >= 0
-	for {
-		page, err := pages.ReadPage()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if rc.slot >= 0 {
-			k, ok, err := f.consumeAttrPage(rc, page, row, n, c)
-			if ok {
-				parquet.Release(page)
-				if err != nil {
-					return err
-				}
-				row += k
-				continue
-			}
-		}
-		vr := page.Values()
-		for {
-			k, rerr := vr.ReadValues(f.vbuf)
-			if k > 0 {
-				vals := f.vbuf[:k]
-				if repeated {
-					row, err = f.consumeList(rc, vals, row, n, c, base, dst)
-				} else {
-					if row+k > n {
-						parquet.Release(page)
-						return errRows
-					}
-					err = f.consume(rc, vals, row, c, base, dst)
-					row += k
-				}
-				if err != nil {
-					parquet.Release(page)
-					return err
-				}
-			}
-			if rerr == io.EOF {
-				break
-			}
-			if rerr != nil {
-				parquet.Release(page)
-				return rerr
-			}
-			if k == 0 {
-				parquet.Release(page)
-				return io.ErrNoProgress
-			}
-		}
-		parquet.Release(page)
-	}
-	if row != n {
-		return errRows
-	}
-	return nil
-}
-
-// consume stores one buffer of values of a non-repeated column, starting at
-// row (relative to the row group).
-func (f *File) consume(rc *readCol, vals []parquet.Value, row int, c *signal.Common, base int, dst any) error {
-	t := f.t
-	if rc.slot >= 0 {
-		return f.consumeAttr(rc, vals, row, c)
-	}
-	if rc.ovf != 0 {
-		// Resource and scope rows repeat theirs: strRun shares the Str,
-		// so assemble compares them by Str.
-		s := rc.ovf - 1
-		runStrs(t, &t.prevOvf[s], t.ovf[s][row:], vals)
-		return nil
-	}
-	switch rc.fixed {
-	case cServiceName:
-		for i, v := range vals {
-			if !v.IsNull() {
-				t.svc[row+i], t.svcOK[row+i] = t.strRun(&t.prevFixed[cServiceName], v.ByteArray()), true
-			}
-		}
-		return nil
-	case cScopeName:
-		runStrs(t, &t.prevFixed[cScopeName], t.scName[row:], vals)
-		return nil
-	case cScopeVersion:
-		runStrs(t, &t.prevFixed[cScopeVersion], t.scVersion[row:], vals)
-		return nil
-	case cScopeSchemaURL:
-		runStrs(t, &t.prevFixed[cScopeSchemaURL], t.scURL[row:], vals)
-		return nil
-	case cResourceSchemaURL:
-		runStrs(t, &t.prevFixed[cResourceSchemaURL], t.resURL[row:], vals)
-		return nil
-	case cScopeDropped:
-		u32s(t.scDropped[row:], vals)
-		return nil
-	case cResourceDropped:
-		u32s(t.resDropped[row:], vals)
-		return nil
-	}
-	b := base + row
-	switch d := dst.(type) {
-	case *signal.Logs:
-		return f.consumeLogs(d, rc.fixed, vals, b, row)
-	case *signal.Metrics:
-		return f.consumeMetrics(d, rc.fixed, vals, b, row)
-	case *signal.Spans:
-		return f.consumeSpans(d, rc.fixed, vals, b)
-	}
-	return nil
-}
-
-func runStrs(t *rowTmp, prev *signal.Str, dst []signal.Str, vals []parquet.Value) {
-	for i, v := range vals {
-		if !v.IsNull() {
-			dst[i] = t.strRun(prev, v.ByteArray())
-		}
-	}
-}
-
-func tmpStrs(t *rowTmp, dst []signal.Str, vals []parquet.Value) {
-	for i, v := range vals {
-		if !v.IsNull() {
-			dst[i] = t.str(v.ByteArray())
-		}
-	}
-}
-
-func u32s(dst []uint32, vals []parquet.Value) {
-	for i, v := range vals {
-		dst[i] = v.Uint32()
-	}
-}
-
-func i64s(dst []int64, vals []parquet.Value) {
-	for i, v := range vals {
-		dst[i] = v.Int64() // 0 for null
-	}
-}
-
-func i32s(dst []int32, vals []parquet.Value) {
-	for i, v := range vals {
-		dst[i] = v.Int32()
-	}
-}
-
-func strs(c *signal.Common, dst []signal.Str, vals []parquet.Value) {
-	for i, v := range vals {
-		if !v.IsNull() {
-			dst[i] = c.AppendBytes(v.ByteArray())
-		}
-	}
-}
-
 var errBadID = errors.New("bad hex id")
-
-func (f *File) consumeLogs(d *signal.Logs, col int, vals []parquet.Value, b, row int) error {
-	k := len(vals)
-	switch col {
-	case lTimestamp:
-		i64s(d.Time[b:b+k], vals)
-	case lObserved:
-		i64s(d.ObservedTime[b:b+k], vals)
-	case lSeverityNumber:
-		i32s(d.SeverityNum[b:b+k], vals)
-	case lSeverityText:
-		strs(&d.Common, d.SeverityText[b:b+k], vals)
-	case lBody:
-		for i, v := range vals {
-			if v.IsNull() {
-				f.t.bodyNull[row+i] = true
-			} else {
-				d.Body[b+i] = uint64(d.AppendBytes(v.ByteArray()))
-			}
-		}
-	case lBodyType:
-		tmpStrs(f.t, f.t.bodyType[row:], vals)
-	case lTraceID:
-		for i, v := range vals {
-			if v.IsNull() {
-				continue
-			}
-			if x := v.ByteArray(); len(x) != 32 || hexDecode(d.TraceID[b+i][:], x) != nil {
-				return errBadID
-			}
-		}
-	case lSpanID:
-		for i, v := range vals {
-			if v.IsNull() {
-				continue
-			}
-			if x := v.ByteArray(); len(x) != 16 || hexDecode(d.SpanID[b+i][:], x) != nil {
-				return errBadID
-			}
-		}
-	case lFlags:
-		u32s(d.Flags[b:b+k], vals)
-	case lEventName:
-		strs(&d.Common, d.EventName[b:b+k], vals)
-	case lDropped:
-		u32s(d.DroppedAttrs[b:b+k], vals)
-	}
-	return nil
-}
 
 // hexDecode decodes the hex digits of src (either case, two per byte of
 // dst) into dst, as hex.Decode does, by one table lookup per digit.
@@ -803,182 +587,6 @@ var hexVal = func() (t [256]uint8) {
 	return t
 }()
 
-func (f *File) consumeSpans(d *signal.Spans, col int, vals []parquet.Value, b int) error {
-	k := len(vals)
-	switch col {
-	case tTraceID:
-		for i, v := range vals {
-			if v.IsNull() {
-				continue
-			}
-			if x := v.ByteArray(); len(x) != 32 || hexDecode(d.TraceID[b+i][:], x) != nil {
-				return errBadID
-			}
-		}
-	case tSpanID, tParentSpanID:
-		ids := d.SpanID
-		if col == tParentSpanID {
-			ids = d.ParentSpanID
-		}
-		for i, v := range vals {
-			if v.IsNull() {
-				continue
-			}
-			if x := v.ByteArray(); len(x) != 16 || hexDecode(ids[b+i][:], x) != nil {
-				return errBadID
-			}
-		}
-	case tTraceState:
-		strs(&d.Common, d.TraceState[b:b+k], vals)
-	case tName:
-		strs(&d.Common, d.Name[b:b+k], vals)
-	case tKind:
-		i32s(d.Kind[b:b+k], vals)
-	case tStart:
-		i64s(d.StartTime[b:b+k], vals)
-	case tEnd:
-		i64s(d.EndTime[b:b+k], vals)
-	case tStatusCode:
-		i32s(d.StatusCode[b:b+k], vals)
-	case tStatusMessage:
-		strs(&d.Common, d.StatusMessage[b:b+k], vals)
-	case tFlags:
-		u32s(d.Flags[b:b+k], vals)
-	case tEvents, tLinks:
-		kind, rs := NestedEvent, d.Events
-		if col == tLinks {
-			kind, rs = NestedLink, d.Links
-		}
-		for i, v := range vals {
-			if v.IsNull() {
-				m := uint32(len(d.Msgs))
-				rs[b+i] = signal.Range{Start: m, End: m}
-				continue
-			}
-			r, err := parseMsgsJSON(&d.Common, kind, v.ByteArray(), &f.sink, f.addMsg)
-			if err != nil {
-				return err
-			}
-			rs[b+i] = r
-		}
-	case tDropped:
-		u32s(d.DroppedAttrs[b:b+k], vals)
-	case tDroppedEvents:
-		u32s(d.DroppedEvents[b:b+k], vals)
-	case tDroppedLinks:
-		u32s(d.DroppedLinks[b:b+k], vals)
-	}
-	return nil
-}
-
-func (f *File) consumeMetrics(d *signal.Metrics, col int, vals []parquet.Value, b, row int) error {
-	t := f.t
-	k := len(vals)
-	switch col {
-	case mTimestamp:
-		i64s(d.Time[b:b+k], vals)
-	case mStart:
-		i64s(d.StartTime[b:b+k], vals)
-	case mName:
-		runStrs(t, &t.prevDesc[0], t.name[row:], vals)
-	case mType:
-		runStrs(t, &t.prevDesc[1], t.mtype[row:], vals)
-	case mDescription:
-		runStrs(t, &t.prevDesc[2], t.desc[row:], vals)
-	case mUnit:
-		runStrs(t, &t.prevDesc[3], t.unit[row:], vals)
-	case mTemporality:
-		runStrs(t, &t.prevDesc[4], t.temp[row:], vals)
-	case mMetadata:
-		runStrs(t, &t.prevDesc[5], t.meta[row:], vals)
-	case mMonotonic:
-		for i, v := range vals {
-			t.mono[row+i] = v.Boolean()
-		}
-	case mSeriesID:
-		for i, v := range vals {
-			d.SeriesID[b+i] = v.Uint64()
-		}
-	case mValue:
-		for i, v := range vals {
-			if !v.IsNull() {
-				d.NumberType[b+i] = signal.ValueDouble
-				d.Number[b+i] = math.Float64bits(v.Double())
-			}
-		}
-	case mValueInt:
-		for i, v := range vals {
-			if !v.IsNull() {
-				t.valueInt[row+i], t.valueIntOK[row+i] = v.Uint64(), true
-			}
-		}
-	case mFlags:
-		u32s(d.Flags[b:b+k], vals)
-	case mCount:
-		for i, v := range vals {
-			d.Count[b+i] = v.Uint64()
-		}
-	case mSum, mMin, mMax:
-		dstF, bit := d.Sum, signal.HasSum
-		if col == mMin {
-			dstF, bit = d.Min, signal.HasMin
-		} else if col == mMax {
-			dstF, bit = d.Max, signal.HasMax
-		}
-		for i, v := range vals {
-			if !v.IsNull() {
-				dstF[b+i] = v.Double()
-				d.Has[b+i] |= bit
-			}
-		}
-	case mExpScale:
-		i32s(d.Scale[b:b+k], vals)
-	case mExpZeroCount:
-		for i, v := range vals {
-			d.ZeroCount[b+i] = v.Uint64()
-		}
-	case mExpZeroThreshold:
-		for i, v := range vals {
-			d.ZeroThreshold[b+i] = v.Double()
-		}
-	case mExpPosOffset:
-		i32s(d.PosOffset[b:b+k], vals)
-	case mExpNegOffset:
-		i32s(d.NegOffset[b:b+k], vals)
-	case mExemplars:
-		for i, v := range vals {
-			if v.IsNull() {
-				m := uint32(len(d.Msgs))
-				d.Exemplars[b+i] = signal.Range{Start: m, End: m}
-				continue
-			}
-			r, err := parseMsgsJSON(&d.Common, NestedExemplar, v.ByteArray(), &f.sink, f.addMsg)
-			if err != nil {
-				return err
-			}
-			d.Exemplars[b+i] = r
-		}
-	case mSketch:
-		// Derived from the buckets; not part of the batch.
-	case mCountFloat, mExpZeroCountFloat:
-		dst := t.zeroF
-		if col == mCountFloat {
-			dst = t.countF
-		}
-		for i, v := range vals {
-			if !v.IsNull() {
-				dst[row+i] = v.Double()
-				if col == mCountFloat {
-					t.countFOK[row+i] = true
-				}
-			}
-		}
-	case mResetHint:
-		runStrs(t, &t.prevHint, t.hint[row:], vals)
-	}
-	return nil
-}
-
 // listTarget is where a LIST column's elements go: the row ranges, and
 // whether the values are uint64 (else float64) and go to the file's
 // temporary quantile lists (else the batch); ok is false for a column
@@ -1005,210 +613,6 @@ func (f *File) listTarget(rc *readCol, d *signal.Metrics) (ranges []signal.Range
 		return f.t.negF, false, true, true
 	}
 	return nil, false, false, false
-}
-
-// consumeList stores one buffer of a LIST column; a value with repetition
-// level 0 starts a row, definition level 1 is an element.
-func (f *File) consumeList(rc *readCol, vals []parquet.Value, row, n int, c *signal.Common, base int, dst any) (int, error) {
-	d, ok := dst.(*signal.Metrics)
-	if !ok {
-		return row, nil
-	}
-	t := f.t
-	ranges, u64, tmp, ok := f.listTarget(rc, d)
-	if !ok {
-		return row, nil
-	}
-	for _, v := range vals {
-		if v.RepetitionLevel() == 0 {
-			if row >= n {
-				return row, errRows
-			}
-			var at uint32
-			switch {
-			case tmp:
-				at = uint32(len(t.f64))
-			case u64:
-				at = uint32(len(d.U64))
-			default:
-				at = uint32(len(d.F64))
-			}
-			if tmp {
-				ranges[row] = signal.Range{Start: at, End: at}
-			} else {
-				ranges[base+row] = signal.Range{Start: at, End: at}
-			}
-			row++
-		} else if row == 0 {
-			return row, errRows
-		}
-		if v.DefinitionLevel() != 1 {
-			continue
-		}
-		switch {
-		case tmp:
-			t.f64 = append(t.f64, v.Double())
-			ranges[row-1].End++
-		case u64:
-			d.U64 = append(d.U64, v.Uint64())
-			ranges[base+row-1].End++
-		default:
-			d.F64 = append(d.F64, v.Double())
-			ranges[base+row-1].End++
-		}
-	}
-	return row, nil
-}
-
-// consumeAttr collects the non-null values of an attribute column.
-func (f *File) consumeAttr(rc *readCol, vals []parquet.Value, row int, c *signal.Common) error {
-	for i := range vals {
-		v := &vals[i]
-		if v.IsNull() {
-			f.t.attrNull(rc, row+i)
-			continue
-		}
-		var x uint64
-		switch rc.typ {
-		case signal.ValueInt:
-			x = v.Uint64()
-		case signal.ValueDouble:
-			x = math.Float64bits(v.Double())
-		case signal.ValueBool:
-			if v.Boolean() {
-				x = 1
-			}
-		case signal.ValueEmpty:
-		default:
-			var err error
-			if x, err = f.attrBytes(rc, c, v.ByteArray()); err != nil {
-				return err
-			}
-		}
-		f.t.attrSet(rc, row+i, x)
-	}
-	return nil
-}
-
-// consumeAttrPage is consumeAttr straight from a page's levels and typed
-// values, without a parquet.Value per row: attribute columns are mostly
-// null, often whole pages of them. It returns false, having done nothing,
-// for pages it does not handle (booleans, or data of an unexpected shape),
-// which then go through consumeAttr.
-func (f *File) consumeAttrPage(rc *readCol, page parquet.Page, row, n int, c *signal.Common) (int, bool, error) {
-	if rc.typ == signal.ValueBool || rc.typ == signal.ValueEmpty || page.RepetitionLevels() != nil {
-		return 0, false, nil
-	}
-	levels := page.DefinitionLevels()
-	if int64(len(levels)) != page.NumValues() {
-		return 0, false, nil
-	}
-	if row+len(levels) > n {
-		return 0, true, errRows
-	}
-	t := f.t
-	nulls := page.NumNulls()
-	if nulls == int64(len(levels)) {
-		if len(levels) > 0 {
-			t.attrNull(rc, row)
-		}
-		return len(levels), true, nil
-	}
-	data := page.Data()
-	var (
-		i64      []int64
-		f64      []float64
-		idx      []int32
-		bv       []byte
-		boff     []uint32
-		dict     parquet.Dictionary
-		dv       []byte
-		doff     []uint32
-		nonNulls = len(levels) - int(nulls)
-	)
-	switch rc.typ {
-	case signal.ValueInt:
-		i64 = data.Int64()
-		if len(i64) != nonNulls {
-			return 0, false, nil
-		}
-	case signal.ValueDouble:
-		f64 = data.Double()
-		if len(f64) != nonNulls {
-			return 0, false, nil
-		}
-	default:
-		if dict = page.Dictionary(); dict != nil {
-			idx = data.Int32()
-			if len(idx) != nonNulls {
-				return 0, false, nil
-			}
-			if dict != f.dict {
-				f.dict = dict
-				f.dictX = resize(f.dictX, dict.Len())
-				f.dictOK = resize(f.dictOK, dict.Len())
-			}
-			dd := dict.Page().Data()
-			dv, doff = dd.ByteArray()
-			if len(doff) != dict.Len()+1 {
-				dv, doff = nil, nil
-			}
-		} else {
-			bv, boff = data.ByteArray()
-			if len(boff) != nonNulls+1 {
-				return 0, false, nil
-			}
-		}
-	}
-	j := 0
-	for i, lvl := range levels {
-		if lvl == 0 {
-			t.attrNull(rc, row+i)
-			continue
-		}
-		var x uint64
-		switch {
-		case i64 != nil:
-			x = uint64(i64[j])
-		case f64 != nil:
-			x = math.Float64bits(f64[j])
-		default:
-			var b []byte
-			if dict != nil {
-				// Each dictionary value is stored once per chunk; the
-				// rows that repeat it share its Str (arena strings are
-				// immutable). prevAttr follows, for strRun on plain
-				// pages after a dictionary fallback.
-				k := idx[j]
-				if f.dictOK[k] {
-					x = f.dictX[k]
-					if rc.scope != ScopeRecord {
-						t.prevAttr[rc.slot] = signal.Str(x)
-					}
-					j++
-					t.attrSet(rc, row+i, x)
-					continue
-				}
-				if doff != nil {
-					b = dv[doff[k]:doff[k+1]]
-				} else {
-					b = dict.Index(k).ByteArray()
-				}
-			} else {
-				b = bv[boff[j]:boff[j+1]]
-			}
-			var err error
-			if x, err = f.attrBytes(rc, c, b); err != nil {
-				return 0, true, err
-			}
-			if dict != nil {
-				f.dictX[idx[j]], f.dictOK[idx[j]] = x, true
-			}
-		}
-		j++
-		t.attrSet(rc, row+i, x)
-	}
-	return len(levels), true, nil
 }
 
 // attrBytes stores the value of a string, bytes, array or map attribute:
@@ -1387,7 +791,7 @@ func (f *File) assemble(c *signal.Common, base, n int, dst any) error {
 	}
 
 	// Resources. lastSet/lastVal are reused to replay the changes recorded
-	// by consumeAttr row by row.
+	// by attrTyped row by row.
 	clear(t.lastSet)
 	chg := rowChanges{ents: t.byRow(t.resEnt, n)}
 	for r := range n {

@@ -6,28 +6,52 @@ import (
 	"math"
 
 	"github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-// File's column reads from typed pages (decode.go): the same values as
-// the parquet.Value path of reader.go (consume, consumeList, consumeAttr),
-// which stays for chunks the typed decoder does not read; the two are
-// compared value by value (TestTypedReadMatches).
+// File's column reads: one loop over a chunk's pages as pageVals, from
+// the typed decoder (decode.go) for chunks of the lake's own encodings,
+// from parquet-go's checked pages (pageFromValues) for any other chunk, so
+// every chunk is stored by the same code. The parquet-go path is also the
+// oracle of the typed decoder (SetLegacyRead, TestTypedReadMatches).
 
-// readColumnTyped reads every value of one column chunk through the typed
-// decoder.
-func (f *File) readColumnTyped(cc *parquet.FileColumnChunk, ref chunkRef, rc *readCol, n int, c *signal.Common, base int, dst any) error {
-	d := &f.t.dec
-	if err := d.open(cc, ref); err != nil {
-		return err
-	}
-	defer d.close()
+// readColumn reads every value of one column chunk.
+func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.Common, base int, dst any) error {
 	f.t.dictReady = false // a new chunk has a new dictionary
+	if fcc, ok := cc.(*parquet.FileColumnChunk); ok && !f.legacy {
+		if ref, ok := typedChunk(fcc); ok {
+			d := &f.t.dec
+			if err := d.open(fcc, ref); err != nil {
+				return err
+			}
+			defer d.close()
+			return f.readPages(d.next, rc, n, c, base, dst)
+		}
+	}
+	pages := Pages(cc)
+	defer pages.Close()
+	var page parquet.Page
+	defer func() { parquet.Release(page) }()
+	return f.readPages(func() (*pageVals, error) {
+		parquet.Release(page)
+		var err error
+		if page, err = pages.ReadPage(); err != nil {
+			page = nil
+			return nil, err
+		}
+		return &f.t.pv, f.t.pv.fromValues(page, rc, &f.t.vbuf)
+	}, rc, n, c, base, dst)
+}
+
+// readPages stores the pages next gives (io.EOF after the last) of a
+// column chunk of n rows.
+func (f *File) readPages(next func() (*pageVals, error), rc *readCol, n int, c *signal.Common, base int, dst any) error {
 	row := 0
 	repeated := rc.kind.IsList() && rc.fixed >= 0
 	for {
-		p, err := d.next()
+		p, err := next()
 		if err == io.EOF {
 			break
 		}
@@ -49,6 +73,81 @@ func (f *File) readColumnTyped(cc *parquet.FileColumnChunk, ref chunkRef, rc *re
 	}
 	if row != n {
 		return errRows
+	}
+	return nil
+}
+
+// fromValues sets p to a page decoded by parquet-go: its levels, and its
+// non-null values in the slice of rc's physical type (a chunk in an
+// encoding or codec the typed decoder does not read).
+func (p *pageVals) fromValues(page parquet.Page, rc *readCol, vbuf *[]parquet.Value) error {
+	nv := page.NumValues()
+	if nv < 0 || nv > MaxPageValues {
+		return pageErr("data page of %d values (at most %d)", nv, MaxPageValues)
+	}
+	n := int(nv)
+	*p = pageVals{
+		n: n, maxDef: rc.maxDef, typ: rc.ptype,
+		i32: p.i32[:0], i64: p.i64[:0], f64: p.f64[:0], bools: p.bools[:0], data: p.data[:0], offs: append(p.offs[:0], 0),
+		defsBuf: p.defsBuf[:0], repsBuf: p.repsBuf[:0],
+	}
+	hasDefs, hasReps := rc.maxDef > 0, rc.maxRep > 0
+	vr := page.Values()
+	if cap(*vbuf) == 0 {
+		*vbuf = make([]parquet.Value, 1024)
+	}
+	buf := (*vbuf)[:cap(*vbuf)]
+	read := 0
+	for {
+		k, err := vr.ReadValues(buf)
+		if read += k; read > n {
+			return errRows
+		}
+		for _, v := range buf[:k] {
+			if hasDefs {
+				p.defsBuf = append(p.defsBuf, uint8(v.DefinitionLevel()))
+			}
+			if hasReps {
+				p.repsBuf = append(p.repsBuf, uint8(v.RepetitionLevel()))
+			}
+			if v.IsNull() {
+				continue
+			}
+			switch p.typ {
+			case pqformat.Boolean:
+				p.bools = append(p.bools, v.Boolean())
+			case pqformat.Int32:
+				p.i32 = append(p.i32, v.Int32())
+			case pqformat.Int64:
+				p.i64 = append(p.i64, v.Int64())
+			case pqformat.Double:
+				p.f64 = append(p.f64, v.Double())
+			case pqformat.ByteArray:
+				p.data = append(p.data, v.ByteArray()...)
+				p.offs = append(p.offs, uint32(len(p.data)))
+			default:
+				return shapeErr("values of type %s", p.typ)
+			}
+			p.nn++
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			return io.ErrNoProgress
+		}
+	}
+	if read != n {
+		return errRows
+	}
+	if hasDefs {
+		p.defs = p.defsBuf
+	}
+	if hasReps {
+		p.reps = p.repsBuf
 	}
 	return nil
 }
@@ -99,7 +198,8 @@ func spreadNum[S, T int32 | int64 | uint32 | uint64 | float64](p *pageVals, src 
 	}
 }
 
-// runStrsTyped is runStrs: repeated values share one Str of the tmp
+// runStrsTyped stores a page of strings that repeat row after row
+// (resource and scope fields): repeated values share one Str of the tmp
 // arena; a dictionary index equal to the previous one is that value.
 func runStrsTyped(t *rowTmp, prev *signal.Str, dst []signal.Str, p *pageVals) {
 	j := 0
@@ -122,7 +222,7 @@ func runStrsTyped(t *rowTmp, prev *signal.Str, dst []signal.Str, p *pageVals) {
 	}
 }
 
-// strsTyped is strs: each value in the destination arena, a dictionary
+// strsTyped stores a page of strings: each value in the destination arena, a dictionary
 // value once per chunk (arena strings are immutable, so rows share it).
 func (f *File) strsTyped(c *signal.Common, dst []signal.Str, p *pageVals) {
 	var dx []uint64
@@ -180,7 +280,8 @@ func spanIDs(dst []signal.SpanID, p *pageVals) error {
 	return nil
 }
 
-// consumeTyped is consume for one typed page of a non-repeated column.
+// consumeTyped stores one page of a non-repeated column, starting at row
+// (relative to the row group).
 func (f *File) consumeTyped(rc *readCol, p *pageVals, row int, c *signal.Common, base int, dst any) error {
 	t := f.t
 	if rc.slot >= 0 {
@@ -426,7 +527,7 @@ func (f *File) metricsTyped(d *signal.Metrics, col int, p *pageVals, b, row int)
 	return nil
 }
 
-// listTyped is consumeList for one typed page: a level with repetition
+// listTyped stores one page of a LIST column: a level with repetition
 // level 0 starts a row, definition level 1 is an element.
 func (f *File) listTyped(rc *readCol, p *pageVals, row, n, base int, dst any) (int, error) {
 	d, ok := dst.(*signal.Metrics)
@@ -479,8 +580,8 @@ func (f *File) listTyped(rc *readCol, p *pageVals, row, n, base int, dst any) (i
 	return row, nil
 }
 
-// attrTyped is consumeAttr (and consumeAttrPage) for one typed page of an
-// attribute column.
+// attrTyped collects the values of one page of an attribute column as
+// changes (attrSet, attrNull).
 func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) error {
 	t := f.t
 	if p.nn == 0 {
