@@ -213,10 +213,11 @@ func (e *Exporter) sendMerged(ctx context.Context, tenant string, recs []exporte
 	payload := e.blocks[0] // one record: its bytes as received
 	if len(e.blocks) > 1 {
 		var err error
-		if payload, err = s2.ConcatBlocks(nil, e.blocks...); err != nil {
+		if payload, err = s2.ConcatBlocks(e.joined[:0], e.blocks...); err != nil {
 			e.badBodies.Add(1) // DecodedLen read every header: cannot happen
 			return j, nil
 		}
+		e.joined = payload
 	}
 	err := e.replicate(ctx, tenant, series,
 		func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never

@@ -52,8 +52,11 @@ type Exporter struct {
 	cv   converter
 	m    signal.Metrics
 	dec  prw.Decoder // remote-write records on the convert path
-	// blocks are the snappy bodies of the small records sendMerged joins.
+	// blocks are the snappy bodies of the records sendMerged joins, and
+	// joined their request (reused, as mPayload: the payload of a request
+	// is not used after Send returns).
 	blocks [][]byte
+	joined []byte
 	// The symbols, series, one rewritten series and the snappy payload of
 	// the 2.0 records sendMergedV2 merges.
 	mSyms, mSeries, mTS, mPayload []byte
