@@ -128,8 +128,9 @@ func (s *Stats) labelsOfSeries(ss *Series, i int, d *descInfo) {
 	s.sl = ss.Labels(i, s.sl[:0])
 	s.kv = s.kv[:0]
 	for _, l := range s.sl {
-		key := string(l.Name) // LabelName keeps it: a new series' labels only
-		lb := promname.Reclaim(key, promname.LabelName(key), false, false, d.kind == kindHistogram, d.kind == kindSummary)
+		k := s.labelKey(l.Name)
+		key := k.key
+		lb := promname.Reclaim(key, k.label, false, false, d.kind == kindHistogram, d.kind == kindSummary)
 		if lb == "" {
 			continue
 		}
@@ -148,4 +149,28 @@ func (s *Stats) finishLabels() {
 	s.ls.Range(func(l labels.Label) {
 		s.lbls = append(s.lbls, lbl{l.Name, l.Value, pairHash(l.Name, l.Value)})
 	})
+}
+
+// labelKey is a remote-write label name as the statistics name it: the
+// name (owned) and its promname.LabelName.
+type labelKey struct{ key, label string }
+
+// maxLabelKeys bounds the label names ObserveSeries remembers; past it the
+// table starts again.
+const maxLabelKeys = 4096
+
+// labelKey returns name's labelKey, remembered across calls: a new series
+// costs no string copy (which LabelName's own cache would keep) and no
+// lookup in LabelName's concurrent map per label.
+func (s *Stats) labelKey(name []byte) labelKey {
+	if k, ok := s.labelKeys[unsafex.String(name)]; ok {
+		return k
+	}
+	if s.labelKeys == nil || len(s.labelKeys) >= maxLabelKeys {
+		s.labelKeys = make(map[string]labelKey)
+	}
+	key := string(name)
+	k := labelKey{key, promname.LabelName(key)}
+	s.labelKeys[key] = k
+	return k
 }

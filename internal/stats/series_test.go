@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/prometheus/prompb"
 
+	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -152,5 +153,28 @@ func TestObserveSeriesAllocatesNothingForKnownSeries(t *testing.T) {
 	s.ObserveSeries("t", ss, len(body))
 	if n := testing.AllocsPerRun(20, func() { s.ObserveSeries("t", ss, len(body)) }); n != 0 {
 		t.Fatalf("%v allocations per request of known series", n)
+	}
+}
+
+// TestLabelKeysBounded: the label names ObserveSeries remembers answer as
+// promname.LabelName does, own their bytes, and stay within maxLabelKeys.
+func TestLabelKeysBounded(t *testing.T) {
+	s, _ := newTest(t, Config{})
+	buf := []byte("le")
+	if k := s.labelKey(buf); k.key != "le" || k.label != promname.LabelName("le") {
+		t.Fatalf("le: %+v", k)
+	}
+	buf[0] = 'x' // the caller's bytes change: the remembered name must not
+	if k := s.labelKey([]byte("le")); k.key != "le" {
+		t.Fatalf("the remembered name aliases the caller's bytes: %+v", k)
+	}
+	for i := range 2*maxLabelKeys + 10 {
+		name := fmt.Sprintf("label.%d", i)
+		if k := s.labelKey([]byte(name)); k.key != name || k.label != promname.LabelName(name) {
+			t.Fatalf("%s: %+v", name, k)
+		}
+		if len(s.labelKeys) > maxLabelKeys {
+			t.Fatalf("%d label names remembered, bound %d", len(s.labelKeys), maxLabelKeys)
+		}
 	}
 }

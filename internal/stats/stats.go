@@ -168,6 +168,8 @@ type Stats struct {
 	num  []byte
 	lbls []lbl
 	sl   []Label
+	// ObserveSeries's label names (series.go), under mu.
+	labelKeys map[string]labelKey
 }
 
 type lbl struct {
