@@ -97,6 +97,22 @@ func TestHexDecodeMatches(t *testing.T) {
 			t.Fatalf("%q: %x, want %x", src, got, want)
 		}
 	}
+	// Every byte value at every position of an id, and of a 10-digit
+	// tail (the table path after 8 digits at a time).
+	for _, l := range []int{32, 16, 10} {
+		for b := range 256 {
+			for at := range l {
+				src := []byte("0123456789abcdefABCDEF0123456789")[:l]
+				src[at] = byte(b)
+				got, want := make([]byte, l/2), make([]byte, l/2)
+				_, werr := hex.Decode(want, src)
+				gerr := hexDecode(got, src)
+				if (gerr != nil) != (werr != nil) || werr == nil && string(got) != string(want) {
+					t.Fatalf("%q: %x, %v; encoding/hex %x, %v", src, got, gerr, want, werr)
+				}
+			}
+		}
+	}
 	if hexDecode(make([]byte, 8), make([]byte, 15)) == nil {
 		t.Fatal("an odd number of digits was taken")
 	}
