@@ -464,6 +464,11 @@ func (c *pageChecker) page(off, end int64) (n, values, rows int64, dict bool, er
 			hdr = s.hdr
 		}
 		c.hdr = pqformat.PageHeader{}
+		if n, ok := fastPageHeader(hdr, &c.hdr); ok {
+			hlen = n
+			break
+		}
+		c.hdr = pqformat.PageHeader{} // parquet-go's answer (pagehdr.go)
 		if s.br == nil {
 			s.br = c.proto.NewReaderFromBytes(nil)
 			s.dec = thrift.NewDecoder(s.br)
