@@ -328,13 +328,17 @@ func checkChunk(cc parquet.ColumnChunk, from, to int64) (rows int64, err error) 
 // checkChunkIn is checkChunk over the chunk's bytes in mem (at offset base
 // of the file), or read from the file as needed when mem is nil.
 func checkChunkIn(cc parquet.ColumnChunk, from, to int64, mem []byte, base int64) (rows int64, err error) {
-	return checkChunkVisit(cc, from, to, mem, base, nil)
+	return checkChunkVisit(cc, from, to, mem, base, false, nil)
 }
 
 // checkChunkVisit is checkChunkIn that also calls visit with each checked
 // page's offset in the file, its length (header included) and header
-// (valid during the call only).
-func checkChunkVisit(cc parquet.ColumnChunk, from, to int64, mem []byte, base int64,
+// (valid during the call only). lazyIdx leaves the dictionary indexes of
+// data pages v2 unchecked (their compressed size is still bounded) for a
+// caller that decodes such pages only with the typed decoder, which
+// checks them as it decodes them (ReadRawChunk: they were decompressed
+// twice).
+func checkChunkVisit(cc parquet.ColumnChunk, from, to int64, mem []byte, base int64, lazyIdx bool,
 	visit func(off, n int64, h *pqformat.PageHeader) error) (rows int64, err error) {
 	defer Recover(&err, "check column chunk")
 	ref, ok, err := refOf(cc)
@@ -359,7 +363,7 @@ func checkChunkVisit(cc parquet.ColumnChunk, from, to int64, mem []byte, base in
 	}
 	s := getScratch()
 	defer putScratch(s)
-	c := pageChecker{ref: ref, s: s, col: md.PathInSchema, mem: mem, base: base}
+	c := pageChecker{ref: ref, s: s, col: md.PathInSchema, mem: mem, base: base, lazyIdx: lazyIdx}
 	off := start
 	// The dictionary page comes first; then, when rows before from can be
 	// skipped by the offset index, the walk jumps to the page holding from.
@@ -436,6 +440,7 @@ type pageChecker struct {
 	dicts int
 	// uncompressed sums the pages' headers and uncompressed sizes.
 	uncompressed int64
+	lazyIdx      bool // checkChunkVisit
 	hdr          pqformat.PageHeader
 	proto        thrift.CompactProtocol
 }
@@ -580,7 +585,20 @@ func (c *pageChecker) page(off, end int64) (n, values, rows int64, dict bool, er
 			}
 		}
 		vals, vs := body[rl+dl:], us-rl-dl
-		if d.IsCompressed.Valid && !d.IsCompressed.V {
+		compressed := !d.IsCompressed.Valid || d.IsCompressed.V
+		if c.lazyIdx && (d.Encoding == pqformat.RLEDictionary || d.Encoding == pqformat.PlainDictionary) {
+			// Left to the typed decoder (checkChunkVisit), its size bounded.
+			if !compressed && int64(len(vals)) != vs {
+				return 0, 0, 0, false, pageErr("uncompressed page v2 of %d bytes, its header says %d", len(vals), vs)
+			}
+			if compressed {
+				if err := c.bound(vals, vs); err != nil {
+					return 0, 0, 0, false, err
+				}
+			}
+			return n, nv, nr, false, nil
+		}
+		if !compressed {
 			if int64(len(vals)) != vs {
 				return 0, 0, 0, false, pageErr("uncompressed page v2 of %d bytes, its header says %d", len(vals), vs)
 			}

@@ -28,6 +28,8 @@ type RawChunk struct {
 	dict RawPage
 	// stats holds the pages' header min and max values (PageStats).
 	stats []byte
+	// deferred: dictionary indexes not checked yet (checkDeferred).
+	deferred bool
 
 	cc   *parquet.FileColumnChunk
 	ref  chunkRef
@@ -137,10 +139,39 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 		}
 		return nil
 	}
-	if _, err := checkChunkVisit(cc, 0, math.MaxInt64, buf, base, visit); err != nil {
+	if _, err := checkChunkVisit(cc, 0, math.MaxInt64, buf, base, true, visit); err != nil {
 		rc.Pages, rc.cc = rc.Pages[:0], nil
 		return err
 	}
+	// Dictionary indexes were left to the typed decoder (lazyIdx): a
+	// chunk it does not decode is checked whole now, and one decoded by
+	// parquet-go after all (DecodePages) then.
+	rc.deferred = false
+	for i := range rc.Pages {
+		if e := rc.Pages[i].Encoding; rc.Pages[i].V2 && (e == pqformat.RLEDictionary || e == pqformat.PlainDictionary) {
+			rc.deferred = true
+			break
+		}
+	}
+	if rc.deferred && !rc.Typed() {
+		if err := rc.checkDeferred(); err != nil {
+			rc.Pages, rc.cc = rc.Pages[:0], nil
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDeferred checks the dictionary indexes ReadRawChunk left to the
+// typed decoder, before anything else decodes the chunk.
+func (rc *RawChunk) checkDeferred() error {
+	if !rc.deferred {
+		return nil
+	}
+	if _, err := checkChunkIn(rc.cc, 0, math.MaxInt64, rc.Bytes, rc.Base); err != nil {
+		return err
+	}
+	rc.deferred = false
 	return nil
 }
 
@@ -149,6 +180,9 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 func (rc *RawChunk) DecodePages() parquet.Pages {
 	if rc.cc == nil {
 		return emptyPages{}
+	}
+	if err := rc.checkDeferred(); err != nil {
+		return errPages{err}
 	}
 	return rc.cc.PagesFrom(&rc.mem)
 }
@@ -163,6 +197,9 @@ func (rc *RawChunk) DecodePagesFrom(k int) parquet.Pages {
 	}
 	if k == 0 {
 		return rc.DecodePages()
+	}
+	if err := rc.checkDeferred(); err != nil {
+		return errPages{err}
 	}
 	// parquet-go reads the chunk as one stream from its first page: serve
 	// it the dictionary page, then page k and those after it, at the
@@ -252,6 +289,13 @@ func (rc *RawChunk) readColumnIndex() (err error) {
 	}
 	return nil
 }
+
+// errPages are the pages of a chunk that failed its checks.
+type errPages struct{ err error }
+
+func (p errPages) ReadPage() (parquet.Page, error) { return nil, p.err }
+func (p errPages) SeekToRow(int64) error           { return p.err }
+func (errPages) Close() error                      { return nil }
 
 type emptyPages struct{}
 
