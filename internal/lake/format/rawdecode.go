@@ -44,6 +44,18 @@ type PageDecoder struct {
 // dictionary indexes of byte arrays) and codecs, levels of at most 2 and
 // 1. Other chunks go through parquet-go (DecodePages).
 func (rc *RawChunk) Typed() bool {
+	if rc.typedState == 0 {
+		rc.typedState = -1
+		if rc.typedChunk() {
+			rc.typedState = 1
+		}
+	}
+	return rc.typedState > 0
+}
+
+// typedChunk is Typed, computed (once per ReadRawChunk: it looks the
+// chunk up in its file's metadata).
+func (rc *RawChunk) typedChunk() bool {
 	if rc.cc == nil {
 		return false
 	}

@@ -30,6 +30,8 @@ type RawChunk struct {
 	stats []byte
 	// deferred: dictionary indexes not checked yet (checkDeferred).
 	deferred bool
+	// typedState caches Typed: 0 not known yet, 1 true, -1 false.
+	typedState int8
 
 	cc   *parquet.FileColumnChunk
 	ref  chunkRef
@@ -80,6 +82,7 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 		return fmt.Errorf("read column chunk: %T is not a column chunk of a file", cc)
 	}
 	rc.Pages, rc.cc, rc.ciState, rc.dict, rc.stats = rc.Pages[:0], nil, 0, RawPage{}, rc.stats[:0]
+	rc.typedState, rc.deferred = 0, false
 	buf, base, err := readChunk(fcc, rc.Bytes)
 	if err != nil {
 		return err
@@ -143,6 +146,7 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 		rc.Pages, rc.cc = rc.Pages[:0], nil
 		return err
 	}
+	rc.typedState = 0 // the pages are known now
 	// Dictionary indexes were left to the typed decoder (lazyIdx): a
 	// chunk it does not decode is checked whole now, and one decoded by
 	// parquet-go after all (DecodePages) then.
@@ -155,7 +159,7 @@ func ReadRawChunk(cc parquet.ColumnChunk, rc *RawChunk) (err error) {
 	}
 	if rc.deferred && !rc.Typed() {
 		if err := rc.checkDeferred(); err != nil {
-			rc.Pages, rc.cc = rc.Pages[:0], nil
+			rc.Pages, rc.cc, rc.typedState = rc.Pages[:0], nil, -1
 			return err
 		}
 	}
