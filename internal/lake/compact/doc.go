@@ -15,7 +15,8 @@
 // whole pages of an input chunk that the output column writes the same
 // way (PLAIN or DELTA_LENGTH_BYTE_ARRAY, same codec), those pages are
 // copied as they are, CRC-checked, with their statistics from the input's
-// column index (pqenc.Column.CopyRowsPages). Inputs whose columns
+// column index, or for byte arrays it cuts, from the exact bounds the page's
+// header carries (pqenc.Column.CopyRowsPages). Inputs whose columns
 // pqenc cannot write, or whose columns of one name differ, fall back to
 // the row merge (merge.go: decoded batches through a lake.Writer); the
 // tests hold the two to the same output.
