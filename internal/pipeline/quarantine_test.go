@@ -38,8 +38,8 @@ func TestPipelineQuarantine(t *testing.T) {
 	t.Setenv("SLUICE_FAULT_POISON_KEY", "poison")
 	// The loop replays (and then recovers) one backoff after the failed
 	// checkpoint: hold the failing state long enough for /readyz to be
-	// asked on a loaded machine.
-	rewindMinBackoff = 5 * time.Second
+	// asked on a loaded machine (5 s was once too short at load 10).
+	rewindMinBackoff = 15 * time.Second
 	t.Cleanup(func() { rewindMinBackoff = minBackoff })
 	cfg := testConfig(t)
 	p := start(t, cfg)
@@ -49,7 +49,7 @@ func TestPipelineQuarantine(t *testing.T) {
 			t.Fatalf("status %d", r.StatusCode)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err := p.Checkpoint(ctx)
 	if err == nil || !strings.Contains(err.Error(), "poison") {
