@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // TestCopyRowsPagesAPageAtATime copies every column of a file of many
@@ -161,58 +162,10 @@ func TestCopyPagesCutBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 4000
-			rows := make([]parquet.Row, n)
-			for i := range rows {
-				if v := tc.value(i, n); v != "" {
-					rows[i] = parquet.Row{parquet.ByteArrayValue([]byte(v)).Level(0, 1, 0)}
-				} else {
-					rows[i] = parquet.Row{parquet.NullValue().Level(0, 0, 0)}
-				}
-			}
-			data := writeWithParquetGo(t, s, rows, n)
-			pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			decoded, copied, cut := 0, 0, 0
-			write := func(verbatim bool, run int) []byte {
-				var out bytes.Buffer
-				f := NewFile(&out, []Leaf{li}, &parquet.Zstd)
-				f.BeginRowGroup(n)
-				var ch Chunk
-				if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
-					t.Fatal(err)
-				}
-				var c Column
-				c.Reset(&li, f.Codec())
-				for ch.Row() < ch.Rows() {
-					k := min(run, ch.Rows()-ch.Row())
-					if verbatim {
-						c.CopyRowsPages(&ch, k)
-					} else {
-						c.CopyRows(&ch, k)
-					}
-				}
-				if ch.Err() != nil {
-					t.Fatal(ch.Err())
-				}
-				cut = len(c.cut.pages)
-				if err := f.WriteChunk(&c); err != nil {
-					t.Fatal(err)
-				}
-				if verbatim {
-					decoded, copied = c.CutPagesDecoded(), c.PagesCopied()
-				}
-				ch.Release()
-				m := *footer
-				if err := f.Close(&m); err != nil {
-					t.Fatal(err)
-				}
-				return out.Bytes()
-			}
-			want := write(false, n)
+			data := writeWithParquetGo(t, s, byteArrayRows(n, tc.value), n)
+			want, _, _, _ := copyChunkFile(t, data, li, footer, n, false, n)
 			for _, run := range []int{n, 1000, 333} {
-				got := write(true, run)
+				got, decoded, cut, copied := copyChunkFile(t, data, li, footer, n, true, run)
 				checkFile(t, got)
 				gm, err := parquet.OpenFile(bytes.NewReader(got), int64(len(got)))
 				if err != nil {
@@ -373,4 +326,62 @@ func TestTypedDecodeNullPages(t *testing.T) {
 			t.Fatalf("column %v: %v", leaves[j].Path, err)
 		}
 	}
+}
+
+// byteArrayRows is n rows of one optional byte-array column, value(i, n)
+// each ("" for a null).
+func byteArrayRows(n int, value func(i, n int) string) []parquet.Row {
+	rows := make([]parquet.Row, n)
+	for i := range rows {
+		if v := value(i, n); v != "" {
+			rows[i] = parquet.Row{parquet.ByteArrayValue([]byte(v)).Level(0, 1, 0)}
+		} else {
+			rows[i] = parquet.Row{parquet.NullValue().Level(0, 0, 0)}
+		}
+	}
+	return rows
+}
+
+// copyChunkFile copies the one-column file data (n rows, leaf li) into a
+// new file with footer, through a Column in runs of run rows: page by page
+// where it can (verbatim, CopyRowsPages) or row by row (CopyRows). It
+// returns the file and the column's pages decoded for their bounds, pages
+// with cut bounds and pages copied.
+func copyChunkFile(t *testing.T, data []byte, li Leaf, footer *format.FileMetaData, n int, verbatim bool, run int) (out []byte, decoded, cut, copied int) {
+	t.Helper()
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	f := NewFile(&buf, []Leaf{li}, &parquet.Zstd)
+	f.BeginRowGroup(n)
+	var ch Chunk
+	if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	var c Column
+	c.Reset(&li, f.Codec())
+	for ch.Row() < ch.Rows() {
+		k := min(run, ch.Rows()-ch.Row())
+		if verbatim {
+			c.CopyRowsPages(&ch, k)
+		} else {
+			c.CopyRows(&ch, k)
+		}
+	}
+	if ch.Err() != nil {
+		t.Fatal(ch.Err())
+	}
+	cut = len(c.cut.pages)
+	if err := f.WriteChunk(&c); err != nil {
+		t.Fatal(err)
+	}
+	decoded, copied = c.CutPagesDecoded(), c.PagesCopied()
+	ch.Release()
+	m := *footer
+	if err := f.Close(&m); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), decoded, cut, copied
 }

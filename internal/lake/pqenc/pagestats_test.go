@@ -60,52 +60,10 @@ func TestCopyPagesHeaderBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 3000
-			rows := make([]parquet.Row, n)
-			for i := range rows {
-				if v := tc.value(i, n); v != "" {
-					rows[i] = parquet.Row{parquet.ByteArrayValue([]byte(v)).Level(0, 1, 0)}
-				} else {
-					rows[i] = parquet.Row{parquet.NullValue().Level(0, 0, 0)}
-				}
-			}
-			src := writeWithParquetGo(t, s, rows, n)
+			src := writeWithParquetGo(t, s, byteArrayRows(n, tc.value), n)
 			copyFile := func(data []byte, verbatim bool, run int) (out []byte, decoded, cut, copied int) {
 				t.Helper()
-				pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var buf bytes.Buffer
-				f := NewFile(&buf, []Leaf{li}, &parquet.Zstd)
-				f.BeginRowGroup(n)
-				var ch Chunk
-				if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
-					t.Fatal(err)
-				}
-				var c Column
-				c.Reset(&li, f.Codec())
-				for ch.Row() < ch.Rows() {
-					k := min(run, ch.Rows()-ch.Row())
-					if verbatim {
-						c.CopyRowsPages(&ch, k)
-					} else {
-						c.CopyRows(&ch, k)
-					}
-				}
-				if ch.Err() != nil {
-					t.Fatal(ch.Err())
-				}
-				cut = len(c.cut.pages)
-				if err := f.WriteChunk(&c); err != nil {
-					t.Fatal(err)
-				}
-				decoded, copied = c.CutPagesDecoded(), c.PagesCopied()
-				ch.Release()
-				m := *footer
-				if err := f.Close(&m); err != nil {
-					t.Fatal(err)
-				}
-				return buf.Bytes(), decoded, cut, copied
+				return copyChunkFile(t, data, li, footer, n, verbatim, run)
 			}
 			// Written by pqenc: its pages carry header bounds.
 			in, _, _, _ := copyFile(src, false, n)
