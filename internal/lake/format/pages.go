@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"sync"
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -100,31 +99,18 @@ func (p *checkedPages) open() error {
 
 // freeChunkBufs keeps the buffers of whole chunks read by Pages between
 // chunks (a reader reads chunk after chunk); up to 16 MiB each.
-var freeChunkBufs struct {
-	mu  sync.Mutex
-	all [][]byte
-}
+var freeChunkBufs = FreeList[[]byte]{Max: maxIdleTmps}
 
 func getChunkBuf() []byte {
-	freeChunkBufs.mu.Lock()
-	defer freeChunkBufs.mu.Unlock()
-	if n := len(freeChunkBufs.all); n > 0 {
-		b := freeChunkBufs.all[n-1]
-		freeChunkBufs.all = freeChunkBufs.all[:n-1]
-		return b
-	}
-	return nil
+	b, _ := freeChunkBufs.Get()
+	return b
 }
 
 func putChunkBuf(b []byte) {
 	if b == nil || cap(b) > 16<<20 {
 		return
 	}
-	freeChunkBufs.mu.Lock()
-	defer freeChunkBufs.mu.Unlock()
-	if len(freeChunkBufs.all) < maxIdleTmps {
-		freeChunkBufs.all = append(freeChunkBufs.all, b[:0])
-	}
+	freeChunkBufs.Put(b[:0])
 }
 
 // memReaderAt serves the bytes of a column chunk read into memory at
@@ -277,20 +263,12 @@ type pageScratch struct {
 	dec            *thrift.Decoder
 }
 
-// freeScratch keeps checkChunk's scratch between chunks: a plain free list,
-// not a sync.Pool, which drops its items (and their zstd decoders, costly
-// to make) at every GC.
-var freeScratch struct {
-	mu  sync.Mutex
-	all []*pageScratch
-}
+// freeScratch keeps checkChunk's scratch (and its zstd decoders) between
+// chunks.
+var freeScratch = FreeList[*pageScratch]{Max: maxIdleTmps}
 
 func getScratch() *pageScratch {
-	freeScratch.mu.Lock()
-	defer freeScratch.mu.Unlock()
-	if n := len(freeScratch.all); n > 0 {
-		s := freeScratch.all[n-1]
-		freeScratch.all = freeScratch.all[:n-1]
+	if s, ok := freeScratch.Get(); ok {
 		return s
 	}
 	return new(pageScratch)
@@ -301,11 +279,7 @@ func putScratch(s *pageScratch) {
 		// A rare large page: let its buffers go.
 		s.body, s.out = nil, nil
 	}
-	freeScratch.mu.Lock()
-	defer freeScratch.mu.Unlock()
-	if len(freeScratch.all) < maxIdleTmps {
-		freeScratch.all = append(freeScratch.all, s)
-	} else {
+	if !freeScratch.Put(s) {
 		for _, d := range []*zstd.Decoder{s.zd, s.zs} {
 			if d != nil {
 				d.Close()

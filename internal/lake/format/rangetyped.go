@@ -3,7 +3,6 @@ package format
 import (
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	pqformat "github.com/parquet-go/parquet-go/format"
@@ -18,29 +17,16 @@ import (
 
 // freeDecs keeps the ranged readers' decoders (and their page buffers)
 // between calls: a query reads a few columns of many row groups.
-var freeDecs struct {
-	mu  sync.Mutex
-	all []*chunkDec
-}
+var freeDecs = FreeList[*chunkDec]{Max: maxIdleTmps}
 
 func getDec() *chunkDec {
-	freeDecs.mu.Lock()
-	defer freeDecs.mu.Unlock()
-	if n := len(freeDecs.all); n > 0 {
-		d := freeDecs.all[n-1]
-		freeDecs.all = freeDecs.all[:n-1]
+	if d, ok := freeDecs.Get(); ok {
 		return d
 	}
 	return new(chunkDec)
 }
 
-func putDec(d *chunkDec) {
-	freeDecs.mu.Lock()
-	defer freeDecs.mu.Unlock()
-	if len(freeDecs.all) < maxIdleTmps {
-		freeDecs.all = append(freeDecs.all, d)
-	}
-}
+func putDec(d *chunkDec) { freeDecs.Put(d) }
 
 // anyType is typedRange's want for a chunk of any physical type.
 const anyType pqformat.Type = -1

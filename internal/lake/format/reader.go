@@ -11,7 +11,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	pqformat "github.com/parquet-go/parquet-go/format"
@@ -186,33 +185,20 @@ func (f *File) Lookup(key string) (string, bool) { return f.pf.Lookup(key) }
 // freeTmps keeps read scratch between files: compaction opens many. A
 // plain free list, not a sync.Pool: a pool drops its items at every GC, and
 // regrowing the scratch of a row group was a tenth of reading one.
-var freeTmps struct {
-	mu   sync.Mutex
-	tmps []*rowTmp
-}
+var freeTmps = FreeList[*rowTmp]{Max: maxIdleTmps}
 
-// maxIdleTmps bounds the idle scratch kept; more only exist while that many
-// files are read at once.
+// maxIdleTmps bounds the idle scratch kept on each of the package's free
+// lists; more only exist while that many files are read at once.
 const maxIdleTmps = 4
 
 func getRowTmp() *rowTmp {
-	freeTmps.mu.Lock()
-	defer freeTmps.mu.Unlock()
-	if n := len(freeTmps.tmps); n > 0 {
-		t := freeTmps.tmps[n-1]
-		freeTmps.tmps = freeTmps.tmps[:n-1]
+	if t, ok := freeTmps.Get(); ok {
 		return t
 	}
 	return &rowTmp{vbuf: make([]parquet.Value, 1024)}
 }
 
-func putRowTmp(t *rowTmp) {
-	freeTmps.mu.Lock()
-	defer freeTmps.mu.Unlock()
-	if len(freeTmps.tmps) < maxIdleTmps {
-		freeTmps.tmps = append(freeTmps.tmps, t)
-	}
-}
+func putRowTmp(t *rowTmp) { freeTmps.Put(t) }
 
 // Close releases the file.
 func (f *File) Close() error {

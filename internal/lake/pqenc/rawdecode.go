@@ -2,7 +2,6 @@ package pqenc
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -15,36 +14,21 @@ import (
 // once, and a chunk holds no page reader and its buffers between pages;
 // the decoders (and their decompression buffers) are shared.
 
-// pageDecs keeps page decoders between pages: a plain free list, not a
-// sync.Pool, which would drop their zstd decoders at every GC.
-var pageDecs struct {
-	mu   sync.Mutex
-	free []*format.PageDecoder
-}
-
-// maxIdlePageDecs bounds the idle decoders kept (about one per
-// concurrent merge).
-const maxIdlePageDecs = 4
+// pageDecs keeps page decoders (and their zstd decoders) between pages,
+// about one per concurrent merge.
+var pageDecs = format.FreeList[*format.PageDecoder]{Max: 4}
 
 func getPageDec() *format.PageDecoder {
-	pageDecs.mu.Lock()
-	defer pageDecs.mu.Unlock()
-	if n := len(pageDecs.free); n > 0 {
-		pd := pageDecs.free[n-1]
-		pageDecs.free = pageDecs.free[:n-1]
+	if pd, ok := pageDecs.Get(); ok {
 		return pd
 	}
 	return new(format.PageDecoder)
 }
 
 func putPageDec(pd *format.PageDecoder) {
-	pageDecs.mu.Lock()
-	defer pageDecs.mu.Unlock()
-	if len(pageDecs.free) < maxIdlePageDecs {
-		pageDecs.free = append(pageDecs.free, pd)
-		return
+	if !pageDecs.Put(pd) {
+		pd.Release()
 	}
-	pd.Release()
 }
 
 // decodeTyped decodes data page k of the chunk's raw pages and appends
