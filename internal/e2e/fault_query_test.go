@@ -107,6 +107,19 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
+// lakeQueryConfig writes the config of a `sluice run` with its lake in a
+// new temporary directory, the query API, and every listener on a free
+// loopback port, followed by extra (exporters, pipelines).
+func lakeQueryConfig(t *testing.T, extra string) string {
+	return writeConfig(t, fmt.Sprintf(`receivers:
+  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
+lake: {root: %q, flush_interval: 1s}
+admin: {addr: 127.0.0.1:0}
+query: {addr: 127.0.0.1:0}
+shutdown_timeout: 10s
+`, t.TempDir())+extra)
+}
+
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "sluice.yaml")

@@ -140,25 +140,12 @@ func TestRemoteWriteFloatHistogramsEndToEnd(t *testing.T) {
 	}
 	for _, shard := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shard=%v", shard), func(t *testing.T) {
-			down := startQueryRun(t, writeConfig(t, fmt.Sprintf(`
-receivers:
-  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
-lake: {root: %q, flush_interval: 1s}
-admin: {addr: 127.0.0.1:0}
-query: {addr: 127.0.0.1:0}
-shutdown_timeout: 10s
-`, t.TempDir())))
+			down := startQueryRun(t, lakeQueryConfig(t, ""))
 			mode := "replicate"
 			if shard {
 				mode = "shard"
 			}
-			up := startQueryRun(t, writeConfig(t, fmt.Sprintf(`
-receivers:
-  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
-lake: {root: %q, flush_interval: 1s}
-admin: {addr: 127.0.0.1:0}
-query: {addr: 127.0.0.1:0}
-shutdown_timeout: 10s
+			up := startQueryRun(t, lakeQueryConfig(t, fmt.Sprintf(`
 exporters:
   prometheus_remote_write/down:
     endpoints: [http://%s/api/v1/write]
@@ -169,7 +156,7 @@ pipelines:
   metrics: {receivers: [otlp, prometheus_remote_write], exporters: [lake, prometheus_remote_write/down]}
   logs: {receivers: [otlp], exporters: [lake]}
   traces: {receivers: [otlp], exporters: [lake]}
-`, t.TempDir(), down.query, mode)))
+`, down.query, mode)))
 
 			const n = 8
 			t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second).UnixMilli()

@@ -257,21 +257,8 @@ func TestPRWOutExemplarsSluiceToSluice(t *testing.T) {
 	}
 	for _, protocol := range []string{"2.0", "1.0"} {
 		t.Run(protocol, func(t *testing.T) {
-			down := startQueryRun(t, writeConfig(t, fmt.Sprintf(`
-receivers:
-  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
-lake: {root: %q, flush_interval: 1s}
-admin: {addr: 127.0.0.1:0}
-query: {addr: 127.0.0.1:0}
-shutdown_timeout: 10s
-`, t.TempDir())))
-			up := startQueryRun(t, writeConfig(t, fmt.Sprintf(`
-receivers:
-  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
-lake: {root: %q, flush_interval: 1s}
-admin: {addr: 127.0.0.1:0}
-query: {addr: 127.0.0.1:0}
-shutdown_timeout: 10s
+			down := startQueryRun(t, lakeQueryConfig(t, ""))
+			up := startQueryRun(t, lakeQueryConfig(t, fmt.Sprintf(`
 exporters:
   prometheus_remote_write/down:
     endpoints: [http://%s/api/v1/write]
@@ -282,7 +269,7 @@ pipelines:
   metrics: {receivers: [otlp], exporters: [lake, prometheus_remote_write/down]}
   logs: {receivers: [otlp], exporters: [lake]}
   traces: {receivers: [otlp], exporters: [lake]}
-`, t.TempDir(), down.query, protocol)))
+`, down.query, protocol)))
 			t0 := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
 			const n = 3
 			sendOTLPMetrics(t, up.http, outMetrics(t0, n))

@@ -44,21 +44,8 @@ func TestRemoteWriteToOTLPSluiceToSluice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	down := startQueryRun(t, writeConfig(t, fmt.Sprintf(`
-receivers:
-  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
-lake: {root: %q, flush_interval: 1s}
-admin: {addr: 127.0.0.1:0}
-query: {addr: 127.0.0.1:0}
-shutdown_timeout: 10s
-`, t.TempDir())))
-	up := startQueryRun(t, writeConfig(t, fmt.Sprintf(`
-receivers:
-  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0}
-lake: {root: %q, flush_interval: 1s}
-admin: {addr: 127.0.0.1:0}
-query: {addr: 127.0.0.1:0}
-shutdown_timeout: 10s
+	down := startQueryRun(t, lakeQueryConfig(t, ""))
+	up := startQueryRun(t, lakeQueryConfig(t, fmt.Sprintf(`
 exporters:
   otlp/down:
     endpoints: [http://%s]
@@ -67,7 +54,7 @@ pipelines:
   metrics: {receivers: [otlp, prometheus_remote_write], exporters: [lake, otlp/down]}
   logs: {receivers: [otlp], exporters: [lake]}
   traces: {receivers: [otlp], exporters: [lake]}
-`, t.TempDir(), down.http)))
+`, down.http)))
 	upBase, downBase := "http://"+up.query, "http://"+down.query
 	api, err := remoteapi.NewAPI(upBase, remoteapi.WithAPIPath("api/v1/write"))
 	if err != nil {
