@@ -92,7 +92,7 @@ type DecoderStats struct {
 	Preloaded   int64 // fds read from /proc when tracing started
 	Execs       int64
 	Forks       int64
-	Exits       int64
+	Exits       int64 // process exits, each counted once however many of its threads report it
 	BadRecords  int64
 }
 
@@ -122,6 +122,12 @@ type Decoder struct {
 	rec     rawRecord
 	linkBuf []byte
 	stats   DecoderStats
+	// exited holds the last few pids whose exit was decoded. The kernel
+	// sends a process's exit from each thread that finds the thread
+	// group's live count at zero, and threads that exit together (an
+	// exit_group) can all find it so: their repeats are not counted.
+	exited  [8]uint32
+	exitPos int
 }
 
 // NewDecoder returns a Decoder.
@@ -330,7 +336,9 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 		d.fork(r.pid, r.tid)
 		return
 	case kindExit:
-		d.stats.Exits++
+		if d.firstExit(r.pid) {
+			d.stats.Exits++
+		}
 		delete(d.procs, r.pid)
 		if d.lastID == r.pid {
 			d.last = nil
@@ -430,7 +438,26 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 }
 
 // fork gives child a copy of parent's fd table and cwd, as the kernel did.
+// firstExit reports whether pid's exit was not decoded recently, and
+// remembers it.
+func (d *Decoder) firstExit(pid uint32) bool {
+	for _, p := range d.exited {
+		if p == pid && pid != 0 {
+			return false
+		}
+	}
+	d.exited[d.exitPos] = pid
+	d.exitPos = (d.exitPos + 1) % len(d.exited)
+	return true
+}
+
 func (d *Decoder) fork(parent, child uint32) {
+	// A new process may reuse a pid that exited recently.
+	for i, p := range d.exited {
+		if p == child {
+			d.exited[i] = 0
+		}
+	}
 	pp := d.procs[parent]
 	if pp == nil {
 		return

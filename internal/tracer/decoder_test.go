@@ -95,6 +95,17 @@ func TestDecoderFDTable(t *testing.T) {
 	if len(s.d.procs) != 0 {
 		t.Fatalf("process table not dropped at exit: %d", len(s.d.procs))
 	}
+	// The other threads of an exit_group may report the same exit.
+	s.event(kindExit)
+	if st := s.d.Stats(); st.Exits != 1 {
+		t.Errorf("%d exits counted for one process, want 1", st.Exits)
+	}
+	// A new process that reuses the pid has an exit of its own.
+	s.d.Decode(appendRecord(nil, &rawRecord{pid: 1, tid: 7, kind: kindFork, fd: -1, fd2: -1}), s.out)
+	s.event(kindExit)
+	if st := s.d.Stats(); st.Exits != 2 {
+		t.Errorf("%d exits counted after the pid was reused, want 2", st.Exits)
+	}
 	if st := s.d.Stats(); st.ProcLookups != 5 {
 		// fd 3, dirfd 4, fd 9 after close_range, fds 6 and 10 after exec
 		t.Errorf("%d /proc lookups, want 5", st.ProcLookups)
