@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
 type metaEntry struct{ Type, Help, Unit string }
@@ -190,6 +193,51 @@ func TestPrometheusMetadataToSluice(t *testing.T) {
 	t.Fatalf("%d of %d families differ, e.g. %v\n%s", len(missing), len(pm), missing[:min(5, len(missing))], stderr)
 }
 
+// v2MetaStore keeps, per series name, the metadata of the 2.0 series the
+// reference handler got.
+type v2MetaStore struct {
+	mu   sync.Mutex
+	meta map[string]writev2.Metadata
+	syms map[string][]string
+}
+
+func (s *v2MetaStore) Store(r *http.Request, _ remoteapi.WriteMessageType) (*remoteapi.WriteResponse, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	var req writev2.Request
+	if err := req.Unmarshal(b); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.syms == nil {
+		s.syms = map[string][]string{}
+	}
+	for _, ts := range req.Timeseries {
+		for i := 0; i+1 < len(ts.LabelsRefs); i += 2 {
+			if req.Symbols[ts.LabelsRefs[i]] == "__name__" {
+				name := req.Symbols[ts.LabelsRefs[i+1]]
+				s.meta[name] = ts.Metadata
+				s.syms[name] = []string{req.Symbols[ts.Metadata.HelpRef], req.Symbols[ts.Metadata.UnitRef]}
+			}
+		}
+	}
+	return remoteapi.NewWriteResponse(), nil
+}
+
+// got returns "TYPE help unit" per series name.
+func (s *v2MetaStore) got() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for name, md := range s.meta {
+		out[name] = md.Type.String() + " " + s.syms[name][0] + " " + s.syms[name][1]
+	}
+	return out
+}
+
 func trimAny(s string, suffixes ...string) string {
 	for _, suf := range suffixes {
 		if n := len(s) - len(suf); n > 0 && s[n:] == suf {
@@ -200,18 +248,24 @@ func trimAny(s string, suffixes ...string) string {
 }
 
 // TestRelayForwardsMetadata: a `sluice run` with a lake, a remote write
-// 1.0 exporter and an OTLP exporter, both into a second sluice, gets
-// metadata sent without series, then the series: the downstream sluice
-// serves the metadata (forwarded as received, as a request of its own)
-// and both series (sent twice: over remote write and over OTLP, which
-// name them alike); the relay serves the metadata too, writes its series
-// into its lake with no record quarantined, and its OTLP exporter, which
-// cannot carry metadata without series, skips the record instead of
-// sending an empty request.
+// 1.0 exporter and an OTLP exporter, both into a second sluice, and a
+// remote write 2.0 exporter into the reference 2.0 handler, gets metadata
+// sent without series, then the series: the downstream sluice serves the
+// metadata (forwarded as received, as a request of its own) and both
+// series (sent twice: over remote write and over OTLP, which name them
+// alike); the relay serves the metadata too, writes its series into its
+// lake with no record quarantined, and its OTLP exporter, which cannot
+// carry metadata without series, skips the record instead of sending an
+// empty request. The 2.0 handler gets each series with its family's
+// metadata on it, as Prometheus's own 2.0 sender sends it.
 func TestRelayForwardsMetadata(t *testing.T) {
 	downLake := t.TempDir()
 	downQuery := freePort(t)
 	down := startServer(t, freshConfig(t, downLake, downQuery))
+
+	v2 := &v2MetaStore{meta: map[string]writev2.Metadata{}}
+	v2srv := httptest.NewServer(remoteapi.NewWriteHandler(v2, remoteapi.MessageTypes{remoteapi.WriteV2MessageType}))
+	defer v2srv.Close()
 
 	dir := t.TempDir()
 	relayQuery := freePort(t)
@@ -224,13 +278,17 @@ exporters:
   prometheus_remote_write/down:
     endpoints: [http://%s/api/v1/write]
     batch_delay: 20ms
+  prometheus_remote_write/v2:
+    endpoints: [%s]
+    protocol: "2.0"
+    batch_delay: 20ms
   otlp/down:
     endpoints: [http://%s]
     batch_delay: 20ms
 pipelines:
-  metrics: {receivers: [prometheus_remote_write], exporters: [lake, prometheus_remote_write/down, otlp/down]}
+  metrics: {receivers: [prometheus_remote_write], exporters: [lake, prometheus_remote_write/down, prometheus_remote_write/v2, otlp/down]}
 shutdown_timeout: %s
-`, relayQuery, filepath.Join(dir, "lake"), downQuery, down.http, runShutdownTimeout))
+`, relayQuery, filepath.Join(dir, "lake"), downQuery, v2srv.URL, down.http, runShutdownTimeout))
 	relay := startServer(t, cfg)
 	api, err := remoteapi.NewAPI("http://"+relayQuery, remoteapi.WithAPIPath("api/v1/write"))
 	if err != nil {
@@ -269,6 +327,14 @@ shutdown_timeout: %s
 		if !ok {
 			t.Fatalf("%s: metadata %v, %v series; want %v", base, got, n, want)
 		}
+	}
+	wantV2 := map[string]string{
+		"fwm_jobs_total": "METRIC_TYPE_COUNTER Jobs run. ",
+		"fwm_heap_bytes": "METRIC_TYPE_GAUGE Heap in use. bytes",
+	}
+	var gotV2 map[string]string
+	if !waitFor(60*time.Second, func() bool { gotV2 = v2.got(); return fmt.Sprint(gotV2) == fmt.Sprint(wantV2) }) {
+		t.Fatalf("2.0 endpoint: series metadata %q, want %q", gotV2, wantV2)
 	}
 	if v := metricValue(t, relay.admin, "sluice_lake_bad_records_total"); v != 0 {
 		t.Fatalf("relay quarantined %v records", v)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter/otlpexporter"
 	"github.com/sluice-dev/sluice/internal/exporter/prwexporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -27,12 +28,15 @@ type exporters struct {
 	// fractional counts, per exporter, the float histograms with
 	// fractional counts an OTLP exporter dropped (prwParser).
 	fractional *prometheus.CounterVec
-	mu         sync.Mutex
-	runners    []*exporter.Runner
-	cursors    []*queue.Cursor
-	closers    []func() error
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	// metaRefused counts, per exporter, metric families whose metadata
+	// did not fit its table (prw.FamilyTable).
+	metaRefused *prometheus.CounterVec
+	mu          sync.Mutex
+	runners     []*exporter.Runner
+	cursors     []*queue.Cursor
+	closers     []func() error
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // cursorName maps an exporter name (type[/name]) to a queue cursor name.
@@ -45,12 +49,16 @@ var signalKinds = map[string]signal.Kind{"logs": signal.KindLogs, "metrics": sig
 // starts one goroutine per exporter.
 func startExporters(cfg config.Config, q *queue.Queue, reg prometheus.Registerer, log *slog.Logger) (*exporters, error) {
 	e := &exporters{fractional: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_exporter_fractional_histograms_dropped_total",
-		Help: "Remote-write float native histograms with fractional counts an OTLP exporter dropped: OTLP counts are integers."}, []string{"exporter"})}
+		Help: "Remote-write float native histograms with fractional counts an OTLP exporter dropped: OTLP counts are integers."}, []string{"exporter"}),
+		metaRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_exporter_metadata_families_refused_total",
+			Help: "Metric families whose remote-write metadata (sent without series) an exporter could not remember for later series: its table of 16 MiB was full."}, []string{"exporter"})}
 	if err := reg.Register(exporter.NewCollector(e.list)); err != nil {
 		return nil, fmt.Errorf("register exporter metrics: %w", err)
 	}
-	if err := reg.Register(e.fractional); err != nil {
-		return nil, fmt.Errorf("register exporter metrics: %w", err)
+	for _, c := range []prometheus.Collector{e.fractional, e.metaRefused} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register exporter metrics: %w", err)
+		}
 	}
 	want := map[string]bool{}
 	for name := range cfg.Exporters {
@@ -93,6 +101,8 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 	}
 	var sender exporter.Sender
 	takesPRW := false // the sender reads remote-write bodies itself
+	fam := prw.NewFamilyTable(0)
+	fam.OnRefused = e.metaRefused.WithLabelValues(name).Inc
 	switch config.ExporterType(name) {
 	case config.ExporterOTLP:
 		x, err := otlpexporter.New(otlpexporter.Config{
@@ -109,6 +119,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Shard: ec.Mode == "shard",
 			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
 			SendNativeHistograms: ec.SendNativeHistograms, NoMetadata: ec.SendMetadata != nil && !*ec.SendMetadata,
+			Families: fam,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)
@@ -136,7 +147,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		Name: name, Cursor: cur, Sender: sender, Signals: kinds,
 		BatchBytes: int(ec.BatchBytes), BatchDelay: ec.BatchDelay.D(),
 		Logger: log.With("component", "exporter"),
-		Parse:  prwParser(name, takesPRW, e.fractional.WithLabelValues(name)),
+		Parse:  prwParser(name, takesPRW, e.fractional.WithLabelValues(name), fam),
 	})
 	if err != nil {
 		return nil, err

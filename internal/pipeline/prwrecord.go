@@ -79,6 +79,12 @@ func splitCounted(body []byte) (int, []byte, error) {
 // queued; a partial error here (it cannot happen for a body the consumer
 // queued) keeps the good series, as the receiver would have.
 func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
+	return decodeMetricsRecordWith(dst, enc, body, nil)
+}
+
+// decodeMetricsRecordWith is decodeMetricsRecord that also hands a 1.0
+// request, snappy-decoded, to learn (when not nil).
+func decodeMetricsRecordWith(dst *signal.Metrics, enc bodyEnc, body []byte, learn func(req []byte)) error {
 	switch enc {
 	case encOTLP:
 		return otlp.DecodeMetrics(dst, body)
@@ -87,7 +93,7 @@ func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
 		if err != nil {
 			return err
 		}
-		return decodeMetricsRecord(dst, encPRW1, raw)
+		return decodeMetricsRecordWith(dst, encPRW1, raw, learn)
 	case encPRW2N:
 		_, raw, err := splitCounted(body)
 		if err != nil {
@@ -107,6 +113,9 @@ func decodeMetricsRecord(dst *signal.Metrics, enc bodyEnc, body []byte) error {
 		}
 		if enc == encPRW1 {
 			_, err = x.dec.DecodeV1(dst, x.buf)
+			if learn != nil {
+				learn(x.buf)
+			}
 		} else {
 			_, err = x.dec.DecodeV2(dst, x.buf)
 		}
@@ -142,10 +151,19 @@ func otlpMetricsBody(dst []byte, m *signal.Metrics, enc bodyEnc, body []byte) ([
 // form: it is dropped from the OTLP body and counted in fractional (when
 // not nil), as the OpenTelemetry specification drops what a format cannot
 // express; whole-number float histograms go as integer histograms.
-func prwParser(name string, takesPRW bool, fractional prometheus.Counter) func(rec []byte) (exporter.Record, error) {
+//
+// Metadata a 1.0 sender sent in requests of its own (Prometheus does) is
+// learnt into fam and describes the OTLP metrics of later requests of the
+// same tenant and family (prw.FamilyTable); nil fam: a table of its own.
+func prwParser(name string, takesPRW bool, fractional prometheus.Counter, fam *prw.FamilyTable) func(rec []byte) (exporter.Record, error) {
+	if fam == nil {
+		fam = prw.NewFamilyTable(0)
+	}
 	var (
-		m   signal.Metrics
-		buf []byte
+		m      signal.Metrics
+		buf    []byte
+		tenant string
+		learn  = func(req []byte) { fam.LearnV1(tenant, req) }
 	)
 	return func(rec []byte) (exporter.Record, error) {
 		r, err := parseRecord(rec)
@@ -173,9 +191,11 @@ func prwParser(name string, takesPRW bool, fractional prometheus.Counter) func(r
 			x.RemoteWrite = 2
 		case r.Enc == encPRW1 || r.Enc == encPRW2 || r.Enc == encPRW1N || r.Enc == encPRW2N:
 			m.Reset()
-			if err := decodeMetricsRecord(&m, r.Enc, r.Body); err != nil {
+			tenant = x.Tenant
+			if err := decodeMetricsRecordWith(&m, r.Enc, r.Body, learn); err != nil {
 				return exporter.Record{}, fmt.Errorf("remote-write record: %w", err)
 			}
+			fam.Describe(tenant, &m, 0)
 			if n := dropFractional(&m); n > 0 && fractional != nil {
 				fractional.Add(float64(n))
 			}

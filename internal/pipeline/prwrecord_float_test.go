@@ -38,7 +38,7 @@ func TestOTLPExporterDropsFractionalHistograms(t *testing.T) {
 	}
 	rec := appendRecordTo(nil, signal.KindMetrics, encPRW2, "acme", nil, snappy.Encode(nil, body))
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
-	x, err := prwParser("otlp/x", false, dropped)(rec)
+	x, err := prwParser("otlp/x", false, dropped, nil)(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -453,19 +453,11 @@ func (d *Decoder) applyMetadata(e *[numDescKinds]uint32, typ uint64, help, unit 
 		if md.Metadata.Len() > 0 || md.Description.Len() > 0 {
 			continue
 		}
-		if len(help) > 0 {
-			md.Description = c.AppendBytes(help)
-		}
-		a := uint32(c.Attrs.Len())
 		tn := "unknown"
 		if typ < uint64(len(typeNames)) {
 			tn = typeNames[typ]
 		}
-		c.Attrs.Append(c.Keys.IDString(AttrType), signal.ValueString, uint64(c.AppendString(tn)))
-		if len(unit) > 0 {
-			c.Attrs.Append(c.Keys.IDString(AttrUnit), signal.ValueString, uint64(c.AppendBytes(unit)))
-		}
-		md.Metadata = signal.Range{Start: a, End: uint32(c.Attrs.Len())}
+		describe(c, md, tn, unsafex.String(help), unsafex.String(unit))
 	}
 }
 

@@ -44,8 +44,9 @@ import (
 // field goes, as its bytes, to the endpoint its labels hash to (the same
 // hash as the convert path's, over the labels sorted by name, so a series
 // lands on one endpoint whichever path carried it); metadata goes to
-// every endpoint that gets a series. A 2.0 record in shard mode, and a
-// record of the other protocol version, is decoded (the convert path).
+// every endpoint, since each holds series of the family. A 2.0 record in
+// shard mode, and a record of the other protocol version, is decoded
+// (the convert path).
 
 // maxRawBytes bounds one pass-through 1.0 request of concatenated
 // records, snappy-decoded; a record of this size or more goes alone, as
@@ -327,7 +328,10 @@ func (e *Exporter) sendSharded(ctx context.Context, tenant string, body []byte) 
 	errs := make([]error, len(e.eps))
 	var wg sync.WaitGroup
 	for k := range e.eps {
-		if series[k] == 0 {
+		// Metadata describes families, whose series are on every
+		// endpoint: it goes to each, alone where no series does
+		// (Prometheus sends it in requests without series).
+		if series[k] == 0 && len(meta) == 0 {
 			continue
 		}
 		parts[k] = append(parts[k], meta...)

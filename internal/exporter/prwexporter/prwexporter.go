@@ -41,6 +41,9 @@ type Config struct {
 	// request; 2.0: per series). Zero value: metadata is sent, as
 	// Prometheus's send_metadata defaults to true.
 	NoMetadata bool
+	// Families remembers metadata sent without series, for the series
+	// of later requests; nil: a table of the default bound.
+	Families *prw.FamilyTable
 }
 
 // Exporter is an exporter.Sender for remote write.
@@ -52,6 +55,10 @@ type Exporter struct {
 	cv   converter
 	m    signal.Metrics
 	dec  prw.Decoder // remote-write records on the convert path
+	// fam remembers the families' metadata remote-write senders sent in
+	// requests of their own, for the series of later requests (the
+	// convert path puts metadata on each 2.0 series).
+	fam *prw.FamilyTable
 	// blocks are the snappy bodies of the records sendMerged joins, and
 	// joined their request (reused, as mPayload: the payload of a request
 	// is not used after Send returns).
@@ -96,7 +103,11 @@ func New(cfg Config) (*Exporter, error) {
 	// CPU at 1,500 samples per request).
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.WriteBufferSize = 64 << 10
-	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr}, ring: sending.NewRing(cfg.Endpoints)}
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr}, ring: sending.NewRing(cfg.Endpoints),
+		fam: cfg.Families}
+	if e.fam == nil {
+		e.fam = prw.NewFamilyTable(0)
+	}
 	for _, u := range cfg.Endpoints {
 		e.eps = append(e.eps, sending.NewEndpoint(u, cfg.Policy))
 		var v1 atomic.Bool
@@ -198,7 +209,9 @@ func (e *Exporter) sendConverted(ctx context.Context, tenant string, recs []expo
 	return e.sendSeries(ctx, tenant, e.cv.series, e.cv.meta)
 }
 
-// decode appends a record's metrics to e.m.
+// decode appends a record's metrics to e.m. Remote-write series without
+// metadata get their family's from e.fam, which learns what 1.0 requests
+// carry (Prometheus sends metadata in requests without series).
 func (e *Exporter) decode(r *exporter.Record) error {
 	switch r.RemoteWrite {
 	case 0:
@@ -208,14 +221,19 @@ func (e *Exporter) decode(r *exporter.Record) error {
 		if e.unsnap, err = prw.Unsnappy(e.unsnap, r.Body); err != nil {
 			return err
 		}
+		from := len(e.m.Descs)
 		if r.RemoteWrite == 1 {
 			_, err = e.dec.DecodeV1(&e.m, e.unsnap)
+			e.fam.LearnV1(r.Tenant, e.unsnap)
 		} else {
 			_, err = e.dec.DecodeV2(&e.m, e.unsnap)
 		}
 		var pe *prw.PartialError
 		if errors.As(err, &pe) {
 			err = nil // the receiver queued it: keep its good series, as it did
+		}
+		if err == nil && !e.cfg.NoMetadata {
+			e.fam.Describe(r.Tenant, &e.m, from)
 		}
 		return err
 	}
