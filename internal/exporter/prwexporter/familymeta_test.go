@@ -112,15 +112,7 @@ func TestMetadataSentApartReachesV2Series(t *testing.T) {
 // In shard mode a request of metadata only (what Prometheus sends) goes to
 // every endpoint: each holds series of the families it describes.
 func TestShardMetadataOnlyToEveryEndpoint(t *testing.T) {
-	var css []*captureServer
-	var urls []string
-	for range 3 {
-		cs := &captureServer{}
-		srv := httptest.NewServer(cs)
-		defer srv.Close()
-		css = append(css, cs)
-		urls = append(urls, srv.URL)
-	}
+	css, urls := captureServers(t, 3)
 	exp, err := New(Config{Endpoints: urls, Protocol: "1.0", Shard: true})
 	if err != nil {
 		t.Fatal(err)

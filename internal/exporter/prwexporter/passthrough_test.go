@@ -37,6 +37,20 @@ type captureServer struct {
 	v1Only bool
 }
 
+// captureServers starts n capture servers, closed when the test ends.
+func captureServers(t *testing.T, n int) ([]*captureServer, []string) {
+	var css []*captureServer
+	var urls []string
+	for range n {
+		cs := &captureServer{}
+		srv := httptest.NewServer(cs)
+		t.Cleanup(srv.Close)
+		css = append(css, cs)
+		urls = append(urls, srv.URL)
+	}
+	return css, urls
+}
+
 func (c *captureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -302,15 +316,7 @@ func TestPassThroughShard(t *testing.T) {
 		otlpRecs = append(otlpRecs, exporter.Record{Kind: signal.KindMetrics, Tenant: r.Tenant, Body: otlp.AppendMetricsProto(nil, &m)})
 	}
 	// One set of endpoints for both paths: the ring is keyed by their URLs.
-	var css []*captureServer
-	var urls []string
-	for range 3 {
-		cs := &captureServer{}
-		srv := httptest.NewServer(cs)
-		defer srv.Close()
-		css = append(css, cs)
-		urls = append(urls, srv.URL)
-	}
+	css, urls := captureServers(t, 3)
 	where := func(recs []exporter.Record) (map[string]int, map[string][]byte) {
 		for _, cs := range css {
 			cs.bodies = nil
