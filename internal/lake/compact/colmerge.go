@@ -113,6 +113,8 @@ type colMerger struct {
 	written []lake.Segment
 	pending int // rows merged since the last progress update
 	copied  int64
+	// dictionary-encoded pages among copied
+	dictCopied int64
 }
 
 // Key column slots of colMerger.keyLeaf.
@@ -193,7 +195,7 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 	}
 	err = m.run()
 	written = m.written
-	res.PagesCopied = m.copied
+	res.PagesCopied, res.DictPagesCopied = m.copied, m.dictCopied
 	if err != nil {
 		return res, written, err
 	}
@@ -618,6 +620,12 @@ func (m *colMerger) copyBlock() error {
 	if m.rgRows == 0 {
 		for j := range m.cols {
 			m.cols[j].Reset(&m.leaves[j], lake.Codec())
+			// Dictionary pages are copied verbatim where the output
+			// chunk's dictionary can take their input's, except into the
+			// columns whose dictionaries name the file's services and
+			// metrics (endRowGroup): a taken dictionary may hold values
+			// the chunk's rows do not.
+			m.cols[j].AllowDictPages(verbatimPages && j != m.nameLeaf[0] && j != m.nameLeaf[1])
 		}
 	}
 	m.blockInputs = m.blockInputs[:0]
@@ -828,6 +836,7 @@ func (m *colMerger) endRowGroup() error {
 			return fmt.Errorf("write %q: column %s: %w", m.seg.Path, strings.Join(m.leaves[j].Path, "."), err)
 		}
 		m.copied += int64(c.PagesCopied())
+		m.dictCopied += int64(c.DictPagesCopied())
 		for k, l := range m.nameLeaf {
 			if l != j || m.names[k] == nil {
 				continue

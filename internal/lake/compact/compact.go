@@ -135,6 +135,9 @@ type Result struct {
 	// PagesCopied counts the output pages copied verbatim from the
 	// inputs (column merge), not decoded and encoded again.
 	PagesCopied int64
+	// DictPagesCopied counts those of them that are dictionary-encoded
+	// (their output chunk took their input's dictionary).
+	DictPagesCopied int64
 }
 
 // ErrLeaseLost means the partition's lease was lost during a run (taken

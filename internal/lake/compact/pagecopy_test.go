@@ -74,12 +74,18 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 	cases := []struct {
 		table string
 		write func(testing.TB) []func(*lake.Writer) error
+		// dictionary pages copied verbatim: a service's runs cover whole
+		// pages of dictionary columns (pqenc.DictPageRows)
+		dict bool
+		// output row group rows: several row groups, so pages are
+		// copied into row groups after the first too
+		rgRows int
 	}{
-		{lake.TableLogs, func(t testing.TB) []func(*lake.Writer) error { return flushLogs(t, 3, 2) }},
+		{lake.TableLogs, func(t testing.TB) []func(*lake.Writer) error { return flushLogs(t, 2, 4) }, true, 20000},
 		{lake.TableTraces, func(t testing.TB) []func(*lake.Writer) error {
 			return flushCorpus(t, "traces", 2, 6, otlp.DecodeTraces,
 				func(s *signal.Spans) [][]int64 { return [][]int64{s.StartTime, s.EndTime} }, (*lake.Writer).WriteSpans)
-		}},
+		}, false, 7000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.table, func(t *testing.T) {
@@ -90,10 +96,9 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			if err != nil || len(jobs) == 0 {
 				t.Fatalf("plan: %d jobs, %v", len(jobs), err)
 			}
-			// One output file per job; several row groups, so pages are
-			// copied into row groups after the first too.
-			opts := Options{RowGroupRows: 7000, TargetBytes: 1 << 40, MaxMergeRows: 1 << 40}.withDefaults()
-			copied := int64(0)
+			// One output file per job, of several row groups.
+			opts := Options{RowGroupRows: tc.rgRows, TargetBytes: 1 << 40, MaxMergeRows: 1 << 40}.withDefaults()
+			copied, dictCopied := int64(0), int64(0)
 			for _, job := range jobs {
 				decoded, dres := mergeOut(t, e, job, opts, false)
 				if dres.PagesCopied != 0 {
@@ -104,6 +109,7 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 					t.Fatalf("merge %s: %v", job.Dir(), err)
 				}
 				copied += vres.PagesCopied
+				dictCopied += vres.DictPagesCopied
 				if len(written) != 1 || len(decoded) != 1 {
 					t.Fatalf("%d and %d output files, want 1", len(written), len(decoded))
 				}
@@ -127,7 +133,13 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			if copied == 0 {
 				t.Fatalf("no page copied verbatim: the test does not test it")
 			}
-			t.Logf("%s: %d pages copied verbatim", tc.table, copied)
+			// Dictionary pages too: the inputs' dictionaries list the
+			// corpus's values in the same order, so the output chunk's
+			// can take them (pqenc/dictcopy.go).
+			if tc.dict && dictCopied == 0 {
+				t.Fatalf("no dictionary page copied verbatim (%d pages)", copied)
+			}
+			t.Logf("%s: %d pages copied verbatim, %d of them dictionary-encoded", tc.table, copied, dictCopied)
 			py := os.Getenv("SLUICE_PYTHON")
 			if py == "" {
 				corpustest.Missing(t, "SLUICE_PYTHON (pyarrow and DuckDB read the verbatim-copied files)")

@@ -45,6 +45,10 @@ type Chunk struct {
 	// xlatEpoch (-1: not yet added there).
 	xlat      []int32
 	xlatEpoch uint64
+	// identOK: the output chunk of epoch identEpoch gives every value of
+	// the chunk's dictionary its index here (dictcopy.go).
+	identEpoch uint64
+	identOK    bool
 
 	// The read position in the window: next row, its first level entry
 	// and value. The window holds the decoded rows [row0, row0+wrows) of
@@ -102,7 +106,7 @@ func (ch *Chunk) Read(cc parquet.ColumnChunk, maxDef, maxRep int, sizeHint int64
 	ch.data, ch.offs = ch.data[:0], append(ch.offs[:0], 0)
 	ch.expect = 0
 	ch.indexed, ch.idx, ch.dict, ch.dictOffs = false, ch.idx[:0], ch.dict[:0], ch.dictOffs[:0]
-	ch.xlatEpoch = 0
+	ch.xlatEpoch, ch.identEpoch = 0, 0
 	ch.row, ch.lvl, ch.val = 0, 0, 0
 	ch.row0, ch.wrows, ch.next, ch.rows = 0, 0, 0, 0
 	ch.pg, ch.pagesOK, ch.hasRaw, ch.skipped, ch.typed = 0, false, false, 0, false

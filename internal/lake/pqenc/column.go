@@ -25,6 +25,12 @@ const (
 // pageRows is PageRows, smaller in tests of chunks of many pages.
 var pageRows = PageRows
 
+// DictPageRows is where a data page of a dictionary-encoded chunk ends
+// (its indexes take a few bytes however many rows): short pages let a
+// reader hold a page of each column at a time in little memory, and let
+// compaction copy them whole where a merge run covers them (dictcopy.go).
+const DictPageRows = 8 * 1024
+
 // pageRec is a data page of a dictionary-encoded chunk, kept until the
 // chunk's dictionary page is written.
 type pageRec struct {
@@ -33,6 +39,11 @@ type pageRec struct {
 	runs                 []idxRun
 	firstRow             int64
 	b                    bounds
+	// A page copied verbatim (dictcopy.go): its bytes, header included,
+	// are held[rawOff:rawOff+rawLen] of its Column; rep and def alias
+	// its levels, runs is nil.
+	rawOff, rawLen int
+	rawUnc         int64 // what it adds to the chunk's uncompressed size
 }
 
 // epochs numbers Column chunks, so that a Chunk's dictionary translation
@@ -52,6 +63,7 @@ type Column struct {
 	def, rep      levelRuns
 	nVals, nNulls int
 	nRows         int
+	maxRows       int      // rows at which the page ends (pageRows, DictPageRows)
 	plain         []byte   // PLAIN values, or concatenated byte arrays (delta)
 	offs          []uint32 // byte array offsets (delta)
 	nBits         int      // booleans in plain
@@ -73,9 +85,15 @@ type Column struct {
 	runs     []idxRun
 	dict     dictTable
 	fallback bool // a dictionary column that outgrew MaxDictBytes
-	hashes   []uint64
-	nPages   int
-	copied   int // pages copied verbatim (CopyRowsPages)
+	// dictCopy lets CopyRowsPages copy dictionary-encoded pages verbatim
+	// (dictcopy.go); held holds those pages' bytes until the chunk ends.
+	dictCopy   bool
+	dictCopied int
+	held       []byte
+	idxTmp     []int32
+	hashes     []uint64
+	nPages     int
+	copied     int // pages copied verbatim (CopyRowsPages)
 	// byte-array pages copied with maybe-cut bounds (pagecopy.go), and
 	// how many of them resolveCutPages decoded
 	cut        cutPages
@@ -95,6 +113,10 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 	c.epoch = epochs.Add(1)
 	c.def, c.rep = levelRuns{buf: c.def.buf[:0]}, levelRuns{buf: c.rep.buf[:0]}
 	c.nVals, c.nNulls, c.nRows, c.nBits = 0, 0, 0, 0
+	c.maxRows = pageRows
+	if li.Dict {
+		c.maxRows = min(pageRows, DictPageRows)
+	}
 	c.plain, c.offs = c.plain[:0], append(c.offs[:0], 0)
 	c.runStart, c.rows = 0, 0
 	c.b = bounds{unsigned: li.unsigned}
@@ -108,6 +130,7 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 	clear(c.seen)
 	c.seenList = c.seenList[:0]
 	c.fallback = false
+	c.dictCopy, c.dictCopied, c.held = false, 0, c.held[:0]
 	c.hashes = c.hashes[:0]
 	c.nPages, c.copied = 0, 0
 	c.cut.reset()
@@ -140,13 +163,13 @@ func (c *Column) fail(err error) {
 // endRows counts k finished rows and closes the page when full.
 func (c *Column) endRows(k int) {
 	c.nRows += k
-	if c.nRows >= pageRows || len(c.plain) >= PageBytes {
+	if c.nRows >= c.maxRows || len(c.plain) >= PageBytes {
 		c.endPage()
 	}
 }
 
 // room is how many more rows fit in the current page.
-func (c *Column) room() int { return pageRows - c.nRows }
+func (c *Column) room() int { return c.maxRows - c.nRows }
 
 // dictMode reports whether values go to the dictionary.
 func (c *Column) dictMode() bool { return c.li.Dict && !c.fallback }
@@ -277,9 +300,14 @@ func (c *Column) toPlain() {
 	c.seenBounds()
 	cur := c.runs[c.runStart:]
 	c.fallback = true
+	c.maxRows = pageRows
 	for i := range c.pages {
 		p := &c.pages[i]
-		data, offs := c.expand(p.runs)
+		runs := p.runs
+		if p.rawLen > 0 {
+			runs = c.heldRuns(p) // its indexes, decoded (dictcopy.go)
+		}
+		data, offs := c.expand(runs)
 		c.writeDelta(p, data, offs)
 	}
 	c.plain, c.offs = c.plain[:0], append(c.offs[:0], 0)
@@ -333,6 +361,10 @@ func (c *Column) finish() {
 		w := (bitWidth + 7) / 8
 		for i := range c.pages {
 			p := &c.pages[i]
+			if p.rawLen > 0 {
+				c.writeHeld(p) // copied verbatim (dictcopy.go)
+				continue
+			}
 			c.pbuf = append(c.pbuf[:0], byte(bitWidth))
 			for _, r := range p.runs {
 				c.pbuf = binary.AppendUvarint(c.pbuf, uint64(r.n)<<1)

@@ -16,8 +16,9 @@
 //
 // What parquet-go writes for the same schema and options: data pages v2
 // with CRCs; for dictionary columns a PLAIN dictionary page and
-// RLE_DICTIONARY data pages, falling back to DELTA_LENGTH_BYTE_ARRAY for
-// the whole chunk once the dictionary outgrows Leaf.MaxDictBytes (where
+// RLE_DICTIONARY data pages of at most DictPageRows rows, falling back
+// to DELTA_LENGTH_BYTE_ARRAY for the whole chunk once the dictionary
+// outgrows Leaf.MaxDictBytes (where
 // parquet-go's DictionaryMaxBytes falls back for the chunk's later pages
 // only); PLAIN or (byte arrays) DELTA_LENGTH_BYTE_ARRAY otherwise; zstd;
 // chunk statistics (NaN only when all values are NaN); encoding stats;
@@ -33,7 +34,8 @@
 // A File writes row groups; within one, every leaf column's chunk is built
 // by a Column (Reset, then values row by row, or CopyRows and
 // CopyRowsPages from a Chunk: the latter copies the input pages a run
-// covers whole as they are, pagecopy.go) and
+// covers whole as they are, pagecopy.go, dictionary-encoded ones where
+// the output chunk's dictionary can take their input's, dictcopy.go) and
 // handed to File.WriteChunk in schema order. Columns buffer their chunk's
 // compressed pages, so several of them may be filled side by side and
 // written at the end of the row group. Nothing here is safe for concurrent

@@ -78,8 +78,8 @@ func (c *Column) pageEncodingOK(src *Chunk) bool {
 	if c.err != nil || c.codec == nil || src.raw.Codec != c.codec.CompressionCodec() {
 		return false
 	}
-	if c.li.Kind == parquet.ByteArray {
-		return !c.dictMode()
+	if c.li.Kind == parquet.ByteArray && c.dictMode() {
+		return c.dictPagesOK(src) // dictcopy.go
 	}
 	return true
 }
@@ -114,22 +114,32 @@ func (ch *Chunk) checkPagesOK() {
 func (c *Column) copyPage(src *Chunk, k int) bool {
 	p := &src.raw.Pages[k]
 	want := format.Plain
-	if c.li.Kind == parquet.ByteArray {
+	dict := c.li.Kind == parquet.ByteArray && c.dictMode()
+	switch {
+	case dict:
+		want = format.RLEDictionary
+	case c.li.Kind == parquet.ByteArray:
 		want = format.DeltaLengthByteArray
 	}
-	if p.Encoding != want {
+	if p.Encoding != want || dict && !c.dictIdentity(src) {
 		return false
 	}
 	var b bounds
 	b.unsigned = c.li.unsigned
 	indexed, cut := c.indexBounds(src, k, &b)
-	if k == src.next && src.row == src.wrows && indexed && !c.li.Bloom {
+	if k == src.next && src.row == src.wrows && indexed && !c.li.Bloom && !(dict && cut) {
 		// Not decoded, and nothing before it left in the window: the
 		// header's counts (checked against the chunk's footer) are all
 		// the output needs; a byte-array page whose index bounds may be
 		// cut is decoded at the chunk's end if it can hold the chunk's
 		// min or max (resolveCutPages).
-		c.appendPage(src, p, &b, cut)
+		if dict {
+			if !c.holdPage(src, p, &b) {
+				return false
+			}
+		} else if !c.appendPage(src, p, &b, cut) {
+			return false
+		}
 		src.skipPage(k)
 		return true
 	}
@@ -157,7 +167,11 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 		b = bounds{unsigned: c.li.unsigned}
 		src.valueBounds(c.li.Kind, v0, v1, &b)
 	}
-	if !c.appendPage(src, p, &b, false) {
+	if dict {
+		if !c.holdPage(src, p, &b) {
+			return false
+		}
+	} else if !c.appendPage(src, p, &b, false) {
 		return false
 	}
 	if c.li.Bloom {

@@ -1,0 +1,215 @@
+package pqenc
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// dictTestLeaf is a leaf of one optional dictionary-encoded string
+// column, and the footer of its files.
+func dictTestLeaf(t *testing.T) (Leaf, *format.FileMetaData) {
+	t.Helper()
+	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(parquet.Encoded(parquet.String(), &parquet.RLEDictionary))})
+	leaf, _ := s.Lookup("s")
+	li, err := NewLeaf(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !li.Dict {
+		t.Fatal("the leaf is not dictionary-encoded")
+	}
+	li.Path = []string{"s"}
+	footer, err := Footer(s, parquet.Compression(&parquet.Zstd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return li, footer
+}
+
+// writeDictFile writes vals ("" null) as one row group of li with pqenc,
+// pages ending at pageRows rows.
+func writeDictFile(t *testing.T, li Leaf, footer *format.FileMetaData, vals []string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	f := NewFile(&buf, []Leaf{li}, &parquet.Zstd)
+	var c Column
+	c.Reset(&li, f.Codec())
+	for _, v := range vals {
+		c.Str(v, 1)
+	}
+	f.BeginRowGroup(len(vals))
+	if err := f.WriteChunk(&c); err != nil {
+		t.Fatal(err)
+	}
+	m := *footer
+	if err := f.Close(&m); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// dictRun is a merge run: rows [from, from+n) of input in.
+type dictRun struct{ in, from, n int }
+
+// mergeDictFiles copies runs of the inputs into one chunk, row by row or
+// with dictionary pages copied verbatim; it returns the file, the
+// dictionary pages copied and whether the chunk fell back to plain.
+func mergeDictFiles(t *testing.T, li Leaf, footer *format.FileMetaData, inputs [][]byte, runs []dictRun, verbatim bool) ([]byte, int, bool) {
+	t.Helper()
+	chunks := make([]Chunk, len(inputs))
+	total := 0
+	for i, data := range inputs {
+		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chunks[i].Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range runs {
+		total += r.n
+	}
+	var buf bytes.Buffer
+	f := NewFile(&buf, []Leaf{li}, &parquet.Zstd)
+	f.BeginRowGroup(total)
+	var c Column
+	c.Reset(&li, f.Codec())
+	c.AllowDictPages(verbatim)
+	for _, r := range runs {
+		ch := &chunks[r.in]
+		if ch.Row() != r.from {
+			t.Fatalf("run %+v at row %d of its input", r, ch.Row())
+		}
+		if verbatim {
+			c.CopyRowsPages(ch, r.n)
+		} else {
+			c.CopyRows(ch, r.n)
+		}
+	}
+	for i := range chunks {
+		if err := chunks[i].Err(); err != nil {
+			t.Fatal(err)
+		}
+		chunks[i].Release()
+	}
+	if err := f.WriteChunk(&c); err != nil {
+		t.Fatal(err)
+	}
+	m := *footer
+	if err := f.Close(&m); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), c.DictPagesCopied(), c.fallback
+}
+
+// TestCopyDictPages copies runs of dictionary-encoded chunks with their
+// pages copied verbatim where the output chunk's dictionary can take the
+// input's, and row by row: the files hold the same rows and chunk
+// statistics, their page indexes hold each page's values, pages are
+// copied from the inputs whose dictionaries allow it (the first one, one
+// with the same values in the same order, one whose dictionary extends
+// the output's) and not from one whose dictionary orders them otherwise;
+// and when the dictionary outgrows MaxDictBytes after pages were copied,
+// the chunk falls back to plain values with the copied pages decoded.
+func TestCopyDictPages(t *testing.T) {
+	defer func(n int) { pageRows = n }(pageRows)
+	pageRows = 300
+	li, footer := dictTestLeaf(t)
+	values := []string{"alpha", "bravo", "charlie", "", "a-value-longer-than-sixteen-bytes-0001",
+		"a-value-longer-than-sixteen-bytes-0002", "echo", "zulu-and-more-than-sixteen-bytes"}
+	gen := func(n, seed int, vals []string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = vals[(i/7+seed*i/13)%len(vals)]
+		}
+		return out
+	}
+	const n = 2000
+	// a and b: the same values first met in the same order; c: more
+	// values after a's (its dictionary extends a's); d: another order.
+	a := writeDictFile(t, li, footer, gen(n, 0, values))
+	b := writeDictFile(t, li, footer, gen(n, 0, values))
+	c := writeDictFile(t, li, footer, append(gen(n, 0, values)[:n/2], gen(n/2, 1, append(slices.Clone(values), "xray", "yankee"))...))
+	rev := slices.Clone(values)
+	slices.Reverse(rev)
+	d := writeDictFile(t, li, footer, gen(n, 0, rev))
+	inputs := [][]byte{a, b, c, d}
+	var runs []dictRun
+	row := make([]int, len(inputs))
+	for k := 0; ; k++ {
+		in := k % len(inputs)
+		m := min([]int{1000, 700, 333, 1}[k%4], n-row[in])
+		if m == 0 {
+			break
+		}
+		runs = append(runs, dictRun{in, row[in], m})
+		row[in] += m
+	}
+	for in := range inputs {
+		for row[in] < n {
+			m := min(650, n-row[in])
+			runs = append(runs, dictRun{in, row[in], m})
+			row[in] += m
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		maxDictBytes int
+		fallback     bool
+	}{
+		{"dictionary", 0, false},
+		{"falls back", 165, true}, // a's dictionary takes 157 bytes, c adds 18
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			li := li
+			li.MaxDictBytes = tc.maxDictBytes
+			want, wantCopied, _ := mergeDictFiles(t, li, footer, inputs, runs, false)
+			got, copied, fellBack := mergeDictFiles(t, li, footer, inputs, runs, true)
+			if wantCopied != 0 {
+				t.Fatalf("%d dictionary pages copied row by row", wantCopied)
+			}
+			if copied == 0 {
+				t.Fatal("no dictionary page copied: the test does not test it")
+			}
+			if fellBack != tc.fallback {
+				t.Fatalf("fell back to plain: %v, want %v", fellBack, tc.fallback)
+			}
+			checkFile(t, got)
+			gr, wr := readRows(t, got), readRows(t, want)
+			if len(gr) != len(wr) || len(gr) != len(inputs)*n {
+				t.Fatalf("%d rows, want %d", len(gr), len(wr))
+			}
+			for i := range wr {
+				if !sameRow(gr[i], wr[i]) {
+					t.Fatalf("row %d: %v, want %v", i, gr[i], wr[i])
+				}
+			}
+			gm, _ := parquet.OpenFile(bytes.NewReader(got), int64(len(got)))
+			wm, _ := parquet.OpenFile(bytes.NewReader(want), int64(len(want)))
+			gc, wc := gm.Metadata().RowGroups[0].Columns[0].MetaData, wm.Metadata().RowGroups[0].Columns[0].MetaData
+			gs, ws := gc.Statistics, wc.Statistics
+			if !bytes.Equal(gs.MinValue, ws.MinValue) || !bytes.Equal(gs.MaxValue, ws.MaxValue) || gs.NullCount != ws.NullCount {
+				t.Fatalf("statistics [%q, %q] %d nulls, row by row [%q, %q] %d", gs.MinValue, gs.MaxValue,
+					gs.NullCount, ws.MinValue, ws.MaxValue, ws.NullCount)
+			}
+			enc := fmt.Sprint(gc.Encoding)
+			if tc.fallback != strings.Contains(enc, "DELTA_LENGTH_BYTE_ARRAY") || !tc.fallback && !strings.Contains(enc, "RLE_DICTIONARY") {
+				t.Fatalf("encodings %v", gc.Encoding)
+			}
+			// Pages of a and b are copied (and of c's first half, whose
+			// dictionary extends theirs), none of d's.
+			t.Logf("%d dictionary pages copied", copied)
+			_, onlyD, _ := mergeDictFiles(t, li, footer, [][]byte{a, d}, []dictRun{{0, 0, n}, {1, 0, n}}, true)
+			if onlyD != (n+pageRows-1)/pageRows {
+				t.Fatalf("a then d: %d pages copied, want a's %d", onlyD, (n+pageRows-1)/pageRows)
+			}
+		})
+	}
+}
