@@ -297,6 +297,12 @@ func remoteWriteBatches(b *testing.B, n, perReq int) []*signal.Metrics {
 // remoteWriteBodies are remoteWriteBatches's requests, encoded (snappy
 // decoded, as the lake loop decodes a record's body).
 func remoteWriteBodies(b testing.TB, n, perReq int) [][]byte {
+	return remoteWriteBodiesSamples(b, n, perReq, 1)
+}
+
+// remoteWriteBodiesSamples is remoteWriteBodies with perReq series of k
+// samples each per request (a sender that batches several scrapes).
+func remoteWriteBodiesSamples(b testing.TB, n, perReq, k int) [][]byte {
 	const series, nLabels = 30_000, 8
 	t0 := benchNow().Add(-30 * time.Minute).UnixMilli()
 	extra := []string{"instance", "job", "pod", "namespace", "container", "zone", "path", "code", "method"}
@@ -311,8 +317,11 @@ func remoteWriteBodies(b testing.TB, n, perReq int) [][]byte {
 			}
 			ls = append(ls, prompb.Label{Name: "series", Value: strconv.Itoa(id)})
 			sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
-			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls,
-				Samples: []prompb.Sample{{Value: float64(r*perReq + i), Timestamp: t0 + int64(r)*1000}}})
+			ts := prompb.TimeSeries{Labels: ls}
+			for j := range k {
+				ts.Samples = append(ts.Samples, prompb.Sample{Value: float64(r*perReq + i + j), Timestamp: t0 + int64(r*k+j)*1000})
+			}
+			req.Timeseries = append(req.Timeseries, ts)
 		}
 		raw, err := req.Marshal()
 		if err != nil {
@@ -386,5 +395,54 @@ func BenchmarkRemoteWriteToLake(b *testing.B) {
 			}
 			return nil
 		})
+	})
+}
+
+// BenchmarkCopyIntoPartition: the copy into a metrics partition alone
+// (signal.Metrics.CopyRows into a batch with ShareAttrSets, as the
+// writer's place does), of the remote-write shaped batches and of the
+// corpus; no encode. One destination serves every iteration, reset after
+// each, as a partition batch is reused.
+func BenchmarkCopyIntoPartition(b *testing.B) {
+	run := func(b *testing.B, batches []*signal.Metrics) {
+		rows := 0
+		for _, m := range batches {
+			rows += m.Len()
+		}
+		dst := new(signal.Metrics)
+		dst.ShareAttrSets = true
+		b.ReportAllocs()
+		cpu0 := cpuTime()
+		for b.Loop() {
+			dst.Reset()
+			for _, m := range batches {
+				dst.CopyRows(m, signal.Rows{From: 0, To: m.Len()})
+			}
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "rows/cpu-s")
+	}
+	b.Run("remote-write", func(b *testing.B) { run(b, remoteWriteBatches(b, 200, 1500)) })
+	b.Run("remote-write-5-samples", func(b *testing.B) {
+		var dec prw.Decoder
+		var batches []*signal.Metrics
+		for _, raw := range remoteWriteBodiesSamples(b, 200, 300, 5) {
+			m := new(signal.Metrics)
+			if _, err := dec.DecodeV1(m, raw); err != nil {
+				b.Fatal(err)
+			}
+			batches = append(batches, m)
+		}
+		run(b, batches)
+	})
+	b.Run("corpus", func(b *testing.B) {
+		var batches []*signal.Metrics
+		for _, pb := range corpusPayloads(b, "metrics") {
+			m := new(signal.Metrics)
+			if err := otlp.DecodeMetrics(m, pb); err != nil {
+				b.Fatal(err)
+			}
+			batches = append(batches, m)
+		}
+		run(b, batches)
 	})
 }

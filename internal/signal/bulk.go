@@ -94,6 +94,9 @@ func (cp *copier) refs(d *Common, dst, src []uint32, r Rows, one func(*copier, *
 }
 
 // attrRanges copies the attribute set of each selected row, in row order.
+// With ShareAttrSets, rows that share a Range in the source (the samples
+// of one series in a decoded remote-write request) get one copy, found or
+// made once per run of them.
 func (cp *copier) attrRanges(d *Common, dst, src []Range, r Rows) []Range {
 	total := 0
 	each(r, func(i int) { total += src[i].Len() })
@@ -104,8 +107,16 @@ func (cp *copier) attrRanges(d *Common, dst, src []Range, r Rows) []Range {
 	dst = grown(dst, r.Len())
 	out := dst[n:]
 	j := 0
+	share := d.ShareAttrSets
+	var prev, prevOut Range
+	have := false
 	each(r, func(i int) {
-		out[j] = cp.attrs(d, src[i])
+		if s := src[i]; share && have && s == prev {
+			out[j] = prevOut
+		} else {
+			out[j] = cp.attrs(d, s)
+			prev, prevOut, have = s, out[j], s.Len() > 0
+		}
 		j++
 	})
 	return dst

@@ -235,3 +235,61 @@ func TestCopySharesResourcesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestCopySharedSourceRanges: points that share one Range in the source
+// (the samples of one remote-write series) get one copy with
+// ShareAttrSets, copied in one CopyRows or point by point, and copies of
+// their own without it (a batch whose attributes may be changed in place).
+func TestCopySharedSourceRanges(t *testing.T) {
+	src := new(signal.Metrics)
+	c := &src.Common
+	c.Resources = append(c.Resources, signal.Resource{})
+	c.Scopes = append(c.Scopes, signal.Scope{})
+	src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
+	set := func(v string) signal.Range {
+		start := uint32(c.Attrs.Len())
+		c.Attrs.Append(c.Keys.IDString("job"), signal.ValueString, uint64(c.AppendString("api")))
+		c.Attrs.Append(c.Keys.IDString("pod"), signal.ValueString, uint64(c.AppendString(v)))
+		return signal.Range{Start: start, End: uint32(c.Attrs.Len())}
+	}
+	a, b := set("a"), set("b")
+	empty := signal.Range{Start: uint32(c.Attrs.Len()), End: uint32(c.Attrs.Len())}
+	order := []signal.Range{a, a, a, b, empty, empty, a, a}
+	for _, r := range order {
+		p := src.AppendPoint(0, 0, 0)
+		src.Attr[p] = r
+	}
+	for _, share := range []bool{true, false} {
+		for _, bulk := range []bool{true, false} {
+			dst := new(signal.Metrics)
+			dst.ShareAttrSets = share
+			if bulk {
+				dst.CopyRows(src, signal.Rows{From: 0, To: src.Len()})
+			} else {
+				for i := range src.Len() {
+					dst.CopyFrom(src, i)
+				}
+			}
+			seen := map[signal.Range]int{}
+			for p, r := range order {
+				d := dst.Attr[p]
+				if d.Len() != r.Len() {
+					t.Fatalf("share %v bulk %v point %d: %d attributes, want %d", share, bulk, p, d.Len(), r.Len())
+				}
+				for j := range uint32(r.Len()) {
+					if got, want := dst.AttrString(int(d.Start+j)), src.AttrString(int(r.Start+j)); got != want {
+						t.Fatalf("share %v bulk %v point %d: value %q, want %q", share, bulk, p, got, want)
+					}
+				}
+				if r.Len() > 0 {
+					seen[d]++
+				}
+			}
+			// With sharing: set a once, set b once; without: each point
+			// with attributes its own.
+			if want := 2; share && len(seen) != want || !share && len(seen) != 6 {
+				t.Fatalf("share %v bulk %v: %d distinct sets for the points with attributes: %v", share, bulk, len(seen), dst.Attr)
+			}
+		}
+	}
+}
