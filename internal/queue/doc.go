@@ -41,6 +41,18 @@
 //	record: length uint32 | CRC32C(position uint64 | length uint32 | payload) uint32 | payload
 //
 // All integers are little endian; CRCs use the Castagnoli polynomial.
+// A segment is created zero-filled to SegmentBytes (preallocate): appends
+// write into blocks the file system has already allocated and written, the
+// file's size does not change, and the group commit syncs with fdatasync,
+// which then writes the records and flushes the disk's cache without
+// committing inode metadata (fsync also wrote the inode's times; on ext4 a
+// file grown by appends, or preallocated with fallocate, whose extents stay
+// unwritten until written, needs a journal commit per sync). The active
+// segment's records are followed by zeros; a record is never empty, so its
+// 8-byte header is never all zero, and zeros are never taken for a record.
+// A segment is cut to its records when it is sealed, so a sealed
+// segment's size is its records' (as before preallocation; a segment
+// written without it, by an older build, reads the same).
 // Positions count record bytes only (headers take none): the record at
 // file offset off of a segment with base b has Position b+off-32, and the
 // position after it is that plus 8+length. Positions therefore compare
@@ -58,7 +70,9 @@
 //     resynchronizing after corruption cannot resurrect stale data.
 //  4. Append returns nil only after the bytes of its records, the header of
 //     every segment holding them, and the directory entries of those
-//     segments are fsynced. After a failed fsync (or a failed undo of a
+//     segments are fsynced (fdatasync for the active segment: its size
+//     and blocks are on disk from its first sync on, and fdatasync also
+//     writes a size or block change). After a failed fsync (or a failed undo of a
 //     failed write) nothing more is acknowledged until the queue is
 //     reopened (ErrFailed), because the kernel may have dropped the dirty
 //     pages. At most one fsync runs at a time: Linux reports a writeback
@@ -72,10 +86,13 @@
 //     before any reader runs, so a position a reader delivered downstream
 //     is never taken back by a later power loss and reused.
 //  7. Recovery never fails because of segment contents. In the last
-//     segment an invalid record followed by a valid one is corruption
-//     (skipped, counted in Stats.CorruptRecords/CorruptBytes, logged with
-//     file and offset); an invalid record with nothing valid after it is a
-//     torn tail (truncated, counted in Stats.TornBytes). A last segment
+//     segment the records end where only zeros follow (the preallocated
+//     space; nothing is counted); an invalid record followed by a valid one
+//     is corruption (skipped, counted in Stats.CorruptRecords/CorruptBytes,
+//     logged with file and offset; a hole of zeros a torn write left is
+//     skipped a word at a time); an invalid record with nothing valid after
+//     it is a torn tail (zeroed up to its last non-zero byte, which
+//     Stats.TornBytes counts; the file keeps its size). A last segment
 //     with a torn header and no records is removed; any segment with a bad
 //     header is skipped whole and counted. Readers resynchronize the same
 //     way inside sealed segments: to the next valid record, else to the

@@ -32,6 +32,12 @@ var (
 	// MaxBytes). Permanent for that input.
 	ErrTooLarge = errors.New("queue: record or batch too large")
 
+	// ErrEmptyRecord is returned by Append for an empty record: a record is
+	// never empty, so that eight zero bytes (what a preallocated segment
+	// holds past its data, and what a hole in a torn write reads as) are
+	// never taken for one (format.go, recordHeaderZero). Permanent.
+	ErrEmptyRecord = errors.New("queue: empty record")
+
 	// ErrFailed wraps the cause after a write or fsync error whose outcome on
 	// disk is unknown. The queue refuses further appends (readers keep
 	// working) until it is closed and reopened, which re-runs recovery.

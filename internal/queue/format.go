@@ -183,6 +183,11 @@ func (s *segmentScanner) record(off int64) (payload []byte, next int64, st recor
 		}
 		return nil, off, recordShort, err
 	}
+	if binary.LittleEndian.Uint64(h) == 0 {
+		// Never a record (Append refuses empty ones): preallocated space
+		// past the data, or a hole in a torn write.
+		return nil, off, recordBad, nil
+	}
 	n := int64(binary.LittleEndian.Uint32(h))
 	sum := binary.LittleEndian.Uint32(h[4:])
 	if n > s.limit-off-recordHeaderSize {
@@ -204,9 +209,32 @@ func (s *segmentScanner) record(off int64) (payload []byte, next int64, st recor
 
 // resync searches for the first valid record after a bad one at off. It
 // tries every byte offset because a corrupt length cannot be trusted; the
-// position-bound CRC makes a false match vanishingly unlikely.
+// position-bound CRC makes a false match vanishingly unlikely. Runs of zero
+// bytes (a preallocated segment's space past its data, holes of a torn
+// write) are skipped a word at a time: a record header is never eight zero
+// bytes, so no record starts more than 7 bytes before the next non-zero
+// byte.
 func (s *segmentScanner) resync(off int64) (int64, bool, error) {
 	for p := off + 1; p+recordHeaderSize <= s.limit; p++ {
+		h, err := s.window(p, recordHeaderSize)
+		if err != nil {
+			if err == errBeyondLimit {
+				break
+			}
+			return 0, false, err
+		}
+		if binary.LittleEndian.Uint64(h) == 0 {
+			// The buffer from p on: jump to 7 bytes before its first
+			// non-zero byte (the loop adds one), or to its end.
+			rest := s.buf[p-s.bufOff:]
+			nz := firstNonZero(rest)
+			if nz < 0 {
+				p = s.bufOff + int64(len(s.buf)) - recordHeaderSize
+			} else {
+				p += int64(max(nz-recordHeaderSize, 0))
+			}
+			continue
+		}
 		_, _, st, err := s.record(p)
 		if err != nil {
 			return 0, false, err
@@ -216,4 +244,44 @@ func (s *segmentScanner) resync(off int64) (int64, bool, error) {
 		}
 	}
 	return s.limit, false, nil
+}
+
+// firstNonZero returns the index of the first non-zero byte of b, or -1.
+func firstNonZero(b []byte) int {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// dataEnd returns the offset after the last non-zero byte of f in
+// [from, to), or from when they are all zero (a preallocated segment's
+// space past its data).
+func dataEnd(f file, from, to int64) (int64, error) {
+	buf := make([]byte, min(readAhead, max(to-from, 0)))
+	for end := to; end > from; {
+		start := max(from, end-int64(len(buf)))
+		b := buf[:end-start]
+		if n, err := f.ReadAt(b, start); n < len(b) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				return start + int64(i) + 1, nil
+			}
+		}
+		end = start
+	}
+	return from, nil
 }

@@ -121,7 +121,7 @@ type Stats struct {
 	DroppedBytes   uint64
 	CorruptRecords uint64 // corrupt regions skipped by recovery and readers
 	CorruptBytes   uint64
-	TornBytes      uint64 // torn tail bytes truncated by recovery
+	TornBytes      uint64 // torn tail bytes recovery zeroed (up to the last non-zero one)
 
 	MinFreeBytes    int64  // headroom kept free on the file system; 0 when off
 	FreeBytes       int64  // free bytes on the file system at the last check
@@ -296,7 +296,7 @@ func readHeader(f file, s *segment) (segmentHeader, error) {
 	return h, nil
 }
 
-// recoverLast scans the last segment, truncates a torn tail and makes the
+// recoverLast scans the last segment, zeroes a torn tail and makes the
 // segment the active one. It returns keep=false after removing a segment
 // that holds nothing (crash while it was being created), so that the caller
 // recovers the one before it.
@@ -316,7 +316,18 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 			f.Close()
 			return false, err
 		}
-		if size <= segmentHeaderSize {
+		created := size <= segmentHeaderSize
+		if !created {
+			// Zero-filled past the header (preallocate): created, nothing
+			// written into it yet.
+			nz, err := dataEnd(f, segmentHeaderSize, size)
+			if err != nil {
+				f.Close()
+				return false, fmt.Errorf("queue: read segment %q: %w", s.path, err)
+			}
+			created = nz == segmentHeaderSize
+		}
+		if created {
 			// Invariant 4: a file is only acknowledged into after its header
 			// is durable, so a short or torn header means nothing in it was
 			// ever acknowledged.
@@ -346,7 +357,8 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 	sc.reset(f, s.base, size)
 	off := int64(segmentHeaderSize)
 	var records uint64
-	for off < size {
+	end := size // where the records end: the file's end, or before a preallocated rest of zeros
+	for off < end {
 		_, next, st, err := sc.record(off)
 		if err != nil {
 			f.Close()
@@ -356,6 +368,17 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 			records++
 			off = next
 			continue
+		}
+		// Zeros from here to the end are the preallocated space past the
+		// data (startSegmentLocked): the records end here, nothing is torn.
+		nz, err := dataEnd(f, off, end)
+		if err != nil {
+			f.Close()
+			return false, fmt.Errorf("queue: read segment %q at offset %d: %w", s.path, off, err)
+		}
+		if nz == off {
+			end = off
+			break
 		}
 		p, found, err := sc.resync(off)
 		if err != nil {
@@ -367,21 +390,45 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 			off = p
 			continue
 		}
-		q.tornBytes.Add(uint64(size - off))
-		q.log.Warn("queue: truncating torn tail", "file", s.path, "offset", off, "bytes", size-off)
-		if err := f.Truncate(off); err != nil {
+		// A torn write: its bytes, up to the last non-zero one, are zeroed
+		// (the file keeps its preallocated size; recovery's fsync below
+		// makes that durable before anything is appended over them).
+		q.tornBytes.Add(uint64(nz - off))
+		q.log.Warn("queue: zeroing torn tail", "file", s.path, "offset", off, "bytes", nz-off)
+		if err := preallocate(f, off, nz); err != nil {
 			f.Close()
-			return false, fmt.Errorf("queue: truncate segment %q to %d: %w", s.path, off, err)
+			return false, fmt.Errorf("queue: zero torn tail of segment %q at %d: %w", s.path, off, err)
 		}
-		size = off
+		end = off
 	}
-	s.size = size - segmentHeaderSize
+	s.size = end - segmentHeaderSize
 	s.sealed = false
-	q.bytes += size
+	q.bytes += end
 	q.active = f
 	q.writeEnd = s.end()
 	q.nextRecord = s.firstRecord + records
 	return true, nil
+}
+
+// zeros is what preallocate writes (never written to).
+var zeros = make([]byte, 1<<20)
+
+// preallocate writes zeros over the file bytes [from, to). A segment is
+// zero-filled when it is created: an append then writes into blocks the
+// file system has allocated and written, without changing the file's size,
+// so the group commit's fdatasync writes the records and flushes the
+// disk's cache without committing inode metadata (fallocate alone leaves
+// ext4's extents unwritten, and the first write into them is a metadata
+// change). Recovery finds where the records end by the zeros after them.
+func preallocate(f file, from, to int64) error {
+	for off := from; off < to; {
+		n := min(int64(len(zeros)), to-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
 }
 
 // startSegmentLocked creates a new active segment at base. The previous
@@ -398,6 +445,11 @@ func (q *Queue) startSegmentLocked(base Position) error {
 		// Best effort: a leftover header-only file is removed by recovery.
 		_ = q.fs.Remove(path)
 		return fmt.Errorf("queue: write header of %q: %w", path, err)
+	}
+	if err := preallocate(f, segmentHeaderSize, q.opts.SegmentBytes); err != nil {
+		f.Close()
+		_ = q.fs.Remove(path)
+		return fmt.Errorf("queue: preallocate %q: %w", path, err)
 	}
 	if q.active != nil {
 		q.activeSeg().sealed = true
@@ -423,6 +475,9 @@ func (q *Queue) startSegmentLocked(base Position) error {
 func (q *Queue) Append(recs ...[]byte) (end Position, err error) {
 	need := int64(0)
 	for _, r := range recs {
+		if len(r) == 0 {
+			return 0, ErrEmptyRecord
+		}
 		if len(r) > q.maxRecord {
 			return 0, fmt.Errorf("%w: record of %d bytes, max %d", ErrTooLarge, len(r), q.maxRecord)
 		}
@@ -562,6 +617,12 @@ func (q *Queue) rotateLocked() error {
 		return q.err
 	}
 	s := q.activeSeg()
+	// A sealed segment ends at its data: cut the preallocated rest off
+	// (before the fsync that seals it), so recovery and readers take its
+	// size for its data as they always did.
+	if err := q.active.Truncate(segmentHeaderSize + s.size); err != nil {
+		return q.failLocked(fmt.Errorf("queue: truncate segment %q to its data: %w", s.path, err))
+	}
 	err := q.active.Sync()
 	q.fsyncs.Add(1)
 	if err != nil {
@@ -652,7 +713,12 @@ func (q *Queue) waitDurableLocked(end Position, pend *pendingWrite) error {
 			q.joined |= 1
 		}
 		q.mu.Unlock()
-		err := f.Sync()
+		// fdatasync: the segment was preallocated, so the records'
+		// blocks and the file size are on disk already; a new segment's
+		// first sync still writes its size and blocks (fdatasync writes
+		// the metadata reading the data needs), and its directory entry
+		// is synced below.
+		err := f.DataSync()
 		if err != nil {
 			err = fmt.Errorf("queue: fsync segment %q: %w", path, err)
 		} else if syncDir {

@@ -75,7 +75,10 @@ func TestAppendReadRoundTrip(t *testing.T) {
 	q := mustOpen(t, Options{Dir: dir, SegmentBytes: 1024, MaxBytes: 1 << 20})
 	defer q.Close()
 	var want []rec
-	sizes := []int{0, 1, 17, 100, 500, 983, 3, 0, 250}
+	if _, err := q.Append([]byte{}); !errors.Is(err, ErrEmptyRecord) {
+		t.Fatalf("Append of an empty record: %v, want ErrEmptyRecord", err)
+	}
+	sizes := []int{2, 1, 17, 100, 500, 983, 3, 1, 250}
 	for i, n := range sizes {
 		p := bytes.Repeat([]byte{byte(i + 1)}, n)
 		end, err := q.Append(p)
@@ -287,6 +290,12 @@ func appendFile(t *testing.T, path string, b []byte) {
 	f.Close()
 }
 
+// TestTornTailTruncated: bytes after the last record of the last segment
+// that are not a record (a torn write) are counted up to their last
+// non-zero byte and zeroed, in a preallocated segment (written where the
+// next record would go) and in a segment an older build wrote without
+// preallocation (appended at its end); zeros alone are the preallocated
+// space, not a torn tail. Appends continue where the records end.
 func TestTornTailTruncated(t *testing.T) {
 	tails := map[string][]byte{
 		"partial header":  {5, 0, 0},
@@ -295,46 +304,74 @@ func TestTornTailTruncated(t *testing.T) {
 		"bad crc at end":  appendRecord(nil, new([12]byte), 12345, []byte("not at this position")),
 	}
 	for name, tail := range tails {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			opts := Options{Dir: dir, SegmentBytes: 1 << 16, MaxBytes: 1 << 20}
-			q := mustOpen(t, opts)
-			var ends []Position
-			for i := range 20 {
-				end, err := q.Append(payload(2, i, 50))
+		for _, prealloc := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/preallocated=%v", name, prealloc), func(t *testing.T) {
+				dir := t.TempDir()
+				opts := Options{Dir: dir, SegmentBytes: 1 << 16, MaxBytes: 1 << 20}
+				q := mustOpen(t, opts)
+				var ends []Position
+				for i := range 20 {
+					end, err := q.Append(payload(2, i, 50))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ends = append(ends, end)
+				}
+				q.Close()
+				path := lastSegmentPath(t, dir)
+				dataEnd := int64(segmentHeaderSize) + int64(ends[19])
+				if before, _ := os.Stat(path); before.Size() != opts.SegmentBytes {
+					t.Fatalf("segment of %d bytes, want %d (preallocated)", before.Size(), opts.SegmentBytes)
+				}
+				if prealloc {
+					f, err := os.OpenFile(path, os.O_WRONLY, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := f.WriteAt(tail, dataEnd); err != nil {
+						t.Fatal(err)
+					}
+					f.Close()
+				} else {
+					if err := os.Truncate(path, dataEnd); err != nil {
+						t.Fatal(err)
+					}
+					appendFile(t, path, tail)
+				}
+				size := func() int64 { st, _ := os.Stat(path); return st.Size() }
+				sizeBefore := size()
+
+				q = mustOpen(t, opts)
+				defer q.Close()
+				st := q.Stats()
+				torn := uint64(lastNonZero(tail) + 1)
+				if st.TornBytes != torn || st.CorruptRecords != 0 {
+					t.Fatalf("stats %+v, want %d torn bytes", st, torn)
+				}
+				if size() != sizeBefore {
+					t.Fatalf("size after recovery %d, want %d", size(), sizeBefore)
+				}
+				b, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)
 				}
-				ends = append(ends, end)
-			}
-			q.Close()
-			path := lastSegmentPath(t, dir)
-			before, _ := os.Stat(path)
-			appendFile(t, path, tail)
-
-			q = mustOpen(t, opts)
-			defer q.Close()
-			st := q.Stats()
-			if st.TornBytes != uint64(len(tail)) || st.CorruptRecords != 0 {
-				t.Fatalf("stats %+v, want %d torn bytes", st, len(tail))
-			}
-			after, _ := os.Stat(path)
-			if after.Size() != before.Size() {
-				t.Fatalf("size after recovery %d, want %d", after.Size(), before.Size())
-			}
-			end, err := q.Append([]byte("next"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if end != ends[19]+Position(recordHeaderSize+4) {
-				t.Fatalf("append after truncation at %d", end)
-			}
-			got, r := drain(t, q, 0)
-			defer r.Close()
-			if len(got) != 21 || string(got[20].payload) != "next" {
-				t.Fatalf("read %d records", len(got))
-			}
-		})
+				if i := firstNonZero(b[dataEnd:]); i >= 0 {
+					t.Fatalf("byte %d after the records is not zero after recovery", i)
+				}
+				end, err := q.Append([]byte("next"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if end != ends[19]+Position(recordHeaderSize+4) {
+					t.Fatalf("append after truncation at %d", end)
+				}
+				got, r := drain(t, q, 0)
+				defer r.Close()
+				if len(got) != 21 || string(got[20].payload) != "next" {
+					t.Fatalf("read %d records", len(got))
+				}
+			})
+		}
 	}
 }
 

@@ -27,6 +27,9 @@ type file interface {
 	io.WriterAt
 	io.Closer
 	Sync() error
+	// DataSync makes the file's data durable, and of its metadata what
+	// reading the data needs (size, blocks): fdatasync(2).
+	DataSync() error
 	Truncate(size int64) error
 	Size() (int64, error)
 }
