@@ -49,8 +49,11 @@ type Queue struct {
 	// pwrite before its fsync (one write per group commit, not one per
 	// Append). pend is the fate of the records in wbuf, shared by their
 	// appenders; nil while wbuf is empty.
-	wbuf     []byte
-	wrecs    uint64 // records encoded in wbuf
+	wbuf  []byte
+	wrecs uint64 // records encoded in wbuf
+	// zeroedTo is the file offset up to which the active segment is
+	// written (records, then zeros: preallocate).
+	zeroedTo int64
 	pend     *pendingWrite
 	freePend []*pendingWrite // no appender refers to these: Append allocates nothing
 
@@ -405,6 +408,7 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 	s.sealed = false
 	q.bytes += end
 	q.active = f
+	q.zeroedTo = size
 	q.writeEnd = s.end()
 	q.nextRecord = s.firstRecord + records
 	return true, nil
@@ -413,13 +417,19 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 // zeros is what preallocate writes (never written to).
 var zeros = make([]byte, 1<<20)
 
-// preallocate writes zeros over the file bytes [from, to). A segment is
-// zero-filled when it is created: an append then writes into blocks the
-// file system has allocated and written, without changing the file's size,
-// so the group commit's fdatasync writes the records and flushes the
-// disk's cache without committing inode metadata (fallocate alone leaves
-// ext4's extents unwritten, and the first write into them is a metadata
-// change). Recovery finds where the records end by the zeros after them.
+// preallocChunk is how far ahead of its records the active segment is
+// zero-filled (at most to SegmentBytes): one fill, and one sync that
+// writes metadata, per 4 MiB of records, each a short stall.
+const preallocChunk = 4 << 20
+
+// preallocate writes zeros over the file bytes [from, to). The active
+// segment is zero-filled ahead of its records (preallocChunk): an append
+// then writes into blocks the file system has allocated and written,
+// without changing the file's size, so the group commit's fdatasync writes
+// the records and flushes the disk's cache without committing inode
+// metadata (fallocate alone leaves ext4's extents unwritten, and the first
+// write into them is a metadata change). Recovery finds where the records
+// end by the zeros after them.
 func preallocate(f file, from, to int64) error {
 	for off := from; off < to; {
 		n := min(int64(len(zeros)), to-off)
@@ -446,11 +456,6 @@ func (q *Queue) startSegmentLocked(base Position) error {
 		_ = q.fs.Remove(path)
 		return fmt.Errorf("queue: write header of %q: %w", path, err)
 	}
-	if err := preallocate(f, segmentHeaderSize, q.opts.SegmentBytes); err != nil {
-		f.Close()
-		_ = q.fs.Remove(path)
-		return fmt.Errorf("queue: preallocate %q: %w", path, err)
-	}
 	if q.active != nil {
 		q.activeSeg().sealed = true
 		q.activeSeg().sealedAt = time.Now()
@@ -462,6 +467,7 @@ func (q *Queue) startSegmentLocked(base Position) error {
 	}
 	q.segs = append(q.segs, &segment{base: base, firstRecord: q.nextRecord, path: path, created: time.Now()})
 	q.active = f
+	q.zeroedTo = segmentHeaderSize
 	q.writeEnd = base
 	q.bytes += segmentHeaderSize
 	q.dirDirty = true
@@ -574,6 +580,20 @@ func (q *Queue) flushLocked() error {
 	}
 	s := q.activeSeg()
 	off := segmentHeaderSize + s.size
+	if end := off + int64(len(q.wbuf)); end > q.zeroedTo && q.zeroedTo < q.opts.SegmentBytes {
+		// Zero-fill the next preallocChunk past this write first (the
+		// write then lands on zeros), so the appends after it neither
+		// grow the file nor allocate blocks.
+		// From the records' end at the lowest: below off are records
+		// (zeroedTo lags behind them after a failed fill).
+		to := min(q.opts.SegmentBytes, end+preallocChunk)
+		if err := preallocate(q.active, max(q.zeroedTo, off), to); err != nil {
+			// Nothing of the records was written; the zeros need no undo.
+			q.log.Warn("queue: preallocate segment", "file", s.path, "err", err)
+		} else {
+			q.zeroedTo = to
+		}
+	}
 	_, err := q.active.WriteAt(q.wbuf, off)
 	n, recs, pend := len(q.wbuf), q.wrecs, q.pend
 	q.wbuf, q.wrecs, q.pend = q.wbuf[:0], 0, nil
@@ -587,6 +607,7 @@ func (q *Queue) flushLocked() error {
 		if terr := q.active.Truncate(off); terr != nil {
 			err = q.failLocked(fmt.Errorf("%w; truncate back: %w", err, terr))
 		}
+		q.zeroedTo = min(q.zeroedTo, off)
 		pend.err = err
 		q.cond.Broadcast() // appenders waiting for this write learn its fate
 		return err
@@ -713,11 +734,11 @@ func (q *Queue) waitDurableLocked(end Position, pend *pendingWrite) error {
 			q.joined |= 1
 		}
 		q.mu.Unlock()
-		// fdatasync: the segment was preallocated, so the records'
-		// blocks and the file size are on disk already; a new segment's
-		// first sync still writes its size and blocks (fdatasync writes
-		// the metadata reading the data needs), and its directory entry
-		// is synced below.
+		// fdatasync: the segment is preallocated, so the records'
+		// blocks and the file size are on disk already, except after
+		// a new zero-filled chunk, whose size and blocks fdatasync
+		// writes too (the metadata reading the data needs); a new
+		// segment's directory entry is synced below.
 		err := f.DataSync()
 		if err != nil {
 			err = fmt.Errorf("queue: fsync segment %q: %w", path, err)
