@@ -41,18 +41,20 @@
 //	record: length uint32 | CRC32C(position uint64 | length uint32 | payload) uint32 | payload
 //
 // All integers are little endian; CRCs use the Castagnoli polynomial.
-// A segment is created zero-filled to SegmentBytes (preallocate): appends
-// write into blocks the file system has already allocated and written, the
-// file's size does not change, and the group commit syncs with fdatasync,
-// which then writes the records and flushes the disk's cache without
-// committing inode metadata (fsync also wrote the inode's times; on ext4 a
-// file grown by appends, or preallocated with fallocate, whose extents stay
-// unwritten until written, needs a journal commit per sync). The active
-// segment's records are followed by zeros; a record is never empty, so its
-// 8-byte header is never all zero, and zeros are never taken for a record.
-// A segment is cut to its records when it is sealed, so a sealed
-// segment's size is its records' (as before preallocation; a segment
-// written without it, by an older build, reads the same).
+// The active segment is zero-filled 4 MiB ahead of its records, up to
+// SegmentBytes (preallocate): appends write into blocks the file system
+// has already allocated and written, the file's size does not change, and
+// the group commit syncs with fdatasync, which then writes the records and
+// flushes the disk's cache without committing inode metadata (fsync also
+// wrote the inode's times; on ext4 a file grown by appends, or preallocated
+// with fallocate, whose extents stay unwritten until written, needs a
+// journal commit per sync). The active segment's records are followed by
+// zeros; a record is never empty, so its 8-byte header is never all zero,
+// and zeros are never taken for a record. A segment is cut to its records
+// when it is sealed, so a sealed segment's size is its records' (as before
+// preallocation; a segment an older build wrote without it reads the
+// same). Stats.Bytes counts headers and records, not the zeros.
+//
 // Positions count record bytes only (headers take none): the record at
 // file offset off of a segment with base b has Position b+off-32, and the
 // position after it is that plus 8+length. Positions therefore compare
