@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // TestBitPackedLevels decodes bit-packed runs of width 1 (the levels of
@@ -95,6 +97,15 @@ func TestHexDecodeMatches(t *testing.T) {
 		}
 		if werr == nil && got != want {
 			t.Fatalf("%q: %x, want %x", src, got, want)
+		}
+		var id signal.TraceID
+		if ok := hexTraceID(&id, src); ok != (werr == nil) || ok && [16]byte(id) != want {
+			t.Fatalf("%q: hexTraceID %x, %v; encoding/hex %x, %v", src, id, ok, want, werr)
+		}
+		var sid signal.SpanID
+		_, werr = hex.Decode(want[:8], src[:16])
+		if ok := hexSpanID(&sid, src[:16]); ok != (werr == nil) || ok && [8]byte(sid) != [8]byte(want[:8]) {
+			t.Fatalf("%q: hexSpanID %x, %v; encoding/hex %x, %v", src[:16], sid, ok, want[:8], werr)
 		}
 	}
 	// Every byte value at every position of an id, and of a 10-digit

@@ -36,8 +36,9 @@ func ByteArrayPageBounds(page []byte, codec pqformat.CompressionCodec, maxDef, m
 		putScratch(d.c.s)
 		d.c = pageChecker{}
 		d.buf = nil
-		if cap(d.pg.data) > 4<<20 {
-			d.pg.data, d.pg.offs = nil, nil // a rare large page: let it go
+		d.pg.data = nil // it may alias the page
+		if cap(d.pg.dataBuf) > 4<<20 {
+			d.pg.dataBuf, d.pg.offs = nil, nil // a rare large page: let it go
 		}
 		boundsDecs.Put(d)
 	}()

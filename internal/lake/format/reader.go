@@ -543,54 +543,54 @@ func (f *File) readGroup(i int, c *signal.Common, dst any) (err error) {
 var errBadID = errors.New("bad hex id")
 
 // hexDecode decodes the hex digits of src (either case, two per byte of
-// dst) into dst, as hex.Decode does: 8 digits at a time (hex8), the rest
-// by one table lookup per digit.
+// dst) into dst, as hex.Decode does: 8 digits at a time, every byte of
+// the word checked at once, the rest by one table lookup per digit.
+//
+// 8 digits (the bytes of x, first digit lowest) become 4 bytes, first
+// byte lowest: each byte must be below 0x80 and in '0'-'9', or, with 0x20
+// set (lower case), in 'a'-'f'. A byte b < 0x80 plus 0x80-lo has its top
+// bit set iff b >= lo, plus 0x7f-hi iff b > hi (no carries between bytes;
+// a word with a top bit set is refused whatever its sums hold).
 func hexDecode(dst, src []byte) error {
 	if len(src) != 2*len(dst) {
 		return errBadID
 	}
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	var bad uint64
 	for len(src) >= 8 {
-		v, ok := hex8(binary.LittleEndian.Uint64(src))
-		if !ok {
-			return errBadID
-		}
-		binary.LittleEndian.PutUint32(dst, v)
+		x := binary.LittleEndian.Uint64(src)
+		lower := x | 0x20*ones
+		digit := (x + (0x80-'0')*ones) &^ (x + (0x7f-'9')*ones) & tops
+		letter := (lower + (0x80-'a')*ones) &^ (lower + (0x7f-'f')*ones) & tops
+		bad |= x&tops | ((digit | letter) ^ tops)
+		v := x&(0x0f*ones) + (letter>>7)*9 // each byte's value, 0-15
+		// Byte 2i is the high nibble of output byte i, byte 2i+1 the low.
+		v = (v&0x000f000f000f000f)<<4 | (v>>8)&0x000f000f000f000f
+		v = (v | v>>8) & 0x0000ffff0000ffff
+		v = (v | v>>16) & 0xffffffff
+		binary.LittleEndian.PutUint32(dst, uint32(v))
 		src, dst = src[8:], dst[4:]
 	}
-	var bad uint8
+	var badTail uint8
 	for i := range dst {
 		hi, lo := hexVal[src[2*i]], hexVal[src[2*i+1]]
-		bad |= hi | lo
+		badTail |= hi | lo
 		dst[i] = hi<<4 | lo
 	}
-	if bad > 0xf {
+	if bad != 0 || badTail > 0xf {
 		return errBadID
 	}
 	return nil
 }
 
-// hex8 decodes 8 hex digits (the bytes of x, first digit lowest) into
-// the 4 bytes of v, first byte lowest, with every byte of x checked at
-// once: each byte must be below 0x80 and in '0'-'9', or, with 0x20 set
-// (lower case), in 'a'-'f'. A byte b < 0x80 plus 0x80-lo has its top bit
-// set iff b >= lo, plus 0x7f-hi iff b > hi (no carries between bytes).
-func hex8(x uint64) (uint32, bool) {
-	const ones, tops = 0x0101010101010101, 0x8080808080808080
-	if x&tops != 0 {
-		return 0, false
-	}
-	lower := x | 0x20*ones
-	digit := (x + (0x80-'0')*ones) &^ (x + (0x7f-'9')*ones) & tops
-	letter := (lower + (0x80-'a')*ones) &^ (lower + (0x7f-'f')*ones) & tops
-	if digit|letter != tops {
-		return 0, false
-	}
-	v := x&(0x0f*ones) + (letter>>7)*9 // each byte's value, 0-15
-	// Byte 2i is the high nibble of output byte i, byte 2i+1 the low.
-	v = (v&0x000f000f000f000f)<<4 | (v>>8)&0x000f000f000f000f
-	v = (v | v>>8) & 0x0000ffff0000ffff
-	v = (v | v>>16) & 0xffffffff
-	return uint32(v), true
+// hexTraceID decodes the 32 hex digits of x into id.
+func hexTraceID(id *signal.TraceID, x []byte) bool {
+	return len(x) == 32 && hexDecode(id[:], x) == nil
+}
+
+// hexSpanID decodes the 16 hex digits of x into id.
+func hexSpanID(id *signal.SpanID, x []byte) bool {
+	return len(x) == 16 && hexDecode(id[:], x) == nil
 }
 
 // hexVal is the value of each hex digit, 0xff for other bytes.

@@ -88,7 +88,7 @@ func (p *pageVals) fromValues(page parquet.Page, rc *readCol, vbuf *[]parquet.Va
 	n := int(nv)
 	*p = pageVals{
 		n: n, maxDef: rc.maxDef, typ: rc.ptype,
-		i32: p.i32[:0], i64: p.i64[:0], f64: p.f64[:0], bools: p.bools[:0], data: p.data[:0], offs: append(p.offs[:0], 0),
+		i32: p.i32[:0], i64: p.i64[:0], f64: p.f64[:0], bools: p.bools[:0], dataBuf: p.dataBuf[:0], offs: append(p.offs[:0], 0),
 		defsBuf: p.defsBuf[:0], repsBuf: p.repsBuf[:0],
 	}
 	hasDefs, hasReps := rc.maxDef > 0, rc.maxRep > 0
@@ -123,8 +123,8 @@ func (p *pageVals) fromValues(page parquet.Page, rc *readCol, vbuf *[]parquet.Va
 			case pqformat.Double:
 				p.f64 = append(p.f64, v.Double())
 			case pqformat.ByteArray:
-				p.data = append(p.data, v.ByteArray()...)
-				p.offs = append(p.offs, uint32(len(p.data)))
+				p.dataBuf = append(p.dataBuf, v.ByteArray()...)
+				p.offs = append(p.offs, uint32(len(p.dataBuf)))
 			default:
 				return shapeErr("values of type %s", p.typ)
 			}
@@ -143,6 +143,7 @@ func (p *pageVals) fromValues(page parquet.Page, rc *readCol, vbuf *[]parquet.Va
 	if read != n {
 		return errRows
 	}
+	p.data = p.dataBuf
 	if hasDefs {
 		p.defs = p.defsBuf
 	}
@@ -257,7 +258,7 @@ func traceIDs(dst []signal.TraceID, p *pageVals) error {
 		}
 		x := p.bytesAt(j)
 		j++
-		if len(x) != 32 || hexDecode(dst[i][:], x) != nil {
+		if !hexTraceID(&dst[i], x) {
 			return errBadID
 		}
 	}
@@ -273,7 +274,7 @@ func spanIDs(dst []signal.SpanID, p *pageVals) error {
 		}
 		x := p.bytesAt(j)
 		j++
-		if len(x) != 16 || hexDecode(dst[i][:], x) != nil {
+		if !hexSpanID(&dst[i], x) {
 			return errBadID
 		}
 	}
