@@ -64,6 +64,11 @@ type pageVals struct {
 	dict *dictVals
 	// runs are idx as runs of one index (dictionary pages of byte arrays).
 	runs []valRun
+	// defRuns are the definition levels as runs of 0 (null) and 1, in
+	// place of defs (nil), where the decoder was asked for them
+	// (chunkDec.defRuns: the attribute columns File reads, which are
+	// sparse: a null run costs one step instead of a byte per row).
+	defRuns []valRun
 
 	// The buffers behind defs, reps, idx and data (nil when a page has
 	// none).
@@ -71,6 +76,7 @@ type pageVals struct {
 	defsBuf, repsBuf []uint8
 	idxBuf           []int32
 	runsBuf          []valRun
+	defRunsBuf       []valRun
 }
 
 // dictVals is the dictionary page of a chunk, decoded.
@@ -114,6 +120,10 @@ type chunkDec struct {
 	dict     dictVals
 	hasDict  bool
 	lv       []uint8 // scratch of RLE-encoded booleans
+	// defRuns: the definition levels of a flat optional column's pages
+	// are decoded as runs (pageVals.defRuns), not one byte per level.
+	// start clears it; the caller sets it after opening the chunk.
+	defRuns bool
 
 	// The footer checks (check set): the values and uncompressed bytes
 	// (headers included) of the pages so far, against md's.
@@ -194,6 +204,7 @@ func (d *chunkDec) start(buf []byte, ref chunkRef, check bool) {
 	d.hasDict = false
 	d.dict.n = 0
 	d.check, d.md, d.nvals, d.uncompressed = check, md, 0, 0
+	d.defRuns = false
 }
 
 // close returns the chunk's buffers; the decoder may be opened again.
@@ -321,7 +332,7 @@ func (d *chunkDec) startPage(nv int) error {
 	p := &d.pg
 	p.n, p.nn = nv, nv
 	p.maxDef, p.typ = uint8(d.maxDef), d.typ
-	p.defs, p.reps, p.idx, p.dict, p.runs = nil, nil, nil, nil, nil
+	p.defs, p.reps, p.idx, p.dict, p.runs, p.defRuns = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -418,6 +429,14 @@ func (d *chunkDec) levels(reps, defs []byte) error {
 		if err := decodeHybrid(reps, bits.Len(uint(d.maxRep)), p.reps, uint8(d.maxRep)); err != nil {
 			return fmt.Errorf("repetition levels: %w", err)
 		}
+	}
+	if d.maxDef == 1 && d.maxRep == 0 && d.defRuns {
+		var err error
+		if p.defRunsBuf, p.nn, err = decodeDefRuns(defs, p.n, p.defRunsBuf[:0]); err != nil {
+			return fmt.Errorf("definition levels: %w", err)
+		}
+		p.defRuns = p.defRunsBuf
+		return nil
 	}
 	if d.maxDef > 0 {
 		p.defsBuf = grow(p.defsBuf[:0], p.n)

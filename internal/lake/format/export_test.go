@@ -2,6 +2,7 @@ package format
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/parquet-go/parquet-go"
@@ -14,7 +15,13 @@ func SetLegacyRead(f *File, on bool) { f.legacy = on }
 // DecodeUnchecked decodes every page of every column chunk of pf that the
 // typed decoder reads, without checking the chunks first (CheckChunk):
 // the decoder alone must turn any damage into an error (FuzzDecodePages).
-// It returns the values decoded.
+// A flat optional chunk is decoded a second time with its definition
+// levels as runs, which must count the same values. It returns the
+// values decoded.
+// ErrLevelRunsDiffer is DecodeUnchecked's error for a page whose levels
+// as runs and as bytes disagree.
+var ErrLevelRunsDiffer = errors.New("definition levels as runs differ from the levels as bytes")
+
 func DecodeUnchecked(pf *parquet.File) (n int, err error) {
 	var d chunkDec
 	for _, rg := range pf.RowGroups() {
@@ -27,19 +34,34 @@ func DecodeUnchecked(pf *parquet.File) (n int, err error) {
 			if !ok {
 				continue
 			}
-			if err := d.openChecked(fcc, ref, false); err != nil {
-				return n, err
-			}
-			for {
-				p, err := d.next()
-				if err != nil {
-					d.close()
-					if errors.Is(err, io.EOF) {
-						break
-					}
+			var nns []int
+			for pass := range 2 {
+				if pass == 1 && (ref.maxDef != 1 || ref.maxRep != 0) {
+					break
+				}
+				if err := d.openChecked(fcc, ref, false); err != nil {
 					return n, err
 				}
-				n += p.n
+				d.defRuns = pass == 1
+				for k := 0; ; k++ {
+					p, err := d.next()
+					if err != nil {
+						d.close()
+						if errors.Is(err, io.EOF) {
+							break
+						}
+						if pass == 1 && k < len(nns) {
+							return n, fmt.Errorf("%w: page %d: %w, as bytes %d values", ErrLevelRunsDiffer, k, err, nns[k])
+						}
+						return n, err
+					}
+					if pass == 0 {
+						n += p.n
+						nns = append(nns, p.nn)
+					} else if k >= len(nns) || p.nn != nns[k] {
+						return n, fmt.Errorf("%w: page %d: %d values", ErrLevelRunsDiffer, k, p.nn)
+					}
+				}
 			}
 		}
 	}

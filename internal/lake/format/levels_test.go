@@ -12,7 +12,8 @@ import (
 // TestBitPackedLevels decodes bit-packed runs of width 1 (the levels of
 // optional and repeated columns; unpack1 takes 8 at a time) and of a
 // wider width next to RLE runs, against the bits written, for pages whose
-// last group is cut short by the page's end.
+// last group is cut short by the page's end; levels of width 1 also as
+// runs (decodeDefRuns, and runsOfDefs from the levels as bytes).
 func TestBitPackedLevels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := range 500 {
@@ -36,6 +37,9 @@ func TestBitPackedLevels(t *testing.T) {
 				continue
 			}
 			groups := 1 + rng.IntN(5)
+			if iter%3 == 0 {
+				groups = 1 + rng.IntN(40) // over 64 levels: a word at a time
+			}
 			src = binary.AppendUvarint(src, uint64(groups)<<1|1)
 			var acc uint64
 			have := 0
@@ -62,6 +66,19 @@ func TestBitPackedLevels(t *testing.T) {
 		for i := range got {
 			if got[i] != want[i] {
 				t.Fatalf("iteration %d (width %d): level %d is %d, want %d", iter, width, i, got[i], want[i])
+			}
+		}
+		if width == 1 {
+			runs, nn, err := decodeDefRuns(src, n, nil)
+			if err != nil {
+				t.Fatalf("iteration %d: runs: %v", iter, err)
+			}
+			p := pageVals{n: n, defs: want[:n]}
+			checkDefRuns(t, iter, runs, nn, want[:n])
+			r2 := p.runsOfDefs(nil)
+			checkDefRuns(t, iter, r2, nn, want[:n])
+			if _, _, err := decodeDefRuns(src, n+8, nil); err == nil {
+				t.Fatalf("iteration %d: runs of %d levels taken for %d", iter, len(want), n+8)
 			}
 		}
 		got32 := make([]int32, n)
@@ -126,5 +143,27 @@ func TestHexDecodeMatches(t *testing.T) {
 	}
 	if hexDecode(make([]byte, 8), make([]byte, 15)) == nil {
 		t.Fatal("an odd number of digits was taken")
+	}
+}
+
+// checkDefRuns checks that runs, merged and none empty, expand to levels,
+// nn of them 1.
+func checkDefRuns(t *testing.T, iter int, runs []valRun, nn int, levels []uint8) {
+	t.Helper()
+	var got []uint8
+	ones := 0
+	for k, r := range runs {
+		if r.n <= 0 || k > 0 && runs[k-1].v == r.v {
+			t.Fatalf("iteration %d: run %d of %d levels of %d after %v", iter, k, r.n, r.v, runs[max(k-1, 0)])
+		}
+		for range r.n {
+			got = append(got, uint8(r.v))
+		}
+		if r.v == 1 {
+			ones += int(r.n)
+		}
+	}
+	if string(got) != string(levels) || ones != nn {
+		t.Fatalf("iteration %d: runs expand to %v (%d ones, nn %d), want %v", iter, got, ones, nn, levels)
 	}
 }

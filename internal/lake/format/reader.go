@@ -372,6 +372,9 @@ type rowTmp struct {
 	dictReady bool
 	dictX     []uint64
 	dictOK    []bool
+	// attrTyped: definition levels as runs, for a page that has them
+	// as bytes (a page parquet-go decoded).
+	defRunsBuf []valRun
 
 	// logs
 	bodyType []signal.Str

@@ -1,7 +1,6 @@
 package format
 
 import (
-	"bytes"
 	"io"
 	"math"
 
@@ -26,6 +25,7 @@ func (f *File) readColumn(cc parquet.ColumnChunk, rc *readCol, n int, c *signal.
 			if err := d.open(fcc, ref); err != nil {
 				return err
 			}
+			d.defRuns = rc.slot >= 0 // attrTyped takes levels as runs
 			defer d.close()
 			return f.readPages(d.next, rc, n, c, base, dst)
 		}
@@ -582,7 +582,7 @@ func (f *File) listTyped(rc *readCol, p *pageVals, row, n, base int, dst any) (i
 }
 
 // attrTyped collects the values of one page of an attribute column as
-// changes (attrSet, attrNull).
+// changes (attrSet, attrNull), a run of null or present rows at a time.
 func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) error {
 	t := f.t
 	if p.nn == 0 {
@@ -591,102 +591,73 @@ func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) er
 		}
 		return nil
 	}
-	var dx []uint64
-	var dok []bool
+	defRuns := p.runsOfDefs(t.defRunsBuf)
+	if p.defRuns == nil {
+		t.defRunsBuf = defRuns
+	}
 	if p.idx != nil {
-		dx, dok = t.dictCache(p)
-		if p.defs != nil {
-			return f.attrDictTyped(rc, p, row, c, dx, dok)
-		}
+		dx, dok := t.dictCache(p)
+		return f.attrDictTyped(rc, p, defRuns, row, c, dx, dok)
 	}
 	j := 0
-	for i := 0; i < p.n; i++ {
-		if !p.present(i) {
+	r := row
+	for _, dr := range defRuns {
+		if dr.v == 0 {
 			// A run of nulls: only its first row can change anything
 			// (attrNull notes where a value stops).
-			t.attrNull(rc, row+i)
-			k := bytes.IndexByte(p.defs[i:], 1)
-			if k < 0 {
-				break
-			}
-			i += k - 1
+			t.attrNull(rc, r)
+			r += int(dr.n)
 			continue
 		}
-		var x uint64
-		switch rc.typ {
-		case signal.ValueInt:
-			x = uint64(p.i64[j])
-		case signal.ValueDouble:
-			x = math.Float64bits(p.f64[j])
-		case signal.ValueBool:
-			if p.bools[j] {
-				x = 1
-			}
-		case signal.ValueEmpty:
-		default:
-			if p.idx != nil {
-				// Each dictionary value is stored once per chunk; the
-				// rows that repeat it share its Str. prevAttr follows,
-				// for strRun on plain pages after a dictionary fallback.
-				k := p.idx[j]
-				if dok[k] {
-					x = dx[k]
-					if rc.scope != ScopeRecord {
-						t.prevAttr[rc.slot] = signal.Str(x)
-					}
-					j++
-					t.attrSet(rc, row+i, x)
-					continue
+		for end := r + int(dr.n); r < end; r++ {
+			var x uint64
+			switch rc.typ {
+			case signal.ValueInt:
+				x = uint64(p.i64[j])
+			case signal.ValueDouble:
+				x = math.Float64bits(p.f64[j])
+			case signal.ValueBool:
+				if p.bools[j] {
+					x = 1
 				}
-				var err error
-				if x, err = f.attrBytes(rc, c, p.dict.value(k)); err != nil {
-					return err
-				}
-				dx[k], dok[k] = x, true
-			} else {
+			case signal.ValueEmpty:
+			default:
 				var err error
 				if x, err = f.attrBytes(rc, c, p.bytesAt(j)); err != nil {
 					return err
 				}
 			}
+			j++
+			t.attrSet(rc, r, x)
 		}
-		j++
-		t.attrSet(rc, row+i, x)
 	}
 	return nil
 }
 
-// attrDictTyped is attrTyped for a dictionary-encoded page of an optional
-// column (string, bytes, array and map attributes), by runs: a stretch of
-// present rows takes the dictionary indexes a run at a time, so a value is
-// looked up once per run; a run gives only its first row's change
-// (attrSet keeps only changes), and a run that repeats the previous index
-// nothing. Each dictionary value is stored once per chunk and the rows
-// that repeat it share its Str.
-func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common, dx []uint64, dok []bool) error {
+// attrDictTyped is attrTyped for a dictionary-encoded page (string,
+// bytes, array and map attributes), by runs: a run of present rows takes
+// the dictionary indexes a run at a time, so a value is looked up once
+// per run; a run gives only its first row's change (attrSet keeps only
+// changes), and a run that repeats the previous index nothing. Each
+// dictionary value is stored once per chunk and the rows that repeat it
+// share its Str.
+func (f *File) attrDictTyped(rc *readCol, p *pageVals, defRuns []valRun, row int, c *signal.Common, dx []uint64, dok []bool) error {
 	t := f.t
-	defs, runs, dict := p.defs, p.runs, p.dict
+	runs, dict := p.runs, p.dict
 	record := rc.scope == ScopeRecord
 	slot := rc.slot
 	lastK := int32(-1)
-	ri, left := 0, 0 // the current run, and its values not yet taken
-	for i := 0; i < len(defs); {
-		if defs[i] == 0 {
-			t.attrNull(rc, row+i)
+	ri, left := 0, 0 // the current index run, and its values not yet taken
+	r := row
+	for _, dr := range defRuns {
+		if dr.v == 0 {
+			t.attrNull(rc, r)
 			lastK = -1
-			k := bytes.IndexByte(defs[i:], 1)
-			if k < 0 {
-				break
-			}
-			i += k
+			r += int(dr.n)
 			continue
 		}
-		// Rows [i, end) are present.
-		end := len(defs)
-		if k := bytes.IndexByte(defs[i:], 0); k >= 0 {
-			end = i + k
-		}
-		for i < end {
+		// Rows [r, end) are present.
+		for end := r + int(dr.n); r < end; {
 			for left == 0 {
 				if ri >= len(runs) {
 					return shapeErr("dictionary indexes end before the page's values")
@@ -695,10 +666,10 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common
 				ri++
 			}
 			k := runs[ri-1].v
-			m := min(left, end-i)
+			m := min(left, end-r)
 			left -= m
 			if k == lastK {
-				i += m
+				r += m
 				continue
 			}
 			lastK = k
@@ -714,8 +685,8 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, row int, c *signal.Common
 				// dictionary fallback.
 				t.prevAttr[slot] = signal.Str(x)
 			}
-			t.attrSet(rc, row+i, x)
-			i += m
+			t.attrSet(rc, r, x)
+			r += m
 		}
 	}
 	return nil
