@@ -23,7 +23,9 @@ import (
 // row and column. A block of rows at a time, a bit per row and slot marks
 // the changes (a pass over the block's changes); the rows are then
 // replayed in order, each changed slot taking the next change of its
-// column, so the changes are never sorted or copied.
+// column, so the changes are never sorted or copied. A record whose
+// changes only change values (no slot joins or leaves the set) copies the
+// previous record's entries and puts its new values in place.
 func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 	t := f.t
 	f.attrCols()
@@ -50,6 +52,11 @@ func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 	t.recSet = set
 	vals := t.lastVal
 	a := &c.Attrs
+	// The set last written: its record attributes are a.*[prevStart:
+	// prevStart+prevM], slot s at pos[s] (prevM -1: none yet).
+	pos := resize(t.slotPos, f.nattr)
+	t.slotPos = pos
+	prevStart, prevM := 0, -1
 	for r0 := 0; r0 < n; r0 += recBlockRows {
 		r1 := min(n, r0+recBlockRows)
 		chg := resize(t.chgBits, (r1-r0)*words)
@@ -72,6 +79,7 @@ func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 				rec[r] = rec[r-1]
 				continue
 			}
+			members := false // a slot joins or leaves the set
 			for w, word := range rowChg {
 				for word != 0 {
 					slot := w<<6 | bits.TrailingZeros64(word)
@@ -79,32 +87,58 @@ func (f *File) recordAttrs(c *signal.Common, rec []signal.Range, n int) error {
 					k := segOf[slot]
 					e := ents[cur[k]]
 					cur[k]++
+					bit := uint64(1) << (slot & 63)
 					if e.slot&absentSlot != 0 {
-						set[w] &^= 1 << (slot & 63)
+						set[w] &^= bit
+						members = true
 					} else {
-						set[w] |= 1 << (slot & 63)
+						members = members || set[w]&bit == 0
+						set[w] |= bit
 						vals[slot] = e.val
 					}
 				}
 			}
-			m := 0
-			for _, w := range set {
-				m += bits.OnesCount64(w)
-			}
 			start := a.Len()
-			a.Key = grow(a.Key, start+m)
-			a.Type = grow(a.Type, start+m)
-			a.Val = grow(a.Val, start+m)
-			ak, at, av := a.Key[start:start+m], a.Type[start:start+m], a.Val[start:start+m]
-			j := 0
-			for w, word := range set {
-				for word != 0 {
-					slot := w<<6 | bits.TrailingZeros64(word)
-					word &= word - 1
-					ak[j], at[j], av[j] = keys[slot], types[slot], vals[slot]
-					j++
+			if !members && prevM >= 0 {
+				// The previous record's set with new values: its
+				// entries copied, the changed values put in place.
+				m := prevM
+				a.Key = grow(a.Key, start+m)
+				a.Type = grow(a.Type, start+m)
+				a.Val = grow(a.Val, start+m)
+				copy(a.Key[start:start+m], a.Key[prevStart:prevStart+m])
+				copy(a.Type[start:start+m], a.Type[prevStart:prevStart+m])
+				av := a.Val[start : start+m]
+				copy(av, a.Val[prevStart:prevStart+m])
+				for w, word := range rowChg {
+					for word != 0 {
+						slot := w<<6 | bits.TrailingZeros64(word)
+						word &= word - 1
+						av[pos[slot]] = vals[slot]
+					}
 				}
+			} else {
+				m := 0
+				for _, w := range set {
+					m += bits.OnesCount64(w)
+				}
+				a.Key = grow(a.Key, start+m)
+				a.Type = grow(a.Type, start+m)
+				a.Val = grow(a.Val, start+m)
+				ak, at, av := a.Key[start:start+m], a.Type[start:start+m], a.Val[start:start+m]
+				j := 0
+				for w, word := range set {
+					for word != 0 {
+						slot := w<<6 | bits.TrailingZeros64(word)
+						word &= word - 1
+						ak[j], at[j], av[j] = keys[slot], types[slot], vals[slot]
+						pos[slot] = int32(j)
+						j++
+					}
+				}
+				prevM = m
 			}
+			prevStart = start
 			if ovf != 0 {
 				if err := appendOverflowAttrs(c, t.bytes(ovf)); err != nil {
 					return err

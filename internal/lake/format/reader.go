@@ -353,6 +353,7 @@ type rowTmp struct {
 	segOf      []int32      // recordAttrs: per attribute slot, its column's segment of recEnt
 	chgBits    []uint64     // recordAttrs: per row of a block, a bit per slot that changes
 	recSet     []uint64     // recordAttrs: a bit per attribute slot set in the current record
+	slotPos    []int32      // recordAttrs: per slot, its entry in the set last written
 	recJSON    []signal.Str // per record array or map slot: the JSON of its last value (arena)
 	recJSONOf  []uint64     // per such slot: the value recJSON converted to
 	sorted     []entry
