@@ -525,10 +525,17 @@ func (d *chunkDec) indexes(src []byte, n int) error {
 			return shapeErr("dictionary index bit width")
 		}
 		var err error
-		if p.runsBuf, err = decodeHybridRuns(src[1:], int(src[0]), p.idx, int32(d.dict.n-1), p.runsBuf[:0], true); err != nil {
+		mode := storeAndRuns
+		if d.defRuns && d.typ == pqformat.ByteArray {
+			mode = runsOnly // attrTyped reads the runs alone
+		}
+		if p.runsBuf, err = decodeHybridRuns(src[1:], int(src[0]), p.idx, int32(d.dict.n-1), p.runsBuf[:0], mode); err != nil {
 			return fmt.Errorf("dictionary indexes: %w", err)
 		}
 		p.runs = p.runsBuf
+		if mode == runsOnly {
+			p.idx = nil
+		}
 	}
 	dv := &d.dict
 	switch d.typ {
@@ -667,7 +674,7 @@ func unpack1[T uint8 | int32](dst []T, packed []byte) {
 // hold up to 7 values past len(dst) (a bit-packed group's padding), as
 // checkChunk allows; runs after the page's values are ignored.
 func decodeHybrid[T uint8 | int32](src []byte, width int, dst []T, maxV T) error {
-	_, err := decodeHybridRuns(src, width, dst, maxV, nil, false)
+	_, err := decodeHybridRuns(src, width, dst, maxV, nil, storeOnly)
 	return err
 }
 
@@ -682,9 +689,20 @@ func appendRun(runs []valRun, v int32, m int) []valRun {
 	return append(runs, valRun{v: v, n: int32(m)})
 }
 
-// decodeHybridRuns is decodeHybrid that also appends the values as runs
-// to runs when wantRuns is set (consecutive equal values merged).
-func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, runs []valRun, wantRuns bool) ([]valRun, error) {
+// What decodeHybridRuns gives: the values in dst, as runs, or both.
+type hybridMode uint8
+
+const (
+	storeOnly hybridMode = iota
+	storeAndRuns
+	runsOnly // dst only counts the values
+)
+
+// decodeHybridRuns is decodeHybrid that also (or only, leaving dst as it
+// is) appends the values as runs to runs (consecutive equal values
+// merged), as mode says.
+func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, runs []valRun, mode hybridMode) ([]valRun, error) {
+	store, wantRuns := mode != runsOnly, mode != storeOnly
 
 	if width > 32 {
 		return runs, shapeErr("bit width %d", width)
@@ -716,7 +734,9 @@ func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, r
 				return runs, shapeErr("level or index %d past %d", v, maxV)
 			}
 			m := int(min(cnt, uint64(len(dst)-o)))
-			fill(dst[o:o+m], T(v))
+			if store {
+				fill(dst[o:o+m], T(v))
+			}
 			if wantRuns && m > 0 {
 				runs = appendRun(runs, int32(v), m)
 			}
@@ -756,7 +776,9 @@ func decodeHybridRuns[T uint8 | int32](src []byte, width int, dst []T, maxV T, r
 			if v > uint64(maxV) || maxV < 0 {
 				return runs, shapeErr("level or index %d past %d", v, maxV)
 			}
-			dst[o+j] = T(v)
+			if store {
+				dst[o+j] = T(v)
+			}
 			if wantRuns {
 				runs = appendRun(runs, int32(v), 1)
 			}

@@ -595,7 +595,7 @@ func (f *File) attrTyped(rc *readCol, p *pageVals, row int, c *signal.Common) er
 	if p.defRuns == nil {
 		t.defRunsBuf = defRuns
 	}
-	if p.idx != nil {
+	if p.dict != nil { // dictionary indexes, as runs (p.idx may be unset)
 		dx, dok := t.dictCache(p)
 		return f.attrDictTyped(rc, p, defRuns, row, c, dx, dok)
 	}
