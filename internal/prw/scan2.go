@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -87,7 +85,7 @@ func (s *Scanner) ScanV2(body []byte) bool {
 func (s *Scanner) hashSym(x uint32) uint64 {
 	h := s.symHash[x]
 	if h == 0 {
-		h = xxhash.Sum64(s.sym[x])
+		h = hashValue(s.sym[x])
 		s.symHash[x] = h
 	}
 	return h
