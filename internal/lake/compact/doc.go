@@ -13,10 +13,12 @@
 // bytes, dictionary indexes translated, between decoded chunks
 // (internal/lake/pqenc), never materialising a row. Where a run covers
 // whole pages of an input chunk that the output column writes the same
-// way (PLAIN or DELTA_LENGTH_BYTE_ARRAY, same codec), those pages are
-// copied as they are, CRC-checked, with their statistics from the input's
-// column index, or for byte arrays it cuts, from the exact bounds the page's
-// header carries (pqenc.Column.CopyRowsPages). Inputs whose columns
+// way (PLAIN or DELTA_LENGTH_BYTE_ARRAY, same codec; RLE_DICTIONARY
+// where the output chunk's dictionary can take the input's, the indexes
+// checked), those pages are copied as they are, CRC-checked, with their
+// statistics from the input's column index, or for byte arrays it cuts,
+// from the exact bounds the page's header carries
+// (pqenc.Column.CopyRowsPages). Inputs whose columns
 // pqenc cannot write, or whose columns of one name differ, fall back to
 // the row merge (merge.go: decoded batches through a lake.Writer); the
 // tests hold the two to the same output.
@@ -68,10 +70,10 @@
 //  5. Memory does not grow with input size: per input, its current row
 //     group's compressed bytes, its decoded sort keys and about a page of
 //     each other column (decoded a page at a time as the merge reaches it;
-//     looking for a block's non-null rows decodes at most 256 KiB of pages
-//     ahead, pqenc.Chunk.PresentSpan), plus one output row group's
-//     compressed pages (column merge), or the writer's buffer bounded by
-//     Options.MaxBufferedBytes (row merge).
+//     looking for a block's non-null rows decodes at most 8,192 rows and
+//     256 KiB of pages ahead, pqenc.Chunk.PresentSpan), plus one output
+//     row group's compressed pages (column merge), or the writer's buffer
+//     bounded by Options.MaxBufferedBytes (row merge).
 //  6. Output is sorted by the table's sort key (docs/schema.md); rows are
 //     merged from the inputs in that order and ties keep input order
 //     (inputs in segment id order, i.e. arrival order).

@@ -163,6 +163,7 @@ func benchMerge(b *testing.B, table string, rowGroupRows int, parts func(t testi
 	b.SetBytes(bytesIn)
 	b.ResetTimer()
 	var elapsed, cpu time.Duration
+	var copied, dictCopied int64
 	for range b.N {
 		start, cpu0 := time.Now(), cpuTime()
 		res, written, err := merge(context.Background(), e.store, job, opts)
@@ -171,6 +172,8 @@ func benchMerge(b *testing.B, table string, rowGroupRows int, parts func(t testi
 		if err != nil || res.RowsOut != rows {
 			b.Fatalf("merge: %+v, %v", res, err)
 		}
+		copied += res.PagesCopied
+		dictCopied += res.DictPagesCopied
 		b.StopTimer()
 		for _, s := range written {
 			if err := e.store.Remove(s.Path); err != nil {
@@ -184,6 +187,9 @@ func benchMerge(b *testing.B, table string, rowGroupRows int, parts func(t testi
 	// per CPU second of this process (GC included) varies much less.
 	b.ReportMetric(float64(rows)*float64(b.N)/cpu.Seconds(), "rows/cpu-s")
 	b.ReportMetric(float64(rows), "rows/op")
+	// Pages copied verbatim, and of them dictionary-encoded ones.
+	b.ReportMetric(float64(copied)/float64(b.N), "pages-copied/op")
+	b.ReportMetric(float64(dictCopied)/float64(b.N), "dict-pages-copied/op")
 }
 
 // ingestRowGroups is lakeEnv.ingest with rowGroupRows per row group (0:

@@ -371,12 +371,15 @@ const maxAheadBytes = 256 << 10
 
 // PresentSpan returns the first and last of the next n rows that are not
 // null, relative to the read position, or -1, -1 when all are null. Of a
-// chunk read a page at a time whose pages ahead are larger than
-// maxAheadBytes, the span is its pages': a page whose header
-// counts only nulls is null, any other may hold values (the span may be
-// wider than the rows', never narrower).
+// chunk read a page at a time whose rows ahead not decoded yet are more
+// than maxAhead, or whose pages ahead are larger than maxAheadBytes, the
+// span is its pages': a page whose header counts only nulls is null, any
+// other may hold values (the span may be wider than the rows', never
+// narrower). (Dictionary pages take few bytes for many rows: bounded by
+// bytes only, a block of short runs decoded an output row group of every
+// dictionary column of every input ahead, 5 bytes a row.)
 func (ch *Chunk) PresentSpan(n int) (first, last int) {
-	if n > 1 && ch.pagesOK && ch.err == nil && ch.bytesAhead(n) > maxAheadBytes {
+	if n > 1 && ch.pagesOK && ch.err == nil && (n-(ch.wrows-ch.row) > maxAhead || ch.bytesAhead(n) > maxAheadBytes) {
 		return ch.pagesPresentSpan(n)
 	}
 	if n == 0 || !ch.need(n) {

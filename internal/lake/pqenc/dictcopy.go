@@ -118,6 +118,24 @@ func (ch *Chunk) loadDict() bool {
 	return true
 }
 
+// checkIndexes decodes dictionary page k of the chunk, which is to be
+// copied without being decoded into the window, to check its levels and
+// its indexes against the chunk's dictionary and its header's counts.
+func (ch *Chunk) checkIndexes(k int) error {
+	pd := getPageDec()
+	defer putPageDec(pd)
+	var p lakeformat.DecodedPage
+	if err := pd.DecodePage(&ch.raw, k, &p); err != nil {
+		return err
+	}
+	rp := &ch.raw.Pages[k]
+	if int64(p.N) != rp.Values || int64(p.NonNull) != rp.Values-rp.Nulls || !p.Indexed || len(p.Idx) != p.NonNull {
+		return fmt.Errorf("%w: dictionary page %d decodes to %d values (%d present), its header says %d (%d nulls)",
+			ErrCorrupt, k, p.N, p.NonNull, rp.Values, rp.Nulls)
+	}
+	return nil
+}
+
 // holdPage ends c's page and holds page p of src, copied verbatim, with
 // bounds b as the chunk's next page.
 func (c *Column) holdPage(src *Chunk, p *lakeformat.RawPage, b *bounds) bool {

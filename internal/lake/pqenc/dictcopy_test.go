@@ -2,13 +2,18 @@ package pqenc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	lakeformat "github.com/sluice-dev/sluice/internal/lake/format"
 )
 
 // dictTestLeaf is a leaf of one optional dictionary-encoded string
@@ -211,5 +216,149 @@ func TestCopyDictPages(t *testing.T) {
 				t.Fatalf("a then d: %d pages copied, want a's %d", onlyD, (n+pageRows-1)/pageRows)
 			}
 		})
+	}
+}
+
+// TestCopyDictPagesDamagedIndexes damages the index bit width of a
+// dictionary page (its CRC made to match; the page checks leave indexes
+// to the decoder) that a run covers whole: copying it verbatim without
+// decoding it into the window fails the chunk with ErrCorrupt, as
+// decoding it would, instead of copying it.
+func TestCopyDictPagesDamagedIndexes(t *testing.T) {
+	defer func(n int) { pageRows = n }(pageRows)
+	pageRows = 300
+	li, _ := dictTestLeaf(t)
+	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(parquet.Encoded(parquet.String(), &parquet.RLEDictionary))})
+	footer, err := Footer(s, parquet.Compression(&parquet.Uncompressed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1500
+	vals := make([]string, n)
+	for i := range vals {
+		vals[i] = fmt.Sprintf("value-%d", i/50%9)
+	}
+	var buf bytes.Buffer
+	f := NewFile(&buf, []Leaf{li}, &parquet.Uncompressed)
+	var c Column
+	c.Reset(&li, f.Codec())
+	for _, v := range vals {
+		c.Str(v, 1)
+	}
+	f.BeginRowGroup(n)
+	if err := f.WriteChunk(&c); err != nil {
+		t.Fatal(err)
+	}
+	m := *footer
+	if err := f.Close(&m); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	chunkOf := func(b []byte) parquet.ColumnChunk {
+		pf, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pf.RowGroups()[0].ColumnChunks()[0]
+	}
+	var rc lakeformat.RawChunk
+	if err := lakeformat.ReadRawChunk(chunkOf(good), &rc); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.Pages) < 3 || rc.Pages[1].Encoding != format.RLEDictionary {
+		t.Fatalf("%d pages", len(rc.Pages))
+	}
+	p := rc.Pages[1]
+	hl, rl, dl, ok := p.LevelSpans()
+	if !ok {
+		t.Fatal("no level spans")
+	}
+	off := int(rc.Base) + p.Off
+	var h format.PageHeader
+	var proto thrift.CompactProtocol
+	if err := thrift.Unmarshal(&proto, good[off:off+hl], &h); err != nil {
+		t.Fatal(err)
+	}
+	var bad []byte
+	for v := byte(33); v < 128 && bad == nil; v++ {
+		d := bytes.Clone(good)
+		d[off+hl+rl+dl] = v // the indexes' bit width
+		h.CRC = int32(crc32.ChecksumIEEE(d[off+hl : off+p.Len]))
+		hb, err := thrift.Marshal(&proto, &h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hb) == hl {
+			copy(d[off:], hb)
+			bad = d
+		}
+	}
+	if bad == nil {
+		t.Fatal("no damage keeps the header's length")
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{{"good", good}, {"damaged", bad}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ch Chunk
+			if err := ch.Read(chunkOf(tc.data), 1, 0, 0); err != nil {
+				t.Fatalf("read: %v (the page checks leave indexes to the decoder)", err)
+			}
+			var out Column
+			out.Reset(&li, &parquet.Uncompressed)
+			out.AllowDictPages(true)
+			out.CopyRowsPages(&ch, n)
+			err := ch.Err()
+			if tc.name == "good" {
+				if err != nil || out.err != nil || out.DictPagesCopied() != len(rc.Pages) {
+					t.Fatalf("%v, %v; %d pages copied, want %d", err, out.err, out.DictPagesCopied(), len(rc.Pages))
+				}
+				return
+			}
+			if !errors.Is(err, lakeformat.ErrCorrupt) || !errors.Is(out.err, lakeformat.ErrCorrupt) {
+				t.Fatalf("chunk error %v, column error %v; want ErrCorrupt", err, out.err)
+			}
+			if out.DictPagesCopied() > 1 {
+				t.Fatalf("%d pages copied: the damaged page among them", out.DictPagesCopied())
+			}
+		})
+	}
+}
+
+// TestPresentSpanDictBounded asks a dictionary chunk of many rows in few
+// bytes for the span of far more than maxAhead rows: it answers from the
+// page headers without decoding them (by bytes ahead alone it decoded
+// every row: 5 bytes a row of every dictionary column of every input).
+func TestPresentSpanDictBounded(t *testing.T) {
+	defer func(n int) { pageRows = n }(pageRows)
+	pageRows = 1000
+	li, footer := dictTestLeaf(t)
+	const n = 20 * maxAhead
+	vals := make([]string, n)
+	for i := n / 4; i < n/2; i++ {
+		vals[i] = fmt.Sprintf("v%d", i/5000)
+	}
+	data := writeDictFile(t, li, footer, vals)
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch Chunk
+	if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !ch.pagesOK || ch.bytesAhead(n) > maxAheadBytes {
+		t.Fatalf("read a page at a time %v, %d bytes: the test does not test it", ch.pagesOK, ch.bytesAhead(n))
+	}
+	first, last := ch.PresentSpan(n)
+	if first < 0 || first > n/4 || last < n/2-1 || ch.wrows != 0 {
+		t.Fatalf("PresentSpan: [%d, %d] after decoding %d rows, want a span holding [%d, %d], nothing decoded",
+			first, last, ch.wrows, n/4, n/2-1)
+	}
+	// A span within maxAhead rows is exact.
+	ch.SkipNullRows(n/4 - 100)
+	if first, last := ch.PresentSpan(200); first != 100 || last != 199 {
+		t.Fatalf("PresentSpan(200) at row %d: [%d, %d], want [100, 199]", ch.Row(), first, last)
 	}
 }

@@ -42,6 +42,12 @@ func (c *Column) CopyRowsPages(src *Chunk, n int) {
 		c.CopyRows(src, n)
 		return
 	}
+	if c.li.Kind == parquet.ByteArray && c.dictMode() && c.dict.len() == 0 {
+		// The chunk's first values: take src's dictionary now, not the
+		// values of the rows before src's first whole page in the order
+		// they come, which would not be its dictionary's (dictcopy.go).
+		c.dictIdentity(src)
+	}
 	pages := src.raw.Pages
 	end := int64(src.Row() + n)
 	for int64(src.Row()) < end && src.err == nil && c.err == nil {
@@ -134,6 +140,13 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 		// cut is decoded at the chunk's end if it can hold the chunk's
 		// min or max (resolveCutPages).
 		if dict {
+			// Its indexes are checked first (the page checks leave them
+			// to the decoder): a damaged page fails the job, as it would
+			// decoded, instead of being copied.
+			if err := src.checkIndexes(k); err != nil {
+				src.err = err
+				return false
+			}
 			if !c.holdPage(src, p, &b) {
 				return false
 			}
