@@ -128,6 +128,12 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 				return fmt.Errorf("exporter %s: read queue: %w", r.o.Name, err)
 			}
+			if !have {
+				// The batch's time starts at its first record, sent or
+				// skipped: records this exporter skips are committed
+				// too, even when no other record follows them.
+				fill, cancel = context.WithTimeout(ctx, r.o.BatchDelay)
+			}
 			end, have = pos, true
 			rec, perr := r.o.Parse(raw)
 			if errors.Is(perr, ErrSkip) {
@@ -148,9 +154,6 @@ func (r *Runner) Run(ctx context.Context) error {
 			arena = append(arena, rec.Body...)
 			rec.Body = nil // every other field as Parse set it
 			batch = append(batch, rec)
-			if len(batch) == 1 {
-				fill, cancel = context.WithTimeout(ctx, r.o.BatchDelay)
-			}
 		}
 		cancel()
 		if !have {

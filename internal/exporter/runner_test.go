@@ -81,3 +81,67 @@ func TestRunnerKeepsEveryRecordField(t *testing.T) {
 		}
 	}
 }
+
+// Records the exporter skips (signals it does not forward, records for
+// other exporters) are committed even when nothing follows them: its lag
+// reaches zero on an idle queue.
+func TestRunnerCommitsTrailingSkippedRecords(t *testing.T) {
+	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	cur, err := q.OpenCursor("x", queue.CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &captureSender{}
+	r, err := New(Options{Name: "x", Cursor: cur, Sender: cs, BatchDelay: 10 * time.Millisecond,
+		Signals: []signal.Kind{signal.KindLogs},
+		Parse: func(rec []byte) (Record, error) {
+			switch string(rec) {
+			case "skip":
+				return Record{}, ErrSkip
+			case "metrics":
+				return Record{Kind: signal.KindMetrics, Body: rec}, nil
+			}
+			return Record{Kind: signal.KindLogs, Body: rec}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	caughtUp := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for cur.Committed() < q.Stats().Last || r.Stats().Cursor.LagBytes != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: committed %d of %d, stats %+v", what, cur.Committed(), q.Stats().Last, r.Stats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// A sent record, then, once it is committed, records the exporter
+	// skips with nothing after them.
+	if _, err := q.Append([]byte("logs")); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp("after a sent record")
+	for _, b := range []string{"metrics", "skip"} {
+		if _, err := q.Append([]byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caughtUp("after skipped records alone")
+	if st := r.Stats(); st.SentRecords != 1 || st.Skipped != 2 {
+		t.Fatalf("stats %+v, want 1 sent and 2 skipped", st)
+	}
+}
