@@ -29,20 +29,27 @@ func (c *captureSender) Send(_ context.Context, recs []Record) error {
 
 func (c *captureSender) Endpoints() []*sending.Endpoint { return nil }
 
+// openQueue opens a queue in a temporary directory (closed when the test
+// ends) and a cursor "x" on it.
+func openQueue(t *testing.T) (*queue.Queue, *queue.Cursor) {
+	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	cur, err := q.OpenCursor("x", queue.CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, cur
+}
+
 // TestRunnerKeepsEveryRecordField: the Runner hands the Sender each
 // record as Parse made it (its body copied), every field included: a
 // remote-write record's series count lets the exporter forward it without
 // decoding it.
 func TestRunnerKeepsEveryRecordField(t *testing.T) {
-	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	cur, err := q.OpenCursor("x", queue.CursorOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, cur := openQueue(t)
 	for _, b := range []string{"one", "two"} {
 		if _, err := q.Append([]byte(b)); err != nil {
 			t.Fatal(err)
@@ -86,15 +93,7 @@ func TestRunnerKeepsEveryRecordField(t *testing.T) {
 // other exporters) are committed even when nothing follows them: its lag
 // reaches zero on an idle queue.
 func TestRunnerCommitsTrailingSkippedRecords(t *testing.T) {
-	q, err := queue.Open(queue.Options{Dir: t.TempDir(), SegmentBytes: 4 << 20, MaxBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	cur, err := q.OpenCursor("x", queue.CursorOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, cur := openQueue(t)
 	cs := &captureSender{}
 	r, err := New(Options{Name: "x", Cursor: cur, Sender: cs, BatchDelay: 10 * time.Millisecond,
 		Signals: []signal.Kind{signal.KindLogs},

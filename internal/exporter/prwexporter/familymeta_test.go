@@ -2,11 +2,9 @@ package prwexporter
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
-	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
@@ -43,13 +41,7 @@ func series(name string, extra ...prompb.Label) prompb.TimeSeries {
 // requests of their own on the series of later requests, by family (the
 // name itself or without _total, _bucket, _sum, _count), per tenant.
 func TestMetadataSentApartReachesV2Series(t *testing.T) {
-	store := &rawStore{}
-	srv := httptest.NewServer(remoteapi.NewWriteHandler(store, remoteapi.MessageTypes{remoteapi.WriteV2MessageType}))
-	defer srv.Close()
-	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "2.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, exp := v2ReferenceExporter(t)
 	ctx := context.Background()
 	if err := exp.Send(ctx, []exporter.Record{v1Record(t, "acme", promMetadata())}); err != nil {
 		t.Fatal(err)

@@ -374,6 +374,19 @@ func TestPassThroughShard(t *testing.T) {
 	}
 }
 
+// v2ReferenceExporter returns a 2.0 exporter into the reference 2.0
+// handler (closed when the test ends), and what the handler stores.
+func v2ReferenceExporter(t *testing.T) (*rawStore, *Exporter) {
+	store := &rawStore{}
+	srv := httptest.NewServer(remoteapi.NewWriteHandler(store, remoteapi.MessageTypes{remoteapi.WriteV2MessageType}))
+	t.Cleanup(srv.Close)
+	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, exp
+}
+
 // rawStore keeps the bodies the reference handler hands it.
 type rawStore struct {
 	mu     sync.Mutex
@@ -423,13 +436,7 @@ func TestPassThroughV2ReferenceHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &rawStore{}
-	srv := httptest.NewServer(remoteapi.NewWriteHandler(store, remoteapi.MessageTypes{remoteapi.WriteV2MessageType}))
-	defer srv.Close()
-	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "2.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, exp := v2ReferenceExporter(t)
 	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
 		t.Fatal(err)
 	}
