@@ -104,6 +104,7 @@ type Column struct {
 	tmpOffs    []uint32
 	lvTmp      levelScratch
 	proto      thrift.CompactProtocol
+	hdr        pageHeaderEncoder
 	err        error
 }
 
@@ -271,7 +272,7 @@ func (c *Column) writePage(p *pageRec, vals []byte, enc format.Encoding) {
 	}
 	h.DataPageHeaderV2 = thrift.New(d)
 	off := int64(len(c.out))
-	hb, err := thrift.Marshal(&c.proto, &h)
+	hb, err := c.header(&h)
 	if err != nil {
 		c.fail(err)
 		return
@@ -349,7 +350,7 @@ func (c *Column) finish() {
 		h := format.PageHeader{Type: format.DictionaryPage, UncompressedPageSize: int32(len(c.dict.vals)),
 			CompressedPageSize: int32(len(c.zbuf)), CRC: int32(crc32.ChecksumIEEE(c.zbuf))}
 		h.DictionaryPageHeader = thrift.New(format.DictionaryPageHeader{NumValues: int32(c.dict.len()), Encoding: format.Plain})
-		hb, err := thrift.Marshal(&c.proto, &h)
+		hb, err := c.header(&h)
 		if err != nil {
 			c.fail(err)
 			return
