@@ -696,14 +696,19 @@ func (t *rowTmp) attrSet(rc *readCol, row int, x uint64) {
 const absentSlot = 1 << 31
 
 func (t *rowTmp) addChange(s Scope, e entry) {
+	ents := t.changes(s)
+	*ents = append(*ents, e)
+}
+
+// changes is where the changes of attribute columns of scope s go.
+func (t *rowTmp) changes(s Scope) *[]entry {
 	switch s {
 	case ScopeResource:
-		t.resEnt = append(t.resEnt, e)
+		return &t.resEnt
 	case ScopeScope:
-		t.scEnt = append(t.scEnt, e)
-	default:
-		t.recEnt = append(t.recEnt, e)
+		return &t.scEnt
 	}
+	return &t.recEnt
 }
 
 // applyChanges updates the current values of resource or scope columns with

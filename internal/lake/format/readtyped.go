@@ -646,12 +646,21 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, defRuns []valRun, row int
 	runs, dict := p.runs, p.dict
 	record := rc.scope == ScopeRecord
 	slot := rc.slot
+	// attrSet and attrNull on locals: the column's current value and its
+	// scope's changes, stored back at the end (and read by attrBytes).
+	chg := t.changes(rc.scope)
+	ents := *chg
+	isSet, cur := t.lastSet[slot], t.lastVal[slot]
+	defer func() { *chg, t.lastSet[slot], t.lastVal[slot] = ents, isSet, cur }()
 	lastK := int32(-1)
 	ri, left := 0, 0 // the current index run, and its values not yet taken
 	r := row
 	for _, dr := range defRuns {
 		if dr.v == 0 {
-			t.attrNull(rc, r)
+			if isSet {
+				isSet = false
+				ents = append(ents, entry{row: uint32(r), slot: uint32(slot) | absentSlot})
+			}
 			lastK = -1
 			r += int(dr.n)
 			continue
@@ -675,6 +684,7 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, defRuns []valRun, row int
 			lastK = k
 			x := dx[k]
 			if !dok[k] {
+				t.lastSet[slot], t.lastVal[slot] = isSet, cur
 				var err error
 				if x, err = f.attrBytes(rc, c, dict.value(k)); err != nil {
 					return err
@@ -685,7 +695,10 @@ func (f *File) attrDictTyped(rc *readCol, p *pageVals, defRuns []valRun, row int
 				// dictionary fallback.
 				t.prevAttr[slot] = signal.Str(x)
 			}
-			t.attrSet(rc, r, x)
+			if !isSet || cur != x {
+				isSet, cur = true, x
+				ents = append(ents, entry{row: uint32(r), slot: uint32(slot), val: x})
+			}
 			r += m
 		}
 	}
