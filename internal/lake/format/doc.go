@@ -11,8 +11,10 @@
 // (Open, Recover), pages.go (CheckChunk, Pages: the bounds every page is
 // held to before parquet-go decodes it), rawpages.go (ReadRawChunk: a
 // checked chunk's bytes and page spans, for copying pages verbatim),
-// decode.go (the typed page decoder: a checked chunk's pages of the lake's
-// own encodings straight into typed slices), reader.go with readtyped.go,
+// decode.go with deltalen.go and defruns.go (the typed page decoder: a
+// checked chunk's pages of the lake's own encodings straight into typed
+// slices, DELTA_LENGTH_BYTE_ARRAY values where they lie in the page,
+// definition levels of attribute columns as runs), reader.go with readtyped.go,
 // attrruns.go, index.go and nested.go (File: projected, typed column
 // reads, one row group at a time, from decode.go's pages, or parquet-go's
 // for other chunks; attribute sets kept as runs; OTLP JSON of nested
