@@ -359,6 +359,11 @@ func (d *chunkDec) dataV2(body []byte) error {
 	if d.maxRep == 0 && int(v.NumRows) != nv {
 		return shapeErr("data page v2 of %d rows and %d values", v.NumRows, nv)
 	}
+	// The header's nulls are what CheckChunk holds the values to: a page
+	// whose levels say otherwise is refused, not read by its levels.
+	if d.maxRep == 0 && int(v.NumNulls) != d.pg.n-d.pg.nn {
+		return shapeErr("data page v2 of %d nulls, its levels hold %d", v.NumNulls, d.pg.n-d.pg.nn)
+	}
 	vals := body[rl+dl:]
 	size := int64(h.UncompressedPageSize) - int64(rl+dl)
 	if !v.IsCompressed.Valid || v.IsCompressed.V {
