@@ -22,22 +22,8 @@ import (
 // ErrCorrupt, never a panic.
 func DictPageIndexes(page []byte, codec pqformat.CompressionCodec, maxDef, maxRep, dictLen int, idx []int32) (_ []int32, err error) {
 	defer Recover(&err, "decode dictionary indexes")
-	d, _ := boundsDecs.Get().(*chunkDec)
-	if d == nil {
-		d = new(chunkDec)
-	}
-	md := pqformat.ColumnMetaData{Type: pqformat.ByteArray, Codec: codec}
-	d.buf, d.off, d.end = page, 0, len(page)
-	d.typ, d.maxDef, d.maxRep, d.rgRows = pqformat.ByteArray, maxDef, maxRep, MaxPageValues
-	d.c = pageChecker{ref: chunkRef{md: &md, maxDef: maxDef, maxRep: maxRep, rgRows: MaxPageValues}, s: getScratch()}
-	d.hasDict, d.dict.n = true, dictLen
-	defer func() {
-		putScratch(d.c.s)
-		d.c = pageChecker{}
-		d.buf = nil
-		d.hasDict, d.dict.n = false, 0
-		boundsDecs.Put(d)
-	}()
+	d, release := onePageDec(page, codec, maxDef, maxRep, dictLen)
+	defer release()
 	if dictLen <= 0 {
 		return idx, shapeErr("dictionary-encoded page of an empty dictionary")
 	}

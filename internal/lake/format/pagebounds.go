@@ -23,25 +23,8 @@ import (
 // page is an error wrapping ErrCorrupt, never a panic.
 func ByteArrayPageBounds(page []byte, codec pqformat.CompressionCodec, maxDef, maxRep int, lo, hi []byte) (_, _ []byte, has bool, err error) {
 	defer Recover(&err, "decode page bounds")
-	d, _ := boundsDecs.Get().(*chunkDec)
-	if d == nil {
-		d = new(chunkDec)
-	}
-	md := pqformat.ColumnMetaData{Type: pqformat.ByteArray, Codec: codec}
-	d.buf, d.off, d.end = page, 0, len(page)
-	d.typ, d.maxDef, d.maxRep, d.rgRows = pqformat.ByteArray, maxDef, maxRep, MaxPageValues
-	d.c = pageChecker{ref: chunkRef{md: &md, maxDef: maxDef, maxRep: maxRep, rgRows: MaxPageValues}, s: getScratch()}
-	d.hasDict = false
-	defer func() {
-		putScratch(d.c.s)
-		d.c = pageChecker{}
-		d.buf = nil
-		d.pg.data = nil // it may alias the page
-		if cap(d.pg.dataBuf) > 4<<20 {
-			d.pg.dataBuf, d.pg.offs = nil, nil // a rare large page: let it go
-		}
-		boundsDecs.Put(d)
-	}()
+	d, release := onePageDec(page, codec, maxDef, maxRep, 0)
+	defer release()
 	p, err := d.next()
 	if err == io.EOF {
 		return lo, hi, false, pageErr("no data page")
@@ -70,8 +53,35 @@ func ByteArrayPageBounds(page []byte, codec pqformat.CompressionCodec, maxDef, m
 	return append(lo, l...), append(hi, h...), true, nil
 }
 
-// boundsDecs keeps ByteArrayPageBounds' decoders (their page buffers).
+// boundsDecs keeps onePageDec's decoders (their page buffers).
 var boundsDecs sync.Pool
+
+// onePageDec returns a decoder of one byte-array data page (header
+// included, as it lies in its chunk, compressed with codec), whose
+// dictionary, when dictLen > 0, has dictLen entries, and the function that
+// gives it back (its page buffers are kept, a rare large one let go).
+func onePageDec(page []byte, codec pqformat.CompressionCodec, maxDef, maxRep, dictLen int) (*chunkDec, func()) {
+	d, _ := boundsDecs.Get().(*chunkDec)
+	if d == nil {
+		d = new(chunkDec)
+	}
+	md := pqformat.ColumnMetaData{Type: pqformat.ByteArray, Codec: codec}
+	d.buf, d.off, d.end = page, 0, len(page)
+	d.typ, d.maxDef, d.maxRep, d.rgRows = pqformat.ByteArray, maxDef, maxRep, MaxPageValues
+	d.c = pageChecker{ref: chunkRef{md: &md, maxDef: maxDef, maxRep: maxRep, rgRows: MaxPageValues}, s: getScratch()}
+	d.hasDict, d.dict.n = dictLen > 0, max(dictLen, 0)
+	return d, func() {
+		putScratch(d.c.s)
+		d.c = pageChecker{}
+		d.buf = nil
+		d.hasDict, d.dict.n = false, 0
+		d.pg.data = nil // it may alias the page
+		if cap(d.pg.dataBuf) > 4<<20 {
+			d.pg.dataBuf, d.pg.offs = nil, nil // a rare large page: let it go
+		}
+		boundsDecs.Put(d)
+	}
+}
 
 // ChunkBounds returns the min and max of the chunk's statistics, whole
 // values as the lake's writers write them (both parquet-go's and pqenc's),
