@@ -20,21 +20,41 @@ import (
 // column, and the footer of its files.
 func dictTestLeaf(t *testing.T) (Leaf, *format.FileMetaData) {
 	t.Helper()
-	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(parquet.Encoded(parquet.String(), &parquet.RLEDictionary))})
+	_, li, footer := oneColumnLeaf(t, parquet.Encoded(parquet.String(), &parquet.RLEDictionary))
+	if !li.Dict {
+		t.Fatal("the leaf is not dictionary-encoded")
+	}
+	return li, footer
+}
+
+// oneColumnLeaf returns the schema of one optional column "s" of node,
+// its leaf and the footer of its files (zstd).
+func oneColumnLeaf(t *testing.T, node parquet.Node) (*parquet.Schema, Leaf, *format.FileMetaData) {
+	t.Helper()
+	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(node)})
 	leaf, _ := s.Lookup("s")
 	li, err := NewLeaf(leaf)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !li.Dict {
-		t.Fatal("the leaf is not dictionary-encoded")
 	}
 	li.Path = []string{"s"}
 	footer, err := Footer(s, parquet.Compression(&parquet.Zstd))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return li, footer
+	return s, li, footer
+}
+
+// readFirstChunk reads the first column chunk of the file data.
+func readFirstChunk(t *testing.T, data []byte, ch *Chunk) {
+	t.Helper()
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // writeDictFile writes vals ("" null) as one row group of li with pqenc,
@@ -70,13 +90,7 @@ func mergeDictFiles(t *testing.T, li Leaf, footer *format.FileMetaData, inputs [
 	chunks := make([]Chunk, len(inputs))
 	total := 0
 	for i, data := range inputs {
-		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := chunks[i].Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
-			t.Fatal(err)
-		}
+		readFirstChunk(t, data, &chunks[i])
 	}
 	for _, r := range runs {
 		total += r.n
@@ -340,14 +354,8 @@ func TestPresentSpanDictBounded(t *testing.T) {
 		vals[i] = fmt.Sprintf("v%d", i/5000)
 	}
 	data := writeDictFile(t, li, footer, vals)
-	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ch Chunk
-	if err := ch.Read(pf.RowGroups()[0].ColumnChunks()[0], 1, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	readFirstChunk(t, data, &ch)
 	if !ch.pagesOK || ch.bytesAhead(n) > maxAheadBytes {
 		t.Fatalf("read a page at a time %v, %d bytes: the test does not test it", ch.pagesOK, ch.bytesAhead(n))
 	}

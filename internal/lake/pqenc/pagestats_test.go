@@ -22,17 +22,7 @@ import (
 func TestCopyPagesHeaderBounds(t *testing.T) {
 	defer func(n int) { pageRows = n }(pageRows)
 	pageRows = 150
-	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(parquet.String())})
-	leaf, _ := s.Lookup("s")
-	li, err := NewLeaf(leaf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	li.Path = []string{"s"}
-	footer, err := Footer(s, parquet.Compression(&parquet.Zstd))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, li, footer := oneColumnLeaf(t, parquet.String())
 	rnd := rand.New(rand.NewPCG(7, 11))
 	for _, tc := range []struct {
 		name  string
