@@ -53,10 +53,7 @@ func entryCost(tenant string, m FamilyMetadata) int {
 // text that is not UTF-8 or too long) are not learnt; a malformed request
 // teaches what precedes the damage. It returns how many entries it learnt.
 func (t *FamilyTable) LearnV1(tenant string, req []byte) int {
-	if !hasMetadataV1(req) {
-		return 0
-	}
-	ms, _, _ := FamilyMetadataV1(req)
+	ms, _, _ := FamilyMetadataV1(req) // allocates nothing for a request without metadata
 	if len(ms) == 0 {
 		return 0
 	}
@@ -90,24 +87,6 @@ func (t *FamilyTable) LearnV1(tenant string, req []byte) int {
 		n++
 	}
 	return n
-}
-
-// hasMetadataV1 reports whether a 1.0 WriteRequest has a metadata field,
-// skipping its series unread (most requests have none).
-func hasMetadataV1(b []byte) bool {
-	for i := 0; i < len(b); {
-		num, wt, j := tag(b, i)
-		if j < 0 {
-			return false
-		}
-		if num == 3 {
-			return true
-		}
-		if i = skip(b, j, wt); i < 0 {
-			return false
-		}
-	}
-	return false
 }
 
 // Refused returns how many entries did not fit the table's bound.

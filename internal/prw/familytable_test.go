@@ -80,8 +80,12 @@ func TestFamilyTable(t *testing.T) {
 		t.Fatalf("after an update: %s", got[0])
 	}
 	// A request without metadata, and a malformed one, teach nothing.
-	if n := ft.LearnV1("acme", metadataRequest(t)); n != 0 {
+	plain := metadataRequest(t)
+	if n := ft.LearnV1("acme", plain); n != 0 {
 		t.Fatalf("learnt %d from a request without metadata", n)
+	}
+	if a := testing.AllocsPerRun(100, func() { ft.LearnV1("acme", plain) }); a != 0 {
+		t.Fatalf("%v allocations per request without metadata, want 0", a)
 	}
 	if n := ft.LearnV1("acme", []byte{0x1a, 0xff}); n != 0 {
 		t.Fatalf("learnt %d from a truncated request", n)
