@@ -741,19 +741,26 @@ func truncateIndexBounds(lo, hi []byte) ([]byte, []byte) {
 	}
 	if len(hi) > ColumnIndexSizeLimit {
 		hi = hi[:ColumnIndexSizeLimit]
-		for i := len(hi) - 1; ; i-- {
-			if i < 0 {
-				// All 0xff: parquet-go keeps them (its quirk, kept so both
-				// write the same index).
-				for j := range hi {
-					hi[j] = 0xff
-				}
-				break
-			}
-			if hi[i]++; hi[i] != 0 {
-				break
-			}
-		}
+		roundUpCut(hi)
 	}
 	return lo, hi
+}
+
+// roundUpCut makes hi, an upper bound cut short, an upper bound again: its
+// last byte that is not 0xff is incremented and the bytes after it wrap to
+// zero, as parquet-go does.
+func roundUpCut(hi []byte) {
+	for i := len(hi) - 1; ; i-- {
+		if i < 0 {
+			// All 0xff: parquet-go keeps them (its quirk, kept so both
+			// write the same index).
+			for j := range hi {
+				hi[j] = 0xff
+			}
+			return
+		}
+		if hi[i]++; hi[i] != 0 {
+			return
+		}
+	}
 }

@@ -63,16 +63,6 @@ func cutTo(v, cut []byte, upper bool) bool {
 	}
 	var b [ColumnIndexSizeLimit]byte
 	copy(b[:], v)
-	for i := len(b) - 1; ; i-- {
-		if i < 0 {
-			for j := range b {
-				b[j] = 0xff
-			}
-			break
-		}
-		if b[i]++; b[i] != 0 {
-			break
-		}
-	}
+	roundUpCut(b[:])
 	return bytes.Equal(b[:], cut)
 }
