@@ -120,14 +120,7 @@ func sameFile(t *testing.T, got, want []byte) {
 // returns how many pages carry them.
 func checkHeaderBounds(t *testing.T, data []byte) (with int) {
 	t.Helper()
-	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rc lakeformat.RawChunk
-	if err := lakeformat.ReadRawChunk(pf.RowGroups()[0].ColumnChunks()[0], &rc); err != nil {
-		t.Fatal(err)
-	}
+	rc := readFirstRawChunk(t, data)
 	ci := rc.ColumnIndex()
 	if ci == nil {
 		t.Fatal("no column index")
@@ -156,7 +149,9 @@ func checkHeaderBounds(t *testing.T, data []byte) (with int) {
 	return with
 }
 
-func firstPageStats(t *testing.T, data []byte) (lo, hi []byte) {
+// readFirstRawChunk reads the first column chunk of the file data as it
+// lies in the file.
+func readFirstRawChunk(t *testing.T, data []byte) *lakeformat.RawChunk {
 	t.Helper()
 	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
@@ -166,6 +161,12 @@ func firstPageStats(t *testing.T, data []byte) (lo, hi []byte) {
 	if err := lakeformat.ReadRawChunk(pf.RowGroups()[0].ColumnChunks()[0], &rc); err != nil {
 		t.Fatal(err)
 	}
+	return &rc
+}
+
+func firstPageStats(t *testing.T, data []byte) (lo, hi []byte) {
+	t.Helper()
+	rc := readFirstRawChunk(t, data)
 	lo, hi, ok := rc.PageStats(0)
 	if !ok {
 		t.Fatal("first page without header bounds")
