@@ -231,17 +231,37 @@ func (d *Decoder) str(s signal.Str) []byte {
 	return d.b[o : o+s.Len()]
 }
 
-// seriesString names the series being decoded in an error message.
+// maxSeriesString bounds how much of a series an error message quotes: a
+// hostile series of many long labels must not make a response of megabytes.
+const maxSeriesString = 1024
+
+// seriesString names the series being decoded in an error message. A label
+// name that is not valid UTF-8 is quoted, as values are, so the message
+// itself stays valid UTF-8.
 func (d *Decoder) seriesString() string {
 	var sb strings.Builder
 	sb.WriteByte('{')
 	for i, l := range d.labels {
+		if sb.Len() > maxSeriesString {
+			fmt.Fprintf(&sb, ", ... %d more labels", len(d.labels)-i)
+			break
+		}
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.Write(d.str(l.name))
+		if name := d.str(l.name); utf8.Valid(name) {
+			sb.Write(name)
+		} else {
+			sb.WriteString(strconv.Quote(string(name)))
+		}
 		sb.WriteByte('=')
-		sb.WriteString(strconv.Quote(string(d.str(l.value))))
+		v := d.str(l.value)
+		if len(v) > maxSeriesString {
+			sb.WriteString(strconv.Quote(string(v[:maxSeriesString])))
+			fmt.Fprintf(&sb, "... (%d bytes)", len(v))
+			continue
+		}
+		sb.WriteString(strconv.Quote(string(v)))
 	}
 	sb.WriteByte('}')
 	return sb.String()

@@ -2,9 +2,11 @@ package prw
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -343,6 +345,28 @@ func TestInvalidSeriesAreDroppedWithTheirOwnError(t *testing.T) {
 			}
 		})
 	}
+	t.Run("message stays valid UTF-8 and bounded", func(t *testing.T) {
+		long := strings.Repeat("v", 100_000)
+		badName := []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "\xff", Value: "y"}}
+		ls := []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "\xff", Value: "y"}}
+		for i := range 200 {
+			ls = append(ls, prompb.Label{Name: fmt.Sprintf("l%03d", i), Value: long})
+		}
+		req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{good, {Labels: badName, Samples: good.Samples}, {Labels: ls, Samples: good.Samples}}}
+		body, _ := req.Marshal()
+		var m signal.Metrics
+		var d Decoder
+		_, err := d.DecodeV1(&m, body)
+		if err == nil || !utf8.ValidString(err.Error()) || !strings.Contains(err.Error(), `"\xff"="y"`) {
+			t.Fatalf("err = %.300q, want the bad name quoted in a valid UTF-8 message", err)
+		}
+		if n := len(err.Error()); n > 8*maxSeriesString {
+			t.Fatalf("message of %d bytes for two series, want at most %d", n, 8*maxSeriesString)
+		}
+		if !strings.Contains(err.Error(), "more labels") || m.Len() != 1 {
+			t.Fatalf("err = %.300q, len %d", err, m.Len())
+		}
+	})
 	t.Run("metadata without name", func(t *testing.T) {
 		req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{good}, Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_GAUGE, Help: "h"}}}
 		body, _ := req.Marshal()
