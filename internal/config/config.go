@@ -60,7 +60,7 @@ func (r *RuleSet) UnmarshalYAML(n *yaml.Node) error {
 type Stats struct {
 	Enabled       bool     `yaml:"enabled" doc:"Keep the statistics (50-200 ns per data point of a known series on one core, docs/stats.md); off: /api/v1/status/tsdb answers empty lists."`
 	Window        Duration `yaml:"window" doc:"Activity window, aligned to the clock: a series is active while it had a point in the current or the previous window. At least 1s."`
-	MaxSeries     int      `yaml:"max_series" doc:"Active series tracked (16 bytes each, in a table of at most twice as many slots: 32 MiB at 1000000). Past it new series are not counted (sluice_stats_series_overflow_total) and the numbers are lower bounds. 1..1073741824."`
+	MaxSeries     int      `yaml:"max_series" doc:"Active series tracked (in a table of at most twice as many 12-byte slots: 24 MiB at 1000000). Past it new series are not counted (sluice_stats_series_overflow_total) and the numbers are lower bounds. 1..1073741824."`
 	MaxMetrics    int      `yaml:"max_metrics" doc:"(tenant, metric name) entries tracked; past it new names are not counted (sluice_stats_metrics_overflow_total)."`
 	MaxLabelPairs int      `yaml:"max_label_pairs" doc:"(tenant, label, value) entries tracked for the cardinality lists (about 150 bytes each plus up to 256 bytes of value), and as many (tenant, metric family, label, value) ones (about 100 bytes each); past it new pairs are not counted (sluice_stats_label_pairs_overflow_total)."`
 }

@@ -201,7 +201,7 @@ func (c *Config) Validate() error {
 	return errors.Join(v.errs...)
 }
 
-// MaxStatsSeries bounds stats.max_series (a table of 2^31 16-byte slots).
+// MaxStatsSeries bounds stats.max_series (a table of 2^31 12-byte slots).
 const MaxStatsSeries = 1 << 30
 
 func validateStats(v *validator, s *Stats) {

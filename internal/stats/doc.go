@@ -25,10 +25,11 @@
 //
 // # Invariants
 //
-//  1. Exact, in bounded memory: a series is one 16-byte slot keyed by a
-//     64-bit hash of (tenant, series id, unit and type), no strings kept per
+//  1. Exact, in bounded memory: a series is one 8-byte word (48 bits of a
+//     64-bit hash of tenant, series id, unit and type, and its window; see
+//     seriesKey) and a 4-byte bucket count aside, no strings kept per
 //     series. Counts are exact up to Config.MaxSeries active series (a
-//     64-bit collision is the only error); past it new series are not
+//     48-bit collision is the only error); past it new series are not
 //     tracked and sluice_stats_series_overflow_total counts their points.
 //     Likewise MaxMetrics (tenant, metric name) entries and MaxLabelPairs
 //     (tenant, label, value) entries, each with its overflow counter; with

@@ -47,7 +47,7 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 	defer s.mu.Unlock()
 	s.roll(s.now().UnixNano() / int64(s.cfg.Window))
 	g := int(s.epoch & 1)
-	ep := uint32(s.epoch)
+	ep := uint64(s.epoch) & epochMask
 	t := s.tenant(tenant)
 	// Descriptors once per name, as resolve does for the decoded batch's
 	// gauge descriptors.
@@ -87,21 +87,25 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 		minT, maxT = min(minT, ts), max(maxT, ts)
 		s.ds[ss.Name[i]][0]++
 		total++
-		key := mix(ss.ID[i]^d.fold) | 1
+		key := seriesKey(mix(ss.ID[i] ^ d.fold))
 		if key == lastKey {
+			continue
+		}
+		if s.slots[int(key>>epochBits)&(len(s.slots)-1)] == key|ep {
+			// The usual case: in its home slot, seen in this window.
+			lastKey = key
 			continue
 		}
 		p, found := s.find(key)
 		if found {
 			lastKey = key
-			sl := &s.slots[p]
-			if sl.epoch == ep {
+			if s.slots[p]&epochMask == ep {
 				continue
 			}
 			s.labelsOfSeries(ss, i, d)
-			s.account(nil, i, d, 1-g, sl.nb, -1)
+			s.account(nil, i, d, 1-g, s.nbs[p], -1)
 			s.account(nil, i, d, g, 0, 1)
-			sl.epoch, sl.nb = ep, 0
+			s.slots[p], s.nbs[p] = key|ep, 0
 			continue
 		}
 		if s.used >= s.cfg.MaxSeries {
@@ -110,7 +114,7 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 		}
 		p = s.insert(p, key)
 		lastKey = key
-		s.slots[p].epoch, s.slots[p].nb = ep, 0
+		s.slots[p], s.nbs[p] = key|ep, 0
 		s.labelsOfSeries(ss, i, d)
 		s.account(nil, i, d, g, 0, 1)
 	}

@@ -20,8 +20,8 @@ import (
 type Config struct {
 	// Window is the activity window (see the package doc).
 	Window time.Duration
-	// MaxSeries bounds the active series tracked (16 bytes each, in a
-	// table of at most twice that many slots).
+	// MaxSeries bounds the active series tracked (in a table of at most
+	// twice that many 12-byte slots).
 	MaxSeries int
 	// MaxMetrics bounds the (tenant, metric name) entries.
 	MaxMetrics int
@@ -133,12 +133,28 @@ type familyPair struct {
 	cnt [2]int64
 }
 
-// slot is one series of the table; key 0 is empty.
-type slot struct {
-	key   uint64
-	epoch uint32 // the window it was last seen in (low 32 bits)
-	nb    uint32 // buckets or quantiles of its first point in that window
-}
+// The series table is open addressing with linear probing over one array
+// of words, 8 bytes a series, so that the per-sample lookup touches one
+// word of a table half the size a 16-byte slot made it (the relay's 30,000
+// series took 1 MiB, more than this machine's L2 share next to the
+// requests it scans: a cache miss per sample). A word is a series' key
+// (the 64-bit hash, see seriesKey) in its upper 48 bits and the low 16
+// bits of the window it was last seen in; 0 is empty. A series' home slot
+// comes from its stored key bits, so a rehash needs no other copy of the
+// key. Windows compare by their low 16 bits only: at a roll-over every
+// series older than the previous window is swept (roll), so the words
+// hold at most two windows, the current one and the one before, which
+// differ in those bits. The bucket or quantile count of a series' first
+// point in its window is in nbs (same index), read only when the series
+// moves to a new window.
+const (
+	epochBits = 16
+	epochMask = 1<<epochBits - 1
+)
+
+// seriesKey is the table key of a series hash: its upper 48 bits, never
+// zero (bit 16 set).
+func seriesKey(h uint64) uint64 { return h&^epochMask | 1<<epochBits }
 
 // Stats is the statistics of one process. Safe for concurrent use.
 type Stats struct {
@@ -148,8 +164,9 @@ type Stats struct {
 
 	mu      sync.Mutex
 	epoch   int64
-	slots   []slot
-	used    int // slots holding a series
+	slots   []uint64 // seriesKey | window (low 16 bits); 0 empty
+	nbs     []uint32 // per slot: buckets or quantiles of its first point in the window
+	used    int      // slots holding a series
 	metrics map[uint64]*metric
 	pairs   map[uint64]*pair
 	flabels map[uint64]*familyLabel
@@ -189,7 +206,8 @@ func newWithClock(cfg Config, now func() time.Time) *Stats {
 	t := now().UnixNano()
 	return &Stats{
 		cfg: cfg, now: now, start: t, epoch: t / int64(cfg.Window),
-		slots:   make([]slot, 1024),
+		slots:   make([]uint64, 1024),
+		nbs:     make([]uint32, 1024),
 		metrics: map[uint64]*metric{},
 		pairs:   map[uint64]*pair{},
 		flabels: map[uint64]*familyLabel{},
@@ -223,7 +241,7 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 	now := s.now().UnixNano()
 	s.roll(now / int64(s.cfg.Window))
 	g := int(s.epoch & 1)
-	ep := uint32(s.epoch)
+	ep := uint64(s.epoch) & epochMask
 	t := s.tenant(tenant)
 	s.resolve(t, b)
 
@@ -239,19 +257,18 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 		minT, maxT = min(minT, ts), max(maxT, ts)
 		nb, k := s.countSamples(b, i, d.kind, &s.ds[di])
 		total += k
-		key := mix(b.SeriesID[i]^d.fold) | 1
+		key := seriesKey(mix(b.SeriesID[i] ^ d.fold))
 		p, found := s.find(key)
 		if found {
-			sl := &s.slots[p]
-			if sl.epoch == ep {
+			if s.slots[p]&epochMask == ep {
 				continue
 			}
 			// Seen in the previous window (older ones were swept at the
 			// roll-over): move it to this one.
 			s.labelsOf(b, i, d)
-			s.account(b, i, d, 1-g, sl.nb, -1)
+			s.account(b, i, d, 1-g, s.nbs[p], -1)
 			s.account(b, i, d, g, nb, 1)
-			sl.epoch, sl.nb = ep, nb
+			s.slots[p], s.nbs[p] = key|ep, nb
 			continue
 		}
 		if s.used >= s.cfg.MaxSeries {
@@ -259,7 +276,7 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 			continue
 		}
 		p = s.insert(p, key)
-		s.slots[p].epoch, s.slots[p].nb = ep, nb
+		s.slots[p], s.nbs[p] = key|ep, nb
 		s.labelsOf(b, i, d)
 		s.account(b, i, d, g, nb, 1)
 	}
@@ -627,46 +644,47 @@ func attrStr(c *signal.Common, r signal.Range, key string) string {
 	return ""
 }
 
-// find returns the slot of key, or the empty slot where it would go.
+// find returns the slot of key (a seriesKey), or the empty slot where it
+// would go.
 func (s *Stats) find(key uint64) (int, bool) {
 	mask := len(s.slots) - 1
-	p := int(key>>7) & mask
+	p := int(key>>epochBits) & mask
 	for {
-		k := s.slots[p].key
-		if k == key {
+		w := s.slots[p]
+		if w&^epochMask == key {
 			return p, true
 		}
-		if k == 0 {
+		if w == 0 {
 			return p, false
 		}
 		p = (p + 1) & mask
 	}
 }
 
-// insert puts key in the empty slot p (from find), growing the table at
-// three quarters full, and returns its slot.
+// insert reserves the empty slot p (from find) for key, growing the table
+// at three quarters full, and returns its slot; the caller sets the word
+// and nbs.
 func (s *Stats) insert(p int, key uint64) int {
 	if (s.used+1)*4 > len(s.slots)*3 {
-		s.rehash(len(s.slots)*2, 0)
+		s.rehash(len(s.slots)*2, false, 0)
 		p, _ = s.find(key)
 	}
-	s.slots[p].key = key
 	s.used++
 	return p
 }
 
-// rehash rebuilds the table with size slots, keeping the series seen in
-// window minEpoch or later (all when minEpoch is 0).
-func (s *Stats) rehash(size int, minEpoch uint32) {
-	old := s.slots
-	s.slots = make([]slot, size)
+// rehash rebuilds the table with size slots, keeping every series, or with
+// sweep only those last seen in the window whose low 16 bits are keep.
+func (s *Stats) rehash(size int, sweep bool, keep uint64) {
+	old, oldNB := s.slots, s.nbs
+	s.slots, s.nbs = make([]uint64, size), make([]uint32, size)
 	s.used = 0
-	for _, sl := range old {
-		if sl.key == 0 || (minEpoch != 0 && sl.epoch < minEpoch) {
+	for i, w := range old {
+		if w == 0 || (sweep && w&epochMask != keep) {
 			continue
 		}
-		p, _ := s.find(sl.key)
-		s.slots[p] = sl
+		p, _ := s.find(w &^ epochMask)
+		s.slots[p], s.nbs[p] = w, oldNB[i]
 		s.used++
 	}
 }
@@ -721,17 +739,27 @@ func (s *Stats) roll(e int64) {
 		}
 	}
 	clear(s.descs) // they point at metrics just deleted
+	// The series of window e-1 stay (they are the previous window now);
+	// the table held only windows s.epoch-1 and s.epoch, so when s.epoch
+	// is e-1 its older half goes, and when e is further on everything goes.
+	prev := s.epoch
 	s.epoch = e
-	minEpoch := uint32(e - 1)
+	keep := uint64(e-1) & epochMask
 	n := 0
-	for _, sl := range s.slots {
-		if sl.key != 0 && sl.epoch >= minEpoch {
-			n++
+	if prev == e-1 {
+		for _, w := range s.slots {
+			if w != 0 && w&epochMask == keep {
+				n++
+			}
 		}
 	}
 	size := 1024
 	for size < n*2 {
 		size *= 2
 	}
-	s.rehash(size, minEpoch)
+	if n == 0 {
+		s.slots, s.nbs, s.used = make([]uint64, size), make([]uint32, size), 0
+		return
+	}
+	s.rehash(size, true, keep)
 }

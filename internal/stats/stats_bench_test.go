@@ -43,7 +43,7 @@ func BenchmarkObserve(b *testing.B) {
 				s.Observe("t", m, 1<<20)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*m.Len()), "ns/point")
-			b.ReportMetric(float64(len(s.slots)*16)/(1<<20), "table-MiB")
+			b.ReportMetric(float64(len(s.slots)*8)/(1<<20), "table-MiB")
 		})
 	}
 }

@@ -177,6 +177,40 @@ func TestWindows(t *testing.T) {
 	}
 }
 
+// The table keeps the low 16 bits of a series' window: across a wrap of
+// those bits (window ...ffff to ...0000) a series seen in both windows is
+// one series, one that skipped a window is gone, and a series whose
+// window equals the current one in the low bits but not in the rest
+// (2^16 windows ago) is new.
+func TestWindowsWrap(t *testing.T) {
+	s, c := newTest(t, Config{Window: time.Second})
+	c.t = time.Unix(1_700_000_000/(1<<16)*(1<<16)+(1<<16)-1, 0) // window ...ffff
+	s.Observe("t", gauges(t, "api", 4, 1e18), 10)
+	c.t = c.t.Add(time.Second) // window ...0000
+	s.Observe("t", gauges(t, "api", 2, 1e18), 10)
+	if n, used := s.TSDB("t", 10).HeadStats.NumSeries, s.used; n != 4 || used != 4 {
+		t.Fatalf("after the wrap: %d series (%d in the table), want 4", n, used)
+	}
+	c.t = c.t.Add(time.Second) // window ...0001: u2, u3 last seen two windows ago
+	s.Observe("t", gauges(t, "api", 2, 1e18), 10)
+	if n, used := s.TSDB("t", 10).HeadStats.NumSeries, s.used; n != 2 || used != 2 {
+		t.Fatalf("two windows after: %d series (%d in the table), want 2", n, used)
+	}
+	if got := stats(s.TSDB("t", 10).SeriesCountByLabelValuePair[:1]...); got != "__name__=req_seconds:2" {
+		t.Fatalf("pairs %s", got)
+	}
+	// 2^16 windows on, the low bits are those of the last window seen:
+	// the series are new (swept at the roll-over), counted once each.
+	c.t = c.t.Add((1 << 16) * time.Second)
+	s.Observe("t", gauges(t, "api", 3, 1e18), 10)
+	if n, used := s.TSDB("t", 10).HeadStats.NumSeries, s.used; n != 3 || used != 3 {
+		t.Fatalf("2^16 windows on: %d series (%d in the table), want 3", n, used)
+	}
+	if got := stats(s.TSDB("t", 10).SeriesCountByLabelValuePair[:1]...); got != "__name__=req_seconds:3" {
+		t.Fatalf("pairs 2^16 windows on: %s", got)
+	}
+}
+
 // Samples/s covers the previous and the current window.
 func TestRates(t *testing.T) {
 	s, c := newTest(t, Config{Window: time.Minute})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/stats"
 )
 
 // decodingConsumer does what the pipeline's consumer does with a request
@@ -94,6 +97,90 @@ func BenchmarkServeV1Scanned(b *testing.B) {
 	for _, c := range [][2]int{{1000, 5}, {100, 6}} {
 		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
 			benchServe(b, c[0], c[1], &scanConsumer{})
+		})
+	}
+}
+
+// statsConsumer takes scanned requests and counts them in live
+// statistics, as the pipeline's consumer does after the queue append.
+type statsConsumer struct {
+	scanConsumer
+	st *stats.Stats
+}
+
+func (c *statsConsumer) Consume(ctx context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
+	if req.Scanned != nil {
+		c.st.ObserveSeries(req.Tenant, &req.Scanned.Series, len(req.Body))
+		return otlpreceiver.Result{}, nil
+	}
+	return c.decodingConsumer.Consume(ctx, req)
+}
+
+// BenchmarkServeV1Relay is the relay benchmark's load (scripts/bench-relay.sh,
+// TestRelayLoad in internal/e2e: 64 distinct requests of 1,500 or 100
+// series, 8 or 6 labels, 30,000 series in all, cycled) through the handler,
+// the scan and the live statistics: the relay's CPU per sample without
+// HTTP, the queue and the exporter, with the caches as the relay has
+// them (the statistics' series table next to the requests scanned).
+func BenchmarkServeV1Relay(b *testing.B) {
+	for _, c := range [][2]int{{1500, 8}, {100, 6}} {
+		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
+			perReq, nLabels := c[0], c[1]
+			const distinct, series = 64, 30_000
+			t0 := time.Now().Add(-time.Hour).UnixMilli()
+			bodies := make([][]byte, distinct)
+			for k := range bodies {
+				req := &prompb.WriteRequest{}
+				for i := range perReq {
+					id := (k*perReq + i) % series
+					ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("relay_metric_%d", id%50)}}
+					extra := []string{"instance", "job", "pod", "namespace", "container", "zone", "path", "code", "method"}
+					for j := 0; j < nLabels-1 && j < len(extra); j++ {
+						ls = append(ls, prompb.Label{Name: extra[j], Value: fmt.Sprintf("%s-%d", extra[j], (id>>uint(j))%97+id%7)})
+					}
+					ls = append(ls, prompb.Label{Name: "series", Value: strconv.Itoa(id)})
+					if len(ls) > nLabels {
+						ls = append(ls[:nLabels-1], ls[len(ls)-1])
+					}
+					sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
+					req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: ls,
+						Samples: []prompb.Sample{{Value: float64(k*perReq + i), Timestamp: t0 + int64(k)*1000}}})
+				}
+				raw, err := req.Marshal()
+				if err != nil {
+					b.Fatal(err)
+				}
+				bodies[k] = snappy.Encode(nil, raw)
+			}
+			st, err := stats.New(stats.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := New(Config{MaxConcurrentRequests: 1}, &statsConsumer{st: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			serve := func(body []byte) {
+				r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/x-protobuf")
+				r.Header.Set("Content-Encoding", "snappy")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusNoContent {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+			for _, body := range bodies { // every series known: the steady state
+				serve(body)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for n := 0; n < b.N; n++ {
+				serve(bodies[n%distinct])
+			}
+			// CPU time, not wall time: the machine is shared.
+			b.ReportMetric(float64(perReq)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
 		})
 	}
 }
