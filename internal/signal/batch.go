@@ -182,6 +182,7 @@ type copier struct {
 	last     []Str    // dst KeyID -> the value last copied for it (value)
 	values   valueTable
 	sets     setTable
+	sink     uint64 // touchSets' loads land here, so that they are kept
 	// With ShareAttrSets or ShareResources: the destination's resources
 	// and scopes by content (sharedResource), so that each source batch's
 	// copy of one resource (every request brings its own) is one.
@@ -260,19 +261,38 @@ func (cp *copier) attrsShared(dst *Common, r Range, share bool) Range {
 	keys := src.Key[r.Start:r.End]
 	types := src.Type[r.Start : r.End : r.Start+uint32(n)]
 	vals := src.Val[r.Start : r.End : r.Start+uint32(n)]
-	var h uint64
-	slot := -1
 	if share {
 		// Look the set up by its content before copying anything: a
 		// series' later points cost one hash and one compare, not a
 		// value lookup per attribute.
-		h = cp.sourceSetHash(dst, keys, types, vals)
-		var prev Range
-		var ok bool
-		if prev, slot, ok = cp.findSet(dst, h, keys, types, vals); ok {
-			return prev
-		}
+		return cp.attrsHashed(dst, r, cp.sourceSetHash(dst, keys, types, vals))
 	}
+	return cp.copyAttrs(dst, keys, types, vals)
+}
+
+// attrsHashed is attrs into a batch that shares sets, for a source set r
+// (not empty) whose sourceSetHash is h.
+func (cp *copier) attrsHashed(dst *Common, r Range, h uint64) Range {
+	src := &cp.src.Attrs
+	n := r.Len()
+	keys := src.Key[r.Start:r.End]
+	types := src.Type[r.Start : r.End : r.Start+uint32(n)]
+	vals := src.Val[r.Start : r.End : r.Start+uint32(n)]
+	prev, slot, ok := cp.findSet(dst, h, keys, types, vals)
+	if ok {
+		return prev
+	}
+	out := cp.copyAttrs(dst, keys, types, vals)
+	cp.sets.add(out, h, slot)
+	return out
+}
+
+// copyAttrs appends a copy of a source set (keys mapped, string values
+// interned) and returns its Range.
+func (cp *copier) copyAttrs(dst *Common, keys []KeyID, types []ValueType, vals []uint64) Range {
+	start := len(dst.Attrs.Key)
+	n := len(keys)
+	types, vals = types[:n], vals[:n]
 	a := &dst.Attrs
 	a.Key, a.Type, a.Val = grown(a.Key, n), grown(a.Type, n), grown(a.Val, n)
 	dk, dt, dv := a.Key[start:], a.Type[start:start+n], a.Val[start:start+n]
@@ -290,11 +310,7 @@ func (cp *copier) attrsShared(dst *Common, r Range, share bool) Range {
 		}
 		dk[j], dt[j], dv[j] = k, t, v
 	}
-	r = Range{uint32(start), uint32(start + n)}
-	if share {
-		cp.sets.add(r, h, slot)
-	}
-	return r
+	return Range{uint32(start), uint32(start + n)}
 }
 
 // value copies the string value s of destination key k, or reuses the

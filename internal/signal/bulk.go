@@ -96,7 +96,8 @@ func (cp *copier) refs(d *Common, dst, src []uint32, r Rows, one func(*copier, *
 // attrRanges copies the attribute set of each selected row, in row order.
 // With ShareAttrSets, rows that share a Range in the source (the samples
 // of one series in a decoded remote-write request) get one copy, found or
-// made once per run of them.
+// made once per run of them, and the sets are looked up in blocks
+// (sharedAttrRanges).
 func (cp *copier) attrRanges(d *Common, dst, src []Range, r Rows) []Range {
 	total := 0
 	each(r, func(i int) { total += src[i].Len() })
@@ -106,20 +107,84 @@ func (cp *copier) attrRanges(d *Common, dst, src []Range, r Rows) []Range {
 	n := len(dst)
 	dst = grown(dst, r.Len())
 	out := dst[n:]
+	if d.ShareAttrSets {
+		cp.sharedAttrRanges(d, out, src, r)
+		return dst
+	}
 	j := 0
-	share := d.ShareAttrSets
-	var prev, prevOut Range
-	have := false
 	each(r, func(i int) {
-		if s := src[i]; share && have && s == prev {
-			out[j] = prevOut
-		} else {
-			out[j] = cp.attrs(d, s)
-			prev, prevOut, have = s, out[j], s.Len() > 0
-		}
+		out[j] = cp.attrs(d, src[i])
 		j++
 	})
 	return dst
+}
+
+// setBlock is how many rows sharedAttrRanges looks up at once.
+const setBlock = 32
+
+// sharedAttrRanges is attrRanges into a batch with ShareAttrSets, out the
+// Ranges to fill. The rows go in blocks of setBlock: their sets are
+// hashed first (reading the source in order), then the set table's slots
+// they fall on and the destination sets those name are read in passes of
+// independent loads (touchSets), and only then is each set found or
+// copied, in row order. The table and a partition's sets are larger
+// than the cache (60K sets for the corpus metrics): a lookup was a cache
+// miss on the slot and another on the set, one after the other; read
+// together, a block's misses overlap. The result is that of attrs row by
+// row: the touches only read, and a slot that changed in between (an add,
+// a grow) is looked up as usual.
+func (cp *copier) sharedAttrRanges(d *Common, out, src []Range, r Rows) {
+	var hs [setBlock]uint64
+	var buf [setBlock]int
+	var prev, prevOut Range
+	have := false
+	total := r.Len()
+	for b0 := 0; b0 < total; b0 += setBlock {
+		b1 := min(b0+setBlock, total)
+		rows := r.block(&buf, b0, b1)
+		sa := &cp.src.Attrs
+		pp, ph := prev, have
+		nh := 0
+		for _, i := range rows {
+			s := src[i]
+			if !(ph && s == pp) && s.Len() > 0 {
+				hs[nh] = cp.sourceSetHash(d, sa.Key[s.Start:s.End], sa.Type[s.Start:s.End], sa.Val[s.Start:s.End])
+				nh++
+			}
+			pp, ph = s, s.Len() > 0
+		}
+		cp.touchSets(d, hs[:nh])
+		k := 0
+		for j, i := range rows {
+			s := src[i]
+			if have && s == prev {
+				out[b0+j] = prevOut
+				continue
+			}
+			if s.Len() == 0 {
+				out[b0+j] = cp.attrsShared(d, s, true)
+			} else {
+				out[b0+j] = cp.attrsHashed(d, s, hs[k])
+				k++
+			}
+			prev, prevOut, have = s, out[b0+j], s.Len() > 0
+		}
+	}
+}
+
+// block returns the source row indexes of selected rows [b0, b1), in buf.
+func (r Rows) block(buf *[setBlock]int, b0, b1 int) []int {
+	rows := buf[:b1-b0]
+	if r.Idx == nil {
+		for j := range rows {
+			rows[j] = r.From + b0 + j
+		}
+		return rows
+	}
+	for j, i := range r.Idx[b0:b1] {
+		rows[j] = int(i)
+	}
+	return rows
 }
 
 // msgRanges copies the message ranges of each selected row.

@@ -3,6 +3,7 @@ package signal_test
 import (
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,18 +86,27 @@ func TestCopyRowsIsCopyFrom(t *testing.T) {
 			}
 		}
 	}
-	for _, src := range metrics {
-		for _, sel := range selections(src.Len()) {
-			a, b := new(signal.Metrics), new(signal.Metrics)
-			b.CopyFrom(metrics[0], 0) // b starts mid-stream: CopyFrom then CopyRows
-			a.CopyFrom(metrics[0], 0)
-			for _, i := range rowsOf(sel) {
-				a.CopyFrom(src, i)
-			}
-			b.CopyRows(src, sel)
-			compareBatches(t, "metrics", a, b, &a.Common, &b.Common, a.Len(), b.Len())
-			if len(a.Descs) != len(b.Descs) {
-				t.Fatalf("metrics: %d descriptors, CopyFrom made %d", len(b.Descs), len(a.Descs))
+	for _, share := range []bool{false, true} {
+		for _, src := range metrics {
+			for _, sel := range selections(src.Len()) {
+				a, b := new(signal.Metrics), new(signal.Metrics)
+				// With ShareAttrSets (a lake partition) CopyRows looks the
+				// sets up in blocks (sharedAttrRanges): the same sets,
+				// shared the same way, as CopyFrom's one by one.
+				a.ShareAttrSets, b.ShareAttrSets = share, share
+				b.CopyFrom(metrics[0], 0) // b starts mid-stream: CopyFrom then CopyRows
+				a.CopyFrom(metrics[0], 0)
+				for _, i := range rowsOf(sel) {
+					a.CopyFrom(src, i)
+				}
+				b.CopyRows(src, sel)
+				compareBatches(t, "metrics", a, b, &a.Common, &b.Common, a.Len(), b.Len())
+				if len(a.Descs) != len(b.Descs) {
+					t.Fatalf("metrics: %d descriptors, CopyFrom made %d", len(b.Descs), len(a.Descs))
+				}
+				if share && (!slices.Equal(sharing(a.Attr), sharing(b.Attr)) || a.Attrs.Len() != b.Attrs.Len()) {
+					t.Fatalf("metrics, shared sets: CopyRows made %d attributes, CopyFrom %d, or shared other sets", b.Attrs.Len(), a.Attrs.Len())
+				}
 			}
 		}
 	}
@@ -110,6 +120,22 @@ func TestCopyRowsIsCopyFrom(t *testing.T) {
 			compareBatches(t, "spans", a, b, &a.Common, &b.Common, a.Len(), b.Len())
 		}
 	}
+}
+
+// sharing maps each record to the first record with its Range: two
+// batches share their sets alike when their sharings are equal.
+func sharing(attr []signal.Range) []int {
+	first := map[signal.Range]int{}
+	out := make([]int, len(attr))
+	for i, r := range attr {
+		f, ok := first[r]
+		if !ok || r.Len() == 0 {
+			f = i
+			first[r] = i
+		}
+		out[i] = f
+	}
+	return out
 }
 
 // compareBatches compares every exported per-record field of two batches

@@ -204,6 +204,30 @@ func (cp *copier) findSet(dst *Common, h uint64, keys []KeyID, types []ValueType
 	}
 }
 
+// touchSets reads the set table's slots that the set hashes hs fall on,
+// then the first attribute of each destination set whose tag matches, in
+// two passes of loads that do not depend on each other, so that their
+// cache misses overlap (sharedAttrRanges); findSet then finds them in
+// the cache. It only reads.
+func (cp *copier) touchSets(dst *Common, hs []uint64) {
+	t := &cp.sets
+	if len(t.slots) == 0 || len(hs) == 0 {
+		return
+	}
+	mask := uint64(len(t.slots) - 1)
+	var x uint64
+	for _, h := range hs {
+		x += t.slots[h&mask].tag
+	}
+	a := &dst.Attrs
+	for _, h := range hs {
+		if sl := t.slots[h&mask]; sl.tag == h && int(sl.r.Start) < len(a.Key) && int(sl.r.Start) < len(a.Val) {
+			x += a.Val[sl.r.Start] + uint64(a.Key[sl.r.Start])
+		}
+	}
+	cp.sink += x
+}
+
 // sameAsSource reports whether destination set r holds the source set's
 // keys (mapped by sourceSetHash), types and values. A stale entry (the
 // batch was rolled back below it) is out of range or compares unequal.
