@@ -115,6 +115,8 @@ type colMerger struct {
 	copied  int64
 	// dictionary-encoded pages among copied
 	dictCopied int64
+	// dictionary-encoded pages remapped into the output's dictionary
+	remapped int64
 }
 
 // Key column slots of colMerger.keyLeaf.
@@ -195,7 +197,7 @@ func columnMerge(ctx context.Context, store lake.Store, job Job, opts Options) (
 	}
 	err = m.run()
 	written = m.written
-	res.PagesCopied, res.DictPagesCopied = m.copied, m.dictCopied
+	res.PagesCopied, res.DictPagesCopied, res.DictPagesRemapped = m.copied, m.dictCopied, m.remapped
 	if err != nil {
 		return res, written, err
 	}
@@ -837,6 +839,7 @@ func (m *colMerger) endRowGroup() error {
 		}
 		m.copied += int64(c.PagesCopied())
 		m.dictCopied += int64(c.DictPagesCopied())
+		m.remapped += int64(c.DictPagesRemapped())
 		for k, l := range m.nameLeaf {
 			if l != j || m.names[k] == nil {
 				continue

@@ -138,6 +138,11 @@ type Result struct {
 	// DictPagesCopied counts those of them that are dictionary-encoded
 	// (their output chunk took their input's dictionary).
 	DictPagesCopied int64
+	// DictPagesRemapped counts the dictionary-encoded input pages whose
+	// indexes were rewritten into their output chunk's dictionary (its
+	// input's dictionary ordered values otherwise), not copied row by
+	// row; they are not among PagesCopied.
+	DictPagesRemapped int64
 }
 
 // ErrLeaseLost means the partition's lease was lost during a run (taken

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -26,18 +27,25 @@ import (
 // inputs segments, each per copies of the corpus whose times are squeezed
 // into their own slice of benchHour, copies in time order over the
 // inputs. A service's rows then come from one input after the other in
-// long runs, which cover whole pages.
+// long runs, which cover whole pages. per <= 0 takes as many copies as
+// make benchFlushRows rows. mirrorOdd reverses the times within each copy
+// of the odd inputs: a service's rows then come in the opposite order,
+// and those inputs' dictionaries list their values in another order than
+// the even inputs' (flushes of different data).
 func flushCorpus[B any, P interface {
 	*B
 	Len() int
 	CopyFrom(*B, int)
-}](t testing.TB, kind string, inputs, per int, decode func(P, []byte) error, times func(P) [][]int64,
+}](t testing.TB, kind string, inputs, per int, mirrorOdd bool, decode func(P, []byte) error, times func(P) [][]int64,
 	write func(*lake.Writer, string, P) error) []func(*lake.Writer) error {
 	var one B
 	for _, pb := range corpus(t, kind) {
 		if err := decode(&one, pb); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if per <= 0 {
+		per = (benchFlushRows + P(&one).Len() - 1) / P(&one).Len()
 	}
 	lo, hi := timeSpan(times(&one)...)
 	split := make([]B, inputs)
@@ -49,6 +57,9 @@ func flushCorpus[B any, P interface {
 			}
 			for _, ts := range times(&split[in]) {
 				squeeze(ts[base:], lo, hi, in*per+k, inputs*per)
+				if mirrorOdd && in%2 == 1 {
+					mirror(ts[base:], in*per+k, inputs*per)
+				}
 			}
 		}
 	}
@@ -59,8 +70,26 @@ func flushCorpus[B any, P interface {
 	return fns
 }
 
+// mirror reverses the non-zero times of ts within slot i of n equal
+// slots of benchHour (squeeze put them there).
+func mirror(ts []int64, i, n int) {
+	width := int64(time.Hour) / int64(n)
+	start := benchHour.UnixNano() + int64(i)*width
+	for j, t := range ts {
+		if t != 0 {
+			ts[j] = 2*start + width - 1 - t
+		}
+	}
+}
+
 func flushLogs(t testing.TB, inputs, per int) []func(*lake.Writer) error {
-	return flushCorpus(t, "logs", inputs, per, otlp.DecodeLogs,
+	return flushLogsMixed(t, inputs, per, false)
+}
+
+// flushLogsMixed is flushLogs, the odd inputs' times mirrored when
+// mirrorOdd (flushCorpus).
+func flushLogsMixed(t testing.TB, inputs, per int, mirrorOdd bool) []func(*lake.Writer) error {
+	return flushCorpus(t, "logs", inputs, per, mirrorOdd, otlp.DecodeLogs,
 		func(l *signal.Logs) [][]int64 { return [][]int64{l.Time, l.ObservedTime} }, (*lake.Writer).WriteLogs)
 }
 
@@ -72,23 +101,29 @@ func flushLogs(t testing.TB, inputs, per int) []func(*lake.Writer) error {
 // DuckDB must read both the same (when SLUICE_PYTHON is set).
 func TestVerbatimPagesMatchDecoded(t *testing.T) {
 	cases := []struct {
-		table string
-		write func(testing.TB) []func(*lake.Writer) error
+		name, table string
+		write       func(testing.TB) []func(*lake.Writer) error
 		// dictionary pages copied verbatim: a service's runs cover whole
 		// pages of dictionary columns (pqenc.DictPageRows)
 		dict bool
+		// dictionary pages remapped: the second input's dictionaries
+		// order their values otherwise (pqenc/dictremap.go)
+		remap bool
 		// output row group rows: several row groups, so pages are
 		// copied into row groups after the first too
 		rgRows int
 	}{
-		{lake.TableLogs, func(t testing.TB) []func(*lake.Writer) error { return flushLogs(t, 2, 4) }, true, 20000},
-		{lake.TableTraces, func(t testing.TB) []func(*lake.Writer) error {
-			return flushCorpus(t, "traces", 2, 6, otlp.DecodeTraces,
+		{"logs", lake.TableLogs, func(t testing.TB) []func(*lake.Writer) error { return flushLogs(t, 2, 4) }, true, false, 20000},
+		{"logs-mixed-dictionaries", lake.TableLogs, func(t testing.TB) []func(*lake.Writer) error {
+			return flushLogsMixed(t, 2, 4, true)
+		}, true, true, 20000},
+		{"traces", lake.TableTraces, func(t testing.TB) []func(*lake.Writer) error {
+			return flushCorpus(t, "traces", 2, 6, false, otlp.DecodeTraces,
 				func(s *signal.Spans) [][]int64 { return [][]int64{s.StartTime, s.EndTime} }, (*lake.Writer).WriteSpans)
-		}, false, 7000},
+		}, false, false, 7000},
 	}
 	for _, tc := range cases {
-		t.Run(tc.table, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			var pairs []string
 			e := newEnv(t)
 			e.ingestRowGroups(t, 0, tc.write(t))
@@ -98,11 +133,11 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			}
 			// One output file per job, of several row groups.
 			opts := Options{RowGroupRows: tc.rgRows, TargetBytes: 1 << 40, MaxMergeRows: 1 << 40}.withDefaults()
-			copied, dictCopied := int64(0), int64(0)
+			copied, dictCopied, remapped := int64(0), int64(0), int64(0)
 			for _, job := range jobs {
 				decoded, dres := mergeOut(t, e, job, opts, false)
-				if dres.PagesCopied != 0 {
-					t.Fatalf("%d pages copied with verbatim copies off", dres.PagesCopied)
+				if dres.PagesCopied != 0 || dres.DictPagesRemapped != 0 {
+					t.Fatalf("%d pages copied, %d remapped with verbatim copies off", dres.PagesCopied, dres.DictPagesRemapped)
 				}
 				vres, written, err := columnMerge(context.Background(), e.store, job, opts)
 				if err != nil {
@@ -110,6 +145,7 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 				}
 				copied += vres.PagesCopied
 				dictCopied += vres.DictPagesCopied
+				remapped += vres.DictPagesRemapped
 				if len(written) != 1 || len(decoded) != 1 {
 					t.Fatalf("%d and %d output files, want 1", len(written), len(decoded))
 				}
@@ -139,7 +175,13 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			if tc.dict && dictCopied == 0 {
 				t.Fatalf("no dictionary page copied verbatim (%d pages)", copied)
 			}
-			t.Logf("%s: %d pages copied verbatim, %d of them dictionary-encoded", tc.table, copied, dictCopied)
+			// Remapped only where an input's dictionary orders its values
+			// otherwise than the output chunk's.
+			if tc.remap != (remapped > 0) {
+				t.Fatalf("%d dictionary pages remapped, want some: %v", remapped, tc.remap)
+			}
+			t.Logf("%s: %d pages copied verbatim, %d of them dictionary-encoded; %d dictionary pages remapped",
+				tc.name, copied, dictCopied, remapped)
 			py := os.Getenv("SLUICE_PYTHON")
 			if py == "" {
 				corpustest.Missing(t, "SLUICE_PYTHON (pyarrow and DuckDB read the verbatim-copied files)")

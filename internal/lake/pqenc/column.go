@@ -98,6 +98,9 @@ type Column struct {
 	// how many of them resolveCutPages decoded
 	cut        cutPages
 	cutDecoded int
+	// dictionary pages remapped into the chunk's dictionary (dictremap.go)
+	remapped int
+	remapTmp []idxRun
 
 	zbuf, pbuf []byte
 	xbuf       []byte // expanded dictionary values (toPlain)
@@ -132,6 +135,7 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 	c.seenList = c.seenList[:0]
 	c.fallback = false
 	c.dictCopy, c.dictCopied, c.held = false, 0, c.held[:0]
+	c.remapped = 0
 	c.hashes = c.hashes[:0]
 	c.nPages, c.copied = 0, 0
 	c.cut.reset()

@@ -83,9 +83,10 @@ func writeDictFile(t *testing.T, li Leaf, footer *format.FileMetaData, vals []st
 type dictRun struct{ in, from, n int }
 
 // mergeDictFiles copies runs of the inputs into one chunk, row by row or
-// with dictionary pages copied verbatim; it returns the file, the
-// dictionary pages copied and whether the chunk fell back to plain.
-func mergeDictFiles(t *testing.T, li Leaf, footer *format.FileMetaData, inputs [][]byte, runs []dictRun, verbatim bool) ([]byte, int, bool) {
+// with dictionary pages copied verbatim (or remapped); it returns the
+// file, the dictionary pages copied and remapped, and whether the chunk
+// fell back to plain.
+func mergeDictFiles(t *testing.T, li Leaf, footer *format.FileMetaData, inputs [][]byte, runs []dictRun, verbatim bool) ([]byte, int, int, bool) {
 	t.Helper()
 	chunks := make([]Chunk, len(inputs))
 	total := 0
@@ -125,7 +126,7 @@ func mergeDictFiles(t *testing.T, li Leaf, footer *format.FileMetaData, inputs [
 	if err := f.Close(&m); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes(), c.DictPagesCopied(), c.fallback
+	return buf.Bytes(), c.DictPagesCopied(), c.DictPagesRemapped(), c.fallback
 }
 
 // TestCopyDictPages copies runs of dictionary-encoded chunks with their
@@ -189,13 +190,13 @@ func TestCopyDictPages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			li := li
 			li.MaxDictBytes = tc.maxDictBytes
-			want, wantCopied, _ := mergeDictFiles(t, li, footer, inputs, runs, false)
-			got, copied, fellBack := mergeDictFiles(t, li, footer, inputs, runs, true)
-			if wantCopied != 0 {
-				t.Fatalf("%d dictionary pages copied row by row", wantCopied)
+			want, wantCopied, wantRemapped, _ := mergeDictFiles(t, li, footer, inputs, runs, false)
+			got, copied, remapped, fellBack := mergeDictFiles(t, li, footer, inputs, runs, true)
+			if wantCopied != 0 || wantRemapped != 0 {
+				t.Fatalf("%d dictionary pages copied, %d remapped row by row", wantCopied, wantRemapped)
 			}
-			if copied == 0 {
-				t.Fatal("no dictionary page copied: the test does not test it")
+			if copied == 0 || remapped == 0 {
+				t.Fatalf("%d dictionary pages copied, %d remapped: the test does not test both", copied, remapped)
 			}
 			if fellBack != tc.fallback {
 				t.Fatalf("fell back to plain: %v, want %v", fellBack, tc.fallback)
@@ -223,11 +224,27 @@ func TestCopyDictPages(t *testing.T) {
 				t.Fatalf("encodings %v", gc.Encoding)
 			}
 			// Pages of a and b are copied (and of c's first half, whose
-			// dictionary extends theirs), none of d's.
-			t.Logf("%d dictionary pages copied", copied)
-			_, onlyD, _ := mergeDictFiles(t, li, footer, [][]byte{a, d}, []dictRun{{0, 0, n}, {1, 0, n}}, true)
-			if onlyD != (n+pageRows-1)/pageRows {
-				t.Fatalf("a then d: %d pages copied, want a's %d", onlyD, (n+pageRows-1)/pageRows)
+			// dictionary extends theirs), d's are remapped (dictremap.go).
+			t.Logf("%d dictionary pages copied, %d remapped", copied, remapped)
+			got, onlyA, onlyD, _ := mergeDictFiles(t, li, footer, [][]byte{a, d}, []dictRun{{0, 0, n}, {1, 0, n}}, true)
+			if pages := (n + pageRows - 1) / pageRows; onlyA != pages || onlyD != pages {
+				t.Fatalf("a then d: %d pages copied, %d remapped, want a's %d and d's %d", onlyA, onlyD, pages, pages)
+			}
+			checkFile(t, got)
+			defer func() { remapPages = true }()
+			remapPages = false
+			want, _, none, _ := mergeDictFiles(t, li, footer, [][]byte{a, d}, []dictRun{{0, 0, n}, {1, 0, n}}, true)
+			if none != 0 {
+				t.Fatalf("%d pages remapped with remapping off", none)
+			}
+			gr, wr = readRows(t, got), readRows(t, want)
+			if len(gr) != len(wr) || len(gr) != 2*n {
+				t.Fatalf("a then d: %d rows, want %d", len(gr), len(wr))
+			}
+			for i := range wr {
+				if !sameRow(gr[i], wr[i]) {
+					t.Fatalf("a then d: row %d: %v, want %v", i, gr[i], wr[i])
+				}
 			}
 		})
 	}
@@ -310,10 +327,31 @@ func TestCopyDictPagesDamagedIndexes(t *testing.T) {
 	if bad == nil {
 		t.Fatal("no damage keeps the header's length")
 	}
+	// An input whose dictionary orders the values otherwise, copied
+	// first: the output's dictionary is its, and the pages of good and
+	// bad are remapped into it (dictremap.go).
+	other := slices.Clone(vals)
+	slices.Reverse(other)
+	var obuf bytes.Buffer
+	of := NewFile(&obuf, []Leaf{li}, &parquet.Uncompressed)
+	var oc Column
+	oc.Reset(&li, of.Codec())
+	for _, v := range other {
+		oc.Str(v, 1)
+	}
+	of.BeginRowGroup(n)
+	if err := of.WriteChunk(&oc); err != nil {
+		t.Fatal(err)
+	}
+	m = *footer
+	if err := of.Close(&m); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name string
-		data []byte
-	}{{"good", good}, {"damaged", bad}} {
+		name  string
+		data  []byte
+		remap bool
+	}{{"good", good, false}, {"damaged", bad, false}, {"good remapped", good, true}, {"damaged remapped", bad, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ch Chunk
 			if err := ch.Read(chunkOf(tc.data), 1, 0, 0); err != nil {
@@ -322,19 +360,33 @@ func TestCopyDictPagesDamagedIndexes(t *testing.T) {
 			var out Column
 			out.Reset(&li, &parquet.Uncompressed)
 			out.AllowDictPages(true)
+			if tc.remap {
+				var first Chunk
+				if err := first.Read(chunkOf(obuf.Bytes()), 1, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				out.CopyRowsPages(&first, n)
+				if out.err != nil || out.DictPagesCopied() != len(rc.Pages) {
+					t.Fatalf("first input: %v; %d pages copied, want %d", out.err, out.DictPagesCopied(), len(rc.Pages))
+				}
+			}
 			out.CopyRowsPages(&ch, n)
 			err := ch.Err()
-			if tc.name == "good" {
-				if err != nil || out.err != nil || out.DictPagesCopied() != len(rc.Pages) {
-					t.Fatalf("%v, %v; %d pages copied, want %d", err, out.err, out.DictPagesCopied(), len(rc.Pages))
+			got := out.DictPagesCopied()
+			if tc.remap {
+				got = out.DictPagesRemapped()
+			}
+			if tc.name == "good" || tc.name == "good remapped" {
+				if err != nil || out.err != nil || got != len(rc.Pages) {
+					t.Fatalf("%v, %v; %d pages copied or remapped, want %d", err, out.err, got, len(rc.Pages))
 				}
 				return
 			}
 			if !errors.Is(err, lakeformat.ErrCorrupt) || !errors.Is(out.err, lakeformat.ErrCorrupt) {
 				t.Fatalf("chunk error %v, column error %v; want ErrCorrupt", err, out.err)
 			}
-			if out.DictPagesCopied() > 1 {
-				t.Fatalf("%d pages copied: the damaged page among them", out.DictPagesCopied())
+			if got > 1 {
+				t.Fatalf("%d pages copied or remapped: the damaged page among them", got)
 			}
 		})
 	}

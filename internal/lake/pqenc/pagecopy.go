@@ -32,6 +32,11 @@ import (
 // inputs) go to CopyRows' fast path.
 const minPageCopyRows = 8
 
+// remapPages lets copyPage rewrite the indexes of dictionary pages whose
+// input dictionary the output's cannot take (dictremap.go); tests turn
+// it off to compare with the row copy.
+var remapPages = true
+
 // CopyRowsPages is CopyRows, except that the pages of src lying wholly
 // within the next n rows are copied verbatim when c writes pages of their
 // encoding and codec; the rows of partial pages are copied by CopyRows.
@@ -127,8 +132,13 @@ func (c *Column) copyPage(src *Chunk, k int) bool {
 	case c.li.Kind == parquet.ByteArray:
 		want = format.DeltaLengthByteArray
 	}
-	if p.Encoding != want || dict && !c.dictIdentity(src) {
+	if p.Encoding != want {
 		return false
+	}
+	if dict && !c.dictIdentity(src) {
+		// Its dictionary orders values otherwise: its indexes are
+		// mapped into c's (dictremap.go).
+		return remapPages && c.remapPage(src, k)
 	}
 	var b bounds
 	b.unsigned = c.li.unsigned
