@@ -56,9 +56,9 @@ type Scanner struct {
 	nameMemo [256]uint32 // nameTab index + 1 by memoSlot, 0 empty (nameIndex)
 	call     uint32      // stamps the nameTab entries used in this call
 	nameHash []uint64    // per Names entry
-	prevName [][]byte    // label names of the previous series
-	prevHash []uint64    // their xxhash
-	// prevNameAt is the place of __name__ among prevName (-1: none).
+	prev     []prevLabel // the labels of the previous series
+	vals     []valSpan   // the label values of the series scanned
+	// prevNameAt is the place of __name__ among prev (-1: none).
 	prevNameAt int
 	last       uint32 // the Names entry of the previous series
 
@@ -104,7 +104,7 @@ func (s *Scanner) ScanV1(body []byte) bool {
 // reset prepares a scan of body.
 func (s *Scanner) reset(body []byte) {
 	s.Names, s.Name, s.ID, s.Time, s.lab = s.Names[:0], s.Name[:0], s.ID[:0], s.Time[:0], s.lab[:0]
-	s.nameHash, s.prevName, s.prevHash, s.prevRef = s.nameHash[:0], s.prevName[:0], s.prevHash[:0], s.prevRef[:0]
+	s.nameHash, s.prev, s.prevRef = s.nameHash[:0], s.prev[:0], s.prevRef[:0]
 	s.prevNameAt = -1
 	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
 	s.body, s.v2 = body, false
@@ -160,78 +160,87 @@ func labelAt(b []byte, i int) (name, value []byte, end int) {
 }
 
 // seriesV1 scans one TimeSeries b[i:len(b)].
+//
+// The label loop calls nothing in the usual case: a call spills the
+// loop's live registers and reloads them after it (Go's calling
+// convention saves none across a call), which cost more instructions per
+// label than the work itself. The label's name is compared with the
+// previous series' in words prepared once (prevLabel), and the values are
+// hashed afterwards in a loop of their own (vals).
 func (s *Scanner) seriesV1(b []byte, i int) bool {
 	e := len(b)
 	labStart := i
 	var name []byte
-	var sum uint64
-	k, nAttrs := 0, 0
+	k := 0
 	same := true // the names so far are those of the previous series
 	var prev []byte
+	vals := s.vals[:0]
 	for i < e && b[i] == 1<<3|wtLen {
-		if same && k < len(s.prevName) {
-			// The usual case: the label has the name the previous series
-			// had here, short lengths. One pass checks the field's
-			// framing and the name together (labelAt, then a compare),
-			// and the name's hash and place are the previous series'.
-			pn := s.prevName[k]
-			nl := len(pn)
-			if j := i + 4 + nl; j+2 <= e && b[i+1] < 0x80 && b[i+2] == 1<<3|wtLen && int(b[i+3]) == nl &&
-				b[j] == 2<<3|wtLen && b[j+1] < 0x80 {
-				le := i + 2 + int(b[i+1])
-				if j+2+int(b[j+1]) == le && le <= e && sameName(pn, b[i+4:j]) {
-					v := b[j+2 : le]
-					if k == s.prevNameAt {
-						name = v
-					} else {
-						sum += signal.SeriesPair(s.prevHash[k], signal.ValueString, hashValue(v))
-						nAttrs++
-					}
-					prev = pn
-					k++
-					i = le
-					continue
-				}
+		if same && k < len(s.prev) {
+			// The usual case: labels named as the previous series'.
+			k0, n0 := k, len(vals)
+			i, k, vals = knownLabels(b, i, k, s.prev, vals)
+			if at := s.prevNameAt; at >= k0 && at < k {
+				// __name__ is among them: its value is the name, not an
+				// attribute (start -1: the hash loop skips it).
+				v := &vals[n0+at-k0]
+				name, v.start = b[v.start:v.end], -1
+			}
+			if k > k0 {
+				prev = s.prev[k-1].name
+			}
+			if i >= e || b[i] != 1<<3|wtLen {
+				break
 			}
 		}
 		n, v, le := labelAt(b, i)
 		if le < 0 {
+			s.vals = vals
 			return false
 		}
 		var kh uint64
-		if same && k < len(s.prevName) && sameName(s.prevName[k], n) {
+		if same && k < len(s.prev) && sameName(s.prev[k].name, n) {
 			// Sorted and unique as in the previous series.
-			kh = s.prevHash[k]
+			kh = s.prev[k].hash
 		} else {
 			if k > 0 && bytes.Compare(prev, n) >= 0 || len(n) == 0 {
+				s.vals = vals
 				return false // unsorted, duplicate or empty: the decoder sorts or refuses
 			}
 			same = false
 			kh = xxhash.Sum64(n)
-			if k < len(s.prevName) {
-				s.prevName[k], s.prevHash[k] = n, kh
+			if k < len(s.prev) {
+				s.prev[k] = newPrevLabel(n, kh)
 			} else {
-				s.prevName, s.prevHash = append(s.prevName, n), append(s.prevHash, kh)
+				s.prev = append(s.prev, newPrevLabel(n, kh))
 			}
 		}
 		if string(n) == nameLabel {
 			name = v
 			s.prevNameAt = k
 		} else {
-			sum += signal.SeriesPair(kh, signal.ValueString, hashValue(v))
-			nAttrs++
+			vals = append(vals, valSpan{int32(le - len(v)), int32(le), kh}) // the value ends the field (labelAt)
 		}
 		prev = n
 		k++
 		i = le
+	}
+	s.vals = vals
+	var sum uint64
+	nAttrs := 0
+	for _, v := range vals {
+		if v.start >= 0 {
+			sum += signal.SeriesPair(v.nameHash, signal.ValueString, hashValue(b[v.start:v.end]))
+			nAttrs++
+		}
 	}
 	// ASCII over the label fields (tags and lengths included) means every
 	// name and value is valid UTF-8: one pass for the usual case.
 	if !ascii(b[labStart:i]) && !s.validUTF8(b[labStart:i]) {
 		return false
 	}
-	if k != len(s.prevName) {
-		s.prevName, s.prevHash = s.prevName[:k], s.prevHash[:k]
+	if k != len(s.prev) {
+		s.prev = s.prev[:k]
 	}
 	if len(name) == 0 {
 		return false // no or empty __name__
@@ -268,6 +277,92 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 	s.MaxAttrs = max(s.MaxAttrs, nAttrs)
 	s.Series++
 	return true
+}
+
+// knownLabels scans the labels from b[i] on that have the names the
+// previous series had from place k on, in the usual encoding (one-byte
+// lengths, names of at most 13 bytes): the bytes after a field's length up
+// to its value's length (tag, name length, name, tag) are those of
+// prev[k], one or two word compares, and the name's hash is prev[k]'s. It
+// appends every value to vals (__name__'s too: the caller takes it out)
+// and returns where it stopped (the first label it does not take), the
+// place there, and vals. It calls nothing in its loop, and keeps few
+// values live: a call there spilled the loop's registers and reloaded them
+// after it, per label (Go's calling convention keeps no register across a
+// call), which cost more instructions than the label's own work.
+func knownLabels(b []byte, i, k int, prev []prevLabel, vals []valSpan) (int, int, []valSpan) {
+	if need := len(vals) + len(prev) - k; need > cap(vals) {
+		vals = append(make([]valSpan, 0, need+need/2), vals...)
+	}
+	out := vals[len(vals):cap(vals)]
+	j := 0
+	for ; k < len(prev) && i+10 <= len(b) && b[i] == 1<<3|wtLen; k++ {
+		p := &prev[k]
+		fl := p.fixed
+		if fl == 0 || i+3+fl > len(b) {
+			break
+		}
+		w := binary.LittleEndian.Uint64(b[i+2:])
+		if fl <= 8 {
+			if w&p.mask != p.w0 {
+				break
+			}
+		} else if w != p.w0 || binary.LittleEndian.Uint64(b[i+2+fl-8:]) != p.w1 {
+			break
+		}
+		l, vl := int(b[i+1]), int(b[i+2+fl])
+		le := i + 2 + l
+		if l >= 0x80 || vl >= 0x80 || le != i+3+fl+vl {
+			break
+		}
+		out[j] = valSpan{int32(i + 3 + fl), int32(le), p.hash}
+		j++
+		i = le
+	}
+	return i, k, vals[:len(vals)+j]
+}
+
+// prevLabel is a label name of the previous series: the name (aliasing
+// the body scanned), its xxhash and, for names of at most 13 bytes, the
+// bytes a Label field with that name has after the field's length and
+// before the value's length (0x0a, the name's length, the name, 0x12),
+// fixed bytes long: its first 8 bytes in w0 (mask keeps fixed of them
+// when fewer) and its last 8 in w1.
+type prevLabel struct {
+	name   []byte
+	hash   uint64
+	w0, w1 uint64
+	mask   uint64
+	fixed  int // 0: the name is too long for the word compare
+}
+
+func newPrevLabel(name []byte, hash uint64) prevLabel {
+	p := prevLabel{name: name, hash: hash}
+	if len(name) > 13 {
+		return p
+	}
+	var f [16]byte
+	f[0], f[1] = 1<<3|wtLen, byte(len(name))
+	copy(f[2:], name)
+	f[2+len(name)] = 2<<3 | wtLen
+	p.fixed = len(name) + 3
+	p.w0 = binary.LittleEndian.Uint64(f[:])
+	p.mask = ^uint64(0)
+	if p.fixed < 8 {
+		p.mask = 1<<(8*p.fixed) - 1
+		p.w0 &= p.mask
+	}
+	if p.fixed > 8 {
+		p.w1 = binary.LittleEndian.Uint64(f[p.fixed-8:])
+	}
+	return p
+}
+
+// valSpan is a label value of the series being scanned: its place in the
+// series' bytes and its name's hash.
+type valSpan struct {
+	start, end int32
+	nameHash   uint64
 }
 
 // validUTF8 checks every name and value of the label fields b.

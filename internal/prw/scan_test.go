@@ -3,8 +3,10 @@ package prw
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -486,5 +488,67 @@ func TestScanNamesLikeThePreviousSeries(t *testing.T) {
 	}
 	if took == 0 {
 		t.Fatal("the scan took none of the requests")
+	}
+}
+
+// TestScanKnownLabels: the word compare of labels named as in the previous
+// series (knownLabels) at every name length around its limits (1 to 16
+// bytes; 13 is the longest it takes), __name__ in the middle of the labels,
+// label sets that change, shrink and grow between series, a value with a
+// two-byte length among short ones, and a name that differs from the
+// previous series' only in its last byte: the scan agrees with the decoder
+// on all of them.
+func TestScanKnownLabels(t *testing.T) {
+	var series []prompb.TimeSeries
+	for i := range 60 {
+		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("m%d", i%3)}}
+		for n := 1; n <= 16; n++ {
+			if (i+n)%7 == 0 {
+				continue // sets change from series to series
+			}
+			name := strings.Repeat("k", n)
+			if i%5 == 0 && n == 13 {
+				name = strings.Repeat("k", 12) + "z" // same length, last byte differs
+			}
+			v := fmt.Sprintf("v%d-%d", n, i%4)
+			if i%9 == 0 && n == 3 {
+				v = strings.Repeat("x", 200) // a two-byte value length
+			}
+			ls = append(ls, prompb.Label{Name: name, Value: v})
+			ls = append(ls, prompb.Label{Name: "A" + name, Value: v}) // sorts before __name__
+		}
+		slices.SortFunc(ls, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
+		series = append(series, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1700000000000 + int64(i)}}})
+	}
+	// Names that differ from the previous series' at the same place only
+	// in their last byte, at lengths the word compare covers with one word
+	// (2), two (13) and not at all (14).
+	for _, n := range []int{2, 13, 14} {
+		for _, last := range []string{"k", "z", "k"} {
+			series = append(series, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: "m"}, {Name: strings.Repeat("k", n-1) + last, Value: "v"}},
+				Samples: []prompb.Sample{{Value: 1, Timestamp: 1700000000000}}})
+		}
+	}
+	body, err := (&prompb.WriteRequest{Timeseries: series}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !checkScanAgrees(t, body) {
+		t.Fatal("the scan refused a plain request")
+	}
+	// The same series again, in one request each, through one scanner:
+	// what the previous series left must not leak into the next request.
+	var s Scanner
+	for i, ts := range series {
+		one, _ := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}}).Marshal()
+		if !s.ScanV1(one) || s.Samples() != 1 {
+			t.Fatalf("series %d alone: refused", i)
+		}
+		var m signal.Metrics
+		var d Decoder
+		if _, err := d.DecodeV1(&m, one); err != nil || m.Len() != 1 || m.SeriesID[0] != s.ID[0] {
+			t.Fatalf("series %d alone: id %x, the decoder's %v (%v)", i, s.ID[0], m.SeriesID, err)
+		}
 	}
 }
