@@ -91,15 +91,10 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 		if key == lastKey {
 			continue
 		}
-		if s.slots[int(key>>epochBits)&(len(s.slots)-1)] == key|ep {
-			// The usual case: in its home slot, seen in this window.
+		p, w := s.find(key)
+		if w != 0 {
 			lastKey = key
-			continue
-		}
-		p, found := s.find(key)
-		if found {
-			lastKey = key
-			if s.slots[p]&epochMask == ep {
+			if w&epochMask == ep {
 				continue
 			}
 			s.labelsOfSeries(ss, i, d)

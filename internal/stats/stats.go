@@ -258,9 +258,9 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 		nb, k := s.countSamples(b, i, d.kind, &s.ds[di])
 		total += k
 		key := seriesKey(mix(b.SeriesID[i] ^ d.fold))
-		p, found := s.find(key)
-		if found {
-			if s.slots[p]&epochMask == ep {
+		p, w := s.find(key)
+		if w != 0 {
+			if w&epochMask == ep {
 				continue
 			}
 			// Seen in the previous window (older ones were swept at the
@@ -644,18 +644,15 @@ func attrStr(c *signal.Common, r signal.Range, key string) string {
 	return ""
 }
 
-// find returns the slot of key (a seriesKey), or the empty slot where it
-// would go.
-func (s *Stats) find(key uint64) (int, bool) {
+// find returns the slot of key (a seriesKey) and its word, or the empty
+// slot where it would go and 0.
+func (s *Stats) find(key uint64) (int, uint64) {
 	mask := len(s.slots) - 1
 	p := int(key>>epochBits) & mask
 	for {
 		w := s.slots[p]
-		if w&^epochMask == key {
-			return p, true
-		}
-		if w == 0 {
-			return p, false
+		if w&^epochMask == key || w == 0 {
+			return p, w
 		}
 		p = (p + 1) & mask
 	}
