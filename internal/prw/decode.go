@@ -2,6 +2,7 @@ package prw
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -44,6 +45,7 @@ type Stats struct {
 type label struct {
 	name, value signal.Str
 	ref         uint32 // 2.0: the value's symbol reference + 1 (0 in 1.0)
+	nref        uint32 // 2.0: the name's symbol reference + 1 (0 in 1.0)
 }
 
 // descKinds are the metric types one remote-write name can map to.
@@ -114,6 +116,7 @@ type Decoder struct {
 	// The label names (sorted, unique) of the last series attrs appended,
 	// and where __name__ is among them; prevOK says they are set (per call).
 	prevNames    []signal.Str
+	prevNRefs    []uint32 // 2.0: their symbol references + 1
 	prevNameIdx  int
 	prevOK       bool
 	same, strict bool // checkLabels: names as prevNames; names strictly increasing
@@ -123,19 +126,37 @@ type Decoder struct {
 	lastFamOK bool
 	symbols   []signal.Str
 	symDesc   []uint32 // 2.0: symbol -> index in descPool + 1, per call
-	metaAt    []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
-	h         hist
-	ex        []byte
-	meta      [][2]int // 1.0 metadata messages [start, end)
-	key       []byte
-	st        Stats
-	perr      PartialError
-	version   string
+	spans     [][3]int // 2.0: the timeseries fields' [start, end) and length's offset, per call
+	// The float samples of the series being appended (bufSample).
+	sTime, sStart []int64
+	sVal          []uint64
+	nser          uint32   // series appended in this call (attrs)
+	metaAt        []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
+	h             hist
+	ex            []byte
+	meta          [][2]int // 1.0 metadata messages [start, end)
+	key           []byte
+	st            Stats
+	perr          PartialError
+	version       string
 }
 
+// keyCache is what attrs keeps of the label at one position (among the
+// labels other than __name__) of the last series it appended: its key and
+// that key's hash, and the value and its term in the set hash, which the
+// next series reuses when its value at that position is the same.
 type keyCache struct {
-	name signal.Str
-	id   signal.KeyID
+	name  signal.Str
+	val   signal.Str
+	kh    uint64 // xxhash of the key
+	term  uint64 // signal.SeriesPair of the key and val
+	id    signal.KeyID
+	nref  uint32 // 2.0: the name's symbol reference + 1
+	vref  uint32 // 2.0: the value's symbol reference + 1
+	valid bool   // name, id and kh are set
+	// miss counts the value comparisons that failed in a row (saturating
+	// below missNoTerm); missNoTerm: val, vref and term are not set.
+	miss uint8
 }
 
 // reset prepares a call: dst's arena already holds the request at base.
@@ -150,7 +171,8 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	clear(d.names)
 	d.descPool, d.famHash = d.descPool[:0], d.famHash[:0]
 	d.prevKeys = d.prevKeys[:0]
-	d.prevNames, d.prevOK = d.prevNames[:0], false
+	d.prevNames, d.prevNRefs, d.prevOK = d.prevNames[:0], d.prevNRefs[:0], false
+	d.nser = 0
 	d.lastFamOK = false
 	d.meta = d.meta[:0]
 }
@@ -279,11 +301,34 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 	// attrs reuses their key ids (one comparison per label in all).
 	if d.prevOK && len(ls) == len(d.prevNames) {
 		same := true
+		pn, pr := d.prevNames[:len(ls)], d.prevNRefs[:len(ls)]
+		b := d.b
 		for i := range ls {
-			if !bytes.Equal(d.str(ls[i].name), d.str(d.prevNames[i])) {
+			if r := ls[i].nref; r != 0 && r == pr[i] {
+				continue // 2.0: the same symbol
+			}
+			// d.eqStr, inline: a call per label costs its spills.
+			x, y := ls[i].name, pn[i]
+			n := x.Len()
+			if n != y.Len() {
 				same = false
 				break
 			}
+			xo, yo := x.Off(), y.Off()
+			if n >= 8 && n <= 16 {
+				if binary.LittleEndian.Uint64(b[xo:]) == binary.LittleEndian.Uint64(b[yo:]) &&
+					binary.LittleEndian.Uint64(b[xo+n-8:]) == binary.LittleEndian.Uint64(b[yo+n-8:]) {
+					continue
+				}
+			} else if n < 8 && xo+8 <= len(b) && yo+8 <= len(b) {
+				if (binary.LittleEndian.Uint64(b[xo:])^binary.LittleEndian.Uint64(b[yo:]))&(^uint64(0)>>(64-8*uint(n))) == 0 {
+					continue
+				}
+			} else if bytes.Equal(b[xo:xo+n], b[yo:yo+n]) {
+				continue
+			}
+			same = false
+			break
 		}
 		if same {
 			if checkUTF8 {
@@ -352,48 +397,103 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 
 const nameLabel = "__name__"
 
-// attrs appends the series' labels other than __name__ as attributes.
+// attrs appends the series' labels other than __name__ as attributes,
+// into slots reserved at once, and returns them with their set hash
+// (signal's order-free sum of per-pair terms, as ComputeSeriesIDs sums
+// it). Series of one request mostly share their label names in the same
+// order and many of their values (job, instance, ...): the key of the
+// previous series' label at the same position is reused when the name is
+// the same (checkLabels compared them all, when same), and its term when
+// the value is too, without hashing it again. A position whose value
+// keeps changing (an id, a per-series value) stops being compared, save
+// every 16th series.
 func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 	c := d.c
 	start := uint32(c.Attrs.Len())
-	var set uint64 // signal's order-free set hash, as ComputeSeriesIDs sums it
-	k := 0
-	for i, l := range d.labels {
-		if i == nameIdx {
-			continue
-		}
-		var id signal.KeyID
-		// Series of one request mostly share their label names in the
-		// same order: compare with the previous series before interning
-		// (checkLabels did, when same).
-		if d.same {
-			id = d.prevKeys[k].id
-		} else if k < len(d.prevKeys) && bytes.Equal(d.str(d.prevKeys[k].name), d.str(l.name)) {
-			id = d.prevKeys[k].id
-			d.prevKeys[k].name = l.name
-		} else {
-			id = c.Keys.ID(d.str(l.name))
-			if k < len(d.prevKeys) {
-				d.prevKeys[k] = keyCache{l.name, id}
-			} else {
-				d.prevKeys = append(d.prevKeys, keyCache{l.name, id})
-			}
-		}
-		k++
-		c.Attrs.Append(id, signal.ValueString, uint64(l.value))
-		set += signal.SeriesPair(c.Keys.Hash(id), signal.ValueString, xxhash.Sum64(d.str(l.value)))
+	n := len(d.labels) - 1
+	if len(d.prevKeys) < n {
+		d.prevKeys = append(d.prevKeys, make([]keyCache, n-len(d.prevKeys))...)
 	}
+	keys, types, vals := c.Attrs.Extend(n)
+	retry := d.nser&15 == 0
+	d.nser++
+	// The labels before and after __name__, each a run whose slots line
+	// up with the cache's and the attributes' (no bounds checks inside).
+	ls, pk := d.labels, d.prevKeys
+	set := d.attrRun(ls[:nameIdx], pk[:nameIdx], keys[:nameIdx], types[:nameIdx], vals[:nameIdx], retry)
+	set += d.attrRun(ls[nameIdx+1:], pk[nameIdx:n], keys[nameIdx:], types[nameIdx:], vals[nameIdx:], retry)
 	// The names checkLabels compares the next series with: set here, with
 	// prevKeys, so that both always describe the same series.
 	if !d.same {
 		d.prevOK = d.strict
 		d.prevNameIdx = nameIdx
-		d.prevNames = d.prevNames[:0]
+		d.prevNames, d.prevNRefs = d.prevNames[:0], d.prevNRefs[:0]
 		for _, l := range d.labels {
 			d.prevNames = append(d.prevNames, l.name)
+			d.prevNRefs = append(d.prevNRefs, l.nref)
 		}
 	}
 	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}, set
+}
+
+// missNoTerm is keyCache.miss for an entry without a value term.
+const missNoTerm = 255
+
+// attrRun fills the attribute slots of the labels ls from the cache pk of
+// the same positions and returns the sum of their terms.
+func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types []signal.ValueType, vals []uint64, retry bool) uint64 {
+	pk, keys, types, vals = pk[:len(ls)], keys[:len(ls)], types[:len(ls)], vals[:len(ls)]
+	same := d.same
+	var set uint64
+	for k := range ls {
+		l := &ls[k]
+		e := &pk[k]
+		if !same && !(e.valid && (l.nref != 0 && l.nref == e.nref || d.eqStr(e.name, l.name))) {
+			id := d.c.Keys.ID(d.str(l.name))
+			e.id, e.kh, e.valid, e.miss = id, d.c.Keys.Hash(id), true, missNoTerm
+		}
+		e.name, e.nref = l.name, l.nref
+		keys[k], types[k], vals[k] = e.id, signal.ValueString, uint64(l.value)
+		if m := e.miss; m < 4 || retry && m != missNoTerm {
+			if l.ref != 0 && l.ref == e.vref || d.eqStr(l.value, e.val) {
+				e.miss = 0
+				e.val, e.vref = l.value, l.ref
+				set += e.term
+				continue
+			}
+			if m < missNoTerm-1 {
+				e.miss = m + 1
+			}
+		} else if m == missNoTerm {
+			e.miss = 0
+		}
+		e.term = signal.SeriesPair(e.kh, signal.ValueString, hashValue(d.str(l.value)))
+		e.val, e.vref = l.value, l.ref
+		set += e.term
+	}
+	return set
+}
+
+// eqStr says two strings of the arena hold the same bytes; strings of up
+// to 16 bytes are compared with two word loads each, not a call.
+func (d *Decoder) eqStr(x, y signal.Str) bool {
+	n := x.Len()
+	if n != y.Len() {
+		return false
+	}
+	b := d.b
+	xo, yo := x.Off(), y.Off()
+	switch {
+	case n == 0:
+		return true
+	case n < 8 && xo+8 <= len(b) && yo+8 <= len(b):
+		mask := ^uint64(0) >> (64 - 8*uint(n))
+		return (binary.LittleEndian.Uint64(b[xo:])^binary.LittleEndian.Uint64(b[yo:]))&mask == 0
+	case n >= 8 && n <= 16:
+		return binary.LittleEndian.Uint64(b[xo:]) == binary.LittleEndian.Uint64(b[yo:]) &&
+			binary.LittleEndian.Uint64(b[xo+n-8:]) == binary.LittleEndian.Uint64(b[yo+n-8:])
+	}
+	return bytes.Equal(b[xo:xo+n], b[yo:yo+n])
 }
 
 // family returns the index in descPool of metric name, adding it on first
@@ -490,15 +590,32 @@ func msToNs(ms int64) (int64, bool) {
 	return ms * 1e6, true
 }
 
-func (d *Decoder) appendSample(desc uint32, attr signal.Range, ts, start int64, v uint64) {
-	m := d.m
-	p := m.AppendPoint(desc, d.res, d.sc)
-	m.Time[p], m.StartTime[p] = ts, start
-	m.Attr[p] = attr
-	m.SeriesID[p] = d.sid
-	m.NumberType[p] = signal.ValueDouble
-	m.Number[p] = v
-	d.st.Samples++
+// bufSample holds a float sample of the series being appended; the
+// series' samples are appended together (flushSamples), column by column.
+func (d *Decoder) bufSample(ts, start int64, v uint64) {
+	d.sTime = append(d.sTime, ts)
+	d.sStart = append(d.sStart, start)
+	d.sVal = append(d.sVal, v)
+}
+
+func (d *Decoder) resetSamples() {
+	d.sTime, d.sStart, d.sVal = d.sTime[:0], d.sStart[:0], d.sVal[:0]
+}
+
+// flushSamples appends the held samples as points of descriptor desc with
+// attributes attr and the series id d.sid, and returns the index of the
+// last one (-1: none held). Before a histogram or an exemplar of the
+// series it keeps the points in the request's order, and each exemplar
+// on the point before it.
+func (d *Decoder) flushSamples(desc uint32, attr signal.Range) int {
+	n := len(d.sTime)
+	if n == 0 {
+		return -1
+	}
+	p := d.m.AppendSeriesPoints(desc, d.res, d.sc, attr, d.sid, d.sTime, d.sStart, d.sVal)
+	d.st.Samples += n
+	d.resetSamples()
+	return p + n - 1
 }
 
 // parseHist decodes a Histogram message b[s:e] into d.h; v2 adds

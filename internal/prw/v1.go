@@ -104,7 +104,28 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	// writes them): ASCII there (tags and short lengths included) means
 	// every name and value is valid UTF-8, checked in one pass.
 	labStart, labEnd, contig := -1, -1, true
-	for i := s; i < e; {
+	// The labels first, in the usual encoding (0x0a len {0x0a len name
+	// 0x12 len value} with short strings), in a loop without calls; the
+	// general loop below takes any other field and encoding.
+	i := s
+	ls := d.labels
+	for i+2 < e && b[i] == 1<<3|wtLen && b[i+1] < 0x80 {
+		le := i + 2 + int(b[i+1])
+		if le > e || le-i < 6 || b[i+2] != 1<<3|wtLen || b[i+3] >= 0x80 {
+			break
+		}
+		ne := i + 4 + int(b[i+3])
+		if ne+2 > le || b[ne] != 2<<3|wtLen || b[ne+1] >= 0x80 || ne+2+int(b[ne+1]) != le {
+			break
+		}
+		ls = append(ls, label{signal.MakeStr(i+4, ne-i-4), signal.MakeStr(ne+2, le-ne-2), 0, 0})
+		i = le
+	}
+	d.labels = ls
+	if i > s {
+		labStart, labEnd = s, i
+	}
+	for i < e {
 		num, wt, j := tag(b, i)
 		if j < 0 {
 			return false
@@ -130,7 +151,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 				ns := ls + 2
 				ne := ns + int(b[ls+1])
 				if ne+2 <= le && b[ne] == 2<<3|wtLen && b[ne+1] < 0x80 && ne+2+int(b[ne+1]) == le {
-					d.labels = append(d.labels, label{signal.MakeStr(ns, ne-ns), signal.MakeStr(ne+2, le-ne-2), 0})
+					d.labels = append(d.labels, label{signal.MakeStr(ns, ne-ns), signal.MakeStr(ne+2, le-ne-2), 0, 0})
 					j = le
 					break
 				}
@@ -194,6 +215,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	last := -1
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
+	d.resetSamples()
 	// The second pass appends samples, histograms and exemplars: when the
 	// labels are the series' first fields and contiguous (as every
 	// encoder writes them), it starts past them instead of skipping each.
@@ -217,14 +239,14 @@ func (d *Decoder) seriesV1(s, e int) bool {
 				d.drop("series %s: sample timestamp %d out of range", d.seriesString(), ts)
 				return true
 			}
-			d.appendSample(desc, attr, tn, 0, v)
-			last = d.m.Len() - 1
+			d.bufSample(tn, 0, v)
 			j = se
 		case num == 4 && wt == wtLen:
 			hs, he := lenField(b, j)
 			d.parseHist(b, hs, he)
 			d.checkHist()
 			tn, _ := msToNs(d.h.ts)
+			d.flushSamples(desc, attr)
 			d.appendHist(name, attr, tn, 0)
 			last = d.m.Len() - 1
 			j = he
@@ -273,6 +295,9 @@ func (d *Decoder) seriesV1(s, e int) bool {
 				d.drop("series %s: %s", d.seriesString(), p)
 				return true
 			}
+			if p := d.flushSamples(desc, attr); p >= 0 {
+				last = p // the exemplar's range is set on the point before it, as before
+			}
 			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
 			d.st.Exemplars++
 			j = xe
@@ -280,6 +305,9 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			j = skip(b, j, wt)
 		}
 		i = j
+	}
+	if p := d.flushSamples(desc, attr); p >= 0 {
+		last = p
 	}
 	d.attachExemplars(last, msgStart)
 	if last >= 0 {
@@ -291,6 +319,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 // rollbackSeries forgets the points of a series dropped in the second pass.
 func (d *Decoder) rollbackSeries(n0, msgStart int, attr signal.Range) {
 	m := d.m
+	d.resetSamples()
 	for p := n0; p < m.Len(); p++ {
 		if m.Descs[m.Desc[p]].Type == signal.MetricGauge {
 			d.st.Samples--

@@ -20,8 +20,27 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 	// The symbols' span when they are contiguous (as encoders write them):
 	// ASCII there means every symbol is valid UTF-8, checked in one pass.
 	symStart, symEnd, contig := -1, -1, true
-	// Symbols first: an encoder may write them after the series.
+	// Symbols first: an encoder may write them after the series. The
+	// series' spans are kept for the second loop.
+	d.spans = d.spans[:0]
+	syms := d.symbols
 	for i := base; i < len(b); {
+		// The usual symbol, 0x22 and a one-byte length, without tag().
+		if b[i] == 4<<3|wtLen && i+1 < len(b) && b[i+1] < 0x80 {
+			s := i + 2
+			e := s + int(b[i+1])
+			if e <= len(b) {
+				if symStart < 0 {
+					symStart = i
+				} else if i != symEnd {
+					contig = false
+				}
+				symEnd = e
+				syms = append(syms, signal.MakeStr(s, e-s))
+				i = e
+				continue
+			}
+		}
 		num, wt, j := tag(b, i)
 		if j < 0 {
 			d.restore(k)
@@ -44,7 +63,9 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 					contig = false
 				}
 				symEnd = e
-				d.symbols = append(d.symbols, signal.MakeStr(s, e-s))
+				syms = append(syms, signal.MakeStr(s, e-s))
+			} else {
+				d.spans = append(d.spans, [3]int{s, e, j})
 			}
 			j = e
 		} else if j = skip(b, j, wt); j < 0 {
@@ -53,6 +74,7 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 		}
 		i = j
 	}
+	d.symbols = syms
 	if symStart >= 0 && (!contig || !ascii(b[symStart:symEnd])) {
 		for x, sym := range d.symbols {
 			if !utf8.Valid(d.str(sym)) {
@@ -75,19 +97,11 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 		d.restore(k)
 		return Stats{}, malformed("Request.symbols: the first symbol is not the empty string", 0)
 	}
-	for i := base; i < len(b); {
-		num, wt, j := tag(b, i)
-		if num == 5 {
-			s, e := lenField(b, j)
-			if !d.seriesV2(s, e) {
-				d.restore(k)
-				return Stats{}, malformed("Request.timeseries: bad encoding", j-base)
-			}
-			j = e
-		} else {
-			j = skip(b, j, wt)
+	for _, sp := range d.spans {
+		if !d.seriesV2(sp[0], sp[1]) {
+			d.restore(k)
+			return Stats{}, malformed("Request.timeseries: bad encoding", sp[2]-base)
 		}
-		i = j
 	}
 	return d.finish(k)
 }
@@ -119,7 +133,7 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 				continue
 			}
 			if !*bad {
-				*dst = append(*dst, label{d.symbols[pending], d.symbols[x], uint32(x) + 1})
+				*dst = append(*dst, label{d.symbols[pending], d.symbols[x], uint32(x) + 1, uint32(pending) + 1})
 			}
 			have = false
 		}
@@ -134,7 +148,7 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 			pending, have = x, true
 		} else {
 			if !*bad {
-				*dst = append(*dst, label{d.symbols[pending], d.symbols[x], uint32(x) + 1})
+				*dst = append(*dst, label{d.symbols[pending], d.symbols[x], uint32(x) + 1, uint32(pending) + 1})
 			}
 			have = false
 		}
@@ -278,6 +292,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	last := -1
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
+	d.resetSamples()
 	for i := s; i < e; {
 		num, wt, j := tag(b, i)
 		switch {
@@ -298,8 +313,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			if sn == 0 {
 				sn = createdNs
 			}
-			d.appendSample(desc, attr, tn, sn, v)
-			last = d.m.Len() - 1
+			d.bufSample(tn, sn, v)
 			j = se
 		case num == 3 && wt == wtLen:
 			hs, he := lenField(b, j)
@@ -315,6 +329,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			if sn == 0 {
 				sn = createdNs
 			}
+			d.flushSamples(desc, attr)
 			d.appendHist(name, attr, tn, sn)
 			last = d.m.Len() - 1
 			j = he
@@ -368,6 +383,9 @@ func (d *Decoder) seriesV2(s, e int) bool {
 				d.drop("series %s: %s", d.seriesString(), p)
 				return true
 			}
+			if p := d.flushSamples(desc, attr); p >= 0 {
+				last = p // the exemplar's range is set on the point before it, as before
+			}
 			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
 			d.st.Exemplars++
 			j = xe
@@ -375,6 +393,9 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			j = skip(b, j, wt)
 		}
 		i = j
+	}
+	if p := d.flushSamples(desc, attr); p >= 0 {
+		last = p
 	}
 	d.attachExemplars(last, msgStart)
 	if last >= 0 {
