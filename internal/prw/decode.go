@@ -443,7 +443,7 @@ const missNoTerm = 255
 // the same positions and returns the sum of their terms.
 func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types []signal.ValueType, vals []uint64, retry bool) uint64 {
 	pk, keys, types, vals = pk[:len(ls)], keys[:len(ls)], types[:len(ls)], vals[:len(ls)]
-	same := d.same
+	same, b := d.same, d.b
 	var set uint64
 	for k := range ls {
 		l := &ls[k]
@@ -455,7 +455,18 @@ func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types 
 		e.name, e.nref = l.name, l.nref
 		keys[k], types[k], vals[k] = e.id, signal.ValueString, uint64(l.value)
 		if m := e.miss; m < 4 || retry && m != missNoTerm {
-			if l.ref != 0 && l.ref == e.vref || d.eqStr(l.value, e.val) {
+			// d.eqStr with its 8-16 byte case inline
+			x, y := l.value, e.val
+			eq := l.ref != 0 && l.ref == e.vref
+			if n := x.Len(); !eq && n == y.Len() {
+				if xo, yo := x.Off(), y.Off(); n >= 8 && n <= 16 {
+					eq = binary.LittleEndian.Uint64(b[xo:]) == binary.LittleEndian.Uint64(b[yo:]) &&
+						binary.LittleEndian.Uint64(b[xo+n-8:]) == binary.LittleEndian.Uint64(b[yo+n-8:])
+				} else {
+					eq = d.eqStr(x, y)
+				}
+			}
+			if eq {
 				e.miss = 0
 				e.val, e.vref = l.value, l.ref
 				set += e.term

@@ -96,6 +96,48 @@ func BenchmarkDecodeV1Grouped(b *testing.B) {
 	benchDecodeBodies(b, 1, 1000, b1, b2)
 }
 
+// benchBodiesShared builds 1.0 and 2.0 requests of n series with nl
+// labels besides __name__ shaped like a scrape: label k < nl-2 holds its
+// value for runs of 10<<k series (job, namespace, instance, pod...), the
+// last two change with every series (as an id or a path would), and 20
+// consecutive series share a metric name.
+func benchBodiesShared(n, nl int) ([]byte, []byte) {
+	r1 := &prompb.WriteRequest{}
+	st := writev2.NewSymbolTable()
+	r2 := &writev2.Request{}
+	for i := range n {
+		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i/20)}}
+		for k := range nl {
+			v := fmt.Sprintf("value_%d_%d", k, i)
+			if k < nl-2 {
+				v = fmt.Sprintf("value_%d_%d", k, i/(10<<k))
+			}
+			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: v})
+		}
+		ts := int64(1700000000000 + i)
+		r1.Timeseries = append(r1.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: ts}}})
+		var refs []uint32
+		for _, l := range ls {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		r2.Timeseries = append(r2.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: float64(i), Timestamp: ts}}})
+	}
+	r2.Symbols = st.Symbols()
+	b1, _ := r1.Marshal()
+	b2, _ := r2.Marshal()
+	return b1, b2
+}
+
+// BenchmarkDecodeShared: 2,000 series x 10 labels shaped like a scrape
+// (benchBodiesShared), where most label values repeat from one series to
+// the next, unlike BenchmarkDecodeV1's per-series values.
+func BenchmarkDecodeShared(b *testing.B) {
+	b1, b2 := benchBodiesShared(2000, 10)
+	for _, v := range []int{1, 2} {
+		b.Run(fmt.Sprintf("v%d", v), func(b *testing.B) { benchDecodeBodies(b, v, 2000, b1, b2) })
+	}
+}
+
 // BenchmarkScanV1: the scan a relay runs instead of the decode when no
 // rule needs the batch (Scanner).
 func BenchmarkScanV1(b *testing.B) { benchScan(b, 1) }
