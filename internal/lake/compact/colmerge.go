@@ -708,8 +708,13 @@ func (m *colMerger) copyColumn(j int) error {
 	// Null rows of successive runs add up to one call.
 	nulls := 0
 	optional := m.leaves[j].MaxDef > 0
+	flat := m.leaves[j].MaxRep == 0
 	for _, r := range m.runs[k0 : k1+1] {
 		ch := r.in.chunk[j]
+		if r.n <= 2 && flat && ch != nil {
+			c.CopyFew(ch, r.n, &nulls) // the runs of interleaved inputs
+			continue
+		}
 		if ch == nil || optional && ch.SkipNulls(r.n) {
 			nulls += r.n
 			continue

@@ -988,3 +988,37 @@ func (ch *Chunk) addByteArrays(vals []byte, offs []uint32, nn int) error {
 	}
 	return nil
 }
+
+// CopyFew copies the next n rows of src, a run of one or two rows of a
+// flat column (interleaved inputs merge in such runs), as the caller's
+// SkipNulls then CopyRows would, in one call: rows all null are not
+// copied but added to *nulls, which the caller adds with Null (nulls of
+// successive runs in one call); other rows are copied after the nulls
+// pending in *nulls.
+func (c *Column) CopyFew(src *Chunk, n int, nulls *int) {
+	if n > 2 || c.li.MaxRep != 0 || src.row+n > src.wrows || src.err != nil {
+		if c.li.MaxDef > 0 && src.SkipNulls(n) {
+			*nulls += n
+			return
+		}
+		if *nulls > 0 {
+			c.Null(*nulls)
+			*nulls = 0
+		}
+		c.CopyRows(src, n)
+		return
+	}
+	if c.li.MaxDef > 0 && src.def[src.row] == 0 && (n == 1 || src.def[src.row+1] == 0) {
+		src.row += n
+		src.lvl = src.row
+		*nulls += n
+		return
+	}
+	if *nulls > 0 {
+		c.Null(*nulls)
+		*nulls = 0
+	}
+	for range n {
+		c.copyRow(src)
+	}
+}
