@@ -450,9 +450,26 @@ func (e *encoder) begin(table string, fixed []fixedCol, c *signal.Common, recAtt
 	// duplicate may leave an all-null column; that is harmless.
 	e.recSlot = slices.Grow(e.recSlot[:0], c.Attrs.Len())[:c.Attrs.Len()]
 	recSlot := e.recSlot
-	for _, r := range recAttrs {
-		for i := r.Start; i < r.End; i++ {
-			recSlot[i] = e.slot(scopeRecord, c.Attrs.Key[i], c.Attrs.Type[i])
+	if c.ShareAttrSets {
+		// Records share Ranges (a series' points, a partition's
+		// ShareAttrSets: two Ranges are equal or apart), so a set is
+		// resolved once: a remote-write file holds ten points per set.
+		for i := range recSlot {
+			recSlot[i] = slotUnset
+		}
+		for _, r := range recAttrs {
+			if r.Len() == 0 || recSlot[r.Start] != slotUnset {
+				continue
+			}
+			for i := r.Start; i < r.End; i++ {
+				recSlot[i] = e.slot(scopeRecord, c.Attrs.Key[i], c.Attrs.Type[i])
+			}
+		}
+	} else {
+		for _, r := range recAttrs {
+			for i := r.Start; i < r.End; i++ {
+				recSlot[i] = e.slot(scopeRecord, c.Attrs.Key[i], c.Attrs.Type[i])
+			}
 		}
 	}
 
@@ -1023,6 +1040,10 @@ func (e *encoder) capColumns(c *signal.Common, recAttrs []signal.Range, svcID si
 	}
 	e.attrs = kept
 }
+
+// slotUnset marks a record attribute whose slot begin has not resolved
+// yet (slots are column indexes, or -1 for overflow).
+const slotUnset = math.MinInt32
 
 // inOverflow in colOf marks an attribute stored in the overflow column.
 const inOverflow = -1
