@@ -33,6 +33,29 @@ type colBuf struct {
 	pn int
 
 	tmp []float64 // listF64Stride
+
+	// refs remembers the dictionary index and hash of the arena values
+	// (pStr) the column saw last, by Str (direct-mapped): an interned
+	// value starts many runs of a column (each series' points are one
+	// run), and each run's value was looked up in the dictionary and
+	// hashed for the bloom filter again.
+	refs [8]strRef
+}
+
+type strRef struct {
+	s   signal.Str
+	ref pqenc.ValueRef
+}
+
+// strRef returns the ValueRef kept for s, emptied when it was another
+// Str's. A Str names the same bytes for the whole file (one batch), and a
+// ValueRef is only used within its chunk.
+func (c *colBuf) strRef(s signal.Str) *pqenc.ValueRef {
+	e := &c.refs[(uint64(s)^uint64(s)>>32)*0x9e3779b97f4a7c15>>61]
+	if e.s != s {
+		e.s, e.ref = s, pqenc.ValueRef{}
+	}
+	return &e.ref
 }
 
 // pendKind is the kind of a colBuf's pending run.
@@ -58,8 +81,10 @@ func (c *colBuf) flush() {
 		return
 	case pNull:
 		c.col.Null(c.pn)
-	case pBytes, pStr:
+	case pBytes:
 		c.col.Bytes(c.pb, c.pn)
+	case pStr:
+		c.col.BytesRef(c.pb, c.pn, c.strRef(signal.Str(c.pu)))
 	case pInt:
 		c.col.Int(int64(c.pu), c.pn)
 	case pFloat:

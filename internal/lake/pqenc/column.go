@@ -517,6 +517,49 @@ func (c *Column) Bytes(v []byte, k int) {
 	if dict {
 		x, dict = c.dictIndex(v)
 	}
+	c.bytesAt(v, x, dict, k)
+}
+
+// ValueRef remembers what BytesRef found for a value in a chunk: its
+// dictionary index and its hash for the bloom filter.
+type ValueRef struct {
+	epoch uint64 // the chunk's (Column.epoch); 0: nothing remembered
+	x     int32
+	h     uint64
+}
+
+// BytesRef is Bytes for a value the caller may add many times to a
+// chunk (an interned attribute value that starts many runs): ref holds
+// what an earlier BytesRef of the same bytes in this chunk found, so the
+// dictionary lookup and the hash are not done again; a ref of another
+// chunk (or zero) is filled in. The caller passes one ref per distinct
+// value only: a ref of other bytes would add the wrong value.
+func (c *Column) BytesRef(v []byte, k int, ref *ValueRef) {
+	if ref.epoch != c.epoch || !c.dictMode() {
+		var h uint64
+		if c.li.Bloom {
+			h = xxhash.Sum64(v)
+			c.hashes = append(c.hashes, h)
+		}
+		var x int32
+		dict := c.dictMode()
+		if dict {
+			x, dict = c.dictIndex(v)
+		}
+		if dict {
+			*ref = ValueRef{epoch: c.epoch, x: x, h: h}
+		}
+		c.bytesAt(v, x, dict, k)
+		return
+	}
+	if c.li.Bloom {
+		c.hashes = append(c.hashes, ref.h)
+	}
+	c.bytesAt(v, ref.x, true, k)
+}
+
+// bytesAt adds k rows of v, of dictionary index x when dict.
+func (c *Column) bytesAt(v []byte, x int32, dict bool, k int) {
 	for k > 0 {
 		n := min(k, c.room())
 		c.present(n)
