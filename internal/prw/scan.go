@@ -302,12 +302,12 @@ func knownLabels(b []byte, i, k int, prev []prevLabel, vals []valSpan) (int, int
 		if fl == 0 || i+3+fl > len(b) {
 			break
 		}
-		w := u64at(b, i+2)
+		w := binary.LittleEndian.Uint64(b[i+2:])
 		if fl <= 8 {
 			if w&p.mask != p.w0 {
 				break
 			}
-		} else if w != p.w0 || u64at(b, i+2+fl-8) != p.w1 {
+		} else if w != p.w0 || binary.LittleEndian.Uint64(b[i+2+fl-8:]) != p.w1 {
 			break
 		}
 		l, vl := int(b[i+1]), int(b[i+2+fl])
@@ -320,15 +320,6 @@ func knownLabels(b []byte, i, k int, prev []prevLabel, vals []valSpan) (int, int
 		i = le
 	}
 	return i, k, vals[:len(vals)+j]
-}
-
-// u64at is the little-endian word at b[i:i+8], read without slicing b
-// (which costs the new slice's length and capacity): one bounds check,
-// and the compiler merges the byte loads into one.
-func u64at(b []byte, i int) uint64 {
-	_ = b[i+7]
-	return uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
-		uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
 }
 
 // prevLabel is a label name of the previous series: the name (aliasing
