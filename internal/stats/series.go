@@ -78,42 +78,73 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 	// this window: the further samples of a series sent together (a
 	// sender's batch of several samples per series) skip the table.
 	var lastKey uint64
-	for i := 0; i < n; i++ {
-		d := s.bd[ss.Name[i]]
-		if d.kind == kindNone {
-			continue
+	// The table's words of a block of samples are read first, in a loop
+	// of independent loads, so that their cache misses (one a sample
+	// when the table does not stay cached next to the requests) overlap
+	// instead of coming one after the other. A word read there that
+	// holds the series in this window still does when its sample comes:
+	// nothing leaves the table during a call.
+	var keys, words [observeBlock]uint64
+	for b0 := 0; b0 < n; b0 += observeBlock {
+		m := min(observeBlock, n-b0)
+		mask := len(s.slots) - 1
+		for j := 0; j < m; j++ {
+			k := seriesKey(mix(ss.ID[b0+j] ^ s.bd[ss.Name[b0+j]].fold))
+			keys[j] = k
+			words[j] = s.slots[int(k>>epochBits)&mask]
 		}
-		ts := ss.Time[i]
-		minT, maxT = min(minT, ts), max(maxT, ts)
-		s.ds[ss.Name[i]][0]++
-		total++
-		key := seriesKey(mix(ss.ID[i] ^ d.fold))
-		if key == lastKey {
-			continue
-		}
-		p, w := s.find(key)
-		if w != 0 {
-			lastKey = key
-			if w&epochMask == ep {
+		for j := 0; j < m; j++ {
+			i := b0 + j
+			d := s.bd[ss.Name[i]]
+			if d.kind == kindNone {
 				continue
 			}
-			s.labelsOfSeries(ss, i, d)
-			s.account(nil, i, d, 1-g, s.nbs[p], -1)
-			s.account(nil, i, d, g, 0, 1)
-			s.slots[p], s.nbs[p] = key|ep, 0
-			continue
+			ts := ss.Time[i]
+			minT, maxT = min(minT, ts), max(maxT, ts)
+			s.ds[ss.Name[i]][0]++
+			total++
+			key := keys[j]
+			if key == lastKey {
+				continue
+			}
+			if words[j] == key|ep {
+				lastKey = key // in its home slot, in this window
+				continue
+			}
+			lastKey = s.observeSeriesSample(ss, i, d, key, g, ep)
 		}
-		if s.used >= s.cfg.MaxSeries {
-			s.overSeries++
-			continue
-		}
-		p = s.insert(p, key)
-		lastKey = key
-		s.slots[p], s.nbs[p] = key|ep, 0
-		s.labelsOfSeries(ss, i, d)
-		s.account(nil, i, d, g, 0, 1)
 	}
 	s.finishObserve(t, g, minT, maxT, total, recordBytes)
+}
+
+// observeBlock is how many samples' table words ObserveSeries reads ahead.
+const observeBlock = 32
+
+// observeSeriesSample looks up sample i's series (key) in the table and
+// counts it when it is new to the window; it returns the key when the
+// series is in the table now (ObserveSeries's lastKey), else 0 (past
+// MaxSeries: not tracked, its points counted in overSeries).
+func (s *Stats) observeSeriesSample(ss *Series, i int, d *descInfo, key uint64, g int, ep uint64) uint64 {
+	p, w := s.find(key)
+	if w != 0 {
+		if w&epochMask == ep {
+			return key
+		}
+		s.labelsOfSeries(ss, i, d)
+		s.account(nil, i, d, 1-g, s.nbs[p], -1)
+		s.account(nil, i, d, g, 0, 1)
+		s.slots[p], s.nbs[p] = key|ep, 0
+		return key
+	}
+	if s.used >= s.cfg.MaxSeries {
+		s.overSeries++
+		return 0
+	}
+	p = s.insert(p, key)
+	s.slots[p], s.nbs[p] = key|ep, 0
+	s.labelsOfSeries(ss, i, d)
+	s.account(nil, i, d, g, 0, 1)
+	return key
 }
 
 // gaugeFold is the unit-and-type part of descHash for a gauge without

@@ -178,3 +178,25 @@ func TestLabelKeysBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveSeriesTableGrowth: a request of more new series than the
+// table holds grows it in the middle of ObserveSeries's blocks of read-ahead
+// words; every series is counted once, the second time none is new, and
+// the counts are Observe's.
+func TestObserveSeriesTableGrowth(t *testing.T) {
+	a, c := newTest(t, Config{})
+	b, _ := newTest(t, Config{})
+	body := rwBodySamples(t, 5000, 0, c.t.UnixMilli(), 2)
+	for range 2 {
+		observeBoth(t, a, b, "t", body)
+	}
+	if b.used != 5000 || b.TSDB("t", 1).HeadStats.NumSeries != 5000 {
+		t.Fatalf("table holds %d series, TSDB counts %d, want 5000", b.used, b.TSDB("t", 1).HeadStats.NumSeries)
+	}
+	if x, y := a.TSDB("t", 100), b.TSDB("t", 100); !reflect.DeepEqual(x, y) {
+		t.Fatalf("TSDB differs:\nbatch %+v\nscan  %+v", x, y)
+	}
+	if x, y := a.Summary("t", 100), b.Summary("t", 100); !reflect.DeepEqual(x, y) {
+		t.Fatalf("Summary differs:\nbatch %+v\nscan  %+v", x, y)
+	}
+}
