@@ -116,7 +116,8 @@ type Decoder struct {
 	// The label names (sorted, unique) of the last series attrs appended,
 	// and where __name__ is among them; prevOK says they are set (per call).
 	prevNames    []signal.Str
-	prevNRefs    []uint32 // 2.0: their symbol references + 1
+	prevNRefs    []uint32    // 2.0: their symbol references + 1
+	prevWords    []prevLabel // 1.0: their framing words (newPrevLabel)
 	prevNameIdx  int
 	prevOK       bool
 	same, strict bool // checkLabels: names as prevNames; names strictly increasing
@@ -171,7 +172,7 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	clear(d.names)
 	d.descPool, d.famHash = d.descPool[:0], d.famHash[:0]
 	d.prevKeys = d.prevKeys[:0]
-	d.prevNames, d.prevNRefs, d.prevOK = d.prevNames[:0], d.prevNRefs[:0], false
+	d.prevNames, d.prevNRefs, d.prevWords, d.prevOK = d.prevNames[:0], d.prevNRefs[:0], d.prevWords[:0], false
 	d.nser = 0
 	d.lastFamOK = false
 	d.meta = d.meta[:0]
@@ -293,7 +294,10 @@ func (d *Decoder) seriesString() string {
 // index of __name__, or a problem. 2.0 checks UTF-8 once per symbol
 // instead, and 1.0 once per series when its labels are ASCII (checkUTF8
 // false).
-func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
+//
+// sameNames says the caller found the names equal to the previous
+// series' already (1.0 matches them as it reads them).
+func (d *Decoder) checkLabels(checkUTF8, sameNames bool) (int, string) {
 	ls := d.labels
 	d.same, d.strict = false, false
 	// Series of one request mostly have the label names of the series
@@ -303,7 +307,10 @@ func (d *Decoder) checkLabels(checkUTF8 bool) (int, string) {
 		same := true
 		pn, pr := d.prevNames[:len(ls)], d.prevNRefs[:len(ls)]
 		b := d.b
-		for i := range ls {
+		if sameNames {
+			pn = pn[:0] // nothing left to compare
+		}
+		for i := range pn {
 			if r := ls[i].nref; r != 0 && r == pr[i] {
 				continue // 2.0: the same symbol
 			}
@@ -427,10 +434,13 @@ func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 	if !d.same {
 		d.prevOK = d.strict
 		d.prevNameIdx = nameIdx
-		d.prevNames, d.prevNRefs = d.prevNames[:0], d.prevNRefs[:0]
+		d.prevNames, d.prevNRefs, d.prevWords = d.prevNames[:0], d.prevNRefs[:0], d.prevWords[:0]
 		for _, l := range d.labels {
 			d.prevNames = append(d.prevNames, l.name)
 			d.prevNRefs = append(d.prevNRefs, l.nref)
+			if l.nref == 0 { // 1.0: the words its label loop matches
+				d.prevWords = append(d.prevWords, newPrevLabel(d.str(l.name), 0))
+			}
 		}
 	}
 	return signal.Range{Start: start, End: uint32(c.Attrs.Len())}, set

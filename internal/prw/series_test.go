@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/prompb"
@@ -18,7 +19,8 @@ import (
 // series (attrs stops comparing it, then retries every 16th series), one
 // that holds for 7 series, one that alternates, names that shift position
 // or change (to one with the same value), values of equal length that differ, and series with several
-// samples, exemplars between them and a stale marker.
+// samples, exemplars between them and a stale marker; names of 1 to 19
+// bytes and values of 1 to 160.
 func reuseLoad(r *rand.Rand, n int) []prompb.TimeSeries {
 	var out []prompb.TimeSeries
 	for i := range n {
@@ -37,6 +39,14 @@ func reuseLoad(r *rand.Rand, n int) []prompb.TimeSeries {
 			ls = append(ls, prompb.Label{Name: "d_extra", Value: "same"}) // another name at a reused position
 		}
 		ls = append(ls, prompb.Label{Name: "e_rand", Value: fmt.Sprintf("%c", 'a'+r.IntN(3))})
+		// A name too long for 1.0's word match, a one-byte one, and now and
+		// then a value too long for a one-byte length.
+		ls = append(ls, prompb.Label{Name: "f_a_long_label_name", Value: "x"})
+		g := "short"
+		if i%17 == 8 {
+			g = strings.Repeat("long", 40)
+		}
+		ls = append(ls, prompb.Label{Name: "g", Value: g})
 		ts := prompb.TimeSeries{Labels: ls}
 		for k := range 1 + i%3 {
 			v := float64(i*10 + k)

@@ -109,6 +109,37 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	// general loop below takes any other field and encoding.
 	i := s
 	ls := d.labels
+	// Labels named as the previous series' at the same place, framing and
+	// name checked with one or two word compares against words prepared
+	// per name (the scan's knownLabels): when all of them are, and no
+	// other label follows, checkLabels need not compare the names.
+	pw := d.prevWords
+	k := 0
+	if d.prevOK {
+		for ; k < len(pw) && i+10 <= e && b[i] == 1<<3|wtLen; k++ {
+			p := &pw[k]
+			fl := p.fixed
+			if fl == 0 || i+3+fl > e {
+				break
+			}
+			w := u64at(b, i+2)
+			if fl <= 8 {
+				if w&p.mask != p.w0 {
+					break
+				}
+			} else if w != p.w0 || u64at(b, i+2+fl-8) != p.w1 {
+				break
+			}
+			l, vl := int(b[i+1]), int(b[i+2+fl])
+			le := i + 2 + l
+			if l >= 0x80 || vl >= 0x80 || le != i+3+fl+vl {
+				break
+			}
+			ls = append(ls, label{signal.MakeStr(i+4, fl-3), signal.MakeStr(i+3+fl, vl), 0, 0})
+			i = le
+		}
+	}
+	sameNames := d.prevOK && k == len(pw)
 	for i+2 < e && b[i] == 1<<3|wtLen && b[i+1] < 0x80 {
 		le := i + 2 + int(b[i+1])
 		if le > e || le-i < 6 || b[i+2] != 1<<3|wtLen || b[i+3] >= 0x80 {
@@ -192,7 +223,8 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		}
 		i = j
 	}
-	nameIdx, p := d.checkLabels(!contig || labStart < 0 || !ascii(b[labStart:labEnd]))
+	sameNames = sameNames && len(d.labels) == len(pw)
+	nameIdx, p := d.checkLabels(!contig || labStart < 0 || !ascii(b[labStart:labEnd]), sameNames)
 	if p == "" {
 		p = problem
 	}

@@ -259,7 +259,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	}
 	nameIdx := -1
 	if p == "" {
-		nameIdx, p = d.checkLabels(false)
+		nameIdx, p = d.checkLabels(false, false)
 		if p != "" && hasMeta {
 			p = "metadata of a series with " + p
 		}
