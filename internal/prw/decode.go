@@ -458,11 +458,15 @@ func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types 
 	for k := range ls {
 		l := &ls[k]
 		e := &pk[k]
-		if !same && !(e.valid && (l.nref != 0 && l.nref == e.nref || d.eqStr(e.name, l.name))) {
-			id := d.c.Keys.ID(d.str(l.name))
-			e.id, e.kh, e.valid, e.miss = id, d.c.Keys.Hash(id), true, missNoTerm
+		if !same {
+			if !(e.valid && (l.nref != 0 && l.nref == e.nref || d.eqStr(e.name, l.name))) {
+				id := d.c.Keys.ID(d.str(l.name))
+				e.id, e.kh, e.valid, e.miss = id, d.c.Keys.Hash(id), true, missNoTerm
+			}
+			// (same: the names are those of the series before, whose
+			// e.name holds the same bytes)
+			e.name, e.nref = l.name, l.nref
 		}
-		e.name, e.nref = l.name, l.nref
 		keys[k], types[k], vals[k] = e.id, signal.ValueString, uint64(l.value)
 		if m := e.miss; m < 4 || retry && m != missNoTerm {
 			// d.eqStr with its 8-16 byte case inline
@@ -488,7 +492,8 @@ func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types 
 		} else if m == missNoTerm {
 			e.miss = 0
 		}
-		e.term = signal.SeriesPair(e.kh, signal.ValueString, hashValue(d.str(l.value)))
+		vo := l.value.Off()
+		e.term = signal.SeriesPair(e.kh, signal.ValueString, hashValue(b[vo:vo+l.value.Len()]))
 		e.val, e.vref = l.value, l.ref
 		set += e.term
 	}
