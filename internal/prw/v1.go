@@ -1,6 +1,7 @@
 package prw
 
 import (
+	"encoding/binary"
 	"math"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -122,12 +123,12 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			if fl == 0 || i+3+fl > e {
 				break
 			}
-			w := u64at(b, i+2)
+			w := binary.LittleEndian.Uint64(b[i+2:])
 			if fl <= 8 {
 				if w&p.mask != p.w0 {
 					break
 				}
-			} else if w != p.w0 || u64at(b, i+2+fl-8) != p.w1 {
+			} else if w != p.w0 || binary.LittleEndian.Uint64(b[i+2+fl-8:]) != p.w1 {
 				break
 			}
 			l, vl := int(b[i+1]), int(b[i+2+fl])
