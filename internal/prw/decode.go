@@ -630,9 +630,11 @@ func (d *Decoder) resetSamples() {
 
 // flushSamples appends the held samples as points of descriptor desc with
 // attributes attr and the series id d.sid, and returns the index of the
-// last one (-1: none held). Before a histogram or an exemplar of the
-// series it keeps the points in the request's order, and each exemplar
-// on the point before it.
+// last one (-1: none held). Called before a histogram, it keeps the
+// points in the request's order; before an exemplar, it leaves the empty
+// exemplar ranges of the points before it where AppendPoint row by row
+// put them (the series' exemplars all go to its last point:
+// attachExemplars).
 func (d *Decoder) flushSamples(desc uint32, attr signal.Range) int {
 	n := len(d.sTime)
 	if n == 0 {

@@ -384,7 +384,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 				return true
 			}
 			if p := d.flushSamples(desc, attr); p >= 0 {
-				last = p // the exemplar's range is set on the point before it, as before
+				last = p // the series' last point so far
 			}
 			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
 			d.st.Exemplars++
