@@ -18,7 +18,11 @@
 // checked), those pages are copied as they are, CRC-checked, with their
 // statistics from the input's column index, or for byte arrays it cuts,
 // from the exact bounds the page's header carries
-// (pqenc.Column.CopyRowsPages). Inputs whose columns
+// (pqenc.Column.CopyRowsPages). A dictionary page whose input dictionary
+// orders its values otherwise has its indexes decoded as runs and mapped
+// into the output's dictionary, its levels kept as they are (remapped,
+// not decoded row by row). Runs of one or two rows (interleaved inputs)
+// are copied by one call each (pqenc.Column.CopyFew). Inputs whose columns
 // pqenc cannot write, or whose columns of one name differ, fall back to
 // the row merge (merge.go: decoded batches through a lake.Writer); the
 // tests hold the two to the same output.

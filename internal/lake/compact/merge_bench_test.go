@@ -79,6 +79,15 @@ func BenchmarkCompactMerge(b *testing.B) {
 			return fns
 		})
 	})
+	// flushes whose dictionaries order their values differently: the
+	// odd inputs' copies of the corpus have their times mirrored
+	// (flushCorpus), as flushes of different data would, so their
+	// dictionary pages are remapped (pqenc/dictremap.go).
+	b.Run("logs/flushes-mixed", func(b *testing.B) {
+		benchMerge(b, lake.TableLogs, 0, func(t testing.TB) []func(*lake.Writer) error {
+			return flushLogsMixed(t, benchInputs, 0, true)
+		})
+	})
 	b.Run("metrics/flushes", func(b *testing.B) {
 		benchMerge(b, lake.TableMetrics, 0, func(t testing.TB) []func(*lake.Writer) error {
 			var one signal.Metrics
@@ -163,7 +172,7 @@ func benchMerge(b *testing.B, table string, rowGroupRows int, parts func(t testi
 	b.SetBytes(bytesIn)
 	b.ResetTimer()
 	var elapsed, cpu time.Duration
-	var copied, dictCopied int64
+	var copied, dictCopied, remapped int64
 	for range b.N {
 		start, cpu0 := time.Now(), cpuTime()
 		res, written, err := merge(context.Background(), e.store, job, opts)
@@ -174,6 +183,7 @@ func benchMerge(b *testing.B, table string, rowGroupRows int, parts func(t testi
 		}
 		copied += res.PagesCopied
 		dictCopied += res.DictPagesCopied
+		remapped += res.DictPagesRemapped
 		b.StopTimer()
 		for _, s := range written {
 			if err := e.store.Remove(s.Path); err != nil {
@@ -190,6 +200,9 @@ func benchMerge(b *testing.B, table string, rowGroupRows int, parts func(t testi
 	// Pages copied verbatim, and of them dictionary-encoded ones.
 	b.ReportMetric(float64(copied)/float64(b.N), "pages-copied/op")
 	b.ReportMetric(float64(dictCopied)/float64(b.N), "dict-pages-copied/op")
+	// Dictionary pages whose indexes were remapped into the output's
+	// dictionary (pqenc/dictremap.go).
+	b.ReportMetric(float64(remapped)/float64(b.N), "dict-pages-remapped/op")
 }
 
 // ingestRowGroups is lakeEnv.ingest with rowGroupRows per row group (0:

@@ -18,7 +18,7 @@ import (
 
 // dictTestLeaf is a leaf of one optional dictionary-encoded string
 // column, and the footer of its files.
-func dictTestLeaf(t *testing.T) (Leaf, *format.FileMetaData) {
+func dictTestLeaf(t testing.TB) (Leaf, *format.FileMetaData) {
 	t.Helper()
 	_, li, footer := oneColumnLeaf(t, parquet.Encoded(parquet.String(), &parquet.RLEDictionary))
 	if !li.Dict {
@@ -29,7 +29,7 @@ func dictTestLeaf(t *testing.T) (Leaf, *format.FileMetaData) {
 
 // oneColumnLeaf returns the schema of one optional column "s" of node,
 // its leaf and the footer of its files (zstd).
-func oneColumnLeaf(t *testing.T, node parquet.Node) (*parquet.Schema, Leaf, *format.FileMetaData) {
+func oneColumnLeaf(t testing.TB, node parquet.Node) (*parquet.Schema, Leaf, *format.FileMetaData) {
 	t.Helper()
 	s := parquet.NewSchema("t", parquet.Group{"s": parquet.Optional(node)})
 	leaf, _ := s.Lookup("s")
@@ -46,7 +46,7 @@ func oneColumnLeaf(t *testing.T, node parquet.Node) (*parquet.Schema, Leaf, *for
 }
 
 // readFirstChunk reads the first column chunk of the file data.
-func readFirstChunk(t *testing.T, data []byte, ch *Chunk) {
+func readFirstChunk(t testing.TB, data []byte, ch *Chunk) {
 	t.Helper()
 	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
@@ -59,7 +59,7 @@ func readFirstChunk(t *testing.T, data []byte, ch *Chunk) {
 
 // writeDictFile writes vals ("" null) as one row group of li with pqenc,
 // pages ending at pageRows rows.
-func writeDictFile(t *testing.T, li Leaf, footer *format.FileMetaData, vals []string) []byte {
+func writeDictFile(t testing.TB, li Leaf, footer *format.FileMetaData, vals []string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	f := NewFile(&buf, []Leaf{li}, &parquet.Zstd)
@@ -86,7 +86,7 @@ type dictRun struct{ in, from, n int }
 // with dictionary pages copied verbatim (or remapped); it returns the
 // file, the dictionary pages copied and remapped, and whether the chunk
 // fell back to plain.
-func mergeDictFiles(t *testing.T, li Leaf, footer *format.FileMetaData, inputs [][]byte, runs []dictRun, verbatim bool) ([]byte, int, int, bool) {
+func mergeDictFiles(t testing.TB, li Leaf, footer *format.FileMetaData, inputs [][]byte, runs []dictRun, verbatim bool) ([]byte, int, int, bool) {
 	t.Helper()
 	chunks := make([]Chunk, len(inputs))
 	total := 0

@@ -27,7 +27,8 @@
 // block bloom filters where Leaf.Bloom is set. The footer is the caller's,
 // usually parquet-go's own for an empty file of the same schema and options
 // (Footer). Levels and dictionary indexes are RLE runs only (no
-// bit-packed groups), which the hybrid encoding allows.
+// bit-packed groups), which the hybrid encoding allows, except in pages
+// copied or remapped from other files, whose levels are kept as they are.
 //
 // # Use
 //
@@ -35,7 +36,9 @@
 // by a Column (Reset, then values row by row, or CopyRows and
 // CopyRowsPages from a Chunk: the latter copies the input pages a run
 // covers whole as they are, pagecopy.go, dictionary-encoded ones where
-// the output chunk's dictionary can take their input's, dictcopy.go) and
+// the output chunk's dictionary can take their input's, dictcopy.go, and
+// remaps the indexes of those whose input dictionary orders its values
+// otherwise, dictremap.go; CopyFew copies runs of one or two rows) and
 // handed to File.WriteChunk in schema order. Columns buffer their chunk's
 // compressed pages, so several of them may be filled side by side and
 // written at the end of the row group. Nothing here is safe for concurrent
