@@ -120,8 +120,11 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 		n := uint64(len(d.symbols))
 		for s < e {
 			var x uint64
-			if b[s] < 0x80 {
-				x, s = uint64(b[s]), s+1
+			if c := b[s]; c < 0x80 {
+				x, s = uint64(c), s+1
+			} else if s+1 < e && b[s+1] < 0x80 {
+				// two bytes: references to the symbols past the 128th
+				x, s = uint64(c&0x7f)|uint64(b[s+1])<<7, s+2
 			} else if x, s = uvarint(b[:e], s); s < 0 {
 				return -1
 			}
