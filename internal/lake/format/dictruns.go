@@ -27,24 +27,16 @@ var _ = [1]struct{}{}[unsafe.Sizeof(IdxRun{})-unsafe.Sizeof(valRun{})]
 // error wraps ErrCorrupt.
 func (pd *PageDecoder) DictPageRuns(rc *RawChunk, k int) (runs []IdxRun, err error) {
 	defer Recover(&err, "decode dictionary indexes")
-	if k < 0 || k >= len(rc.Pages) || !rc.Pages[k].V2 || !rc.Pages[k].typed {
-		return nil, shapeErr("page %d of %d is not a data page v2", k, len(rc.Pages))
-	}
-	p := &rc.Pages[k]
-	if rc.ref.md == nil || rc.ref.md.Type != pqformat.ByteArray ||
-		p.Encoding != pqformat.RLEDictionary && p.Encoding != pqformat.PlainDictionary {
+	if rc.ref.md == nil || rc.ref.md.Type != pqformat.ByteArray {
 		return nil, shapeErr("page %d is not a dictionary-encoded page of byte arrays", k)
 	}
-	d := pd.start(rc)
-	d.hdr = pqformat.PageHeader{Type: pqformat.DataPageV2, UncompressedPageSize: p.uncompressed}
-	h := &d.hdr.DataPageHeaderV2
-	h.Valid = true
-	h.V.NumValues, h.V.NumNulls, h.V.NumRows = int32(p.Values), int32(p.Nulls), int32(p.Rows)
-	h.V.Encoding = p.Encoding
-	h.V.RepetitionLevelsByteLength, h.V.DefinitionLevelsByteLength = p.repLen, p.defLen
-	h.V.IsCompressed.Valid, h.V.IsCompressed.V = true, !p.notCompressed
-	d.hasDict = rc.dict.Len > 0
-	d.dict.n = rc.DictValues()
+	d, p, err := pd.startV2(rc, k)
+	if err != nil {
+		return nil, err
+	}
+	if p.Encoding != pqformat.RLEDictionary && p.Encoding != pqformat.PlainDictionary {
+		return nil, shapeErr("page %d is not a dictionary-encoded page of byte arrays", k)
+	}
 	// Runs only: levels of a flat optional column as runs, indexes as
 	// runs without a value each (decode.go's attribute reads).
 	d.defRuns = true

@@ -119,20 +119,10 @@ func (pd *PageDecoder) DecodeDict(rc *RawChunk) (data []byte, offs []uint32, err
 // DecodeDict decodes. An error wraps ErrCorrupt.
 func (pd *PageDecoder) DecodePage(rc *RawChunk, k int, out *DecodedPage) (err error) {
 	defer Recover(&err, "decode page")
-	if k < 0 || k >= len(rc.Pages) || !rc.Pages[k].V2 || !rc.Pages[k].typed {
-		return shapeErr("page %d of %d is not a data page v2", k, len(rc.Pages))
+	d, p, err := pd.startV2(rc, k)
+	if err != nil {
+		return err
 	}
-	d := pd.start(rc)
-	p := &rc.Pages[k]
-	d.hdr = pqformat.PageHeader{Type: pqformat.DataPageV2, UncompressedPageSize: p.uncompressed}
-	h := &d.hdr.DataPageHeaderV2
-	h.Valid = true
-	h.V.NumValues, h.V.NumNulls, h.V.NumRows = int32(p.Values), int32(p.Nulls), int32(p.Rows)
-	h.V.Encoding = p.Encoding
-	h.V.RepetitionLevelsByteLength, h.V.DefinitionLevelsByteLength = p.repLen, p.defLen
-	h.V.IsCompressed.Valid, h.V.IsCompressed.V = true, !p.notCompressed
-	d.hasDict = rc.dict.Len > 0
-	d.dict.n = rc.DictValues()
 	if err := d.dataV2(rc.Bytes[p.Off+p.hdrLen : p.Off+p.Len]); err != nil {
 		return err
 	}
@@ -164,6 +154,27 @@ func (pd *PageDecoder) DecodePage(rc *RawChunk, k int, out *DecodedPage) (err er
 }
 
 // start readies the decoder for a page of rc.
+// startV2 sets pd's decoder up for data page k of rc as the page's header
+// says, with the chunk's dictionary, or fails unless the page is a typed
+// data page v2.
+func (pd *PageDecoder) startV2(rc *RawChunk, k int) (*chunkDec, *RawPage, error) {
+	if k < 0 || k >= len(rc.Pages) || !rc.Pages[k].V2 || !rc.Pages[k].typed {
+		return nil, nil, shapeErr("page %d of %d is not a data page v2", k, len(rc.Pages))
+	}
+	d := pd.start(rc)
+	p := &rc.Pages[k]
+	d.hdr = pqformat.PageHeader{Type: pqformat.DataPageV2, UncompressedPageSize: p.uncompressed}
+	h := &d.hdr.DataPageHeaderV2
+	h.Valid = true
+	h.V.NumValues, h.V.NumNulls, h.V.NumRows = int32(p.Values), int32(p.Nulls), int32(p.Rows)
+	h.V.Encoding = p.Encoding
+	h.V.RepetitionLevelsByteLength, h.V.DefinitionLevelsByteLength = p.repLen, p.defLen
+	h.V.IsCompressed.Valid, h.V.IsCompressed.V = true, !p.notCompressed
+	d.hasDict = rc.dict.Len > 0
+	d.dict.n = rc.DictValues()
+	return d, p, nil
+}
+
 func (pd *PageDecoder) start(rc *RawChunk) *chunkDec {
 	d := &pd.d
 	pd.md = pqformat.ColumnMetaData{Type: rc.ref.md.Type, Codec: rc.ref.md.Codec}
