@@ -21,13 +21,20 @@ func benchBodies(n, nl int) ([]byte, []byte) {
 
 // benchBodiesNamed is benchBodies with series i named metric_<name(i)>_total.
 func benchBodiesNamed(n, nl int, name func(int) int) ([]byte, []byte) {
+	return benchRequests(n, nl, name, func(k, i int) string { return fmt.Sprintf("value_%d_%d", k, i) })
+}
+
+// benchRequests builds a 1.0 and a 2.0 request of n series with one sample
+// each: series i is named metric_<name(i)>_total and has labels label_<k>
+// = value(k, i) for k < nl.
+func benchRequests(n, nl int, name func(int) int, value func(k, i int) string) ([]byte, []byte) {
 	r1 := &prompb.WriteRequest{}
 	st := writev2.NewSymbolTable()
 	r2 := &writev2.Request{}
 	for i := range n {
 		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", name(i))}}
 		for k := range nl {
-			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: fmt.Sprintf("value_%d_%d", k, i)})
+			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: value(k, i)})
 		}
 		ts := int64(1700000000000 + i)
 		r1.Timeseries = append(r1.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: ts}}})
@@ -109,30 +116,12 @@ func BenchmarkDecodeV1Grouped(b *testing.B) {
 // last two change with every series (as an id or a path would), and 20
 // consecutive series share a metric name.
 func benchBodiesShared(n, nl int) ([]byte, []byte) {
-	r1 := &prompb.WriteRequest{}
-	st := writev2.NewSymbolTable()
-	r2 := &writev2.Request{}
-	for i := range n {
-		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%d_total", i/20)}}
-		for k := range nl {
-			v := fmt.Sprintf("value_%d_%d", k, i)
-			if k < nl-2 {
-				v = fmt.Sprintf("value_%d_%d", k, i/(10<<k))
-			}
-			ls = append(ls, prompb.Label{Name: fmt.Sprintf("label_%d", k), Value: v})
+	return benchRequests(n, nl, func(i int) int { return i / 20 }, func(k, i int) string {
+		if k < nl-2 {
+			return fmt.Sprintf("value_%d_%d", k, i/(10<<k))
 		}
-		ts := int64(1700000000000 + i)
-		r1.Timeseries = append(r1.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: ts}}})
-		var refs []uint32
-		for _, l := range ls {
-			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
-		}
-		r2.Timeseries = append(r2.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: float64(i), Timestamp: ts}}})
-	}
-	r2.Symbols = st.Symbols()
-	b1, _ := r1.Marshal()
-	b2, _ := r2.Marshal()
-	return b1, b2
+		return fmt.Sprintf("value_%d_%d", k, i)
+	})
 }
 
 // BenchmarkDecodeShared: 2,000 series x 10 labels shaped like a scrape
