@@ -42,15 +42,8 @@ func testDictPageRuns(t *testing.T, codec compress.Codec) {
 		t.Fatal(err)
 	}
 	good := buf.Bytes()
-	chunk := func(t *testing.T, b []byte) parquet.ColumnChunk {
-		pf, err := Open(bytes.NewReader(b), int64(len(b)), "f.parquet")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pf.RowGroups()[0].ColumnChunks()[0]
-	}
 	var rc RawChunk
-	if err := ReadRawChunk(chunk(t, good), &rc); err != nil {
+	if err := ReadRawChunk(firstChunk(t, good), &rc); err != nil {
 		t.Fatal(err)
 	}
 	if !rc.Typed() || len(rc.Pages) < 3 {
@@ -93,7 +86,7 @@ func testDictPageRuns(t *testing.T, codec compress.Codec) {
 	}
 	p := rc.Pages[1]
 	bad := damageKeepCRC(t, good, int(rc.Base)+p.Off, p.hdrLen, p.Len, p.hdrLen+int(p.repLen+p.defLen))
-	if err := ReadRawChunk(chunk(t, bad), &rc); err != nil {
+	if err := ReadRawChunk(firstChunk(t, bad), &rc); err != nil {
 		t.Fatalf("ReadRawChunk: %v (the index checks are left to the decoder)", err)
 	}
 	if _, err := pd2.DictPageRuns(&rc, 0); err != nil {

@@ -48,15 +48,8 @@ func TestRawChunkDeferredIndexChecks(t *testing.T) {
 				t.Fatal(err)
 			}
 			good := buf.Bytes()
-			chunk := func(t *testing.T, b []byte) parquet.ColumnChunk {
-				pf, err := Open(bytes.NewReader(b), int64(len(b)), "f.parquet")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return pf.RowGroups()[0].ColumnChunks()[0]
-			}
 			var rc RawChunk
-			if err := ReadRawChunk(chunk(t, good), &rc); err != nil {
+			if err := ReadRawChunk(firstChunk(t, good), &rc); err != nil {
 				t.Fatal(err)
 			}
 			if rc.Typed() != tc.typed || len(rc.Pages) < 2 {
@@ -80,7 +73,7 @@ func TestRawChunkDeferredIndexChecks(t *testing.T) {
 			// The bit width of page 1's indexes (the first byte after its
 			// levels) past 32, the page's CRC made to match.
 			bad := damageKeepCRC(t, good, int(rc.Base)+p.Off, p.hdrLen, p.Len, p.hdrLen+int(p.repLen+p.defLen))
-			err := ReadRawChunk(chunk(t, bad), &rc)
+			err := ReadRawChunk(firstChunk(t, bad), &rc)
 			if !tc.typed {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("ReadRawChunk of a chunk the typed decoder does not take: %v, want ErrCorrupt", err)
@@ -135,4 +128,14 @@ func damageKeepCRC(t *testing.T, b []byte, off, hdrLen, n, at int) []byte {
 	}
 	t.Fatal("no damage keeps the header's length")
 	return nil
+}
+
+// firstChunk opens the file b with Open and returns its first column chunk.
+func firstChunk(t *testing.T, b []byte) parquet.ColumnChunk {
+	t.Helper()
+	pf, err := Open(bytes.NewReader(b), int64(len(b)), "f.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pf.RowGroups()[0].ColumnChunks()[0]
 }
