@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
@@ -61,8 +62,14 @@ func readFirstChunk(t testing.TB, data []byte, ch *Chunk) {
 // pages ending at pageRows rows.
 func writeDictFile(t testing.TB, li Leaf, footer *format.FileMetaData, vals []string) []byte {
 	t.Helper()
+	return writeStrFile(t, li, footer, &parquet.Zstd, vals)
+}
+
+// writeStrFile is writeDictFile compressed with codec (footer's codec).
+func writeStrFile(t testing.TB, li Leaf, footer *format.FileMetaData, codec compress.Codec, vals []string) []byte {
+	t.Helper()
 	var buf bytes.Buffer
-	f := NewFile(&buf, []Leaf{li}, &parquet.Zstd)
+	f := NewFile(&buf, []Leaf{li}, codec)
 	var c Column
 	c.Reset(&li, f.Codec())
 	for _, v := range vals {
@@ -269,22 +276,7 @@ func TestCopyDictPagesDamagedIndexes(t *testing.T) {
 	for i := range vals {
 		vals[i] = fmt.Sprintf("value-%d", i/50%9)
 	}
-	var buf bytes.Buffer
-	f := NewFile(&buf, []Leaf{li}, &parquet.Uncompressed)
-	var c Column
-	c.Reset(&li, f.Codec())
-	for _, v := range vals {
-		c.Str(v, 1)
-	}
-	f.BeginRowGroup(n)
-	if err := f.WriteChunk(&c); err != nil {
-		t.Fatal(err)
-	}
-	m := *footer
-	if err := f.Close(&m); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
+	good := writeStrFile(t, li, footer, &parquet.Uncompressed, vals)
 	chunkOf := func(b []byte) parquet.ColumnChunk {
 		pf, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
@@ -332,21 +324,7 @@ func TestCopyDictPagesDamagedIndexes(t *testing.T) {
 	// bad are remapped into it (dictremap.go).
 	other := slices.Clone(vals)
 	slices.Reverse(other)
-	var obuf bytes.Buffer
-	of := NewFile(&obuf, []Leaf{li}, &parquet.Uncompressed)
-	var oc Column
-	oc.Reset(&li, of.Codec())
-	for _, v := range other {
-		oc.Str(v, 1)
-	}
-	of.BeginRowGroup(n)
-	if err := of.WriteChunk(&oc); err != nil {
-		t.Fatal(err)
-	}
-	m = *footer
-	if err := of.Close(&m); err != nil {
-		t.Fatal(err)
-	}
+	otherFile := writeStrFile(t, li, footer, &parquet.Uncompressed, other)
 	for _, tc := range []struct {
 		name  string
 		data  []byte
@@ -362,7 +340,7 @@ func TestCopyDictPagesDamagedIndexes(t *testing.T) {
 			out.AllowDictPages(true)
 			if tc.remap {
 				var first Chunk
-				if err := first.Read(chunkOf(obuf.Bytes()), 1, 0, 0); err != nil {
+				if err := first.Read(chunkOf(otherFile), 1, 0, 0); err != nil {
 					t.Fatal(err)
 				}
 				out.CopyRowsPages(&first, n)
