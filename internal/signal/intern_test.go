@@ -68,16 +68,24 @@ func TestCopyInternsValues(t *testing.T) {
 	}
 }
 
-// TestCopySharesAttrSets: with ShareAttrSets, records whose attribute
-// sets are equal get one Range and the set is stored once; without it
-// (every batch but the lake writer's partitions) each record keeps its
-// own, so changing one record's attributes in place never changes another.
-func TestCopySharesAttrSets(t *testing.T) {
+// oneMetricSource is a metrics batch with one resource, one scope and one
+// descriptor (metric "m"), all index 0, and no points yet.
+func oneMetricSource() *signal.Metrics {
 	src := new(signal.Metrics)
 	c := &src.Common
 	c.Resources = append(c.Resources, signal.Resource{})
 	c.Scopes = append(c.Scopes, signal.Scope{})
 	src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
+	return src
+}
+
+// TestCopySharesAttrSets: with ShareAttrSets, records whose attribute
+// sets are equal get one Range and the set is stored once; without it
+// (every batch but the lake writer's partitions) each record keeps its
+// own, so changing one record's attributes in place never changes another.
+func TestCopySharesAttrSets(t *testing.T) {
+	src := oneMetricSource()
+	c := &src.Common
 	for i := range 100 {
 		p := src.AppendPoint(0, 0, 0)
 		start := uint32(c.Attrs.Len())
@@ -133,11 +141,8 @@ func TestCopySharesAttrSets(t *testing.T) {
 // length that differ only between their first and last eight bytes) are
 // compared in full and kept apart.
 func TestCopySharesOnlyEqualSets(t *testing.T) {
-	src := new(signal.Metrics)
+	src := oneMetricSource()
 	c := &src.Common
-	c.Resources = append(c.Resources, signal.Resource{})
-	c.Scopes = append(c.Scopes, signal.Scope{})
-	src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
 	vals := []string{"prefix--X--suffix", "prefix--Y--suffix", "prefix--X--suffix", "prefix--Z--suffix"}
 	for _, v := range vals {
 		p := src.AppendPoint(0, 0, 0)
@@ -241,11 +246,8 @@ func TestCopySharesResourcesOnly(t *testing.T) {
 // ShareAttrSets, copied in one CopyRows or point by point, and copies of
 // their own without it (a batch whose attributes may be changed in place).
 func TestCopySharedSourceRanges(t *testing.T) {
-	src := new(signal.Metrics)
+	src := oneMetricSource()
 	c := &src.Common
-	c.Resources = append(c.Resources, signal.Resource{})
-	c.Scopes = append(c.Scopes, signal.Scope{})
-	src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
 	set := func(v string) signal.Range {
 		start := uint32(c.Attrs.Len())
 		c.Attrs.Append(c.Keys.IDString("job"), signal.ValueString, uint64(c.AppendString("api")))

@@ -16,11 +16,8 @@ import (
 // and followed by other bytes.
 func TestCopiedAndInternedSetsMeet(t *testing.T) {
 	source := func(v string, atEnd bool) *signal.Metrics {
-		src := new(signal.Metrics)
+		src := oneMetricSource()
 		c := &src.Common
-		c.Resources = append(c.Resources, signal.Resource{})
-		c.Scopes = append(c.Scopes, signal.Scope{})
-		src.Descs = append(src.Descs, signal.MetricDesc{Name: c.AppendString("m")})
 		p := src.AppendPoint(0, 0, 0)
 		start := uint32(c.Attrs.Len())
 		c.Attrs.Append(c.Keys.IDString("job"), signal.ValueString, uint64(c.AppendString("api")))
