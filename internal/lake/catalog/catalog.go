@@ -92,7 +92,7 @@ func Open(ctx context.Context, dsn string) (*Catalog, error) {
 		return nil, err
 	}
 	c := &Catalog{db: db, d: d, now: time.Now, leaseNow: d.serverNow}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db, d); err != nil {
 		db.Close()
 		if d.isNotDatabase(err) {
 			return nil, fmt.Errorf("catalog: open %q: %w: %w", name, ErrNotDatabase, err)
@@ -104,6 +104,27 @@ func Open(ctx context.Context, dsn string) (*Catalog, error) {
 		return nil, fmt.Errorf("catalog: open %q: %w", name, err)
 	}
 	return c, nil
+}
+
+// ping connects db, waiting out contention its busy timeout does not: the
+// first connection to a new SQLite file switches it to WAL, and a
+// connection of another handle doing the same at that moment gets
+// SQLITE_BUSY at once, without the busy handler (seen as one Open in
+// about a hundred failing when several open a new catalog together). It
+// retries for as long as the busy timeout would have waited.
+func ping(ctx context.Context, db *sql.DB, d *dialect) error {
+	deadline := time.Now().Add(busyTimeoutMillis * time.Millisecond)
+	for attempt := 1; ; attempt++ {
+		err := db.PingContext(ctx)
+		if err == nil || !d.isRetryableError(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(min(attempt, 20)) * 5 * time.Millisecond):
+		}
+	}
 }
 
 // Close releases the database handle. Leases held by this handle stay
