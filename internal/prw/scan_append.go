@@ -71,8 +71,8 @@ func (x *Appender) AppendV1(dst *signal.Metrics, s *Scanner) {
 		attr := dst.InternStrAttrs(keys, vals)
 		ni := s.Name[j]
 		if x.descOf[ni] == 0 {
-			dst.Descs = append(dst.Descs, signal.MetricDesc{Name: c.AppendBytes(s.Names[ni]), Type: signal.MetricGauge})
-			x.descOf[ni] = uint32(len(dst.Descs))
+			// One descriptor per metric in a partition, as copies give.
+			x.descOf[ni] = dst.InternGaugeDesc(s.Names[ni]) + 1
 		}
 		desc := x.descOf[ni] - 1
 		for p < e {

@@ -76,7 +76,8 @@ type Metrics struct {
 	cp      copier
 	descSrc *Common // source whose descriptors descMap maps
 	descGen uint64
-	descMap []uint32 // src desc -> dst desc + 1
+	descMap []uint32  // src desc -> dst desc + 1
+	descTab descTable // with ShareAttrSets: descriptors by content
 
 	seriesScratch seriesScratch
 }
@@ -277,6 +278,11 @@ func (m *Metrics) copyDesc(src *Metrics, di uint32) uint32 {
 		return v - 1
 	}
 	sd := src.Descs[di]
+	if m.ShareAttrSets {
+		id := m.sharedDesc(src, &sd)
+		m.descMap[di] = id + 1
+		return id
+	}
 	cp := &m.cp
 	d := &m.Common
 	m.Descs = append(m.Descs, MetricDesc{
