@@ -1,6 +1,7 @@
 package prw
 
 import (
+	"bytes"
 	"fmt"
 	"syscall"
 	"testing"
@@ -131,6 +132,62 @@ func BenchmarkDecodeShared(b *testing.B) {
 	b1, b2 := benchBodiesShared(2000, 10)
 	for _, v := range []int{1, 2} {
 		b.Run(fmt.Sprintf("v%d", v), func(b *testing.B) { benchDecodeBodies(b, v, 2000, b1, b2) })
+	}
+}
+
+// BenchmarkDecodeV1Churn: 2,000 series x 10 labels, every request's
+// series new to the series cache (the last label's value changes with
+// every request): what the cache costs when it never hits (cache=on: a
+// lookup and an insert per series, shards cleared as they fill), against
+// no cache (cache=off).
+func BenchmarkDecodeV1Churn(b *testing.B) {
+	const n = 2000
+	body, _ := benchRequests(n, 10, func(i int) int { return i % 50 }, func(k, i int) string {
+		if k == 9 {
+			return fmt.Sprintf("v%05d_AAAAAA", i)
+		}
+		return fmt.Sprintf("value_%d_%d", k, i)
+	})
+	var at []int // where each series' changing letters are
+	for i := 0; ; {
+		j := bytes.Index(body[i:], []byte("AAAAAA"))
+		if j < 0 {
+			break
+		}
+		at = append(at, i+j)
+		i += j + 6
+	}
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cache=%v", on), func(b *testing.B) {
+			var m signal.Metrics
+			var d Decoder
+			d.SetSeriesCache(nil)
+			if on {
+				d.SetSeriesCache(NewSeriesCache(DefaultSeriesCacheBytes))
+			}
+			round := 0
+			next := func() {
+				round++
+				for _, p := range at {
+					for k, r := 0, round; k < 6; k, r = k+1, r/26 {
+						body[p+k] = byte('A' + r%26)
+					}
+				}
+			}
+			if _, err := d.DecodeV1(&m, body); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				next()
+				m.Reset()
+				if _, err := d.DecodeV1(&m, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+		})
 	}
 }
 
