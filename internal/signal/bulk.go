@@ -192,6 +192,12 @@ func (cp *copier) msgRanges(d *Common, dst, src []Range, r Rows) []Range {
 	n := len(dst)
 	dst = grown(dst, r.Len())
 	out := dst[n:]
+	if r.Idx == nil {
+		m := uint32(len(d.Msgs))
+		if fillEmpty(out, src[r.From:r.To], Range{m, m}) {
+			return dst
+		}
+	}
 	j := 0
 	each(r, func(i int) {
 		out[j] = cp.msgs(d, src[i])
@@ -206,6 +212,22 @@ func growCap[T any](s []T, k int) []T {
 		s = append(s[:cap(s)], make([]T, len(s)+k-cap(s))...)[:len(s)]
 	}
 	return s
+}
+
+// fillEmpty sets out[j] to e for each range of rs while they are empty and
+// reports whether all were: the copy of a range column of a contiguous
+// run of rows that hold none (exemplars, buckets, quantiles of gauges and
+// sums: every remote-write sample) is one loop, not a call per row. When
+// it reports false the caller copies every row again.
+func fillEmpty(out, rs []Range, e Range) bool {
+	out = out[:len(rs)]
+	for j, rg := range rs {
+		if rg.Start != rg.End {
+			return false
+		}
+		out[j] = e
+	}
+	return true
 }
 
 // each calls fn with each selected row index, in order.
@@ -339,6 +361,12 @@ func (m *Metrics) u64Ranges(dst []Range, src *Metrics, rs []Range, r Rows) []Ran
 	n := len(dst)
 	dst = grown(dst, r.Len())
 	out := dst[n:]
+	if r.Idx == nil {
+		u := uint32(len(m.U64))
+		if fillEmpty(out, rs[r.From:r.To], Range{u, u}) {
+			return dst
+		}
+	}
 	j := 0
 	each(r, func(i int) {
 		if rg := rs[i]; rg.Len() == 0 {
@@ -356,6 +384,12 @@ func (m *Metrics) f64Ranges(dst []Range, src *Metrics, rs []Range, r Rows) []Ran
 	n := len(dst)
 	dst = grown(dst, r.Len())
 	out := dst[n:]
+	if r.Idx == nil {
+		f := uint32(len(m.F64))
+		if fillEmpty(out, rs[r.From:r.To], Range{f, f}) {
+			return dst
+		}
+	}
 	j := 0
 	each(r, func(i int) {
 		if rg := rs[i]; rg.Len() == 0 {
