@@ -318,6 +318,12 @@ type encoder struct {
 	base   int
 	runs   []commonRun // the chunk's runs of rows of one resource and scope
 
+	// cuts are the file's rows where every column starts a page (both
+	// ends of each service's rows when pageCutRows or more: pageCuts);
+	// rgStart is the row group's first row in the file.
+	cuts, rgCuts []int64
+	rgStart      int
+
 	// resTab and scTab hold, column by column, the cell (index into
 	// resCells, scCells; -1 when none) of each resource and scope:
 	// resTab[i*len(Resources)+r] is resource r's cell in slot resSlots[i].
@@ -1141,6 +1147,7 @@ func (e *encoder) startFile(w io.Writer, table string, schema *parquet.Schema) e
 		e.order[e.cols[i].leaf] = int32(i)
 	}
 	e.file = pqenc.NewFile(w, e.leaves, Codec())
+	e.rgStart = 0
 	e.resetColumns()
 	return nil
 }
@@ -1150,6 +1157,16 @@ func (e *encoder) resetColumns() {
 		cb := &e.cols[i]
 		cb.col.Reset(&e.leaves[cb.leaf], Codec())
 		cb.rows, cb.pk, cb.pb, cb.pn = 0, pNone, nil, 0
+	}
+	e.rgCuts = e.rgCuts[:0]
+	k, _ := slices.BinarySearch(e.cuts, int64(e.rgStart+1))
+	for _, x := range e.cuts[k:] {
+		e.rgCuts = append(e.rgCuts, x-int64(e.rgStart))
+	}
+	if len(e.rgCuts) > 0 {
+		for i := range e.cols {
+			e.cols[i].col.SetCuts(e.rgCuts)
+		}
 	}
 	e.base = 0
 	e.runs = e.runs[:0]
@@ -1176,6 +1193,7 @@ func (e *encoder) endRowGroup() error {
 			return err
 		}
 	}
+	e.rgStart += e.base
 	e.resetColumns()
 	return nil
 }
@@ -1186,6 +1204,7 @@ func (e *encoder) finishFile(kv []format.KeyValue) error {
 		return err
 	}
 	clear(e.canon) // its keys alias the partition's batch
+	e.cuts = e.cuts[:0]
 	meta := *e.footer
 	meta.KeyValueMetadata = kv
 	err := e.file.Close(&meta)

@@ -80,6 +80,7 @@ func cmpRowKeyRest(a, b rowKey) int {
 // fewer, cheaper comparisons than one sort of all of them.
 func (e *encoder) sortedPerm() []int32 {
 	keys := e.keys
+	e.cuts = e.cuts[:0] // rankedPerm sets them
 	var maxK1 uint32
 	for _, k := range keys {
 		maxK1 = max(maxK1, k.k1)
@@ -115,6 +116,44 @@ func (e *encoder) sortedPerm() []int32 {
 		e.perm[i] = k.row
 	}
 	return e.perm
+}
+
+// PageCutRows is the least number of rows of one service that get pages
+// of their own in every column of a logs or spans file (pageCuts;
+// compaction cuts its output the same way). Fewer would start more pages
+// in files of many small services; more would leave more of a flush's
+// services inside pages that compaction decodes. Metrics files are not
+// cut: compaction's runs there are a series' points of one flush, which
+// interleave with the other flushes' and never cover a page, and cutting
+// at metric names made the corpus's files 17% larger.
+const PageCutRows = 2048
+
+// pageCutRows is PageCutRows, smaller in tests.
+var pageCutRows = PageCutRows
+
+// pageCuts appends to cuts the rows of sorted keys where a page starts:
+// both ends of each run of one k1 (service) of at least minRows rows.
+// A flush's rows of one service are then whole pages in every column,
+// which compaction copies as they are instead of decoding them (docs/
+// design/encoder.md); a file of many small services or metrics keeps its
+// pages, which at most 2 cuts per minRows rows bound.
+func pageCuts(cuts []int64, keys []rowKey, minRows int) []int64 {
+	start := 0
+	for i := 1; i <= len(keys); i++ {
+		if i < len(keys) && keys[i].k1 == keys[start].k1 {
+			continue
+		}
+		if i-start >= minRows {
+			if start > 0 && (len(cuts) == 0 || cuts[len(cuts)-1] != int64(start)) {
+				cuts = append(cuts, int64(start))
+			}
+			if i < len(keys) {
+				cuts = append(cuts, int64(i))
+			}
+		}
+		start = i
+	}
+	return cuts
 }
 
 // sortRest sorts keys of one k1 by cmpRowKeyRest; tmp is scratch of the
@@ -194,7 +233,9 @@ func (e *encoder) rankedPerm(rank []int32, res []uint32, ptime []int64) []int32 
 	for i, r := range res {
 		keys[i] = rowKey{k1: uint32(rank[r]), k2: signedKey(ptime[i]), row: int32(i)}
 	}
-	return e.sortedPerm()
+	perm := e.sortedPerm()
+	e.cuts = pageCuts(e.cuts[:0], e.keys, pageCutRows)
+	return perm
 }
 
 // chunks runs fill over the sorted rows in chunks, closing a row group

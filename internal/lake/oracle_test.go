@@ -88,6 +88,11 @@ func oracleCases(t *testing.T, small bool) []oracleCase {
 	add("overflow", Options{MaxAttributeColumns: 5}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 40, 9, 4, "o")) })
 	add("overflow-wide", Options{MaxAttributeColumns: 60, RowGroupRows: 7}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 30, 14, 3, "w")) })
 	add("many-logs", Options{RowGroupRows: 2500}, func(w *Writer) error { return w.WriteLogs("t", manyLogs(6000)) })
+	// services of pageCutRows rows or more start pages of their own
+	// (pageCuts), across row groups
+	add("page-cuts", Options{RowGroupRows: 4000}, func(w *Writer) error {
+		return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 2048, 2047))
+	})
 	add("attr-runs", Options{RowGroupRows: 100}, func(w *Writer) error { return w.WriteLogs("t", runLogs(600)) })
 	add("attr-runs-overflow", Options{MaxAttributeColumns: 1, RowGroupRows: 100}, func(w *Writer) error { return w.WriteLogs("t", runLogs(600)) })
 	for _, kind := range []string{"logs", "metrics", "traces"} {

@@ -117,6 +117,15 @@ type colMerger struct {
 	dictCopied int64
 	// dictionary-encoded pages remapped into the output's dictionary
 	remapped int64
+
+	// Page cuts (blockCuts): the output's rows where every column starts
+	// a page, as the lake writer cuts them, for the current block; the
+	// name of the output's last group of one service or metric name and
+	// its rows so far.
+	cuts       []int64
+	groupName  string
+	groupRows  int
+	groupSplit []int // scratch: the block's rows where the name changes
 }
 
 // Key column slots of colMerger.keyLeaf.
@@ -630,6 +639,10 @@ func (m *colMerger) copyBlock() error {
 			m.cols[j].AllowDictPages(verbatimPages && j != m.nameLeaf[0] && j != m.nameLeaf[1])
 		}
 	}
+	m.blockCuts()
+	for j := range m.cols {
+		m.cols[j].SetCuts(m.cuts)
+	}
 	m.blockInputs = m.blockInputs[:0]
 	for k, r := range m.runs {
 		if r.in.brows == 0 {
@@ -658,6 +671,86 @@ func (m *colMerger) copyBlock() error {
 		m.pending = 0
 	}
 	return nil
+}
+
+// pageCutRows is the least number of rows of one service that start
+// pages of their own in the output of logs and spans, as the lake writer
+// does (lake.PageCutRows): compacted files compact again by whole pages.
+var pageCutRows = lake.PageCutRows
+
+// blockCuts sets m.cuts to the output chunk's rows in the block where
+// every column starts a page: the start of each group of one service
+// whose rows in the block are pageCutRows or more, and
+// the end of each group of that many rows in the output so far. A group
+// that started in an earlier block, with fewer rows there, gets no cut at
+// its start (its rows there are written); the lake writer, which sees the
+// whole file at once, cuts both ends (lake's pageCuts).
+func (m *colMerger) blockCuts() {
+	m.cuts = m.cuts[:0]
+	if m.keyLeaf[keyName] < 0 || m.job.Table == lake.TableMetrics {
+		return // metrics files are not cut (lake.PageCutRows)
+	}
+	// The block's rows where a group starts; runs of one input are
+	// sorted, so a run whose last name is the current one holds no more.
+	split := m.groupSplit[:0]
+	name := m.groupName
+	fresh := m.rgRows == 0 // the block's first row starts a group
+	for _, r := range m.runs {
+		if len(r.in.name) < r.from+r.n {
+			m.groupName, m.groupRows = "", 0
+			return // an input without names: no cuts
+		}
+		names := r.in.name[r.from : r.from+r.n]
+		for i := 0; i < len(names); {
+			if fresh || names[i] != name {
+				split = append(split, r.out+i)
+				name, fresh = names[i], false
+			}
+			if names[len(names)-1] == name {
+				break
+			}
+			for i < len(names) && names[i] == name {
+				i++
+			}
+		}
+	}
+	m.groupSplit = split
+	carried := m.groupRows
+	if m.rgRows == 0 {
+		carried = 0
+	}
+	bounds := append(split, m.block)
+	if bounds[0] > 0 {
+		// The block's first rows continue the output's last group.
+		carried += bounds[0]
+		if bounds[0] < m.block && carried >= pageCutRows {
+			m.addCut(bounds[0])
+		}
+	} else if m.rgRows > 0 && carried >= pageCutRows {
+		m.addCut(0) // the last group ended with the last block
+	}
+	rows := carried
+	for k := 0; k+1 < len(bounds); k++ {
+		s, e := bounds[k], bounds[k+1]
+		if e-s >= pageCutRows {
+			if s > 0 || m.rgRows > 0 {
+				m.addCut(s)
+			}
+			if e < m.block {
+				m.addCut(e)
+			}
+		}
+		rows = e - s
+	}
+	m.groupName, m.groupRows = strings.Clone(name), rows
+}
+
+// addCut adds the block's row out to m.cuts, once.
+func (m *colMerger) addCut(out int) {
+	x := int64(m.rgRows + out)
+	if k := len(m.cuts); k == 0 || m.cuts[k-1] != x {
+		m.cuts = append(m.cuts, x)
+	}
 }
 
 // copyColumn copies the block's rows of output column j. Rows of sparse

@@ -134,6 +134,7 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			// One output file per job, of several row groups.
 			opts := Options{RowGroupRows: tc.rgRows, TargetBytes: 1 << 40, MaxMergeRows: 1 << 40}.withDefaults()
 			copied, dictCopied, remapped := int64(0), int64(0), int64(0)
+			serviceEnds := 0
 			for _, job := range jobs {
 				decoded, dres := mergeOut(t, e, job, opts, false)
 				if dres.PagesCopied != 0 || dres.DictPagesRemapped != 0 {
@@ -152,6 +153,7 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 				got := filepath.Join(e.root, filepath.FromSlash(written[0].Path))
 				compareFiles(t, got, decoded[0])
 				checkPageIndexes(t, got)
+				serviceEnds += checkServicePages(t, got)
 				checkOrder(t, e, job, written)
 				checkSegments(t, e, job, written, written)
 				// Outside the Hive tree: DuckDB would add its dt, hour and
@@ -169,6 +171,10 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			if copied == 0 {
 				t.Fatalf("no page copied verbatim: the test does not test it")
 			}
+			if serviceEnds == 0 {
+				t.Fatalf("no service of %d rows or more ends inside an output row group: the test does not test blockCuts", pageCutRows)
+			}
+			t.Logf("%d column chunks' pages checked to start where a service of %d rows or more ends", serviceEnds, pageCutRows)
 			// Dictionary pages too: the inputs' dictionaries list the
 			// corpus's values in the same order, so the output chunk's
 			// can take them (pqenc/dictcopy.go).

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 
 	"github.com/parquet-go/parquet-go"
@@ -63,7 +64,8 @@ type Column struct {
 	def, rep      levelRuns
 	nVals, nNulls int
 	nRows         int
-	maxRows       int      // rows at which the page ends (pageRows, DictPageRows)
+	maxRows       int      // rows at which a page ends (pageRows, DictPageRows)
+	pageEnd       int      // rows at which this page ends: maxRows, or fewer before a cut
 	plain         []byte   // PLAIN values, or concatenated byte arrays (delta)
 	offs          []uint32 // byte array offsets (delta)
 	nBits         int      // booleans in plain
@@ -109,6 +111,9 @@ type Column struct {
 	proto      thrift.CompactProtocol
 	hdr        pageHeaderEncoder
 	err        error
+
+	// cuts are the chunk's rows where a page must start (SetCuts).
+	cuts []int64
 }
 
 // Reset starts a new chunk of leaf li compressed with codec.
@@ -141,6 +146,36 @@ func (c *Column) Reset(li *Leaf, codec compress.Codec) {
 	c.cut.reset()
 	c.cutDecoded = 0
 	c.err = nil
+	c.cuts = c.cuts[:0]
+	c.startPage()
+}
+
+// SetCuts makes the chunk's pages start at each of cuts (rows of the
+// chunk, increasing), besides where they fill: the lake writer starts a
+// page where the sort key's service or metric changes, so that a run of
+// one service's rows of a file is whole pages in every column, which
+// compaction copies as they are. cuts are copied; a cut at or before the
+// rows added so far ends the current page now. Reset forgets them.
+func (c *Column) SetCuts(cuts []int64) {
+	c.cuts = append(c.cuts[:0], cuts...)
+	if c.nRows > 0 {
+		if k, _ := slices.BinarySearch(c.cuts, c.rows+1); k < len(c.cuts) && c.cuts[k] <= c.Rows() {
+			c.endPage()
+		}
+	}
+	c.startPage()
+}
+
+// startPage sets where the page begun at row c.rows ends: at maxRows
+// rows, or at the first cut after its first row.
+func (c *Column) startPage() {
+	c.pageEnd = c.maxRows
+	if len(c.cuts) == 0 {
+		return
+	}
+	if k, _ := slices.BinarySearch(c.cuts, c.rows+1); k < len(c.cuts) {
+		c.pageEnd = int(min(int64(c.maxRows), c.cuts[k]-c.rows))
+	}
 }
 
 // Rows is the number of rows added to the chunk.
@@ -168,13 +203,13 @@ func (c *Column) fail(err error) {
 // endRows counts k finished rows and closes the page when full.
 func (c *Column) endRows(k int) {
 	c.nRows += k
-	if c.nRows >= c.maxRows || len(c.plain) >= PageBytes {
+	if c.nRows >= c.pageEnd || len(c.plain) >= PageBytes {
 		c.endPage()
 	}
 }
 
 // room is how many more rows fit in the current page.
-func (c *Column) room() int { return c.maxRows - c.nRows }
+func (c *Column) room() int { return max(c.pageEnd-c.nRows, 1) }
 
 // dictMode reports whether values go to the dictionary.
 func (c *Column) dictMode() bool { return c.li.Dict && !c.fallback }
@@ -238,6 +273,7 @@ func (c *Column) endPage() {
 	c.nVals, c.nNulls, c.nRows, c.nBits = 0, 0, 0, 0
 	c.plain, c.offs = c.plain[:0], append(c.offs[:0], 0)
 	c.b = bounds{unsigned: c.li.unsigned}
+	c.startPage()
 }
 
 func (c *Column) writeDelta(p *pageRec, data []byte, offs []uint32) {
@@ -306,6 +342,7 @@ func (c *Column) toPlain() {
 	cur := c.runs[c.runStart:]
 	c.fallback = true
 	c.maxRows = pageRows
+	c.startPage()
 	for i := range c.pages {
 		p := &c.pages[i]
 		runs := p.runs

@@ -169,6 +169,7 @@ func (c *Column) holdPage(src *Chunk, p *lakeformat.RawPage, b *bounds) bool {
 	c.copied++
 	c.dictCopied++
 	c.rows += p.Rows
+	c.startPage()
 	return true
 }
 

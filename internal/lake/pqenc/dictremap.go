@@ -91,6 +91,7 @@ func (c *Column) remapPage(src *Chunk, k int) bool {
 	c.b = bounds{unsigned: c.li.unsigned}
 	c.pages = append(c.pages, rec)
 	c.rows += p.Rows
+	c.startPage()
 	c.remapped++
 	src.skipPage(k)
 	return true

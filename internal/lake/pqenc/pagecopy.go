@@ -239,6 +239,7 @@ func (c *Column) appendPage(src *Chunk, p *lakeformat.RawPage, b *bounds, cut bo
 		c.cb.merge(c.li.Kind, b)
 	}
 	c.rows += p.Rows
+	c.startPage()
 	return true
 }
 
