@@ -145,6 +145,7 @@ type Decoder struct {
 	cache    *SeriesCache
 	ownCache *SeriesCache
 	ownSet   bool
+	adm      admission
 	famGid   []uint32 // family -> its name's id in the cache + 1, per call
 	hit      cacheHit // a hit's entry, or the entry an insert builds
 	gmap     []gslot  // label name id -> key and family in this call
@@ -194,6 +195,7 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 func (d *Decoder) end() {
 	clear(d.names)
 	d.m, d.c, d.b, d.cache = nil, nil, nil, nil
+	d.adm.review()
 }
 
 type mark struct {

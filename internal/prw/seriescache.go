@@ -79,8 +79,9 @@ type SeriesCache struct {
 	names    []string
 	nameIDs  map[string]uint32
 	maxNames int // maxCacheNames (tests lower it)
-	// noName counts inserts skipped for a label name past maxNames.
-	noName atomic.Uint64
+	// noName counts inserts skipped for a label name past maxNames;
+	// probationCalls, Decode calls that did not use the cache (admission).
+	noName, probationCalls atomic.Uint64
 
 	// collide makes every key hash to its length (tests: forced collisions).
 	collide bool
@@ -130,6 +131,9 @@ type CacheStats struct {
 	// inserts given up (no free slot within the probe bound, or new label
 	// names past the names table's bound).
 	Clears, Skipped uint64
+	// ProbationCalls counts Decode calls that did not use the cache
+	// because their decoder's recent lookups rarely hit (admission).
+	ProbationCalls uint64
 }
 
 // NewSeriesCache returns a cache of at most about maxBytes (at least
@@ -174,6 +178,7 @@ func (c *SeriesCache) Stats() CacheStats {
 		t.Skipped += s.Skipped
 	}
 	t.Skipped += c.noName.Load()
+	t.ProbationCalls = c.probationCalls.Load()
 	return t
 }
 
@@ -296,10 +301,18 @@ func (d *Decoder) SetSeriesCache(c *SeriesCache) { d.ownCache, d.ownSet = c, tru
 // beginCache picks the call's cache and starts a new generation of the
 // name id map (gslot).
 func (d *Decoder) beginCache() {
-	d.cache = d.ownCache
+	c := d.ownCache
 	if !d.ownSet {
-		d.cache = DefaultSeriesCache()
+		c = DefaultSeriesCache()
 	}
+	if c != nil && d.adm.probation {
+		d.adm.calls++
+		if d.adm.calls%probationEvery != 0 {
+			c.probationCalls.Add(1)
+			c = nil
+		}
+	}
+	d.cache = c
 	d.callGen++
 	if d.callGen == 0 {
 		clear(d.gmap)
@@ -310,7 +323,46 @@ func (d *Decoder) beginCache() {
 // lookupSeries looks the series of key up: on a hit d.hit holds it.
 func (d *Decoder) lookupSeries(key []byte) (h uint64, hit bool) {
 	h = d.cache.hash(key)
-	return h, d.cache.lookup(h, key, &d.hit)
+	hit = d.cache.lookup(h, key, &d.hit)
+	d.adm.lookups++
+	if hit {
+		d.adm.hits++
+	}
+	return h, hit
+}
+
+// admission decides per call whether a decoder uses the cache. A load
+// whose series do not recur (new series in every request, or more series
+// than the cache holds, sent round robin) would pay a lookup and an insert
+// per series and never hit (BenchmarkDecodeV1Churn: about a third more
+// instructions). After a window of cacheWindow lookups with fewer than 1
+// in 8 hits, the decoder goes on probation: it uses the cache for one call
+// in probationEvery only (their misses are still inserted), and comes off
+// when a window of those calls' lookups hits 1 in 4 or more (the load's
+// series recur, and the probation calls cached them).
+type admission struct {
+	lookups, hits uint32 // in the current window
+	probation     bool
+	calls         uint32 // calls since probation began
+}
+
+const (
+	cacheWindow    = 4096
+	probationEvery = 16
+)
+
+// review closes a window when it is full (at the end of a call).
+func (a *admission) review() {
+	if a.lookups < cacheWindow {
+		return
+	}
+	switch {
+	case !a.probation && a.hits*8 < a.lookups:
+		a.probation, a.calls = true, 0
+	case a.probation && a.hits*4 >= a.lookups:
+		a.probation = false
+	}
+	a.lookups, a.hits = 0, 0
 }
 
 // cachedAttrs appends the attributes of the 1.0 cache hit d.hit whose

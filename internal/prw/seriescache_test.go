@@ -333,3 +333,58 @@ func TestSeriesCacheOff(t *testing.T) {
 		t.Fatalf("a cache set and then turned off saw %+v", st)
 	}
 }
+
+// TestSeriesCacheProbation: a decoder whose lookups stop hitting (every
+// request brings new series) goes on probation and uses the cache for one
+// call in probationEvery only; when its series recur, the probation calls
+// cache them and it comes off. Every call decodes exactly as without the
+// cache.
+func TestSeriesCacheProbation(t *testing.T) {
+	churn := func(call int) []byte {
+		b, _ := benchRequests(2000, 5, func(i int) int { return i % 50 }, func(k, i int) string {
+			return fmt.Sprintf("value_%d_%d_%d", k, i, call)
+		})
+		return b
+	}
+	c := NewSeriesCache(DefaultSeriesCacheBytes)
+	var d Decoder
+	d.SetSeriesCache(c)
+	var m signal.Metrics
+	decodeOne := func(body []byte) {
+		t.Helper()
+		m.Reset()
+		if _, err := d.DecodeV1(&m, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for call := range 3 { // 6,000 lookups, no hit: a window closes
+		decodeOne(churn(call))
+	}
+	if !d.adm.probation {
+		t.Fatalf("%+v: not on probation after 3 requests of new series", c.Stats())
+	}
+	before := c.Stats()
+	for call := 3; call < 3+2*probationEvery; call++ {
+		decodeOne(churn(call))
+	}
+	st := c.Stats()
+	if lookups := st.Hits + st.Misses - before.Hits - before.Misses; lookups != 2*2000 || st.ProbationCalls != 2*(probationEvery-1) {
+		t.Fatalf("on probation: %d lookups in %d calls, %d calls without the cache; want 2 calls' 4000 and %d", lookups, 2*probationEvery, st.ProbationCalls, 2*(probationEvery-1))
+	}
+	stable, _ := benchBodies(2000, 5)
+	want := decodeV1With(t, nil, stable)
+	for call := 0; d.adm.probation; call++ {
+		if call == 8*probationEvery {
+			t.Fatalf("%+v: still on probation after %d calls of recurring series", c.Stats(), call)
+		}
+		decodeOne(stable)
+		if !slices.Equal(dumpRows(&m), want.rows) {
+			t.Fatalf("call %d: decoded differently", call)
+		}
+	}
+	before = c.Stats()
+	decodeOne(stable)
+	if st := c.Stats(); st.Hits-before.Hits != 2000 {
+		t.Fatalf("off probation: %d hits, want 2000", st.Hits-before.Hits)
+	}
+}
