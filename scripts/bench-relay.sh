@@ -35,6 +35,9 @@
 # GROUP_COMMIT_DELAY (sluice's queue.group_commit_delay, default 1ms),
 # MIN_FREE_BYTES (sluice's queue.min_free_bytes, e.g. 64MiB on a nearly full
 # shared disk: the relay's queue holds a few segments at most),
+# SEGMENT_BYTES (sluice's queue.segment_bytes, default 64MiB: a run of 2M
+# samples fills one segment, so segments are never released and reused in
+# it; e.g. 8MiB makes a run rotate through several, as a long-running relay does),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
 # start of each sluice run of round 1, relay and lake; set it to cover the run; and the relay's
 # allocation profile at the end of its run), SLUICE_BIN, KEEP=1.
@@ -138,7 +141,7 @@ receivers:
 admin: {addr: "127.0.0.1:$aport", pprof: $([ "$PROFILE" = 1 ] && echo true || echo false)}
 query: {addr: ""}
 lake: {root: $work/lake}
-queue: {dir: $work/queue-$name-$tag-$round, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}$([ -n "${MIN_FREE_BYTES:-}" ] && echo ", min_free_bytes: $MIN_FREE_BYTES")}
+queue: {dir: $work/queue-$name-$tag-$round, max_bytes: 4GiB, group_commit_delay: ${GROUP_COMMIT_DELAY:-1ms}$([ -n "${MIN_FREE_BYTES:-}" ] && echo ", min_free_bytes: $MIN_FREE_BYTES")$([ -n "${SEGMENT_BYTES:-}" ] && echo ", segment_bytes: $SEGMENT_BYTES")}
 exporters:
   prometheus_remote_write/sink:
     endpoints: [http://$sink/api/v1/write]

@@ -376,7 +376,9 @@ func (q *Queue) trimLocked(now time.Time) []string {
 	for len(q.segs) > 1 && q.segs[1].base <= hold {
 		s := q.segs[0]
 		q.bytes -= s.size + segmentHeaderSize
-		paths = append(paths, s.path)
+		if !q.spareLocked(s) {
+			paths = append(paths, s.path)
+		}
 		q.segs = q.segs[1:]
 	}
 	q.first.Store(uint64(q.segs[0].base))

@@ -34,26 +34,47 @@
 // # On-disk format
 //
 // Dir holds segment files named "%020d.seg" after the Position of their
-// first record. A segment is a 32-byte header followed by records:
+// first record. A segment is a 32-byte header followed by records
+// (format version 2):
 //
-//	header: "SLQS" | version uint16 = 1 | 0 uint16 | base uint64 |
-//	        first record ordinal uint64 | 0 uint32 | CRC32C(header[0:28]) uint32
-//	record: length uint32 | CRC32C(position uint64 | length uint32 | payload) uint32 | payload
+//	header: "SLQS" | version uint16 = 2 | 0 uint16 | base uint64 |
+//	        first record ordinal uint64 | tag uint32 | CRC32C(header[0:28]) uint32
+//	record: length uint32 | tag uint32 |
+//	        CRC32C(position uint64 | length uint32 | payload) uint32 | payload
 //
-// All integers are little endian; CRCs use the Castagnoli polynomial.
-// The active segment is zero-filled 4 MiB ahead of its records, up to
-// SegmentBytes (preallocate): appends write into blocks the file system
-// has already allocated and written, the file's size does not change, and
-// the group commit syncs with fdatasync, which then writes the records and
-// flushes the disk's cache without committing inode metadata (fsync also
-// wrote the inode's times; on ext4 a file grown by appends, or preallocated
-// with fallocate, whose extents stay unwritten until written, needs a
-// journal commit per sync). The active segment's records are followed by
-// zeros; a record is never empty, so its 8-byte header is never all zero,
-// and zeros are never taken for a record. A segment is cut to its records
-// when it is sealed, so a sealed segment's size is its records' (as before
-// preallocation; a segment an older build wrote without it reads the
-// same). Stats.Bytes counts headers and records, not the zeros.
+// All integers are little endian; CRCs use the Castagnoli polynomial. The
+// tag is drawn at random (never 0) each time a segment file is started,
+// and every record header of the segment repeats it.
+//
+// The active segment's blocks are written before its records land in them:
+// appends then neither grow the file nor allocate blocks, and the group
+// commit syncs with fdatasync, which writes the records and flushes the
+// disk's cache without committing inode metadata (fsync also wrote the
+// inode's times; on ext4 a file grown by appends, or preallocated with
+// fallocate, whose extents stay unwritten until written, needs a journal
+// commit per sync). A new segment starts in a released segment's file when
+// one is kept (recycle: Release keeps up to two such files, Dir/<segment
+// name>.free, instead of deleting them; they count against MaxBytes and
+// are deleted first when the space is needed, and at Open): its header is
+// rewritten and synced under the spare's name, then the file is renamed to
+// the segment's name, so the file under a segment name always has its own
+// header. Appends overwrite the earlier use's bytes, which are written
+// once per use of the file, not twice. Otherwise the segment is a new
+// file, zero-filled 4 MiB ahead of its records up to SegmentBytes
+// (preallocate). Either way, what follows the active segment's records is
+// zeros or an earlier use's bytes: the records end at the first record
+// header without the segment's tag (zeros never are one, and an earlier
+// use's records carry its tag), found without parsing those bytes.
+// A segment is cut to its records when it is sealed, so a sealed
+// segment's size is its records'. Stats.Bytes counts headers and records,
+// not the space after them; Stats.SpareBytes the spares.
+//
+// Version 1 segments (builds before recycling: record headers of 8 bytes,
+// length and CRC, no tag; zeros after the records) are read and recovered
+// as those builds did; Open seals a version 1 last segment (cut to its
+// records) and appends to a new version 2 segment. A segment of a later
+// version is refused like a damaged header (skipped whole, counted, the
+// error names the version).
 //
 // Positions count record bytes only (headers take none): the record at
 // file offset off of a segment with base b has Position b+off-32, and the
@@ -68,8 +89,13 @@
 //  2. A record lies entirely in one segment; records are contiguous within
 //     a segment, and the records of one Append are contiguous.
 //  3. A record's CRC covers its position, so a record copied or left over
-//     elsewhere (reused disk blocks, another segment) never validates, and
-//     resynchronizing after corruption cannot resurrect stale data.
+//     elsewhere (reused disk blocks, another segment, an earlier use of a
+//     recycled file) never validates, and resynchronizing after corruption
+//     cannot resurrect stale data. The tag in each record header makes
+//     that cheap where stale data is all there is after the records (a
+//     recycled file): resynchronization in a version 2 segment searches
+//     the tag's bytes and checks only the headers it finds, so recovery of
+//     a recycled last segment reads its earlier use's bytes once.
 //  4. Append returns nil only after the bytes of its records, the header of
 //     every segment holding them, and the directory entries of those
 //     segments are fsynced (fdatasync for the active segment: its size
@@ -88,19 +114,24 @@
 //     before any reader runs, so a position a reader delivered downstream
 //     is never taken back by a later power loss and reused.
 //  7. Recovery never fails because of segment contents. In the last
-//     segment the records end where only zeros follow (the preallocated
-//     space; nothing is counted); an invalid record followed by a valid one
+//     segment the records end at the first header without the segment's
+//     tag with no valid record after it (version 1: where only zeros
+//     follow; nothing is counted); an invalid record followed by a valid one
 //     is corruption (skipped, counted in Stats.CorruptRecords/CorruptBytes,
 //     logged with file and offset; a hole of zeros a torn write left is
 //     skipped a word at a time); an invalid record with nothing valid after
-//     it is a torn tail (zeroed up to its last non-zero byte, which
-//     Stats.TornBytes counts; the file keeps its size). A last segment
+//     it is a torn tail: the records with the segment's tag that do not
+//     validate there are zeroed up to their last non-zero byte, which
+//     Stats.TornBytes counts; the file keeps its size (a header without
+//     the tag is never a record, torn or not). A last segment
 //     with a torn header and no records is removed; any segment with a bad
 //     header is skipped whole and counted. Readers resynchronize the same
 //     way inside sealed segments: to the next valid record, else to the
 //     segment's end.
 //  8. Data is deleted only by Release (whole segments below the committed
-//     position and below every cursor, invariant 10) and by DropOldest (whole oldest segments, counted in
+//     position and below every cursor, invariant 10; up to two of their
+//     files are kept for reuse, and a reader still inside one counts what
+//     it skips as lost, not corrupt) and by DropOldest (whole oldest segments, counted in
 //     Stats.DroppedRecords/DroppedBytes and logged). A reader positioned in
 //     deleted data skips to the oldest stored position and reports the
 //     skipped bytes in Reader.Lost. Under Backpressure, Append returns

@@ -84,6 +84,25 @@ func (m *memFS) Remove(name string) error {
 	return nil
 }
 
+// Rename moves the entry. Until the next SyncDir a crash image may hold
+// the file under the old name, the new one, both or neither (crashImage):
+// more pessimistic than a journaling file system, whose rename is atomic.
+func (m *memFS) Rename(oldpath, newpath string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	oldpath, newpath = path.Clean(oldpath), path.Clean(newpath)
+	n := m.names[oldpath]
+	if n == nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: fs.ErrNotExist}
+	}
+	if _, err := m.fault("rename", oldpath, 0); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	delete(m.names, oldpath)
+	m.names[newpath] = n
+	return nil
+}
+
 func (m *memFS) ReadDir(dir string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

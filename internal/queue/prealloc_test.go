@@ -152,22 +152,22 @@ func TestResyncSkipsZeros(t *testing.T) {
 	for range 200 {
 		gap := rng.IntN(3 * readAhead)
 		pre := rng.IntN(20)
-		var sc [12]byte
 		b := make([]byte, segmentHeaderSize+pre+gap)
 		for i := segmentHeaderSize; i < segmentHeaderSize+pre; i++ {
 			b[i] = byte(rng.Uint32() | 1) // garbage before the zeros
 		}
 		at := int64(len(b))
-		b = appendRecord(b, &sc, Position(at-segmentHeaderSize), []byte("found"))
+		b = appendRecordV1(b, Position(at-segmentHeaderSize), []byte("found"))
 		b = append(b, make([]byte, rng.IntN(100))...)
 		f := &bytesFile{b}
 		var s segmentScanner
-		s.reset(f, 0, int64(len(b)))
+		v1 := segmentHeader{version: segmentVersionV1}
+		s.reset(f, 0, int64(len(b)), v1)
 		p, found, err := s.resync(segmentHeaderSize)
 		if err != nil || !found || p != at {
 			t.Fatalf("gap %d pre %d: resync to %d found %v (%v), want %d", gap, pre, p, found, err, at)
 		}
-		s.reset(f, 0, at) // zeros only up to the limit
+		s.reset(f, 0, at, v1) // zeros only up to the limit
 		if p, found, _ := s.resync(segmentHeaderSize + int64(pre)); found || p != at {
 			t.Fatalf("gap %d: resync in zeros found a record at %d", gap, p)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,11 +52,17 @@ type Queue struct {
 	// appenders; nil while wbuf is empty.
 	wbuf  []byte
 	wrecs uint64 // records encoded in wbuf
-	// zeroedTo is the file offset up to which the active segment is
-	// written (records, then zeros: preallocate).
+	// zeroedTo is the file offset up to which the active segment's blocks
+	// are written (records, then zeros: preallocate; a recycled file's
+	// whole size).
 	zeroedTo int64
-	pend     *pendingWrite
-	freePend []*pendingWrite // no appender refers to these: Append allocates nothing
+	// spares are released segment files kept for reuse (recycle), at most
+	// maxSpares; spareBytes is their size, which counts against MaxBytes.
+	spares        []spare
+	spareBytes    int64
+	spareDirDirty bool // a rename into a spare is not known durable yet
+	pend          *pendingWrite
+	freePend      []*pendingWrite // no appender refers to these: Append allocates nothing
 
 	// Free-space headroom (Options.MinFreeBytes); minFree 0 means off.
 	minFree      int64
@@ -77,6 +84,7 @@ type Queue struct {
 	isClosed atomic.Bool
 
 	appends, appendedRecords, fsyncs atomic.Uint64
+	recycled                         atomic.Uint64
 	droppedRecords, droppedBytes     atomic.Uint64
 	corruptRecords, corruptBytes     atomic.Uint64
 	tornBytes                        atomic.Uint64
@@ -91,6 +99,8 @@ type segment struct {
 	firstRecord uint64
 	path        string
 	size        int64     // record bytes (file size - header), clamped to the next base
+	version     uint16    // segment format (segmentVersion, or 1 for an older build's)
+	tag         uint32    // version 2: the tag its record headers carry
 	sealed      bool      // no more appends; size is final
 	badHeader   bool      // header unreadable: the whole file is skipped
 	created     time.Time // start of the segment (Open for recovered ones)
@@ -98,6 +108,17 @@ type segment struct {
 }
 
 func (s *segment) end() Position { return s.base + Position(s.size) }
+
+// header is what a scanner needs of the segment's header.
+func (s *segment) header() segmentHeader {
+	return segmentHeader{version: s.version, base: s.base, firstRecord: s.firstRecord, tag: s.tag}
+}
+
+// spare is a released segment file waiting to be reused (recycle).
+type spare struct {
+	path string
+	size int64
+}
 
 // pendingWrite is the outcome of one write of the encode buffer, which may
 // hold the records of several appenders. err is set (under Queue.mu) when
@@ -119,6 +140,8 @@ type Stats struct {
 	Appends         uint64 // successful Append calls since Open
 	AppendedRecords uint64 // records in them
 	Fsyncs          uint64 // file fsyncs since Open; Appends/Fsyncs is the group-commit factor
+	Recycled        uint64 // segments started in a released segment's file since Open
+	SpareBytes      int64  // released segment files kept for reuse (not in Bytes)
 
 	DroppedRecords uint64 // deleted by DropOldest, never read by a Release
 	DroppedBytes   uint64
@@ -179,6 +202,15 @@ func (q *Queue) recover() error {
 		return fmt.Errorf("queue: read dir %q: %w", q.opts.Dir, err)
 	}
 	for _, name := range names {
+		if strings.HasSuffix(name, spareExt) {
+			// A spare of the last run (recycle): its contents are
+			// released data or a header for a segment that was never
+			// named; nothing in it is needed.
+			if err := q.fs.Remove(filepath.Join(q.opts.Dir, name)); err != nil {
+				return fmt.Errorf("queue: remove spare segment file %q: %w", name, err)
+			}
+			continue
+		}
 		base, ok := parseSegmentName(name)
 		if !ok {
 			continue
@@ -218,13 +250,32 @@ func (q *Queue) recover() error {
 			s.firstRecord = next.firstRecord
 		}
 	}
+	older := q.active != nil && q.activeSeg().version != segmentVersion
+	if older {
+		// A last segment an older build wrote: appends go to a new
+		// segment of this build's format, so this one is sealed, cut to
+		// its records as a sealed segment is (rotateLocked), or removed
+		// when it holds none (the new one takes its name).
+		s := q.activeSeg()
+		if s.size == 0 {
+			q.active.Close()
+			q.active = nil
+			if err := q.fs.Remove(s.path); err != nil {
+				return fmt.Errorf("queue: remove empty segment %q: %w", s.path, err)
+			}
+			q.bytes -= segmentHeaderSize
+			q.segs = q.segs[:len(q.segs)-1]
+		} else if err := q.active.Truncate(segmentHeaderSize + s.size); err != nil {
+			return fmt.Errorf("queue: truncate segment %q to its data: %w", s.path, err)
+		}
+	}
 	if q.active != nil {
 		// Invariant 5 before sealing it below; also invariant 6.
 		if err := q.active.Sync(); err != nil {
 			return fmt.Errorf("queue: fsync segment %q: %w", q.activeSeg().path, err)
 		}
 	}
-	if q.active == nil || q.writeEnd < floor {
+	if q.active == nil || q.writeEnd < floor || older {
 		if err := q.startSegmentLocked(max(q.writeEnd, floor)); err != nil {
 			return err
 		}
@@ -276,7 +327,7 @@ func (q *Queue) loadSealed(s *segment) error {
 		q.log.Error("queue: skipping segment with a corrupt header", "file", s.path, "offset", 0, "bytes", size, "err", err)
 		return nil
 	}
-	s.firstRecord = h.firstRecord
+	s.firstRecord, s.version, s.tag = h.firstRecord, h.version, h.tag
 	return nil
 }
 
@@ -355,9 +406,9 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 		q.writeEnd, q.nextRecord = s.end(), s.firstRecord
 		return true, nil // Open starts a fresh segment after it
 	}
-	s.firstRecord = h.firstRecord
+	s.firstRecord, s.version, s.tag = h.firstRecord, h.version, h.tag
 	var sc segmentScanner
-	sc.reset(f, s.base, size)
+	sc.reset(f, s.base, size, h)
 	off := int64(segmentHeaderSize)
 	var records uint64
 	end := size // where the records end: the file's end, or before a preallocated rest of zeros
@@ -372,7 +423,51 @@ func (q *Queue) recoverLast(s *segment) (keep bool, err error) {
 			off = next
 			continue
 		}
-		// Zeros from here to the end are the preallocated space past the
+		if sc.tag != 0 {
+			// Version 2: the records end at the first header without
+			// the segment's tag (zeros, or an earlier use's bytes in a
+			// recycled file) unless a record with it follows.
+			p, found, err := sc.resync(off)
+			if err != nil {
+				f.Close()
+				return false, fmt.Errorf("queue: read segment %q at offset %d: %w", s.path, off, err)
+			}
+			if found {
+				q.noteCorrupt(s.path, sc.pos(off), off, p-off, "corrupt record")
+				off = p
+				continue
+			}
+			// A torn write: the records with the tag it left (here, or
+			// passed by resync), up to their last non-zero byte, are
+			// zeroed; recovery's fsync below makes that durable. A
+			// header without the tag is never a record: not counted.
+			torn := sc.tornEnd
+			if st == recordBad || st == recordShort {
+				e, err := sc.taggedEnd(off)
+				if err == nil {
+					torn = max(torn, e)
+				}
+			}
+			nz := off
+			if torn > off {
+				nz, err = dataEnd(f, off, torn)
+			}
+			if err != nil {
+				f.Close()
+				return false, fmt.Errorf("queue: read segment %q at offset %d: %w", s.path, off, err)
+			}
+			if nz > off {
+				q.tornBytes.Add(uint64(nz - off))
+				q.log.Warn("queue: zeroing torn tail", "file", s.path, "offset", off, "bytes", nz-off)
+				if err := preallocate(f, off, nz); err != nil {
+					f.Close()
+					return false, fmt.Errorf("queue: zero torn tail of segment %q at %d: %w", s.path, off, err)
+				}
+			}
+			end = off
+			break
+		}
+		// Version 1. Zeros from here to the end are the preallocated space past the
 		// data (startSegmentLocked): the records end here, nothing is torn.
 		nz, err := dataEnd(f, off, end)
 		if err != nil {
@@ -441,20 +536,26 @@ func preallocate(f file, from, to int64) error {
 	return nil
 }
 
-// startSegmentLocked creates a new active segment at base. The previous
-// active segment, if any, must already be durable (invariant 5).
+// startSegmentLocked creates a new active segment at base, in a spare
+// file when there is one (recycle). The previous active segment, if any,
+// must already be durable (invariant 5).
 func (q *Queue) startSegmentLocked(base Position) error {
 	path := q.path(base)
-	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("queue: create segment %q: %w", path, err)
-	}
-	hdr := appendSegmentHeader(nil, segmentHeader{base: base, firstRecord: q.nextRecord})
-	if _, err := f.WriteAt(hdr, 0); err != nil {
-		f.Close()
-		// Best effort: a leftover header-only file is removed by recovery.
-		_ = q.fs.Remove(path)
-		return fmt.Errorf("queue: write header of %q: %w", path, err)
+	h := segmentHeader{version: segmentVersion, base: base, firstRecord: q.nextRecord, tag: newTag()}
+	f, written := q.recycleLocked(path, h)
+	if f == nil {
+		var err error
+		f, err = q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("queue: create segment %q: %w", path, err)
+		}
+		if _, err := f.WriteAt(appendSegmentHeader(nil, h), 0); err != nil {
+			f.Close()
+			// Best effort: a leftover header-only file is removed by recovery.
+			_ = q.fs.Remove(path)
+			return fmt.Errorf("queue: write header of %q: %w", path, err)
+		}
+		written = segmentHeaderSize
 	}
 	if q.active != nil {
 		q.activeSeg().sealed = true
@@ -465,13 +566,119 @@ func (q *Queue) startSegmentLocked(base Position) error {
 			q.log.Warn("queue: close sealed segment", "file", q.activeSeg().path, "err", err)
 		}
 	}
-	q.segs = append(q.segs, &segment{base: base, firstRecord: q.nextRecord, path: path, created: time.Now()})
+	q.segs = append(q.segs, &segment{base: base, firstRecord: q.nextRecord, path: path, created: time.Now(),
+		version: h.version, tag: h.tag})
 	q.active = f
-	q.zeroedTo = segmentHeaderSize
+	q.zeroedTo = written
 	q.writeEnd = base
 	q.bytes += segmentHeaderSize
 	q.dirDirty = true
 	return nil
+}
+
+// maxSpares is how many released segment files the queue keeps for reuse:
+// enough for the rotations between two releases of a steady consumer.
+const maxSpares = 2
+
+// spareExt names a spare: the released segment's name plus this suffix,
+// which recovery removes (parseSegmentName does not take it).
+const spareExt = ".free"
+
+// spareLocked keeps the file of the released segment s for reuse instead
+// of deleting it, if fewer than maxSpares are kept (no directory fsync:
+// a crash may bring the released segment back under its old name, which
+// is data below a committed position, as a lost deletion is). Reports
+// whether it did; else the caller deletes the file.
+func (q *Queue) spareLocked(s *segment) bool {
+	if len(q.spares) >= maxSpares || q.closed {
+		return false
+	}
+	sp := spare{path: s.path + spareExt, size: s.size + segmentHeaderSize}
+	if err := q.fs.Rename(s.path, sp.path); err != nil {
+		q.log.Warn("queue: keep released segment file for reuse", "file", s.path, "err", err)
+		return false
+	}
+	q.spares = append(q.spares, sp)
+	q.spareBytes += sp.size
+	q.spareDirDirty = true
+	return true
+}
+
+// dropSparesLocked deletes the spare files (the space is needed).
+func (q *Queue) dropSparesLocked() {
+	for _, sp := range q.spares {
+		if err := q.fs.Remove(sp.path); err != nil {
+			q.log.Warn("queue: remove spare segment file", "file", sp.path, "err", err)
+		}
+	}
+	q.spares, q.spareBytes = q.spares[:0], 0
+}
+
+// recycleLocked makes a spare file the segment at path with header h and
+// returns it, with how far its blocks are written (its size, at least
+// SegmentBytes), or nil when there is no spare or reusing one failed (the
+// caller creates a file). Appends then overwrite an earlier use's bytes
+// instead of zeros (preallocate): each block of the segment is written
+// once per use, not twice, and a sync still writes only data. The earlier
+// use's records never read as this segment's: their headers carry another
+// tag, and their CRCs other positions.
+//
+// Order, for crashes: the rename that made the file a spare is made
+// durable (its old name must not come back with the new header), then the
+// new header is written and synced under the spare's name (a spare is
+// removed at Open whatever it holds), then the file is renamed to its
+// segment name, which the next sync of the directory makes durable before
+// anything in it is acknowledged, as for a created segment (dirDirty).
+// Under its segment name the file therefore always has its new header.
+func (q *Queue) recycleLocked(path string, h segmentHeader) (file, int64) {
+	for len(q.spares) > 0 {
+		sp := q.spares[len(q.spares)-1]
+		q.spares = q.spares[:len(q.spares)-1]
+		q.spareBytes -= sp.size
+		f, size, err := q.reuse(sp, path, h)
+		if err == nil {
+			q.recycled.Add(1)
+			return f, size
+		}
+		q.log.Warn("queue: reuse released segment file; creating a new one", "file", sp.path, "err", err)
+		_ = q.fs.Remove(sp.path)
+	}
+	return nil, 0
+}
+
+func (q *Queue) reuse(sp spare, path string, h segmentHeader) (file, int64, error) {
+	if q.spareDirDirty {
+		if err := q.fs.SyncDir(q.opts.Dir); err != nil {
+			return nil, 0, err
+		}
+		q.spareDirDirty = false
+	}
+	f, err := q.fs.OpenFile(sp.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := f.Size()
+	if err == nil && size < q.opts.SegmentBytes {
+		// A sealed segment was cut to its records: the few blocks after
+		// them are zero-filled once.
+		if err = preallocate(f, max(size, segmentHeaderSize), q.opts.SegmentBytes); err == nil {
+			size = q.opts.SegmentBytes
+		}
+	}
+	if err == nil {
+		_, err = f.WriteAt(appendSegmentHeader(nil, h), 0)
+	}
+	if err == nil {
+		err = f.DataSync()
+	}
+	if err == nil {
+		err = q.fs.Rename(sp.path, path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, size, nil
 }
 
 // Append writes recs as consecutive records and returns the position after
@@ -528,6 +735,9 @@ func (q *Queue) writeLocked(recs [][]byte, need int64) (end Position, pend *pend
 	if err := q.checkSpaceLocked(need); err != nil {
 		return 0, nil, err
 	}
+	if q.bytes+q.spareBytes+need > q.opts.MaxBytes {
+		q.dropSparesLocked() // kept for reuse only while there is room
+	}
 	if q.bytes+need > q.opts.MaxBytes {
 		if q.opts.Full == Backpressure {
 			return 0, nil, ErrFull
@@ -556,7 +766,7 @@ func (q *Queue) writeLocked(recs [][]byte, need int64) (end Position, pend *pend
 				q.pend = new(pendingWrite)
 			}
 		}
-		q.wbuf = appendRecord(q.wbuf, &q.scratch, q.writeEnd+Position(len(q.wbuf)), r)
+		q.wbuf = appendRecord(q.wbuf, &q.scratch, q.writeEnd+Position(len(q.wbuf)), q.activeSeg().tag, r)
 		q.wrecs++
 		if len(q.wbuf) >= flushBytes {
 			if err := q.flushLocked(); err != nil {
@@ -846,9 +1056,10 @@ func (q *Queue) Release(upTo Position) error {
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	st := Stats{
-		Bytes:    q.bytes,
-		Segments: len(q.segs),
-		First:    q.segs[0].base,
+		Bytes:      q.bytes,
+		Segments:   len(q.segs),
+		First:      q.segs[0].base,
+		SpareBytes: q.spareBytes,
 	}
 	if first := q.segs[0].firstRecord; q.nextRecord > first {
 		st.Records = q.nextRecord - first
@@ -858,6 +1069,7 @@ func (q *Queue) Stats() Stats {
 	st.Appends = q.appends.Load()
 	st.AppendedRecords = q.appendedRecords.Load()
 	st.Fsyncs = q.fsyncs.Load()
+	st.Recycled = q.recycled.Load()
 	st.DroppedRecords = q.droppedRecords.Load()
 	st.DroppedBytes = q.droppedBytes.Load()
 	st.CorruptRecords = q.corruptRecords.Load()

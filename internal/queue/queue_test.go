@@ -78,7 +78,7 @@ func TestAppendReadRoundTrip(t *testing.T) {
 	if _, err := q.Append([]byte{}); !errors.Is(err, ErrEmptyRecord) {
 		t.Fatalf("Append of an empty record: %v, want ErrEmptyRecord", err)
 	}
-	sizes := []int{2, 1, 17, 100, 500, 983, 3, 1, 250}
+	sizes := []int{2, 1, 17, 100, 500, 1024 - segmentHeaderSize - recordHeaderSize - 1, 3, 1, 250}
 	for i, n := range sizes {
 		p := bytes.Repeat([]byte{byte(i + 1)}, n)
 		end, err := q.Append(p)
@@ -269,6 +269,20 @@ func TestRestartPreservesRecords(t *testing.T) {
 	}
 }
 
+// segmentTag reads the tag from the header of the segment file at path.
+func segmentTag(t *testing.T, path string) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < segmentHeaderSize {
+		t.Fatalf("read segment header of %s: %v", path, err)
+	}
+	h, err := parseSegmentHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.tag
+}
+
 func lastSegmentPath(t *testing.T, dir string) string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "*"+segmentExt))
@@ -291,19 +305,35 @@ func appendFile(t *testing.T, path string, b []byte) {
 }
 
 // TestTornTailTruncated: bytes after the last record of the last segment
-// that are not a record (a torn write) are counted up to their last
-// non-zero byte and zeroed, in a preallocated segment (written where the
-// next record would go) and in a segment an older build wrote without
-// preallocation (appended at its end); zeros alone are the preallocated
-// space, not a torn tail. Appends continue where the records end.
+// that are a torn record (a header with the segment's tag, its record not
+// valid) are counted up to their last non-zero byte and zeroed, in a
+// preallocated segment (written where the next record would go) and in a
+// segment whose file grows (appended at its end; a header cut short by the
+// file's end is torn too); zeros alone are the preallocated space, and a
+// header without the segment's tag is never a record (an earlier use's
+// bytes in a recycled file look the same): neither is counted. Appends
+// continue where the records end.
 func TestTornTailTruncated(t *testing.T) {
-	tails := map[string][]byte{
-		"partial header":  {5, 0, 0},
-		"partial payload": append(binary.LittleEndian.AppendUint32(nil, 100), make([]byte, 4+30)...),
-		"zeros":           make([]byte, 700),
-		"bad crc at end":  appendRecord(nil, new([12]byte), 12345, []byte("not at this position")),
+	type tail struct {
+		b func(tag uint32) []byte
+		// torn bytes counted: -1 for up to the tail's last non-zero byte
+		pre, grown int
 	}
-	for name, tail := range tails {
+	tails := map[string]tail{
+		"partial header": {func(uint32) []byte { return []byte{5, 0, 0} }, 0, -1},
+		"header without tag": {func(uint32) []byte {
+			return append(binary.LittleEndian.AppendUint32(nil, 100), make([]byte, 8+30)...)
+		}, 0, 0},
+		"partial payload": {func(tag uint32) []byte {
+			b := binary.LittleEndian.AppendUint32(nil, 100)
+			return append(binary.LittleEndian.AppendUint32(b, tag), make([]byte, 4+30)...)
+		}, -1, -1},
+		"zeros": {func(uint32) []byte { return make([]byte, 700) }, 0, 0},
+		"bad crc at end": {func(tag uint32) []byte {
+			return appendRecord(nil, new([12]byte), 12345, tag, []byte("not at this position"))
+		}, -1, -1},
+	}
+	for name, tc := range tails {
 		for _, prealloc := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/preallocated=%v", name, prealloc), func(t *testing.T) {
 				dir := t.TempDir()
@@ -323,6 +353,7 @@ func TestTornTailTruncated(t *testing.T) {
 				if before, _ := os.Stat(path); before.Size() != opts.SegmentBytes {
 					t.Fatalf("segment of %d bytes, want %d (preallocated)", before.Size(), opts.SegmentBytes)
 				}
+				tail := tc.b(segmentTag(t, path))
 				if prealloc {
 					f, err := os.OpenFile(path, os.O_WRONLY, 0)
 					if err != nil {
@@ -344,7 +375,14 @@ func TestTornTailTruncated(t *testing.T) {
 				q = mustOpen(t, opts)
 				defer q.Close()
 				st := q.Stats()
-				torn := uint64(lastNonZero(tail) + 1)
+				want := tc.grown
+				if prealloc {
+					want = tc.pre
+				}
+				torn := uint64(want)
+				if want < 0 {
+					torn = uint64(lastNonZero(tail) + 1)
+				}
 				if st.TornBytes != torn || st.CorruptRecords != 0 {
 					t.Fatalf("stats %+v, want %d torn bytes", st, torn)
 				}
@@ -355,7 +393,7 @@ func TestTornTailTruncated(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if i := firstNonZero(b[dataEnd:]); i >= 0 {
+				if i := firstNonZero(b[dataEnd:]); i >= 0 && torn > 0 {
 					t.Fatalf("byte %d after the records is not zero after recovery", i)
 				}
 				end, err := q.Append([]byte("next"))

@@ -70,6 +70,11 @@ func (r *Reader) Next(ctx context.Context) ([]byte, Position, error) {
 			if err != nil {
 				return nil, r.pos, fmt.Errorf("queue: read segment %q at offset %d: %w", r.seg.path, off, err)
 			}
+			if Position(r.q.first.Load()) > r.seg.base {
+				// Released while read, and its file perhaps reused
+				// (recycle): skipped as lost (above), not corrupt.
+				continue
+			}
 			r.corrupt += uint64(p - off)
 			r.q.noteCorrupt(r.seg.path, r.pos, off, p-off, "corrupt record")
 			r.pos = r.sc.pos(p)
@@ -159,7 +164,7 @@ func (r *Reader) refresh() error {
 		r.seg, r.f = seg, f
 	}
 	r.limit = limit
-	r.sc.reset(r.f, seg.base, segmentHeaderSize+int64(limit-seg.base))
+	r.sc.reset(r.f, seg.base, segmentHeaderSize+int64(limit-seg.base), seg.header())
 	return nil
 }
 

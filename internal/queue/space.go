@@ -60,6 +60,12 @@ func (q *Queue) checkSpaceLocked(need int64) error {
 		return nil
 	}
 	q.refreshSpaceLocked(time.Now())
+	if q.free-q.writtenSince-need < q.minFree && len(q.spares) > 0 {
+		// Spare segment files (recycle) go before any append is refused.
+		q.dropSparesLocked()
+		q.freeAt = time.Time{}
+		q.refreshSpaceLocked(time.Now())
+	}
 	if left := q.free - q.writtenSince - need; left < q.minFree {
 		if !q.lowDisk.Swap(true) {
 			q.log.Warn("queue: free disk space below the headroom; refusing appends until the lake writer or an operator frees space",

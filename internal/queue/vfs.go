@@ -12,6 +12,8 @@ import (
 type fileSystem interface {
 	OpenFile(name string, flag int, perm os.FileMode) (file, error)
 	Remove(name string) error
+	// Rename replaces newpath's entry with oldpath's file (rename(2)).
+	Rename(oldpath, newpath string) error
 	// ReadDir returns the names (not paths) of the entries in dir.
 	ReadDir(dir string) ([]string, error)
 	MkdirAll(dir string, perm os.FileMode) error
@@ -55,6 +57,8 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
 }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 
