@@ -74,7 +74,8 @@
 // as those builds did; Open seals a version 1 last segment (cut to its
 // records) and appends to a new version 2 segment. A segment of a later
 // version is refused like a damaged header (skipped whole, counted, the
-// error names the version).
+// error names the version); builds before version 2 treat a version 2
+// segment so, hence a queue is drained before going back to one.
 //
 // Positions count record bytes only (headers take none): the record at
 // file offset off of a segment with base b has Position b+off-32, and the
