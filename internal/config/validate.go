@@ -17,10 +17,11 @@ import (
 )
 
 // queueRecordOverhead is what the queue and the pipeline add around a
-// request body in one queue record: the record header (8 bytes), the
-// pipeline's header (3 bytes + a tenant of at most 64) and some slack.
+// request body in one queue record: the record header (12 bytes in
+// format version 2), the pipeline's header (3 bytes + a tenant of at most
+// 64) and some slack.
 // A request must fit in one segment after the segment header.
-const queueRecordOverhead = 32 + 8 + 3 + 64 + 1024
+const queueRecordOverhead = 32 + 12 + 3 + 64 + 1024
 
 // Validate reports every problem of c, each naming its key, joined into
 // one error; nil when c is usable.

@@ -177,6 +177,7 @@ type queueCollector struct {
 	appends, appended, fsyncs, dropRecs, dropBytes       *prometheus.Desc
 	corruptRecs, corruptBytes, tornBytes, first, durable *prometheus.Desc
 	freeBytes, minFree, lowDisk                          *prometheus.Desc
+	recycled, spareBytes                                 *prometheus.Desc
 }
 
 func newQueueCollector(q func() *queue.Queue) *queueCollector {
@@ -199,13 +200,15 @@ func newQueueCollector(q func() *queue.Queue) *queueCollector {
 		freeBytes:    d("sluice_queue_disk_free_bytes", "Free bytes on the queue's file system at the last check."),
 		minFree:      d("sluice_queue_min_free_bytes", "Free space the queue keeps (queue.min_free_bytes resolved); 0 when the file system cannot tell."),
 		lowDisk:      d("sluice_queue_low_disk_refusals_total", "Appends refused because they would leave less than queue.min_free_bytes free."),
+		recycled:     d("sluice_queue_recycled_segments_total", "Segments started in a released segment's file instead of a new zero-filled one."),
+		spareBytes:   d("sluice_queue_spare_bytes", "Released segment files kept for reuse (counted against queue.max_bytes, not in sluice_queue_bytes)."),
 	}
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.bytes, c.records, c.segments, c.appends, c.appended, c.fsyncs,
 		c.dropRecs, c.dropBytes, c.corruptRecs, c.corruptBytes, c.tornBytes, c.first, c.durable,
-		c.freeBytes, c.minFree, c.lowDisk} {
+		c.freeBytes, c.minFree, c.lowDisk, c.recycled, c.spareBytes} {
 		ch <- d
 	}
 }
@@ -236,4 +239,6 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.freeBytes, float64(s.FreeBytes))
 	g(c.minFree, float64(s.MinFreeBytes))
 	k(c.lowDisk, s.LowDiskRefusals)
+	k(c.recycled, s.Recycled)
+	g(c.spareBytes, float64(s.SpareBytes))
 }
