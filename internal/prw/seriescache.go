@@ -335,11 +335,13 @@ func (d *Decoder) lookupSeries(key []byte) (h uint64, hit bool) {
 // whose series do not recur (new series in every request, or more series
 // than the cache holds, sent round robin) would pay a lookup and an insert
 // per series and never hit (BenchmarkDecodeV1Churn: about a third more
-// instructions). After a window of cacheWindow lookups with fewer than 1
-// in 8 hits, the decoder goes on probation: it uses the cache for one call
-// in probationEvery only (their misses are still inserted), and comes off
-// when a window of those calls' lookups hits 1 in 4 or more (the load's
-// series recur, and the probation calls cached them).
+// instructions). After a window of admitWindow lookups (more than the
+// default cache holds, so that a load that fits warms the cache in its
+// first round before it is judged) with fewer than 1 in 8 hits, the
+// decoder goes on probation: it uses the cache for one call in
+// probationEvery only (their misses are still inserted), and comes off
+// when a window of probationWindow of those calls' lookups hits 1 in 4 or
+// more (the load's series recur, and the probation calls cached them).
 type admission struct {
 	lookups, hits uint32 // in the current window
 	probation     bool
@@ -347,13 +349,14 @@ type admission struct {
 }
 
 const (
-	cacheWindow    = 4096
-	probationEvery = 16
+	admitWindow     = 1 << 18
+	probationWindow = 4096
+	probationEvery  = 16
 )
 
 // review closes a window when it is full (at the end of a call).
 func (a *admission) review() {
-	if a.lookups < cacheWindow {
+	if a.lookups < admitWindow && (!a.probation || a.lookups < probationWindow) {
 		return
 	}
 	switch {

@@ -334,8 +334,9 @@ func TestSeriesCacheOff(t *testing.T) {
 	}
 }
 
-// TestSeriesCacheProbation: a decoder whose lookups stop hitting (every
-// request brings new series) goes on probation and uses the cache for one
+// TestSeriesCacheProbation: a decoder whose lookups do not hit (every
+// request brings new series) for a window longer than the cache holds
+// goes on probation and uses the cache for one
 // call in probationEvery only; when its series recur, the probation calls
 // cache them and it comes off. Every call decodes exactly as without the
 // cache.
@@ -357,14 +358,15 @@ func TestSeriesCacheProbation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for call := range 3 { // 6,000 lookups, no hit: a window closes
+	calls := admitWindow/2000 + 1 // no hit in a window of lookups
+	for call := range calls {
 		decodeOne(churn(call))
-	}
-	if !d.adm.probation {
-		t.Fatalf("%+v: not on probation after 3 requests of new series", c.Stats())
+		if d.adm.probation != (call == calls-1) {
+			t.Fatalf("call %d, %+v: on probation %t", call, c.Stats(), d.adm.probation)
+		}
 	}
 	before := c.Stats()
-	for call := 3; call < 3+2*probationEvery; call++ {
+	for call := calls; call < calls+2*probationEvery; call++ {
 		decodeOne(churn(call))
 	}
 	st := c.Stats()
@@ -386,5 +388,36 @@ func TestSeriesCacheProbation(t *testing.T) {
 	decodeOne(stable)
 	if st := c.Stats(); st.Hits-before.Hits != 2000 {
 		t.Fatalf("off probation: %d hits, want 2000", st.Hits-before.Hits)
+	}
+}
+
+// TestSeriesCacheWarmsRoundRobin: a load of more series than one request
+// holds, sent round robin (16 requests of 2,000 series), misses in its
+// first round without putting the decoder on probation and hits every
+// series from its second round on.
+func TestSeriesCacheWarmsRoundRobin(t *testing.T) {
+	var bodies [][]byte
+	for r := range 16 {
+		b, _ := benchRequests(2000, 3, func(i int) int { return i % 50 }, func(k, i int) string {
+			return fmt.Sprintf("v_%d_%d", k, r*2000+i)
+		})
+		bodies = append(bodies, b)
+	}
+	c := NewSeriesCache(DefaultSeriesCacheBytes)
+	var d Decoder
+	d.SetSeriesCache(c)
+	var m signal.Metrics
+	for round := range 3 {
+		before := c.Stats()
+		for _, b := range bodies {
+			m.Reset()
+			if _, err := d.DecodeV1(&m, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := c.Stats()
+		if hits := st.Hits - before.Hits; d.adm.probation || (round > 0 && hits != 16*2000) {
+			t.Fatalf("round %d: %d hits, %+v, on probation %t", round, hits, st, d.adm.probation)
+		}
 	}
 }
