@@ -141,10 +141,9 @@ type Decoder struct {
 	perr          PartialError
 	version       string
 	// The series cache (seriescache.go): cache is this call's (nil: none),
-	// ownCache what SetSeriesCache set (ownSet: it was called).
+	// ownCache what SetSeriesCache set.
 	cache    *SeriesCache
 	ownCache *SeriesCache
-	ownSet   bool
 	adm      admission
 	famGid   []uint32 // family -> its name's id in the cache + 1, per call
 	hit      cacheHit // a hit's entry, or the entry an insert builds

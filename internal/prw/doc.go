@@ -41,12 +41,12 @@
 // plain requests and leaves everything else to the Decoder; FuzzScanV1 and
 // FuzzScanV2 check the two agree on every request the scan takes.
 //
-// Series cache (seriescache.go): DecodeV1 looks each series up by the
-// bytes of its label fields in a bounded cache shared by every Decoder of
-// the process (DefaultSeriesCache, SetSeriesCache) and, on a hit, appends
-// it without checking, sorting or hashing its labels again; the batch is
-// the same bit for bit (TestSeriesCacheMatchesNoCache, FuzzDecodeV1). Its
-// rules are in seriescache.go.
+// Series cache (seriescache.go): a Decoder given one (SetSeriesCache; off
+// by default) looks each 1.0 series up by the bytes of its label fields in
+// a bounded cache that decoders may share and, on a hit, appends it
+// without checking, sorting or hashing its labels again; the batch is the
+// same bit for bit (TestSeriesCacheMatchesNoCache, FuzzDecodeV1). Its
+// rules, and why it is off by default, are in seriescache.go.
 //
 // Concurrency: a Decoder holds scratch space and is used by one goroutine at
 // a time; pool them. Different batches may be decoded in parallel.

@@ -42,7 +42,15 @@ import (
 //     (maphash) and a lookup or an insert looks at maxCacheProbes slots at
 //     most (an insert that finds none free is skipped).
 //
-// Sharing: one cache serves every Decoder of the process (the receiver's
+// Off by default: a Decoder uses a cache only once SetSeriesCache gave it
+// one. On the benchmark loads a hit costs less than half the instructions
+// of a miss, but when the series a decoder sees take more room than a
+// core's L2 cache (BenchmarkDecodeV1Cycle: 32,000 series, about 13 MB), the
+// hits' reads of the cache miss L2 and the decode is slower than without
+// it (BENCHMARKS.md, "Decode, a series cache"); production loads are that
+// size or larger.
+//
+// Sharing: one cache may serve every Decoder of the process (the receiver's
 // pooled exchanges, the lake loop, the tail and the exporters decode the
 // same series; a cache per decoder would hold the working set once per
 // pooled decoder, and a pooled decoder's cache would be emptied whenever the
@@ -156,8 +164,9 @@ var defaultCache struct {
 	c    *SeriesCache
 }
 
-// DefaultSeriesCache is the cache Decoders use unless SetSeriesCache
-// gave them another (or none); it is made on first use.
+// DefaultSeriesCache is one cache for the whole process, of
+// DefaultSeriesCacheBytes, made on first use: what an owner passes to
+// SetSeriesCache to share one cache among its decoders.
 func DefaultSeriesCache() *SeriesCache {
 	defaultCache.once.Do(func() { defaultCache.c = NewSeriesCache(DefaultSeriesCacheBytes) })
 	return defaultCache.c
@@ -294,17 +303,13 @@ type gslot struct {
 	fam  uint32
 }
 
-// SetSeriesCache makes the decoder use c instead of DefaultSeriesCache;
-// nil turns the cache off.
-func (d *Decoder) SetSeriesCache(c *SeriesCache) { d.ownCache, d.ownSet = c, true }
+// SetSeriesCache makes the decoder use c (nil: no cache, the default).
+func (d *Decoder) SetSeriesCache(c *SeriesCache) { d.ownCache = c }
 
 // beginCache picks the call's cache and starts a new generation of the
 // name id map (gslot).
 func (d *Decoder) beginCache() {
 	c := d.ownCache
-	if !d.ownSet {
-		c = DefaultSeriesCache()
-	}
 	if c != nil && d.adm.probation {
 		d.adm.calls++
 		if d.adm.calls%probationEvery != 0 {

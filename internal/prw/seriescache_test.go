@@ -310,27 +310,38 @@ func TestSeriesCacheConcurrent(t *testing.T) {
 	}
 }
 
-// TestSeriesCacheOff: SetSeriesCache(nil) decodes without a cache, and a
-// decoder without SetSeriesCache uses DefaultSeriesCache.
+// TestSeriesCacheOff: a decoder uses no cache unless SetSeriesCache gave
+// it one, and SetSeriesCache(nil) turns it off again; a decoder with a
+// cache allocates nothing once its series are cached.
 func TestSeriesCacheOff(t *testing.T) {
-	body, _ := benchBodies(10, 3)
+	body, _ := benchBodies(100, 10)
 	before := DefaultSeriesCache().Stats()
 	var d Decoder
 	var m signal.Metrics
 	if _, err := d.DecodeV1(&m, body); err != nil {
 		t.Fatal(err)
 	}
-	if st := DefaultSeriesCache().Stats(); st.Hits+st.Misses-before.Hits-before.Misses != 10 {
-		t.Fatalf("the default cache saw %+v after %+v, want 10 lookups", st, before)
+	if st := DefaultSeriesCache().Stats(); st != before {
+		t.Fatalf("a decoder without a cache used the default one: %+v, then %+v", before, st)
 	}
 	c := NewSeriesCache(DefaultSeriesCacheBytes)
 	d.SetSeriesCache(c)
+	allocs := testing.AllocsPerRun(20, func() {
+		m.Reset()
+		if _, err := d.DecodeV1(&m, body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if st := c.Stats(); allocs != 0 || st.Hits < 20*100 {
+		t.Fatalf("%v allocations per decode, %+v; want 0 and every series found", allocs, st)
+	}
 	d.SetSeriesCache(nil)
+	before = c.Stats()
 	if _, err := d.DecodeV1(&m, body); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Stats(); st != (CacheStats{}) {
-		t.Fatalf("a cache set and then turned off saw %+v", st)
+	if st := c.Stats(); st != before {
+		t.Fatalf("a cache turned off saw %+v after %+v", st, before)
 	}
 }
 
