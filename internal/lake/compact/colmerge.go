@@ -561,6 +561,22 @@ func (m *colMerger) run() error {
 		}
 		limit := min(a.rows-a.row, rgMax-m.rgRows-m.block)
 		n := runLen(a, b, limit)
+		if n == limit && limit < a.rows-a.row && 2*(m.rgRows+m.block) >= rgMax && runLen(a, b, limit+1) > limit {
+			// a's run goes on past the row group's end: the row group
+			// (half full at least) ends before it, so that the run's
+			// pages are copied whole into the next one rather than cut
+			// in two and copied row by row (a fifth of logs/flushes).
+			if err := m.copyBlock(); err != nil {
+				return err
+			}
+			if err := m.endRowGroup(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			continue
+		}
 		m.take(a, n)
 		switch {
 		case a.row == a.rows:

@@ -1,12 +1,17 @@
 package compact
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // names is n copies of each of the given names, in order.
@@ -113,4 +118,64 @@ func checkServicePages(t *testing.T, p string) int {
 		}
 	}
 	return checked
+}
+
+// simpleLogs makes n logs of service svc at times from base + first
+// (nanoseconds), one per nanosecond.
+func simpleLogs(svc string, first, n int) *signal.Logs {
+	l := new(signal.Logs)
+	c := &l.Common
+	start := uint32(c.Attrs.Len())
+	c.Attrs.Append(c.Keys.IDString("service.name"), signal.ValueString, uint64(c.AppendString(svc)))
+	c.Resources = append(c.Resources, signal.Resource{Attrs: signal.Range{Start: start, End: uint32(c.Attrs.Len())}})
+	c.Scopes = append(c.Scopes, signal.Scope{Name: c.AppendString("lib")})
+	base := ingestNow.Truncate(time.Hour).UnixNano()
+	for i := range n {
+		j := l.AppendRecord(0, 0)
+		l.Time[j] = base + int64(first+i)
+		l.SeverityNum[j] = int32(1 + i%9)
+		l.BodyType[j] = signal.ValueString
+		l.Body[j] = uint64(c.AppendString(fmt.Sprintf("r%d", first+i)))
+	}
+	return l
+}
+
+// TestRowGroupsEndBeforeLongRuns: a run of one input that would cross the
+// output row group's end, when the row group is half full at least, goes
+// whole into the next row group, so its pages are copied as they are
+// instead of cut in two and copied row by row; the output equals the one
+// built value by value.
+func TestRowGroupsEndBeforeLongRuns(t *testing.T) {
+	e := newEnv(t)
+	e.ingestRowGroups(t, 0, []func(*lake.Writer) error{
+		func(w *lake.Writer) error { return w.WriteLogs("acme", simpleLogs("svc", 0, 30_000)) },
+		func(w *lake.Writer) error { return w.WriteLogs("acme", simpleLogs("svc", 30_000, 30_000)) },
+	})
+	jobs, err := Plan(context.Background(), e.cat, Options{Table: lake.TableLogs, MaxMergeRows: 1 << 40})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("plan: %d jobs, %v", len(jobs), err)
+	}
+	opts := Options{RowGroupRows: 40_000, TargetBytes: 1 << 40, MaxMergeRows: 1 << 40}.withDefaults()
+	decoded, _ := mergeOut(t, e, jobs[0], opts, false)
+	res, written, err := columnMerge(context.Background(), e.store, jobs[0], opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 1 || len(decoded) != 1 {
+		t.Fatalf("%d and %d output files, want 1", len(written), len(decoded))
+	}
+	got := filepath.Join(e.root, filepath.FromSlash(written[0].Path))
+	compareFiles(t, got, decoded[0])
+	var rows []int64
+	for _, rg := range openParquet(t, got).RowGroups() {
+		rows = append(rows, rg.NumRows())
+	}
+	if !slices.Equal(rows, []int64{30_000, 30_000}) {
+		t.Errorf("row groups of %v rows, want [30000 30000]: the second input's run was cut", rows)
+	}
+	// Every page of the second input is copied: none is cut in two.
+	if res.PagesCopied == 0 {
+		t.Fatal("no page copied")
+	}
+	t.Logf("%d pages copied", res.PagesCopied)
 }
