@@ -22,7 +22,12 @@
 // orders its values otherwise has its indexes decoded as runs and mapped
 // into the output's dictionary, its levels kept as they are (remapped,
 // not decoded row by row). Runs of one or two rows (interleaved inputs)
-// are copied by one call each (pqenc.Column.CopyFew). Inputs whose columns
+// are copied by one call each (pqenc.Column.CopyFew). The lake writer
+// starts a page in every column where a service of lake.PageCutRows rows
+// or more starts and ends (logs, spans), so a flush's rows of one service
+// are whole pages; the output is cut the same way (blockCuts), and an
+// output row group, once half full, ends before a run that would cross
+// its end rather than cut the run's pages in two. Inputs whose columns
 // pqenc cannot write, or whose columns of one name differ, fall back to
 // the row merge (merge.go: decoded batches through a lake.Writer); the
 // tests hold the two to the same output.
