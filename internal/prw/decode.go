@@ -140,15 +140,6 @@ type Decoder struct {
 	st            Stats
 	perr          PartialError
 	version       string
-	// The series cache (seriescache.go): cache is this call's (nil: none),
-	// ownCache what SetSeriesCache set.
-	cache    *SeriesCache
-	ownCache *SeriesCache
-	adm      admission
-	famGid   []uint32 // family -> its name's id in the cache + 1, per call
-	hit      cacheHit // a hit's entry, or the entry an insert builds
-	gmap     []gslot  // label name id -> key and family in this call
-	callGen  uint32
 }
 
 // keyCache is what attrs keeps of the label at one position (among the
@@ -161,7 +152,6 @@ type keyCache struct {
 	kh    uint64 // xxhash of the key
 	term  uint64 // signal.SeriesPair of the key and val
 	id    signal.KeyID
-	gid   uint32 // the name's id in the series cache + 1 (0: not looked up)
 	nref  uint32 // 2.0: the name's symbol reference + 1
 	vref  uint32 // 2.0: the value's symbol reference + 1
 	valid bool   // name, id and kh are set
@@ -186,15 +176,12 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	d.nser = 0
 	d.lastFamOK = false
 	d.meta = d.meta[:0]
-	clear(d.famGid)
-	d.beginCache()
 }
 
 // end drops references into the arena, so the decoder pins no batch.
 func (d *Decoder) end() {
 	clear(d.names)
-	d.m, d.c, d.b, d.cache = nil, nil, nil, nil
-	d.adm.review()
+	d.m, d.c, d.b = nil, nil, nil
 }
 
 type mark struct {
@@ -474,7 +461,7 @@ func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types 
 		if !same {
 			if !(e.valid && (l.nref != 0 && l.nref == e.nref || d.eqStr(e.name, l.name))) {
 				id := d.c.Keys.ID(d.str(l.name))
-				e.id, e.kh, e.valid, e.miss, e.gid = id, d.c.Keys.Hash(id), true, missNoTerm, 0
+				e.id, e.kh, e.valid, e.miss = id, d.c.Keys.Hash(id), true, missNoTerm
 			}
 			// (same: the names are those of the series before, whose
 			// e.name holds the same bytes)

@@ -1,7 +1,6 @@
 package prw
 
 import (
-	"bytes"
 	"fmt"
 	"syscall"
 	"testing"
@@ -57,18 +56,12 @@ func benchDecode(b *testing.B, v, n, nl int) {
 }
 
 func benchDecodeBodies(b *testing.B, v, n int, b1, b2 []byte) {
-	benchDecodeWith(b, nil, v, n, b1, b2)
-}
-
-// benchDecodeWith is benchDecodeBodies with a decoder using series cache c.
-func benchDecodeWith(b *testing.B, c *SeriesCache, v, n int, b1, b2 []byte) {
 	body := b1
 	if v == 2 {
 		body = b2
 	}
 	var m signal.Metrics
 	var d Decoder
-	d.SetSeriesCache(c)
 	// One decode first grows the batch and the decoder to the request's
 	// size, so allocs/op is the steady state (0, as
 	// TestDecodeAllocatesNothingInSteadyState asserts) rather than that
@@ -100,18 +93,6 @@ func BenchmarkDecodeV1(b *testing.B) {
 func BenchmarkDecodeV2(b *testing.B) {
 	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
 		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) { benchDecode(b, 2, c[0], c[1]) })
-	}
-}
-
-// BenchmarkDecodeV1Cached is BenchmarkDecodeV1 with a series cache: the
-// one request's series are all found (its best case: they fit a core's
-// L2 cache; BenchmarkDecodeV1Cycle is the case they do not).
-func BenchmarkDecodeV1Cached(b *testing.B) {
-	for _, c := range [][2]int{{1000, 5}, {2000, 10}} {
-		b.Run(fmt.Sprintf("series=%d/labels=%d", c[0], c[1]), func(b *testing.B) {
-			b1, b2 := benchBodies(c[0], c[1])
-			benchDecodeWith(b, NewSeriesCache(DefaultSeriesCacheBytes), 1, c[0], b1, b2)
-		})
 	}
 }
 
@@ -150,112 +131,6 @@ func BenchmarkDecodeShared(b *testing.B) {
 	b1, b2 := benchBodiesShared(2000, 10)
 	for _, v := range []int{1, 2} {
 		b.Run(fmt.Sprintf("v%d", v), func(b *testing.B) { benchDecodeBodies(b, v, 2000, b1, b2) })
-	}
-}
-
-// BenchmarkDecodeV1Churn: 2,000 series x 10 labels, every request's
-// series new to the series cache (the last label's value changes with
-// every request): what the cache costs when it never hits (cache=on: on
-// probation after the admission window, a lookup and an insert per series
-// in one request of 16), against no cache (cache=off).
-func BenchmarkDecodeV1Churn(b *testing.B) {
-	const n = 2000
-	body, _ := benchRequests(n, 10, func(i int) int { return i % 50 }, func(k, i int) string {
-		if k == 9 {
-			return fmt.Sprintf("v%05d_AAAAAA", i)
-		}
-		return fmt.Sprintf("value_%d_%d", k, i)
-	})
-	var at []int // where each series' changing letters are
-	for i := 0; ; {
-		j := bytes.Index(body[i:], []byte("AAAAAA"))
-		if j < 0 {
-			break
-		}
-		at = append(at, i+j)
-		i += j + 6
-	}
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("cache=%v", on), func(b *testing.B) {
-			var m signal.Metrics
-			var d Decoder
-			d.SetSeriesCache(nil)
-			if on {
-				d.SetSeriesCache(NewSeriesCache(DefaultSeriesCacheBytes))
-			}
-			round := 0
-			next := func() {
-				round++
-				for _, p := range at {
-					for k, r := 0, round; k < 6; k, r = k+1, r/26 {
-						body[p+k] = byte('A' + r%26)
-					}
-				}
-			}
-			// Past the admission window first: the steady state of a load
-			// of new series (the window itself costs what cache=on cost
-			// before the admission, about a third more).
-			for range admitWindow/n + 1 {
-				next()
-				m.Reset()
-				if _, err := d.DecodeV1(&m, body); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			cpu0 := cpuTime()
-			for b.Loop() {
-				next()
-				m.Reset()
-				if _, err := d.DecodeV1(&m, body); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
-		})
-	}
-}
-
-// BenchmarkDecodeV1Cycle: 16 requests of 2,000 series x 10 labels, each
-// its own series (32,000 in all, as a sender's shards send them every
-// scrape), decoded round robin: the series cache's working set (about
-// 13 MB) is larger than a core's L2 cache, unlike BenchmarkDecodeV1's one
-// request of 2,000 series.
-func BenchmarkDecodeV1Cycle(b *testing.B) {
-	const n, reqs = 2000, 16
-	var bodies [][]byte
-	for r := range reqs {
-		body, _ := benchRequests(n, 10, func(i int) int { return i % 50 }, func(k, i int) string {
-			return fmt.Sprintf("value_%d_%d", k, r*n+i)
-		})
-		bodies = append(bodies, body)
-	}
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("cache=%v", on), func(b *testing.B) {
-			var m signal.Metrics
-			var d Decoder
-			d.SetSeriesCache(nil)
-			if on {
-				d.SetSeriesCache(NewSeriesCache(DefaultSeriesCacheBytes))
-			}
-			for _, body := range bodies {
-				m.Reset()
-				if _, err := d.DecodeV1(&m, body); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			cpu0 := cpuTime()
-			r := 0
-			for b.Loop() {
-				m.Reset()
-				if _, err := d.DecodeV1(&m, bodies[r%reqs]); err != nil {
-					b.Fatal(err)
-				}
-				r++
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
-		})
 	}
 }
 

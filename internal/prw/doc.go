@@ -41,13 +41,6 @@
 // plain requests and leaves everything else to the Decoder; FuzzScanV1 and
 // FuzzScanV2 check the two agree on every request the scan takes.
 //
-// Series cache (seriescache.go): a Decoder given one (SetSeriesCache; off
-// by default) looks each 1.0 series up by the bytes of its label fields in
-// a bounded cache that decoders may share and, on a hit, appends it
-// without checking, sorting or hashing its labels again; the batch is the
-// same bit for bit (TestSeriesCacheMatchesNoCache, FuzzDecodeV1). Its
-// rules, and why it is off by default, are in seriescache.go.
-//
 // Concurrency: a Decoder holds scratch space and is used by one goroutine at
 // a time; pool them. Different batches may be decoded in parallel.
 package prw

@@ -97,15 +97,6 @@ func (d *Decoder) labelV1(dst *[]label, s, e int) bool {
 // seriesV1 decodes one TimeSeries b[s:e]: a first pass collects and checks
 // labels and histograms, a second appends. False means malformed.
 func (d *Decoder) seriesV1(s, e int) bool {
-	// The series cache first: ckEnd > 0 is the end of the key to insert
-	// on a miss.
-	ckEnd, ckHash := 0, uint64(0)
-	if d.cache != nil {
-		var ok, done bool
-		if ckEnd, ckHash, ok, done = d.cachedV1(s, e); done {
-			return ok
-		}
-	}
 	b := d.b[:e]
 	d.labels = d.labels[:0]
 	samples, hists, exemplars := 0, 0, 0
@@ -250,10 +241,6 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	name := d.labels[nameIdx].value
 	attr, set := d.attrs(nameIdx)
 	fam := d.seriesID(name, 0, set)
-	// Cached when the key covers all its labels and they were sorted.
-	if ckEnd > 0 && d.strict && contig && labStart == s && labEnd == ckEnd {
-		d.insertSeries(ckHash, b[s:labEnd], s, nameIdx, fam)
-	}
 	desc := uint32(0)
 	if samples > 0 {
 		desc = d.descOf(fam, name, descGauge)
@@ -504,67 +491,4 @@ func (d *Decoder) metadataFor(name []byte, typ uint64, help, unit []byte) {
 			d.applyMetadata(&d.descPool[x], typ, help, unit)
 		}
 	}
-}
-
-// cachedV1 looks a 1.0 series b[s:e] up in the series cache by its label
-// fields' bytes (when they come first, as every encoder writes them) and,
-// on a hit, appends it without parsing, checking or hashing its labels:
-// done says it did (ok false: malformed). A series with anything besides
-// labels and samples (histograms, exemplars, other fields, labels after
-// its samples), or whose samples need an error, is left to seriesV1 (not
-// done). keyEnd > 0 is the key's end for seriesV1 to insert on a miss.
-func (d *Decoder) cachedV1(s, e int) (keyEnd int, h uint64, ok, done bool) {
-	b := d.b[:e]
-	i := s
-	for i+1 < e && b[i] == 1<<3|wtLen {
-		if c := b[i+1]; c < 0x80 {
-			i += 2 + int(c)
-			continue
-		}
-		if _, le := lenField(b, i+1); le >= 0 {
-			i = le
-			continue
-		}
-		return 0, 0, false, false // malformed: seriesV1 says so
-	}
-	if i == s || i > e || i-s > maxCachedKey {
-		return 0, 0, false, false
-	}
-	key := b[s:i]
-	h, hit := d.lookupSeries(key)
-	if !hit {
-		return i, h, false, false
-	}
-	d.resetSamples()
-	for j := i; j < e; {
-		if b[j] != 2<<3|wtLen {
-			d.resetSamples()
-			return 0, 0, false, false
-		}
-		ss, se := lenField(b, j+1)
-		var v uint64
-		var ts int64
-		if !sampleV1(b, ss, se, &v, &ts) {
-			d.resetSamples()
-			return 0, 0, false, false
-		}
-		tn, ok := msToNs(ts)
-		if !ok {
-			d.resetSamples()
-			return 0, 0, false, false
-		}
-		d.bufSample(tn, 0, v)
-		j = se
-	}
-	if len(d.sTime) == 0 {
-		return 0, 0, false, false
-	}
-	attr := d.cachedAttrs(s)
-	nm := d.hit.name
-	name := signal.MakeStr(s+int(nm.off), int(nm.n))
-	fam := d.hitFamily(name, 0)
-	d.sid = d.hit.sid
-	d.flushSamples(d.descOf(fam, name, descGauge), attr)
-	d.st.Series++
-	return 0, 0, true, true
 }
