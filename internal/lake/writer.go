@@ -150,10 +150,15 @@ type Writer struct {
 	rowHour   []int32
 	idx       []int32
 
-	freeBytes   int64 // capacity of the free batches below
+	freeBytes   int64 // capacity of the free batches and partition times below
 	freeLogs    []*signal.Logs
 	freeMetrics []*signal.Metrics
 	freeSpans   []*signal.Spans
+	// freePtime holds the partition-time slices of released partitions
+	// whose batches were kept: a new partition takes one instead of
+	// growing its own from nothing by doubling (each checkpoint releases
+	// every partition).
+	freePtime [][]int64
 
 	enc encoder
 	sk  *sketcher
@@ -508,8 +513,38 @@ func (w *Writer) partition(kind signal.Kind, tenant string, hour int64) *partiti
 		p.spans = takeLargest(&w.freeSpans, spansCap, &w.freeBytes)
 		p.spans.ShareResources = true
 	}
+	p.ptime = w.takePtime()
 	w.parts[k] = p
 	return p
+}
+
+// takePtime removes and returns the free partition-time slice with the
+// most capacity, emptied, or nil.
+func (w *Writer) takePtime() []int64 {
+	best := -1
+	for i, pt := range w.freePtime {
+		if best < 0 || cap(pt) > cap(w.freePtime[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	pt := w.freePtime[best]
+	w.freeBytes -= int64(cap(pt)) * 8
+	w.freePtime = slices.Delete(w.freePtime, best, best+1)
+	return pt[:0]
+}
+
+// keepPtime keeps a released partition's time slice for reuse, within the
+// bound keepFree sets for its batch.
+func (w *Writer) keepPtime(pt []int64) {
+	size := int64(cap(pt)) * 8
+	if size == 0 || len(w.freePtime) >= 3*maxFreeBatches || w.freeBytes+size+w.buffered > w.opts.MaxBufferedBytes {
+		return
+	}
+	w.freePtime = append(w.freePtime, pt[:0])
+	w.freeBytes += size
 }
 
 // takeLargest removes and returns the free batch with the most capacity, or
@@ -538,12 +573,13 @@ func takeLargest[T any](free *[]*T, size func(*T) int64, freeBytes *int64) *T {
 // within what the buffered data may still grow to: without that bound, a
 // free list of batches grown to TargetFileBytes held memory that grew with
 // the input (seen as peak RSS growing with input size).
-func keepFree[T any](w *Writer, free *[]*T, b *T, size int64) {
+func keepFree[T any](w *Writer, free *[]*T, b *T, size int64) bool {
 	if len(*free) >= maxFreeBatches || w.freeBytes+size+w.buffered > w.opts.MaxBufferedBytes {
-		return
+		return false
 	}
 	*free = append(*free, b)
 	w.freeBytes += size
+	return true
 }
 
 func logsCap(l *signal.Logs) int64 { return capBytes(&l.Common, cap(l.Time), 100) }
@@ -566,17 +602,22 @@ const maxFreeBatches = 8
 func (w *Writer) release(p *partition) {
 	delete(w.parts, p.key)
 	w.buffered -= p.bytes
+	var kept bool
 	switch {
 	case p.logs != nil:
 		p.logs.Reset()
-		keepFree(w, &w.freeLogs, p.logs, logsCap(p.logs))
+		kept = keepFree(w, &w.freeLogs, p.logs, logsCap(p.logs))
 	case p.metrics != nil:
 		p.metrics.Reset()
-		keepFree(w, &w.freeMetrics, p.metrics, metricsCap(p.metrics))
+		kept = keepFree(w, &w.freeMetrics, p.metrics, metricsCap(p.metrics))
 	case p.spans != nil:
 		p.spans.Reset()
-		keepFree(w, &w.freeSpans, p.spans, spansCap(p.spans))
+		kept = keepFree(w, &w.freeSpans, p.spans, spansCap(p.spans))
 	}
+	if kept {
+		w.keepPtime(p.ptime)
+	}
+	p.ptime = nil
 }
 
 // Flush writes out every buffered partition.
@@ -614,7 +655,7 @@ func (w *Writer) Close() error {
 	}
 	err := w.Flush()
 	w.closed = true
-	w.freeLogs, w.freeMetrics, w.freeSpans, w.freeBytes = nil, nil, nil, 0
+	w.freeLogs, w.freeMetrics, w.freeSpans, w.freePtime, w.freeBytes = nil, nil, nil, nil, 0
 	w.enc = encoder{}
 	return err
 }
