@@ -91,7 +91,7 @@ func oracleCases(t *testing.T, small bool) []oracleCase {
 	// services of pageCutRows rows or more start pages of their own
 	// (pageCuts), across row groups
 	add("page-cuts", Options{RowGroupRows: 4000}, func(w *Writer) error {
-		return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 2048, 2047))
+		return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 4096, 4095))
 	})
 	add("attr-runs", Options{RowGroupRows: 100}, func(w *Writer) error { return w.WriteLogs("t", runLogs(600)) })
 	add("attr-runs-overflow", Options{MaxAttributeColumns: 1, RowGroupRows: 100}, func(w *Writer) error { return w.WriteLogs("t", runLogs(600)) })

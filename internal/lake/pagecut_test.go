@@ -62,9 +62,9 @@ func TestPagesStartAtSortKeyGroups(t *testing.T) {
 		cut              bool
 	}{
 		{"skewed-logs", TableLogs, format.ColServiceName, Options{},
-			func(w *Writer) error { return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 2048, 2047)) }, 0, true},
+			func(w *Writer) error { return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 4096, 4095)) }, 0, true},
 		{"skewed-logs-row-groups", TableLogs, format.ColServiceName, Options{RowGroupRows: 4000},
-			func(w *Writer) error { return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 2048, 2047)) }, 0, true},
+			func(w *Writer) error { return w.WriteLogs("t", skewedLogs(5000, 3, 2500, 40, 9000, 1, 4096, 4095)) }, 0, true},
 		{"tiny-services", TableLogs, format.ColServiceName, Options{},
 			func(w *Writer) error { return w.WriteLogs("t", skewedLogs(slices.Repeat([]int{2}, 3000)...)) }, 1, true},
 		{"metrics", TableMetrics, format.ColMetricName, Options{},

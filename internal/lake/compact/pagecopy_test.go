@@ -171,7 +171,9 @@ func TestVerbatimPagesMatchDecoded(t *testing.T) {
 			if copied == 0 {
 				t.Fatalf("no page copied verbatim: the test does not test it")
 			}
-			if serviceEnds == 0 {
+			// (The traces case's services hold fewer rows than that in
+			// its 7,000-row row groups.)
+			if serviceEnds == 0 && tc.table == lake.TableLogs {
 				t.Fatalf("no service of %d rows or more ends inside an output row group: the test does not test blockCuts", pageCutRows)
 			}
 			t.Logf("%d column chunks' pages checked to start where a service of %d rows or more ends", serviceEnds, pageCutRows)

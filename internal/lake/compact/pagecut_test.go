@@ -28,6 +28,8 @@ func names(groups ...any) []string {
 // block, and at the end of each service's rows that are that many in the
 // output row group, across blocks; metrics are not cut.
 func TestBlockCuts(t *testing.T) {
+	defer func(n int) { pageCutRows = n }(pageCutRows)
+	pageCutRows = 2048
 	m := &colMerger{job: Job{Table: lake.TableLogs}}
 	m.keyLeaf = [4]int{0, -1, 1, -1}
 	a := &colInput{name: names("a", 3000, "b", 100)}
