@@ -566,10 +566,7 @@ func (m *colMerger) run() error {
 			// (half full at least) ends before it, so that the run's
 			// pages are copied whole into the next one rather than cut
 			// in two and copied row by row (a fifth of logs/flushes).
-			if err := m.copyBlock(); err != nil {
-				return err
-			}
-			if err := m.endRowGroup(); err != nil {
+			if err := m.closeRowGroup(); err != nil {
 				return err
 			}
 			if err := ctx.Err(); err != nil {
@@ -598,10 +595,7 @@ func (m *colMerger) run() error {
 			heap.Fix(&m.heap, 0)
 		}
 		if m.rgRows+m.block >= rgMax {
-			if err := m.copyBlock(); err != nil {
-				return err
-			}
-			if err := m.endRowGroup(); err != nil {
+			if err := m.closeRowGroup(); err != nil {
 				return err
 			}
 			if err := ctx.Err(); err != nil {
@@ -609,10 +603,7 @@ func (m *colMerger) run() error {
 			}
 		}
 	}
-	if err := m.copyBlock(); err != nil {
-		return err
-	}
-	if err := m.endRowGroup(); err != nil {
+	if err := m.closeRowGroup(); err != nil {
 		return err
 	}
 	m.opts.Progress.Add(0, 0, int64(m.pending))
@@ -932,6 +923,14 @@ func (in *colInput) rowsBefore(runs []run, out int) int {
 		return in.brows
 	}
 	return int(in.bcum[k]) + max(0, out-runs[in.bruns[k]].out)
+}
+
+// closeRowGroup copies the block merged so far and ends the row group.
+func (m *colMerger) closeRowGroup() error {
+	if err := m.copyBlock(); err != nil {
+		return err
+	}
+	return m.endRowGroup()
 }
 
 // endRowGroup writes the output row group, starting a file if needed and
