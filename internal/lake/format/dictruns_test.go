@@ -23,10 +23,6 @@ func TestDictPageRuns(t *testing.T) {
 }
 
 func testDictPageRuns(t *testing.T, codec compress.Codec) {
-	s := parquet.NewSchema("t", parquet.Group{"c": parquet.Optional(parquet.Encoded(parquet.String(), &parquet.RLEDictionary))})
-	var buf bytes.Buffer
-	w := parquet.NewWriter(&buf, s, parquet.Compression(codec), parquet.PageBufferSize(512),
-		parquet.DataPageStatistics(false))
 	rows := make([]parquet.Row, 600)
 	for i := range rows {
 		v := parquet.ByteArrayValue(fmt.Appendf(nil, "value-%d", (i/4)%9)).Level(0, 1, 0)
@@ -35,17 +31,7 @@ func testDictPageRuns(t *testing.T, codec compress.Codec) {
 		}
 		rows[i] = parquet.Row{v}
 	}
-	if _, err := w.WriteRows(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
-	var rc RawChunk
-	if err := ReadRawChunk(firstChunk(t, good), &rc); err != nil {
-		t.Fatal(err)
-	}
+	good, rc := smallPagesChunk(t, parquet.Encoded(parquet.String(), &parquet.RLEDictionary), codec, rows)
 	if !rc.Typed() || len(rc.Pages) < 3 {
 		t.Fatalf("typed %v with %d pages, want typed and several", rc.Typed(), len(rc.Pages))
 	}

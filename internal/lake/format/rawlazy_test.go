@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	pqformat "github.com/parquet-go/parquet-go/format"
 )
@@ -33,25 +34,11 @@ func TestRawChunkDeferredIndexChecks(t *testing.T) {
 			func(i int) parquet.Value { return parquet.Int64Value(int64(i % 5)) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := parquet.NewSchema("t", parquet.Group{"c": parquet.Optional(tc.node)})
-			var buf bytes.Buffer
-			w := parquet.NewWriter(&buf, s, parquet.Compression(&parquet.Uncompressed), parquet.PageBufferSize(512),
-				parquet.DataPageStatistics(false))
 			rows := make([]parquet.Row, 500)
 			for i := range rows {
 				rows[i] = parquet.Row{tc.value(i).Level(0, 1, 0)}
 			}
-			if _, err := w.WriteRows(rows); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			good := buf.Bytes()
-			var rc RawChunk
-			if err := ReadRawChunk(firstChunk(t, good), &rc); err != nil {
-				t.Fatal(err)
-			}
+			good, rc := smallPagesChunk(t, tc.node, &parquet.Uncompressed, rows)
 			if rc.Typed() != tc.typed || len(rc.Pages) < 2 {
 				t.Fatalf("typed %v with %d pages, want %v and several", rc.Typed(), len(rc.Pages), tc.typed)
 			}
@@ -131,6 +118,29 @@ func damageKeepCRC(t *testing.T, b []byte, off, hdrLen, n, at int) []byte {
 }
 
 // firstChunk opens the file b with Open and returns its first column chunk.
+// smallPagesChunk writes rows into a file of one optional column c of
+// node with pages of about 512 bytes, no page statistics and codec, and
+// returns the file and its column chunk read raw.
+func smallPagesChunk(t *testing.T, node parquet.Node, codec compress.Codec, rows []parquet.Row) ([]byte, RawChunk) {
+	t.Helper()
+	s := parquet.NewSchema("t", parquet.Group{"c": parquet.Optional(node)})
+	var buf bytes.Buffer
+	w := parquet.NewWriter(&buf, s, parquet.Compression(codec), parquet.PageBufferSize(512),
+		parquet.DataPageStatistics(false))
+	if _, err := w.WriteRows(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	var rc RawChunk
+	if err := ReadRawChunk(firstChunk(t, b), &rc); err != nil {
+		t.Fatal(err)
+	}
+	return b, rc
+}
+
 func firstChunk(t *testing.T, b []byte) parquet.ColumnChunk {
 	t.Helper()
 	pf, err := Open(bytes.NewReader(b), int64(len(b)), "f.parquet")
