@@ -17,6 +17,7 @@
 #   ONLY=sluice SHAPES="1500:8:2 100:6:2" scripts/bench-relay.sh   # remote write 2.0 in and out
 #   ONLY=sluice PROFILE=1 scripts/bench-relay.sh   # CPU profile of sluice's relay
 #   OLD_BIN=/tmp/sluice-old ONLY=sluice scripts/bench-relay.sh   # A/B: this tree against another binary
+#   FLOOR=1 scripts/bench-relay.sh             # adds "floor": the load into a bare net/http decoder on the relay's core
 #
 # The relays run in ROUNDS rounds (default 3): each round runs each relay once
 # on the same load, one after the other (the order rotates per round), with the
@@ -92,7 +93,7 @@ pids+=($!)
 for _ in $(seq 1 1200); do [ -s "$work/sink.addr" ] && break; sleep 0.1; done
 [ -s "$work/sink.addr" ] || { echo "the sink did not start:" >&2; cat "$work/sink.log" >&2; exit 1; }
 sink="$(cat "$work/sink.addr")"
-sink_count() { curl -fsS "http://$sink/count" | awk '{print $1}'; }
+sink_count() { curl -fsS "http://${1:-$sink}/count" | awk '{print $1}'; }
 
 # shape_fields SHAPE: sets per, labels, proto (1 or 2) and tag (per, plus v2).
 shape_fields() {
@@ -105,17 +106,17 @@ shape_fields() {
 # run_relay NAME PID INPUT_URL SHAPE ROUND: drive the load, print the result
 # line, and keep the rate for the summary.
 run_relay() {
-  local name=$1 pid=$2 url=$3 round=$5 per labels proto tag
+  local name=$1 pid=$2 url=$3 round=$5 counted=${6:-$sink} per labels proto tag
   shape_fields "$4"
   local total=$(( SAMPLES / per * per ))
   local base c0 c1 t0 t1 got
-  base=$(sink_count)
+  base=$(sink_count "$counted")
   c0=$(cpu_ticks "$pid"); t0=$(now)
   taskset -c "$GEN_CPU" env SLUICE_BENCH_RELAY_TARGET="$url" SLUICE_BENCH_RELAY_SAMPLES="$SAMPLES" \
     SLUICE_BENCH_RELAY_PER_REQ="$per" SLUICE_BENCH_RELAY_LABELS="$labels" SLUICE_BENCH_RELAY_WORKERS="$WORKERS" SLUICE_BENCH_RELAY_PROTO="$proto" \
     "$work/e2e.test" -test.run '^TestRelayLoad$' >"$work/load-$name-$tag.log" 2>&1 || { cat "$work/load-$name-$tag.log" >&2; exit 1; }
   for _ in $(seq 1 $(( TIMEOUT * 20 ))); do
-    got=$(( $(sink_count) - base ))
+    got=$(( $(sink_count "$counted") - base ))
     [ "$got" -ge "$total" ] && break
     sleep 0.05
   done
@@ -187,6 +188,23 @@ run_vmagent() {
   kill -TERM "$vpid"; wait "$vpid" || true
 }
 
+# run_floor SHAPE ROUND: the load straight into a second null sink pinned
+# where the relays run: a Go net/http server that reads, snappy-decodes and
+# decodes each request (prw.Decoder into a batch) and answers, with no queue
+# and nothing forwarded. Its rate is a ceiling for any relay built on
+# net/http that looks inside each request, on this machine.
+run_floor() {
+  local shape=$1 round=$2 fpid faddr
+  rm -f "$work/floor.addr"
+  taskset -c "$RELAY_CPU" env GOMAXPROCS=1 SLUICE_BENCH_RELAY_SINK="$work/floor.addr" "$work/e2e.test" -test.run '^TestRelaySink$' >"$work/floor.log" 2>&1 &
+  fpid=$!; pids+=($fpid)
+  for _ in $(seq 1 1200); do [ -s "$work/floor.addr" ] && break; sleep 0.1; done
+  [ -s "$work/floor.addr" ] || { echo "the floor sink did not start:" >&2; cat "$work/floor.log" >&2; exit 1; }
+  faddr="$(cat "$work/floor.addr")"
+  run_relay floor "$fpid" "http://$faddr/api/v1/write" "$shape" "$round" "$faddr"
+  kill -TERM "$fpid"; wait "$fpid" 2>/dev/null || true
+}
+
 # Each round runs every relay once on the same load, one after the other
 # (the order rotates from round to round), so a change in the machine's
 # load between runs moves one round's ratio, not the median.
@@ -202,6 +220,7 @@ for shape in $SHAPES; do
   elif [ -z "$ONLY" ] || [ "$ONLY" = vmagent ]; then
     relays+=(vmagent)
   fi
+  [ "${FLOOR:-0}" != 1 ] || relays+=(floor)
   n=${#relays[@]}
   for round in $(seq 1 "$ROUNDS"); do
     echo "# round $round/$ROUNDS, $per samples/request x $labels labels, remote write $proto.0: load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
@@ -211,6 +230,7 @@ for shape in $SHAPES; do
         sluice) run_sluice sluice "$bin" "$shape" "$round" ;;
         sluice-old) run_sluice sluice-old "$OLD_BIN" "$shape" "$round" ;;
         vmagent) run_vmagent "$shape" "$round" ;;
+        floor) run_floor "$shape" "$round" ;;
       esac
     done
     echo "# round $round/$ROUNDS: load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
@@ -285,13 +305,13 @@ if [ -s "$work/rates" ]; then awk '
     print "# summary (samples per CPU-second; median of the rounds)"
     for (k = 1; k <= nshape; k++) {
       s = order[k]
-      split("sluice sluice-old vmagent", names, " ")
-      for (q = 1; q <= 3; q++) {
+      split("sluice sluice-old vmagent floor", names, " ")
+      for (q = 1; q <= 4; q++) {
         nm = names[q]; if (!has[s, nm]) continue
         l = ""; for (r = 1; r <= rounds[s]; r++) if ((s, nm, r) in rate) l = l " " rate[s, nm, r]
         printf "%-10s %s: median %9.0f (rounds:%s)\n", nm, s, median(l), l
       }
-      for (q = 2; q <= 3; q++) {
+      for (q = 2; q <= 4; q++) {
         nm = names[q]; if (!has[s, "sluice"] || !has[s, nm]) continue
         l = ""; rs = ""
         for (r = 1; r <= rounds[s]; r++) if ((s, nm, r) in rate && (s, "sluice", r) in rate && rate[s, nm, r] > 0) {
