@@ -27,7 +27,7 @@ type Exporter struct {
 	Protocol        string            `yaml:"protocol" doc:"otlp: http (default) or grpc. prometheus_remote_write: 1.0 (default) or 2.0 (an endpoint answering 415 to 2.0 gets 1.0 from then on)."`
 	Compression     string            `yaml:"compression" doc:"otlp: gzip (default), zstd (http only) or none. prometheus_remote_write: always snappy."`
 	Mode            string            `yaml:"mode" doc:"replicate (default: every endpoint gets everything) or shard (prometheus_remote_write only: each series goes to one endpoint by consistent hashing of its labels; adding an endpoint moves about 1/N of the series)."`
-	Signals         []string          `yaml:"signals" doc:"Signals forwarded (logs, metrics, traces); default: those of the pipelines that list this exporter."`
+	Signals         []string          `yaml:"signals" doc:"Signals forwarded (logs, metrics, traces); default: those of the pipelines that list this exporter. It narrows them: a signal none of them carries is an error."`
 	TenantHeader    string            `yaml:"tenant_header" doc:"Header (gRPC metadata) carrying each record's tenant downstream, e.g. X-Scope-OrgID; empty sends none."`
 	Headers         map[string]string `yaml:"headers" doc:"Extra headers on every request (use ${ENV} for credentials)."`
 	Timeout         Duration          `yaml:"timeout" doc:"Per request; default 30s."`
@@ -231,7 +231,12 @@ func validateExporters(v *validator, c *Config) {
 		if len(e.Endpoints) == 0 {
 			v.add(k+"endpoints", "at least one endpoint is required")
 		}
-		for _, ep := range e.Endpoints {
+		for i, ep := range e.Endpoints {
+			if slices.Contains(e.Endpoints[:i], ep) {
+				// Replicated, it would get everything twice; sharded, its
+				// two places on the ring would be the same points.
+				v.add(k+"endpoints", "%q is listed twice", ep)
+			}
 			if typ == ExporterOTLP && e.Protocol == "grpc" {
 				v.addr(k+"endpoints", ep)
 				continue
@@ -294,11 +299,24 @@ func validateExporters(v *validator, c *Config) {
 			v.add(k+"max_backlog_bytes", "%s must be positive and below queue.max_bytes (%s), or a dead backend would fill the queue and stop ingestion", e.MaxBacklogBytes, c.Queue.MaxBytes)
 		}
 		used := false
-		for _, p := range c.Pipelines {
-			used = used || slices.Contains(p.Exporters, name)
+		var pipeSignals []string
+		for pname, p := range c.Pipelines {
+			if slices.Contains(p.Exporters, name) {
+				used = true
+				pipeSignals = append(pipeSignals, ExporterType(pname))
+			}
 		}
 		if !used {
 			v.add("exporters."+name, "not used by any pipeline")
+		}
+		slices.Sort(pipeSignals)
+		pipeSignals = slices.Compact(pipeSignals)
+		for _, s := range e.Signals {
+			// signals narrows what the exporter's pipelines give it; a
+			// signal none of them carries would never reach it.
+			if used && slices.Contains(knownSignals, s) && !slices.Contains(pipeSignals, s) {
+				v.add(k+"signals", "%q: no %s pipeline lists this exporter (its pipelines carry %s)", s, s, strings.Join(pipeSignals, ", "))
+			}
 		}
 	}
 	if c.Receivers.IOTrace.Enabled && !c.LakeEnabled() {
@@ -316,6 +334,8 @@ func validateExporters(v *validator, c *Config) {
 		for _, r := range p.Receivers {
 			if r != "otlp" && r != "prometheus_remote_write" {
 				v.add(k+"receivers", "unknown receiver %q (otlp, prometheus_remote_write)", r)
+			} else if r == "prometheus_remote_write" && ExporterType(pname) != "metrics" && slices.Contains(knownSignals, ExporterType(pname)) {
+				v.add(k+"receivers", "%q receives metrics only; list it in a metrics pipeline", r)
 			}
 		}
 		for i, name := range p.Processors {

@@ -78,6 +78,10 @@ pipelines:
 		{"receivers: {prometheus_remote_write: {listen: 'nope'}}", "receivers.prometheus_remote_write.listen"},
 		{"receivers: {iotrace: {enabled: true}}\nexporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {metrics: {receivers: [otlp], exporters: [otlp]}}", "receivers.iotrace.enabled: the I/O tracer writes io_events into the lake only"},
 		{"receivers: {prometheus_remote_write: {listen: 'localhost:9090'}}", `receivers.prometheus_remote_write.listen: "localhost:9090" is also query.addr`},
+		{"exporters: {prometheus_remote_write: {endpoints: [http://x:1/w, http://x:1/w], mode: shard}}\npipelines: {metrics: {receivers: [otlp], exporters: [prometheus_remote_write]}}", `exporters.prometheus_remote_write.endpoints: "http://x:1/w" is listed twice`},
+		{"exporters: {otlp: {endpoints: [x:1, x:1], protocol: grpc}}\npipelines: {logs: {receivers: [otlp], exporters: [otlp]}}", `exporters.otlp.endpoints: "x:1" is listed twice`},
+		{"exporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [prometheus_remote_write], exporters: [otlp]}}", `pipelines.logs.receivers: "prometheus_remote_write" receives metrics only`},
+		{"exporters: {otlp: {endpoints: [http://x:1], signals: [traces]}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, otlp]}}", `exporters.otlp.signals: "traces": no traces pipeline lists this exporter (its pipelines carry logs)`},
 	} {
 		c, err := Parse([]byte(tc.src), env(nil))
 		if err == nil {

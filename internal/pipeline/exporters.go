@@ -98,6 +98,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		Concurrency:     ec.Concurrency,
 		BreakerFailures: ec.BreakerFailures,
 		BreakerCooldown: ec.BreakerCooldown.D(),
+		Logger:          log.With("component", "exporter", "exporter", name),
 	}
 	var sender exporter.Sender
 	takesPRW := false // the sender reads remote-write bodies itself

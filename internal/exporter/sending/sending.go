@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -26,7 +27,16 @@ type Policy struct {
 	BreakerFailures int           // consecutive failures that open the breaker; default 5
 	BreakerCooldown time.Duration // open -> half-open after this; default 5s
 	MaxRetryAfter   time.Duration // a Retry-After above this is capped; default 5m
+	// Logger gets a line when the endpoint refuses data for good (at most
+	// one per RefusalLogEvery, with the refusals since the last line) and
+	// when its breaker opens or closes; default slog.Default().
+	Logger *slog.Logger
 }
+
+// RefusalLogEvery spaces the log lines of an endpoint's permanent
+// refusals: a backend refusing everything (a 401 after a token expired)
+// gets a line at once, then one per interval, not one per request.
+const RefusalLogEvery = 10 * time.Second
 
 func (p Policy) withDefaults() Policy {
 	if p.InitialBackoff <= 0 {
@@ -46,6 +56,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.MaxRetryAfter <= 0 {
 		p.MaxRetryAfter = 5 * time.Minute
+	}
+	if p.Logger == nil {
+		p.Logger = slog.Default()
 	}
 	return p
 }
@@ -120,6 +133,10 @@ type Endpoint struct {
 	Stats   Stats
 	sleep   func(context.Context, time.Duration) error
 	rnd     func(int64) int64
+
+	logMu       sync.Mutex
+	lastRefusal time.Time // when a refusal was last logged
+	unlogged    uint64    // refusals since
 }
 
 // NewEndpoint returns an endpoint for name (its URL or address).
@@ -178,7 +195,7 @@ func (e *Endpoint) Do(ctx context.Context, attempt func(context.Context) Outcome
 		o := attempt(ctx)
 		<-e.sem
 		if o.OK() {
-			e.Breaker.Success()
+			e.success()
 			e.Stats.Sent.Add(1)
 			return nil
 		}
@@ -188,16 +205,45 @@ func (e *Endpoint) Do(ctx context.Context, attempt func(context.Context) Outcome
 		e.Stats.Failed.Add(1)
 		if !o.Retryable() {
 			// The endpoint is up and answered: not a breaker failure.
-			e.Breaker.Success()
+			e.success()
 			e.Stats.Dropped.Add(1)
+			e.logRefusal(o)
 			return fmt.Errorf("%w: %s answered %d: %v", ErrRejected, e.Name, o.Status, o.Err)
 		}
-		e.Breaker.Failure()
+		if e.Breaker.Failure() {
+			e.policy.Logger.Warn("exporter: endpoint failing; circuit breaker open, data held in the queue and retried",
+				"endpoint", e.Name, "status", o.Status, "err", o.Err, "cooldown", e.policy.BreakerCooldown)
+		}
 		e.Stats.Retried.Add(1)
 		if err := e.sleep(ctx, e.Backoff(n, o.RetryAfter)); err != nil {
 			return err
 		}
 	}
+}
+
+// success records an answer on the breaker and logs its closing.
+func (e *Endpoint) success() {
+	if e.Breaker.Success() {
+		e.policy.Logger.Info("exporter: endpoint answers again; circuit breaker closed", "endpoint", e.Name)
+	}
+}
+
+// logRefusal logs a permanent refusal: the first at once, later ones at
+// most once per RefusalLogEvery with how many came since (all are counted
+// in Stats.Dropped).
+func (e *Endpoint) logRefusal(o Outcome) {
+	e.logMu.Lock()
+	now := time.Now()
+	e.unlogged++
+	if !e.lastRefusal.IsZero() && now.Sub(e.lastRefusal) < RefusalLogEvery {
+		e.logMu.Unlock()
+		return
+	}
+	n := e.unlogged
+	e.lastRefusal, e.unlogged = now, 0
+	e.logMu.Unlock()
+	e.policy.Logger.Warn("exporter: endpoint refused data for good (a 4xx other than 429); dropped, not retried",
+		"endpoint", e.Name, "status", o.Status, "answer", o.Err, "refusals", n)
 }
 
 func (e *Endpoint) waitBreaker(ctx context.Context) error {
@@ -274,24 +320,31 @@ func (b *Breaker) Allow(now time.Time) (wait time.Duration, ok bool) {
 	}
 }
 
-// Success records a request the endpoint answered.
-func (b *Breaker) Success() {
+// Success records a request the endpoint answered; it reports whether
+// that closed an open or half-open breaker.
+func (b *Breaker) Success() (closed bool) {
 	b.mu.Lock()
+	closed = b.state != Closed
 	b.failures, b.state, b.probing = 0, Closed, false
 	b.mu.Unlock()
+	return closed
 }
 
-// Failure records a failed request (transport error, 429 or 5xx).
-func (b *Breaker) Failure() {
+// Failure records a failed request (transport error, 429 or 5xx); it
+// reports whether that opened a closed breaker (a failed half-open probe
+// opens it again, and reports false).
+func (b *Breaker) Failure() (opened bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
 	b.probing = false
 	if b.state == HalfOpen || (b.state == Closed && b.failures >= b.threshold) {
+		opened = b.state == Closed
 		b.state = Open
 		b.openedAt = time.Now()
 		b.opened.Add(1)
 	}
+	return opened
 }
 
 // State returns the current state.

@@ -1,11 +1,15 @@
 package sending
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,4 +202,88 @@ func TestRingMovesOneOverN(t *testing.T) {
 		}
 	}
 	t.Logf("moved %.4f; shares %v", frac, share)
+}
+
+// logLines is a slog handler's output, for the tests of what an endpoint
+// logs.
+type logLines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logLines) lines(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), substr)
+}
+
+// TestRefusalsAndBreakerLogged: a permanent refusal is logged with the
+// endpoint, the status and the backend's answer, the first at once and
+// the ones right after it not per request; the breaker's opening and
+// closing get one line each, not one per failed attempt.
+func TestRefusalsAndBreakerLogged(t *testing.T) {
+	var out logLines
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	var code atomic.Int64
+	code.Store(401)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(int(code.Load()))
+		fmt.Fprint(w, "token expired")
+	}))
+	defer srv.Close()
+	send := func(ctx context.Context) Outcome {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		return Send(http.DefaultClient, req)
+	}
+	e := NewEndpoint(srv.URL, Policy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond,
+		BreakerFailures: 3, BreakerCooldown: time.Millisecond, Logger: log})
+	for range 5 {
+		if err := e.Do(context.Background(), send); !errors.Is(err, ErrRejected) {
+			t.Fatalf("401: %v", err)
+		}
+	}
+	if n := out.lines("refused data for good"); n != 1 {
+		t.Fatalf("5 refusals within %v logged %d lines, want 1:\n%s", RefusalLogEvery, n, out.b.String())
+	}
+	for _, want := range []string{"status=401", "token expired", "endpoint=" + srv.URL} {
+		if out.lines(want) != 1 {
+			t.Errorf("the refusal's line lacks %q:\n%s", want, out.b.String())
+		}
+	}
+	// Down (503) for 10 attempts: the breaker opens once from closed and
+	// re-opens after failed probes; one line. Then up: one line.
+	code.Store(503)
+	var attempts atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Do(ctx, func(ctx context.Context) Outcome {
+			if attempts.Add(1) == 10 {
+				code.Store(200)
+			}
+			return send(ctx)
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("503 x9 then 200: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("Do did not end after the endpoint came back")
+	}
+	cancel()
+	if n := out.lines("circuit breaker open"); n != 1 {
+		t.Errorf("the breaker's opening logged %d lines, want 1:\n%s", n, out.b.String())
+	}
+	if n := out.lines("circuit breaker closed"); n != 1 {
+		t.Errorf("the breaker's closing logged %d lines, want 1:\n%s", n, out.b.String())
+	}
 }
