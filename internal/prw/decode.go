@@ -34,9 +34,6 @@ type Stats struct {
 	Histograms int // native histogram samples appended
 	Exemplars  int // exemplars kept
 	Dropped    int // series dropped for invalid data
-	// ExemplarsDropped counts exemplars of series that had no sample or
-	// histogram to hang them on (2.0 allows exemplar-only series).
-	ExemplarsDropped int
 	// Unsorted counts series whose label names arrived out of order (the
 	// batch has them sorted; the request's bytes do not).
 	Unsorted int
@@ -1014,12 +1011,25 @@ func (d *Decoder) appendExemplar(v uint64, tsNs int64) signal.Str {
 	return d.c.AppendBytes(e)
 }
 
-// attachExemplars sets the exemplar range of the series' last point.
+// exemplarPoint appends a point without a value (NumberType ValueEmpty:
+// value is null in the lake, and PromQL reads no sample from it) at ts,
+// to carry the exemplars of a series sent without samples or histograms.
+// That is how Prometheus sends every exemplar, in 1.0 and in 2.0: a
+// TimeSeries of its own holding only exemplars. It returns the point.
+func (d *Decoder) exemplarPoint(fam uint32, name signal.Str, attr signal.Range, ts int64) int {
+	desc := d.descOf(fam, name, descGauge)
+	d.resetSamples()
+	d.bufSample(ts, 0, 0)
+	p := d.m.AppendSeriesPoints(desc, d.res, d.sc, attr, d.sid, d.sTime, d.sStart, d.sVal)
+	d.resetSamples()
+	d.m.NumberType[p] = signal.ValueEmpty
+	return p
+}
+
+// attachExemplars sets the exemplar range of the series' last point (p
+// is -1 only for a series without points, hence without exemplars).
 func (d *Decoder) attachExemplars(p int, start int) {
 	if p < 0 {
-		d.st.ExemplarsDropped += len(d.m.Msgs) - start
-		d.st.Exemplars -= len(d.m.Msgs) - start
-		d.m.Msgs = d.m.Msgs[:start]
 		return
 	}
 	d.m.Exemplars[p] = signal.Range{Start: uint32(start), End: uint32(len(d.m.Msgs))}

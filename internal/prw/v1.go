@@ -246,6 +246,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		desc = d.descOf(fam, name, descGauge)
 	}
 	last := -1
+	exTime := int64(math.MinInt64) // the series' latest exemplar
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
 	d.resetSamples()
@@ -333,6 +334,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			}
 			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
 			d.st.Exemplars++
+			exTime = max(exTime, tn)
 			j = xe
 		default:
 			j = skip(b, j, wt)
@@ -341,6 +343,9 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	}
 	if p := d.flushSamples(desc, attr); p >= 0 {
 		last = p
+	}
+	if last < 0 && len(d.m.Msgs) > msgStart {
+		last = d.exemplarPoint(fam, name, attr, exTime)
 	}
 	d.attachExemplars(last, msgStart)
 	if last >= 0 {

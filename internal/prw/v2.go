@@ -2,6 +2,7 @@ package prw
 
 import (
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -293,6 +294,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		desc = d.descOf(fam, name, descGauge)
 	}
 	last := -1
+	exTime := int64(math.MinInt64) // the series' latest exemplar
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
 	d.resetSamples()
@@ -391,6 +393,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			}
 			d.m.Msgs = append(d.m.Msgs, d.appendExemplar(v, tn))
 			d.st.Exemplars++
+			exTime = max(exTime, tn)
 			j = xe
 		default:
 			j = skip(b, j, wt)
@@ -399,6 +402,9 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	}
 	if p := d.flushSamples(desc, attr); p >= 0 {
 		last = p
+	}
+	if last < 0 && len(d.m.Msgs) > msgStart {
+		last = d.exemplarPoint(fam, name, attr, exTime)
 	}
 	d.attachExemplars(last, msgStart)
 	if last >= 0 {

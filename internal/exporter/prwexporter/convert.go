@@ -12,6 +12,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -245,6 +246,17 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 		cv.lbls = common
 		switch d.Type {
 		case signal.MetricGauge, signal.MetricSum:
+			if m.NumberType[i] == signal.ValueEmpty && !stale && cv.rwScope(m, i) {
+				// A remote-write series sent with exemplars only (package
+				// prw keeps them on a point without a value): it goes on
+				// as it came, its exemplars without a sample.
+				if len(cv.exs) > 0 {
+					cv.emit(base, common, ts, 0)
+					cv.series[len(cv.series)-1].Samples = nil
+					cv.attach(len(cv.series)-1, cv.exs)
+				}
+				break
+			}
 			v := math.Float64frombits(m.Number[i])
 			if m.NumberType[i] == signal.ValueInt {
 				v = float64(int64(m.Number[i]))
@@ -339,6 +351,13 @@ func (cv *converter) reset() {
 }
 
 // stalePoint says whether point i is flagged "no recorded value".
+// rwScope reports whether point i was decoded from remote write: the
+// batch was (fromRW) or the point's scope is package prw's (a partial
+// write or a rule's output is queued as OTLP).
+func (cv *converter) rwScope(m *signal.Metrics, i int) bool {
+	return cv.fromRW || m.String(m.Scopes[m.Scope[i]].Name) == prw.ScopeName
+}
+
 func stalePoint(m *signal.Metrics, i int) bool { return m.Flags[i]&noRecordedValue != 0 }
 
 // attach appends exemplars to series k's, carving them from the exemplar

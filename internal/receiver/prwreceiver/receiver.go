@@ -124,7 +124,6 @@ type metrics struct {
 	requests   *prometheus.CounterVec // version, code
 	written    *prometheus.CounterVec // version, what
 	invalid    *prometheus.CounterVec // version
-	exDropped  prometheus.Counter
 	collectors []prometheus.Collector
 	// Resolved once: requests{1.0|2.0, 204} and written{1.0|2.0, samples}.
 	ok1, samples1, ok2, samples2 prometheus.Counter
@@ -138,10 +137,8 @@ func newMetrics() metrics {
 			Help: "Remote-write samples, histograms and exemplars acknowledged (durable in the queue), by protocol version."}, []string{"version", "what"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_prw_invalid_series_total",
 			Help: "Remote-write series dropped for invalid data (no __name__, empty or duplicate label name, histogram count not matching its buckets, ...); the request is answered 400."}, []string{"version"}),
-		exDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_prw_exemplars_dropped_total",
-			Help: "Remote-write 2.0 exemplars of series without a sample or histogram to keep them on."}),
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid, m.exDropped}
+	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid}
 	m.ok1 = m.requests.WithLabelValues("1.0", strconv.Itoa(http.StatusNoContent))
 	m.samples1 = m.written.WithLabelValues("1.0", "samples")
 	m.ok2 = m.requests.WithLabelValues("2.0", strconv.Itoa(http.StatusNoContent))
@@ -318,9 +315,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 	if err != nil && !errors.As(err, &partial) {
 		h.m.invalid.WithLabelValues(ver).Inc()
 		return fail(w, http.StatusBadRequest, 0, "%v", err)
-	}
-	if st.ExemplarsDropped > 0 {
-		h.m.exDropped.Add(float64(st.ExemplarsDropped))
 	}
 	if x.batch.Len() > 0 {
 		req := &x.req // pooled: a Request on the stack would escape through the interface call
