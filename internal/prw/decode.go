@@ -887,10 +887,19 @@ func (d *Decoder) checkHist() string {
 		if len(h.negSpans) > 0 || len(h.negDeltas) > 0 || len(h.negCounts) > 0 {
 			return "custom-bucket histogram has negative buckets"
 		}
-		for i := 1; i < len(h.custom); i++ {
-			if !(h.custom[i] > h.custom[i-1]) {
+		for i, b := range h.custom {
+			if math.IsNaN(b) || math.IsInf(b, 0) {
+				return fmt.Sprintf("custom-bucket histogram bound %v is not finite", b)
+			}
+			if i > 0 && !(b > h.custom[i-1]) {
 				return "custom-bucket histogram bounds are not strictly increasing"
 			}
+		}
+		// Prometheus refuses them too (histogram.Validate): a custom-bucket
+		// histogram has no zero bucket, and its lake form has no place
+		// for one.
+		if h.zeroInt != 0 || h.zeroFloat != 0 || h.zeroThreshold != 0 {
+			return "custom-bucket histogram has a zero bucket (zero_count and zero_threshold must be 0)"
 		}
 	} else if len(h.custom) > 0 {
 		return fmt.Sprintf("histogram of schema %d has custom bucket bounds", h.schema)

@@ -264,7 +264,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	nameIdx := -1
 	if p == "" {
 		nameIdx, p = d.checkLabels(false, false)
-		if p != "" && hasMeta {
+		if p != "" && hasMeta && samples == 0 && hists == 0 {
 			p = "metadata of a series with " + p
 		}
 	}

@@ -1,0 +1,76 @@
+package prw
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// A custom-bucket histogram (schema -53) that Prometheus's
+// histogram.Validate refuses is refused here too, naming the problem, and
+// the request's good series are kept: a bound that is not finite (+Inf is
+// implied, never sent), a zero bucket or zero threshold (a custom-bucket
+// histogram has none, and its lake form, an explicit-bucket histogram, no
+// place for one).
+func TestCustomBucketHistogramsValidated(t *testing.T) {
+	ci := func(n uint64) *writev2.Histogram_CountInt { return &writev2.Histogram_CountInt{CountInt: n} }
+	sp := []writev2.BucketSpan{{Offset: 0, Length: 3}}
+	ok := writev2.Histogram{Count: ci(6), Sum: 10, Schema: -53, CustomValues: []float64{1, 5}, PositiveSpans: sp, PositiveDeltas: []int64{1, 1, 1}, Timestamp: 1}
+	for _, c := range []struct {
+		name string
+		edit func(h *writev2.Histogram)
+		want string
+	}{
+		{"+Inf bound", func(h *writev2.Histogram) { h.CustomValues = []float64{1, math.Inf(1)} }, "custom-bucket histogram bound +Inf is not finite"},
+		{"-Inf bound", func(h *writev2.Histogram) { h.CustomValues = []float64{math.Inf(-1), 1} }, "custom-bucket histogram bound -Inf is not finite"},
+		{"one NaN bound", func(h *writev2.Histogram) {
+			h.CustomValues, h.PositiveSpans, h.PositiveDeltas, h.Count = []float64{math.NaN()}, []writev2.BucketSpan{{Offset: 0, Length: 2}}, []int64{1, 1}, ci(3)
+		}, "custom-bucket histogram bound NaN is not finite"},
+		{"zero count", func(h *writev2.Histogram) {
+			h.ZeroCount, h.Count = &writev2.Histogram_ZeroCountInt{ZeroCountInt: 1}, ci(7)
+		}, "custom-bucket histogram has a zero bucket"},
+		{"zero threshold", func(h *writev2.Histogram) { h.ZeroThreshold = 0.1 }, "custom-bucket histogram has a zero bucket"},
+	} {
+		bad := ok
+		bad.CustomValues = append([]float64(nil), ok.CustomValues...)
+		c.edit(&bad)
+		req := &writev2.Request{Symbols: []string{"", "__name__", "good", "bad"}, Timeseries: []writev2.TimeSeries{
+			{LabelsRefs: []uint32{1, 2}, Histograms: []writev2.Histogram{ok}},
+			{LabelsRefs: []uint32{1, 3}, Histograms: []writev2.Histogram{bad}},
+		}}
+		body, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m signal.Metrics
+		st, err := new(Decoder).DecodeV2(&m, body)
+		var pe *PartialError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `__name__="bad"`) {
+			t.Errorf("%s: err = %v, want a partial write naming %q", c.name, err, c.want)
+		}
+		if st.Histograms != 1 || m.Len() != 1 {
+			t.Errorf("%s: %d histograms kept, want the good one", c.name, st.Histograms)
+		}
+	}
+}
+
+// A 2.0 series with samples and no __name__ is named as such: every
+// encoder sends its (empty) metadata, which is not what is wrong with it.
+func TestV2InvalidLabelsNamedAsSuch(t *testing.T) {
+	req := &writev2.Request{Symbols: []string{"", "a", "b"}, Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}}}
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m signal.Metrics
+	_, err = new(Decoder).DecodeV2(&m, body)
+	if err == nil || !strings.Contains(err.Error(), `series {a="b"}: no __name__ label`) {
+		t.Fatalf("err = %v, want the series named with no __name__ label", err)
+	}
+}
