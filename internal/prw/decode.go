@@ -114,7 +114,7 @@ type Decoder struct {
 	// and where __name__ is among them; prevOK says they are set (per call).
 	prevNames    []signal.Str
 	prevNRefs    []uint32    // 2.0: their symbol references + 1
-	prevWords    []prevLabel // 1.0: their framing words (newPrevLabel)
+	prevKnown    []knownName // 1.0: their framing words (newKnownName)
 	prevNameIdx  int
 	prevOK       bool
 	same, strict bool // checkLabels: names as prevNames; names strictly increasing
@@ -169,7 +169,7 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	clear(d.names)
 	d.descPool, d.famHash = d.descPool[:0], d.famHash[:0]
 	d.prevKeys = d.prevKeys[:0]
-	d.prevNames, d.prevNRefs, d.prevWords, d.prevOK = d.prevNames[:0], d.prevNRefs[:0], d.prevWords[:0], false
+	d.prevNames, d.prevNRefs, d.prevKnown, d.prevOK = d.prevNames[:0], d.prevNRefs[:0], d.prevKnown[:0], false
 	d.nser = 0
 	d.lastFamOK = false
 	d.meta = d.meta[:0]
@@ -431,12 +431,12 @@ func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 	if !d.same {
 		d.prevOK = d.strict
 		d.prevNameIdx = nameIdx
-		d.prevNames, d.prevNRefs, d.prevWords = d.prevNames[:0], d.prevNRefs[:0], d.prevWords[:0]
+		d.prevNames, d.prevNRefs, d.prevKnown = d.prevNames[:0], d.prevNRefs[:0], d.prevKnown[:0]
 		for _, l := range d.labels {
 			d.prevNames = append(d.prevNames, l.name)
 			d.prevNRefs = append(d.prevNRefs, l.nref)
 			if l.nref == 0 { // 1.0: the words its label loop matches
-				d.prevWords = append(d.prevWords, newPrevLabel(d.str(l.name), 0))
+				d.prevKnown = append(d.prevKnown, newKnownName(d.str(l.name)))
 			}
 		}
 	}

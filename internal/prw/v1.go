@@ -1,7 +1,6 @@
 package prw
 
 import (
-	"encoding/binary"
 	"math"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -114,31 +113,14 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	// name checked with one or two word compares against words prepared
 	// per name (the scan's knownLabels): when all of them are, and no
 	// other label follows, checkLabels need not compare the names.
-	pw := d.prevWords
+	pw := d.prevKnown
 	k := 0
 	if d.prevOK {
-		for ; k < len(pw) && i+10 <= e && b[i] == 1<<3|wtLen; k++ {
-			p := &pw[k]
-			fl := p.fixed
-			if fl == 0 || i+3+fl > e {
-				break
-			}
-			w := binary.LittleEndian.Uint64(b[i+2:])
-			if fl <= 8 {
-				if w&p.mask != p.w0 {
-					break
-				}
-			} else if w != p.w0 || binary.LittleEndian.Uint64(b[i+2+fl-8:]) != p.w1 {
-				break
-			}
-			l, vl := int(b[i+1]), int(b[i+2+fl])
-			le := i + 2 + l
-			if l >= 0x80 || vl >= 0x80 || le != i+3+fl+vl {
-				break
-			}
-			ls = append(ls, label{signal.MakeStr(i+4, fl-3), signal.MakeStr(i+3+fl, vl), 0, 0})
-			i = le
+		if cap(ls) < len(pw) {
+			ls = make([]label, 0, len(pw)+len(pw)/2)
 		}
+		i, k = knownLabelsV1(d.b, i, e, pw, ls[:len(pw)])
+		ls = ls[:k]
 	}
 	sameNames := d.prevOK && k == len(pw)
 	for i+2 < e && b[i] == 1<<3|wtLen && b[i+1] < 0x80 {

@@ -1,0 +1,84 @@
+package prw
+
+import (
+	"encoding/binary"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
+
+// knownName is a label name of the previous series as 1.0's label loop
+// matches it: the bytes a Label field with that name has after the field's
+// length and before the value's length (0x0a, the name's length, the name,
+// 0x12), fixed bytes long, compared as two masked words of a 32-byte
+// window that starts at the field's tag: window[2:10] against w0 under m0,
+// window[off1:off1+8] against w1 under m1 (m1 0 when fixed <= 8).
+type knownName struct {
+	w0, m0 uint64
+	w1, m1 uint64
+	off1   int
+	fixed  int // 0: the name is too long for the word compare
+}
+
+// knownWindow is how many bytes from a label field's tag knownLabelsV1
+// reads at once: a name of up to 13 bytes and the value's length byte are
+// inside it, so that the compiler checks no index within it.
+const knownWindow = 32
+
+func newKnownName(name []byte) knownName {
+	if len(name) > 13 {
+		return knownName{}
+	}
+	var f [16]byte
+	f[0], f[1] = 1<<3|wtLen, byte(len(name))
+	copy(f[2:], name)
+	f[2+len(name)] = 2<<3 | wtLen
+	n := knownName{fixed: len(name) + 3, off1: 2}
+	n.w0 = binary.LittleEndian.Uint64(f[:])
+	n.m0 = ^uint64(0)
+	if n.fixed < 8 {
+		n.m0 = 1<<(8*n.fixed) - 1
+	}
+	n.w0 &= n.m0
+	if n.fixed > 8 {
+		n.w1, n.m1 = binary.LittleEndian.Uint64(f[n.fixed-8:]), ^uint64(0)
+		n.off1 = n.fixed - 6 // window offset of f[fixed-8]: the window starts 2 bytes before f
+	}
+	return n
+}
+
+// knownLabelsV1 reads the label fields at b[i:e] named as kn says, in
+// order, into ls (at least len(kn) long), and returns the index after the
+// last one matched and how many matched. A field matches when it is a
+// Label message {1: name, 2: value} with short lengths, the name kn's and
+// the value inside the field and the field inside e. It stops at the
+// first field that does not (the caller's general loop takes it), and
+// when fewer than knownWindow bytes of b are left at i (the request's
+// tail).
+//
+// A leaf without calls, so that its few live values stay in registers
+// (Go's calling convention saves none across a call).
+func knownLabelsV1(b []byte, i, e int, kn []knownName, ls []label) (int, int) {
+	ls = ls[:len(kn)]
+	k := 0
+	for ; k < len(kn); k++ {
+		if i < 0 || len(b)-i < knownWindow {
+			break
+		}
+		q := (*[knownWindow]byte)(b[i:])
+		p := &kn[k]
+		fl := p.fixed
+		if q[0] != 1<<3|wtLen || fl == 0 ||
+			binary.LittleEndian.Uint64(q[2:10])&p.m0 != p.w0 ||
+			binary.LittleEndian.Uint64(q[p.off1&15:])&p.m1 != p.w1 {
+			break
+		}
+		l, vl := int(q[1]), int(q[(fl+2)&(knownWindow-1)])
+		le := i + 3 + fl + vl
+		if l >= 0x80 || vl >= 0x80 || le != i+2+l || le > e {
+			break
+		}
+		ls[k] = label{signal.MakeStr(i+4, fl-3), signal.MakeStr(i+3+fl, vl), 0, 0}
+		i = le
+	}
+	return i, k
+}
