@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,9 +123,13 @@ type Decoder struct {
 	lastName  signal.Str
 	lastFam   uint32
 	lastFamOK bool
-	symbols   []signal.Str
-	symDesc   []uint32 // 2.0: symbol -> index in descPool + 1, per call
-	spans     [][3]int // 2.0: the timeseries fields' [start, end) and length's offset, per call
+	// famMemo finds the family of a 1.0 metric name by its words (family);
+	// call numbers the calls, so that entries of earlier calls are stale.
+	famMemo [1 << famMemoBits]famSlot
+	call    uint32
+	symbols []signal.Str
+	symDesc []uint32 // 2.0: symbol -> index in descPool + 1, per call
+	spans   [][3]int // 2.0: the timeseries fields' [start, end) and length's offset, per call
 	// The float samples of the series being appended (bufSample).
 	sTime, sStart []int64
 	sVal          []uint64
@@ -172,6 +177,10 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	d.prevNames, d.prevNRefs, d.prevKnown, d.prevOK = d.prevNames[:0], d.prevNRefs[:0], d.prevKnown[:0], false
 	d.nser = 0
 	d.lastFamOK = false
+	if d.call++; d.call == 0 { // wrapped: entries numbered 1 could look current
+		clear(d.famMemo[:])
+		d.call = 1
+	}
 	d.meta = d.meta[:0]
 }
 
@@ -526,11 +535,46 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 	if ref != 0 && d.symDesc[ref-1] != 0 {
 		return d.symDesc[ref-1] - 1
 	}
+	// 1.0: a name of 8 bytes or more is looked up by its length and its
+	// first and last words in a small table (famMemo) before the map: a
+	// map lookup hashes the whole name and probes, several times the
+	// instructions, and the names of a request's series alternate.
+	if n, o := name.Len(), name.Off(); ref == 0 && n >= 8 && o+n <= len(d.b) {
+		w0, w1 := binary.LittleEndian.Uint64(d.b[o:]), binary.LittleEndian.Uint64(d.b[o+n-8:])
+		slot := &d.famMemo[((w0^bits.RotateLeft64(w1, 29)^uint64(n))*famMemoMul)>>(64-famMemoBits)]
+		if slot.call == d.call && slot.w0 == w0 && slot.w1 == w1 && slot.name.Len() == n &&
+			(n <= 16 || bytes.Equal(d.str(slot.name), d.str(name))) {
+			// (of 8 to 16 bytes, the two words are all of them)
+			return slot.fam
+		}
+		x := d.familyMap(name, 0)
+		*slot = famSlot{w0: w0, w1: w1, name: name, fam: x, call: d.call}
+		return x
+	}
 	// 1.0: series of one family often follow each other (a target's
 	// scrape order): compare with the last name before hashing.
 	if ref == 0 && d.lastFamOK && bytes.Equal(d.str(d.lastName), d.str(name)) {
 		return d.lastFam
 	}
+	return d.familyMap(name, ref)
+}
+
+// famSlot is an entry of Decoder.famMemo: a metric name's first and last
+// words, the name, and its family, valid in the call numbered call.
+type famSlot struct {
+	w0, w1 uint64
+	name   signal.Str
+	fam    uint32
+	call   uint32
+}
+
+const (
+	famMemoBits = 8
+	famMemoMul  = 0x9E3779B97F4A7C15
+)
+
+// familyMap is family's lookup in the names map.
+func (d *Decoder) familyMap(name signal.Str, ref uint32) uint32 {
 	key := unsafex.String(d.str(name)) // valid while the arena copy lives: the map is cleared at end
 	x, ok := d.names[key]
 	if !ok {

@@ -3,6 +3,7 @@ package prw
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/prompb"
@@ -47,5 +48,59 @@ func TestLabelPastSeriesEndIsMalformed(t *testing.T) {
 	// The same request intact decodes (no samples: no points, no error).
 	if _, err := d.DecodeV1(&m, body); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFamilyMemo: 1.0 metric names are found by their length and first
+// and last words (famMemo) before the map: names that share those but
+// differ in the middle, names of 8 and 16 bytes, short names (the map
+// only) and a second request on the same Decoder (its families numbered
+// anew) all get a descriptor of their own name, one per name, and the
+// series ids ComputeSeriesIDs gives.
+func TestFamilyMemo(t *testing.T) {
+	names := []string{
+		"abcdefgh0_12345678", "abcdefgh1_12345678", "abcdefgh22345678x", // 17-18 bytes: same first and last words
+		"abcdefgh0_12345678", "metric_8", "metric_16_bytes_", "m7chars", "abcdefgh1_12345678",
+		"metric_16_bytes_", "metric_8", "abcdefgh0_12345678",
+	}
+	for round, rot := range []int{0, 3} {
+		req := &prompb.WriteRequest{}
+		for i := range names {
+			n := names[(i+rot)%len(names)]
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: n}, {Name: "i", Value: string(rune('a' + i))}},
+				Samples: []prompb.Sample{{Value: float64(i), Timestamp: int64(i)}},
+			})
+		}
+		body, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decoder
+		for call := range 2 { // the same Decoder again: call numbers
+			var m signal.Metrics
+			if _, err := d.DecodeV1(&m, body); err != nil {
+				t.Fatal(err)
+			}
+			if m.Len() != len(names) {
+				t.Fatalf("%d points", m.Len())
+			}
+			distinct := map[string]bool{}
+			for p := range m.Len() {
+				got := string(m.Bytes(m.Descs[m.Desc[p]].Name))
+				if want := names[(p+rot)%len(names)]; got != want {
+					t.Fatalf("round %d call %d: point %d named %q, want %q", round, call, p, got, want)
+				}
+				distinct[got] = true
+			}
+			if len(m.Descs) != len(distinct) {
+				t.Fatalf("%d descriptors for %d names", len(m.Descs), len(distinct))
+			}
+			ids := slices.Clone(m.SeriesID)
+			m.ComputeSeriesIDs()
+			if !slices.Equal(ids, m.SeriesID) {
+				t.Fatal("series ids differ from ComputeSeriesIDs's")
+			}
+		}
 	}
 }
