@@ -3,6 +3,7 @@ package prw
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -101,6 +102,103 @@ func TestFamilyMemo(t *testing.T) {
 			if !slices.Equal(ids, m.SeriesID) {
 				t.Fatal("series ids differ from ComputeSeriesIDs's")
 			}
+		}
+	}
+}
+
+// TestRefsMatchOneAtATime: 2.0's label references read in pairs
+// (refPairs) and the rest one at a time give what reading every reference
+// one at a time gives: the pairs, an odd count, a reference out of the
+// symbols table, on references of one, two and three bytes, split over
+// several packed fields, and truncated varints (malformed).
+func TestRefsMatchOneAtATime(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 8))
+	var d Decoder
+	for n := range 300 {
+		nsym := 1 + r.IntN(40000)
+		d.symbols = d.symbols[:0]
+		for s := range nsym {
+			d.symbols = append(d.symbols, signal.MakeStr(s, s%7))
+		}
+		// fields of packed references
+		var fields [][]uint64
+		for range 1 + r.IntN(3) {
+			var f []uint64
+			for range r.IntN(12) {
+				x := uint64(r.IntN(nsym))
+				switch r.IntN(20) {
+				case 0:
+					x = uint64(nsym + r.IntN(3)) // out of range
+				case 1:
+					x = uint64(r.IntN(128))
+				}
+				f = append(f, x)
+			}
+			fields = append(fields, f)
+		}
+		truncate := n%17 == 0
+		var b []byte
+		var starts []int
+		for _, f := range fields {
+			var p []byte
+			for _, x := range f {
+				p = appendVarint(p, x)
+			}
+			if truncate && len(p) > 0 && p[len(p)-1] < 0x80 && len(p) > 1 && p[len(p)-2] >= 0x80 {
+				p = p[:len(p)-1]
+			}
+			starts = append(starts, len(b))
+			b = appendVarint(b, uint64(len(p)))
+			b = append(b, p...)
+		}
+		// the reference: one reference at a time
+		var want []label
+		wantOdd, wantBad, wantErr := false, false, false
+		var pending uint64
+		for fi, f := range fields {
+			s, e := lenField(b, starts[fi])
+			have := wantOdd
+			pending = 0 // refs keeps no reference across fields
+			_ = f
+			for s < e && !wantErr {
+				var x uint64
+				if x, s = uvarint(b[:e], s); s < 0 {
+					wantErr = true
+					break
+				}
+				if x >= uint64(nsym) {
+					wantBad = true
+				}
+				if !have {
+					pending, have = x, true
+					continue
+				}
+				if !wantBad {
+					want = append(want, label{d.symbols[pending], d.symbols[x], uint32(x) + 1, uint32(pending) + 1})
+				}
+				have = false
+			}
+			wantOdd = have
+			if wantErr {
+				break
+			}
+		}
+		var got []label
+		odd, bad, gotErr := false, false, false
+		for fi := range fields {
+			if d.refs(&got, b, starts[fi], wtLen, &odd, &bad) < 0 {
+				gotErr = true
+				break
+			}
+		}
+		if gotErr != wantErr {
+			t.Fatalf("case %d: error %v, want %v", n, gotErr, wantErr)
+		}
+		if wantErr {
+			continue
+		}
+		if odd != wantOdd || bad != wantBad || !slices.Equal(got, want) {
+			t.Fatalf("case %d: odd %v bad %v %v, want odd %v bad %v %v", n, odd, bad, got, wantOdd, wantBad, want)
 		}
 	}
 }

@@ -26,19 +26,15 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 	d.spans = d.spans[:0]
 	syms := d.symbols
 	for i := base; i < len(b); {
-		// The usual symbol, 0x22 and a one-byte length, without tag().
-		if b[i] == 4<<3|wtLen && i+1 < len(b) && b[i+1] < 0x80 {
-			s := i + 2
-			e := s + int(b[i+1])
-			if e <= len(b) {
+		// The usual symbols, 0x22 and a one-byte length, without tag().
+		if b[i] == 4<<3|wtLen {
+			if e, more := symbolRun(b, i, syms); e > i {
 				if symStart < 0 {
 					symStart = i
 				} else if i != symEnd {
 					contig = false
 				}
-				symEnd = e
-				syms = append(syms, signal.MakeStr(s, e-s))
-				i = e
+				symEnd, syms, i = e, more, e
 				continue
 			}
 		}
@@ -113,20 +109,36 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 	var pending uint64
 	have := *odd
 	if wt == wtLen {
-		// Packed, as every encoder writes it: one loop, no callback.
+		// Packed, as every encoder writes it: pairs in a leaf loop
+		// (refPairs), no callback.
 		s, e := lenField(b, j)
 		if s < 0 {
 			return -1
 		}
+		ls := *dst
 		n := uint64(len(d.symbols))
+		if have && s < e { // the pair a field before this one began
+			var x uint64
+			if x, s = uvarint(b[:e], s); s < 0 {
+				return -1
+			}
+			if x >= n {
+				*bad = true
+			}
+			if !*bad {
+				ls = append(ls, label{d.symbols[pending], d.symbols[x], uint32(x) + 1, uint32(pending) + 1})
+			}
+			have = false
+		}
+		if !*bad {
+			s, ls = refPairs(b[:e], s, d.symbols, ls)
+		}
+		*dst = ls
+		// What refPairs left: an odd reference, one out of range, long or
+		// malformed varints; read one at a time.
 		for s < e {
 			var x uint64
-			if c := b[s]; c < 0x80 {
-				x, s = uint64(c), s+1
-			} else if s+1 < e && b[s+1] < 0x80 {
-				// two bytes: references to the symbols past the 128th
-				x, s = uint64(c&0x7f)|uint64(b[s+1])<<7, s+2
-			} else if x, s = uvarint(b[:e], s); s < 0 {
+			if x, s = uvarint(b[:e], s); s < 0 {
 				return -1
 			}
 			if x >= n {
@@ -158,6 +170,55 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 		}
 		*odd = have
 	})
+}
+
+// symbolRun appends the symbols at b[i:] written as 0x22, a one-byte
+// length and the bytes, and returns the index after the last; a leaf.
+func symbolRun(b []byte, i int, syms []signal.Str) (int, []signal.Str) {
+	for i+1 < len(b) && b[i] == 4<<3|wtLen && b[i+1] < 0x80 {
+		e := i + 2 + int(b[i+1])
+		if e > len(b) {
+			break
+		}
+		syms = append(syms, signal.MakeStr(i+2, e-i-2))
+		i = e
+	}
+	return i, syms
+}
+
+// refPairs appends the label pairs of the packed references at b[s:] to
+// ls while both references of a pair are of one or two bytes and inside
+// syms, and returns the index after the last pair appended. A leaf loop:
+// the references are most of a 2.0 series' bytes.
+func refPairs(b []byte, s int, syms []signal.Str, ls []label) (int, []label) {
+	n := uint64(len(syms))
+	for s+1 < len(b) {
+		i := s
+		x := uint64(b[i])
+		if x >= 0x80 {
+			if i+2 >= len(b) || b[i+1] >= 0x80 {
+				break
+			}
+			x = x&0x7f | uint64(b[i+1])<<7
+			i++
+		}
+		i++
+		y := uint64(b[i])
+		if y >= 0x80 {
+			if i+1 >= len(b) || b[i+1] >= 0x80 {
+				break
+			}
+			y = y&0x7f | uint64(b[i+1])<<7
+			i++
+		}
+		i++
+		if x >= n || y >= n {
+			break
+		}
+		ls = append(ls, label{syms[x], syms[y], uint32(y) + 1, uint32(x) + 1})
+		s = i
+	}
+	return s, ls
 }
 
 // seriesV2 decodes one v2 TimeSeries b[s:e]. False means malformed.
