@@ -43,8 +43,19 @@ func fuzzDecode(t *testing.T, v int, body []byte) {
 	case err != nil:
 		t.Fatalf("error neither malformed nor partial: %v", err)
 	}
-	if got := m.Len() - n; got != st.Samples+st.Histograms {
-		t.Fatalf("%d points appended, stats say %d samples + %d histograms", got, st.Samples, st.Histograms)
+	// A series of exemplars only has a point without a value to carry
+	// them (exemplarPoint): counted apart, and never without exemplars.
+	carriers := 0
+	for i := n; i < m.Len(); i++ {
+		if m.NumberType[i] == signal.ValueEmpty && m.Descs[m.Desc[i]].Type == signal.MetricGauge {
+			if r := m.Exemplars[i]; r.End <= r.Start {
+				t.Fatalf("point %d has no value and no exemplars", i)
+			}
+			carriers++
+		}
+	}
+	if got := m.Len() - n; got != st.Samples+st.Histograms+carriers {
+		t.Fatalf("%d points appended, stats say %d samples + %d histograms, and %d carry exemplars only", got, st.Samples, st.Histograms, carriers)
 	}
 	// The decoder sets each point's series id as it appends it: the ids
 	// must be ComputeSeriesIDs's.
@@ -77,6 +88,10 @@ func FuzzDecodeV1(f *testing.F) {
 	b1, _ := benchBodies(5, 3)
 	f.Add(b1)
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00})
+	// Series named as the previous one's (knownLabelsV1), 200 of them, and
+	// 50 metric names (famMemo).
+	b1, _ = benchBodies(200, 4)
+	f.Add(b1)
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecode(t, 1, body) })
 }
 
@@ -87,5 +102,11 @@ func FuzzDecodeV2(f *testing.F) {
 	_, b2 := benchBodies(5, 3)
 	f.Add(b2)
 	f.Add([]byte{0x22, 0x00, 0x2a, 0x02, 0x0a, 0x00})
+	// Over 128 symbols: references of two bytes (refPairs).
+	_, b2 = benchBodies(200, 4)
+	f.Add(b2)
+	// Label references split over two packed fields, the first odd.
+	f.Add([]byte{0x22, 0x00, 0x22, 0x08, '_', '_', 'n', 'a', 'm', 'e', '_', '_', 0x22, 0x01, 'm', 0x22, 0x01, 'a',
+		0x2a, 0x0d, 0x0a, 0x03, 0x01, 0x02, 0x03, 0x0a, 0x01, 0x03, 0x12, 0x02, 0x10, 0x01})
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecode(t, 2, body) })
 }
