@@ -390,7 +390,7 @@ func BenchmarkRemoteWriteToLake(b *testing.B) {
 					return errors.New("not plain")
 				}
 				est := EstimateMetricsBytes(sc.Samples(), sc.Attrs, len(sc.Names), sc.ArenaBytes())
-				ok, err := w.AppendMetrics("bench", sc.Time, est, func(dst *signal.Metrics) { app.AppendV1(dst, &sc) })
+				ok, err := w.AppendMetrics("bench", sc.Time, est, func(dst *signal.Metrics) bool { app.AppendV1(dst, &sc); return true })
 				if err != nil {
 					return err
 				}

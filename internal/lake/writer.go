@@ -292,8 +292,11 @@ func (w *Writer) WriteMetricsRows(tenant string, b *signal.Metrics, from, to int
 // writes the record with WriteMetrics, which copies it row by row and
 // rolls files exactly where the limits say. fill must append exactly
 // len(times) points (an error otherwise: the partition is then in
-// doubt, as after a failed write).
-func (w *Writer) AppendMetrics(tenant string, times []int64, srcEst int64, fill func(dst *signal.Metrics)) (bool, error) {
+// doubt, as after a failed write), or return false: the partition's points
+// are then cut back to what they were (signal.Metrics.Truncate; values and
+// sets fill interned stay, unused) and AppendMetrics returns false, as for
+// a record it does not take.
+func (w *Writer) AppendMetrics(tenant string, times []int64, srcEst int64, fill func(dst *signal.Metrics) bool) (bool, error) {
 	if err := w.check(tenant); err != nil {
 		return false, err
 	}
@@ -324,7 +327,10 @@ func (w *Writer) AppendMetrics(tenant string, times []int64, srcEst int64, fill 
 	}
 	p := w.partition(signal.KindMetrics, tenant, hour)
 	n0 := p.metrics.Len()
-	fill(p.metrics)
+	if !fill(p.metrics) {
+		p.metrics.Truncate(n0)
+		return false, nil
+	}
 	if got := p.metrics.Len() - n0; got != len(pts) {
 		return false, fmt.Errorf("lake: AppendMetrics: %d points appended for %d times", got, len(pts))
 	}

@@ -100,11 +100,10 @@ type lakeLoop struct {
 	io      signal.IOEvents
 	badLog  time.Time // last bad-record log line
 
-	// appendPRW's scratch: the snappy-decoded request, its scan and the
-	// appender that puts its points into a partition.
-	prwBuf  []byte
-	prwScan prw.Scanner
-	prwApp  prw.Appender
+	// appendPRW's scratch: the snappy-decoded request and the appender
+	// that puts its points into a partition.
+	prwBuf []byte
+	prwApp prw.PlainAppender
 }
 
 type tenantRows struct {
@@ -362,7 +361,7 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 			}
 		}
 	case signal.KindMetrics:
-		if appendPlainPRW && !l.isolate && (r.Enc == encPRW1 || r.Enc == encPRW1N) {
+		if !l.isolate && (r.Enc == encPRW1N || appendPlainPRW && r.Enc == encPRW1) {
 			// A plain remote-write request goes straight into its
 			// partition's batch (appendPRW); anything else, and a request
 			// the writer does not take whole, is decoded and copied.
@@ -419,26 +418,29 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 	return nil
 }
 
-// appendPlainPRW turns on appendPRW. It is off: measured end to end
-// on a loaded machine (LAKE=1 scripts/bench-relay.sh, 3M samples of
-// 1,500 per request, one binary with it off and on, alternated) it was
-// not faster (337-347K and 321K samples per CPU-second against 365-434K
-// and 317K), although the lake writer's benchmark from the request bytes
-// is 10% faster with it (BenchmarkRemoteWriteToLake). After the encoder's
-// gathered columns and sort (4655216) an ABBA of both settings measured
-// 519K and 552K on against 540K and 521K off: equal within the machine's
-// spread. BENCHMARKS.md says what is known. Tests turn it on to keep the
-// path and its replay covered.
+// appendPlainPRW sends encPRW1 records (remote write 1.0 the receiver
+// decoded instead of scanning) to appendPRW too, not only the encPRW1N
+// records of requests the receiver's scan accepted. Off: an encPRW1 record
+// is one the receiver did not scan (processing rules, or not the plain
+// case), so appendPRW would mostly give up on it after scanning it. Tests
+// turn it on to cover appendPRW's checks on records nobody scanned.
 var appendPlainPRW = false
 
-// appendPRW appends a plain remote write 1.0 request (prw.Scanner's plain
-// case) straight into the writer's partition batch (lake.Writer.
-// AppendMetrics, prw.Appender): no batch of the record's own is decoded
-// and copied. It returns false, having written nothing, when the request
-// is not plain, spans partition hours, would reach a writer limit or its
-// tenant is invalid: the caller then decodes it and writes it with
-// WriteMetrics, which also quarantines what the lake refuses. An error is
-// the writer's (a failed flush), as WriteMetrics's would be.
+// appendPRW appends a plain remote write 1.0 request straight into the
+// writer's partition batch (lake.Writer.AppendMetrics, prw.PlainAppender):
+// no batch of the record's own is decoded and copied, and a series the
+// partition holds already (the same series every scrape) is found by its
+// label bytes, without parsing or hashing its labels. It returns false,
+// having written nothing, when the request is not plain, spans partition
+// hours, would reach a writer limit or its tenant is invalid: the caller
+// then decodes it and writes it with WriteMetrics, which also quarantines
+// what the lake refuses. An error is the writer's (a failed flush), as
+// WriteMetrics's would be.
+//
+// Before (issue 13, plake6) the loop decoded every remote-write record
+// (snappy, every label parsed and hashed for its series id) and copied the
+// batch into the partition (a set lookup by content per series): about
+// 45% of the lake loop's CPU at 1,500 samples a request.
 func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte) (bool, int, error) {
 	if enc == encPRW1N {
 		_, raw, err := splitCounted(body)
@@ -451,13 +453,16 @@ func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte) (bool, int
 	if l.prwBuf, err = prw.Unsnappy(l.prwBuf, body); err != nil {
 		return false, 0, nil
 	}
-	sc := &l.prwScan
-	if !sc.ScanV1(l.prwBuf) {
+	pa := &l.prwApp
+	if !pa.ScanTimesV1(l.prwBuf) {
 		return false, 0, nil
 	}
-	n := sc.Samples()
-	est := lake.EstimateMetricsBytes(n, sc.Attrs, len(sc.Names), sc.ArenaBytes())
-	ok, err := l.w.AppendMetrics(tenant, sc.Time, est, func(dst *signal.Metrics) { l.prwApp.AppendV1(dst, sc) })
+	n := len(pa.Times)
+	// Bounds, not counts: the labels are not parsed. The partition is
+	// measured again after the append.
+	attrs, descs, arena := pa.Bounds()
+	est := lake.EstimateMetricsBytes(n, attrs, descs, arena)
+	ok, err := l.w.AppendMetrics(tenant, pa.Times, est, pa.AppendV1)
 	if errors.Is(err, lake.ErrInvalidTenant) {
 		return false, 0, nil
 	}

@@ -70,9 +70,10 @@ func lakeValues(t *testing.T, root string, cat *catalog.Catalog) map[float64]int
 // before the checkpoint flushed them (the loop is abandoned: its buffers
 // are lost with it), a new loop starting from the committed position
 // writes each of them exactly once, beside the records committed before.
+// The records' series recur (50 series, 10 records): the partition's known
+// series (prw.PlainAppender) serve all but the first of each, in both
+// loops.
 func TestLakeLoopDirectAppendReplaysExactlyOnce(t *testing.T) {
-	appendPlainPRW = true
-	t.Cleanup(func() { appendPlainPRW = false })
 	dir := t.TempDir()
 	root := filepath.Join(dir, "lake")
 	ctx := context.Background()

@@ -76,8 +76,9 @@ type Metrics struct {
 	cp      copier
 	descSrc *Common // source whose descriptors descMap maps
 	descGen uint64
-	descMap []uint32  // src desc -> dst desc + 1
-	descTab descTable // with ShareAttrSets: descriptors by content
+	descMap []uint32   // src desc -> dst desc + 1
+	descTab descTable  // with ShareAttrSets: descriptors by content
+	known   knownTable // series appended straight into the batch (knownseries.go)
 
 	seriesScratch seriesScratch
 }

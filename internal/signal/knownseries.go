@@ -1,0 +1,114 @@
+package signal
+
+// Known series of a batch: a decoder that appends straight into a lake
+// partition (the lake loop's remote-write path, prw.PlainAppender)
+// remembers, per series it appended, the attribute set, descriptor and
+// series id it gave it, under a key of its own choosing (a seeded hash of
+// the series' label bytes as received). The next sample of the same series
+// in the same partition (the common case: every scrape repeats the same
+// series) then takes them from one probe, without parsing its labels,
+// hashing them for its series id, or looking its set up by content.
+//
+// The batch does not compare a key's content: a key is trusted as the
+// series' identity, as the 64-bit series id already is the lake's (see
+// seriesid.go); the caller chooses a key whose collisions are as unlikely
+// (prw.PlainAppender: 64-bit seeded maphash plus the label bytes' length).
+// Entries live as long as the batch's generation (Common.gen): a Reset or
+// Truncate forgets every one, so an entry never names a set or descriptor
+// that was rolled back.
+
+// KnownSeries is what a batch remembers of a series appended into it.
+type KnownSeries struct {
+	Attr Range  // its attribute set in the batch
+	ID   uint64 // its series id
+	Desc uint32 // its descriptor in the batch
+	Len  uint32 // a check of the caller's (prw.PlainAppender: the label bytes' length)
+}
+
+type knownSlot struct {
+	key uint64 // 0: empty (keys of 0 are stored as 1)
+	s   KnownSeries
+}
+
+// knownTable is an open-addressing table of KnownSeries by key, at most
+// half full.
+type knownTable struct {
+	gen   uint64
+	slots []knownSlot
+	n     int
+}
+
+// maxKnownSeries bounds the series a batch remembers; past it a batch
+// forgets them all and starts again (a partition of more distinct series
+// than this is flushed before long anyway: lake.Options.TargetFileBytes).
+const maxKnownSeries = 1 << 20
+
+func knownKey(k uint64) uint64 {
+	if k == 0 {
+		return 1
+	}
+	return k
+}
+
+// KnownSeries returns the series remembered under key (see
+// AddKnownSeries), if any.
+func (m *Metrics) KnownSeries(key uint64) (KnownSeries, bool) {
+	t := &m.known
+	if t.gen != m.gen || t.n == 0 {
+		return KnownSeries{}, false
+	}
+	key = knownKey(key)
+	mask := uint64(len(t.slots) - 1)
+	for i := (key * 0x9E3779B97F4A7C15) >> 7 & mask; ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.key == key {
+			return sl.s, true
+		}
+		if sl.key == 0 {
+			return KnownSeries{}, false
+		}
+	}
+}
+
+// AddKnownSeries remembers s under key until the batch's next Reset or
+// Truncate. s.Attr and s.Desc must be a set and a descriptor of m.
+func (m *Metrics) AddKnownSeries(key uint64, s KnownSeries) {
+	t := &m.known
+	if t.gen != m.gen || t.n >= maxKnownSeries {
+		clear(t.slots)
+		t.n, t.gen = 0, m.gen
+	}
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	key = knownKey(key)
+	mask := uint64(len(t.slots) - 1)
+	for i := (key * 0x9E3779B97F4A7C15) >> 7 & mask; ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.key == key {
+			sl.s = s
+			return
+		}
+		if sl.key == 0 {
+			sl.key, sl.s = key, s
+			t.n++
+			return
+		}
+	}
+}
+
+func (t *knownTable) grow() {
+	old := t.slots
+	t.slots = make([]knownSlot, max(1024, 2*len(old)))
+	mask := uint64(len(t.slots) - 1)
+	for _, sl := range old {
+		if sl.key == 0 {
+			continue
+		}
+		i := (sl.key * 0x9E3779B97F4A7C15) >> 7 & mask
+		for t.slots[i].key != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = sl
+	}
+}
