@@ -41,6 +41,8 @@ type PlainAppender struct {
 	vals   []uint64 // per sample: its value's bits
 	series []plainSeries
 
+	block    [32]signal.KnownSeries // AppendV1's lookups, a block at a time
+	keyBlock [32]uint64
 	sc       Scanner // scans the series a partition does not know
 	descOf   []uint32
 	keyNames [][]byte
@@ -136,8 +138,18 @@ func (x *PlainAppender) AppendV1(dst *signal.Metrics) bool {
 	x.descOf = x.descOf[:0]
 	scanned := false
 	body := x.body
-	for _, ps := range x.series {
-		ks, ok := dst.KnownSeries(ps.key)
+	var found uint64
+	for j, ps := range x.series {
+		b := j % len(x.block)
+		if b == 0 {
+			// The next block's lookups, their cache misses overlapped.
+			n := min(len(x.block), len(x.series)-j)
+			for i := range n {
+				x.keyBlock[i] = x.series[j+i].key
+			}
+			found = dst.KnownSeriesBlock(x.keyBlock[:n], x.block[:n])
+		}
+		ks, ok := x.block[b], found&(1<<b) != 0
 		if !ok || ks.Len != uint32(ps.lab-ps.st) {
 			if !scanned {
 				x.sc.reset(body)

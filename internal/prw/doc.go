@@ -40,6 +40,10 @@
 // a batch, for a relay that queues the request as received: it takes only
 // plain requests and leaves everything else to the Decoder; FuzzScanV1 and
 // FuzzScanV2 check the two agree on every request the scan takes.
+// PlainAppender (append_plain.go) appends such a request straight into a
+// lake partition, reading only the samples of a series the partition
+// knows (by a seeded hash of its label bytes); FuzzPlainAppender checks it
+// takes what ScanV1 takes and appends what Appender does.
 //
 // Concurrency: a Decoder holds scratch space and is used by one goroutine at
 // a time; pool them. Different batches may be decoded in parallel.

@@ -70,6 +70,49 @@ func (m *Metrics) KnownSeries(key uint64) (KnownSeries, bool) {
 	}
 }
 
+// KnownSeriesBlock looks up keys (at most 64) as KnownSeries does, into
+// out (as long as keys), and returns a bit per key found (bit j: keys[j]).
+// The table is larger than the cache for a partition of many series and a
+// probe's slot a cache miss; this reads the block's slots first, in a loop
+// of loads that do not depend on each other, so that their misses overlap,
+// and only then compares keys (as the copy's set lookups do: touchSets).
+func (m *Metrics) KnownSeriesBlock(keys []uint64, out []KnownSeries) uint64 {
+	t := &m.known
+	if t.gen != m.gen || t.n == 0 {
+		return 0
+	}
+	keys = keys[:min(len(keys), 64)]
+	out = out[:len(keys)]
+	mask := uint64(len(t.slots) - 1)
+	var idx [64]uint32
+	var sink uint64
+	for j, k := range keys {
+		i := (knownKey(k) * 0x9E3779B97F4A7C15) >> 7 & mask
+		idx[j] = uint32(i)
+		sink += t.slots[i].key
+	}
+	knownSink = sink
+	var found uint64
+	for j, k := range keys {
+		k = knownKey(k)
+		for i := uint64(idx[j]); ; i = (i + 1) & mask {
+			sl := &t.slots[i]
+			if sl.key == k {
+				out[j] = sl.s
+				found |= 1 << j
+				break
+			}
+			if sl.key == 0 {
+				break
+			}
+		}
+	}
+	return found
+}
+
+// knownSink keeps the loads of KnownSeriesBlock's first loop.
+var knownSink uint64
+
 // AddKnownSeries remembers s under key until the batch's next Reset or
 // Truncate. s.Attr and s.Desc must be a set and a descriptor of m.
 func (m *Metrics) AddKnownSeries(key uint64, s KnownSeries) {
