@@ -160,10 +160,21 @@ func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) erro
 		}
 		b = append(b, ']')
 	case promql.Scalar:
-		b = appendPoint(b, v.T, v.V)
+		// As promql.Scalar.MarshalJSON writes it (encoding/json): the
+		// seconds as a float, the value in plain decimal.
+		b = append(b, '[')
+		b = appendSeconds(b, v.T)
+		b = append(b, ',', '"')
+		switch {
+		case math.IsNaN(v.V), math.IsInf(v.V, 0):
+			b = appendValue(b, v.V)
+		default:
+			b = strconv.AppendFloat(b, v.V, 'f', -1, 64)
+		}
+		b = append(b, '"', ']')
 	case promql.String:
 		b = append(b, '[')
-		b = appendTimestamp(b, v.T)
+		b = appendSeconds(b, v.T)
 		b = append(b, ',')
 		b = jsonw.AppendString(b, v.V)
 		b = append(b, ']')
@@ -222,11 +233,30 @@ func appendPoint(b []byte, t int64, f float64) []byte {
 	return append(b, '"', ']')
 }
 
-func appendTimestamp(b []byte, ms int64) []byte {
+// appendSeconds writes milliseconds as seconds the way encoding/json
+// writes float64(ms)/1000 (promql.Scalar and String answers).
+func appendSeconds(b []byte, ms int64) []byte {
 	return strconv.AppendFloat(b, float64(ms)/1000, 'f', -1, 64)
 }
 
-// appendValue writes floats as Prometheus does: shortest exact decimal,
+// appendTimestamp writes milliseconds as seconds, as Prometheus does
+// (util/jsonutil): the milliseconds as three digits after the point, none
+// when they are 0.
+func appendTimestamp(b []byte, ms int64) []byte {
+	u := uint64(ms)
+	if ms < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/1000, 10)
+	if f := u % 1000; f != 0 {
+		b = append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+	}
+	return b
+}
+
+// appendValue writes floats as Prometheus does (util/jsonutil): the
+// shortest exact decimal, in exponent form below 1e-6 and from 1e21 on,
 // and NaN, +Inf, -Inf by name.
 func appendValue(b []byte, f float64) []byte {
 	switch {
@@ -237,7 +267,11 @@ func appendValue(b []byte, f float64) []byte {
 	case math.IsInf(f, -1):
 		return append(b, "-Inf"...)
 	}
-	return strconv.AppendFloat(b, f, 'f', -1, 64)
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(b, f, format, -1, 64)
 }
 
 // appendHistogramPoint writes [seconds, {"count":…,"sum":…,"buckets":[…]}]

@@ -1,18 +1,19 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // exemplarJSON and exemplarSeries are Prometheus's query_exemplars answer:
-// values as strings, timestamps in seconds.
+// values as strings, timestamps in seconds, both written as Prometheus
+// writes them (appendValue, appendTimestamp).
 type exemplarJSON struct {
 	Labels    map[string]string `json:"labels"`
 	Value     string            `json:"value"`
-	Timestamp float64           `json:"timestamp"`
+	Timestamp json.RawMessage   `json:"timestamp"`
 }
 
 type exemplarSeries struct {
@@ -62,7 +63,7 @@ func (h *Handler) queryExemplars(r *http.Request, t string) (any, error) {
 		es := exemplarSeries{SeriesLabels: s.SeriesLabels.Map(), Exemplars: make([]exemplarJSON, 0, len(s.Exemplars))}
 		for _, e := range s.Exemplars {
 			es.Exemplars = append(es.Exemplars, exemplarJSON{Labels: e.Labels.Map(),
-				Value: strconv.FormatFloat(e.Value, 'f', -1, 64), Timestamp: float64(e.Ts) / 1000})
+				Value: string(appendValue(nil, e.Value)), Timestamp: appendTimestamp(nil, e.Ts)})
 		}
 		out = append(out, es)
 	}
