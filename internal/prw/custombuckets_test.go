@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -72,5 +73,64 @@ func TestV2InvalidLabelsNamedAsSuch(t *testing.T) {
 	_, err = new(Decoder).DecodeV2(&m, body)
 	if err == nil || !strings.Contains(err.Error(), `series {a="b"}: no __name__ label`) {
 		t.Fatalf("err = %v, want the series named with no __name__ label", err)
+	}
+}
+
+// A label with an empty value is no label, as in Prometheus (its TSDB
+// drops them, labels.WithoutEmpty): {a="", b="1"} is the series {b="1"},
+// in 1.0 and 2.0; the scan leaves such a request to the decoder.
+func TestEmptyLabelValuesAreNoLabels(t *testing.T) {
+	v1 := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: ""}, {Name: "b", Value: "1"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 1}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "b", Value: "1"}}, Samples: []prompb.Sample{{Value: 2, Timestamp: 2}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "b", Value: "1"}, {Name: "c", Value: ""}}, Samples: []prompb.Sample{{Value: 3, Timestamp: 3}}},
+	}}
+	b1, err := v1.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := &writev2.Request{Symbols: []string{"", "__name__", "x", "a", "b", "1", "c"}, Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{1, 2, 3, 0, 4, 5}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}},
+		{LabelsRefs: []uint32{1, 2, 4, 5}, Samples: []writev2.Sample{{Value: 2, Timestamp: 2}}},
+		{LabelsRefs: []uint32{1, 2, 4, 5, 6, 0}, Samples: []writev2.Sample{{Value: 3, Timestamp: 3}}},
+	}}
+	b2, err := v2.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc Scanner
+	if sc.ScanV1(b1) || sc.ScanV2(b2) {
+		t.Fatal("the scan took a request with an empty label value")
+	}
+	for name, dec := range map[string]func() (*signal.Metrics, error){
+		"1.0": func() (*signal.Metrics, error) {
+			var m signal.Metrics
+			_, err := new(Decoder).DecodeV1(&m, b1)
+			return &m, err
+		},
+		"2.0": func() (*signal.Metrics, error) {
+			var m signal.Metrics
+			_, err := new(Decoder).DecodeV2(&m, b2)
+			return &m, err
+		},
+	} {
+		m, err := dec()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := readBack(t, m)
+		if k := keys(got); k != `{__name__="x", b="1"}` || len(got[k]) != 3 {
+			t.Fatalf("%s: series %s, want the one series {b=\"1\"} with 3 points", name, k)
+		}
+		if m.SeriesID[0] != m.SeriesID[1] || m.SeriesID[1] != m.SeriesID[2] {
+			t.Fatalf("%s: series ids %x, want one", name, m.SeriesID)
+		}
+	}
+	// An empty __name__ is still refused, by name.
+	v1.Timeseries[1].Labels[0].Value = ""
+	b1, _ = v1.Marshal()
+	var m signal.Metrics
+	if _, err := new(Decoder).DecodeV1(&m, b1); err == nil || !strings.Contains(err.Error(), "empty __name__") {
+		t.Fatalf("empty __name__: %v", err)
 	}
 }

@@ -410,6 +410,26 @@ func (d *Decoder) checkLabels(checkUTF8, sameNames bool) (int, string) {
 
 const nameLabel = "__name__"
 
+// dropEmptyValues removes the labels other than __name__ whose value is
+// empty and reports whether there were any. Prometheus's data model has
+// no such label (its TSDB drops them on append, labels.WithoutEmpty):
+// {a=""} is the series without a, and PromQL's a="" matches both.
+func (d *Decoder) dropEmptyValues() bool {
+	ls := d.labels
+	k := 0
+	for i := range ls {
+		if ls[i].value.Len() == 0 && ls[i].name.Len() != 0 && string(d.str(ls[i].name)) != nameLabel {
+			continue
+		}
+		if k != i {
+			ls[k] = ls[i]
+		}
+		k++
+	}
+	d.labels = ls[:k]
+	return k != len(ls)
+}
+
 // attrs appends the series' labels other than __name__ as attributes,
 // into slots reserved at once, and returns them with their set hash
 // (signal's order-free sum of per-pair terms, as ComputeSeriesIDs sums

@@ -230,6 +230,9 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 	nAttrs := 0
 	for _, v := range vals {
 		if v.start >= 0 {
+			if v.start == v.end {
+				return false // an empty value: the decoder drops the label
+			}
 			sum += signal.SeriesPair(v.nameHash, signal.ValueString, hashValue(b[v.start:v.end]))
 			nAttrs++
 		}

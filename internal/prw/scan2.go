@@ -142,6 +142,9 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 		if string(n) == nameLabel {
 			nameRef = int(vr)
 		} else {
+			if len(s.sym[vr]) == 0 {
+				return false // an empty value: the decoder drops the label
+			}
 			sum += signal.SeriesPair(s.hashSym(uint32(nr)), signal.ValueString, s.hashSym(uint32(vr)))
 			nAttrs++
 		}

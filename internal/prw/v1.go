@@ -207,6 +207,9 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		i = j
 	}
 	sameNames = sameNames && len(d.labels) == len(pw)
+	if d.dropEmptyValues() {
+		sameNames = false
+	}
 	nameIdx, p := d.checkLabels(!contig || labStart < 0 || !ascii(b[labStart:labEnd]), sameNames)
 	if p == "" {
 		p = problem

@@ -324,6 +324,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	}
 	nameIdx := -1
 	if p == "" {
+		d.dropEmptyValues()
 		nameIdx, p = d.checkLabels(false, false)
 		if p != "" && hasMeta && samples == 0 && hists == 0 {
 			p = "metadata of a series with " + p
