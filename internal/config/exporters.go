@@ -33,7 +33,7 @@ type Exporter struct {
 	Timeout         Duration          `yaml:"timeout" doc:"Per request; default 30s."`
 	BatchBytes      ByteSize          `yaml:"batch_bytes" doc:"A batch is sent when it holds this many bytes of OTLP bodies; default 1MiB."`
 	BatchDelay      Duration          `yaml:"batch_delay" doc:"... or when its first record has waited this long; default 200ms."`
-	Concurrency     int               `yaml:"concurrency" doc:"Requests in flight per endpoint; default 4."`
+	Concurrency     int               `yaml:"concurrency" doc:"otlp: batches (requests) in flight per endpoint; default 4. prometheus_remote_write sends one request per endpoint at a time, in queue order (out-of-order samples are refused by receivers)."`
 	RetryInitial    Duration          `yaml:"retry_initial_backoff" doc:"First retry delay; doubles per retry with full jitter; a longer Retry-After wins. Default 100ms."`
 	RetryMax        Duration          `yaml:"retry_max_backoff" doc:"Cap of the retry delay; default 30s. 429, 5xx and transport errors are retried until the backlog bounds drop the data; other 4xx are dropped and counted."`
 	BreakerFailures int               `yaml:"breaker_failures" doc:"Consecutive failures that open an endpoint's circuit breaker; default 5."`

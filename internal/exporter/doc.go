@@ -12,13 +12,18 @@
 //     record of a signal the exporter does not take, or one that does not
 //     parse). A Send that ends with ctx is not committed; after a restart
 //     those records are sent again.
-//  2. An exporter never blocks the lake or another exporter: each has its
+//  2. With a BatchSender (otlp) up to BatchesInFlight batches are sent at
+//     once; the cursor is still committed in queue order, past a batch only
+//     when it and every batch before it were delivered, and a batch that
+//     was not is read again with every batch after it.
+//  3. An exporter never blocks the lake or another exporter: each has its
 //     own cursor and goroutine, and its backlog is bounded by the cursor's
 //     MaxBytes/MaxAge (queue invariant 10), past which whole segments are
 //     dropped for it and counted.
 //
 // # Concurrency
 //
-// A Runner's Run owns its cursor; Stats and the collector read atomics
+// A Runner's Run owns its cursor (reads and commits happen on its
+// goroutine; only a BatchSender's Sends run on goroutines of their own); Stats and the collector read atomics
 // and the cursor's Stats, safe from any goroutine.
 package exporter

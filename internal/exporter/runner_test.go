@@ -2,7 +2,11 @@ package exporter
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +146,123 @@ func TestRunnerCommitsTrailingSkippedRecords(t *testing.T) {
 	caughtUp("after skipped records alone")
 	if st := r.Stats(); st.SentRecords != 1 || st.Skipped != 2 {
 		t.Fatalf("stats %+v, want 1 sent and 2 skipped", st)
+	}
+}
+
+// windowSender is a BatchSender whose Sends wait until released; it
+// records the most Sends it saw at once and the batches delivered.
+type windowSender struct {
+	mu       sync.Mutex
+	inflight int
+	max      int
+	gate     func(first string, max int) bool // Send of the batch starting with first waits while gate says so
+	fail     func(first string) bool // Send fails (once each) when fail says so
+	failed   map[string]bool
+	got      []string
+}
+
+func (w *windowSender) BatchesInFlight() int          { return 4 }
+func (w *windowSender) Endpoints() []*sending.Endpoint { return nil }
+
+func (w *windowSender) Send(ctx context.Context, recs []Record) error {
+	first := string(recs[0].Body)
+	w.mu.Lock()
+	w.inflight++
+	w.max = max(w.max, w.inflight)
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.inflight--
+		w.mu.Unlock()
+	}()
+	held := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.gate != nil && w.gate(first, w.max)
+	}
+	for deadline := time.Now().Add(30 * time.Second); held() && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fail != nil && w.fail(first) && !w.failed[first] {
+		w.failed[first] = true
+		return errors.New("scripted failure")
+	}
+	for _, r := range recs {
+		w.got = append(w.got, string(r.Body))
+	}
+	return nil
+}
+
+// TestRunnerWindow: a BatchSender gets several batches at once, and the
+// cursor is committed in queue order only: while the first batch is held,
+// later ones are delivered but the cursor stays before the first; a batch
+// that fails is read again with everything after it, and nothing is lost.
+func TestRunnerWindow(t *testing.T) {
+	q, cur := openQueue(t)
+	var firstPos queue.Position // the end of r0
+	for i := range 8 {
+		pos, err := q.Append([]byte(fmt.Sprintf("r%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			firstPos = pos
+		}
+	}
+	var hold atomic.Bool
+	hold.Store(true)
+	ws := &windowSender{failed: map[string]bool{},
+		// Every batch waits until 4 were in flight at once; r0 until hold ends.
+		gate: func(first string, max int) bool { return max < 4 || (first == "r0" && hold.Load()) },
+		fail: func(first string) bool { return first == "r2" }}
+	// One record per batch: BatchBytes 1.
+	r, err := New(Options{Name: "x", Cursor: cur, Sender: ws, BatchBytes: 1, BatchDelay: time.Millisecond,
+		Parse: func(rec []byte) (Record, error) { return Record{Kind: signal.KindLogs, Body: rec}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: never", what)
+			}
+		}
+	}
+	// r0 held: up to 4 batches in flight, r1 and r3 delivered (r2 failed).
+	waitUntil("4 batches in flight", func() bool { ws.mu.Lock(); defer ws.mu.Unlock(); return ws.max == 4 })
+	waitUntil("r1 delivered", func() bool { ws.mu.Lock(); defer ws.mu.Unlock(); return slices.Contains(ws.got, "r1") })
+	if c := cur.Committed(); c >= firstPos {
+		t.Fatalf("committed %d, the end of the held first batch (%d) or past it", c, firstPos)
+	}
+	hold.Store(false)
+	waitUntil("caught up", func() bool { return cur.Committed() == q.Stats().Last })
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for i := range 8 {
+		if !slices.Contains(ws.got, fmt.Sprintf("r%d", i)) {
+			t.Errorf("r%d never delivered; got %v", i, ws.got)
+		}
+	}
+	if !ws.failed["r2"] {
+		t.Errorf("r2's failure never happened")
+	}
+	if st := r.Stats(); st.SentRecords < 8 {
+		t.Errorf("stats %+v: want at least 8 sent records", st)
 	}
 }

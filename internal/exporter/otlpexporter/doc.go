@@ -10,7 +10,9 @@
 //
 // # Concurrency
 //
-// Send may be called from one goroutine (the Runner); the requests of one
-// batch go to the endpoints in parallel, each under its sending.Endpoint's
-// concurrency limit.
+// Send is safe for concurrent use: the Runner keeps up to the endpoints'
+// concurrency of batches in flight (exporter.BatchSender), so several
+// requests go to one endpoint at once, under its sending.Endpoint's
+// concurrency limit; the requests of one batch go to the endpoints in
+// parallel. Requests may therefore arrive out of queue order.
 package otlpexporter

@@ -103,6 +103,16 @@ func (e *Exporter) Close() error {
 	return errors.Join(errs...)
 }
 
+// BatchesInFlight implements exporter.BatchSender: Send is safe for
+// concurrent use and OTLP backends take requests in any order, so the
+// Runner keeps up to the endpoints' concurrency of batches in flight.
+func (e *Exporter) BatchesInFlight() int {
+	if c := e.cfg.Policy.Concurrency; c > 0 {
+		return c
+	}
+	return 4 // sending.Policy's default
+}
+
 // Endpoints implements exporter.Sender.
 func (e *Exporter) Endpoints() []*sending.Endpoint { return e.eps }
 
