@@ -266,7 +266,7 @@ type Query struct {
 
 // QueryAuth configures authentication of the query API.
 type QueryAuth struct {
-	Tokens []QueryToken `yaml:"tokens" doc:"Accepted bearer tokens, each {token: ${ENV}, scope: read|write|readwrite (default read), tenant: NAME (optional)}. A request must carry 'Authorization: Bearer TOKEN' (else 401); a token without the endpoint's scope gets 403 (every endpoint today needs read; remote write will need write); a token with a tenant serves only that tenant (another tenant in the tenant header gets 403, no header means the token's tenant). Empty: no authentication."`
+	Tokens []QueryToken `yaml:"tokens" doc:"Accepted bearer tokens, each {token: ${ENV}, scope: read|write|readwrite (default read), tenant: NAME (optional)}. A request must carry 'Authorization: Bearer TOKEN' (else 401); a token without the endpoint's scope gets 403 (POST /api/v1/write needs write, every other endpoint read); a token with a tenant serves only that tenant (another tenant in the tenant header gets 403, no header means the token's tenant). Empty: no authentication."`
 }
 
 // QueryToken is one accepted bearer token of the query API.

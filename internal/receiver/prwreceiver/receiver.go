@@ -282,6 +282,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 		}
 		return fail(w, http.StatusBadRequest, 0, "read body: %v", err)
 	}
+	if len(x.raw) == 0 {
+		return fail(w, http.StatusBadRequest, 0, "empty body: want a snappy-encoded remote-write request")
+	}
 	n, err := snappy.DecodedLen(x.raw)
 	if err != nil {
 		return fail(w, http.StatusBadRequest, 0, "snappy: %v", err)
