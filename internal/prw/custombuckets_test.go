@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
@@ -132,5 +133,31 @@ func TestEmptyLabelValuesAreNoLabels(t *testing.T) {
 	var m signal.Metrics
 	if _, err := new(Decoder).DecodeV1(&m, b1); err == nil || !strings.Contains(err.Error(), "empty __name__") {
 		t.Fatalf("empty __name__: %v", err)
+	}
+}
+
+// A timestamp before 1970 (remote write allows it, the lake does not: its
+// times are nanoseconds since the epoch, OTLP's unsigned) drops its series
+// with a message saying so, and the request's other series are kept: the
+// pipeline would refuse the whole request for one such point.
+func TestTimestampsBefore1970DropTheirSeries(t *testing.T) {
+	good := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "ok"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 1}}}
+	h := prompb.FromIntHistogram(-5, &histogram.Histogram{Schema: 0})
+	for name, bad := range map[string]prompb.TimeSeries{
+		"sample":    {Labels: []prompb.Label{{Name: "__name__", Value: "old"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: -1000}}},
+		"histogram": {Labels: []prompb.Label{{Name: "__name__", Value: "old"}}, Histograms: []prompb.Histogram{h}},
+		"exemplar": {Labels: []prompb.Label{{Name: "__name__", Value: "old"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 1}},
+			Exemplars: []prompb.Exemplar{{Value: 1, Timestamp: -1}}},
+	} {
+		body, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{good, bad}}).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m signal.Metrics
+		_, err = new(Decoder).DecodeV1(&m, body)
+		var pe *PartialError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "out of range (sluice stores times from 1970-01-01") || m.Len() != 1 {
+			t.Errorf("%s: err %v, %d points; want the good series and the old one dropped, named", name, err, m.Len())
+		}
 	}
 }

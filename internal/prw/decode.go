@@ -668,14 +668,20 @@ func (d *Decoder) applyMetadata(e *[numDescKinds]uint32, typ uint64, help, unit 
 	}
 }
 
-// msToNs converts a millisecond timestamp; false when it does not fit.
+// msToNs converts a millisecond timestamp; false when it is not one the
+// lake stores (tsRange): nanoseconds past 2^63-1, or before 1970 (the
+// pipeline refuses a negative time whole, as OTLP's times are unsigned;
+// here it drops only its series).
 func msToNs(ms int64) (int64, bool) {
 	const lim = math.MaxInt64 / 1_000_000
-	if ms > lim || ms < -lim {
+	if ms > lim || ms < 0 {
 		return 0, false
 	}
 	return ms * 1e6, true
 }
+
+// tsRange ends the message of a timestamp msToNs refuses.
+const tsRange = " (sluice stores times from 1970-01-01 to 2262-04-11)"
 
 // bufSample holds a float sample of the series being appended; the
 // series' samples are appended together (flushSamples), column by column.

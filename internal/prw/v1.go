@@ -194,7 +194,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 				if p := d.checkHist(); p != "" {
 					problem = p
 				} else if _, ok := msToNs(d.h.ts); !ok {
-					problem = "histogram timestamp out of range"
+					problem = "histogram timestamp out of range" + tsRange
 				}
 			}
 			hists++
@@ -255,7 +255,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			tn, ok := msToNs(ts)
 			if !ok {
 				d.rollbackSeries(n0, msgStart, attr)
-				d.drop("series %s: sample timestamp %d out of range", d.seriesString(), ts)
+				d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
 				return true
 			}
 			d.bufSample(tn, 0, v)
@@ -308,7 +308,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			tn, ok := msToNs(ts)
 			if p := d.checkExLabels(); p != "" || !ok {
 				if p == "" {
-					p = "exemplar timestamp out of range"
+					p = "exemplar timestamp out of range" + tsRange
 				}
 				d.rollbackSeries(n0, msgStart, attr)
 				d.drop("series %s: %s", d.seriesString(), p)

@@ -258,7 +258,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 				if p := d.checkHist(); p != "" {
 					problem = p
 				} else if _, ok := msToNs(d.h.ts); !ok {
-					problem = "histogram timestamp out of range"
+					problem = "histogram timestamp out of range" + tsRange
 				}
 			}
 			hists++
@@ -335,7 +335,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	}
 	createdNs, ok := msToNs(created)
 	if p == "" && !ok {
-		p = "created timestamp out of range"
+		p = "created timestamp out of range" + tsRange
 	}
 	if p != "" {
 		if !d.scanSamplesV2(s, e) {
@@ -374,7 +374,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			sn, ok2 := msToNs(st)
 			if !ok1 || !ok2 {
 				d.rollbackSeries(n0, msgStart, attr)
-				d.drop("series %s: sample timestamp %d out of range", d.seriesString(), ts)
+				d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
 				return true
 			}
 			if sn == 0 {
@@ -390,7 +390,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			sn, ok := msToNs(d.h.start)
 			if !ok {
 				d.rollbackSeries(n0, msgStart, attr)
-				d.drop("series %s: histogram start timestamp out of range", d.seriesString())
+				d.drop("series %s: histogram start timestamp out of range"+tsRange, d.seriesString())
 				return true
 			}
 			if sn == 0 {
@@ -443,7 +443,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			case xodd:
 				p = "exemplar has an odd number of label references"
 			case p == "" && !ok:
-				p = "exemplar timestamp out of range"
+				p = "exemplar timestamp out of range" + tsRange
 			}
 			if p != "" {
 				d.rollbackSeries(n0, msgStart, attr)
