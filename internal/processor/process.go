@@ -299,6 +299,10 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 			var taken bool
 			if at.hist {
 				taken = ru.agg.addHist(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b, i)
+			} else if b.NumberType[i] == signal.ValueEmpty {
+				// A point without a value (package prw's carrier of
+				// exemplars sent alone) is no sample: not a 0, not a
+				// counter reset. It goes on as it came.
 			} else {
 				taken = ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b.Value(i), at.cumulative)
 			}
