@@ -1,6 +1,7 @@
 package prw
 
 import (
+	"encoding/binary"
 	"math"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -243,6 +244,15 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		from = labEnd
 	}
 	for i := from; i < e; {
+		// The usual sample, {0x09 value, 0x10 timestamp} and nothing
+		// else, without the field loops (plainSample).
+		if v, ts, se := plainSample(b, i); se > 0 {
+			if tn, ok := msToNs(ts); ok {
+				d.bufSample(tn, 0, v)
+				i = se
+				continue
+			}
+		}
 		num, wt, j := tag(b, i)
 		switch {
 		case num == 2 && wt == wtLen:
@@ -375,6 +385,27 @@ func (d *Decoder) scanSamplesV1(s, e int) bool {
 		i = j
 	}
 	return true
+}
+
+// plainSample reads a Sample field at b[i:] written as every encoder
+// writes it: 0x12, a one-byte length, 0x09 and the value's 8 bytes, 0x10
+// and the timestamp's varint, nothing else. It returns the value's bits,
+// the timestamp and the index after the field; 0 when the field is
+// anything else (sampleV1 reads it then).
+func plainSample(b []byte, i int) (uint64, int64, int) {
+	if i < 0 || len(b)-i < 13 {
+		return 0, 0, 0
+	}
+	q := b[i : i+13]
+	l := int(q[1])
+	if q[0] != 2<<3|wtLen || q[2] != 1<<3|wtI64 || q[11] != 2<<3|wtVarint || l < 11 || l > 20 || len(b)-i-2 < l {
+		return 0, 0, 0
+	}
+	ts, j := uvarint(b[:i+2+l], i+12)
+	if j != i+2+l {
+		return 0, 0, 0
+	}
+	return binary.LittleEndian.Uint64(q[3:]), int64(ts), j
 }
 
 // sampleV1 decodes a Sample {1: double value, 2: int64 timestamp}.

@@ -361,6 +361,15 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	n0 := d.m.Len()
 	d.resetSamples()
 	for i := s; i < e; {
+		// The usual sample: {0x09 value, 0x10 timestamp} and nothing else
+		// (plainSample; a start timestamp takes the general loop).
+		if v, ts, se := plainSample(b, i); se > 0 {
+			if tn, ok := msToNs(ts); ok {
+				d.bufSample(tn, createdNs, v)
+				i = se
+				continue
+			}
+		}
 		num, wt, j := tag(b, i)
 		switch {
 		case num == 2 && wt == wtLen:

@@ -116,10 +116,15 @@ func varintLen(v uint64) int {
 // ascii reports whether every byte of b is below 0x80 (then b is valid
 // UTF-8), eight bytes at a time.
 func ascii(b []byte) bool {
-	// Two words per step and overlapping loads for the tail: the label
+	// Four words per step and overlapping loads for the tail: the label
 	// spans it checks are short, so the tail matters.
 	var or uint64
-	for len(b) >= 16 {
+	for len(b) >= 32 {
+		or |= binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[8:]) |
+			binary.LittleEndian.Uint64(b[16:]) | binary.LittleEndian.Uint64(b[24:])
+		b = b[32:]
+	}
+	if len(b) >= 16 {
 		or |= binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[8:])
 		b = b[16:]
 	}
