@@ -202,3 +202,71 @@ func TestRefsMatchOneAtATime(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainSampleAgreesWithSampleV1: the plain-sample shortcut takes a
+// Sample field only when it is {0x09 value, 0x10 timestamp} and nothing
+// else, and then reads what sampleV1 reads; it leaves every other field
+// (reordered, repeated, extra or missing fields, a length past the end,
+// a varint longer than the field) to the field loops.
+func TestPlainSampleAgreesWithSampleV1(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 13))
+	taken := 0
+	for n := range 5000 {
+		var msg []byte
+		plain := r.IntN(2) == 0
+		ts := uint64(r.Int64N(1<<62)) >> uint(r.IntN(62))
+		if n%7 == 0 {
+			ts = uint64(-int64(ts)) // negative: ten bytes
+		}
+		v := r.Uint64()
+		if plain {
+			msg = appendFixed64(msg, 1, v)
+			msg = appendVarint(appendVarint(msg, 2<<3|wtVarint), ts)
+		} else {
+			for range 1 + r.IntN(3) {
+				switch r.IntN(4) {
+				case 0:
+					msg = appendFixed64(msg, 1, r.Uint64())
+				case 1:
+					msg = appendVarint(appendVarint(msg, 2<<3|wtVarint), uint64(r.Int64N(1<<40)))
+				case 2:
+					msg = appendVarint(appendVarint(msg, 5<<3|wtVarint), 7) // unknown field
+				case 3:
+					msg = appendFixed64(msg, 1, r.Uint64())
+					msg = appendVarint(appendVarint(msg, 2<<3|wtVarint), 1)
+				}
+			}
+		}
+		field := appendVarint([]byte{2<<3 | wtLen}, uint64(len(msg)))
+		field = append(field, msg...)
+		body := append(append([]byte{}, field...), make([]byte, r.IntN(3))...) // bytes after it
+		switch r.IntN(8) {
+		case 0:
+			body = body[:len(field)-1] // truncated
+		case 1:
+			body[1]++ // a length past the message
+		}
+		gv, gts, ge := plainSample(body, 0)
+		if ge == 0 {
+			continue
+		}
+		taken++
+		ss, se := lenField(body, 1)
+		var wv uint64
+		var wts int64
+		if ss < 0 || !sampleV1(body, ss, se, &wv, &wts) {
+			t.Fatalf("case %d: plainSample took % x, sampleV1 refuses it", n, body)
+		}
+		if ge != se || gv != wv || gts != wts {
+			t.Fatalf("case %d: plainSample %x %d end %d, sampleV1 %x %d end %d (% x)", n, gv, gts, ge, wv, wts, se, body)
+		}
+		// what it takes is written as a plain one (the random fields may
+		// happen to be a value and a timestamp)
+		if _, j := uvarint(msg, 10); len(msg) < 11 || msg[0] != 1<<3|wtI64 || msg[9] != 2<<3|wtVarint || j != len(msg) {
+			t.Fatalf("case %d: plainSample took a message that is not plain: % x", n, msg)
+		}
+	}
+	if taken < 1000 {
+		t.Fatalf("plainSample took only %d of 5000 fields", taken)
+	}
+}
