@@ -232,6 +232,9 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	var metaType uint64
 	var helpRef, unitRef uint64
 	hasMeta := false
+	// The second loop starts past the label references when they are the
+	// series' first field (as every encoder writes them): it skips them.
+	from := s
 	for i := s; i < e; {
 		num, wt, j := tag(b, i)
 		if j < 0 {
@@ -241,6 +244,9 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		case num == 1 && (wt == wtLen || wt == wtVarint):
 			if j = d.refs(&d.labels, b, j, wt, &odd, &bad); j < 0 {
 				return false
+			}
+			if i == s {
+				from = j
 			}
 		case (num == 2 || num == 4) && wt == wtLen:
 			if _, j = lenField(b, j); j < 0 {
@@ -360,7 +366,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
 	d.resetSamples()
-	for i := s; i < e; {
+	for i := from; i < e; {
 		// The usual sample: {0x09 value, 0x10 timestamp} and nothing else
 		// (plainSample; a start timestamp takes the general loop).
 		if v, ts, se := plainSample(b, i); se > 0 {
