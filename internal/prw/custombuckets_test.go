@@ -127,8 +127,15 @@ func TestEmptyLabelValuesAreNoLabels(t *testing.T) {
 			t.Fatalf("%s: series ids %x, want one", name, m.SeriesID)
 		}
 	}
+	// A duplicate name is refused even when one of the two values is
+	// empty, as Prometheus refuses it.
+	v1.Timeseries[1].Labels = []prompb.Label{{Name: "__name__", Value: "x"}, {Name: "a", Value: "1"}, {Name: "a", Value: ""}}
+	b1, _ = v1.Marshal()
+	if _, err := new(Decoder).DecodeV1(new(signal.Metrics), b1); err == nil || !strings.Contains(err.Error(), `duplicate label name "a"`) {
+		t.Fatalf("a=1, a=\"\": %v", err)
+	}
 	// An empty __name__ is still refused, by name.
-	v1.Timeseries[1].Labels[0].Value = ""
+	v1.Timeseries[1].Labels = []prompb.Label{{Name: "__name__", Value: ""}, {Name: "b", Value: "1"}}
 	b1, _ = v1.Marshal()
 	var m signal.Metrics
 	if _, err := new(Decoder).DecodeV1(&m, b1); err == nil || !strings.Contains(err.Error(), "empty __name__") {

@@ -414,11 +414,13 @@ const nameLabel = "__name__"
 // empty and reports whether there were any. Prometheus's data model has
 // no such label (its TSDB drops them on append, labels.WithoutEmpty):
 // {a=""} is the series without a, and PromQL's a="" matches both.
+// A label named as another one stays, so that checkLabels refuses the
+// duplicate as Prometheus does.
 func (d *Decoder) dropEmptyValues() bool {
 	ls := d.labels
 	k := 0
 	for i := range ls {
-		if ls[i].value.Len() == 0 && ls[i].name.Len() != 0 && string(d.str(ls[i].name)) != nameLabel {
+		if ls[i].value.Len() == 0 && ls[i].name.Len() != 0 && string(d.str(ls[i].name)) != nameLabel && !d.named(i) {
 			continue
 		}
 		if k != i {
@@ -428,6 +430,17 @@ func (d *Decoder) dropEmptyValues() bool {
 	}
 	d.labels = ls[:k]
 	return k != len(ls)
+}
+
+// named reports whether another of d.labels has the name of label i.
+func (d *Decoder) named(i int) bool {
+	n := d.str(d.labels[i].name)
+	for j, l := range d.labels {
+		if j != i && bytes.Equal(d.str(l.name), n) {
+			return true
+		}
+	}
+	return false
 }
 
 // attrs appends the series' labels other than __name__ as attributes,
