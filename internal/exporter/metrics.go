@@ -10,7 +10,7 @@ type Collector struct {
 
 	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
 	lagBytes, lagSeconds, breaker, breakerOpened, droppedPoints           *prometheus.Desc
-	trimmedExemplars                                                      *prometheus.Desc
+	trimmedExemplars, fallbacks                                           *prometheus.Desc
 }
 
 // NewCollector returns a collector over the runners runners returns.
@@ -34,12 +34,13 @@ func NewCollector(runners func() []*Runner) *Collector {
 		droppedPoints:    d("sluice_exporter_dropped_points_total", "Data points the exporter's format cannot carry (remote write 1.0: delta sums and histograms, unknown types), dropped; and metric bodies that do not decode (reason=bad_body).", "reason"),
 		breakerOpened:    d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
 		trimmedExemplars: d("sluice_exporter_exemplars_trimmed_total", "Exemplars whose labels passed OpenMetrics' 128 runes and were sent with trace_id and span_id only (remote write)."),
+		fallbacks:        d("sluice_exporter_protocol_fallbacks_total", "Endpoints of a remote-write 2.0 exporter that get 1.0 since they answered 2.0 with 415, or with a 2xx without the X-Prometheus-Remote-Write-*-Written headers (a 1.0 receiver)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks} {
 		ch <- d
 	}
 }
@@ -69,6 +70,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if ec, ok := r.o.Sender.(exemplarCounter); ok {
 			counter(c.trimmedExemplars, ec.TrimmedExemplars(), n)
 		}
+		if fc, ok := r.o.Sender.(fallbackCounter); ok {
+			counter(c.fallbacks, fc.Fallbacks(), n)
+		}
 		for _, ep := range r.Endpoints() {
 			counter(c.failed, ep.Stats.Failed.Load(), n, ep.Name)
 			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
@@ -87,4 +91,10 @@ type pointCounter interface {
 // exemplarCounter is a Sender that may cut exemplars' labels.
 type exemplarCounter interface {
 	TrimmedExemplars() uint64
+}
+
+// fallbackCounter is a Sender whose endpoints may fall back to an older
+// protocol.
+type fallbackCounter interface {
+	Fallbacks() uint64
 }

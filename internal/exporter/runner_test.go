@@ -156,12 +156,12 @@ type windowSender struct {
 	inflight int
 	max      int
 	gate     func(first string, max int) bool // Send of the batch starting with first waits while gate says so
-	fail     func(first string) bool // Send fails (once each) when fail says so
+	fail     func(first string) bool          // Send fails (once each) when fail says so
 	failed   map[string]bool
 	got      []string
 }
 
-func (w *windowSender) BatchesInFlight() int          { return 4 }
+func (w *windowSender) BatchesInFlight() int           { return 4 }
 func (w *windowSender) Endpoints() []*sending.Endpoint { return nil }
 
 func (w *windowSender) Send(ctx context.Context, recs []Record) error {

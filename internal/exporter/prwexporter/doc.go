@@ -1,7 +1,8 @@
 // Package prwexporter forwards OTLP metrics as Prometheus remote write 1.0
 // (prometheus.WriteRequest) or 2.0 (io.prometheus.write.v2.Request, one
-// symbols table per request; an endpoint answering 415 gets 1.0 from then
-// on), snappy block encoded, to one or more
+// symbols table per request; an endpoint answering 415, or a 2xx without
+// any X-Prometheus-Remote-Write-*-Written header as a 1.0 receiver does,
+// gets 1.0 from then on), snappy block encoded, to one or more
 // endpoints, replicated or sharded by consistent hashing of each series'
 // labels (sending.Ring).
 //

@@ -72,6 +72,11 @@ func (c *captureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.wire = append(c.wire, raw)
 	c.types = append(c.types, ct)
 	c.mu.Unlock()
+	if strings.Contains(ct, "io.prometheus.write.v2.Request") {
+		// A 2.0 receiver confirms what it wrote; without this header
+		// the exporter takes the endpoint for a 1.0 receiver.
+		w.Header().Set("X-Prometheus-Remote-Write-Samples-Written", "0")
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

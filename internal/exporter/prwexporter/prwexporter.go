@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,12 +314,25 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 				}
 			}
 			o := e.attempt(ctx, ep.Name, tenant, v2, true)
-			if o.Status != http.StatusUnsupportedMediaType {
+			var why string
+			switch {
+			case o.Status == http.StatusUnsupportedMediaType:
+				// The spec's fallback: this endpoint speaks 1.0 only.
+				why = "it answered 415 to 2.0"
+			case o.OK() && !writtenHeaders(o.Header):
+				// A 2.0 receiver must answer with the written counts; a
+				// 1.0 one that does not check the Content-Type
+				// (Prometheus 2.x) reads a 2.0 request as an empty 1.0
+				// one and answers 204, having written nothing.
+				// Prometheus's own sender takes this answer as a failure.
+				why = "it answered 2.0 with " + strconv.Itoa(o.Status) + " but no X-Prometheus-Remote-Write-*-Written header, as a 1.0 receiver does"
+			default:
 				return o
 			}
-			// The spec's fallback: this endpoint speaks 1.0 only.
 			e.useV1[k].Store(true)
 			e.fallbacks.Add(1)
+			ep.Logger().Warn("exporter: endpoint takes remote write 1.0 only; sending it 1.0 from now on (until a restart)",
+				"endpoint", ep.Name, "why", why)
 		}
 		if v1 == nil {
 			if v1, err = v1f(); err != nil {
@@ -331,6 +345,17 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 		return false, err
 	}
 	return err == nil, nil
+}
+
+// writtenHeaders reports whether a 2.0 answer carries any of the
+// X-Prometheus-Remote-Write-*-Written headers a 2.0 receiver sends.
+func writtenHeaders(h http.Header) bool {
+	for _, k := range []string{"X-Prometheus-Remote-Write-Samples-Written", "X-Prometheus-Remote-Write-Histograms-Written", "X-Prometheus-Remote-Write-Exemplars-Written"} {
+		if h.Get(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []byte, v2 bool) sending.Outcome {

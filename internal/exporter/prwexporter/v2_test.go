@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -112,4 +113,54 @@ func TestRemoteWrite2AndFallback(t *testing.T) {
 		t.Fatalf("1.0-only endpoint: fallbacks %d, samples %v", exp3.Fallbacks(), old.lines)
 	}
 	t.Logf("%d samples identical over 1.0, 2.0 and 2.0->1.0 fallback", len(v1.lines))
+}
+
+// An endpoint that takes 1.0 only and does not check the Content-Type
+// (Prometheus 2.x) reads a 2.0 request as an empty 1.0 one and answers
+// 204 without the X-Prometheus-Remote-Write-*-Written headers. The
+// exporter takes that answer as a 1.0 receiver's, falls back to 1.0 for
+// the endpoint and delivers the samples over 1.0, then and afterwards.
+func TestRemoteWrite2NoWrittenHeadersFallsBack(t *testing.T) {
+	end := time.Unix(1_800_000_000, 0)
+	body := testMetrics(t, end, 3)
+	var mu sync.Mutex
+	var types []string
+	samples := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		raw, err := snappy.Decode(nil, b)
+		var req prompb.WriteRequest // whatever was sent, as Prometheus 2.42 reads it
+		if err == nil {
+			err = req.Unmarshal(raw)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		mu.Lock()
+		types = append(types, r.Header.Get("Content-Type"))
+		for _, ts := range req.Timeseries {
+			samples += len(ts.Samples)
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if exp.Fallbacks() != 1 || len(types) != 3 || !strings.Contains(types[0], "v2") || types[1] != "application/x-protobuf" || types[2] != "application/x-protobuf" {
+		t.Fatalf("fallbacks %d, requests %v: want one 2.0 request, then 1.0 (the same data again, and the next batch)", exp.Fallbacks(), types)
+	}
+	if samples == 0 || samples%2 != 0 {
+		t.Fatalf("%d samples arrived over 1.0, want the batch's twice", samples)
+	}
 }

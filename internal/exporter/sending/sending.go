@@ -70,6 +70,7 @@ type Outcome struct {
 	Status     int
 	RetryAfter time.Duration
 	Err        error
+	Header     http.Header // the answer's headers (HTTP only)
 }
 
 // Retryable tells the remote-write rule: transport errors, 429 and 5xx are
@@ -111,7 +112,7 @@ func Send(hc *http.Client, req *http.Request) Outcome {
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	resp.Body.Close()
-	o := Outcome{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	o := Outcome{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), Header: resp.Header}
 	if !o.OK() {
 		o.Err = fmt.Errorf("%s", bytes.TrimSpace(msg))
 	}
@@ -151,6 +152,9 @@ func NewEndpoint(name string, p Policy) *Endpoint {
 		rnd:     rand.Int64N,
 	}
 }
+
+// Logger is where the endpoint logs (Policy.Logger).
+func (e *Endpoint) Logger() *slog.Logger { return e.policy.Logger }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
