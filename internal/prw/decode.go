@@ -142,6 +142,8 @@ type Decoder struct {
 	st            Stats
 	perr          PartialError
 	version       string
+	// 2.0: some symbol of the request is not valid UTF-8 (per call).
+	badUTF8 bool
 }
 
 // keyCache is what attrs keeps of the label at one position (among the

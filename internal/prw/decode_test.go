@@ -504,24 +504,48 @@ func generateTestFloatHistogram(i int64) *histogram.FloatHistogram {
 
 // The one-pass ASCII check of the symbols falls back to checking each
 // symbol: valid non-ASCII UTF-8 passes, an invalid symbol is malformed.
+// A symbol that is not valid UTF-8 drops the series that use it (as a
+// label, an exemplar label or metadata text), naming it, and keeps the
+// request's other series, as 1.0 and Prometheus's handler do; an unused
+// one is harmless.
 func TestDecodeV2SymbolsUTF8(t *testing.T) {
 	for _, c := range []struct {
+		name  string
 		value string
-		ok    bool
-	}{{"plain", true}, {"ü-1", true}, {"\xff", false}} {
-		req := &writev2.Request{Symbols: []string{"", "__name__", "m", "zone", c.value},
-			Timeseries: []writev2.TimeSeries{{LabelsRefs: []uint32{1, 2, 3, 4}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}}}
+		use   func(ts *writev2.TimeSeries)
+		want  string // "" = no error
+	}{
+		{"plain", "plain", nil, ""},
+		{"non-ASCII", "ü-1", nil, ""},
+		{"label value", "\xff", nil, `label "zone": not valid UTF-8`},
+		{"unused", "\xff", func(ts *writev2.TimeSeries) { ts.LabelsRefs[3] = 2 }, ""},
+		{"help", "\xff", func(ts *writev2.TimeSeries) {
+			ts.LabelsRefs[3] = 2
+			ts.Metadata = writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: 4}
+		}, "metadata help or unit: not valid UTF-8"},
+		{"exemplar label", "\xff", func(ts *writev2.TimeSeries) {
+			ts.LabelsRefs[3] = 2
+			ts.Exemplars = []writev2.Exemplar{{LabelsRefs: []uint32{3, 4}, Value: 1, Timestamp: 1}}
+		}, `exemplar label "zone": not valid UTF-8`},
+	} {
+		bad := writev2.TimeSeries{LabelsRefs: []uint32{1, 2, 3, 4}, Samples: []writev2.Sample{{Value: 1, Timestamp: 1}}}
+		if c.use != nil {
+			c.use(&bad)
+		}
+		req := &writev2.Request{Symbols: []string{"", "__name__", "m", "zone", c.value, "ok"},
+			Timeseries: []writev2.TimeSeries{bad, {LabelsRefs: []uint32{1, 5}, Samples: []writev2.Sample{{Value: 2, Timestamp: 2}}}}}
 		body, err := req.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var m signal.Metrics
 		_, err = new(Decoder).DecodeV2(&m, body)
-		if c.ok && (err != nil || m.Len() != 1) {
-			t.Errorf("%q: %v, %d points", c.value, err, m.Len())
-		}
-		if !c.ok && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "symbols[4]: not valid UTF-8") || m.Len() != 0) {
-			t.Errorf("%q: %v, %d points; want malformed symbols[4]", c.value, err, m.Len())
+		var pe *PartialError
+		switch {
+		case c.want == "" && (err != nil || m.Len() != 2):
+			t.Errorf("%s: %v, %d points; want both series", c.name, err, m.Len())
+		case c.want != "" && (!errors.As(err, &pe) || !strings.Contains(err.Error(), c.want) || !utf8.ValidString(err.Error()) || m.Len() != 1):
+			t.Errorf("%s: %v, %d points; want the good series kept and the other dropped naming %q", c.name, err, m.Len(), c.want)
 		}
 	}
 }

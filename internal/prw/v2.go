@@ -1,7 +1,6 @@
 package prw
 
 import (
-	"fmt"
 	"math"
 	"unicode/utf8"
 
@@ -72,11 +71,15 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 		i = j
 	}
 	d.symbols = syms
+	// A symbol that is not valid UTF-8 refuses the series that use it
+	// (checkLabels, checkExLabels, the metadata's text), not the request:
+	// as in 1.0, and as Prometheus's handler, the other series are kept.
+	d.badUTF8 = false
 	if symStart >= 0 && (!contig || !ascii(b[symStart:symEnd])) {
-		for x, sym := range d.symbols {
+		for _, sym := range d.symbols {
 			if !utf8.Valid(d.str(sym)) {
-				d.restore(k)
-				return Stats{}, malformed(fmt.Sprintf("Request.symbols[%d]: not valid UTF-8", x), sym.Off()-base)
+				d.badUTF8 = true
+				break
 			}
 		}
 	}
@@ -331,13 +334,16 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	nameIdx := -1
 	if p == "" {
 		d.dropEmptyValues()
-		nameIdx, p = d.checkLabels(false, false)
+		nameIdx, p = d.checkLabels(d.badUTF8, false)
 		if p != "" && hasMeta && samples == 0 && hists == 0 {
 			p = "metadata of a series with " + p
 		}
 	}
 	if p == "" {
 		p = problem
+	}
+	if p == "" && hasMeta && d.badUTF8 && (!utf8.Valid(d.str(d.symbols[helpRef])) || !utf8.Valid(d.str(d.symbols[unitRef]))) {
+		p = "metadata help or unit: not valid UTF-8"
 	}
 	createdNs, ok := msToNs(created)
 	if p == "" && !ok {
