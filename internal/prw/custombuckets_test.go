@@ -3,6 +3,7 @@ package prw
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -166,5 +167,82 @@ func TestTimestampsBefore1970DropTheirSeries(t *testing.T) {
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "out of range (sluice stores times from 1970-01-01") || m.Len() != 1 {
 			t.Errorf("%s: err %v, %d points; want the good series and the old one dropped, named", name, err, m.Len())
 		}
+	}
+}
+
+// Schemas 9..52 are reduced to 8, as Prometheus's remote-write handler
+// reduces them (histogram.ReduceResolution): integer and float counts,
+// both sides, buckets of either sign of index; the result is the one
+// Prometheus stores.
+func TestHighSchemasReducedTo8(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	for n := range 200 {
+		schema := int32(9 + r.IntN(6))
+		if n == 0 {
+			schema = 52
+		}
+		side := func() ([]histogram.Span, []int64, uint64) {
+			var spans []histogram.Span
+			var deltas []int64
+			var total, prev int64
+			for k := range 1 + r.IntN(3) {
+				off := int32(r.IntN(40))
+				if k == 0 {
+					off -= 20
+				}
+				l := uint32(1 + r.IntN(5))
+				spans = append(spans, histogram.Span{Offset: off, Length: l})
+				for range l {
+					c := int64(r.IntN(10))
+					deltas = append(deltas, c-prev)
+					prev = c
+					total += c
+				}
+			}
+			return spans, deltas, uint64(total)
+		}
+		h := &histogram.Histogram{Schema: schema, ZeroThreshold: 1e-9, ZeroCount: 2, Sum: 12.5}
+		var pc, nc uint64
+		h.PositiveSpans, h.PositiveBuckets, pc = side()
+		h.NegativeSpans, h.NegativeBuckets, nc = side()
+		h.Count = pc + nc + 2
+		for _, float := range []bool{false, true} {
+			var hp prompb.Histogram
+			if float {
+				hp = prompb.FromFloatHistogram(1000, h.ToFloat(nil))
+			} else {
+				hp = prompb.FromIntHistogram(1000, h)
+			}
+			body, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "hs"}}, Histograms: []prompb.Histogram{hp}}}}).Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m signal.Metrics
+			if _, err := new(Decoder).DecodeV1(&m, body); err != nil {
+				t.Fatalf("schema %d: %v", schema, err)
+			}
+			got := readBack(t, &m)[`{__name__="hs"}`]
+			want := h.Copy()
+			if err := want.ReduceResolution(8); err != nil {
+				t.Fatal(err)
+			}
+			if float {
+				wf := want.ToFloat(nil).Compact(0)
+				if len(got) != 1 || got[0].fh == nil || got[0].fh.String() != wf.String() || got[0].fh.Schema != 8 {
+					t.Fatalf("float schema %d: got %v, want %v", schema, got, wf)
+				}
+				continue
+			}
+			want = want.Compact(0)
+			if len(got) != 1 || got[0].h == nil || histString(got[0].h) != histString(want) || got[0].h.Schema != 8 {
+				t.Fatalf("schema %d %v: got %v, want %v", schema, h, histString(got[0].h), histString(want))
+			}
+		}
+	}
+	// Past 52 (and below -4) stays refused, by name.
+	hp := prompb.FromIntHistogram(1000, &histogram.Histogram{Schema: 53})
+	body, _ := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "hs"}}, Histograms: []prompb.Histogram{hp}}}}).Marshal()
+	if _, err := new(Decoder).DecodeV1(new(signal.Metrics), body); err == nil || !strings.Contains(err.Error(), "histogram schema 53 is not supported") {
+		t.Fatalf("schema 53: %v", err)
 	}
 }

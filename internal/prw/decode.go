@@ -949,6 +949,37 @@ func expandSide(dst []uint64, dstF []float64, spans []span, deltas []int64, coun
 	return int32(first), dst, dstF, total, ""
 }
 
+// reduceDense merges dense buckets whose first has Prometheus index first
+// into the buckets of a schema by shift lower (each 2^shift buckets into
+// one, bucket i into ((i-1) >> shift) + 1), as Prometheus's remote-write
+// handler reduces schemas 9..52 to 8 (histogram.ReduceResolution). It
+// works in place: a bucket never moves up.
+func reduceDense(first int32, counts []uint64, countsF []float64, isFloat bool, shift uint) (int32, []uint64, []float64) {
+	t0 := (first-1)>>shift + 1
+	n := len(counts)
+	if isFloat {
+		n = len(countsF)
+	}
+	last := int32(-1)
+	for j := range n {
+		t := (first+int32(j)-1)>>shift + 1 - t0
+		if isFloat {
+			if c := countsF[j]; int(t) != j {
+				countsF[j] = 0
+				countsF[t] += c
+			}
+		} else if c := counts[j]; int(t) != j {
+			counts[j] = 0
+			counts[t] += c
+		}
+		last = t
+	}
+	if isFloat {
+		return t0, counts, countsF[:last+1]
+	}
+	return t0, counts[:last+1], countsF
+}
+
 // checkHist validates d.h and expands its buckets. A float histogram's
 // count is not held to its buckets' sum, as Prometheus does not (float
 // rounding would refuse good histograms).
@@ -965,8 +996,8 @@ func (d *Decoder) checkHist() string {
 		return fmt.Sprintf("histogram reset hint %d is not one of UNKNOWN, YES, NO, GAUGE", h.hint)
 	}
 	custom := h.schema == -53
-	if !custom && (h.schema < -4 || h.schema > 8) {
-		return fmt.Sprintf("histogram schema %d is not supported (want -4..8 or -53 for custom buckets)", h.schema)
+	if !custom && (h.schema < -4 || h.schema > 52) {
+		return fmt.Sprintf("histogram schema %d is not supported (want -4..8, 9..52 reduced to 8, or -53 for custom buckets)", h.schema)
 	}
 	if custom {
 		if len(h.negSpans) > 0 || len(h.negDeltas) > 0 || len(h.negCounts) > 0 {
@@ -995,6 +1026,9 @@ func (d *Decoder) checkHist() string {
 	if off, h.pos, h.posF, pt, p = expandSide(h.pos, h.posF, h.posSpans, h.posDeltas, h.posCounts, h.isFloat, "positive"); p != "" {
 		return "histogram " + p
 	}
+	if h.schema > 8 {
+		off, h.pos, h.posF = reduceDense(off, h.pos, h.posF, h.isFloat, uint(h.schema-8))
+	}
 	npos := len(h.pos)
 	if h.isFloat {
 		npos = len(h.posF)
@@ -1008,6 +1042,10 @@ func (d *Decoder) checkHist() string {
 	}
 	if off, h.neg, h.negF, nt, p = expandSide(h.neg, h.negF, h.negSpans, h.negDeltas, h.negCounts, h.isFloat, "negative"); p != "" {
 		return "histogram " + p
+	}
+	if h.schema > 8 {
+		off, h.neg, h.negF = reduceDense(off, h.neg, h.negF, h.isFloat, uint(h.schema-8))
+		h.schema = 8
 	}
 	h.negOff = off - 1
 	if h.isFloat {
