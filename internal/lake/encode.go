@@ -833,6 +833,19 @@ func (e *encoder) common(res, sc uint32, ri int) {
 	e.runs = append(e.runs, commonRun{res: res, sc: sc, row: row, n: 1})
 }
 
+// commonN is n calls of common for rows ri to ri+n-1 of one resource and
+// scope.
+func (e *encoder) commonN(res, sc uint32, ri, n int) {
+	row := e.base + ri
+	if k := len(e.runs) - 1; k >= 0 {
+		if r := &e.runs[k]; r.res == res && r.sc == sc && r.row+r.n == row {
+			r.n += n
+			return
+		}
+	}
+	e.runs = append(e.runs, commonRun{res: res, sc: sc, row: row, n: n})
+}
+
 // commonRun is a run of rows of one resource and scope.
 type commonRun struct {
 	res, sc uint32

@@ -399,11 +399,20 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 	// well-formed batch): one pass in row order, instead of a check per
 	// run reading each row's fields in sort order.
 	plainScalars := !anyDist(m, nil)
+	// Likewise whether every point has one resource and scope, and is a
+	// float without flags or exemplars (remote write): the chunks then
+	// neither read those fields per row in sort order (a cache miss each
+	// in a large partition) nor check them.
+	oneCommon, floatsOnly := commonAndFloats(m)
 	cols := e.cols
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		// Column by column: each loop keeps one column's buffers hot.
-		for ri, r := range rows {
-			e.common(m.Resource[r], m.Scope[r], ri)
+		if oneCommon && len(rows) > 0 {
+			e.commonN(m.Resource[0], m.Scope[0], 0, len(rows))
+		} else if !oneCommon {
+			for ri, r := range rows {
+				e.common(m.Resource[r], m.Scope[r], ri)
+			}
 		}
 		e.descRuns(m, rows, metaJSON, dcanon)
 		e.times(&cols[mTimestamp], m.Time, rows)
@@ -420,14 +429,20 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		floats := true
 		var flag uint32
 		sameFlags, noExemplars := true, true
-		for j, r := range rows {
-			floats = floats && m.NumberType[r] == signal.ValueDouble
-			f[j] = math.Float64frombits(m.Number[r])
-			if j == 0 {
-				flag = m.Flags[r]
+		if floatsOnly {
+			for j, r := range rows {
+				f[j] = math.Float64frombits(m.Number[r])
 			}
-			sameFlags = sameFlags && m.Flags[r] == flag
-			noExemplars = noExemplars && m.Exemplars[r].Len() == 0
+		} else {
+			for j, r := range rows {
+				floats = floats && m.NumberType[r] == signal.ValueDouble
+				f[j] = math.Float64frombits(m.Number[r])
+				if j == 0 {
+					flag = m.Flags[r]
+				}
+				sameFlags = sameFlags && m.Flags[r] == flag
+				noExemplars = noExemplars && m.Exemplars[r].Len() == 0
+			}
 		}
 		e.f64 = f
 		if floats {
@@ -752,4 +767,23 @@ func (e *encoder) encodeSpans(out io.Writer, s *signal.Spans, ptime []int64, rgR
 		return e.attrRuns(c, s.Attr, rows, nil)
 	})
 	return schema, err
+}
+
+// commonAndFloats reports, in one pass over m's rows in row order, whether
+// every row has the first row's resource and scope, and whether every row
+// is a float (ValueDouble) with flags 0 and no exemplars.
+func commonAndFloats(m *signal.Metrics) (oneCommon, floatsOnly bool) {
+	n := m.Len()
+	if n == 0 {
+		return false, false
+	}
+	oneCommon, floatsOnly = true, true
+	res, sc := m.Resource[0], m.Scope[0]
+	for i, r := range m.Resource[:n] {
+		oneCommon = oneCommon && r == res && m.Scope[i] == sc
+	}
+	for i, t := range m.NumberType[:n] {
+		floatsOnly = floatsOnly && t == signal.ValueDouble && m.Flags[i] == 0 && m.Exemplars[i].Len() == 0
+	}
+	return oneCommon, floatsOnly
 }
