@@ -25,6 +25,7 @@ type otlpLogsBackend struct {
 	URL                   string
 	inflight, maxInflight atomic.Int64
 	hold                  func() bool
+	down                  atomic.Bool // answer 503
 	mu                    sync.Mutex
 	seqs                  map[int64]int
 	encodings             map[string]int
@@ -39,6 +40,11 @@ func newOTLPLogsBackend(t *testing.T) *otlpLogsBackend {
 		}
 		for end := time.Now().Add(30 * time.Second); b.hold != nil && b.hold() && time.Now().Before(end); {
 			time.Sleep(5 * time.Millisecond)
+		}
+		if b.down.Load() {
+			io.Copy(io.Discard, r.Body)
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
 		}
 		if r.URL.Path != "/v1/logs" {
 			http.Error(w, "path "+r.URL.Path, http.StatusNotFound)
@@ -89,6 +95,13 @@ func newOTLPLogsBackend(t *testing.T) *otlpLogsBackend {
 	t.Cleanup(srv.Close)
 	b.URL = srv.URL
 	return b
+}
+
+// count returns how often seq arrived.
+func (b *otlpLogsBackend) count(seq int64) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seqs[seq]
 }
 
 func (b *otlpLogsBackend) distinct() int {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -230,6 +231,13 @@ func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signa
 	}
 	st := status.Convert(err)
 	o := sending.Outcome{Status: grpcToHTTP(st.Code()), Err: err}
+	// gRPC's Retry-After: the RetryInfo detail (what sluice's own
+	// receiver sends with RESOURCE_EXHAUSTED under backpressure).
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			o.RetryAfter = max(0, ri.GetRetryDelay().AsDuration())
+		}
+	}
 	return o
 }
 

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,11 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
@@ -146,5 +152,53 @@ func TestHTTPExporterDeliversThroughRetries(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 		})
+	}
+}
+
+// A gRPC endpoint answering RESOURCE_EXHAUSTED with a RetryInfo of 1.5s
+// (what sluice's receiver sends under backpressure) is retried no sooner
+// than that, although the policy's backoff is 1ms; then it is delivered.
+func TestGRPCRetryInfoHonoured(t *testing.T) {
+	var mu sync.Mutex
+	var times []time.Time
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		var m []byte
+		if err := stream.RecvMsg(&m); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		times = append(times, time.Now())
+		if len(times) == 1 {
+			st, _ := status.New(codes.ResourceExhausted, "queue full").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(1500 * time.Millisecond)})
+			return st.Err()
+		}
+		return stream.SendMsg([]byte{})
+	}), grpc.ForceServerCodecV2(rawCodec{}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Stop()
+	e, err := New(Config{Endpoints: []string{ln.Addr().String()}, Protocol: "grpc", Compression: "none",
+		Policy: sending.Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.Send(context.Background(), []exporter.Record{{Kind: signal.KindLogs, Body: corpusLogs(t)[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(times) != 2 {
+		t.Fatalf("%d attempts, want 2", len(times))
+	}
+	if d := times[1].Sub(times[0]); d < 1500*time.Millisecond {
+		t.Fatalf("retried %v after a RetryInfo of 1.5s", d)
+	}
+	if r := e.Endpoints()[0].Stats.Retried.Load(); r != 1 {
+		t.Fatalf("retried %d, want 1", r)
 	}
 }
