@@ -10,7 +10,7 @@ type Collector struct {
 
 	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
 	lagBytes, lagSeconds, breaker, breakerOpened, droppedPoints           *prometheus.Desc
-	trimmedExemplars, fallbacks                                           *prometheus.Desc
+	trimmedExemplars, fallbacks, rejected                                 *prometheus.Desc
 }
 
 // NewCollector returns a collector over the runners runners returns.
@@ -34,13 +34,14 @@ func NewCollector(runners func() []*Runner) *Collector {
 		droppedPoints:    d("sluice_exporter_dropped_points_total", "Data points the exporter's format cannot carry (remote write 1.0: delta sums and histograms, unknown types), dropped; and metric bodies that do not decode (reason=bad_body).", "reason"),
 		breakerOpened:    d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
 		trimmedExemplars: d("sluice_exporter_exemplars_trimmed_total", "Exemplars whose labels passed OpenMetrics' 128 runes and were sent with trace_id and span_id only (remote write)."),
+		rejected:         d("sluice_exporter_rejected_items_total", "Items (log records, data points, spans) an endpoint refused within a request it accepted (an OTLP partial success); not retried.", "endpoint"),
 		fallbacks:        d("sluice_exporter_protocol_fallbacks_total", "Endpoints of a remote-write 2.0 exporter that get 1.0 since they answered 2.0 with 415, or with a 2xx without the X-Prometheus-Remote-Write-*-Written headers (a 1.0 receiver)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks, c.rejected} {
 		ch <- d
 	}
 }
@@ -77,6 +78,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.failed, ep.Stats.Failed.Load(), n, ep.Name)
 			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
 			counter(c.dropped, ep.Stats.Dropped.Load(), n, ep.Name)
+			counter(c.rejected, ep.Stats.Rejected.Load(), n, ep.Name)
 			counter(c.breakerOpened, ep.Breaker.Opened(), n, ep.Name)
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(ep.Breaker.State()), n, ep.Name)
 		}

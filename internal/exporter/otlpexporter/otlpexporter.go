@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
@@ -147,10 +148,18 @@ func (e *Exporter) sendAll(ctx context.Context, k signal.Kind, tenant string, bo
 	for i, ep := range e.eps {
 		wg.Go(func() {
 			err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
+				var o sending.Outcome
 				if e.cfg.Protocol == "grpc" {
-					return e.grpcAttempt(ctx, e.conns[i], k, tenant, body)
+					o = e.grpcAttempt(ctx, e.conns[i], k, tenant, body)
+				} else {
+					o = e.httpAttempt(ctx, ep.Name, k, tenant, payload, encoding)
 				}
-				return e.httpAttempt(ctx, ep.Name, k, tenant, payload, encoding)
+				if o.OK() && (o.Header == nil || !strings.Contains(o.Header.Get("Content-Type"), "json")) {
+					if n, msg := partialSuccess(o.Body); n > 0 || msg != "" {
+						ep.PartialRejection(n, msg)
+					}
+				}
+				return o
 			})
 			if errors.Is(err, sending.ErrRejected) {
 				err = nil // dropped and counted by the endpoint
@@ -227,7 +236,7 @@ func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signa
 	opts = append(opts, grpc.Trailer(&trailer))
 	err := cc.Invoke(ctx, grpcMethods[k], body, &out, opts...)
 	if err == nil {
-		return sending.Outcome{Status: 200}
+		return sending.Outcome{Status: 200, Body: out}
 	}
 	st := status.Convert(err)
 	o := sending.Outcome{Status: grpcToHTTP(st.Code()), Err: err}
@@ -239,6 +248,59 @@ func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signa
 		}
 	}
 	return o
+}
+
+// partialSuccess reads an OTLP export response (logs, metrics and traces
+// alike: field 1 is partial_success, whose field 1 is the count of
+// rejected items and field 2 the error message). A body that does not
+// parse reads as no partial success.
+func partialSuccess(b []byte) (rejected int64, msg string) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, ""
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return 0, ""
+			}
+			b = b[n:]
+			continue
+		}
+		ps, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return 0, ""
+		}
+		b = b[n:]
+		for len(ps) > 0 {
+			num, typ, n := protowire.ConsumeTag(ps)
+			if n < 0 {
+				return 0, ""
+			}
+			ps = ps[n:]
+			switch {
+			case num == 1 && typ == protowire.VarintType:
+				v, n := protowire.ConsumeVarint(ps)
+				if n < 0 {
+					return 0, ""
+				}
+				rejected, ps = int64(v), ps[n:]
+			case num == 2 && typ == protowire.BytesType:
+				v, n := protowire.ConsumeBytes(ps)
+				if n < 0 {
+					return 0, ""
+				}
+				msg, ps = string(v), ps[n:]
+			default:
+				if n = protowire.ConsumeFieldValue(num, typ, ps); n < 0 {
+					return 0, ""
+				}
+				ps = ps[n:]
+			}
+		}
+	}
+	return rejected, msg
 }
 
 // grpcToHTTP maps a gRPC code to the HTTP status the retry rule reads, as

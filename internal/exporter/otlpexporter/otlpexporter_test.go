@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -200,5 +201,60 @@ func TestGRPCRetryInfoHonoured(t *testing.T) {
 	}
 	if r := e.Endpoints()[0].Stats.Retried.Load(); r != 1 {
 		t.Fatalf("retried %d, want 1", r)
+	}
+}
+
+// An OTLP endpoint that accepts a request but refuses part of it (partial
+// success: rejected records and a message, over HTTP and over gRPC) gets
+// it once, not again: the refused records are counted per endpoint and
+// the answer logged.
+func TestPartialSuccessCounted(t *testing.T) {
+	resp := plogotlp.NewExportResponse()
+	resp.PartialSuccess().SetRejectedLogRecords(3)
+	resp.PartialSuccess().SetErrorMessage("3 records too old")
+	answer, err := resp.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(answer)
+	}))
+	defer hs.Close()
+	gs := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		var m []byte
+		if err := stream.RecvMsg(&m); err != nil {
+			return err
+		}
+		calls.Add(1)
+		return stream.SendMsg(answer)
+	}), grpc.ForceServerCodecV2(rawCodec{}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	defer gs.Stop()
+	for _, cfg := range []Config{{Endpoints: []string{hs.URL}, Protocol: "http", Compression: "gzip"},
+		{Endpoints: []string{ln.Addr().String()}, Protocol: "grpc", Compression: "gzip"}} {
+		calls.Store(0)
+		e, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Send(context.Background(), []exporter.Record{{Kind: signal.KindLogs, Body: corpusLogs(t)[0]}}); err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		st := &e.Endpoints()[0].Stats
+		if calls.Load() != 1 || st.Rejected.Load() != 3 || st.Sent.Load() != 1 || st.Retried.Load() != 0 {
+			t.Fatalf("%s: %d calls, rejected %d, sent %d, retried %d; want 1, 3, 1, 0", cfg.Protocol, calls.Load(), st.Rejected.Load(), st.Sent.Load(), st.Retried.Load())
+		}
+	}
+	if n, msg := partialSuccess([]byte{0x0a, 0xff}); n != 0 || msg != "" {
+		t.Fatalf("a truncated answer read as %d, %q", n, msg)
 	}
 }

@@ -71,6 +71,7 @@ type Outcome struct {
 	RetryAfter time.Duration
 	Err        error
 	Header     http.Header // the answer's headers (HTTP only)
+	Body       []byte      // the answer's body, its first 4 KiB over HTTP
 }
 
 // Retryable tells the remote-write rule: transport errors, 429 and 5xx are
@@ -110,11 +111,11 @@ func Send(hc *http.Client, req *http.Request) Outcome {
 	if err != nil {
 		return Outcome{Err: err}
 	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
-	o := Outcome{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), Header: resp.Header}
+	o := Outcome{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), Header: resp.Header, Body: body}
 	if !o.OK() {
-		o.Err = fmt.Errorf("%s", bytes.TrimSpace(msg))
+		o.Err = fmt.Errorf("%s", bytes.TrimSpace(body[:min(len(body), 512)]))
 	}
 	return o
 }
@@ -123,6 +124,9 @@ func Send(hc *http.Client, req *http.Request) Outcome {
 // requests (attempts for Failed and Retried); the exporter counts items.
 type Stats struct {
 	Sent, Failed, Retried, Dropped atomic.Uint64
+	// Rejected counts items (records, points, spans) the endpoint refused
+	// within requests it accepted (an OTLP partial success): not retried.
+	Rejected atomic.Uint64
 }
 
 // Endpoint sends to one URL under a Policy.
@@ -138,6 +142,30 @@ type Endpoint struct {
 	logMu       sync.Mutex
 	lastRefusal time.Time // when a refusal was last logged
 	unlogged    uint64    // refusals since
+	lastPartial time.Time // when a partial rejection was last logged
+	partials    uint64    // partial rejections since
+}
+
+// PartialRejection records that the endpoint accepted a request but
+// refused n of its items (an OTLP partial success, with its message):
+// they are counted in Stats.Rejected and logged like refusals, the first
+// at once, then at most one line per RefusalLogEvery.
+func (e *Endpoint) PartialRejection(n int64, msg string) {
+	if n > 0 {
+		e.Stats.Rejected.Add(uint64(n))
+	}
+	e.logMu.Lock()
+	now := time.Now()
+	e.partials++
+	if !e.lastPartial.IsZero() && now.Sub(e.lastPartial) < RefusalLogEvery {
+		e.logMu.Unlock()
+		return
+	}
+	count := e.partials
+	e.lastPartial, e.partials = now, 0
+	e.logMu.Unlock()
+	e.policy.Logger.Warn("exporter: endpoint accepted a request but refused part of it (partial success); not retried",
+		"endpoint", e.Name, "rejected", n, "message", msg, "partial_answers", count)
 }
 
 // NewEndpoint returns an endpoint for name (its URL or address).
