@@ -36,6 +36,9 @@ func (a *Attrs) Extend(n int) (keys []KeyID, types []ValueType, vals []uint64) {
 func (m *Metrics) AppendSeriesPoints(desc, resource, scope uint32, attr Range, sid uint64, times, starts []int64, values []uint64) int {
 	n := len(times)
 	p := len(m.Time)
+	if cap(m.Time)-p < n {
+		m.growPoints(n)
+	}
 	values = values[:n]
 	if starts != nil {
 		starts = starts[:n]
@@ -139,4 +142,64 @@ func appendRanges(s []Range, n int, r Range) []Range {
 		s[i] = r
 	}
 	return s
+}
+
+// staggerBytes is how far apart growPoints starts the arrays of the point
+// columns, modulo a page. Arrays of 8, 12, 16 KB, ... start on a page, so that
+// without it element p of every 8-byte column falls in one L1 cache set
+// (the set is the address's bits 6-11) and a point's writes to its 28
+// columns evict each other: cachegrind, remote-write decode of 2,000
+// series, 17.7 L1 write misses a point; staggered, each column misses
+// once per line, as a stream should.
+const staggerBytes = 128
+
+// growPoints makes room for n more points in each point column that has
+// less, growing it as append would (doubling); an array of a page or more
+// starts col*staggerBytes past its allocation, col being the column's
+// place, so that the columns' arrays start in different cache sets.
+func (m *Metrics) growPoints(n int) {
+	m.Desc = growCol(m.Desc, n, 0, 4)
+	m.Resource = growCol(m.Resource, n, 1, 4)
+	m.Scope = growCol(m.Scope, n, 2, 4)
+	m.StartTime = growCol(m.StartTime, n, 3, 8)
+	m.Time = growCol(m.Time, n, 4, 8)
+	m.Attr = growCol(m.Attr, n, 5, 8)
+	m.Flags = growCol(m.Flags, n, 6, 4)
+	m.Exemplars = growCol(m.Exemplars, n, 7, 8)
+	m.SeriesID = growCol(m.SeriesID, n, 8, 8)
+	m.NumberType = growCol(m.NumberType, n, 9, 1)
+	m.Number = growCol(m.Number, n, 10, 8)
+	m.Count = growCol(m.Count, n, 11, 8)
+	m.Sum = growCol(m.Sum, n, 12, 8)
+	m.Min = growCol(m.Min, n, 13, 8)
+	m.Max = growCol(m.Max, n, 14, 8)
+	m.Has = growCol(m.Has, n, 15, 1)
+	m.BucketCounts = growCol(m.BucketCounts, n, 16, 8)
+	m.Bounds = growCol(m.Bounds, n, 17, 8)
+	m.Scale = growCol(m.Scale, n, 18, 4)
+	m.ZeroCount = growCol(m.ZeroCount, n, 19, 8)
+	m.ZeroThreshold = growCol(m.ZeroThreshold, n, 20, 8)
+	m.PosOffset = growCol(m.PosOffset, n, 21, 4)
+	m.PosCounts = growCol(m.PosCounts, n, 22, 8)
+	m.NegOffset = growCol(m.NegOffset, n, 23, 4)
+	m.NegCounts = growCol(m.NegCounts, n, 24, 8)
+	m.Quantiles = growCol(m.Quantiles, n, 25, 8)
+	m.FloatCounts = growCol(m.FloatCounts, n, 26, 8)
+}
+
+// growCol returns s with room for n more elements of size bytes: s itself
+// when it has it, else a copy in an array of twice the capacity (at least
+// len+n), started col*staggerBytes in when it is of a page or more.
+func growCol[T any](s []T, n, col, size int) []T {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	c := max(2*cap(s), len(s)+n)
+	if c*size < 4096 {
+		return reserve(s, n)
+	}
+	skip := (col * staggerBytes % 4096) / size
+	buf := make([]T, skip+c)
+	copy(buf[skip:], s)
+	return buf[skip : skip+len(s) : skip+c]
 }
