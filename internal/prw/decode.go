@@ -420,8 +420,16 @@ const nameLabel = "__name__"
 // duplicate as Prometheus does.
 func (d *Decoder) dropEmptyValues() bool {
 	ls := d.labels
+	// The usual series has none: find the first empty value in a loop
+	// that only tests lengths, and move nothing before it.
 	k := 0
-	for i := range ls {
+	for k < len(ls) && ls[k].value.Len() != 0 {
+		k++
+	}
+	if k == len(ls) {
+		return false
+	}
+	for i := k; i < len(ls); i++ {
 		if ls[i].value.Len() == 0 && ls[i].name.Len() != 0 && string(d.str(ls[i].name)) != nameLabel && !d.named(i) {
 			continue
 		}
