@@ -315,7 +315,7 @@ func (d *Decoder) checkLabels(checkUTF8, sameNames bool) (int, string) {
 		same := true
 		pn, pr := d.prevNames[:len(ls)], d.prevNRefs[:len(ls)]
 		b := d.b
-		if sameNames {
+		if sameNames || sameRefs(ls, pr) {
 			pn = pn[:0] // nothing left to compare
 		}
 		for i := range pn {
@@ -411,6 +411,19 @@ func (d *Decoder) checkLabels(checkUTF8, sameNames bool) (int, string) {
 }
 
 const nameLabel = "__name__"
+
+// sameRefs says every label of ls names the symbol at its place in pr
+// (2.0: the previous series' names by reference), in a leaf loop of one
+// compare a label; false for 1.0's labels (no references).
+func sameRefs(ls []label, pr []uint32) bool {
+	pr = pr[:len(ls)]
+	for i := range ls {
+		if r := ls[i].nref; r == 0 || r != pr[i] {
+			return false
+		}
+	}
+	return true
+}
 
 // dropEmptyValues removes the labels other than __name__ whose value is
 // empty and reports whether there were any. Prometheus's data model has
