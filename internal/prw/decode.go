@@ -489,6 +489,10 @@ func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 	// The labels before and after __name__, each a run whose slots line
 	// up with the cache's and the attributes' (no bounds checks inside).
 	ls, pk := d.labels, d.prevKeys
+	if !d.same {
+		d.keyRun(ls[:nameIdx], pk[:nameIdx])
+		d.keyRun(ls[nameIdx+1:], pk[nameIdx:n])
+	}
 	set := d.attrRun(ls[:nameIdx], pk[:nameIdx], keys[:nameIdx], types[:nameIdx], vals[:nameIdx], retry)
 	set += d.attrRun(ls[nameIdx+1:], pk[nameIdx:n], keys[nameIdx:], types[nameIdx:], vals[nameIdx:], retry)
 	// The names checkLabels compares the next series with: set here, with
@@ -511,24 +515,35 @@ func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 // missNoTerm is keyCache.miss for an entry without a value term.
 const missNoTerm = 255
 
+// keyRun sets the key of each position of the cache pk to the name of the
+// label ls at that position, looking the key up when it is not the
+// position's key already (a new key has no value term). attrs calls it
+// only when the names are not the previous series' (d.same), apart from
+// attrRun, whose loop then has one call in it (hashValue) and fewer
+// registers to reload after it.
+func (d *Decoder) keyRun(ls []label, pk []keyCache) {
+	pk = pk[:len(ls)]
+	for k := range ls {
+		l := &ls[k]
+		e := &pk[k]
+		if !(e.valid && (l.nref != 0 && l.nref == e.nref || d.eqStr(e.name, l.name))) {
+			id := d.c.Keys.ID(d.str(l.name))
+			e.id, e.kh, e.valid, e.miss = id, d.c.Keys.Hash(id), true, missNoTerm
+		}
+		e.name, e.nref = l.name, l.nref
+	}
+}
+
 // attrRun fills the attribute slots of the labels ls from the cache pk of
-// the same positions and returns the sum of their terms.
+// the same positions (keyRun set their keys) and returns the sum of their
+// terms.
 func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types []signal.ValueType, vals []uint64, retry bool) uint64 {
 	pk, keys, types, vals = pk[:len(ls)], keys[:len(ls)], types[:len(ls)], vals[:len(ls)]
-	same, b := d.same, d.b
+	b := d.b
 	var set uint64
 	for k := range ls {
 		l := &ls[k]
 		e := &pk[k]
-		if !same {
-			if !(e.valid && (l.nref != 0 && l.nref == e.nref || d.eqStr(e.name, l.name))) {
-				id := d.c.Keys.ID(d.str(l.name))
-				e.id, e.kh, e.valid, e.miss = id, d.c.Keys.Hash(id), true, missNoTerm
-			}
-			// (same: the names are those of the series before, whose
-			// e.name holds the same bytes)
-			e.name, e.nref = l.name, l.nref
-		}
 		keys[k], types[k], vals[k] = e.id, signal.ValueString, uint64(l.value)
 		if m := e.miss; m < 4 || retry && m != missNoTerm {
 			// d.eqStr with its 8-16 byte case inline
