@@ -171,8 +171,13 @@ func TestSlowClientsCannotStarveFastOnes(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p99 := lat[len(lat)*99/100]
 	t.Logf("fast client: %d requests, p50 %v, p99 %v, max %v", len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
-	if p99 > 500*time.Millisecond {
-		t.Errorf("fast client p99 latency %v, want under 500ms", p99)
+	// A fast request may wait for a slow client to be cut (BodyRateGrace,
+	// 500ms), and longer on a loaded machine (once 500.46ms with five test
+	// packages running on two cores); starved, it would wait for slow
+	// clients' ReadTimeout (2s) among 250 of them competing for each slot,
+	// or time out (5s). Typical p99 is under 20ms.
+	if limit := 3 * cfg.BodyRateGrace; p99 > limit {
+		t.Errorf("fast client p99 latency %v, want under %v", p99, limit)
 	}
 	var cut408 int64
 	statuses.Range(func(k, v any) bool {
