@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -104,5 +105,49 @@ pipelines:
 	}
 	if _, err := os.Stat(filepath.Join(upLake, "_queue")); err != nil {
 		t.Logf("queue dir: %v", err)
+	}
+}
+
+// TestAudoutBacklogAge: an exporter whose endpoint is down drops, past
+// max_backlog_age, the whole queue segments it has not delivered, and
+// counts them (reason="max_backlog_age"); ingestion goes on meanwhile.
+func TestAudoutBacklogAge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dead := freePort(t)
+	dir := t.TempDir()
+	s := startServer(t, writeConfig(t, fmt.Sprintf(`
+receivers:
+  otlp: {grpc_addr: "", http_addr: 127.0.0.1:0, tenant_header: X-Scope-OrgID, max_request_bytes: 512KiB}
+lake: {root: %q}
+queue: {dir: %q, max_bytes: 32MiB, segment_bytes: 1MiB}
+admin: {addr: 127.0.0.1:0}
+shutdown_timeout: 10s
+exporters:
+  otlp/dead:
+    endpoints: [http://%s]
+    max_backlog_age: 1s
+    retry_initial_backoff: 10ms
+    retry_max_backoff: 100ms
+pipelines:
+  logs: {receivers: [otlp], exporters: [otlp/dead]}
+`, filepath.Join(dir, "lake"), filepath.Join(dir, "queue"), dead)))
+	g := newLoadGen(200)
+	client := &http.Client{Timeout: 30 * time.Second}
+	drop := `sluice_exporter_dropped_bytes_total{exporter="otlp/dead",reason="max_backlog_age"}`
+	// Keep sending (segments fill, are sealed and age) until the drop.
+	if !waitFor(60*time.Second, func() bool {
+		for range 10 {
+			if !g.send(t, t.Context(), client, s.http) {
+				t.Fatalf("a request was refused behind a dead endpoint (%d refused, %d failed)", g.refused.Load(), g.failed.Load())
+			}
+		}
+		return metricValue(t, s.admin, drop) > 0
+	}) {
+		t.Fatalf("%s stayed 0:\n%s", drop, scrapeMetrics(t, s.admin))
+	}
+	if !strings.Contains(s.stderr.String(), "backlog over its bound") {
+		t.Errorf("no log line says a segment was dropped for the exporter:\n%s", s.stderr)
 	}
 }
