@@ -40,6 +40,10 @@ type PlainAppender struct {
 	body   []byte
 	vals   []uint64 // per sample: its value's bits
 	series []plainSeries
+	// Per sample, in AppendV1: its series' descriptor, set and id.
+	pDesc []uint32
+	pAttr []signal.Range
+	pID   []uint64
 
 	block    [32]signal.KnownSeries // AppendV1's lookups, a block at a time
 	keyBlock [32]uint64
@@ -136,6 +140,7 @@ func (x *PlainAppender) Bounds() (attrs, descs, arena int) {
 func (x *PlainAppender) AppendV1(dst *signal.Metrics) bool {
 	res, scope := dst.AddBareResourceScope(scopeNameBytes, v1Bytes)
 	x.descOf = x.descOf[:0]
+	x.pDesc, x.pAttr, x.pID = x.pDesc[:0], x.pAttr[:0], x.pID[:0]
 	scanned := false
 	body := x.body
 	var found uint64
@@ -166,8 +171,14 @@ func (x *PlainAppender) AppendV1(dst *signal.Metrics) bool {
 			a := uint32(dst.Attrs.Len())
 			ks.Attr = signal.Range{Start: a, End: a}
 		}
-		dst.AppendSeriesPoints(ks.Desc, res, scope, ks.Attr, ks.ID, x.Times[ps.s0:ps.s1], nil, x.vals[ps.s0:ps.s1])
+		for range ps.s1 - ps.s0 {
+			x.pDesc = append(x.pDesc, ks.Desc)
+			x.pAttr = append(x.pAttr, ks.Attr)
+			x.pID = append(x.pID, ks.ID)
+		}
 	}
+	// The points column by column, once the request's sets are known.
+	dst.AppendDoublePoints(res, scope, x.pDesc, x.pAttr, x.pID, x.Times, x.vals)
 	x.forget()
 	return true
 }

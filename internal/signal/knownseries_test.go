@@ -1,6 +1,9 @@
 package signal
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // TestKnownSeries: what AddKnownSeries remembers is found by KnownSeries
 // and KnownSeriesBlock alike (key 0 too, across the table's growth, an
@@ -57,4 +60,34 @@ func TestKnownSeries(t *testing.T) {
 	}
 	m.Reset()
 	check(none)
+}
+
+// TestAppendDoublePointsIsAppendSeriesPoints: the column-by-column append
+// of many series' points gives the batch that AppendSeriesPoints of each
+// point gives, every column (and the ranges into Msgs, U64 and F64 of a
+// batch that holds some already).
+func TestAppendDoublePointsIsAppendSeriesPoints(t *testing.T) {
+	var a, b Metrics
+	for _, m := range []*Metrics{&a, &b} {
+		m.Msgs = append(m.Msgs, Str(0))
+		m.U64 = append(m.U64, 1, 2)
+		m.F64 = append(m.F64, 3)
+		m.AppendPoint(0, 0, 0)
+	}
+	const n = 100
+	desc, attr, sid, times, vals := make([]uint32, n), make([]Range, n), make([]uint64, n), make([]int64, n), make([]uint64, n)
+	for i := range n {
+		desc[i], attr[i], sid[i], times[i], vals[i] = uint32(i%7), Range{uint32(i), uint32(i + i%3)}, uint64(i)*0x9E3779B97F4A7C15, int64(i)*1e9, uint64(i)<<40
+		a.AppendSeriesPoints(desc[i], 3, 4, attr[i], sid[i], times[i:i+1], nil, vals[i:i+1])
+	}
+	if p := b.AppendDoublePoints(3, 4, desc, attr, sid, times, vals); p != 1 {
+		t.Fatalf("first point %d, want 1", p)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("AppendDoublePoints differs from AppendSeriesPoints")
+	}
+	b.Number[5]++
+	if reflect.DeepEqual(a, b) {
+		t.Fatal("the compare does not see a column")
+	}
 }
