@@ -1,9 +1,13 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"maps"
 	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -41,8 +45,57 @@ type Exporter struct {
 	MaxBacklogBytes ByteSize          `yaml:"max_backlog_bytes" doc:"Queue bytes this exporter may be behind; past it whole old segments are dropped for this exporter only and counted in sluice_exporter_dropped_bytes_total. Default half of queue.max_bytes; must be below queue.max_bytes so a dead backend never fills the queue."`
 	MaxBacklogAge   Duration          `yaml:"max_backlog_age" doc:"Age past which this exporter's backlog is dropped (whole segments, counted); default 24h."`
 	// Remote write only (as Prometheus's remote_write names them).
-	SendNativeHistograms bool  `yaml:"send_native_histograms" doc:"prometheus_remote_write: send native histograms (OTLP exponential histograms) over 1.0 too; default false: 1.0 drops them and counts them in sluice_exporter_dropped_points_total{reason=\"unsupported\"}. 2.0 always carries them."`
-	SendMetadata         *bool `yaml:"send_metadata" doc:"prometheus_remote_write: send metric metadata (type, unit, help): over 1.0 once per metric family and request, over 2.0 on every series; default true."`
+	SendNativeHistograms bool        `yaml:"send_native_histograms" doc:"prometheus_remote_write: send native histograms (OTLP exponential histograms) over 1.0 too; default false: 1.0 drops them and counts them in sluice_exporter_dropped_points_total{reason=\"unsupported\"}. 2.0 always carries them."`
+	SendMetadata         *bool       `yaml:"send_metadata" doc:"prometheus_remote_write: send metric metadata (type, unit, help): over 1.0 once per metric family and request, over 2.0 on every series; default true."`
+	TLS                  ExporterTLS `yaml:"tls" doc:"TLS to the endpoints: https:// endpoints (and otlp over grpc to a host:port when any tls key is set). A tls block with an http:// endpoint is an error."`
+}
+
+// ExporterTLS is an exporter's client side of TLS (exporters.<name>.tls).
+// The files are read once, when sluice starts.
+type ExporterTLS struct {
+	CAFile             string `yaml:"ca_file" doc:"PEM CA certificates to trust instead of the system's roots (a private CA)."`
+	CertFile           string `yaml:"cert_file" doc:"PEM client certificate (chain) presented to the endpoints (mutual TLS); needs key_file."`
+	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file."`
+	ServerName         string `yaml:"server_name" doc:"Name the server's certificate is verified against and sent as SNI; default the endpoint's host."`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Do not verify the server's certificate at all: for tests only (anyone on the path can read and change the data). Default false."`
+}
+
+// ClientConfig loads the files into a client *tls.Config (nil when no key
+// is set), so that a missing file, a CA file without a certificate or a
+// key that does not match fails at start-up (and in sluice validate), not
+// at the first handshake. Its errors name the key and the file.
+func (t ExporterTLS) ClientConfig() (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %q holds no PEM certificate", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("cert_file and key_file must both be set for a client certificate (mutual TLS)")
+	}
+	if t.CertFile != "" {
+		kp, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file %q, key_file %q: %w", t.CertFile, t.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	return cfg, nil
+}
+
+// Enabled reports whether any TLS key is set.
+func (t ExporterTLS) Enabled() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify
 }
 
 // UnmarshalYAML rejects unknown keys.
@@ -238,11 +291,27 @@ func validateExporters(v *validator, c *Config) {
 				v.add(k+"endpoints", "%q is listed twice", ep)
 			}
 			if typ == ExporterOTLP && e.Protocol == "grpc" {
-				v.addr(k+"endpoints", ep)
+				// host:port, or http:// (plaintext) / https:// (TLS) before it.
+				hp, plain := strings.CutPrefix(ep, "http://")
+				if !plain {
+					hp, _ = strings.CutPrefix(ep, "https://")
+				}
+				v.addr(k+"endpoints", hp)
+				if plain && e.TLS.Enabled() {
+					v.add(k+"tls", "endpoint %q is plaintext (http://): drop the tls block or use https:// (or a bare host:port, which tls turns to TLS)", ep)
+				}
 				continue
 			}
-			if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			u, err := url.Parse(ep)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				v.add(k+"endpoints", "%q: want an http:// or https:// URL", ep)
+			} else if u.Scheme == "http" && e.TLS.Enabled() {
+				v.add(k+"tls", "endpoint %q is plaintext (http://), so the tls settings would not apply to it: use https:// or drop the tls block", ep)
+			}
+		}
+		if t := e.TLS; t.Enabled() {
+			if _, err := t.ClientConfig(); err != nil {
+				v.add(k+"tls", "%v", err)
 			}
 		}
 		switch typ {

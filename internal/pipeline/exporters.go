@@ -100,6 +100,10 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 		BreakerCooldown: ec.BreakerCooldown.D(),
 		Logger:          log.With("component", "exporter", "exporter", name),
 	}
+	tc, err := ec.TLS.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("exporter %s: tls: %w", name, err)
+	}
 	var sender exporter.Sender
 	takesPRW := false // the sender reads remote-write bodies itself
 	fam := prw.NewFamilyTable(0)
@@ -108,7 +112,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 	case config.ExporterOTLP:
 		x, err := otlpexporter.New(otlpexporter.Config{
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Compression: ec.Compression,
-			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
+			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy, TLS: tc,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)
@@ -120,7 +124,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Shard: ec.Mode == "shard",
 			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
 			SendNativeHistograms: ec.SendNativeHistograms, NoMetadata: ec.SendMetadata != nil && !*ec.SendMetadata,
-			Families: fam,
+			Families: fam, TLS: tc,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)

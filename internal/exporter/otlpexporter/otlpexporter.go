@@ -3,6 +3,7 @@ package otlpexporter
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip compressor
 	"google.golang.org/grpc/mem"
@@ -37,7 +39,11 @@ type Config struct {
 	Headers      map[string]string
 	Timeout      time.Duration // per request; default 30s
 	MaxRequest   int           // body bytes per request before compression; default 4 MiB
-	Policy       sending.Policy
+	// TLS is the client TLS of https:// endpoints (nil: the system's
+	// roots, no client certificate). Over gRPC it also turns a bare
+	// host:port to TLS; an http:// gRPC endpoint is plaintext.
+	TLS    *tls.Config
+	Policy sending.Policy
 }
 
 // Exporter is an exporter.Sender for OTLP.
@@ -60,7 +66,11 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = 4 << 20
 	}
-	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.TLS != nil {
+		tr.TLSClientConfig = cfg.TLS.Clone()
+	}
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr}}
 	switch cfg.Compression {
 	case "", "none", "gzip":
 	case "zstd":
@@ -79,7 +89,8 @@ func New(cfg Config) (*Exporter, error) {
 		e.eps = append(e.eps, sending.NewEndpoint(ep, cfg.Policy))
 		switch cfg.Protocol {
 		case "grpc":
-			cc, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			target, creds := grpcTarget(ep, cfg.TLS)
+			cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				e.Close()
 				return nil, fmt.Errorf("otlpexporter: endpoint %q: %w", ep, err)
@@ -94,6 +105,23 @@ func New(cfg Config) (*Exporter, error) {
 		}
 	}
 	return e, nil
+}
+
+// grpcTarget reads a gRPC endpoint: https://host:port is TLS, http://host:port
+// plaintext, and a bare host:port TLS when a TLS config is given (plaintext
+// without one, as before exporters had TLS settings).
+func grpcTarget(ep string, tc *tls.Config) (string, credentials.TransportCredentials) {
+	if hp, ok := strings.CutPrefix(ep, "http://"); ok {
+		return strings.TrimSuffix(hp, "/"), insecure.NewCredentials()
+	}
+	hp, secure := strings.CutPrefix(ep, "https://")
+	if !secure && tc == nil {
+		return ep, insecure.NewCredentials()
+	}
+	if tc == nil {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12} // the system's roots
+	}
+	return strings.TrimSuffix(hp, "/"), credentials.NewTLS(tc.Clone())
 }
 
 // Close closes gRPC connections.

@@ -2,6 +2,7 @@ package prwexporter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,6 +34,9 @@ type Config struct {
 	Headers      map[string]string
 	Timeout      time.Duration
 	Policy       sending.Policy
+	// TLS is the client TLS of https:// endpoints (nil: the system's
+	// roots, no client certificate).
+	TLS *tls.Config
 	// SendNativeHistograms sends native histograms over 1.0 too
 	// (prometheus.WriteRequest.histograms); without it 1.0 drops and
 	// counts them. 2.0 always carries them.
@@ -105,6 +109,9 @@ func New(cfg Config) (*Exporter, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.WriteBufferSize = 64 << 10
 	tr.DialContext = dialBodyConn()
+	if cfg.TLS != nil {
+		tr.TLSClientConfig = cfg.TLS.Clone()
+	}
 	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr}, ring: sending.NewRing(cfg.Endpoints),
 		fam: cfg.Families}
 	if e.fam == nil {
