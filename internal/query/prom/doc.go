@@ -40,14 +40,17 @@
 // Exponential histograms (OTLP, and remote-write native histograms) and
 // remote-write custom-bucket histograms are native histogram samples under
 // the bare name (histogram.go; docs/schema.md "Native histograms in
-// PromQL"); index.go gives remote-write histogram rows descriptors of
-// their own (metricDesc.rw) because the same stored type means a classic
-// histogram from OTLP. They are read from raw points only.
+// PromQL"); index.go gives remote-write rows (scope prw.ScopeName)
+// descriptors of their own (metricDesc.rw) because the same stored type
+// means a classic histogram from OTLP. They are read from raw points only.
 //
 // The OTLP -> Prometheus mapping (names.go, documented in docs/query.md)
 // follows the OpenTelemetry "Prometheus and OpenMetrics compatibility"
 // specification through github.com/prometheus/otlptranslator with
-// UnderscoreEscapingWithSuffixes, Prometheus's default.
+// UnderscoreEscapingWithSuffixes, Prometheus's default. Remote-write rows
+// are not mapped: their metric name and label names are the stored name
+// and attribute keys verbatim (a series comes back exactly as sent), and
+// the label cache keys them apart from OTLP rows of the same series_id.
 //
 // # Concurrency
 //

@@ -145,7 +145,7 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 						}
 					}
 					for k, row := range with {
-						attrs, ok := q.a.labels.get(q.tenant, ids[k])
+						attrs, ok := q.a.labels.get(q.tenant, ids[k], r.desc.rw)
 						if !ok {
 							continue // not a selected series (or evicted from the bounded cache)
 						}

@@ -57,7 +57,7 @@ type colMap struct {
 type labelCol struct {
 	col   int
 	key   string // attribute key
-	label string // Prometheus label name
+	label string // Prometheus label name of OTLP rows ("": none); remote-write rows use key
 	kind  byte   // 's' string, 'i' int, 'd' double, 'b' bool
 }
 
@@ -193,8 +193,9 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 				return nil, fmt.Errorf("row group %d: column %s: %w", g, pf.Schema().Columns()[col][0], err)
 			}
 		}
-		// Remote-write histogram rows are native histograms, OTLP ones
-		// are not: they get descriptors of their own (metricDesc.rw).
+		// Remote-write rows keep their names verbatim and their histogram
+		// rows are native histograms; OTLP rows are mapped: they get
+		// descriptors of their own (metricDesc.rw).
 		var scopes []int32
 		rwScope := int32(-1)
 		if scopeC >= 0 {
@@ -205,16 +206,8 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 			}
 			rwScope = int32(slices.Index(sstrs, prw.ScopeName))
 		}
-		histType := make([]bool, len(strs[1])) // by metric_type code
-		for c, t := range strs[1] {
-			histType[c] = t == "histogram" || t == "exponential_histogram"
-		}
-		rwHist := func(i int64) bool {
-			if rwScope < 0 || scopes[i] != rwScope || codes[1] == nil {
-				return false
-			}
-			c := codes[1][i]
-			return c >= 0 && histType[c]
+		rwRow := func(i int64) bool {
+			return rwScope >= 0 && scopes[i] == rwScope
 		}
 		same := func(i, j int64) bool {
 			for k := range codes {
@@ -222,7 +215,7 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 					return false
 				}
 			}
-			return rwHist(i) == rwHist(j)
+			return rwRow(i) == rwRow(j)
 		}
 		for i := int64(0); i < n; i++ {
 			if i > 0 && same(i, i-1) {
@@ -230,7 +223,7 @@ func buildIndex(pf *parquet.File) (*fileIndex, error) {
 				continue
 			}
 			k := descKey{strOf(codes[0], strs[0], i), strOf(codes[2], strs[2], i), strOf(codes[1], strs[1], i),
-				strOf(codes[3], strs[3], i), strOf(codes[4], strs[4], i) == "true", rwHist(i)}
+				strOf(codes[3], strs[3], i), strOf(codes[4], strs[4], i) == "true", rwRow(i)}
 			p := descs[k]
 			if p == nil {
 				p = &metricDesc{otlpName: k.name, unit: k.unit, mtype: k.mtype, temporality: k.temp, monotonic: k.mono, rw: k.rw}
@@ -365,11 +358,12 @@ func parseAttrColumn(name string) (labelCol, bool) {
 	default:
 		return labelCol{}, false
 	}
-	label := LabelName(c.Key)
-	if label == "" {
+	if c.Key == "" {
 		return labelCol{}, false
 	}
-	return labelCol{key: c.Key, label: label, kind: kind}, true
+	// label "" (a key with no OTLP label name): remote-write rows still
+	// label with the key itself.
+	return labelCol{key: c.Key, label: LabelName(c.Key), kind: kind}, true
 }
 
 // indexCache keeps the index of recently used files, by lake path.

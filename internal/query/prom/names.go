@@ -49,8 +49,10 @@ type output struct {
 type metricDesc struct {
 	otlpName, unit, mtype, temporality string
 	monotonic                          bool
-	// rw: the rows are native histograms sent by remote write (scope
-	// prw.ScopeName); set only for histogram types, see buildIndex.
+	// rw: the rows were sent by remote write (scope prw.ScopeName), see
+	// buildIndex: the PromQL name is the stored name verbatim, the labels
+	// are the attribute keys verbatim, and histogram types are native
+	// histograms.
 	rw      bool
 	kind    metricKind
 	base    string
@@ -96,14 +98,16 @@ func (d *metricDesc) describe() {
 		return
 	}
 	if d.rw {
-		// A remote-write native histogram keeps exactly its name, as its
-		// float series do (a gauge with no unit gets no suffix).
-		t = otlptranslator.MetricTypeGauge
+		// A remote-write series keeps exactly its name (below), and a
+		// histogram point is a native histogram.
 		if d.kind == kindHistogram {
 			d.kind = kindNativeHistogram
 		}
 	}
-	base := promname.Base(d.otlpName, d.unit, t)
+	base := d.otlpName
+	if !d.rw {
+		base = promname.Base(d.otlpName, d.unit, t)
+	}
 	if base == "" {
 		d.kind = kindUnsupported
 		return

@@ -30,7 +30,7 @@ func (sc *scan) readOverflowLabels(pf *parquet.File, idx *fileIndex, g int, r ru
 	var perr error
 	err := format.ReadValuesAt(pf.RowGroups()[g].ColumnChunks()[idx.ovfCol], r.start, r.end, sc.need, func(i int, v parquet.Value) {
 		if !v.IsNull() && perr == nil {
-			kvs[i], perr = appendOverflowLabels(kvs[i], v.ByteArray())
+			kvs[i], perr = appendOverflowLabels(kvs[i], v.ByteArray(), r.desc.rw)
 		}
 	})
 	if err == nil {
@@ -42,8 +42,9 @@ func (sc *scan) readOverflowLabels(pf *parquet.File, idx *fileIndex, g int, r ru
 	return nil
 }
 
-// appendOverflowLabels appends the labels of one overflow object.
-func appendOverflowLabels(dst []attrLabel, js []byte) ([]attrLabel, error) {
+// appendOverflowLabels appends the labels of one overflow object; rw: the
+// row was sent by remote write, its labels are the keys verbatim.
+func appendOverflowLabels(dst []attrLabel, js []byte, rw bool) ([]attrLabel, error) {
 	var obj map[string]struct {
 		StringValue *string         `json:"stringValue"`
 		BoolValue   *bool           `json:"boolValue"`
@@ -54,7 +55,10 @@ func appendOverflowLabels(dst []attrLabel, js []byte) ([]attrLabel, error) {
 		return dst, err
 	}
 	for key, av := range obj {
-		label := LabelName(key)
+		label := key
+		if !rw {
+			label = LabelName(key)
+		}
 		if label == "" {
 			continue
 		}

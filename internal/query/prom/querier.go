@@ -634,8 +634,10 @@ func matchingOutputs(d *metricDesc, nameMs []*labels.Matcher, dst []output) []ou
 }
 
 // labelCache holds the label set (without __name__) of lake series by
-// tenant and series_id: a series' labels are a function of its attributes,
-// which its id hashes, so they are read from the file once.
+// tenant, series_id and whether the series was sent by remote write: a
+// series' labels are a function of its attributes, which its id hashes,
+// and of how they are named (remote write: verbatim; OTLP: mapped; the id
+// does not hash the scope), so they are read from the file once.
 type labelCache struct {
 	mu  sync.Mutex
 	max int
@@ -645,21 +647,22 @@ type labelCache struct {
 type labelKey struct {
 	tenant string
 	id     uint64
+	rw     bool
 }
 
-func (c *labelCache) get(tenant string, id uint64) (labels.Labels, bool) {
+func (c *labelCache) get(tenant string, id uint64, rw bool) (labels.Labels, bool) {
 	c.mu.Lock()
-	l, ok := c.m[labelKey{tenant, id}]
+	l, ok := c.m[labelKey{tenant, id, rw}]
 	c.mu.Unlock()
 	return l, ok
 }
 
-func (c *labelCache) put(tenant string, id uint64, l labels.Labels) {
+func (c *labelCache) put(tenant string, id uint64, rw bool, l labels.Labels) {
 	c.mu.Lock()
 	if len(c.m) >= c.max {
 		clear(c.m) // crude but bounded; entries are cheap to rebuild
 	}
-	c.m[labelKey{tenant, id}] = l
+	c.m[labelKey{tenant, id, rw}] = l
 	c.mu.Unlock()
 }
 

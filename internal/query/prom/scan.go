@@ -258,7 +258,7 @@ func (sc *scan) runLabels(pf *parquet.File, idx *fileIndex, g int, r run) error 
 		for j < n && sc.ids[j] == sc.ids[i] {
 			j++
 		}
-		l, ok := sc.q.a.labels.get(tenant, sc.ids[i])
+		l, ok := sc.q.a.labels.get(tenant, sc.ids[i], r.desc.rw)
 		if !ok {
 			sc.need = append(sc.need, r.start+i)
 			sc.needGroup = append(sc.needGroup, len(sc.groupLbls))
@@ -307,9 +307,16 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 		if err := sc.addBytes(pf, g, lc.col, r.end-r.start, total); err != nil {
 			return err
 		}
+		label := lc.label
+		if r.desc.rw {
+			// Remote write: the label is exactly the key that was sent.
+			label = lc.key
+		} else if label == "" {
+			continue
+		}
 		err := format.ReadValuesAt(ccs[lc.col], r.start, r.end, sc.need, func(i int, v parquet.Value) {
 			if !v.IsNull() {
-				kvs[i] = append(kvs[i], attrLabel{Label: lc.label, Key: lc.key, Value: formatLabelValue(v, lc.kind)})
+				kvs[i] = append(kvs[i], attrLabel{Label: label, Key: lc.key, Value: formatLabelValue(v, lc.kind)})
 			}
 		})
 		if err != nil {
@@ -333,13 +340,15 @@ func (sc *scan) readLabels(pf *parquet.File, idx *fileIndex, g int, r run) error
 			sc.sb.Add(labelInstance, inst[i])
 		}
 		kv := kvs[i]
-		reclaimLabels(kv, svc[i] != "", inst[i] != "", r.desc.kind)
+		if !r.desc.rw {
+			reclaimLabels(kv, svc[i] != "", inst[i] != "", r.desc.kind)
+		}
 		promname.SortAttrLabels(kv)
 		promname.JoinCollisions(&sc.sb, kv)
 		sc.sb.Sort()
 		l := sc.sb.Labels()
 		id := sc.ids[sc.need[i]-r.start]
-		sc.q.a.labels.put(sc.q.tenant, id, l)
+		sc.q.a.labels.put(sc.q.tenant, id, r.desc.rw, l)
 		sc.groupLbls[sc.needGroup[i]] = l
 	}
 	return nil
