@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -72,8 +73,9 @@ type rewritePlan struct {
 
 // setLabels says which labels sluice derives itself for a series (see
 // promname.Reclaim): an attribute keyed like one of the others is a plain
-// label.
-type setLabels struct{ job, instance, histogram, summary bool }
+// label. rw: the series was sent by remote write (scope prw.ScopeName), its
+// labels are the attribute keys verbatim, as the query API shows them.
+type setLabels struct{ job, instance, histogram, summary, rw bool }
 
 // Scratch is the reusable state of one Process call at a time.
 type Scratch struct {
@@ -100,7 +102,8 @@ type Scratch struct {
 	renamed         map[renameKey]uint32
 	ignoredResource uint64
 	set             setLabels  // of the series seriesLabels built last
-	keyLabel        []keyLabel // by key and label set (16 a key) of the batch being processed
+	keyLabel        []keyLabel // by key and label set (32 a key) of the batch being processed
+	rwScope         []bool     // by scope of the batch: sent by remote write (prw.ScopeName)
 	now             int64
 	tenantGroup     uint64
 	idGen           uint64                 // the decision cache's idGen keyLabel was filled at
@@ -147,6 +150,10 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 			k++
 		}
 		s.descKey = append(s.descKey, k)
+	}
+	s.rwScope = s.rwScope[:0]
+	for _, sc := range b.Scopes {
+		s.rwScope = append(s.rwScope, b.String(sc.Name) == prw.ScopeName)
 	}
 	clear(s.renamed)
 	s.keyLabel = s.keyLabel[:0]
@@ -351,7 +358,7 @@ func (s *Scratch) lookupChunk(b *signal.Metrics, from, to int) {
 		c.shards[k].mu.RLock()
 	}
 	for i := from; i < to; i++ {
-		s.found[i-from] = c.getLocked(b.SeriesID[i] ^ s.descKey[b.Desc[i]])
+		s.found[i-from] = c.getLocked(s.seriesKey(b, i))
 	}
 	for k := range c.shards {
 		c.shards[k].mu.RUnlock()
@@ -379,8 +386,29 @@ func (s *Scratch) release() {
 	}
 }
 
+// seriesKey is the decision cache key of point i's series: its id, with
+// what the Prometheus name depends on and the id does not hash (unit,
+// type, and whether remote write sent it).
+func (s *Scratch) seriesKey(b *signal.Metrics, i int) uint64 {
+	k := b.SeriesID[i] ^ s.descKey[b.Desc[i]]
+	if s.remoteWrite(b, i) {
+		k ^= 0xD6E8FEB86659FD93
+	}
+	return k
+}
+
+// remoteWrite reports whether point i was sent by remote write: the query
+// API shows it with exactly its stored name and attribute keys.
+func (s *Scratch) remoteWrite(b *signal.Metrics, i int) bool {
+	sc := int(b.Scope[i])
+	if len(s.rwScope) != len(b.Scopes) { // outside ProcessMetrics
+		return b.String(b.Scopes[sc].Name) == prw.ScopeName
+	}
+	return s.rwScope[sc]
+}
+
 func (s *Scratch) decide(b *signal.Metrics, i int) *decision {
-	key := b.SeriesID[i] ^ s.descKey[b.Desc[i]]
+	key := s.seriesKey(b, i)
 	c := s.rules.cache
 	if d := c.get(key); d != nil {
 		return d
@@ -635,20 +663,29 @@ func matches(ru *rule, l labels.Labels, names []string) bool {
 // _count for histograms and summaries).
 func (s *Scratch) seriesLabels(b *signal.Metrics, i int) labels.Labels {
 	desc := &b.Descs[b.Desc[i]]
-	base := promname.Base(b.String(desc.Name), b.String(desc.Unit), translatorType(desc))
+	rw := s.remoteWrite(b, i)
+	var base string
 	s.names = s.names[:0]
-	s.names = append(s.names, base)
-	switch desc.Type {
-	case signal.MetricHistogram:
-		s.names = append(s.names, base+"_bucket", base+"_sum", base+"_count")
-	case signal.MetricExponentialHistogram, signal.MetricSummary:
-		s.names = append(s.names, base+"_sum", base+"_count")
+	if rw {
+		// Exactly the name sent; a histogram is a native histogram under
+		// it, with no other series.
+		base = strings.Clone(b.String(desc.Name))
+		s.names = append(s.names, base)
+	} else {
+		base = promname.Base(b.String(desc.Name), b.String(desc.Unit), translatorType(desc))
+		s.names = append(s.names, base)
+		switch desc.Type {
+		case signal.MetricHistogram:
+			s.names = append(s.names, base+"_bucket", base+"_sum", base+"_count")
+		case signal.MetricExponentialHistogram, signal.MetricSummary:
+			s.names = append(s.names, base+"_sum", base+"_count")
+		}
 	}
 	s.names = slices.Clone(s.names)
 	s.sb.Reset()
 	s.sb.Add(labels.MetricName, base)
 	job, inst := s.addResourceLabels(&b.Common, b.Resources[b.Resource[i]].Attrs)
-	s.set = setLabels{job, inst, desc.Type == signal.MetricHistogram, desc.Type == signal.MetricSummary}
+	s.set = setLabels{job, inst, desc.Type == signal.MetricHistogram, desc.Type == signal.MetricSummary, rw}
 	s.kv = appendPointLabels(s.kv[:0], &b.Common, b.Attr[i], s.set)
 	promname.JoinCollisions(&s.sb, s.kv)
 	s.sb.Sort()
@@ -722,6 +759,9 @@ func translatorType(d *signal.MetricDesc) otlptranslator.MetricType {
 // label is the label of the attribute key on a series with these set
 // labels.
 func (set setLabels) label(key string) string {
+	if set.rw {
+		return key
+	}
 	return promname.Reclaim(key, promname.LabelName(key), set.job, set.instance, set.histogram, set.summary)
 }
 

@@ -144,9 +144,9 @@ func (d *rewritePlan) plan(set setLabels) {
 // batch (LabelName's shared map costs more than the rest of a point's
 // rewrite; a batch mixes series of several sets).
 func (s *Scratch) outLabelID(c *signal.Common, k signal.KeyID, d *decision) uint32 {
-	i := int(k)<<4 | int(d.setIdx)
+	i := int(k)<<5 | int(d.setIdx)
 	if i >= len(s.keyLabel) {
-		s.keyLabel = append(s.keyLabel, make([]keyLabel, i+16-len(s.keyLabel))...)
+		s.keyLabel = append(s.keyLabel, make([]keyLabel, i+32-len(s.keyLabel))...)
 	}
 	kl := &s.keyLabel[i]
 	if !kl.known {
@@ -163,10 +163,10 @@ type keyLabel struct {
 	known bool
 }
 
-// index numbers the 16 sets.
+// index numbers the 32 sets.
 func (set setLabels) index() uint8 {
 	var i uint8
-	for b, on := range [4]bool{set.job, set.instance, set.histogram, set.summary} {
+	for b, on := range [5]bool{set.job, set.instance, set.histogram, set.summary, set.rw} {
 		if on {
 			i |= 1 << b
 		}
