@@ -81,12 +81,16 @@ func (cv *converter) attrLabels(c *signal.Common, r signal.Range, dst []prompb.L
 // from the resource; le on a histogram, quantile on a summary): an
 // attribute keyed exactly like one it does not set keeps that bare label
 // (promname.Reclaim, as the query API does), so a remote-write series
-// relays with exactly its labels.
-type reclaim struct{ job, instance, histogram, summary bool }
+// relays with exactly its labels. rw: the point was sent by remote write,
+// its labels are the keys verbatim (as the query API shows them).
+type reclaim struct{ job, instance, histogram, summary, rw bool }
 
 func (rc *reclaim) label(key, label string) string {
 	if rc == nil {
 		return label
+	}
+	if rc.rw {
+		return key
 	}
 	return promname.Reclaim(key, label, rc.job, rc.instance, rc.histogram, rc.summary)
 }
@@ -98,7 +102,12 @@ func (cv *converter) attrLabelsReclaim(c *signal.Common, r signal.Range, dst []p
 		if resource && (key == "service.name" || key == "service.namespace" || key == "service.instance.id") {
 			continue // job and instance
 		}
-		name := rc.label(key, labelName(key))
+		var name string
+		if rc != nil && rc.rw {
+			name = key
+		} else {
+			name = rc.label(key, labelName(key))
+		}
 		if name == "" {
 			continue
 		}
@@ -194,8 +203,12 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			cv.dropped++
 			continue
 		}
+		rw := cv.rwScope(m, i)
 		base := cv.bases[m.Desc[i]]
-		if base == "\x00" {
+		if rw {
+			// A remote-write series keeps exactly its name.
+			base = m.String(d.Name)
+		} else if base == "\x00" {
 			base = promname.Base(m.String(d.Name), m.String(d.Unit), t)
 			cv.bases[m.Desc[i]] = base
 		}
@@ -233,7 +246,7 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			return v
 		}
 		res := cv.resource(m, m.Resource[i])
-		rc := reclaim{histogram: d.Type == signal.MetricHistogram, summary: d.Type == signal.MetricSummary}
+		rc := reclaim{histogram: d.Type == signal.MetricHistogram, summary: d.Type == signal.MetricSummary, rw: rw}
 		for _, l := range res {
 			switch l.Name {
 			case "job":
