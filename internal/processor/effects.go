@@ -105,20 +105,29 @@ func (s *Scratch) flushEffects(b *signal.Metrics, rs []rule) {
 	if e.m == nil {
 		e.m = map[uint64]*RuleEffect{}
 	}
+	rw := func(d int) bool { return d < len(s.descRW) && s.descRW[d] }
 	for _, i := range s.effTouched {
 		c := s.eff[i]
 		s.eff[i] = effCount{}
 		desc, ru := int(i)/nr, &rs[int(i)%nr]
 		d := &b.Descs[desc]
 		k := mix(ru.nameHash^s.tenantGroup*0x9E3779B97F4A7C15) ^ mix(xxhash.Sum64(b.Bytes(d.Name))^s.descKey[desc])
+		if rw(desc) {
+			k ^= 0xD6E8FEB86659FD93
+		}
 		r := e.m[k]
 		if r == nil {
 			if len(e.m) >= e.max {
 				over += uint64(c.dropped) + uint64(c.changed)
 				continue
 			}
-			r = &RuleEffect{Rule: ru.name, Tenant: strings.Clone(s.Tenant),
-				Metric: strings.Clone(promname.Base(b.String(d.Name), b.String(d.Unit), translatorType(d)))}
+			// The metric as the query API names it: a remote-write one
+			// exactly as stored.
+			name := b.String(d.Name)
+			if !rw(desc) {
+				name = promname.Base(name, b.String(d.Unit), translatorType(d))
+			}
+			r = &RuleEffect{Rule: ru.name, Tenant: strings.Clone(s.Tenant), Metric: strings.Clone(name)}
 			e.m[k] = r
 		}
 		r.Dropped += uint64(c.dropped)
@@ -128,5 +137,33 @@ func (s *Scratch) flushEffects(b *signal.Metrics, rs []rule) {
 	s.effTouched = s.effTouched[:0]
 	if over != 0 {
 		e.overflow.Add(float64(over))
+	}
+}
+
+// remoteWriteDescs sets s.descRW: which descriptors of b hold remote-write
+// points, by scope when the batch is all remote write or none (the usual
+// batch), else by a look at its points. Called before the points move.
+func (s *Scratch) remoteWriteDescs(b *signal.Metrics) {
+	all, none := len(b.Scopes) > 0, true
+	for sc := range b.Scopes {
+		if s.remoteWriteScope(b, sc) {
+			none = false
+		} else {
+			all = false
+		}
+	}
+	s.descRW = append(s.descRW[:0], make([]bool, len(b.Descs))...)
+	switch {
+	case none:
+	case all:
+		for d := range s.descRW {
+			s.descRW[d] = true
+		}
+	default:
+		for i := range b.Len() {
+			if s.remoteWrite(b, i) {
+				s.descRW[b.Desc[i]] = true
+			}
+		}
 	}
 }

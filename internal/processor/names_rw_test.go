@@ -49,7 +49,11 @@ func TestRemoteWriteNamesMatchExactly(t *testing.T) {
 	// One set of rules, run over a remote-write batch and an OTLP batch
 	// of the same names (one Scratch, one decision cache: the series ids
 	// are equal, the decisions must not be).
-	r := mustParse(t, `
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse([]byte(`
 metrics:
   - name: exact
     match: '{__name__=~"nm__double|nm ü|nm.dot", "lbl.dot"="b"}'
@@ -57,8 +61,11 @@ metrics:
   - name: mapped
     match: '{__name__="nm_trailing", l_d="a"}'
     action: drop
-`)
-	var s Scratch
+`), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Scratch{Tenant: "acme"}
 	kept := func(b *signal.Metrics) []string {
 		_, n := r.ProcessMetrics(b, &s)
 		var out []string
@@ -74,5 +81,14 @@ metrics:
 		if got, want := kept(oddBatch(t, "otel", names...)), []string{"_nm_leading", "nm__double", "nm.dot", "9nm_digit", "nm ü", "nm__"}; !slices.Equal(got, want) {
 			t.Errorf("OTLP kept %q, want %q", got, want)
 		}
+	}
+	// The rule effects name each metric as the query API does.
+	var effs []string
+	for _, e := range sortedEffects(m, "") {
+		effs = append(effs, fmt.Sprintf("%s %s %d", e.Rule, e.Metric, e.Dropped))
+	}
+	want := []string{"exact nm ü 2", "exact nm.dot 2", "exact nm__double 2", "mapped nm_trailing 2"}
+	if !slices.Equal(effs, want) {
+		t.Errorf("effects %q, want %q", effs, want)
 	}
 }

@@ -104,6 +104,7 @@ type Scratch struct {
 	set             setLabels  // of the series seriesLabels built last
 	keyLabel        []keyLabel // by key and label set (32 a key) of the batch being processed
 	rwScope         []bool     // by scope of the batch: sent by remote write (prw.ScopeName)
+	descRW          []bool     // by descriptor of the batch: holds remote-write points (flushEffects)
 	now             int64
 	tenantGroup     uint64
 	idGen           uint64                 // the decision cache's idGen keyLabel was filled at
@@ -155,6 +156,7 @@ func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kep
 	for _, sc := range b.Scopes {
 		s.rwScope = append(s.rwScope, b.String(sc.Name) == prw.ScopeName)
 	}
+	s.remoteWriteDescs(b)
 	clear(s.renamed)
 	s.keyLabel = s.keyLabel[:0]
 	s.nameHash, s.resHash = s.nameHash[:0], s.resHash[:0]
@@ -400,7 +402,11 @@ func (s *Scratch) seriesKey(b *signal.Metrics, i int) uint64 {
 // remoteWrite reports whether point i was sent by remote write: the query
 // API shows it with exactly its stored name and attribute keys.
 func (s *Scratch) remoteWrite(b *signal.Metrics, i int) bool {
-	sc := int(b.Scope[i])
+	return s.remoteWriteScope(b, int(b.Scope[i]))
+}
+
+// remoteWriteScope reports whether scope sc of b is remote write's.
+func (s *Scratch) remoteWriteScope(b *signal.Metrics, sc int) bool {
 	if len(s.rwScope) != len(b.Scopes) { // outside ProcessMetrics
 		return b.String(b.Scopes[sc].Name) == prw.ScopeName
 	}
