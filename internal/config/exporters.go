@@ -27,7 +27,7 @@ const (
 // Exporter configures one forwarding exporter (exporters.<type>[/<name>]).
 // Zero values take the defaults the doc tags name (Resolved fills them).
 type Exporter struct {
-	Endpoints       []string          `yaml:"endpoints" doc:"otlp over http and prometheus_remote_write: URLs (http://host:4318, https://mimir/api/v1/push); otlp over grpc: host:port. Several endpoints replicate (mode replicate) or shard (mode shard)."`
+	Endpoints       []string          `yaml:"endpoints" doc:"otlp over http and prometheus_remote_write: URLs (http://host:4318, https://mimir/api/v1/push); otlp over grpc: host:port, https://host:port (TLS) or http://host:port (plaintext). Several endpoints replicate (mode replicate) or shard (mode shard)."`
 	Protocol        string            `yaml:"protocol" doc:"otlp: http (default) or grpc. prometheus_remote_write: 1.0 (default) or 2.0 (an endpoint answering 2.0 with 415, or with a 2xx without X-Prometheus-Remote-Write-*-Written headers as a 1.0 receiver does, gets 1.0 from then on)."`
 	Compression     string            `yaml:"compression" doc:"otlp: gzip (default), zstd (http only) or none. prometheus_remote_write: always snappy."`
 	Mode            string            `yaml:"mode" doc:"replicate (default: every endpoint gets everything) or shard (prometheus_remote_write only: each series goes to one endpoint by consistent hashing of its labels; adding an endpoint moves about 1/N of the series)."`

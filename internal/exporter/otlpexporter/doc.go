@@ -8,6 +8,15 @@
 // Several endpoints get every request (replication); sharding needs series
 // labels and lives in prwexporter.
 //
+// # TLS
+//
+// Config.TLS (built from exporters.<name>.tls by config.ExporterTLS) is
+// the client side of https:// endpoints: a private CA, a client
+// certificate for mutual TLS. Over gRPC an endpoint is https://host:port
+// (TLS), http://host:port (plaintext) or a bare host:port: TLS when
+// Config.TLS is set, plaintext otherwise. A failed handshake is a
+// transport error, retried like a 503.
+//
 // # Concurrency
 //
 // Send is safe for concurrent use: the Runner keeps up to the endpoints'
