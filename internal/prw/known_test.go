@@ -158,7 +158,6 @@ func TestRefsMatchOneAtATime(t *testing.T) {
 		for fi, f := range fields {
 			s, e := lenField(b, starts[fi])
 			have := wantOdd
-			pending = 0 // refs keeps no reference across fields
 			_ = f
 			for s < e && !wantErr {
 				var x uint64
@@ -185,8 +184,9 @@ func TestRefsMatchOneAtATime(t *testing.T) {
 		}
 		var got []label
 		odd, bad, gotErr := false, false, false
+		var pend uint64
 		for fi := range fields {
-			if d.refs(&got, b, starts[fi], wtLen, &odd, &bad) < 0 {
+			if d.refs(&got, b, starts[fi], wtLen, &odd, &pend, &bad) < 0 {
 				gotErr = true
 				break
 			}

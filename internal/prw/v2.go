@@ -107,9 +107,12 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 }
 
 // refs appends label pairs from symbol references; false when a reference
-// is out of range or the count is odd (the problem is set).
-func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) int {
-	var pending uint64
+// is out of range or the count is odd (the problem is set). A repeated
+// field may come in several pieces (packed or not, as protobuf allows): a
+// pair's name read at the end of one piece waits in *pend (*odd set) for
+// its value at the start of the next.
+func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, pend *uint64, bad *bool) int {
+	pending := *pend
 	have := *odd
 	if wt == wtLen {
 		// Packed, as every encoder writes it: pairs in a leaf loop
@@ -156,7 +159,7 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 			}
 			have = false
 		}
-		*odd = have
+		*odd, *pend = have, pending
 		return e
 	}
 	return packedVarints(b, j, wt, func(x uint64) {
@@ -171,7 +174,7 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, bad *bool) 
 			}
 			have = false
 		}
-		*odd = have
+		*odd, *pend = have, pending
 	})
 }
 
@@ -229,6 +232,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 	b := d.b[:e]
 	d.labels = d.labels[:0]
 	var odd, bad bool
+	var pend uint64
 	var created int64
 	hists, samples := 0, 0
 	problem := ""
@@ -245,7 +249,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		}
 		switch {
 		case num == 1 && (wt == wtLen || wt == wtVarint):
-			if j = d.refs(&d.labels, b, j, wt, &odd, &bad); j < 0 {
+			if j = d.refs(&d.labels, b, j, wt, &odd, &pend, &bad); j < 0 {
 				return false
 			}
 			if i == s {
@@ -427,6 +431,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 			var v uint64
 			var ts int64
 			var xodd, xbad bool
+			var xpend uint64
 			for x := xs; x < xe; {
 				n2, w2, x2 := tag(b[:xe], x)
 				if x2 < 0 {
@@ -434,7 +439,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 				}
 				switch {
 				case n2 == 1 && (w2 == wtLen || w2 == wtVarint):
-					if x2 = d.refs(&d.exLabels, b[:xe], x2, w2, &xodd, &xbad); x2 < 0 {
+					if x2 = d.refs(&d.exLabels, b[:xe], x2, w2, &xodd, &xpend, &xbad); x2 < 0 {
 						return false
 					}
 				case n2 == 2 && w2 == wtI64:
