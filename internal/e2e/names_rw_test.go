@@ -44,7 +44,7 @@ func namesGet(t *testing.T, base, path string, q url.Values, data any) {
 
 // TestRemoteWriteNamesExact sends remote write 1.0 and 2.0 series whose
 // metric and label names the OTLP mapping would change to a real `sluice
-// run`: the query, series, labels, label values and metadata APIs return
+// run`: the query, series, labels, label values, metadata and exemplar APIs return
 // exactly the names sent, "nm ü" and "nm__" stay two series, and a matcher
 // on each exact name finds it.
 func TestRemoteWriteNamesExact(t *testing.T) {
@@ -78,7 +78,8 @@ func TestRemoteWriteNamesExact(t *testing.T) {
 		}
 		v1.Timeseries = append(v1.Timeseries, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: float64(i), Timestamp: t0}}})
 		v2.Timeseries = append(v2.Timeseries, writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: float64(100 + i), Timestamp: t0}},
-			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("help of " + n)}})
+			Exemplars: []writev2.Exemplar{{LabelsRefs: []uint32{st.Symbolize("trace_id"), st.Symbolize(fmt.Sprint("t", i))}, Value: float64(100 + i), Timestamp: t0}},
+			Metadata:  writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("help of " + n)}})
 	}
 	v2.Symbols = st.Symbols()
 	if _, err := api.Write(ctx, remoteapi.WriteV1MessageType, v1); err != nil {
@@ -125,7 +126,7 @@ func TestRemoteWriteNamesExact(t *testing.T) {
 		t.Errorf(`values of "lbl.dot": %q, want ["b"]`, vals)
 	}
 	md := getMetadata(t, base, "")
-	for _, n := range rwOddNames {
+	for i, n := range rwOddNames {
 		// A matcher on the exact name, in both PromQL spellings, finds its
 		// two series and nothing else.
 		for _, expr := range []string{fmt.Sprintf(`{%q}`, n), fmt.Sprintf(`{__name__=%q, "lbl.dot"="b"}`, n)} {
@@ -139,6 +140,12 @@ func TestRemoteWriteNamesExact(t *testing.T) {
 		if len(series) != 2 || fmt.Sprint(series) != fmt.Sprint([]map[string]string{labelsOf(n, "1"), labelsOf(n, "2")}) &&
 			fmt.Sprint(series) != fmt.Sprint([]map[string]string{labelsOf(n, "2"), labelsOf(n, "1")}) {
 			t.Errorf("series of %q: %v", n, series)
+		}
+		// Its exemplar, on its series.
+		ex := queryExemplars(t, base, http.MethodGet, url.Values{"query": {fmt.Sprintf(`{%q}`, n)}, "start": {fmt.Sprint(t0/1000 - 60)}, "end": {fmt.Sprint(t0/1000 + 60)}})
+		if len(ex) != 1 || fmt.Sprint(ex[0].SeriesLabels) != fmt.Sprint(labelsOf(n, "2")) || len(ex[0].Exemplars) != 1 ||
+			fmt.Sprint(ex[0].Exemplars[0].Labels) != fmt.Sprint(map[string]string{"trace_id": fmt.Sprint("t", i)}) {
+			t.Errorf("exemplars of %q: %+v", n, ex)
 		}
 		if !slices.Contains(md[n], metaEntry{Type: "gauge", Help: "help of " + n}) {
 			t.Errorf("metadata of %q: %v", n, md[n])
