@@ -11,7 +11,10 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 // oddNames are metric names a remote-write client may send that the OTLP
@@ -199,5 +202,38 @@ func TestRemoteWriteNamesFromRollups(t *testing.T) {
 	slices.Sort(w)
 	if !slices.Equal(names, w) {
 		t.Fatalf("series from rollups %q, want %q", names, w)
+	}
+}
+
+// Remote-write labels a file keeps in attr_overflow (past
+// lake.max_attribute_columns) come back exactly too, OTLP ones mapped.
+func TestRemoteWriteNamesFromOverflow(t *testing.T) {
+	l := newTestLake(t)
+	var m signal.Metrics
+	if err := otlp.DecodeMetricsJSON(&m, oddNamesJSON(synthStart, true)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lake.NewWriter(lake.Options{Root: l.Root, Store: l.Store, MaxAttributeColumns: 1, MaxFutureSkew: 100 * 365 * 24 * time.Hour},
+		func(seg lake.Segment) error { return l.Catalog.AddSegments(context.Background(), seg.CatalogRow()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMetrics("acme", &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q := adapterOf(t, l).Queryable("acme", Limits{})
+	at := synthStart.Add(time.Second)
+	v := instant(t, q, `{"nm.dot"}`, at)
+	want := `{__name__="nm.dot", __x="v2", job="v3", l__d="v0", "lbl.dot"="v1"}`
+	if len(v) != 1 || v[0].Metric.String() != want {
+		t.Fatalf(`{"nm.dot"}: %v, want %s`, v, want)
+	}
+	v = instant(t, q, `nm_dot`, at)
+	want = `{__name__="nm_dot", _x="v2", job="v3", l_d="v0", lbl_dot="v1"}`
+	if len(v) != 1 || v[0].Metric.String() != want {
+		t.Fatalf(`nm_dot: %v, want %s`, v, want)
 	}
 }
