@@ -64,10 +64,10 @@ func (s *Stats) ObserveSeries(tenant string, ss *Series, recordBytes int) {
 		} else {
 			nh = xxhash.Sum64(name)
 		}
-		h := descHash(t, nh, gaugeFold)
+		h := descHash(t, nh, gaugeFold^rwFold)
 		di := s.descs[h]
 		if di == nil {
-			di = s.describeName(t, unsafex.String(name), "", signal.MetricGauge, false, h)
+			di = s.describeName(t, unsafex.String(name), "", signal.MetricGauge, false, true, h)
 			s.descs[h] = di
 		}
 		s.bd = append(s.bd, di)
@@ -151,20 +151,16 @@ func (s *Stats) observeSeriesSample(ss *Series, i int, d *descInfo, key uint64, 
 // unit: what every remote-write float sample is.
 var gaugeFold = typeFold(xxhash.Sum64(nil), signal.MetricGauge, 0, false)
 
-// labelsOfSeries is labelsOf for sample i of ss: no resource, so no
-// service_name, job or instance of sluice's own.
-func (s *Stats) labelsOfSeries(ss *Series, i int, d *descInfo) {
+// labelsOfSeries is labelsOf for sample i of ss, a remote-write series:
+// no resource, so no service_name, job or instance of sluice's own, and
+// every label keeps exactly its name.
+func (s *Stats) labelsOfSeries(ss *Series, i int, _ *descInfo) {
 	s.sb.Reset()
 	s.sl = ss.Labels(i, s.sl[:0])
 	s.kv = s.kv[:0]
 	for _, l := range s.sl {
-		k := s.labelKey(l.Name)
-		key := k.key
-		lb := promname.Reclaim(key, k.label, false, false, d.kind == kindHistogram, d.kind == kindSummary)
-		if lb == "" {
-			continue
-		}
-		s.kv = append(s.kv, promname.AttrLabel{Label: lb, Key: key, Value: unsafex.String(l.Value)})
+		key := s.labelKey(l.Name)
+		s.kv = append(s.kv, promname.AttrLabel{Label: key, Key: key, Value: unsafex.String(l.Value)})
 	}
 	s.finishLabels()
 }
@@ -181,26 +177,20 @@ func (s *Stats) finishLabels() {
 	})
 }
 
-// labelKey is a remote-write label name as the statistics name it: the
-// name (owned) and its promname.LabelName.
-type labelKey struct{ key, label string }
-
 // maxLabelKeys bounds the label names ObserveSeries remembers; past it the
 // table starts again.
 const maxLabelKeys = 4096
 
-// labelKey returns name's labelKey, remembered across calls: a new series
-// costs no string copy (which LabelName's own cache would keep) and no
-// lookup in LabelName's concurrent map per label.
-func (s *Stats) labelKey(name []byte) labelKey {
+// labelKey returns a remote-write label name as a string, remembered
+// across calls: a new series costs no string copy per label.
+func (s *Stats) labelKey(name []byte) string {
 	if k, ok := s.labelKeys[unsafex.String(name)]; ok {
 		return k
 	}
 	if s.labelKeys == nil || len(s.labelKeys) >= maxLabelKeys {
-		s.labelKeys = make(map[string]labelKey)
+		s.labelKeys = make(map[string]string)
 	}
 	key := string(name)
-	k := labelKey{key, promname.LabelName(key)}
-	s.labelKeys[key] = k
-	return k
+	s.labelKeys[key] = key
+	return key
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/prometheus/prompb"
 
-	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -156,22 +155,22 @@ func TestObserveSeriesAllocatesNothingForKnownSeries(t *testing.T) {
 	}
 }
 
-// TestLabelKeysBounded: the label names ObserveSeries remembers answer as
-// promname.LabelName does, own their bytes, and stay within maxLabelKeys.
+// TestLabelKeysBounded: the label names ObserveSeries remembers are the
+// names as sent, own their bytes, and stay within maxLabelKeys.
 func TestLabelKeysBounded(t *testing.T) {
 	s, _ := newTest(t, Config{})
 	buf := []byte("le")
-	if k := s.labelKey(buf); k.key != "le" || k.label != promname.LabelName("le") {
-		t.Fatalf("le: %+v", k)
+	if k := s.labelKey(buf); k != "le" {
+		t.Fatalf("le: %q", k)
 	}
 	buf[0] = 'x' // the caller's bytes change: the remembered name must not
-	if k := s.labelKey([]byte("le")); k.key != "le" {
-		t.Fatalf("the remembered name aliases the caller's bytes: %+v", k)
+	if k := s.labelKey([]byte("le")); k != "le" {
+		t.Fatalf("the remembered name aliases the caller's bytes: %q", k)
 	}
 	for i := range 2*maxLabelKeys + 10 {
 		name := fmt.Sprintf("label.%d", i)
-		if k := s.labelKey([]byte(name)); k.key != name || k.label != promname.LabelName(name) {
-			t.Fatalf("%s: %+v", name, k)
+		if k := s.labelKey([]byte(name)); k != name {
+			t.Fatalf("%s: %q", name, k)
 		}
 		if len(s.labelKeys) > maxLabelKeys {
 			t.Fatalf("%d label names remembered, bound %d", len(s.labelKeys), maxLabelKeys)

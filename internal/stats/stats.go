@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -117,6 +118,29 @@ type descInfo struct {
 	tenant *tenantStats
 	base   string // the metric family: the name before _bucket, _sum, _count
 	famH   uint64 // hash of tenant and base
+	// rw: sent by remote write (scope prw.ScopeName): the metric and its
+	// labels keep exactly their names, as the query API shows them.
+	rw bool
+}
+
+// rwFold is folded into the descriptor key (and so the series key) of
+// remote-write metrics: they are named apart from OTLP metrics of the same
+// stored name, unit and type, and their series apart from OTLP series of
+// the same id (the series id does not hold the scope).
+const rwFold = 0x2545F4914F6CDD1D
+
+// remoteWrite reports whether every point of b was sent by remote write
+// (the decoder's batches: one scope, prw.ScopeName).
+func remoteWrite(b *signal.Metrics) bool {
+	if len(b.Scopes) == 0 {
+		return false
+	}
+	for i := range b.Scopes {
+		if b.String(b.Scopes[i].Name) != prw.ScopeName {
+			return false
+		}
+	}
+	return true
 }
 
 // familyLabel is one label of one metric family (tenant, base name); its
@@ -186,7 +210,7 @@ type Stats struct {
 	lbls []lbl
 	sl   []Label
 	// ObserveSeries's label names (series.go), under mu.
-	labelKeys map[string]labelKey
+	labelKeys map[string]string
 }
 
 type lbl struct {
@@ -389,6 +413,7 @@ func (s *Stats) tenant(name string) *tenantStats {
 
 // resolve fills s.bd with the descriptors of b for tenant t.
 func (s *Stats) resolve(t *tenantStats, b *signal.Metrics) {
+	rw := remoteWrite(b)
 	s.bd = s.bd[:0]
 	if cap(s.ds) < len(b.Descs) {
 		s.ds = make([][3]int64, len(b.Descs))
@@ -396,10 +421,14 @@ func (s *Stats) resolve(t *tenantStats, b *signal.Metrics) {
 	s.ds = s.ds[:len(b.Descs)]
 	for i := range b.Descs {
 		d := &b.Descs[i]
-		h := descHash(t, xxhash.Sum64(b.Bytes(d.Name)), typeFold(xxhash.Sum64(b.Bytes(d.Unit)), d.Type, d.Temporality, d.Monotonic))
+		fold := typeFold(xxhash.Sum64(b.Bytes(d.Unit)), d.Type, d.Temporality, d.Monotonic)
+		if rw {
+			fold ^= rwFold
+		}
+		h := descHash(t, xxhash.Sum64(b.Bytes(d.Name)), fold)
 		di := s.descs[h]
 		if di == nil {
-			di = s.describeName(t, b.String(d.Name), b.String(d.Unit), d.Type, d.Monotonic, h)
+			di = s.describeName(t, b.String(d.Name), b.String(d.Unit), d.Type, d.Monotonic, rw, h)
 			s.descs[h] = di
 		}
 		s.bd = append(s.bd, di)
@@ -422,9 +451,10 @@ func typeFold(unitHash uint64, typ signal.MetricType, temp signal.Temporality, m
 }
 
 // describeName resolves a descriptor (name, unit, type; key h) of tenant
-// t. name and unit may alias a batch or request: nothing keeps them.
-func (s *Stats) describeName(t *tenantStats, name, unit string, typ signal.MetricType, monotonic bool, h uint64) *descInfo {
-	di := &descInfo{tenant: t, fold: h}
+// t; rw: sent by remote write, named exactly as stored. name and unit may
+// alias a batch or request: nothing keeps them.
+func (s *Stats) describeName(t *tenantStats, name, unit string, typ signal.MetricType, monotonic, rw bool, h uint64) *descInfo {
+	di := &descInfo{tenant: t, fold: h, rw: rw}
 	var tt otlptranslator.MetricType
 	switch typ {
 	case signal.MetricGauge:
@@ -443,7 +473,10 @@ func (s *Stats) describeName(t *tenantStats, name, unit string, typ signal.Metri
 	default:
 		return di
 	}
-	base := promname.Base(name, unit, tt)
+	base := name
+	if !rw {
+		base = promname.Base(name, unit, tt)
+	}
 	if base == "" {
 		di.kind = kindNone
 		return di
@@ -506,7 +539,10 @@ func (s *Stats) labelsOf(b *signal.Metrics, i int, d *descInfo) {
 	r := b.Attr[i]
 	for a := r.Start; a < r.End; a++ {
 		key := c.Keys.Name(c.Attrs.Key[a])
-		l := promname.Reclaim(key, promname.LabelName(key), svc != "", inst != "", d.kind == kindHistogram, d.kind == kindSummary)
+		l := key
+		if !d.rw {
+			l = promname.Reclaim(key, promname.LabelName(key), svc != "", inst != "", d.kind == kindHistogram, d.kind == kindSummary)
+		}
 		if l == "" {
 			continue
 		}
