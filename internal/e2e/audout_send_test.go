@@ -120,6 +120,7 @@ func audRelay(t *testing.T, exporters string, names ...string) *server {
   otlp: {grpc_addr: 127.0.0.1:0, http_addr: 127.0.0.1:0}
   prometheus_remote_write: {listen: 127.0.0.1:0}
 admin: {addr: 127.0.0.1:0}
+query: {addr: 127.0.0.1:0}
 lake: {root: %s}
 queue: {dir: %s}
 exporters:
