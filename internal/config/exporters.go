@@ -37,7 +37,7 @@ type Exporter struct {
 	Timeout         Duration          `yaml:"timeout" doc:"Per request; default 30s."`
 	BatchBytes      ByteSize          `yaml:"batch_bytes" doc:"A batch is sent when it holds this many bytes of OTLP bodies; default 1MiB."`
 	BatchDelay      Duration          `yaml:"batch_delay" doc:"... or when its first record has waited this long; default 200ms."`
-	Concurrency     int               `yaml:"concurrency" doc:"otlp: batches (requests) in flight per endpoint; default 4. prometheus_remote_write sends one request per endpoint at a time, in queue order (out-of-order samples are refused by receivers)."`
+	Concurrency     int               `yaml:"concurrency" doc:"otlp: batches (requests) in flight per endpoint; default 4. prometheus_remote_write: requests in flight per endpoint; default 1. Above 1 each batch is split by series (hash of its labels) into up to this many requests per endpoint sent at once, a series always in the same one, so its samples stay in order (receivers refuse out-of-order samples); batches stay in queue order. Above 1 records are decoded and re-encoded instead of forwarded as received."`
 	RetryInitial    Duration          `yaml:"retry_initial_backoff" doc:"First retry delay; doubles per retry with full jitter; a longer Retry-After wins. Default 100ms."`
 	RetryMax        Duration          `yaml:"retry_max_backoff" doc:"Cap of the retry delay; default 30s. 429, 5xx and transport errors are retried until the backlog bounds drop the data; other 4xx are dropped and counted."`
 	BreakerFailures int               `yaml:"breaker_failures" doc:"Consecutive failures that open an endpoint's circuit breaker; default 5."`
@@ -152,7 +152,12 @@ func (e Exporter) Resolved(name string, queueMax ByteSize) Exporter {
 	}
 	def(&e.BatchDelay, 200*time.Millisecond)
 	if e.Concurrency == 0 {
-		e.Concurrency = 4
+		// Remote write: 1 keeps the pass-through of records as received
+		// (the relay's speed); lanes need the decode and convert path.
+		e.Concurrency = map[string]int{ExporterPRW: 1}[ExporterType(name)]
+		if e.Concurrency == 0 {
+			e.Concurrency = 4
+		}
 	}
 	def(&e.RetryInitial, 100*time.Millisecond)
 	def(&e.RetryMax, 30*time.Second)

@@ -39,17 +39,20 @@ pipelines:
 		t.Fatalf("defaults not resolved: %+v", e)
 	}
 	w := c.Exporters["prometheus_remote_write"].Resolved("prometheus_remote_write", c.Queue.MaxBytes)
+	if e.Concurrency != 4 || w.Concurrency != 1 {
+		t.Fatalf("concurrency defaults: otlp 4, prometheus_remote_write 1 (pass-through); got %d, %d", e.Concurrency, w.Concurrency)
+	}
 	if w.SendNativeHistograms || w.SendMetadata == nil || !*w.SendMetadata {
 		t.Fatalf("remote write defaults: send_native_histograms false, send_metadata true; got %v, %v", w.SendNativeHistograms, w.SendMetadata)
 	}
-	c2, err := Parse([]byte("exporters: {prometheus_remote_write: {endpoints: [http://x:1], send_native_histograms: true, send_metadata: false}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, prometheus_remote_write]}}"), env(nil))
+	c2, err := Parse([]byte("exporters: {prometheus_remote_write: {endpoints: [http://x:1], send_native_histograms: true, send_metadata: false, concurrency: 8}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, prometheus_remote_write]}}"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c2.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if w := c2.Exporters["prometheus_remote_write"].Resolved("prometheus_remote_write", c2.Queue.MaxBytes); !w.SendNativeHistograms || *w.SendMetadata {
+	if w := c2.Exporters["prometheus_remote_write"].Resolved("prometheus_remote_write", c2.Queue.MaxBytes); !w.SendNativeHistograms || *w.SendMetadata || w.Concurrency != 8 {
 		t.Fatalf("send_native_histograms: true, send_metadata: false not kept: %v, %v", w.SendNativeHistograms, *w.SendMetadata)
 	}
 	if d := Default(); len(d.ExporterSignals()["lake"]) != 3 || len(d.ExporterSignals()) != 1 {
@@ -64,6 +67,7 @@ pipelines:
 		{"exporters: {otlp: {endpoints: [http://x:1], max_backlog_bytes: 2GiB}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, otlp]}}", "below queue.max_bytes"},
 		{"exporters: {otlp: {endpoints: [http://x:1], mode: shard}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.mode"},
 		{"exporters: {prometheus_remote_write: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, prometheus_remote_write]}}", "remote write carries metrics only"},
+		{"exporters: {prometheus_remote_write: {endpoints: [http://x:1], concurrency: -2}}\npipelines: {metrics: {receivers: [otlp], exporters: [prometheus_remote_write]}}", "exporters.prometheus_remote_write.concurrency"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake, nope]}}", `"nope" is not defined`},
 		{"exporters: {otlp: {endpoints: [http://x:1], send_native_histograms: true}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.send_native_histograms: is for prometheus_remote_write"},
 		{"exporters: {otlp: {endpoints: [http://x:1], send_metadata: false}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.send_metadata: is for prometheus_remote_write"},

@@ -10,7 +10,7 @@ type Collector struct {
 
 	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
 	lagBytes, lagSeconds, breaker, breakerOpened, droppedPoints           *prometheus.Desc
-	trimmedExemplars, fallbacks, rejected                                 *prometheus.Desc
+	trimmedExemplars, fallbacks, rejected, inFlight                       *prometheus.Desc
 }
 
 // NewCollector returns a collector over the runners runners returns.
@@ -35,13 +35,14 @@ func NewCollector(runners func() []*Runner) *Collector {
 		breakerOpened:    d("sluice_exporter_breaker_opened_total", "Times an endpoint's breaker opened.", "endpoint"),
 		trimmedExemplars: d("sluice_exporter_exemplars_trimmed_total", "Exemplars whose labels passed OpenMetrics' 128 runes and were sent with trace_id and span_id only (remote write)."),
 		rejected:         d("sluice_exporter_rejected_items_total", "Items (log records, data points, spans) an endpoint refused within a request it accepted (an OTLP partial success); not retried.", "endpoint"),
+		inFlight:         d("sluice_exporter_requests_in_flight", "Requests of an endpoint being sent now (at most its concurrency).", "endpoint"),
 		fallbacks:        d("sluice_exporter_protocol_fallbacks_total", "Endpoints of a remote-write 2.0 exporter that get 1.0 since they answered 2.0 with 415, or with a 2xx without the X-Prometheus-Remote-Write-*-Written headers (a 1.0 receiver)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks, c.rejected} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks, c.rejected, c.inFlight} {
 		ch <- d
 	}
 }
@@ -81,6 +82,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.rejected, ep.Stats.Rejected.Load(), n, ep.Name)
 			counter(c.breakerOpened, ep.Breaker.Opened(), n, ep.Name)
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(ep.Breaker.State()), n, ep.Name)
+			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(ep.InFlight()), n, ep.Name)
 		}
 	}
 }

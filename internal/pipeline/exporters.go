@@ -124,7 +124,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Shard: ec.Mode == "shard",
 			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
 			SendNativeHistograms: ec.SendNativeHistograms, NoMetadata: ec.SendMetadata != nil && !*ec.SendMetadata,
-			Families: fam, TLS: tc,
+			Families: fam, TLS: tc, Concurrency: ec.Concurrency,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)

@@ -48,6 +48,13 @@
 // label bytes. 2.0 in shard mode, and the other version, are decoded with
 // package prw and converted like OTLP.
 //
+// Config.Concurrency above 1 sends each batch as up to that many requests
+// per endpoint at once (lanes): every record takes the convert path and
+// sendSeries splits its series by label hash (laneOf, beside the shard
+// mode's ring pick), a series always in the same lane, so its samples stay
+// in order (batches are sequential). Each lane's requests are retried or
+// dropped on their own; Send returns when every lane is done.
+//
 // Not yet on the convert path: float histograms with fractional counts
 // (package prw refuses them on receipt).
 package prwexporter

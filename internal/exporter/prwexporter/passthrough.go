@@ -64,7 +64,8 @@ const (
 
 // passThrough reports whether r goes to the endpoints as it is.
 func (e *Exporter) passThrough(r *exporter.Record) bool {
-	if r.Kind != signal.KindMetrics || r.RemoteWrite == 0 {
+	if r.Kind != signal.KindMetrics || r.RemoteWrite == 0 || e.lanes() > 1 {
+		// Lanes split a batch by series: the convert path's splitting.
 		return false
 	}
 	if r.RemoteWrite == 1 {

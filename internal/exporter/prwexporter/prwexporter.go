@@ -48,6 +48,13 @@ type Config struct {
 	// Families remembers metadata sent without series, for the series
 	// of later requests; nil: a table of the default bound.
 	Families *prw.FamilyTable
+	// Concurrency is the requests in flight per endpoint (lanes): above
+	// 1, each batch's series are split by the hash of their labels into
+	// up to Concurrency lanes per endpoint, sent at once (a series always
+	// in the same lane, so its samples never overtake each other). Above
+	// 1 every record takes the decode and convert path (no
+	// pass-through); 0 or 1: one request per endpoint at a time.
+	Concurrency int
 }
 
 // Exporter is an exporter.Sender for remote write.
@@ -117,6 +124,9 @@ func New(cfg Config) (*Exporter, error) {
 	if e.fam == nil {
 		e.fam = prw.NewFamilyTable(0)
 	}
+	if cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("prwexporter: concurrency %d: want 1 or more", cfg.Concurrency)
+	}
 	for _, u := range cfg.Endpoints {
 		e.eps = append(e.eps, sending.NewEndpoint(u, cfg.Policy))
 		var v1 atomic.Bool
@@ -129,6 +139,18 @@ func New(cfg Config) (*Exporter, error) {
 // encodeOpts are the request options of the configuration.
 func (e *Exporter) encodeOpts() encodeOpts {
 	return encodeOpts{native: e.cfg.SendNativeHistograms, metadata: !e.cfg.NoMetadata}
+}
+
+// lanes is the requests in flight per endpoint a batch is split into.
+func (e *Exporter) lanes() int { return max(e.cfg.Concurrency, 1) }
+
+// laneOf is the lane of a series of label hash h among n: a mix of h,
+// independent of the ring's pick of an endpoint by h in shard mode.
+func laneOf(h uint64, n int) int {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return int(h % uint64(n))
 }
 
 // Endpoints implements exporter.Sender.
@@ -255,54 +277,81 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 	if len(series) == 0 {
 		return nil
 	}
-	per := make([][]prompb.TimeSeries, len(e.eps))
-	perMeta := make([][]seriesMeta, len(e.eps))
-	if e.cfg.Shard && len(e.eps) > 1 {
-		for i, s := range series {
-			k := e.ring.Pick(seriesHash(s.Labels))
-			per[k] = append(per[k], s)
-			perMeta[k] = append(perMeta[k], meta[i])
+	// Each endpoint's series, split into lanes: per[k][l] is lane l of
+	// endpoint k. One lane unless Concurrency is above 1.
+	nl := e.lanes()
+	per := make([][][]prompb.TimeSeries, len(e.eps))
+	perMeta := make([][][]seriesMeta, len(e.eps))
+	for k := range per {
+		per[k], perMeta[k] = make([][]prompb.TimeSeries, nl), make([][]seriesMeta, nl)
+	}
+	shard := e.cfg.Shard && len(e.eps) > 1
+	if !shard && nl == 1 {
+		for k := range per {
+			per[k][0], perMeta[k][0] = series, meta
 		}
 	} else {
-		for k := range per {
-			per[k], perMeta[k] = series, meta
+		for i, s := range series {
+			h := seriesHash(s.Labels)
+			l := 0
+			if nl > 1 {
+				l = laneOf(h, nl)
+			}
+			if shard {
+				k := e.ring.Pick(h)
+				per[k][l] = append(per[k][l], s)
+				perMeta[k][l] = append(perMeta[k][l], meta[i])
+				continue
+			}
+			for k := range per {
+				per[k][l] = append(per[k][l], s)
+				perMeta[k][l] = append(perMeta[k][l], meta[i])
+			}
 		}
 	}
-	errs := make([]error, len(e.eps))
+	errs := make([]error, len(e.eps)*nl)
 	var wg sync.WaitGroup
 	for k := range e.eps {
-		if len(per[k]) == 0 {
-			continue
-		}
-		wg.Go(func() {
-			for s, sm := per[k], perMeta[k]; len(s) > 0; {
-				n := min(len(s), maxSeriesPerRequest)
-				part, pm := s[:n], sm[:n]
-				opts := e.encodeOpts()
-				// The series of the request the endpoint got last; 1.0
-				// without send_native_histograms drops (and counts)
-				// native histograms that have no classic form.
-				var n1, n2, dropped int
-				sent, err := e.deliver(ctx, k, tenant, func() (b []byte, err error) { b, n2, err = encodeV2With(part, pm, opts); return b, err },
-					func() (b []byte, err error) { b, n1, dropped, err = encodeV1With(part, pm, opts); return b, err })
-				if err != nil {
-					errs[k] = err
-					return
-				}
-				if sent {
-					if e.useV1[k].Load() {
-						e.sentSeries.Add(uint64(n1))
-						e.droppedPoints.Add(uint64(dropped))
-					} else {
-						e.sentSeries.Add(uint64(n2))
-					}
-				}
-				s, sm = s[n:], sm[n:]
+		for l := range nl {
+			if len(per[k][l]) == 0 {
+				continue
 			}
-		})
+			wg.Go(func() { errs[k*nl+l] = e.sendLane(ctx, k, tenant, per[k][l], perMeta[k][l]) })
+		}
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// sendLane sends series, one lane of endpoint k, in requests of at most
+// maxSeriesPerRequest, one after another (a lane's requests stay in
+// order). Each request is retried on its own (deliver): a lane that
+// failed never resends what the other lanes delivered.
+func (e *Exporter) sendLane(ctx context.Context, k int, tenant string, s []prompb.TimeSeries, sm []seriesMeta) error {
+	for len(s) > 0 {
+		n := min(len(s), maxSeriesPerRequest)
+		part, pm := s[:n], sm[:n]
+		opts := e.encodeOpts()
+		// The series of the request the endpoint got last; 1.0
+		// without send_native_histograms drops (and counts)
+		// native histograms that have no classic form.
+		var n1, n2, dropped int
+		sent, err := e.deliver(ctx, k, tenant, func() (b []byte, err error) { b, n2, err = encodeV2With(part, pm, opts); return b, err },
+			func() (b []byte, err error) { b, n1, dropped, err = encodeV1With(part, pm, opts); return b, err })
+		if err != nil {
+			return err
+		}
+		if sent {
+			if e.useV1[k].Load() {
+				e.sentSeries.Add(uint64(n1))
+				e.droppedPoints.Add(uint64(dropped))
+			} else {
+				e.sentSeries.Add(uint64(n2))
+			}
+		}
+		s, sm = s[n:], sm[n:]
+	}
+	return nil
 }
 
 // deliver sends one request to endpoint k: 2.0 (v2's payload) unless the
@@ -320,7 +369,7 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 					return sending.Outcome{Status: 400, Err: err}
 				}
 			}
-			o := e.attempt(ctx, ep.Name, tenant, v2, true)
+			o := e.attempt(ctx, k, tenant, v2, true)
 			var why string
 			switch {
 			case o.Status == http.StatusUnsupportedMediaType:
@@ -346,7 +395,7 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 				return sending.Outcome{Status: 400, Err: err}
 			}
 		}
-		return e.attempt(ctx, ep.Name, tenant, v1, false)
+		return e.attempt(ctx, k, tenant, v1, false)
 	})
 	if err != nil && !errors.Is(err, sending.ErrRejected) {
 		return false, err
@@ -365,8 +414,8 @@ func writtenHeaders(h http.Header) bool {
 	return false
 }
 
-func (e *Exporter) attempt(ctx context.Context, url, tenant string, payload []byte, v2 bool) sending.Outcome {
-	req, err := newRequest(ctx, url, payload)
+func (e *Exporter) attempt(ctx context.Context, k int, tenant string, payload []byte, v2 bool) sending.Outcome {
+	req, err := newRequest(ctx, e.eps[k].Name, payload)
 	if err != nil {
 		return sending.Outcome{Status: 400, Err: err}
 	}

@@ -181,6 +181,10 @@ func NewEndpoint(name string, p Policy) *Endpoint {
 	}
 }
 
+// InFlight is the number of the endpoint's requests being sent now (the
+// concurrency slots taken).
+func (e *Endpoint) InFlight() int { return len(e.sem) }
+
 // Logger is where the endpoint logs (Policy.Logger).
 func (e *Endpoint) Logger() *slog.Logger { return e.policy.Logger }
 
