@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,10 @@ func newLaneReceiver(t *testing.T, delay time.Duration, barrier int64) *laneRece
 			}
 		}
 		time.Sleep(r.delay)
+		if strings.Contains(req.Header.Get("Content-Type"), "write.v2") {
+			w.WriteHeader(http.StatusUnsupportedMediaType) // a 1.0-only receiver
+			return
+		}
 		b, _ := io.ReadAll(req.Body)
 		raw, err := snappy.Decode(nil, b)
 		var wr prompb.WriteRequest
@@ -281,4 +286,68 @@ func TestLaneRefusedAlone(t *testing.T) {
 	if _, _, sent := exp.Stats(); sent == 0 {
 		t.Fatal("no series counted as sent")
 	}
+}
+
+// A 2.0 exporter with lanes against a 1.0-only endpoint: every lane gets
+// 415 at once, the endpoint falls back once (counted once), and every
+// sample arrives once, in order.
+func TestLanesFallbackOnce(t *testing.T) {
+	const nSeries = 200
+	batches := laneBatches(t, 2, 3, nSeries)
+	r := newLaneReceiver(t, 0, 4)
+	exp, err := New(Config{Endpoints: []string{r.srv.URL + "/api/v1/write"}, Protocol: "2.0", Concurrency: 4,
+		Policy: sending.Policy{Concurrency: 4, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := exp.Send(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSamples(t, r, nSeries, 6, nil)
+	if n := exp.Fallbacks(); n != 1 {
+		t.Fatalf("%d fallbacks counted for one endpoint, want 1", n)
+	}
+	if _, _, sent := exp.Stats(); sent != 2*3*nSeries {
+		t.Fatalf("%d series counted as sent, want %d", sent, 2*3*nSeries)
+	}
+}
+
+// A batch of OTLP metrics that needs several requests (2,000 series
+// each) takes them one after another with concurrency 1 and about a
+// quarter of the time with 4 lanes against an endpoint answering after
+// 200 ms. The times are logged; what is asserted does not depend on them.
+func TestLanesCutBatchTime(t *testing.T) {
+	var recs []exporter.Record
+	end := time.Now().Truncate(time.Second)
+	for i := range 630 { // 12 series each: 7,560 series
+		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "t", Body: instanceMetrics(t, end, 1, fmt.Sprintf("i-%d", i))})
+	}
+	var took [2]time.Duration
+	var reqs [2]int64
+	for i, conc := range []int{1, 4} {
+		barrier := int64(0)
+		if conc > 1 {
+			barrier = int64(conc)
+		}
+		r := newLaneReceiver(t, 200*time.Millisecond, barrier)
+		exp := laneExporter(t, r.srv.URL, conc)
+		start := time.Now()
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		took[i], reqs[i] = time.Since(start), r.requests.Load()
+		if m := r.max.Load(); m != int64(conc) {
+			t.Fatalf("concurrency %d: %d requests in flight at most", conc, m)
+		}
+		if _, _, sent := exp.Stats(); sent != 630*12 {
+			t.Fatalf("concurrency %d: %d series sent, want %d", conc, sent, 630*12)
+		}
+	}
+	if reqs[0] != 4 {
+		t.Fatalf("concurrency 1: %d requests, want 4 of at most 2,000 series", reqs[0])
+	}
+	t.Logf("7,560 series against a 200ms endpoint: concurrency 1 %v (%d requests one after another), concurrency 4 %v (%d requests in 4 lanes)",
+		took[0], reqs[0], took[1], reqs[1])
 }

@@ -335,14 +335,21 @@ func (e *Exporter) sendLane(ctx context.Context, k int, tenant string, s []promp
 		// The series of the request the endpoint got last; 1.0
 		// without send_native_histograms drops (and counts)
 		// native histograms that have no classic form.
+		// (v1: the 1.0 request was made, so it went last: an endpoint
+		// never goes back to 2.0.)
 		var n1, n2, dropped int
+		var v1 bool
 		sent, err := e.deliver(ctx, k, tenant, func() (b []byte, err error) { b, n2, err = encodeV2With(part, pm, opts); return b, err },
-			func() (b []byte, err error) { b, n1, dropped, err = encodeV1With(part, pm, opts); return b, err })
+			func() (b []byte, err error) {
+				v1 = true
+				b, n1, dropped, err = encodeV1With(part, pm, opts)
+				return b, err
+			})
 		if err != nil {
 			return err
 		}
 		if sent {
-			if e.useV1[k].Load() {
+			if v1 {
 				e.sentSeries.Add(uint64(n1))
 				e.droppedPoints.Add(uint64(dropped))
 			} else {
@@ -385,10 +392,11 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 			default:
 				return o
 			}
-			e.useV1[k].Store(true)
-			e.fallbacks.Add(1)
-			ep.Logger().Warn("exporter: endpoint takes remote write 1.0 only; sending it 1.0 from now on (until a restart)",
-				"endpoint", ep.Name, "why", why)
+			if e.useV1[k].CompareAndSwap(false, true) { // once, whichever lane saw it first
+				e.fallbacks.Add(1)
+				ep.Logger().Warn("exporter: endpoint takes remote write 1.0 only; sending it 1.0 from now on (until a restart)",
+					"endpoint", ep.Name, "why", why)
+			}
 		}
 		if v1 == nil {
 			if v1, err = v1f(); err != nil {
