@@ -39,6 +39,8 @@
 # SEGMENT_BYTES (sluice's queue.segment_bytes, default 64MiB: a run of 2M
 # samples fills one segment, so segments are never released and reused in
 # it; e.g. 8MiB makes a run rotate through several, as a long-running relay does),
+# EXPORT_CONCURRENCY (the sluice exporter's concurrency, default 1: pass-through;
+# above 1 lanes, which decode and encode again),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
 # start of each sluice run of round 1, relay and lake; set it to cover the run; and the relay's
 # allocation profile at the end of its run), SLUICE_BIN, KEEP=1.
@@ -148,6 +150,7 @@ exporters:
     endpoints: [http://$sink/api/v1/write]
     protocol: "$proto.0"
     batch_delay: 50ms
+    concurrency: ${EXPORT_CONCURRENCY:-1}
 pipelines:
   metrics: {receivers: [prometheus_remote_write], exporters: [prometheus_remote_write/sink]}
 log: {level: warn}
