@@ -37,7 +37,7 @@ type Exporter struct {
 	Timeout         Duration          `yaml:"timeout" doc:"Per request; default 30s."`
 	BatchBytes      ByteSize          `yaml:"batch_bytes" doc:"A batch is sent when it holds this many bytes of OTLP bodies; default 1MiB."`
 	BatchDelay      Duration          `yaml:"batch_delay" doc:"... or when its first record has waited this long; default 200ms."`
-	Concurrency     int               `yaml:"concurrency" doc:"otlp: batches (requests) in flight per endpoint; default 4. prometheus_remote_write: requests in flight per endpoint; default 1. Above 1 each batch is split by series (hash of its labels) into up to this many requests per endpoint sent at once, a series always in the same one, so its samples stay in order (receivers refuse out-of-order samples); batches stay in queue order. Above 1 records are decoded and re-encoded instead of forwarded as received."`
+	Concurrency     int               `yaml:"concurrency" doc:"otlp: batches (requests) in flight per endpoint; default 4. prometheus_remote_write: requests in flight per endpoint; default 1. Above 1 each batch is split by series (hash of its labels) into up to this many requests per endpoint sent at once, a series always in the same one, so its samples stay in order (receivers refuse out-of-order samples); batches stay in queue order. Above 1 records are decoded and re-encoded instead of forwarded as received. At most 256."`
 	RetryInitial    Duration          `yaml:"retry_initial_backoff" doc:"First retry delay; doubles per retry with full jitter; a longer Retry-After wins. Default 100ms."`
 	RetryMax        Duration          `yaml:"retry_max_backoff" doc:"Cap of the retry delay; default 30s. 429, 5xx and transport errors are retried until the backlog bounds drop the data; other 4xx are dropped and counted."`
 	BreakerFailures int               `yaml:"breaker_failures" doc:"Consecutive failures that open an endpoint's circuit breaker; default 5."`
@@ -364,6 +364,9 @@ func validateExporters(v *validator, c *Config) {
 		v.positiveSize(k+"batch_bytes", e.BatchBytes)
 		v.positive(k+"batch_delay", e.BatchDelay)
 		v.positiveInt(k+"concurrency", e.Concurrency)
+		if e.Concurrency > maxExporterConcurrency {
+			v.add(k+"concurrency", "%d requests in flight per endpoint is past the most sluice allows, %d", e.Concurrency, maxExporterConcurrency)
+		}
 		v.positive(k+"retry_initial_backoff", e.RetryInitial)
 		v.positive(k+"retry_max_backoff", e.RetryMax)
 		v.positiveInt(k+"breaker_failures", e.BreakerFailures)
@@ -434,3 +437,8 @@ func validateExporters(v *validator, c *Config) {
 		}
 	}
 }
+
+// maxExporterConcurrency bounds an exporter's requests in flight per
+// endpoint: each holds a batch's share in memory (and, for remote write,
+// a goroutine and an encode buffer).
+const maxExporterConcurrency = 256

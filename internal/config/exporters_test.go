@@ -68,6 +68,7 @@ pipelines:
 		{"exporters: {otlp: {endpoints: [http://x:1], mode: shard}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.mode"},
 		{"exporters: {prometheus_remote_write: {endpoints: [http://x:1]}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, prometheus_remote_write]}}", "remote write carries metrics only"},
 		{"exporters: {prometheus_remote_write: {endpoints: [http://x:1], concurrency: -2}}\npipelines: {metrics: {receivers: [otlp], exporters: [prometheus_remote_write]}}", "exporters.prometheus_remote_write.concurrency"},
+		{"exporters: {otlp: {endpoints: [http://x:1], concurrency: 100000}}\npipelines: {metrics: {receivers: [otlp], exporters: [otlp]}}", "exporters.otlp.concurrency"},
 		{"pipelines: {logs: {receivers: [otlp], exporters: [lake, nope]}}", `"nope" is not defined`},
 		{"exporters: {otlp: {endpoints: [http://x:1], send_native_histograms: true}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.send_native_histograms: is for prometheus_remote_write"},
 		{"exporters: {otlp: {endpoints: [http://x:1], send_metadata: false}}\npipelines: {metrics: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.send_metadata: is for prometheus_remote_write"},
