@@ -115,6 +115,14 @@ func (m *Metrics) AppendSeriesPoints(desc, resource, scope uint32, attr Range, s
 		c[i] = ValueDouble
 	}
 	m.Number = append(m.Number, values...)
+	m.appendValueless(n, u, f)
+	return p
+}
+
+// appendValueless appends to the columns a double point leaves empty
+// (counts, sums, buckets, bounds, quantiles) n points' zeros and empty
+// ranges at u (U64) and f (F64).
+func (m *Metrics) appendValueless(n int, u, f uint32) {
 	m.Count = append(m.Count, make([]uint64, n)...)
 	m.Sum = append(m.Sum, make([]float64, n)...)
 	m.Min = append(m.Min, make([]float64, n)...)
@@ -131,7 +139,6 @@ func (m *Metrics) AppendSeriesPoints(desc, resource, scope uint32, attr Range, s
 	m.NegCounts = appendRanges(m.NegCounts, n, Range{u, u})
 	m.Quantiles = appendRanges(m.Quantiles, n, Range{f, f})
 	m.FloatCounts = appendRanges(m.FloatCounts, n, Range{f, f})
-	return p
 }
 
 // appendRanges appends n copies of r.
@@ -241,21 +248,6 @@ func (m *Metrics) AppendDoublePoints(resource, scope uint32, desc []uint32, attr
 		c[i] = ValueDouble
 	}
 	m.Number = append(m.Number, values...)
-	m.Count = append(m.Count, make([]uint64, n)...)
-	m.Sum = append(m.Sum, make([]float64, n)...)
-	m.Min = append(m.Min, make([]float64, n)...)
-	m.Max = append(m.Max, make([]float64, n)...)
-	m.Has = append(m.Has, make([]uint8, n)...)
-	m.BucketCounts = appendRanges(m.BucketCounts, n, Range{u, u})
-	m.Bounds = appendRanges(m.Bounds, n, Range{f, f})
-	m.Scale = append(m.Scale, make([]int32, n)...)
-	m.ZeroCount = append(m.ZeroCount, make([]uint64, n)...)
-	m.ZeroThreshold = append(m.ZeroThreshold, make([]float64, n)...)
-	m.PosOffset = append(m.PosOffset, make([]int32, n)...)
-	m.PosCounts = appendRanges(m.PosCounts, n, Range{u, u})
-	m.NegOffset = append(m.NegOffset, make([]int32, n)...)
-	m.NegCounts = appendRanges(m.NegCounts, n, Range{u, u})
-	m.Quantiles = appendRanges(m.Quantiles, n, Range{f, f})
-	m.FloatCounts = appendRanges(m.FloatCounts, n, Range{f, f})
+	m.appendValueless(n, u, f)
 	return p
 }
