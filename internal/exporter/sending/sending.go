@@ -139,11 +139,9 @@ type Endpoint struct {
 	sleep   func(context.Context, time.Duration) error
 	rnd     func(int64) int64
 
-	logMu       sync.Mutex
-	lastRefusal time.Time // when a refusal was last logged
-	unlogged    uint64    // refusals since
-	lastPartial time.Time // when a partial rejection was last logged
-	partials    uint64    // partial rejections since
+	logMu    sync.Mutex
+	refusals logEvery // permanent refusals
+	partials logEvery // partial rejections
 }
 
 // PartialRejection records that the endpoint accepted a request but
@@ -155,15 +153,11 @@ func (e *Endpoint) PartialRejection(n int64, msg string) {
 		e.Stats.Rejected.Add(uint64(n))
 	}
 	e.logMu.Lock()
-	now := time.Now()
-	e.partials++
-	if !e.lastPartial.IsZero() && now.Sub(e.lastPartial) < RefusalLogEvery {
-		e.logMu.Unlock()
+	count, log := e.partials.tick(time.Now())
+	e.logMu.Unlock()
+	if !log {
 		return
 	}
-	count := e.partials
-	e.lastPartial, e.partials = now, 0
-	e.logMu.Unlock()
 	e.policy.Logger.Warn("exporter: endpoint accepted a request but refused part of it (partial success); not retried",
 		"endpoint", e.Name, "rejected", n, "message", msg, "partial_answers", count)
 }
@@ -264,20 +258,35 @@ func (e *Endpoint) success() {
 	}
 }
 
+// logEvery throttles a kind of log line: the first at once, later ones at
+// most once per RefusalLogEvery, each saying how many events it stands for.
+type logEvery struct {
+	last    time.Time // when a line was last logged
+	pending uint64    // events since
+}
+
+// tick counts one event at now and reports whether to log a line, and how
+// many events that line stands for.
+func (l *logEvery) tick(now time.Time) (uint64, bool) {
+	l.pending++
+	if !l.last.IsZero() && now.Sub(l.last) < RefusalLogEvery {
+		return 0, false
+	}
+	n := l.pending
+	l.last, l.pending = now, 0
+	return n, true
+}
+
 // logRefusal logs a permanent refusal: the first at once, later ones at
 // most once per RefusalLogEvery with how many came since (all are counted
 // in Stats.Dropped).
 func (e *Endpoint) logRefusal(o Outcome) {
 	e.logMu.Lock()
-	now := time.Now()
-	e.unlogged++
-	if !e.lastRefusal.IsZero() && now.Sub(e.lastRefusal) < RefusalLogEvery {
-		e.logMu.Unlock()
+	n, log := e.refusals.tick(time.Now())
+	e.logMu.Unlock()
+	if !log {
 		return
 	}
-	n := e.unlogged
-	e.lastRefusal, e.unlogged = now, 0
-	e.logMu.Unlock()
 	e.policy.Logger.Warn("exporter: endpoint refused data for good (a 4xx other than 429); dropped, not retried",
 		"endpoint", e.Name, "status", o.Status, "answer", o.Err, "refusals", n)
 }
