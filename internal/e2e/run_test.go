@@ -104,8 +104,13 @@ var (
 // listener: before sluice binds such an address, one of its own :0
 // listeners (or another process's) may have taken the port. Such a start
 // ("address already in use") is tried again, up to five times.
+//
+// A config without a query section gets query.addr 127.0.0.1:0: the default
+// (localhost:9090, also remote write's address in a forward-only relay)
+// would be one fixed port for every test and test process at once.
 func startServer(t *testing.T, cfg string) *server {
 	t.Helper()
+	ownQueryAddr(t, cfg)
 	for attempt := 1; ; attempt++ {
 		s, busy := tryStartServer(t, cfg, attempt == 5)
 		if !busy {
@@ -115,6 +120,27 @@ func startServer(t *testing.T, cfg string) *server {
 		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
 }
+
+// ownQueryAddr appends query.addr 127.0.0.1:0 to the config file cfg when
+// it has no top-level query section.
+func ownQueryAddr(t *testing.T, cfg string) {
+	t.Helper()
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topQuery.Match(b) {
+		return
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	if err := os.WriteFile(cfg, append(b, "query: {addr: 127.0.0.1:0}\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var topQuery = regexp.MustCompile(`(?m)^query:`)
 
 // tryStartServer is one start of startServer; busy reports a start that
 // failed only because an address was in use (unless last, which fails).
