@@ -1,7 +1,6 @@
 package prw
 
 import (
-	"bytes"
 	"hash/maphash"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -49,8 +48,7 @@ type PlainAppender struct {
 	keyBlock [32]uint64
 	sc       Scanner // scans the series a partition does not know
 	descOf   []uint32
-	keyNames [][]byte
-	keyIDs   []signal.KeyID
+	names    keyMemo
 	keys     []signal.KeyID
 	lvals    [][]byte
 }
@@ -158,7 +156,7 @@ func (x *PlainAppender) AppendV1(dst *signal.Metrics) bool {
 		if !ok || ks.Len != uint32(ps.lab-ps.st) {
 			if !scanned {
 				x.sc.reset(body)
-				x.keyNames, x.keyIDs = x.keyNames[:0], x.keyIDs[:0]
+				x.names.reset()
 				scanned = true
 			}
 			if ks, ok = x.newSeries(dst, ps); !ok {
@@ -206,17 +204,7 @@ func (x *PlainAppender) newSeries(dst *signal.Metrics, ps plainSeries) (signal.K
 		if string(n) == nameLabel {
 			continue
 		}
-		var kid signal.KeyID
-		if k < len(x.keyNames) && bytes.Equal(x.keyNames[k], n) {
-			kid = x.keyIDs[k]
-		} else {
-			kid = c.Keys.ID(n)
-			if k < len(x.keyNames) {
-				x.keyNames[k], x.keyIDs[k] = n, kid
-			} else {
-				x.keyNames, x.keyIDs = append(x.keyNames, n), append(x.keyIDs, kid)
-			}
-		}
+		kid := x.names.id(c, k, n)
 		k++
 		keys, vals = append(keys, kid), append(vals, v)
 	}
@@ -234,7 +222,7 @@ func (x *PlainAppender) newSeries(dst *signal.Metrics, ps plainSeries) (signal.K
 // forget drops what aliases the body.
 func (x *PlainAppender) forget() {
 	clear(x.lvals[:cap(x.lvals)])
-	clear(x.keyNames[:cap(x.keyNames)])
+	x.names.forget()
 	x.sc.Names = x.sc.Names[:0]
 	clear(x.sc.Names[:cap(x.sc.Names)])
 	clear(x.sc.prev[:cap(x.sc.prev)])

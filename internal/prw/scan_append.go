@@ -17,11 +17,10 @@ var scopeNameBytes, v1Bytes = []byte(ScopeName), []byte("1.0")
 // Appender appends scanned requests to batches (AppendV1). Its scratch
 // space is reused across calls; use one per goroutine.
 type Appender struct {
-	descOf   []uint32 // Names index -> descriptor in dst + 1
-	keyNames [][]byte // label names of the previous series, __name__ left out
-	keyIDs   []signal.KeyID
-	keys     []signal.KeyID
-	vals     [][]byte
+	descOf []uint32 // Names index -> descriptor in dst + 1
+	names  keyMemo
+	keys   []signal.KeyID
+	vals   [][]byte
 }
 
 // AppendV1 appends the points of the request of s's last ScanV1, which
@@ -37,7 +36,7 @@ func (x *Appender) AppendV1(dst *signal.Metrics, s *Scanner) {
 	c := &dst.Common
 	res, sc := dst.AddBareResourceScope(scopeNameBytes, v1Bytes)
 	x.descOf = append(x.descOf[:0], make([]uint32, len(s.Names))...)
-	x.keyNames, x.keyIDs = x.keyNames[:0], x.keyIDs[:0]
+	x.names.reset()
 
 	body := s.body
 	j := 0 // the sample index into Name, ID and Time
@@ -53,17 +52,7 @@ func (x *Appender) AppendV1(dst *signal.Metrics, s *Scanner) {
 			if string(n) == nameLabel {
 				continue
 			}
-			var id signal.KeyID
-			if k < len(x.keyNames) && bytes.Equal(x.keyNames[k], n) {
-				id = x.keyIDs[k]
-			} else {
-				id = c.Keys.ID(n)
-				if k < len(x.keyNames) {
-					x.keyNames[k], x.keyIDs[k] = n, id
-				} else {
-					x.keyNames, x.keyIDs = append(x.keyNames, n), append(x.keyIDs, id)
-				}
-			}
+			id := x.names.id(c, k, n)
 			k++
 			keys, vals = append(keys, id), append(vals, v)
 		}
@@ -92,8 +81,36 @@ func (x *Appender) AppendV1(dst *signal.Metrics, s *Scanner) {
 		i = e
 	}
 	clear(x.vals[:cap(x.vals)]) // they alias the body
-	clear(x.keyNames[:cap(x.keyNames)])
+	x.names.forget()
 }
+
+// keyMemo remembers the key ids of the previous series' label names by
+// position (__name__ left out): a series named as the one before it takes
+// each id with a compare instead of a lookup in the batch's keys.
+type keyMemo struct {
+	names [][]byte // alias a request body
+	ids   []signal.KeyID
+}
+
+func (m *keyMemo) reset() { m.names, m.ids = m.names[:0], m.ids[:0] }
+
+// id returns the key id in c of label name n, its series' k-th, and
+// remembers it for the next series' k-th.
+func (m *keyMemo) id(c *signal.Common, k int, n []byte) signal.KeyID {
+	if k < len(m.names) && bytes.Equal(m.names[k], n) {
+		return m.ids[k]
+	}
+	id := c.Keys.ID(n)
+	if k < len(m.names) {
+		m.names[k], m.ids[k] = n, id
+	} else {
+		m.names, m.ids = append(m.names, n), append(m.ids, id)
+	}
+	return id
+}
+
+// forget drops the names, which alias a request body.
+func (m *keyMemo) forget() { clear(m.names[:cap(m.names)]) }
 
 // ArenaBytes is the size of the body of s's last ScanV1, which DecodeV1
 // copies into its batch's arena: with Attrs and Samples it gives the lake
