@@ -25,23 +25,14 @@ type knownName struct {
 const knownWindow = 32
 
 func newKnownName(name []byte) knownName {
-	if len(name) > 13 {
+	fixed, w0, m0, w1, ok := labelFrame(name)
+	if !ok {
 		return knownName{}
 	}
-	var f [16]byte
-	f[0], f[1] = 1<<3|wtLen, byte(len(name))
-	copy(f[2:], name)
-	f[2+len(name)] = 2<<3 | wtLen
-	n := knownName{fixed: len(name) + 3, off1: 2}
-	n.w0 = binary.LittleEndian.Uint64(f[:])
-	n.m0 = ^uint64(0)
-	if n.fixed < 8 {
-		n.m0 = 1<<(8*n.fixed) - 1
-	}
-	n.w0 &= n.m0
-	if n.fixed > 8 {
-		n.w1, n.m1 = binary.LittleEndian.Uint64(f[n.fixed-8:]), ^uint64(0)
-		n.off1 = n.fixed - 6 // window offset of f[fixed-8]: the window starts 2 bytes before f
+	n := knownName{fixed: fixed, off1: 2, w0: w0, m0: m0}
+	if fixed > 8 {
+		n.w1, n.m1 = w1, ^uint64(0)
+		n.off1 = fixed - 6 // window offset of the frame's last 8 bytes: the window starts 2 bytes before it
 	}
 	return n
 }

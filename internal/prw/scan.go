@@ -341,24 +341,36 @@ type prevLabel struct {
 
 func newPrevLabel(name []byte, hash uint64) prevLabel {
 	p := prevLabel{name: name, hash: hash}
+	if fixed, w0, m0, w1, ok := labelFrame(name); ok {
+		p.fixed, p.w0, p.mask, p.w1 = fixed, w0, m0, w1
+	}
+	return p
+}
+
+// labelFrame is the fixed start of a Label message named name, as every
+// encoder writes it: the name's tag, its one-byte length, its bytes and
+// the value's tag (fixed bytes: the name's length plus 3). w0 is its first 8 bytes as a
+// little-endian word, masked (m0) to fewer when it is shorter; w1 the 8
+// bytes ending at its end when it is longer than 8. ok is false for a name
+// of more than 13 bytes, whose start does not fit two words.
+func labelFrame(name []byte) (fixed int, w0, m0, w1 uint64, ok bool) {
 	if len(name) > 13 {
-		return p
+		return 0, 0, 0, 0, false
 	}
 	var f [16]byte
 	f[0], f[1] = 1<<3|wtLen, byte(len(name))
 	copy(f[2:], name)
 	f[2+len(name)] = 2<<3 | wtLen
-	p.fixed = len(name) + 3
-	p.w0 = binary.LittleEndian.Uint64(f[:])
-	p.mask = ^uint64(0)
-	if p.fixed < 8 {
-		p.mask = 1<<(8*p.fixed) - 1
-		p.w0 &= p.mask
+	fixed = len(name) + 3
+	w0, m0 = binary.LittleEndian.Uint64(f[:]), ^uint64(0)
+	if fixed < 8 {
+		m0 = 1<<(8*fixed) - 1
+		w0 &= m0
 	}
-	if p.fixed > 8 {
-		p.w1 = binary.LittleEndian.Uint64(f[p.fixed-8:])
+	if fixed > 8 {
+		w1 = binary.LittleEndian.Uint64(f[fixed-8:])
 	}
-	return p
+	return fixed, w0, m0, w1, true
 }
 
 // valSpan is a label value of the series being scanned: its place in the
