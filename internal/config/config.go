@@ -111,7 +111,7 @@ type OTLP struct {
 	TenantHeader          string   `yaml:"tenant_header" doc:"Header (gRPC metadata key) naming the tenant, e.g. X-Scope-OrgID; empty puts everything under default_tenant. A tenant must match [A-Za-z0-9._-]{1,64}. A request with the header twice is refused (400 / InvalidArgument). Tenant names are case-sensitive and kept as sent, but a name that differs only in case from a tenant the lake already has is refused (400), since both would share one directory on a case-insensitive file system."`
 	DefaultTenant         string   `yaml:"default_tenant" doc:"Tenant of requests without the tenant header."`
 	BearerToken           string   `yaml:"bearer_token" doc:"When set, every request must carry 'Authorization: Bearer TOKEN'. Use ${ENV} rather than writing secrets into the file."`
-	TLS                   TLS      `yaml:"tls" doc:"TLS for both transports; plaintext when cert_file and key_file are empty."`
+	TLS                   TLS      `yaml:"tls" doc:"TLS for both transports; plaintext when cert_file and key_file are empty. The files are read again when they change on disk (checked at most once a second, on a handshake): a rotated certificate or CA needs no restart; files that do not load keep the ones in use (logged, sluice_tls_reloads_total{result=\"failed\"})."`
 	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, compressed and decompressed; larger requests get 413 / RESOURCE_EXHAUSTED. Must fit in one queue segment."`
 	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests processed (decoded and queued) at once. A request takes a slot only after its body is read, so slow clients never hold one; a request finding none free within 250ms gets 429 / RESOURCE_EXHAUSTED."`
 	MaxInflightBytes      ByteSize `yaml:"max_inflight_bytes" doc:"Memory bound on request bodies held at once, being read or processed (decompressed; gRPC messages once received). A body reserves as its bytes arrive; one that cannot within 250ms gets 429 / RESOURCE_EXHAUSTED with a retry hint. More than max_request_bytes."`
@@ -261,7 +261,7 @@ type Query struct {
 	MaxQueryLength ByteSize  `yaml:"max_query_length" doc:"Longest PromQL expression (query) or selector (match[]); longer ones fail with 422 (errorType cost_limit) before parsing."`
 	MaxQueryDepth  int       `yaml:"max_query_depth" doc:"Deepest PromQL expression or selector, counted before parsing as the deepest nesting of (), [] and {} plus the number of binary operators (outside label matchers and strings); deeper ones fail with 422 (errorType cost_limit), since parsing and planning cost grows with depth times length (4,000 chained additions take seconds)."`
 	Auth           QueryAuth `yaml:"auth" doc:"Bearer-token authentication of every query endpoint (docs/query.md#authentication). Without tokens the API answers anyone who reaches query.addr."`
-	TLS            TLS       `yaml:"tls" doc:"TLS for the query API; plaintext when cert_file and key_file are empty. With client_ca_file, clients must present a certificate signed by it (mutual TLS)."`
+	TLS            TLS       `yaml:"tls" doc:"TLS for the query API; plaintext when cert_file and key_file are empty. With client_ca_file, clients must present a certificate signed by it (mutual TLS). The files are read again when they change on disk, as receivers.otlp.tls's."`
 }
 
 // QueryAuth configures authentication of the query API.

@@ -2,12 +2,10 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/internal/authn"
 )
 
 // Exporter types and the built-in lake exporter's name.
@@ -51,7 +51,9 @@ type Exporter struct {
 }
 
 // ExporterTLS is an exporter's client side of TLS (exporters.<name>.tls).
-// The files are read once, when sluice starts.
+// The files are read when sluice starts; the client certificate and key
+// again when they change on disk (authn.ClientCertificate), the CA file
+// only at start.
 type ExporterTLS struct {
 	CAFile             string `yaml:"ca_file" doc:"PEM CA certificates to trust instead of the system's roots (a private CA)."`
 	CertFile           string `yaml:"cert_file" doc:"PEM client certificate (chain) presented to the endpoints (mutual TLS); needs key_file."`
@@ -70,13 +72,12 @@ func (t ExporterTLS) ClientConfig() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pool, err := authn.LoadCAPool(t.CAFile)
+		if errors.Is(err, authn.ErrNoCertificate) {
+			return nil, fmt.Errorf("ca_file %w", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %q holds no PEM certificate", t.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -84,11 +85,11 @@ func (t ExporterTLS) ClientConfig() (*tls.Config, error) {
 		return nil, errors.New("cert_file and key_file must both be set for a client certificate (mutual TLS)")
 	}
 	if t.CertFile != "" {
-		kp, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		get, err := authn.ClientCertificate(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("cert_file %q, key_file %q: %w", t.CertFile, t.KeyFile, err)
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{kp}
+		cfg.GetClientCertificate = get
 	}
 	return cfg, nil
 }

@@ -44,7 +44,7 @@ pipelines:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.ServerName != "localhost" || tc.InsecureSkipVerify || tc.MinVersion != tls.VersionTLS12 {
+	if tc.RootCAs == nil || tc.GetClientCertificate == nil || tc.ServerName != "localhost" || tc.InsecureSkipVerify || tc.MinVersion != tls.VersionTLS12 {
 		t.Fatalf("client TLS config: %+v", tc)
 	}
 	if tc, _ := c.Exporters["otlp/http"].TLS.ClientConfig(); tc == nil || !tc.InsecureSkipVerify || tc.RootCAs != nil {

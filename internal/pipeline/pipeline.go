@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -103,6 +104,7 @@ func New(cfg config.Config, set Settings) (*Pipeline, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	authn.RegisterTLSMetrics(reg)
 	p := &Pipeline{cfg: cfg, log: log, reg: reg, m: newMetrics(), iom: newIOMetrics(), fatal: make(chan error, 1)}
 	if cfg.Receivers.IOTrace.Enabled {
 		// Names the key now rather than at Start.

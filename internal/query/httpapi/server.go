@@ -96,6 +96,7 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		closeSearch(cfg.Search)
 		return nil, err
 	}
+	authn.RegisterTLSMetrics(reg)
 	tlsConf, err := authn.ServerTLS(cfg.TLS)
 	if err != nil {
 		closeSearch(cfg.Search)

@@ -2,14 +2,13 @@ package otlpreceiver
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/textproto"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
@@ -32,7 +31,8 @@ const (
 	maxHeaderBytes     = 64 << 10
 )
 
-// TLSConfig names PEM files. Certificates are loaded once, in New.
+// TLSConfig names PEM files. They are loaded in New, and again when they
+// change on disk (authn.ServerTLS).
 type TLSConfig struct {
 	CertFile, KeyFile string
 	// ClientCAFile, when set, requires clients to present a certificate
@@ -170,27 +170,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// loadTLS builds the server TLS config, reading files now so that a bad
-// path fails at start-up rather than at the first handshake.
+// load builds the server TLS config (authn.ServerTLS): the files are
+// read now, so that a bad path fails at start-up rather than at the first
+// handshake, and again when they change on disk.
 func (t *TLSConfig) load() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load tls key pair %q, %q: %w", t.CertFile, t.KeyFile, err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.ClientCAFile != "" {
-		pem, err := os.ReadFile(t.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read client ca %q: %w", t.ClientCAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client ca %q: no PEM certificates", t.ClientCAFile)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
+	return authn.ServerTLS(authn.TLSFiles{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile})
 }
 
 // isToken reports whether s is a valid HTTP header name.
