@@ -3,7 +3,6 @@ package prwexporter
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 
@@ -14,15 +13,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
-	"github.com/sluice-dev/sluice/internal/unsafex"
 )
 
 // Pass-through. A remote-write record (exporter.Record.RemoteWrite) holds
 // the request as the receiver got it, snappy block encoded, checked (no
 // invalid series: the
 // receiver queues a partial write as OTLP). Sent to an exporter of the
-// same protocol version that replicates (or has one endpoint), it needs
-// no decode and no conversion:
+// same protocol version, it needs no decode and no conversion; with one
+// lane and replicated (or one endpoint):
 //
 //   - 1.0: the bodies of consecutive records of one tenant are
 //     concatenated (a protobuf message's repeated fields merge, so the
@@ -40,13 +38,10 @@ import (
 //     (mergev2.go); an endpoint that answered 415 gets it converted to
 //     1.0.
 //
-// In shard mode a 1.0 record is split without decoding: each TimeSeries
-// field goes, as its bytes, to the endpoint its labels hash to (the same
-// hash as the convert path's, over the labels sorted by name, so a series
-// lands on one endpoint whichever path carried it); metadata goes to
-// every endpoint, since each holds series of the family. A 2.0 record in
-// shard mode, and a record of the other protocol version, is decoded
-// (the convert path).
+// With lanes (Config.Concurrency above 1) or in shard mode, records of
+// either version are split by series without decoding, copied series by
+// series into one request per lane and endpoint (split.go); a record of
+// the other protocol version is decoded (the convert path).
 
 // maxRawBytes bounds one pass-through 1.0 request of concatenated
 // records, snappy-decoded; a record of this size or more goes alone, as
@@ -64,23 +59,29 @@ const (
 
 // passThrough reports whether r goes to the endpoints as it is.
 func (e *Exporter) passThrough(r *exporter.Record) bool {
-	if r.Kind != signal.KindMetrics || r.RemoteWrite == 0 || e.lanes() > 1 {
-		// Lanes split a batch by series: the convert path's splitting.
+	if r.Kind != signal.KindMetrics || r.RemoteWrite == 0 {
 		return false
 	}
 	if r.RemoteWrite == 1 {
 		return e.cfg.Protocol != "2.0"
 	}
-	return r.RemoteWrite == 2 && e.cfg.Protocol == "2.0" && !e.sharding()
+	return r.RemoteWrite == 2 && e.cfg.Protocol == "2.0"
 }
+
+// splits reports whether pass-through records are split by series
+// (split.go): lanes, or shard mode.
+func (e *Exporter) splits() bool { return e.lanes() > 1 || e.sharding() }
 
 // sendRaw sends recs, remote-write records of one version and tenant for
 // which passThrough holds, to every endpoint. A record's body is the
 // request as the receiver got it, snappy block encoded.
 func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.Record) error {
+	if e.splits() {
+		return e.sendSplitRecs(ctx, tenant, recs)
+	}
 	for i := 0; i < len(recs); {
 		j := i + 1
-		if recs[i].RemoteWrite == 1 && !e.sharding() {
+		if recs[i].RemoteWrite == 1 {
 			n, err := s2.DecodedLen(recs[i].Body)
 			switch {
 			case err != nil:
@@ -149,13 +150,6 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 				func() ([]byte, error) { return body, nil },
 				func() ([]byte, error) { return e.v2ToV1(plain) })
 			if err != nil {
-				return err
-			}
-			i = j
-			continue
-		}
-		if e.sharding() {
-			if err := e.sendSharded(ctx, tenant, e.unsnap); err != nil {
 				return err
 			}
 			i = j
@@ -290,117 +284,5 @@ func countSeries(b []byte, field protowire.Number) int {
 }
 
 func (e *Exporter) sharding() bool { return e.cfg.Shard && len(e.eps) > 1 }
-
-// sendSharded splits one 1.0 request body by series over the endpoints
-// (see the package comment above) and sends each endpoint its part.
-func (e *Exporter) sendSharded(ctx context.Context, tenant string, body []byte) error {
-	if len(e.parts) < len(e.eps) {
-		e.parts = make([][]byte, len(e.eps))
-	}
-	parts := e.parts[:len(e.eps)]
-	series := make([]int, len(e.eps))
-	for k := range parts {
-		parts[k] = parts[k][:0]
-	}
-	var meta []byte
-	for b := body; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return e.badRaw()
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return e.badRaw()
-		}
-		field := b[:n+m]
-		b = b[n+m:]
-		if num != 1 || typ != protowire.BytesType {
-			meta = append(meta, field...)
-			continue
-		}
-		msg, _ := protowire.ConsumeBytes(field[n:])
-		k, ok := e.pickSeries(msg)
-		if !ok {
-			return e.badRaw()
-		}
-		parts[k] = append(parts[k], field...)
-		series[k]++
-	}
-	errs := make([]error, len(e.eps))
-	var wg sync.WaitGroup
-	for k := range e.eps {
-		// Metadata describes families, whose series are on every
-		// endpoint: it goes to each, alone where no series does
-		// (Prometheus sends it in requests without series).
-		if series[k] == 0 && len(meta) == 0 {
-			continue
-		}
-		parts[k] = append(parts[k], meta...)
-		payload := s2.EncodeSnappy(nil, parts[k])
-		wg.Go(func() {
-			sent, err := e.deliver(ctx, k, tenant,
-				func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
-				func() ([]byte, error) { return payload, nil })
-			errs[k] = err
-			if sent {
-				e.sentSeries.Add(uint64(series[k]))
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// badRaw counts a pass-through body that does not parse (the receiver
-// checked it: a damaged queue) and drops it.
-func (e *Exporter) badRaw() error {
-	e.badBodies.Add(1)
-	return nil
-}
-
-// pickSeries returns the endpoint of the TimeSeries message msg: its
-// labels, sorted by name, hashed as seriesHash hashes the convert path's.
-func (e *Exporter) pickSeries(msg []byte) (int, bool) {
-	e.lbls = e.lbls[:0]
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return 0, false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
-		if m < 0 {
-			return 0, false
-		}
-		if num == 1 && typ == protowire.BytesType {
-			lb, _ := protowire.ConsumeBytes(msg[n:])
-			var l prompb.Label
-			for len(lb) > 0 {
-				ln, lt, x := protowire.ConsumeTag(lb)
-				if x < 0 {
-					return 0, false
-				}
-				y := protowire.ConsumeFieldValue(ln, lt, lb[x:])
-				if y < 0 {
-					return 0, false
-				}
-				if lt == protowire.BytesType && (ln == 1 || ln == 2) {
-					v, _ := protowire.ConsumeBytes(lb[x:])
-					if ln == 1 {
-						l.Name = unsafex.String(v) // valid while body is: used for the hash only
-					} else {
-						l.Value = unsafex.String(v)
-					}
-				}
-				lb = lb[x+y:]
-			}
-			e.lbls = append(e.lbls, l)
-		}
-		msg = msg[n+m:]
-	}
-	if !slices.IsSortedFunc(e.lbls, cmpLabel) {
-		slices.SortFunc(e.lbls, cmpLabel)
-	}
-	return e.ring.Pick(seriesHash(e.lbls)), true
-}
 
 func cmpLabel(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) }

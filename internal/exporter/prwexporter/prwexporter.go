@@ -81,9 +81,9 @@ type Exporter struct {
 	// unsnap is the snappy-decoded body of the record at hand (records
 	// hold remote write as received)
 	unsnap []byte
-	// shard mode pass-through: each endpoint's part, the labels hashed
-	parts [][]byte
-	lbls  []prompb.Label
+	// split cuts pass-through records by series for lanes and shard mode
+	// (split.go), made on first use.
+	split *splitter
 
 	useV1 []*atomic.Bool // per endpoint: 1.0 configured, or 2.0 answered 415
 

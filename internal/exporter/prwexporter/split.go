@@ -1,0 +1,531 @@
+package prwexporter
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/s2"
+	"github.com/prometheus/prometheus/prompb"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
+	"github.com/sluice-dev/sluice/internal/prw"
+	"github.com/sluice-dev/sluice/internal/unsafex"
+)
+
+// Splitting remote-write records by series, without decoding them: the
+// pass-through of lanes (Config.Concurrency above 1) and of shard mode.
+// A group of consecutive records of one version and tenant (up to
+// maxRawBytes snappy-decoded) is cut into parts, part b being lane b%nl
+// of endpoint b/nl in shard mode and lane b of every endpoint otherwise;
+// each series goes to the part of its labels' hash (sorted by name,
+// hashed as seriesHash hashes the convert path's series: laneOf for the
+// lane, the ring's pick for the endpoint), so a series is in the same
+// lane and on the same endpoint whichever path carried it, in every batch
+// and after a restart.
+//
+//   - 1.0: a TimeSeries field is copied as its bytes (its exemplars and
+//     histograms in it); the other fields of the request (metadata, per
+//     metric family) go to lane 0 of every endpoint, alone where no series
+//     does (Prometheus sends metadata in requests without series).
+//   - 2.0: each part has a symbols table of its own, "" first, holding the
+//     symbols its series use, added as they first appear; a series is
+//     copied with its label references, its exemplars' and its metadata's
+//     help and unit references rewritten into its part's table, every
+//     other field (samples, histograms, created timestamp) as its bytes.
+//     Fields of the request other than symbols and series are dropped,
+//     as a decoder skips them.
+//
+// Each part is snappy-encoded once and sent to its endpoints in parallel;
+// the group is done when every part is (sendSplit), and the next group
+// goes after it, so a series' samples never overtake each other.
+
+var errBadRecord = errors.New("remote-write record does not parse")
+
+// splitter cuts a group of records into parts (see above).
+type splitter struct {
+	v2    bool
+	nl    int // lanes per endpoint
+	shard bool
+	ring  *sending.Ring
+	parts []splitPart
+	meta  []byte // 1.0: the non-series fields, for lane 0 of every endpoint
+	marks []splitMark
+
+	// Scratch.
+	syms    [][]byte       // 2.0: the symbols of the record at hand
+	refs    []uint32       // 2.0: a series' label references
+	lbls    []prompb.Label // a series' labels (aliasing the record)
+	hbuf    []byte         // the labels, as hashed
+	ts, sub []byte         // 2.0: a rewritten series, one of its messages
+	rb      []byte         // 2.0: rewritten packed references
+}
+
+// splitPart is one request of a group.
+type splitPart struct {
+	body    []byte   // 1.0: TimeSeries fields (and metadata); 2.0: the symbols, then the series
+	ser     []byte   // 2.0: TimeSeries fields
+	nsym    uint64   // 2.0: symbols in body
+	remap   []uint32 // 2.0: a symbol reference of the record at hand -> this part's, plus 1 (0: not in it yet)
+	series  int
+	payload []byte // snappy
+}
+
+// splitMark is a part's state before the record at hand, to undo it.
+type splitMark struct {
+	body, ser, series int
+	nsym              uint64
+}
+
+// newSplitter returns a splitter of nl lanes per endpoint, over the ring's
+// endpoints when shard.
+func newSplitter(nl int, shard bool, ring *sending.Ring, neps int) *splitter {
+	n := nl
+	if shard {
+		n *= neps
+	}
+	return &splitter{nl: nl, shard: shard, ring: ring, parts: make([]splitPart, n), marks: make([]splitMark, n)}
+}
+
+// reset empties the parts for a group of records of version 2 (v2) or 1.
+func (s *splitter) reset(v2 bool) {
+	s.v2 = v2
+	for i := range s.parts {
+		p := &s.parts[i]
+		if cap(p.body) > 4*maxRawBytes || cap(p.ser) > 4*maxRawBytes || cap(p.payload) > 4*maxRawBytes {
+			p.body, p.ser, p.payload = nil, nil, nil
+		}
+		p.body, p.ser, p.nsym, p.series = p.body[:0], p.ser[:0], 0, 0
+	}
+	s.meta = s.meta[:0]
+}
+
+// partOf is the part of a series of label hash h.
+func (s *splitter) partOf(h uint64) int {
+	l := 0
+	if s.nl > 1 {
+		l = laneOf(h, s.nl)
+	}
+	if s.shard {
+		return s.ring.Pick(h)*s.nl + l
+	}
+	return l
+}
+
+// add splits the snappy-decoded record body into the parts; a record
+// that does not parse leaves them as they were.
+func (s *splitter) add(body []byte) error {
+	for i := range s.parts {
+		p := &s.parts[i]
+		s.marks[i] = splitMark{body: len(p.body), ser: len(p.ser), series: p.series, nsym: p.nsym}
+	}
+	meta := len(s.meta)
+	var err error
+	if s.v2 {
+		err = s.addV2(body)
+	} else {
+		err = s.addV1(body)
+	}
+	if err != nil {
+		for i := range s.parts {
+			p, m := &s.parts[i], s.marks[i]
+			p.body, p.ser, p.series, p.nsym = p.body[:m.body], p.ser[:m.ser], m.series, m.nsym
+		}
+		s.meta = s.meta[:meta]
+	}
+	return err
+}
+
+func (s *splitter) addV1(body []byte) error {
+	for b := body; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errBadRecord
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return errBadRecord
+		}
+		field := b[:n+m]
+		b = b[n+m:]
+		if num != 1 || typ != protowire.BytesType {
+			s.meta = append(s.meta, field...)
+			continue
+		}
+		msg, _ := protowire.ConsumeBytes(field[n:])
+		h, ok := s.hashV1(msg)
+		if !ok {
+			return errBadRecord
+		}
+		p := &s.parts[s.partOf(h)]
+		p.body = append(p.body, field...)
+		p.series++
+	}
+	return nil
+}
+
+// hashV1 hashes the labels of the 1.0 TimeSeries message msg.
+func (s *splitter) hashV1(msg []byte) (uint64, bool) {
+	s.lbls = s.lbls[:0]
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return 0, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+		if m < 0 {
+			return 0, false
+		}
+		if num == 1 && typ == protowire.BytesType {
+			lb, _ := protowire.ConsumeBytes(msg[n:])
+			var l prompb.Label
+			for len(lb) > 0 {
+				ln, lt, x := protowire.ConsumeTag(lb)
+				if x < 0 {
+					return 0, false
+				}
+				y := protowire.ConsumeFieldValue(ln, lt, lb[x:])
+				if y < 0 {
+					return 0, false
+				}
+				if lt == protowire.BytesType && (ln == 1 || ln == 2) {
+					v, _ := protowire.ConsumeBytes(lb[x:])
+					if ln == 1 {
+						l.Name = unsafex.String(v) // valid while body is: used for the hash only
+					} else {
+						l.Value = unsafex.String(v)
+					}
+				}
+				lb = lb[x+y:]
+			}
+			s.lbls = append(s.lbls, l)
+		}
+		msg = msg[n+m:]
+	}
+	return s.labelsHash(), true
+}
+
+// labelsHash is seriesHash of s.lbls sorted by name, in one call.
+func (s *splitter) labelsHash() uint64 {
+	if !slices.IsSortedFunc(s.lbls, cmpLabel) {
+		slices.SortFunc(s.lbls, cmpLabel)
+	}
+	s.hbuf = s.hbuf[:0]
+	for _, l := range s.lbls {
+		s.hbuf = append(s.hbuf, l.Name...)
+		s.hbuf = append(s.hbuf, 0xff)
+		s.hbuf = append(s.hbuf, l.Value...)
+		s.hbuf = append(s.hbuf, 0xff)
+	}
+	return xxhash.Sum64(s.hbuf)
+}
+
+func (s *splitter) addV2(body []byte) error {
+	s.syms = s.syms[:0]
+	for b := body; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errBadRecord
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return errBadRecord
+		}
+		if num == 4 && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n:])
+			s.syms = append(s.syms, v)
+		}
+		b = b[n+m:]
+	}
+	for i := range s.parts {
+		p := &s.parts[i]
+		p.remap = slices.Grow(p.remap[:0], len(s.syms))[:len(s.syms)]
+		clear(p.remap)
+	}
+	for b := body; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		field := b[n : n+m]
+		b = b[n+m:]
+		if num != 5 || typ != protowire.BytesType {
+			continue
+		}
+		msg, _ := protowire.ConsumeBytes(field)
+		h, ok := s.hashV2(msg)
+		if !ok {
+			return errBadRecord
+		}
+		p := &s.parts[s.partOf(h)]
+		if len(p.body) == 0 {
+			p.body = append(p.body, 4<<3|byte(protowire.BytesType), 0) // symbols[0] = ""
+			p.nsym = 1
+		}
+		if !s.rewriteV2(p, msg) {
+			return errBadRecord
+		}
+		p.ser = protowire.AppendTag(p.ser, 5, protowire.BytesType)
+		p.ser = protowire.AppendBytes(p.ser, s.ts)
+		p.series++
+	}
+	return nil
+}
+
+// appendRefs appends the references of a packed (BytesType) or single
+// (VarintType) references field's value v to refs.
+func appendRefs(refs []uint32, typ protowire.Type, v []byte) ([]uint32, bool) {
+	if typ == protowire.VarintType {
+		x, _ := protowire.ConsumeVarint(v)
+		return append(refs, uint32(x)), x <= 1<<32-1
+	}
+	if typ != protowire.BytesType {
+		return refs, false
+	}
+	packed, _ := protowire.ConsumeBytes(v)
+	for len(packed) > 0 {
+		x, k := protowire.ConsumeVarint(packed)
+		if k < 0 || x > 1<<32-1 {
+			return refs, false
+		}
+		refs = append(refs, uint32(x))
+		packed = packed[k:]
+	}
+	return refs, true
+}
+
+// hashV2 hashes the labels of the 2.0 TimeSeries message msg, its
+// references resolved in s.syms.
+func (s *splitter) hashV2(msg []byte) (uint64, bool) {
+	s.refs = s.refs[:0]
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return 0, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+		if m < 0 {
+			return 0, false
+		}
+		if num == 1 {
+			var ok bool
+			if s.refs, ok = appendRefs(s.refs, typ, msg[n:n+m]); !ok {
+				return 0, false
+			}
+		}
+		msg = msg[n+m:]
+	}
+	if len(s.refs)%2 != 0 {
+		return 0, false
+	}
+	s.lbls = s.lbls[:0]
+	for i := 0; i < len(s.refs); i += 2 {
+		nr, vr := s.refs[i], s.refs[i+1]
+		if int(nr) >= len(s.syms) || int(vr) >= len(s.syms) {
+			return 0, false
+		}
+		s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(s.syms[nr]), Value: unsafex.String(s.syms[vr])})
+	}
+	return s.labelsHash(), true
+}
+
+// ref is the reference in part p of the record's symbol r, added to p's
+// table when p does not have it yet.
+func (s *splitter) ref(p *splitPart, r uint64) (uint64, bool) {
+	if r >= uint64(len(s.syms)) {
+		return 0, false
+	}
+	if x := p.remap[r]; x != 0 {
+		return uint64(x - 1), true
+	}
+	var x uint64 // "" is the part's symbol 0
+	if sym := s.syms[r]; len(sym) > 0 {
+		x = p.nsym
+		p.body = protowire.AppendTag(p.body, 4, protowire.BytesType)
+		p.body = protowire.AppendBytes(p.body, sym)
+		p.nsym++
+	}
+	p.remap[r] = uint32(x + 1)
+	return x, true
+}
+
+// rewriteRefs appends the references field num of value v (packed or
+// single) to dst, each rewritten into part p's table.
+func (s *splitter) rewriteRefs(dst []byte, p *splitPart, num protowire.Number, typ protowire.Type, v []byte) ([]byte, bool) {
+	if typ == protowire.VarintType {
+		r, _ := protowire.ConsumeVarint(v)
+		x, ok := s.ref(p, r)
+		dst = protowire.AppendTag(dst, num, protowire.VarintType)
+		return protowire.AppendVarint(dst, x), ok
+	}
+	if typ != protowire.BytesType {
+		return dst, false
+	}
+	packed, _ := protowire.ConsumeBytes(v)
+	s.rb = s.rb[:0]
+	for len(packed) > 0 {
+		r, k := protowire.ConsumeVarint(packed)
+		if k < 0 {
+			return dst, false
+		}
+		x, ok := s.ref(p, r)
+		if !ok {
+			return dst, false
+		}
+		s.rb = protowire.AppendVarint(s.rb, x)
+		packed = packed[k:]
+	}
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendBytes(dst, s.rb), true
+}
+
+// rewriteV2 writes the 2.0 TimeSeries msg to s.ts with its references
+// into part p's table: labels, exemplars' labels, metadata's help and
+// unit; every other field as its bytes.
+func (s *splitter) rewriteV2(p *splitPart, msg []byte) bool {
+	s.ts = s.ts[:0]
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		m := protowire.ConsumeFieldValue(num, typ, msg[n:]) // hashV2 checked the framing
+		field, val := msg[:n+m], msg[n:n+m]
+		msg = msg[n+m:]
+		var ok bool
+		switch {
+		case num == 1: // label references
+			if s.ts, ok = s.rewriteRefs(s.ts, p, 1, typ, val); !ok {
+				return false
+			}
+		case (num == 4 || num == 5) && typ == protowire.BytesType: // an exemplar, the metadata
+			sub, _ := protowire.ConsumeBytes(val)
+			s.sub = s.sub[:0]
+			for len(sub) > 0 {
+				sn, st, x := protowire.ConsumeTag(sub)
+				if x < 0 {
+					return false
+				}
+				y := protowire.ConsumeFieldValue(sn, st, sub[x:])
+				if y < 0 {
+					return false
+				}
+				isRef := (num == 4 && sn == 1) || (num == 5 && (sn == 3 || sn == 4) && st == protowire.VarintType)
+				if isRef {
+					if s.sub, ok = s.rewriteRefs(s.sub, p, sn, st, sub[x:x+y]); !ok {
+						return false
+					}
+				} else {
+					s.sub = append(s.sub, sub[:x+y]...)
+				}
+				sub = sub[x+y:]
+			}
+			s.ts = protowire.AppendTag(s.ts, num, protowire.BytesType)
+			s.ts = protowire.AppendBytes(s.ts, s.sub)
+		default: // samples, histograms, created timestamp, unknown fields
+			s.ts = append(s.ts, field...)
+		}
+	}
+	return true
+}
+
+// sends reports whether part b has a request to send, after finish.
+func (s *splitter) sends(b int) bool {
+	return s.parts[b].series > 0 || (!s.v2 && b%s.nl == 0 && len(s.meta) > 0)
+}
+
+// finish completes the parts' bodies: 1.0 metadata to lane 0 of every
+// endpoint, 2.0 series after their symbols.
+func (s *splitter) finish() {
+	for b := range s.parts {
+		p := &s.parts[b]
+		if s.v2 {
+			p.body = append(p.body, p.ser...)
+		} else if b%s.nl == 0 {
+			p.body = append(p.body, s.meta...)
+		}
+	}
+}
+
+// sendSplitRecs sends recs, remote-write records of one tenant for which
+// passThrough holds, split by series into lanes and endpoints, in groups
+// of up to maxRawBytes snappy-decoded, one group after another.
+func (e *Exporter) sendSplitRecs(ctx context.Context, tenant string, recs []exporter.Record) error {
+	if e.split == nil {
+		e.split = newSplitter(e.lanes(), e.sharding(), e.ring, len(e.eps))
+	}
+	sp := e.split
+	for i := 0; i < len(recs); {
+		v := recs[i].RemoteWrite
+		sp.reset(v == 2)
+		size := 0
+		j := i
+		for ; j < len(recs) && recs[j].RemoteWrite == v && size < maxRawBytes; j++ {
+			n, err := s2.DecodedLen(recs[j].Body)
+			if err != nil {
+				e.badBodies.Add(1) // the receiver checked it: a damaged queue
+				continue
+			}
+			if size > 0 && size+n > maxRawBytes {
+				break // the next group's
+			}
+			if e.unsnap, err = prw.Unsnappy(e.unsnap, recs[j].Body); err != nil {
+				e.badBodies.Add(1)
+				continue
+			}
+			if sp.add(e.unsnap) != nil {
+				e.badBodies.Add(1)
+				continue
+			}
+			size += n
+		}
+		if j == i {
+			j++ // cannot happen: the first record is always taken or counted
+		}
+		if err := e.sendSplit(ctx, tenant, sp); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// sendSplit sends each part of sp to its endpoints at once, and returns
+// when every one is delivered or dropped.
+func (e *Exporter) sendSplit(ctx context.Context, tenant string, sp *splitter) error {
+	sp.finish()
+	nl := sp.nl
+	errs := make([]error, len(e.eps)*nl)
+	var wg sync.WaitGroup
+	for b := range sp.parts {
+		if !sp.sends(b) {
+			continue
+		}
+		p := &sp.parts[b]
+		encode := sync.OnceValues(func() ([]byte, error) {
+			p.payload = s2.EncodeSnappy(p.payload[:0], p.body)
+			return p.payload, nil
+		})
+		v2f, v1f := encode, func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") } // passThrough: never
+		if sp.v2 {
+			v1f = sync.OnceValues(func() ([]byte, error) { return e.v2ToV1(p.body) })
+		} else {
+			v2f, v1f = v1f, encode
+		}
+		k0, k1 := 0, len(e.eps)
+		if sp.shard {
+			k0 = b / nl
+			k1 = k0 + 1
+		}
+		for k := k0; k < k1; k++ {
+			wg.Go(func() {
+				sent, err := e.deliver(ctx, k, tenant, v2f, v1f)
+				errs[k*nl+b%nl] = err
+				if sent {
+					e.sentSeries.Add(uint64(p.series))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
