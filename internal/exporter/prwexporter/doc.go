@@ -41,19 +41,22 @@
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
 // Remote-write records (exporter.Record.RemoteWrite, queued as received)
-// of the exporter's protocol version are passed through without decoding
-// when the exporter replicates: 1.0 bodies of consecutive records of one
-// tenant concatenated into one request, 2.0 bodies one request each
-// (passthrough.go); in shard mode a 1.0 body is split by series from its
-// label bytes. 2.0 in shard mode, and the other version, are decoded with
-// package prw and converted like OTLP.
+// of the exporter's protocol version are passed through without decoding:
+// replicated with one lane, 1.0 bodies of consecutive records of one
+// tenant concatenated into one request, 2.0 bodies one request each or
+// merged (passthrough.go, mergev2.go); with lanes or in shard mode, split
+// by series from their label bytes into one request per lane and endpoint
+// (split.go: 1.0 series copied as their bytes, 2.0 series with their
+// symbol references rewritten into a table per request). The other
+// version is decoded with package prw and converted like OTLP.
 //
 // Config.Concurrency above 1 sends each batch as up to that many requests
-// per endpoint at once (lanes): every record takes the convert path and
-// sendSeries splits its series by label hash (laneOf, beside the shard
-// mode's ring pick), a series always in the same lane, so its samples stay
-// in order (batches are sequential). Each lane's requests are retried or
-// dropped on their own; Send returns when every lane is done.
+// per endpoint at once (lanes): a series goes to lane laneOf of its sorted
+// labels' hash (beside the shard mode's ring pick) on either path
+// (split.go for remote-write records, sendSeries for converted ones), so
+// it is always in the same lane and its samples stay in order (batches
+// and the groups of a batch are sequential). Each lane's requests are
+// retried or dropped on their own; Send returns when every lane is done.
 //
 // Not yet on the convert path: float histograms with fractional counts
 // (package prw refuses them on receipt).

@@ -51,9 +51,10 @@ type Config struct {
 	// Concurrency is the requests in flight per endpoint (lanes): above
 	// 1, each batch's series are split by the hash of their labels into
 	// up to Concurrency lanes per endpoint, sent at once (a series always
-	// in the same lane, so its samples never overtake each other). Above
-	// 1 every record takes the decode and convert path (no
-	// pass-through); 0 or 1: one request per endpoint at a time.
+	// in the same lane, so its samples never overtake each other).
+	// Remote-write records are split as received (split.go: series bytes
+	// copied, 2.0 symbols rewritten per lane), OTLP records on the convert
+	// path; 0 or 1: one request per endpoint at a time.
 	Concurrency int
 }
 
