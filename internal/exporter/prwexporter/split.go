@@ -142,21 +142,31 @@ func (s *splitter) add(body []byte) error {
 
 func (s *splitter) addV1(body []byte) error {
 	for b := body; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errBadRecord
+		var field, msg []byte
+		if b[0] == 1<<3|byte(protowire.BytesType) { // a TimeSeries
+			rest := b
+			var ok bool
+			if msg, rest, ok = lenValue(b[1:]); !ok {
+				return errBadRecord
+			}
+			field, b = b[:len(b)-len(rest)], rest
+		} else {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				return errBadRecord
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			if m < 0 {
+				return errBadRecord
+			}
+			field = b[:n+m]
+			b = b[n+m:]
+			if num != 1 || typ != protowire.BytesType {
+				s.meta = append(s.meta, field...)
+				continue
+			}
+			msg, _ = protowire.ConsumeBytes(field[n:])
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errBadRecord
-		}
-		field := b[:n+m]
-		b = b[n+m:]
-		if num != 1 || typ != protowire.BytesType {
-			s.meta = append(s.meta, field...)
-			continue
-		}
-		msg, _ := protowire.ConsumeBytes(field[n:])
 		h, ok := s.hashV1(msg)
 		if !ok {
 			return errBadRecord
@@ -168,43 +178,112 @@ func (s *splitter) addV1(body []byte) error {
 	return nil
 }
 
-// hashV1 hashes the labels of the 1.0 TimeSeries message msg.
-func (s *splitter) hashV1(msg []byte) (uint64, bool) {
-	s.lbls = s.lbls[:0]
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return 0, false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
-		if m < 0 {
-			return 0, false
-		}
-		if num == 1 && typ == protowire.BytesType {
-			lb, _ := protowire.ConsumeBytes(msg[n:])
-			var l prompb.Label
-			for len(lb) > 0 {
-				ln, lt, x := protowire.ConsumeTag(lb)
-				if x < 0 {
-					return 0, false
-				}
-				y := protowire.ConsumeFieldValue(ln, lt, lb[x:])
-				if y < 0 {
-					return 0, false
-				}
-				if lt == protowire.BytesType && (ln == 1 || ln == 2) {
-					v, _ := protowire.ConsumeBytes(lb[x:])
-					if ln == 1 {
-						l.Name = unsafex.String(v) // valid while body is: used for the hash only
-					} else {
-						l.Value = unsafex.String(v)
-					}
-				}
-				lb = lb[x+y:]
+// uvarint reads a varint, the common one-byte case inline.
+func uvarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return protowire.ConsumeVarint(b)
+}
+
+// field splits the length-delimited value at the front of b (after its
+// tag) off b: the value, the rest, false when it runs past b.
+func lenValue(b []byte) (v, rest []byte, ok bool) {
+	l, n := uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return nil, nil, false
+	}
+	return b[n : n+int(l)], b[n+int(l):], true
+}
+
+// label reads a 1.0 Label message: name and value as a decoder reads them
+// (the last of each field, "" when absent).
+func label(lb []byte) (name, value []byte, ok bool) {
+	// Every encoder's form: name, then value, nothing else.
+	if len(lb) > 0 && lb[0] == 1<<3|byte(protowire.BytesType) {
+		if n, rest, ok := lenValue(lb[1:]); ok && len(rest) > 0 && rest[0] == 2<<3|byte(protowire.BytesType) {
+			if v, rest, ok := lenValue(rest[1:]); ok && len(rest) == 0 {
+				return n, v, true
 			}
-			s.lbls = append(s.lbls, l)
 		}
-		msg = msg[n+m:]
+	}
+	for len(lb) > 0 {
+		ln, lt, x := protowire.ConsumeTag(lb)
+		if x < 0 {
+			return nil, nil, false
+		}
+		y := protowire.ConsumeFieldValue(ln, lt, lb[x:])
+		if y < 0 {
+			return nil, nil, false
+		}
+		if lt == protowire.BytesType && (ln == 1 || ln == 2) {
+			v, _ := protowire.ConsumeBytes(lb[x:])
+			if ln == 1 {
+				name = v
+			} else {
+				value = v
+			}
+		}
+		lb = lb[x+y:]
+	}
+	return name, value, true
+}
+
+// hashV1 hashes the labels of the 1.0 TimeSeries message msg: in one pass
+// when they are sorted by name, as senders send them.
+func (s *splitter) hashV1(msg []byte) (uint64, bool) {
+	s.hbuf = s.hbuf[:0]
+	var prev []byte
+	sorted := true
+	for b := msg; len(b) > 0; {
+		var lb []byte
+		if b[0] == 1<<3|byte(protowire.BytesType) {
+			var ok bool
+			if lb, b, ok = lenValue(b[1:]); !ok {
+				return 0, false
+			}
+		} else {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				return 0, false
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			if m < 0 {
+				return 0, false
+			}
+			lb, b = b[n:n+m], b[n+m:]
+			if num != 1 || typ != protowire.BytesType {
+				continue
+			}
+			lb, _ = protowire.ConsumeBytes(lb)
+		}
+		name, value, ok := label(lb)
+		if !ok {
+			return 0, false
+		}
+		if sorted && len(s.hbuf) > 0 && string(prev) > string(name) {
+			sorted = false
+		}
+		prev = name
+		s.hbuf = append(s.hbuf, name...)
+		s.hbuf = append(s.hbuf, 0xff)
+		s.hbuf = append(s.hbuf, value...)
+		s.hbuf = append(s.hbuf, 0xff)
+	}
+	if sorted {
+		return xxhash.Sum64(s.hbuf), true
+	}
+	// Unsorted: sorted by name first, as the convert path's are.
+	s.lbls = s.lbls[:0]
+	for b := msg; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if num == 1 && typ == protowire.BytesType {
+			lb, _ := protowire.ConsumeBytes(b[n:])
+			name, value, _ := label(lb)
+			s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(name), Value: unsafex.String(value)}) // for the hash only
+		}
+		b = b[n+m:]
 	}
 	return s.labelsHash(), true
 }
