@@ -162,6 +162,7 @@ type Lake struct {
 	CheckpointBufferedBytes ByteSize `yaml:"checkpoint_buffered_bytes" doc:"Checkpoint early when the writer buffers more than this."`
 	CheckpointQueueBytes    ByteSize `yaml:"checkpoint_queue_bytes" derived:"queue.max_bytes/4" doc:"Checkpoint early when this many queue bytes were read since the last checkpoint, so the queue never fills while the lake waits for flush_interval. 0 means queue.max_bytes/4."`
 	TailMaxBytes            ByteSize `yaml:"tail_max_bytes" doc:"Queries also read what was acknowledged but is not yet in a lake file (the queue's tail, encoded in memory; docs/design/freshness.md). This bounds that memory: past it, which only a lake loop that cannot commit reaches, the newest records are queryable only after the next checkpoint (sluice_lake_tail_build_errors_total counts it). 0 turns tail serving off: data is queryable from its checkpoint on."`
+	HandoffMaxBytes         ByteSize `yaml:"handoff_max_bytes" doc:"Memory for remote-write requests handed from the receiver to the lake loop already snappy-decoded, so the lake loop does not decode them again (the queue keeps them as received and stays the source of truth). Past it, which only a lake loop that lags behind the receiver reaches, requests are decoded from the queue as before (sluice_lake_handoff_dropped_total counts them). 0 turns the handoff off."`
 	S3                      S3       `yaml:"s3" doc:"Lake files in an S3 bucket (AWS S3 or an S3-compatible server) instead of under lake.root; enabled by setting bucket. See docs/s3.md."`
 }
 

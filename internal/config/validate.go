@@ -157,6 +157,9 @@ func (c *Config) Validate() error {
 	v.positive("lake.max_future_skew", l.MaxFutureSkew)
 	v.positive("lake.flush_interval", l.FlushInterval)
 	v.positiveSize("lake.checkpoint_buffered_bytes", l.CheckpointBufferedBytes)
+	if l.HandoffMaxBytes < 0 {
+		v.add("lake.handoff_max_bytes", "must not be negative (0 turns the handoff off)")
+	}
 	if l.TailMaxBytes < 0 {
 		v.add("lake.tail_max_bytes", "must not be negative (0 turns tail serving off)")
 	}

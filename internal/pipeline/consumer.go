@@ -35,6 +35,9 @@ type consumer struct {
 	pool   sync.Pool    // *scratch
 	routes *routing     // per-pipeline routes (routes.go); nil: one record for everyone
 	meta   *familyMeta  // remote-write metadata sent without series (metadata.go); nil without a lake
+	// handoff passes scanned requests' decoded bodies to the lake loop
+	// (handoff.go); nil without a lake.
+	handoff *handoff
 	// forwardMeta: a remote-write exporter takes metrics, so remote-write
 	// metadata sent without series is queued for it (metadata.go).
 	forwardMeta bool
@@ -216,7 +219,14 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	if len(recs) == 0 {
 		return otlpreceiver.Result{}, nil // no route kept anything
 	}
-	_, err = c.q.Append(recs...)
+	if hb := c.handoffBody(s, sc, recs); hb != nil {
+		// The lake loop takes the decoded request instead of decoding
+		// the record (handoff.go); keyed before the record is readable.
+		raw, n := c.handoff.hash(req.Body), len(req.Body)
+		_, err = c.q.AppendAt(func(end queue.Position) { c.handoff.put(end, raw, n, hb) }, recs...)
+	} else {
+		_, err = c.q.Append(recs...)
+	}
 	switch {
 	case err == nil:
 		ser.accepted.Add(float64(n))
@@ -239,6 +249,16 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		ser.rejectedError.Add(float64(n))
 	}
 	return otlpreceiver.Result{}, c.appendFailed(err, len(req.Body))
+}
+
+// handoffBody is the copy of a scanned 1.0 request's decoded body the
+// lake loop may take (handoff.go), or nil: no lake, not an encPRW1N record
+// for everyone, the receiver gave no body, or no room.
+func (c *consumer) handoffBody(s *scratch, sc *otlpreceiver.Scanned, recs [][]byte) []byte {
+	if c.handoff == nil || sc == nil || s.enc != encPRW1N || len(recs) != 1 || len(sc.Decoded) == 0 {
+		return nil
+	}
+	return c.handoff.copyOf(sc.Decoded)
 }
 
 // appendFailed is the answer to a request of size bytes whose records the

@@ -104,6 +104,9 @@ type lakeLoop struct {
 	// that puts its points into a partition.
 	prwBuf []byte
 	prwApp prw.PlainAppender
+	// hand holds the receiver's decoded bodies of scanned requests
+	// (handoff.go); nil: every record is decoded.
+	hand *handoff
 }
 
 type tenantRows struct {
@@ -366,7 +369,7 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 			// partition's batch (appendPRW); anything else, and a request
 			// the writer does not take whole, is decoded and copied.
 			var ok bool
-			if ok, n, err = l.appendPRW(t.name, r.Enc, body); ok || err != nil {
+			if ok, n, err = l.appendPRW(t.name, r.Enc, body, pos); ok || err != nil {
 				break
 			}
 		}
@@ -441,20 +444,30 @@ var appendPlainPRW = false
 // (snappy, every label parsed and hashed for its series id) and copied the
 // batch into the partition (a set lookup by content per series): about
 // 45% of the lake loop's CPU at 1,500 samples a request.
-func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte) (bool, int, error) {
+//
+// The request of a record at pos is the handoff's (the receiver decoded it,
+// and the consumer kept a copy) when it holds it, else snappy-decoded here.
+func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte, pos queue.Position) (bool, int, error) {
+	var req []byte
 	if enc == encPRW1N {
 		_, raw, err := splitCounted(body)
 		if err != nil {
 			return false, 0, nil
 		}
 		body = raw
+		if req = l.hand.take(pos, raw); req != nil {
+			defer l.hand.done(req)
+		}
 	}
-	var err error
-	if l.prwBuf, err = prw.Unsnappy(l.prwBuf, body); err != nil {
-		return false, 0, nil
+	if req == nil {
+		var err error
+		if l.prwBuf, err = prw.Unsnappy(l.prwBuf, body); err != nil {
+			return false, 0, nil
+		}
+		req = l.prwBuf
 	}
 	pa := &l.prwApp
-	if !pa.ScanTimesV1(l.prwBuf) {
+	if !pa.ScanTimesV1(req) {
 		return false, 0, nil
 	}
 	n := len(pa.Times)
@@ -486,6 +499,7 @@ func ioHost() string {
 
 func (l *lakeLoop) advance(pos queue.Position) {
 	l.pos = pos
+	l.hand.pass(pos)
 	if s := l.r.Lost() + l.r.Corrupt(); s != l.skipped {
 		l.m.skippedBytes.Add(float64(s - l.skipped))
 		l.skipped = s

@@ -237,6 +237,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}
 	if p.loop != nil {
 		p.cons.lowDisk = p.loop.nudgeLowDisk
+		p.cons.handoff = p.loop.hand
 	}
 	p.cons.stats = p.stats
 	if p.cfg.Receivers.PrometheusRemoteWrite.Enabled {
@@ -326,6 +327,13 @@ func (p *Pipeline) startLake(q *queue.Queue, store lake.Store, committed int64) 
 		}
 		p.tail.warm()
 	}
+	var hand *handoff
+	if n := int64(p.cfg.Lake.HandoffMaxBytes); n > 0 && p.cfg.Receivers.PrometheusRemoteWrite.Enabled {
+		hand = newHandoff(n)
+		if err := hand.register(p.reg); err != nil {
+			return err
+		}
+	}
 	p.loop, err = newLakeLoop(q, p.cat, wopts, from, &lakeLoop{
 		log:      p.log.With("component", "lake"),
 		m:        p.m,
@@ -333,6 +341,7 @@ func (p *Pipeline) startLake(q *queue.Queue, store lake.Store, committed int64) 
 		maxBuf:   int64(p.cfg.Lake.CheckpointBufferedBytes),
 		maxQueue: p.cfg.CheckpointQueueBytes(),
 		tail:     p.tail,
+		hand:     hand,
 	})
 	if err != nil {
 		return err

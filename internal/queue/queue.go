@@ -686,6 +686,19 @@ func (q *Queue) reuse(sp spare, path string, h segmentHeader) (file, int64, erro
 // fsyncs. The slices are not retained. On error nothing is acknowledged,
 // though some of the records may still turn up later (at-least-once).
 func (q *Queue) Append(recs ...[]byte) (end Position, err error) {
+	return q.AppendAt(nil, recs...)
+}
+
+// AppendAt is Append that also calls at (when not nil) with the position
+// after the last record as soon as the records have their positions and
+// before the last of them can be read: a reader never returns it before at
+// has returned (an earlier record of the batch may be readable already,
+// when the batch opened a new segment). at runs under the queue's lock: it must be quick and must
+// not call the queue. It is called for a batch that may still fail
+// (Append's error then); positions of records whose write failed are
+// reused by later appends, so whatever at keys by the position must be
+// undone on error or checked against the record it finds there.
+func (q *Queue) AppendAt(at func(end Position), recs ...[]byte) (end Position, err error) {
 	need := int64(0)
 	for _, r := range recs {
 		if len(r) == 0 {
@@ -709,6 +722,11 @@ func (q *Queue) Append(recs ...[]byte) (end Position, err error) {
 	q.appendMu.Unlock()
 	if err != nil {
 		return 0, err
+	}
+	if at != nil {
+		// mu is held since the records were encoded: no fsync leader
+		// (nor a rotation) can have published them yet.
+		at(end)
 	}
 	if err := q.waitDurableLocked(end, pend); err != nil {
 		return 0, err

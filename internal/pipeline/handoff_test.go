@@ -1,0 +1,236 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/queue"
+)
+
+// TestHandoff: an entry is taken only at its exact position and only for
+// the request it was put with; entries the reader passed are dropped;
+// a position put again (after a failed write) replaces what was at or
+// past it; the bound refuses bodies and counts them; every byte counted is
+// a buffer the handoff holds.
+func TestHandoff(t *testing.T) {
+	h := newHandoff(1 << 20)
+	put := func(pos queue.Position, raw, body string) {
+		t.Helper()
+		b := h.copyOf([]byte(body))
+		if !bytes.Equal(b, []byte(body)) {
+			t.Fatalf("copyOf(%q) = %q", body, b)
+		}
+		h.put(pos, h.hash([]byte(raw)), len(raw), b)
+	}
+	take := func(pos queue.Position, raw string) string {
+		t.Helper()
+		b := h.take(pos, []byte(raw))
+		if b == nil {
+			return "<nil>"
+		}
+		s := string(b)
+		h.done(b)
+		return s
+	}
+	put(100, "r100", "decoded 100")
+	if got := take(99, "r100"); got != "<nil>" {
+		t.Fatalf("take before the entry's position: %q", got)
+	}
+	if got := take(100, "r100"); got != "decoded 100" {
+		t.Fatalf("take(100) = %q", got)
+	}
+	if got := take(100, "r100"); got != "<nil>" {
+		t.Fatalf("an entry was taken twice: %q", got)
+	}
+
+	// Another request at the position (same length, other bytes): never
+	// its body.
+	put(200, "r200", "decoded 200")
+	if got := take(200, "r201"); got != "<nil>" {
+		t.Fatalf("an entry was taken for another request: %q", got)
+	}
+
+	// Passed entries go; a later one is found behind them.
+	put(300, "r300", "decoded 300")
+	put(400, "r400", "decoded 400")
+	put(500, "r500", "decoded 500")
+	if got := take(400, "r400"); got != "decoded 400" {
+		t.Fatalf("take(400) behind a passed entry = %q", got)
+	}
+	if got := take(300, "r300"); got != "<nil>" {
+		t.Fatalf("a passed entry was taken: %q", got)
+	}
+	h.pass(500)
+	if _, n := h.held(); n != 0 {
+		t.Fatalf("%d entries left after pass", n)
+	}
+
+	// A failed write's positions are reused: the new record's entry
+	// replaces the entries at or past its position.
+	put(600, "r600", "decoded 600")
+	put(700, "r700", "decoded 700")
+	put(650, "r650", "decoded 650")
+	if got := take(650, "r650"); got != "decoded 650" {
+		t.Fatalf("take(650) = %q", got)
+	}
+	if got := take(700, "r700"); got != "<nil>" {
+		t.Fatalf("an entry past a reused position survived: %q", got)
+	}
+	if _, n := h.held(); n != 0 {
+		t.Fatalf("%d entries left", n)
+	}
+	if h.taken.Load() != 3 || h.drops.Load() != 0 {
+		t.Fatalf("taken %d dropped %d, want 3 and 0", h.taken.Load(), h.drops.Load())
+	}
+	b, _ := h.held()
+	var spare int64
+	for _, s := range h.spare {
+		spare += int64(cap(s))
+	}
+	if b != spare || len(h.spare) > maxSpare {
+		t.Fatalf("counts %d bytes, holds %d in %d spare buffers", b, spare, len(h.spare))
+	}
+
+	// The bound: what does not fit is not kept, and counted.
+	small := newHandoff(64)
+	if small.copyOf(make([]byte, 65)) != nil || small.drops.Load() != 1 {
+		t.Fatalf("a body over the bound was copied (drops %d)", small.drops.Load())
+	}
+	b1 := small.copyOf(make([]byte, 40))
+	small.put(10, 1, 1, b1)
+	b2 := small.copyOf(make([]byte, 40)) // fits the bound alone, not beside b1
+	if b2 != nil {
+		small.put(20, 2, 1, b2)
+	}
+	if n, e := small.held(); n > 64 || e != 1 || small.drops.Load() != 2 {
+		t.Fatalf("bound 64: holds %d bytes in %d entries, dropped %d", n, e, small.drops.Load())
+	}
+}
+
+// TestLakeLoopHandoff: requests the consumer queued with the receiver's
+// decoded body reach the lake through the handoff (the loop decodes none
+// of them), every sample exactly once, as without it; after a crash
+// before the checkpoint, the replay (whose entries were taken) decodes
+// them from the queue and again writes each sample exactly once; an entry
+// whose record holds another request is not used.
+func TestLakeLoopHandoff(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "lake")
+	ctx := context.Background()
+	q, err := queue.Open(queue.Options{Dir: filepath.Join(dir, "queue"), SegmentBytes: 1 << 20, MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	m := newMetrics()
+	h := newHandoff(64 << 20)
+	c := newConsumer(q, time.Second, m)
+	c.handoff = h
+	open := func() *lakeLoop {
+		t.Helper()
+		committed, err := cat.QueuePosition(ctx, QueueName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := queue.Position(committed)
+		if committed == 0 {
+			from = q.Stats().First
+		}
+		l, err := newLakeLoop(q, cat, lake.Options{Root: root}, from, &lakeLoop{
+			log: testLogger(t), m: m, interval: time.Hour, maxBuf: 1 << 40, maxQueue: 1 << 40, hand: h,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.committed = queue.Position(committed)
+		return l
+	}
+	const series = 40
+	now := time.Now().Truncate(time.Hour).Add(time.Minute).UnixMilli()
+	send := func(first, n int) {
+		t.Helper()
+		for seq := first; seq < first+n; seq++ {
+			wr := &prompb.WriteRequest{}
+			for i := range series {
+				wr.Timeseries = append(wr.Timeseries, prompb.TimeSeries{
+					Labels:  []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("m%d", i%3)}, {Name: "instance", Value: "h"}, {Name: "series", Value: fmt.Sprint(i)}},
+					Samples: []prompb.Sample{{Value: float64(seq*1000 + i), Timestamp: now + int64(seq)}},
+				})
+			}
+			body, err := wr.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := scannedRequest(t, body)
+			req.Scanned.Decoded = body
+			if _, err := c.Consume(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			clear(body) // the receiver's buffer: reused for its next request
+		}
+	}
+
+	l1 := open()
+	send(0, 4)
+	if err := l1.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.commitCheckpoint(reasonRequest); err != nil {
+		t.Fatal(err)
+	}
+	if h.taken.Load() != 4 || cap(l1.prwBuf) != 0 {
+		t.Fatalf("the loop took %d of 4 requests from the handoff (decode buffer %d bytes)", h.taken.Load(), cap(l1.prwBuf))
+	}
+	send(4, 6)
+	// Record 9's entry stands for another request: not used.
+	h.mu.Lock()
+	h.entries[len(h.entries)-1].raw++
+	h.mu.Unlock()
+	if err := l1.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if h.taken.Load() != 9 || cap(l1.prwBuf) == 0 {
+		t.Fatalf("the loop took %d of 9 requests from the handoff, want 9 (and record 9 decoded)", h.taken.Load())
+	}
+	// The crash: l1's buffered partition (records 4-9) is lost unflushed.
+	l1.r.Close()
+
+	l2 := open()
+	if err := l2.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.commitCheckpoint(reasonRequest); err != nil {
+		t.Fatal(err)
+	}
+	l2.r.Close()
+	if h.taken.Load() != 9 || cap(l2.prwBuf) == 0 {
+		t.Fatalf("the replay took %d entries from the handoff, want none", h.taken.Load()-9)
+	}
+	got := lakeValues(t, root, cat)
+	for seq := range 10 {
+		for i := range series {
+			if v := float64(seq*1000 + i); got[v] != 1 {
+				t.Fatalf("record %d sample %d is in the lake %d times", seq, i, got[v])
+			}
+		}
+	}
+	if len(got) != 10*series {
+		t.Fatalf("%d distinct samples in the lake, want %d", len(got), 10*series)
+	}
+	if b, n := h.held(); n != 0 || b > 64<<20 {
+		t.Fatalf("the handoff holds %d entries, %d bytes after the loops read everything", n, b)
+	}
+}
