@@ -19,8 +19,11 @@ func (cp *copier) tableBytes() int64 {
 func (l *Logs) CopyTableBytes() int64 { return l.cp.tableBytes() }
 
 // CopyTableBytes is the memory the batch holds for copying into it (its
-// interned values and attribute sets: up to 10 MiB), beside its arena.
-func (m *Metrics) CopyTableBytes() int64 { return m.cp.tableBytes() }
+// interned values and attribute sets: up to 10 MiB), beside its arena,
+// and its known series' table (knownseries.go: up to 64 MiB).
+func (m *Metrics) CopyTableBytes() int64 {
+	return m.cp.tableBytes() + int64(cap(m.known.slots))*int64(unsafe.Sizeof(knownSlot{}))
+}
 
 // CopyTableBytes is the memory the batch holds for copying into it (its
 // interned values and attribute sets: up to 10 MiB), beside its arena.

@@ -43,13 +43,12 @@ type knownTable struct {
 // than this is flushed before long anyway: lake.Options.TargetFileBytes).
 //
 // Memory: 64-128 bytes per distinct series of the batch (32-byte slots, at
-// most half full), at most 64 MiB at the bound. The lake writer's size
-// estimate of a partition (250 bytes a row) does not count it: at the
-// default 128 MiB target a partition holds at most ~540K rows, so the
-// table adds at most about half again for a partition of distinct series
-// with one sample each, and little for the usual one of series that
-// recur. Counting it would roll files at other rows than the copy path,
-// whose files the direct path must match (TestAppendMetricsMatchesWriteMetrics).
+// most half full), at most 64 MiB at the bound. The lake writer counts it
+// in a partition's memory (CopyTableBytes: lake.max_buffered_bytes and the
+// checkpoint's buffered bytes), not in the partition's file size estimate
+// (250 bytes a row), which decides where files roll: counting it there
+// would roll files at other rows than the copy path, whose files the
+// direct path must match (TestAppendMetricsMatchesWriteMetrics).
 const maxKnownSeries = 1 << 20
 
 func knownKey(k uint64) uint64 {

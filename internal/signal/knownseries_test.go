@@ -20,6 +20,11 @@ func TestKnownSeries(t *testing.T) {
 		m.AddKnownSeries(key(i), ks(i+1))
 	}
 	m.AddKnownSeries(key(7), ks(7)) // replaced
+	// The table is memory of the batch's: the lake writer's memory bound
+	// counts it (32-byte slots, at most half full).
+	if got := m.CopyTableBytes(); got < 2*n*32 {
+		t.Fatalf("CopyTableBytes %d with %d known series, want at least %d", got, n, 2*n*32)
+	}
 	check := func(want func(int) (KnownSeries, bool)) {
 		t.Helper()
 		keys := make([]uint64, 0, 64)
