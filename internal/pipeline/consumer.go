@@ -251,11 +251,11 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	return otlpreceiver.Result{}, c.appendFailed(err, len(req.Body))
 }
 
-// handoffBody is the copy of a scanned 1.0 request's decoded body the
-// lake loop may take (handoff.go), or nil: no lake, not an encPRW1N record
-// for everyone, the receiver gave no body, or no room.
+// handoffBody is the copy of a scanned request's decoded body the lake
+// loop may take (handoff.go), or nil: no lake, not an encPRW1N or encPRW2N
+// record for everyone, the receiver gave no body, or no room.
 func (c *consumer) handoffBody(s *scratch, sc *otlpreceiver.Scanned, recs [][]byte) []byte {
-	if c.handoff == nil || sc == nil || s.enc != encPRW1N || len(recs) != 1 || len(sc.Decoded) == 0 {
+	if c.handoff == nil || sc == nil || s.enc != encPRW1N && s.enc != encPRW2N || len(recs) != 1 || len(sc.Decoded) == 0 {
 		return nil
 	}
 	return c.handoff.copyOf(sc.Decoded)

@@ -15,12 +15,13 @@ import (
 // decoded (issue 13: the loop's snappy decode was ~5% of the whole
 // process into the lake at 1,500 samples a request).
 //
-// The consumer copies the decoded body of a scanned 1.0 request (encPRW1N)
-// into a buffer of the handoff's and puts it under the exact queue
+// The consumer copies the decoded body of a scanned request (encPRW1N,
+// encPRW2N) into a buffer of the handoff's and puts it under the exact queue
 // position its record ends at, while the queue still holds the record back
 // from readers (queue.AppendAt): an entry is in place before the lake loop
 // can read its record. The lake loop, reading that record, takes the entry
-// instead of decoding the record's body; an entry is used only when the
+// instead of snappy-decoding the record's body (1.0: appended straight
+// into its partition, appendPRW; 2.0: decoded from it, decodeMetrics); an entry is used only when the
 // record's request (the snappy bytes the record holds) has the length and
 // the seeded hash the entry was put with, so an entry can never stand for
 // another request (a position reused after a failed write, a replay).

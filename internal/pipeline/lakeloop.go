@@ -107,6 +107,8 @@ type lakeLoop struct {
 	// hand holds the receiver's decoded bodies of scanned requests
 	// (handoff.go); nil: every record is decoded.
 	hand *handoff
+	// prwDec decodes the handoff's 2.0 requests (decodeMetrics).
+	prwDec prw.Decoder
 }
 
 type tenantRows struct {
@@ -374,7 +376,7 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 			}
 		}
 		l.metrics.Reset()
-		if err = decodeMetricsRecord(&l.metrics, r.Enc, body); err == nil {
+		if err = l.decodeMetrics(r.Enc, body, pos); err == nil {
 			n = l.metrics.Len()
 			if err = probe(nil); err == nil {
 				err = l.w.WriteMetrics(t.name, &l.metrics)
@@ -419,6 +421,31 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 	t.rows[kind].Add(float64(n))
 	l.advance(pos)
 	return nil
+}
+
+// decodeMetrics decodes a metrics record's body into l.metrics, as
+// decodeMetricsRecord does; a scanned 2.0 request (encPRW2N) is decoded
+// from the handoff's copy of the receiver's decoded body when it holds
+// it, instead of being snappy-decoded again.
+func (l *lakeLoop) decodeMetrics(enc bodyEnc, body []byte, pos queue.Position) error {
+	if enc != encPRW2N || l.hand == nil {
+		return decodeMetricsRecord(&l.metrics, enc, body)
+	}
+	_, raw, err := splitCounted(body)
+	if err != nil {
+		return err
+	}
+	req := l.hand.take(pos, raw)
+	if req == nil {
+		return decodeMetricsRecord(&l.metrics, encPRW2, raw)
+	}
+	defer l.hand.done(req)
+	_, err = l.prwDec.DecodeV2(&l.metrics, req)
+	var pe *prw.PartialError
+	if errors.As(err, &pe) {
+		err = nil // as decodeMetricsRecord: the good series
+	}
+	return err
 }
 
 // appendPlainPRW sends encPRW1 records (remote write 1.0 the receiver

@@ -60,8 +60,7 @@ type Scanned struct {
 	NumSeries int
 	// Series is the samples as the live statistics count them.
 	Series stats.Series
-	// Decoded is the request snappy-decoded (remote write 1.0; nil when
-	// not given). The receiver's buffer: the consumer may copy it (the
+	// Decoded is the request snappy-decoded (nil when not given). The receiver's buffer: the consumer may copy it (the
 	// lake loop then need not decode the request again), not keep it.
 	Decoded []byte
 }

@@ -371,9 +371,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		x.scanned.Points, x.scanned.NumSeries, x.scanned.Attrs, x.scanned.MaxAttrs = n, sc.Series, sc.Attrs, sc.MaxAttrs
 		ss := &x.scanned.Series
 		ss.Names, ss.NameHash, ss.Name, ss.ID, ss.Time = sc.Names, sc.NameHashes(), sc.Name, sc.ID, sc.Time
-		if rw == 1 {
-			x.scanned.Decoded = x.body // the consumer may copy it for the lake loop
-		}
+		x.scanned.Decoded = x.body // the consumer may copy it for the lake loop
 		req := &x.req
 		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: rw, Scanned: &x.scanned}
 		_, cerr := h.cons.Consume(r.Context(), req)
