@@ -232,44 +232,52 @@ func label(lb []byte) (name, value []byte, ok bool) {
 // hashV1 hashes the labels of the 1.0 TimeSeries message msg: in one pass
 // when they are sorted by name, as senders send them.
 func (s *splitter) hashV1(msg []byte) (uint64, bool) {
-	s.hbuf = s.hbuf[:0]
+	h := s.hbuf[:0]
 	var prev []byte
 	sorted := true
-	for b := msg; len(b) > 0; {
-		var lb []byte
-		if b[0] == 1<<3|byte(protowire.BytesType) {
-			var ok bool
-			if lb, b, ok = lenValue(b[1:]); !ok {
-				return 0, false
+	for i := 0; i < len(msg); {
+		var name, value []byte
+		// The usual encoding, short strings: 0x0a len 0x0a len name 0x12 len value.
+		if i+4 < len(msg) && msg[i] == 1<<3|byte(protowire.BytesType) && msg[i+1] < 0x80 &&
+			msg[i+2] == 1<<3|byte(protowire.BytesType) && msg[i+3] < 0x80 {
+			le, ne := i+2+int(msg[i+1]), i+4+int(msg[i+3])
+			if le <= len(msg) && ne+2 <= le && msg[ne] == 2<<3|byte(protowire.BytesType) && ne+2+int(msg[ne+1]) == le {
+				name, value = msg[i+4:ne], msg[ne+2:le]
+				i = le
+				goto got
 			}
-		} else {
-			num, typ, n := protowire.ConsumeTag(b)
+		}
+		{
+			num, typ, n := protowire.ConsumeTag(msg[i:])
 			if n < 0 {
 				return 0, false
 			}
-			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			m := protowire.ConsumeFieldValue(num, typ, msg[i+n:])
 			if m < 0 {
 				return 0, false
 			}
-			lb, b = b[n:n+m], b[n+m:]
+			lb := msg[i+n : i+n+m]
+			i += n + m
 			if num != 1 || typ != protowire.BytesType {
 				continue
 			}
 			lb, _ = protowire.ConsumeBytes(lb)
+			var ok bool
+			if name, value, ok = label(lb); !ok {
+				return 0, false
+			}
 		}
-		name, value, ok := label(lb)
-		if !ok {
-			return 0, false
-		}
-		if sorted && len(s.hbuf) > 0 && string(prev) > string(name) {
+	got:
+		if sorted && len(h) > 0 && (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name) {
 			sorted = false
 		}
 		prev = name
-		s.hbuf = append(s.hbuf, name...)
-		s.hbuf = append(s.hbuf, 0xff)
-		s.hbuf = append(s.hbuf, value...)
-		s.hbuf = append(s.hbuf, 0xff)
+		h = append(h, name...)
+		h = append(h, 0xff)
+		h = append(h, value...)
+		h = append(h, 0xff)
 	}
+	s.hbuf = h
 	if sorted {
 		return xxhash.Sum64(s.hbuf), true
 	}
@@ -375,37 +383,99 @@ func appendRefs(refs []uint32, typ protowire.Type, v []byte) ([]uint32, bool) {
 	return refs, true
 }
 
+// readVarint reads the varint at b[i]: its value and the index after it
+// (-1: malformed). Short ones inline.
+func readVarint(b []byte, i int) (uint64, int) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1
+	}
+	if i+1 < len(b) && b[i+1] < 0x80 {
+		return uint64(b[i]&0x7f) | uint64(b[i+1])<<7, i + 2
+	}
+	x, n := protowire.ConsumeVarint(b[i:])
+	if n < 0 {
+		return 0, -1
+	}
+	return x, i + n
+}
+
+// appendVarint appends x as a varint, short ones inline.
+func appendVarint(b []byte, x uint64) []byte {
+	if x < 0x80 {
+		return append(b, byte(x))
+	}
+	if x < 1<<14 {
+		return append(b, byte(x)|0x80, byte(x>>7))
+	}
+	return protowire.AppendVarint(b, x)
+}
+
 // hashV2 hashes the labels of the 2.0 TimeSeries message msg, its
-// references resolved in s.syms.
+// references resolved in s.syms: in one pass when they are sorted by name.
 func (s *splitter) hashV2(msg []byte) (uint64, bool) {
-	s.refs = s.refs[:0]
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
+	refs := s.refs[:0]
+	for i := 0; i < len(msg); {
+		if msg[i] == 1<<3|byte(protowire.BytesType) { // packed label references, as encoders write them
+			packed, rest, ok := lenValue(msg[i+1:])
+			if !ok {
+				return 0, false
+			}
+			for j := 0; j < len(packed); {
+				var x uint64
+				if x, j = readVarint(packed, j); j < 0 || x > 1<<32-1 {
+					return 0, false
+				}
+				refs = append(refs, uint32(x))
+			}
+			i = len(msg) - len(rest)
+			continue
+		}
+		num, typ, n := protowire.ConsumeTag(msg[i:])
 		if n < 0 {
 			return 0, false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+		m := protowire.ConsumeFieldValue(num, typ, msg[i+n:])
 		if m < 0 {
 			return 0, false
 		}
 		if num == 1 {
 			var ok bool
-			if s.refs, ok = appendRefs(s.refs, typ, msg[n:n+m]); !ok {
+			if refs, ok = appendRefs(refs, typ, msg[i+n:i+n+m]); !ok {
 				return 0, false
 			}
 		}
-		msg = msg[n+m:]
+		i += n + m
 	}
-	if len(s.refs)%2 != 0 {
+	s.refs = refs
+	if len(refs)%2 != 0 {
 		return 0, false
 	}
-	s.lbls = s.lbls[:0]
-	for i := 0; i < len(s.refs); i += 2 {
-		nr, vr := s.refs[i], s.refs[i+1]
-		if int(nr) >= len(s.syms) || int(vr) >= len(s.syms) {
+	h := s.hbuf[:0]
+	var prev []byte
+	sorted := true
+	nsym := uint32(len(s.syms))
+	for k := 0; k+1 < len(refs); k += 2 {
+		nr, vr := refs[k], refs[k+1]
+		if nr >= nsym || vr >= nsym {
 			return 0, false
 		}
-		s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(s.syms[nr]), Value: unsafex.String(s.syms[vr])})
+		name, value := s.syms[nr], s.syms[vr]
+		if sorted && k > 0 && (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name) {
+			sorted = false
+		}
+		prev = name
+		h = append(h, name...)
+		h = append(h, 0xff)
+		h = append(h, value...)
+		h = append(h, 0xff)
+	}
+	s.hbuf = h
+	if sorted {
+		return xxhash.Sum64(h), true
+	}
+	s.lbls = s.lbls[:0]
+	for k := 0; k+1 < len(refs); k += 2 {
+		s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(s.syms[refs[k]]), Value: unsafex.String(s.syms[refs[k+1]])})
 	}
 	return s.labelsHash(), true
 }
@@ -443,21 +513,24 @@ func (s *splitter) rewriteRefs(dst []byte, p *splitPart, num protowire.Number, t
 		return dst, false
 	}
 	packed, _ := protowire.ConsumeBytes(v)
-	s.rb = s.rb[:0]
-	for len(packed) > 0 {
-		r, k := protowire.ConsumeVarint(packed)
-		if k < 0 {
+	rb := s.rb[:0]
+	remap := p.remap
+	for j := 0; j < len(packed); {
+		var r uint64
+		if r, j = readVarint(packed, j); j < 0 || r >= uint64(len(remap)) {
 			return dst, false
 		}
-		x, ok := s.ref(p, r)
-		if !ok {
-			return dst, false
+		x := uint64(remap[r])
+		if x != 0 {
+			x-- // in the part already
+		} else {
+			x, _ = s.ref(p, r)
 		}
-		s.rb = protowire.AppendVarint(s.rb, x)
-		packed = packed[k:]
+		rb = appendVarint(rb, x)
 	}
+	s.rb = rb
 	dst = protowire.AppendTag(dst, num, protowire.BytesType)
-	return protowire.AppendBytes(dst, s.rb), true
+	return protowire.AppendBytes(dst, rb), true
 }
 
 // rewriteV2 writes the 2.0 TimeSeries msg to s.ts with its references

@@ -7,6 +7,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/prw"
 )
@@ -29,6 +30,36 @@ func benchRecordV1(b *testing.B, n, off int) []byte {
 	return snappy.Encode(nil, raw)
 }
 
+// benchRecordV2 is benchRecordV1 as a 2.0 request, metadata on every
+// series.
+func benchRecordV2(b *testing.B, n, off int) []byte {
+	raw, err := snappy.Decode(nil, benchRecordV1(b, n, off))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wr prompb.WriteRequest
+	if err := wr.Unmarshal(raw); err != nil {
+		b.Fatal(err)
+	}
+	st := writev2.NewSymbolTable()
+	var req writev2.Request
+	for _, ts := range wr.Timeseries {
+		var refs []uint32
+		for _, l := range ts.Labels {
+			refs = append(refs, st.Symbolize(l.Name), st.Symbolize(l.Value))
+		}
+		req.Timeseries = append(req.Timeseries, writev2.TimeSeries{LabelsRefs: refs,
+			Samples:  []writev2.Sample{{Value: ts.Samples[0].Value, Timestamp: ts.Samples[0].Timestamp}},
+			Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("Help of " + ts.Labels[0].Value)}})
+	}
+	req.Symbols = st.Symbols()
+	out, err := req.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return snappy.Encode(nil, out)
+}
+
 // BenchmarkSplitV1 is the lanes' cost per sample on 1.0 records: snappy
 // decode, split by series hash, snappy encode of each lane.
 func BenchmarkSplitV1(b *testing.B) {
@@ -36,13 +67,27 @@ func BenchmarkSplitV1(b *testing.B) {
 	for r := range 4 {
 		bodies = append(bodies, benchRecordV1(b, 1500, r*1500))
 	}
+	benchSplit(b, bodies, false)
+}
+
+// BenchmarkSplitV2 is BenchmarkSplitV1 on 2.0 records (symbols rewritten
+// per lane).
+func BenchmarkSplitV2(b *testing.B) {
+	var bodies [][]byte
+	for r := range 4 {
+		bodies = append(bodies, benchRecordV2(b, 1500, r*1500))
+	}
+	benchSplit(b, bodies, true)
+}
+
+func benchSplit(b *testing.B, bodies [][]byte, v2 bool) {
 	for _, nl := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("lanes=%d", nl), func(b *testing.B) {
 			s := newSplitter(nl, false, nil, 1)
 			var unsnap []byte
 			b.ReportAllocs()
 			for b.Loop() {
-				s.reset(false)
+				s.reset(v2)
 				for _, body := range bodies {
 					var err error
 					if unsnap, err = prw.Unsnappy(unsnap, body); err != nil {
