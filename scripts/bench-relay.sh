@@ -39,8 +39,11 @@
 # SEGMENT_BYTES (sluice's queue.segment_bytes, default 64MiB: a run of 2M
 # samples fills one segment, so segments are never released and reused in
 # it; e.g. 8MiB makes a run rotate through several, as a long-running relay does),
-# EXPORT_CONCURRENCY (the sluice exporter's concurrency, default 1: pass-through;
-# above 1 lanes, which decode and encode again),
+# EXPORT_CONCURRENCY (the sluice exporter's concurrency, default 1: one request
+# per endpoint at a time; above 1 lanes, records split by series and each lane
+# snappy-encoded again), OLD_EXPORT_CONCURRENCY (sluice-old's, default
+# EXPORT_CONCURRENCY: OLD_BIN=the same binary with another value measures what
+# lanes cost, alternated round by round),
 # PROFILE=1 (sluice admin.pprof, a CPU profile of PROFILE_SECONDS (default 15) from the
 # start of each sluice run of round 1, relay and lake; set it to cover the run; and the relay's
 # allocation profile at the end of its run), SLUICE_BIN, KEEP=1.
@@ -134,7 +137,8 @@ run_relay() {
 # run_sluice NAME BIN SHAPE ROUND: one sluice relay run (a fresh process and
 # queue), with a CPU profile in round 1 when PROFILE=1.
 run_sluice() {
-  local name=$1 sbin=$2 shape=$3 round=$4 per labels proto tag qport aport spid prof=""
+  local name=$1 sbin=$2 shape=$3 round=$4 per labels proto tag qport aport spid prof="" conc=${EXPORT_CONCURRENCY:-1}
+  [ "$name" != sluice-old ] || conc=${OLD_EXPORT_CONCURRENCY:-$conc}
   shape_fields "$shape"
   qport=$(freeport); aport=$(freeport)
   cat >"$work/sluice.yaml" <<EOF
@@ -150,7 +154,7 @@ exporters:
     endpoints: [http://$sink/api/v1/write]
     protocol: "$proto.0"
     batch_delay: 50ms
-    concurrency: ${EXPORT_CONCURRENCY:-1}
+    concurrency: $conc
 pipelines:
   metrics: {receivers: [prometheus_remote_write], exporters: [prometheus_remote_write/sink]}
 log: {level: warn}

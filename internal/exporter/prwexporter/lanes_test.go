@@ -459,10 +459,19 @@ func TestLanesCutBatchTime(t *testing.T) {
 // for byte (labels unsorted as sent, exemplars, native histograms), once
 // per endpoint, in the request of its lane (the convert path's laneOf of
 // its sorted labels' hash: a series never changes lane with the path that
-// carried it); the records' metadata arrives once per endpoint, with lane
-// 0; both replicated endpoints get the same.
+// carried it); the records' metadata (and a record of metadata alone)
+// arrives once per endpoint, in order, with lane 0; both replicated
+// endpoints get the same.
 func TestLanesPassThroughV1Bytes(t *testing.T) {
 	recs, series, meta := passRecords(t, 6)
+	// Metadata alone, as Prometheus sends it: to lane 0 too.
+	only := prompb.WriteRequest{Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "alone_total", Help: "Alone."}}}
+	raw, err := only.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "acme", Body: snappy.Encode(nil, raw), RemoteWrite: 1})
+	meta = append(meta, only.Metadata...)
 	css, urls := captureServers(t, 2)
 	exp, err := New(Config{Endpoints: urls, Protocol: "1.0", Concurrency: 4, Policy: sending.Policy{Concurrency: 4}})
 	if err != nil {
@@ -734,5 +743,85 @@ func TestLanesPassThroughV2(t *testing.T) {
 	}
 	if _, bad, sent := exp.Stats(); bad != 0 || sent != uint64(3*nRecs*nSeries) {
 		t.Fatalf("bad %d, sent %d series; want 0 and %d", bad, sent, 3*nRecs*nSeries)
+	}
+}
+
+// Lanes in shard mode: each series goes to the endpoint it goes to with
+// one lane (the ring's pick of its labels' hash), in the request of its
+// lane there; each endpoint gets the metadata once, with lane 0.
+func TestLanesShard(t *testing.T) {
+	recs, series, meta := passRecords(t, 4)
+	// One set of endpoints for both: the ring is keyed by their URLs.
+	css, urls := captureServers(t, 3)
+	where := func(conc int) (map[string]int, [][][]byte) {
+		for _, cs := range css {
+			cs.bodies = nil
+		}
+		exp, err := New(Config{Endpoints: urls, Protocol: "1.0", Shard: true, Concurrency: conc, Policy: sending.Policy{Concurrency: conc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		passedThrough(t, exp)
+		at := map[string]int{}
+		var bodies [][][]byte
+		for k, cs := range css {
+			bodies = append(bodies, cs.bodies)
+			for _, b := range cs.bodies {
+				var wr prompb.WriteRequest
+				if err := wr.Unmarshal(b); err != nil {
+					t.Fatal(err)
+				}
+				for _, ts := range wr.Timeseries {
+					key := seriesKey(ts.Labels)
+					if _, ok := at[key]; ok {
+						t.Fatalf("concurrency %d: series %s sent twice", conc, key)
+					}
+					at[key] = k
+				}
+			}
+		}
+		if len(at) != len(series) {
+			t.Fatalf("concurrency %d: %d series arrived, want %d", conc, len(at), len(series))
+		}
+		return at, bodies
+	}
+	one, _ := where(1)
+	two, bodies := where(2)
+	for key, k := range one {
+		if two[key] != k {
+			t.Fatalf("series %s on endpoint %d with one lane, %d with two", key, k, two[key])
+		}
+	}
+	for k, reqs := range bodies {
+		if len(reqs) == 0 || len(reqs) > 2 {
+			t.Fatalf("endpoint %d: %d requests, want 1 or 2 (its lanes)", k, len(reqs))
+		}
+		var gotMeta int
+		for _, b := range reqs {
+			var wr prompb.WriteRequest
+			if err := wr.Unmarshal(b); err != nil {
+				t.Fatal(err)
+			}
+			lane := -1
+			for _, ts := range wr.Timeseries {
+				ls := slices.Clone(ts.Labels)
+				slices.SortFunc(ls, cmpLabel)
+				if l := laneOf(seriesHash(ls), 2); lane >= 0 && l != lane {
+					t.Fatalf("endpoint %d: one request holds lanes %d and %d", k, lane, l)
+				} else {
+					lane = l
+				}
+			}
+			if len(wr.Metadata) > 0 && lane > 0 {
+				t.Fatalf("endpoint %d: metadata with lane %d", k, lane)
+			}
+			gotMeta += len(wr.Metadata)
+		}
+		if gotMeta != len(meta) {
+			t.Fatalf("endpoint %d: %d metadata, want %d (every family's, once)", k, gotMeta, len(meta))
+		}
 	}
 }
