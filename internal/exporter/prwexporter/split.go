@@ -57,12 +57,15 @@ type splitter struct {
 	marks []splitMark
 
 	// Scratch.
-	syms    [][]byte       // 2.0: the symbols of the record at hand
-	refs    []uint32       // 2.0: a series' label references
-	lbls    []prompb.Label // a series' labels (aliasing the record)
-	hbuf    []byte         // the labels, as hashed
-	ts, sub []byte         // 2.0: a rewritten series, one of its messages
-	rb      []byte         // 2.0: rewritten packed references
+	syms [][]byte // 2.0: the symbols of the record at hand
+	refs []uint32 // 2.0: a series' label references
+	// 2.0: the label reference fields of the series hashV2 read (1: one
+	// packed list, the encoders' form)
+	labelFields int
+	lbls        []prompb.Label // a series' labels (aliasing the record)
+	hbuf        []byte         // the labels, as hashed
+	ts, sub     []byte         // 2.0: a rewritten series, one of its messages
+	rb          []byte         // 2.0: rewritten packed references
 }
 
 // splitPart is one request of a group.
@@ -314,6 +317,17 @@ func (s *splitter) labelsHash() uint64 {
 func (s *splitter) addV2(body []byte) error {
 	s.syms = s.syms[:0]
 	for b := body; len(b) > 0; {
+		if b[0] == 4<<3|byte(protowire.BytesType) || b[0] == 5<<3|byte(protowire.BytesType) { // a symbol, a series
+			v, rest, ok := lenValue(b[1:])
+			if !ok {
+				return errBadRecord
+			}
+			if b[0] == 4<<3|byte(protowire.BytesType) {
+				s.syms = append(s.syms, v)
+			}
+			b = rest
+			continue
+		}
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return errBadRecord
@@ -334,14 +348,19 @@ func (s *splitter) addV2(body []byte) error {
 		clear(p.remap)
 	}
 	for b := body; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		field := b[n : n+m]
-		b = b[n+m:]
-		if num != 5 || typ != protowire.BytesType {
-			continue
+		var msg []byte
+		if b[0] == 5<<3|byte(protowire.BytesType) { // a series
+			msg, b, _ = lenValue(b[1:]) // the first loop checked the framing
+		} else {
+			num, typ, n := protowire.ConsumeTag(b)
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			field := b[n : n+m]
+			b = b[n+m:]
+			if num != 5 || typ != protowire.BytesType {
+				continue
+			}
+			msg, _ = protowire.ConsumeBytes(field)
 		}
-		msg, _ := protowire.ConsumeBytes(field)
 		h, ok := s.hashV2(msg)
 		if !ok {
 			return errBadRecord
@@ -414,8 +433,10 @@ func appendVarint(b []byte, x uint64) []byte {
 // references resolved in s.syms: in one pass when they are sorted by name.
 func (s *splitter) hashV2(msg []byte) (uint64, bool) {
 	refs := s.refs[:0]
+	s.labelFields = 0
 	for i := 0; i < len(msg); {
 		if msg[i] == 1<<3|byte(protowire.BytesType) { // packed label references, as encoders write them
+			s.labelFields++
 			packed, rest, ok := lenValue(msg[i+1:])
 			if !ok {
 				return 0, false
@@ -439,6 +460,7 @@ func (s *splitter) hashV2(msg []byte) (uint64, bool) {
 			return 0, false
 		}
 		if num == 1 {
+			s.labelFields += 2 // not the one packed field rewriteV2 takes from s.refs
 			var ok bool
 			if refs, ok = appendRefs(refs, typ, msg[i+n:i+n+m]); !ok {
 				return 0, false
@@ -545,6 +567,22 @@ func (s *splitter) rewriteV2(p *splitPart, msg []byte) bool {
 		msg = msg[n+m:]
 		var ok bool
 		switch {
+		case num == 1 && s.labelFields == 1 && typ == protowire.BytesType:
+			// The series' one packed list of label references, read by
+			// hashV2 already (and checked against s.syms).
+			rb := s.rb[:0]
+			for _, r := range s.refs {
+				x := uint64(p.remap[r])
+				if x != 0 {
+					x-- // in the part already
+				} else {
+					x, _ = s.ref(p, uint64(r))
+				}
+				rb = appendVarint(rb, x)
+			}
+			s.rb = rb
+			s.ts = protowire.AppendTag(s.ts, 1, protowire.BytesType)
+			s.ts = protowire.AppendBytes(s.ts, rb)
 		case num == 1: // label references
 			if s.ts, ok = s.rewriteRefs(s.ts, p, 1, typ, val); !ok {
 				return false
