@@ -144,6 +144,11 @@ type Decoder struct {
 	version       string
 	// 2.0: some symbol of the request is not valid UTF-8 (per call).
 	badUTF8 bool
+	// ids is the series id memo (idmemo.go); idKey and idLab the key and
+	// label fields' end of the series being decoded (idKey 0: none).
+	ids   idBlock
+	idKey uint64
+	idLab int
 }
 
 // keyCache is what attrs keeps of the label at one position (among the
@@ -184,6 +189,8 @@ func (d *Decoder) begin(dst *signal.Metrics, version string) {
 		d.call = 1
 	}
 	d.meta = d.meta[:0]
+	d.ids.begin()
+	d.idKey = 0
 }
 
 // end drops references into the arena, so the decoder pins no batch.
@@ -476,7 +483,11 @@ func (d *Decoder) named(i int) bool {
 // the value is too, without hashing it again. A position whose value
 // keeps changing (an id, a per-series value) stops being compared, save
 // every 16th series.
-func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
+//
+// hash false fills the slots without the set hash (a series whose id the
+// memo holds): the cache's values and terms are left as they were, so
+// that they still describe each other.
+func (d *Decoder) attrs(nameIdx int, hash bool) (signal.Range, uint64) {
 	c := d.c
 	start := uint32(c.Attrs.Len())
 	n := len(d.labels) - 1
@@ -493,8 +504,14 @@ func (d *Decoder) attrs(nameIdx int) (signal.Range, uint64) {
 		d.keyRun(ls[:nameIdx], pk[:nameIdx])
 		d.keyRun(ls[nameIdx+1:], pk[nameIdx:n])
 	}
-	set := d.attrRun(ls[:nameIdx], pk[:nameIdx], keys[:nameIdx], types[:nameIdx], vals[:nameIdx], retry)
-	set += d.attrRun(ls[nameIdx+1:], pk[nameIdx:n], keys[nameIdx:], types[nameIdx:], vals[nameIdx:], retry)
+	var set uint64
+	if hash {
+		set = d.attrRun(ls[:nameIdx], pk[:nameIdx], keys[:nameIdx], types[:nameIdx], vals[:nameIdx], retry)
+		set += d.attrRun(ls[nameIdx+1:], pk[nameIdx:n], keys[nameIdx:], types[nameIdx:], vals[nameIdx:], retry)
+	} else {
+		attrFill(ls[:nameIdx], pk[:nameIdx], keys[:nameIdx], types[:nameIdx], vals[:nameIdx])
+		attrFill(ls[nameIdx+1:], pk[nameIdx:n], keys[nameIdx:], types[nameIdx:], vals[nameIdx:])
+	}
 	// The names checkLabels compares the next series with: set here, with
 	// prevKeys, so that both always describe the same series.
 	if !d.same {
@@ -575,6 +592,15 @@ func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types 
 		set += e.term
 	}
 	return set
+}
+
+// attrFill is attrRun without the set hash: keys from the cache pk, the
+// values from ls.
+func attrFill(ls []label, pk []keyCache, keys []signal.KeyID, types []signal.ValueType, vals []uint64) {
+	pk, keys, types, vals = pk[:len(ls)], keys[:len(ls)], types[:len(ls)], vals[:len(ls)]
+	for k := range ls {
+		keys[k], types[k], vals[k] = pk[k].id, signal.ValueString, uint64(ls[k].value)
+	}
 }
 
 // eqStr says two strings of the arena hold the same bytes; strings of up

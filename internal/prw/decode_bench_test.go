@@ -206,3 +206,47 @@ func BenchmarkDecodeCycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeChurn: 61 requests of 2,000 series x 10 labels, each its
+// own series (122,000 in all), decoded round robin (61: prime to the
+// memo's admission period of 16 calls). "new": the decoder's series id
+// memo (IDMemo) has 64 slots, so every series is a miss, as on a load of
+// series never seen before: what such a load pays for the memo (its
+// admission, idBlock). "rotation": the process's memo (65,536 slots),
+// which holds about half of the rotation.
+func BenchmarkDecodeChurn(b *testing.B) {
+	const n, reqs = 2000, 61
+	var b1s [][]byte
+	for r := range reqs {
+		b1, _ := benchRequests(n, 10, func(i int) int { return i % 50 }, func(k, i int) string {
+			return fmt.Sprintf("churn_%d_%d", k, r*n+i)
+		})
+		b1s = append(b1s, b1)
+	}
+	for _, c := range []string{"new", "rotation"} {
+		b.Run(c, func(b *testing.B) {
+			var m signal.Metrics
+			var d Decoder
+			if c == "new" {
+				d.useIDMemo(NewIDMemo(64))
+			}
+			for _, body := range b1s {
+				m.Reset()
+				if _, err := d.DecodeV1(&m, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			r := 0
+			for b.Loop() {
+				m.Reset()
+				if _, err := d.DecodeV1(&m, b1s[r]); err != nil {
+					b.Fatal(err)
+				}
+				r = (r + 1) % reqs
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "samples/cpu-s")
+		})
+	}
+}

@@ -2,7 +2,9 @@ package prw
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -81,6 +83,25 @@ func fuzzDecode(t *testing.T, v int, body []byte) {
 	}
 }
 
+// fuzzMemo checks that a 1.0 body decoded with a series id memo, its
+// series missing it and then hitting it, decodes as without one.
+func fuzzMemo(t *testing.T, body []byte) {
+	var plain Decoder
+	plain.useIDMemo(nil)
+	want, wantSt := decodeMemo(t, &plain, body)
+	var d Decoder
+	d.useIDMemo(NewIDMemo(256))
+	for round := range 2 {
+		got, st := decodeMemo(t, &d, body)
+		if st != wantSt {
+			t.Fatalf("round %d with the memo: %s, without: %s", round, st, wantSt)
+		}
+		if !strings.Contains(st, "malformed") {
+			sameBatch(t, fmt.Sprintf("round %d with the memo", round), want, got)
+		}
+	}
+}
+
 func FuzzDecodeV1(f *testing.F) {
 	load := oracleLoad()
 	b, _ := v1Request(load).Marshal()
@@ -92,7 +113,15 @@ func FuzzDecodeV1(f *testing.F) {
 	// 50 metric names (famMemo).
 	b1, _ = benchBodies(200, 4)
 	f.Add(b1)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecode(t, 1, body) })
+	// Shapes the series id memo must not take, or take as the decoder
+	// alone does (memoLoads).
+	for _, b := range memoLoads() {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzDecode(t, 1, body)
+		fuzzMemo(t, body)
+	})
 }
 
 func FuzzDecodeV2(f *testing.F) {

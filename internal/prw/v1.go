@@ -27,6 +27,9 @@ func (d *Decoder) DecodeV1(dst *signal.Metrics, body []byte) (Stats, error) {
 		switch {
 		case num == 1 && wt == wtLen:
 			s, e := lenField(b, j)
+			if d.ids.on && s >= 0 {
+				d.idKey, d.idLab = d.ids.next(b, i, s)
+			}
 			if s < 0 || !d.seriesV1(s, e) {
 				d.restore(k)
 				return Stats{}, malformed("WriteRequest.timeseries: bad encoding", j-base)
@@ -225,8 +228,30 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		return true
 	}
 	name := d.labels[nameIdx].value
-	attr, set := d.attrs(nameIdx)
-	fam := d.seriesID(name, 0, set)
+	// The memo (idmemo.go) holds the id of a series whose label fields
+	// are exactly the bytes its key hashed: then the values are not hashed.
+	key := d.idKey
+	if !contig || labStart != s || labEnd != d.idLab {
+		key = 0
+	}
+	var attr signal.Range
+	var fam uint32
+	sid, hit := uint64(0), false
+	if key != 0 {
+		sid, hit = d.ids.lookup(key)
+	}
+	if hit {
+		attr, _ = d.attrs(nameIdx, false)
+		fam = d.family(name, 0)
+		d.sid = sid
+	} else {
+		var set uint64
+		attr, set = d.attrs(nameIdx, true)
+		fam = d.seriesID(name, 0, set)
+		if key != 0 {
+			d.ids.memo.insert(key, d.sid)
+		}
+	}
 	desc := uint32(0)
 	if samples > 0 {
 		desc = d.descOf(fam, name, descGauge)

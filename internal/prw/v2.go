@@ -365,7 +365,7 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		return true
 	}
 	name, nameRef := d.labels[nameIdx].value, d.labels[nameIdx].ref
-	attr, set := d.attrs(nameIdx)
+	attr, set := d.attrs(nameIdx, true)
 	fam := d.seriesID(name, nameRef, set)
 	var desc uint32
 	if samples > 0 {

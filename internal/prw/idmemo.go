@@ -1,0 +1,219 @@
+package prw
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// IDMemo remembers the series id of remote write 1.0 series across
+// requests, keyed by their label bytes, so that a series seen before is
+// not hashed again: its id (signal/seriesid.go: an xxhash of every label
+// value and a mix per label, about a fifth of a 10-label series' decode)
+// is read from one 16-byte slot. The labels are still parsed and checked
+// (they are the point's attributes); only the id is remembered.
+//
+// The key is a 64-bit maphash of a series' label fields (the run of Label
+// messages a TimeSeries starts with, as every encoder writes them), with a
+// seed made per process, and it is trusted as the series' identity
+// without comparing bytes, as the lake trusts its 64-bit series ids: two
+// different label byte strings share a key with probability about 2^-64
+// per pair (2^-63 with key 0 reserved), about 5e-11 for 32,000 series
+// held at once; the seed is not known outside the process, so a client
+// cannot aim at a collision. Only a series whose labels passed every check
+// (sorted or sortable, unique, valid UTF-8, a non-empty __name__) is
+// remembered.
+//
+// The table is a fixed array of buckets of 4 slots (one 64-byte cache
+// line): bounded memory (DefaultIDMemoSlots, 1 MiB, shared by every
+// decoder and scanner of the process), a full bucket replaces one of its
+// slots. Concurrent use is safe without locks: a slot holds key^id and id,
+// each an atomic word, so that a torn read (one word of an older entry)
+// fails the key check, save for the same 2^-64 chance.
+type IDMemo struct {
+	slots []idSlot
+	mask  uint64 // bucket index mask
+}
+
+type idSlot struct{ chk, sid atomic.Uint64 } // chk = key ^ sid; 0, 0 is empty
+
+// DefaultIDMemoSlots is the number of slots (16 bytes each) of the memo
+// the process's decoders and scanners share: 65,536, 1 MiB, room for the
+// active series of a sender of ~50,000 series (a bucket of 4 slots that
+// is full loses one to a new series).
+const DefaultIDMemoSlots = 1 << 16
+
+// NewIDMemo returns a memo of at least slots slots (a power of 2, 4 or more).
+func NewIDMemo(slots int) *IDMemo {
+	n := 4
+	for n < slots {
+		n <<= 1
+	}
+	return &IDMemo{slots: make([]idSlot, n), mask: uint64(n/4 - 1)}
+}
+
+var sharedIDMemo = sync.OnceValue(func() *IDMemo { return NewIDMemo(DefaultIDMemoSlots) })
+
+var idMemoSeed = maphash.MakeSeed()
+
+// idKey is the memo key of the label fields b (never 0: 0 means none).
+func idKey(b []byte) uint64 {
+	k := maphash.Bytes(idMemoSeed, b)
+	if k == 0 {
+		k = 1
+	}
+	return k
+}
+
+// bucket is the first slot of key's bucket.
+func (m *IDMemo) bucket(key uint64) *[4]idSlot {
+	i := (key & m.mask) << 2
+	return (*[4]idSlot)(m.slots[i : i+4])
+}
+
+// lookup returns the id remembered for key.
+func (m *IDMemo) lookup(key uint64) (uint64, bool) {
+	b := m.bucket(key)
+	for i := range b {
+		s := b[i].sid.Load()
+		if b[i].chk.Load()^s == key {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// insert remembers id for key, in an empty slot of its bucket or in place
+// of the slot the key's top bits name.
+func (m *IDMemo) insert(key, id uint64) {
+	b := m.bucket(key)
+	v := &b[key>>62]
+	for i := range b {
+		if b[i].chk.Load() == 0 && b[i].sid.Load() == 0 {
+			v = &b[i]
+			break
+		}
+	}
+	// id first: a reader that sees the new chk with the old id fails the
+	// check, as one that sees the old chk with the new id.
+	v.sid.Store(id)
+	v.chk.Store(key ^ id)
+}
+
+// idBlockLen is how many series' keys a memo block hashes and whose
+// buckets it loads before they are decoded, so that their cache misses
+// overlap (the table is not in L2 for long; a bucket per series read as
+// each series is decoded would stall on each).
+const idBlockLen = 32
+
+// idBlock is a decoder's or scanner's view of the memo: the keys of the
+// next block of series and the admission state.
+type idBlock struct {
+	memo  *IDMemo
+	n, at int
+	start [idBlockLen]int    // each series' first byte
+	lab   [idBlockLen]int    // the end of its leading label fields
+	key   [idBlockLen]uint64 // 0: none
+	sink  uint64
+
+	// Admission: a load of new series every request pays the key and a
+	// bucket per series for nothing, so a decoder whose lookups hit fewer
+	// than 1 in 2 over idWindow of them uses the memo in one call of 16
+	// ("probation") until such a call hits 3 in 4.
+	off        bool // tests: no memo
+	on         bool // this call uses the memo
+	probation  bool
+	calls      uint32
+	look, hits uint32
+}
+
+const idWindow = 1 << 15
+
+// begin prepares a call: whether it uses the memo.
+func (ib *idBlock) begin() {
+	ib.n, ib.at = 0, 0
+	if ib.off {
+		ib.on = false
+		return
+	}
+	if ib.memo == nil {
+		ib.memo = sharedIDMemo()
+	}
+	if ib.probation {
+		if ib.on {
+			if ib.look >= 64 && ib.hits >= ib.look/4*3 {
+				ib.probation = false
+			}
+			ib.look, ib.hits = 0, 0
+		}
+	} else if ib.look >= idWindow {
+		ib.probation = ib.hits < ib.look/2
+		ib.look, ib.hits = 0, 0
+	}
+	ib.calls++
+	ib.on = !ib.probation || ib.calls&15 == 0
+}
+
+// next returns the key and the label fields' end of the series whose
+// field starts at b[i] and whose message starts at s; key 0 when the
+// memo is not used or the series has no key. It hashes a block of series
+// from i on when s is not the block's next.
+func (ib *idBlock) next(b []byte, i, s int) (uint64, int) {
+	if !ib.on {
+		return 0, 0
+	}
+	if ib.at >= ib.n || ib.start[ib.at] != s {
+		ib.fill(b, i)
+		if ib.n == 0 || ib.start[0] != s {
+			return 0, 0
+		}
+	}
+	k := ib.at
+	ib.at++
+	return ib.key[k], ib.lab[k]
+}
+
+// fill hashes the label fields of up to idBlockLen TimeSeries fields from
+// b[i] on, then loads their buckets in one loop of independent loads.
+func (ib *idBlock) fill(b []byte, i int) {
+	n := 0
+	for n < idBlockLen && i+1 < len(b) && b[i] == 1<<3|wtLen {
+		s, e := lenField(b, i+1)
+		if s < 0 {
+			break
+		}
+		// The leading Label fields with one-byte lengths: the decode
+		// uses the key only when its labels are exactly these bytes.
+		j := s
+		for j+1 < e && b[j] == 1<<3|wtLen && b[j+1] < 0x80 {
+			j += 2 + int(b[j+1])
+		}
+		ib.start[n], ib.lab[n], ib.key[n] = s, j, 0
+		if j > s && j <= e {
+			ib.key[n] = idKey(b[s:j])
+		}
+		n++
+		i = e
+	}
+	ib.n, ib.at = n, 0
+	m := ib.memo
+	var t uint64
+	for k := range n {
+		t += m.bucket(ib.key[k])[0].chk.Load()
+	}
+	ib.sink = t
+}
+
+// lookup is IDMemo.lookup, counted for admission.
+func (ib *idBlock) lookup(key uint64) (uint64, bool) {
+	id, ok := ib.memo.lookup(key)
+	ib.look++
+	if ok {
+		ib.hits++
+	}
+	return id, ok
+}
+
+// useIDMemo makes the decoder use m instead of the process's memo (nil:
+// none).
+func (d *Decoder) useIDMemo(m *IDMemo) { d.ids.memo, d.ids.off = m, m == nil }
