@@ -185,7 +185,8 @@ func TestConvertedExemplarsAndStartTimestamps(t *testing.T) {
 }
 
 // A remote-write 2.0 custom-bucket histogram (schema -53) on the convert
-// path (a 1.0 exporter, or 2.0 in shard mode) goes as it came to requests
+// path (a 1.0 exporter), or split as received (2.0 in shard mode,
+// split.go), goes as it came to requests
 // that carry native histograms (2.0; 1.0 with send_native_histograms),
 // with its exemplar and (2.0) start timestamp, and as its classic
 // _bucket/_sum/_count to 1.0 without them (not dropped: it has a classic

@@ -32,10 +32,11 @@ func floatHistograms() map[string]*histogram.FloatHistogram {
 	}
 }
 
-// Float histograms received by remote write leave on the convert path
-// (2.0 in shard mode; 1.0 with send_native_histograms, a 2.0 record to a
-// 1.0 endpoint) as float histograms: the reference handler decodes every
-// count bit for bit and the reset hint as sent.
+// Float histograms received by remote write leave as float histograms,
+// split as received (2.0 in shard mode, split.go) and on the convert path
+// (1.0 with send_native_histograms, a 2.0 record to a 1.0 endpoint): the
+// reference handler decodes every count bit for bit and the reset hint as
+// sent.
 func TestConvertedFloatHistograms(t *testing.T) {
 	st := writev2.NewSymbolTable()
 	req := &writev2.Request{}
