@@ -825,3 +825,48 @@ func TestLanesShard(t *testing.T) {
 		}
 	}
 }
+
+// A record that does not parse in the middle of a group (the receiver
+// checked it: a damaged queue) is dropped whole and counted, its series
+// before the damage too; the records around it arrive, every series once
+// (1.0: a TimeSeries field running past the body; 2.0: a label reference
+// past the symbols table).
+func TestLanesDamagedRecordDroppedWhole(t *testing.T) {
+	for _, v := range []uint8{1, 2} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			const nSeries = 50
+			recs := laneBatchesV(t, v, 1, 3, nSeries)[0]
+			raw, err := snappy.Decode(nil, recs[1].Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == 1 {
+				raw = append(raw, 1<<3|2, 0x7f) // a series of 127 bytes, none there
+			} else {
+				var req writev2.Request
+				if err := req.Unmarshal(raw); err != nil {
+					t.Fatal(err)
+				}
+				req.Timeseries[nSeries-1].LabelsRefs[1] = uint32(len(req.Symbols)) // past the table
+				if raw, err = req.Marshal(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recs[1].Body = snappy.Encode(nil, raw)
+			r := newLaneReceiver(t, 0, 0)
+			r.v2 = v == 2
+			exp := laneExporterV(t, r.srv.URL, 2, v)
+			if err := exp.Send(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			passedThrough(t, exp)
+			checkSamples(t, r, nSeries, 2, nil) // records 0 and 2, each series once
+			if _, bad, sent := exp.Stats(); bad != 1 || sent != 2*nSeries {
+				t.Fatalf("bad %d, sent %d series; want 1 and %d", bad, sent, 2*nSeries)
+			}
+			if n := r.requests.Load(); n != 2 {
+				t.Fatalf("%d requests, want 2 (one group, two lanes)", n)
+			}
+		})
+	}
+}
