@@ -217,3 +217,7 @@ func (ib *idBlock) lookup(key uint64) (uint64, bool) {
 // useIDMemo makes the decoder use m instead of the process's memo (nil:
 // none).
 func (d *Decoder) useIDMemo(m *IDMemo) { d.ids.memo, d.ids.off = m, m == nil }
+
+// useIDMemo makes the scanner use m instead of the process's memo (nil:
+// none).
+func (s *Scanner) useIDMemo(m *IDMemo) { s.ids.memo, s.ids.off = m, m == nil }

@@ -101,6 +101,8 @@ func (d *Decoder) labelV1(dst *[]label, s, e int) bool {
 // labels and histograms, a second appends. False means malformed.
 func (d *Decoder) seriesV1(s, e int) bool {
 	b := d.b[:e]
+	idKey := d.idKey // DecodeV1's, for this series only
+	d.idKey = 0
 	d.labels = d.labels[:0]
 	samples, hists, exemplars := 0, 0, 0
 	problem := ""
@@ -230,7 +232,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	name := d.labels[nameIdx].value
 	// The memo (idmemo.go) holds the id of a series whose label fields
 	// are exactly the bytes its key hashed: then the values are not hashed.
-	key := d.idKey
+	key := idKey
 	if !contig || labStart != s || labEnd != d.idLab {
 		key = 0
 	}
