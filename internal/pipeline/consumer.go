@@ -219,11 +219,19 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	if len(recs) == 0 {
 		return otlpreceiver.Result{}, nil // no route kept anything
 	}
-	if hb := c.handoffBody(s, sc, recs); hb != nil {
+	if c.lends(s, sc, recs) {
 		// The lake loop takes the decoded request instead of decoding
-		// the record (handoff.go); keyed before the record is readable.
-		raw, n := c.handoff.hash(req.Body), len(req.Body)
-		_, err = c.q.AppendAt(func(end queue.Position) { c.handoff.put(end, raw, n, hb) }, recs...)
+		// the record (handoff.go); filed before the record is readable.
+		raw, n, body := c.handoff.hash(req.Body), len(req.Body), sc.Decoded
+		var lent *handBuf
+		_, err = c.q.AppendAt(func(end queue.Position) { lent = c.handoff.put(end, raw, n, body) }, recs...)
+		if lent != nil {
+			// The handoff has the body: the receiver decodes its next
+			// request into a spare. Released once the statistics below
+			// no longer read the request.
+			sc.Decoded = c.handoff.getSpare()
+			defer c.handoff.release(lent)
+		}
 	} else {
 		_, err = c.q.Append(recs...)
 	}
@@ -251,14 +259,12 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	return otlpreceiver.Result{}, c.appendFailed(err, len(req.Body))
 }
 
-// handoffBody is the copy of a scanned request's decoded body the lake
-// loop may take (handoff.go), or nil: no lake, not an encPRW1N or encPRW2N
-// record for everyone, the receiver gave no body, or no room.
-func (c *consumer) handoffBody(s *scratch, sc *otlpreceiver.Scanned, recs [][]byte) []byte {
-	if c.handoff == nil || sc == nil || s.enc != encPRW1N && s.enc != encPRW2N || len(recs) != 1 || len(sc.Decoded) == 0 {
-		return nil
-	}
-	return c.handoff.copyOf(sc.Decoded)
+// lends reports whether the receiver's decoded body of a scanned request
+// goes to the handoff (handoff.go): a lake, an encPRW1N or encPRW2N record
+// for everyone, a body given, and room for it.
+func (c *consumer) lends(s *scratch, sc *otlpreceiver.Scanned, recs [][]byte) bool {
+	return c.handoff != nil && sc != nil && (s.enc == encPRW1N || s.enc == encPRW2N) && len(recs) == 1 &&
+		len(sc.Decoded) > 0 && c.handoff.room(cap(sc.Decoded))
 }
 
 // appendFailed is the answer to a request of size bytes whose records the

@@ -425,8 +425,8 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 
 // decodeMetrics decodes a metrics record's body into l.metrics, as
 // decodeMetricsRecord does; a scanned 2.0 request (encPRW2N) is decoded
-// from the handoff's copy of the receiver's decoded body when it holds
-// it, instead of being snappy-decoded again.
+// from the receiver's decoded body when the handoff holds it, instead of
+// being snappy-decoded again.
 func (l *lakeLoop) decodeMetrics(enc bodyEnc, body []byte, pos queue.Position) error {
 	if enc != encPRW2N || l.hand == nil {
 		return decodeMetricsRecord(&l.metrics, enc, body)
@@ -435,12 +435,12 @@ func (l *lakeLoop) decodeMetrics(enc bodyEnc, body []byte, pos queue.Position) e
 	if err != nil {
 		return err
 	}
-	req := l.hand.take(pos, raw)
-	if req == nil {
+	hb := l.hand.take(pos, raw)
+	if hb == nil {
 		return decodeMetricsRecord(&l.metrics, encPRW2, raw)
 	}
-	defer l.hand.done(req)
-	_, err = l.prwDec.DecodeV2(&l.metrics, req)
+	defer l.hand.release(hb)
+	_, err = l.prwDec.DecodeV2(&l.metrics, hb.b)
 	var pe *prw.PartialError
 	if errors.As(err, &pe) {
 		err = nil // as decodeMetricsRecord: the good series
@@ -472,8 +472,8 @@ var appendPlainPRW = false
 // batch into the partition (a set lookup by content per series): about
 // 45% of the lake loop's CPU at 1,500 samples a request.
 //
-// The request of a record at pos is the handoff's (the receiver decoded it,
-// and the consumer kept a copy) when it holds it, else snappy-decoded here.
+// The request of a record at pos is the handoff's (the receiver decoded it
+// and lent it) when it holds it, else snappy-decoded here.
 func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte, pos queue.Position) (bool, int, error) {
 	var req []byte
 	if enc == encPRW1N {
@@ -482,8 +482,9 @@ func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte, pos queue.
 			return false, 0, nil
 		}
 		body = raw
-		if req = l.hand.take(pos, raw); req != nil {
-			defer l.hand.done(req)
+		if hb := l.hand.take(pos, raw); hb != nil {
+			req = hb.b
+			defer l.hand.release(hb)
 		}
 	}
 	if req == nil {

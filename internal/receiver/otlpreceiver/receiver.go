@@ -60,8 +60,11 @@ type Scanned struct {
 	NumSeries int
 	// Series is the samples as the live statistics count them.
 	Series stats.Series
-	// Decoded is the request snappy-decoded (nil when not given). The receiver's buffer: the consumer may copy it (the
-	// lake loop then need not decode the request again), not keep it.
+	// Decoded is the request snappy-decoded (nil when not given), the
+	// receiver's buffer, lent: the consumer may keep it (the lake loop
+	// then need not decode the request again; nobody writes it) and put
+	// another buffer, or nil, in its place. After Consume the receiver
+	// takes whatever Decoded holds as its decode buffer.
 	Decoded []byte
 }
 

@@ -371,12 +371,14 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		x.scanned.Points, x.scanned.NumSeries, x.scanned.Attrs, x.scanned.MaxAttrs = n, sc.Series, sc.Attrs, sc.MaxAttrs
 		ss := &x.scanned.Series
 		ss.Names, ss.NameHash, ss.Name, ss.ID, ss.Time = sc.Names, sc.NameHashes(), sc.Name, sc.ID, sc.Time
-		x.scanned.Decoded = x.body // the consumer may copy it for the lake loop
+		x.scanned.Decoded = x.body // lent: the consumer may keep it for the lake loop
 		req := &x.req
 		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: rw, Scanned: &x.scanned}
 		_, cerr := h.cons.Consume(r.Context(), req)
 		*req = otlpreceiver.Request{}
-		x.scanned.Decoded = nil
+		// The same buffer, or another one in place of one the consumer
+		// kept (never written again here).
+		x.body, x.scanned.Decoded = x.scanned.Decoded, nil
 		ss.Names, ss.NameHash, ss.Name, ss.ID, ss.Time = nil, nil, nil, nil, nil // they alias the exchange's buffers
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
