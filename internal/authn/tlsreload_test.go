@@ -14,37 +14,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/authn/authntest"
 )
 
-// install copies src over dst and moves its modification time forward, so
-// that a check sees it changed even within the file system's timestamp
-// granularity.
-func install(t *testing.T, src, dst string, bump time.Duration) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Now().Add(bump)
-	if err := os.Chtimes(dst, at, at); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func serialOf(t *testing.T, path string) *big.Int {
-	t.Helper()
-	kp, err := tls.LoadX509KeyPair(path, path[:len(path)-len(".pem")]+"-key.pem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(kp.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.SerialNumber
-}
-
 // serve accepts TLS connections with cfg, completes each handshake and
 // writes one byte on success, so that a client learns whether the server
 // accepted it (over TLS 1.3 a refused client certificate shows only on
@@ -121,8 +90,8 @@ func TestServerTLSReloadsRotatedCertificate(t *testing.T) {
 	a, b := authntest.New(t), authntest.New(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "tls.pem"), filepath.Join(dir, "tls-key.pem")
-	install(t, a.ServerCert, cert, 0)
-	install(t, a.ServerKey, key, 0)
+	authntest.Install(t, a.ServerCert, cert, 0)
+	authntest.Install(t, a.ServerKey, key, 0)
 	cfg, err := ServerTLS(TLSFiles{CertFile: cert, KeyFile: key})
 	if err != nil {
 		t.Fatal(err)
@@ -134,14 +103,14 @@ func TestServerTLSReloadsRotatedCertificate(t *testing.T) {
 		trustBoth.AppendCertsFromPEM(pem)
 	}
 	client := &tls.Config{RootCAs: trustBoth, ServerName: "localhost", MinVersion: tls.VersionTLS12}
-	want := serialOf(t, a.ServerCert)
+	want := authntest.Cert(t, a.ServerCert).SerialNumber
 	if got, err := dial(addr, client); err != nil || got.Cmp(want) != 0 {
 		t.Fatalf("before rotation: serial %v, %v; want %v", got, err, want)
 	}
 
-	install(t, b.ServerCert, cert, time.Hour)
-	install(t, b.ServerKey, key, time.Hour)
-	want = serialOf(t, b.ServerCert)
+	authntest.Install(t, b.ServerCert, cert, time.Hour)
+	authntest.Install(t, b.ServerKey, key, time.Hour)
+	want = authntest.Cert(t, b.ServerCert).SerialNumber
 	eventually(t, "rotated certificate served", func() error {
 		got, err := dial(addr, client)
 		if err != nil {
@@ -174,9 +143,9 @@ func TestServerTLSReloadsRotatedCertificate(t *testing.T) {
 		}
 	}
 
-	install(t, a.ServerCert, cert, 3*time.Hour)
-	install(t, a.ServerKey, key, 3*time.Hour)
-	want = serialOf(t, a.ServerCert)
+	authntest.Install(t, a.ServerCert, cert, 3*time.Hour)
+	authntest.Install(t, a.ServerKey, key, 3*time.Hour)
+	want = authntest.Cert(t, a.ServerCert).SerialNumber
 	eventually(t, "good pair after a bad one", func() error {
 		got, err := dial(addr, client)
 		if err != nil {
@@ -197,7 +166,7 @@ func TestServerTLSReloadsClientCA(t *testing.T) {
 	a, b := authntest.New(t), authntest.New(t)
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "clients-ca.pem")
-	install(t, a.CAFile, ca, 0)
+	authntest.Install(t, a.CAFile, ca, 0)
 	cfg, err := ServerTLS(TLSFiles{CertFile: a.ServerCert, KeyFile: a.ServerKey, ClientCAFile: ca})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +183,7 @@ func TestServerTLSReloadsClientCA(t *testing.T) {
 	if _, err := dial(addr, clientOf(b)); err == nil {
 		t.Fatal("client of CA b taken before its CA was installed")
 	}
-	install(t, b.CAFile, ca, time.Hour)
+	authntest.Install(t, b.CAFile, ca, time.Hour)
 	eventually(t, "client of the new CA taken", func() error {
 		_, err := dial(addr, clientOf(b))
 		return err
@@ -231,8 +200,8 @@ func TestClientCertificateReloads(t *testing.T) {
 	a, b := authntest.New(t), authntest.New(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
-	install(t, a.ClientCert, cert, 0)
-	install(t, a.ClientKey, key, 0)
+	authntest.Install(t, a.ClientCert, cert, 0)
+	authntest.Install(t, a.ClientKey, key, 0)
 	get, err := ClientCertificate(cert, key)
 	if err != nil {
 		t.Fatal(err)
@@ -248,12 +217,12 @@ func TestClientCertificateReloads(t *testing.T) {
 		}
 		return x.SerialNumber
 	}
-	if got, want := serial(), serialOf(t, a.ClientCert); got.Cmp(want) != 0 {
+	if got, want := serial(), authntest.Cert(t, a.ClientCert).SerialNumber; got.Cmp(want) != 0 {
 		t.Fatalf("serial %v, want %v", got, want)
 	}
-	install(t, b.ClientCert, cert, time.Hour)
-	install(t, b.ClientKey, key, time.Hour)
-	want := serialOf(t, b.ClientCert)
+	authntest.Install(t, b.ClientCert, cert, time.Hour)
+	authntest.Install(t, b.ClientKey, key, time.Hour)
+	want := authntest.Cert(t, b.ClientCert).SerialNumber
 	eventually(t, "rotated client certificate", func() error {
 		if serial().Cmp(want) != 0 {
 			return errors.New("still the old certificate")

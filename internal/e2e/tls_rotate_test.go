@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,22 +27,8 @@ func TestTLSCertificateRotationWithoutRestart(t *testing.T) {
 	a, b := authntest.New(t), authntest.New(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "tls.pem"), filepath.Join(dir, "tls-key.pem")
-	copyFile := func(src, dst string, bump time.Duration) {
-		t.Helper()
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		at := time.Now().Add(bump)
-		if err := os.Chtimes(dst, at, at); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile(a.ServerCert, cert, 0)
-	copyFile(a.ServerKey, key, 0)
+	authntest.Install(t, a.ServerCert, cert, 0)
+	authntest.Install(t, a.ServerKey, key, 0)
 	qaddr := freePort(t)
 	s := startServer(t, writeConfig(t, fmt.Sprintf(`receivers:
   otlp:
@@ -63,21 +47,9 @@ shutdown_timeout: %s
 	if s.prw == "" || s.prw == "off" {
 		t.Fatalf("no remote write listener: %q", s.prw)
 	}
-	leafSerial := func(p string) *big.Int {
-		t.Helper()
-		kp, err := tls.LoadX509KeyPair(p, p[:len(p)-len(".pem")]+"-key.pem")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := x509.ParseCertificate(kp.Certificate[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.SerialNumber
-	}
 	trust := x509.NewCertPool()
-	trust.AddCert(mustCert(t, a.CAFile))
-	trust.AddCert(mustCert(t, b.CAFile))
+	trust.AddCert(authntest.Cert(t, a.CAFile))
+	trust.AddCert(authntest.Cert(t, b.CAFile))
 	served := func(addr string) (*big.Int, error) {
 		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
 			&tls.Config{RootCAs: trust, ServerName: "localhost", MinVersion: tls.VersionTLS12})
@@ -89,14 +61,14 @@ shutdown_timeout: %s
 	}
 	addrs := map[string]string{"otlp grpc": s.grpc, "otlp http": s.http, "query": qaddr, "remote write": s.prw}
 	for what, addr := range addrs {
-		if got, err := served(addr); err != nil || got.Cmp(leafSerial(a.ServerCert)) != 0 {
+		if got, err := served(addr); err != nil || got.Cmp(authntest.Cert(t, a.ServerCert).SerialNumber) != 0 {
 			t.Fatalf("%s (%s) before rotation: serial %v, %v", what, addr, got, err)
 		}
 	}
 
-	copyFile(b.ServerCert, cert, time.Hour)
-	copyFile(b.ServerKey, key, time.Hour)
-	want := leafSerial(b.ServerCert)
+	authntest.Install(t, b.ServerCert, cert, time.Hour)
+	authntest.Install(t, b.ServerKey, key, time.Hour)
+	want := authntest.Cert(t, b.ServerCert).SerialNumber
 	for what, addr := range addrs {
 		if !waitFor(30*time.Second, func() bool {
 			got, err := served(addr)
@@ -121,22 +93,4 @@ shutdown_timeout: %s
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("OTLP/HTTP over the rotated certificate: %d", resp.StatusCode)
 	}
-}
-
-// mustCert reads the first PEM certificate of path.
-func mustCert(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(data)
-	if blk == nil {
-		t.Fatalf("%s: no PEM block", path)
-	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -127,3 +127,39 @@ func writePEM(t testing.TB, dir, name, typ string, der []byte) string {
 	}
 	return p
 }
+
+// Install copies src over dst, as a certificate rotation on disk does, and
+// sets dst's modification time to now+bump, so that a reload sees the file
+// changed even within the file system's timestamp granularity.
+func Install(t testing.TB, src, dst string, bump time.Duration) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(bump)
+	if err := os.Chtimes(dst, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Cert parses the first PEM certificate of the file path.
+func Cert(t testing.TB, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM block", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
