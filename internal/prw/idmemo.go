@@ -26,10 +26,16 @@ import (
 //
 // The table is a fixed array of buckets of 4 slots (one 64-byte cache
 // line): bounded memory (DefaultIDMemoSlots, 1 MiB, shared by every
-// decoder and scanner of the process), a full bucket replaces one of its
+// decoder of the process), a full bucket replaces one of its
 // slots. Concurrent use is safe without locks: a slot holds key^id and id,
 // each an atomic word, so that a torn read (one word of an older entry)
 // fails the key check, save for the same 2^-64 chance.
+//
+// The Scanner (ScanV1, the relay's and the lake path's receiver) does not
+// use it: its series cost about half a decoded one's, and with 30,000
+// series in rotation (BenchmarkScanV1Relay) the memo's bucket reads cost
+// more than the hashing they save (BENCHMARKS.md, "Decode, a series-id
+// memo").
 type IDMemo struct {
 	slots []idSlot
 	mask  uint64 // bucket index mask
@@ -38,7 +44,7 @@ type IDMemo struct {
 type idSlot struct{ chk, sid atomic.Uint64 } // chk = key ^ sid; 0, 0 is empty
 
 // DefaultIDMemoSlots is the number of slots (16 bytes each) of the memo
-// the process's decoders and scanners share: 65,536, 1 MiB, room for the
+// the process's decoders share: 65,536, 1 MiB, room for the
 // active series of a sender of ~50,000 series (a bucket of 4 slots that
 // is full loses one to a new series).
 const DefaultIDMemoSlots = 1 << 16
@@ -106,7 +112,7 @@ func (m *IDMemo) insert(key, id uint64) {
 // each series is decoded would stall on each).
 const idBlockLen = 32
 
-// idBlock is a decoder's or scanner's view of the memo: the keys of the
+// idBlock is a decoder's view of the memo: the keys of the
 // next block of series and the admission state.
 type idBlock struct {
 	memo  *IDMemo
@@ -217,7 +223,3 @@ func (ib *idBlock) lookup(key uint64) (uint64, bool) {
 // useIDMemo makes the decoder use m instead of the process's memo (nil:
 // none).
 func (d *Decoder) useIDMemo(m *IDMemo) { d.ids.memo, d.ids.off = m, m == nil }
-
-// useIDMemo makes the scanner use m instead of the process's memo (nil:
-// none).
-func (s *Scanner) useIDMemo(m *IDMemo) { s.ids.memo, s.ids.off = m, m == nil }

@@ -69,12 +69,6 @@ type Scanner struct {
 	symName []uint32 // per symbol: index in Names + 1, 0 until looked up
 	prevRef []uint32 // label name references of the previous series
 	meta    bool     // a series had metadata
-
-	// ids is the series id memo (idmemo.go); idKey and idLab the key and
-	// label fields' end of the series ScanV1 scans next (idKey 0: none).
-	ids   idBlock
-	idKey uint64
-	idLab int
 }
 
 // Samples is the number of float samples the scan found.
@@ -99,9 +93,6 @@ func (s *Scanner) ScanV1(body []byte) bool {
 			return false
 		}
 		st, e := lenField(body, i+1)
-		if s.ids.on && st >= 0 {
-			s.idKey, s.idLab = s.ids.next(body, i, st)
-		}
 		if st < 0 || !s.seriesV1(body[:e], st) {
 			return false
 		}
@@ -117,8 +108,6 @@ func (s *Scanner) reset(body []byte) {
 	s.prevNameAt = -1
 	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
 	s.body, s.v2 = body, false
-	s.ids.begin()
-	s.idKey = 0
 	if s.names == nil || len(s.nameTab) >= maxScanNames {
 		s.names, s.nameTab = make(map[string]uint32, 64), s.nameTab[:0]
 		clear(s.nameMemo[:])
@@ -180,8 +169,6 @@ func labelAt(b []byte, i int) (name, value []byte, end int) {
 // hashed afterwards in a loop of their own (vals).
 func (s *Scanner) seriesV1(b []byte, i int) bool {
 	e := len(b)
-	key, keyLab := s.idKey, s.idLab // ScanV1's, for this series only
-	s.idKey = 0
 	labStart := i
 	var name []byte
 	k := 0
@@ -239,12 +226,14 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 		i = le
 	}
 	s.vals = vals
+	var sum uint64
 	nAttrs := 0
 	for _, v := range vals {
 		if v.start >= 0 {
 			if v.start == v.end {
 				return false // an empty value: the decoder drops the label
 			}
+			sum += signal.SeriesPair(v.nameHash, signal.ValueString, hashValue(b[v.start:v.end]))
 			nAttrs++
 		}
 	}
@@ -260,28 +249,8 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 		return false // no or empty __name__
 	}
 	lab := [2]int32{int32(labStart), int32(i)}
-	// The memo (idmemo.go) holds the id of a series whose label fields
-	// are exactly the bytes its key hashed: then the values are not hashed.
-	if i != keyLab {
-		key = 0
-	}
-	id, hit := uint64(0), false
-	if key != 0 {
-		id, hit = s.ids.lookup(key)
-	}
 	ni, nh := s.nameIndex(name)
-	if !hit {
-		var sum uint64
-		for _, v := range vals {
-			if v.start >= 0 {
-				sum += signal.SeriesPair(v.nameHash, signal.ValueString, hashValue(b[v.start:v.end]))
-			}
-		}
-		id = signal.SeriesID(nh, seriesResHash, sum)
-		if key != 0 {
-			s.ids.memo.insert(key, id)
-		}
-	}
+	id := signal.SeriesID(nh, seriesResHash, sum)
 	samples := 0
 	for i < e {
 		if b[i] != 2<<3|wtLen { // histograms, exemplars, labels after samples, unknown fields

@@ -33,7 +33,6 @@ func checkScanAgrees(t *testing.T, body []byte) bool {
 func checkScanAgreesV(t *testing.T, v int, body []byte) bool {
 	t.Helper()
 	var s Scanner
-	s.useIDMemo(nil) // the reference: ids hashed; the memo's are checked below
 	other1, other2 := benchBodies(3, 2)
 	bodyCopy := slices.Clone(body)
 	var ok bool
@@ -50,25 +49,8 @@ func checkScanAgreesV(t *testing.T, v int, body []byte) bool {
 	if !ok {
 		return false
 	}
-	if v == 1 {
-		// With a series id memo, its series missing it, then hitting it,
-		// and after other requests: the same scan.
-		var sm Scanner
-		sm.useIDMemo(NewIDMemo(256))
-		for round := range 3 {
-			if round == 2 {
-				sm.ScanV2(other2)
-				sm.ScanV1(other1)
-			}
-			if !sm.ScanV1(body) || !slices.Equal(sm.ID, s.ID) || !slices.Equal(sm.Name, s.Name) || !slices.Equal(sm.Time, s.Time) ||
-				sm.Attrs != s.Attrs || sm.MaxAttrs != s.MaxAttrs || sm.Series != s.Series || len(sm.Names) != len(s.Names) {
-				t.Fatalf("round %d: the scan with the series id memo differs", round)
-			}
-		}
-	}
 	var m signal.Metrics
 	var d Decoder
-	d.useIDMemo(nil)
 	st, err := decode(&d, v, &m, body)
 	if err != nil {
 		t.Fatalf("the scan took a request the decoder refuses: %v", err)
@@ -148,9 +130,6 @@ func FuzzScanV1(f *testing.F) {
 	b, _ := v1Request(load).Marshal()
 	f.Add(b)
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00})
-	for _, b := range memoLoads() {
-		f.Add(b)
-	}
 	f.Fuzz(func(t *testing.T, body []byte) { checkScanAgrees(t, body) })
 }
 
