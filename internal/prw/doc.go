@@ -45,6 +45,12 @@
 // knows (by a seeded hash of its label bytes); FuzzPlainAppender checks it
 // takes what ScanV1 takes and appends what Appender does.
 //
+// IDMemo (idmemo.go) remembers 1.0 series' ids across requests by a seeded
+// 64-bit hash of their label bytes (1 MiB shared by the process's
+// decoders, lock-free): DecodeV1 reads a known series' id instead of
+// hashing its values; the ids are the same (TestIDMemoMatchesNoMemo,
+// FuzzDecodeV1 with and without it).
+//
 // Concurrency: a Decoder holds scratch space and is used by one goroutine at
 // a time; pool them. Different batches may be decoded in parallel.
 package prw
