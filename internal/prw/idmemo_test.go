@@ -130,7 +130,9 @@ func TestIDMemoMatchesNoMemo(t *testing.T) {
 func TestIDMemoOneByteChanged(t *testing.T) {
 	body, _ := benchBodies(100, 10)
 	var d Decoder
-	d.useIDMemo(NewIDMemo(1 << 12))
+	// 16,384 buckets for ~100 series: a bucket overflowing (a second
+	// miss) has a chance of about 1e-9.
+	d.useIDMemo(NewIDMemo(1 << 16))
 	decodeMemo(t, &d, body)
 	for _, change := range []struct{ from, to string }{
 		{"value_3_42", "value_3_4X"},           // a value
