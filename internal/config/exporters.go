@@ -46,7 +46,7 @@ type Exporter struct {
 	MaxBacklogAge   Duration          `yaml:"max_backlog_age" doc:"Age past which this exporter's backlog is dropped (whole segments, counted); default 24h."`
 	// Remote write only (as Prometheus's remote_write names them).
 	SendNativeHistograms bool        `yaml:"send_native_histograms" doc:"prometheus_remote_write: send native histograms (OTLP exponential histograms) over 1.0 too; default false: 1.0 drops them and counts them in sluice_exporter_dropped_points_total{reason=\"unsupported\"}. 2.0 always carries them."`
-	SendMetadata         *bool       `yaml:"send_metadata" doc:"prometheus_remote_write: send metric metadata (type, unit, help): over 1.0 once per metric family and request, over 2.0 on every series; default true."`
+	SendMetadata         *bool       `yaml:"send_metadata" doc:"prometheus_remote_write: send metric metadata (type, unit, help): over 1.0 once per metric family and request, over 2.0 on every series; default true. false sends none, also none a remote-write sender sent (such requests are then converted, not forwarded as received)."`
 	TLS                  ExporterTLS `yaml:"tls" doc:"TLS to the endpoints: https:// endpoints (and otlp over grpc to a host:port when any tls key is set). A tls block with an http:// endpoint is an error."`
 }
 

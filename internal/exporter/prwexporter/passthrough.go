@@ -62,10 +62,15 @@ func (e *Exporter) passThrough(r *exporter.Record) bool {
 	if r.Kind != signal.KindMetrics || r.RemoteWrite == 0 {
 		return false
 	}
+	// send_metadata: false (NoMetadata) leaves metadata out, which the
+	// records may hold as the sender wrote them: a 1.0 record the
+	// receiver's scan counted (Series > 0) holds float samples only, any
+	// other 1.0 record and a 2.0 record may carry metadata, so they take
+	// the convert path, which leaves it out.
 	if r.RemoteWrite == 1 {
-		return e.cfg.Protocol != "2.0"
+		return e.cfg.Protocol != "2.0" && (!e.cfg.NoMetadata || r.Series > 0)
 	}
-	return r.RemoteWrite == 2 && e.cfg.Protocol == "2.0"
+	return r.RemoteWrite == 2 && e.cfg.Protocol == "2.0" && !e.cfg.NoMetadata
 }
 
 // splits reports whether pass-through records are split by series

@@ -611,3 +611,95 @@ func TestPassThroughV2MergeShifts(t *testing.T) {
 		t.Fatal("the first record of a request did not keep its series bytes")
 	}
 }
+
+// send_metadata: false holds for remote-write records too: a 1.0 record
+// that may carry metadata (not counted by the receiver's scan) and a 2.0
+// record with metadata on every series arrive with their samples and
+// without metadata; a counted 1.0 record (samples only) still passes
+// through as its bytes.
+func TestPassThroughNoMetadata(t *testing.T) {
+	recs, series, _ := passRecords(t, 3)
+	plain := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "plain"}},
+		Samples: []prompb.Sample{{Value: 7, Timestamp: 1_800_000_000_000}}}}}
+	pb, err := plain.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "acme", Body: snappy.Encode(nil, pb), RemoteWrite: 1, Series: 1})
+	cs := &captureServer{}
+	srv := httptest.NewServer(cs)
+	defer srv.Close()
+	exp, err := New(Config{Endpoints: []string{srv.URL}, Protocol: "1.0", NoMetadata: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	samples, floats := 0, 0
+	for _, s := range series {
+		floats += len(s.Samples)
+	}
+	sawPlain := false
+	for _, b := range cs.bodies {
+		var got prompb.WriteRequest
+		if err := got.Unmarshal(b); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Metadata) != 0 {
+			t.Fatalf("send_metadata false, 1.0: %d metadata entries arrived: %v", len(got.Metadata), got.Metadata)
+		}
+		for _, ts := range got.Timeseries {
+			samples += len(ts.Samples)
+		}
+		sawPlain = sawPlain || bytes.Contains(b, pb[2:])
+	}
+	if samples != floats+1 {
+		t.Fatalf("1.0: %d float samples arrived, want %d", samples, floats+1)
+	}
+	if !sawPlain {
+		t.Fatal("the counted plain record did not arrive as its bytes")
+	}
+
+	st := writev2.NewSymbolTable()
+	req := &writev2.Request{}
+	for s := range 5 {
+		req.Timeseries = append(req.Timeseries, writev2.TimeSeries{
+			LabelsRefs: []uint32{st.Symbolize("__name__"), st.Symbolize("g"), st.Symbolize("i"), st.Symbolize(fmt.Sprint(s))},
+			Samples:    []writev2.Sample{{Value: float64(s), Timestamp: 1_800_000_000_000}},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: st.Symbolize("g help."), UnitRef: st.Symbolize("bytes")}})
+	}
+	req.Symbols = st.Symbols()
+	body, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs2 := &captureServer{}
+	srv2 := httptest.NewServer(cs2)
+	defer srv2.Close()
+	exp2, err := New(Config{Endpoints: []string{srv2.URL}, Protocol: "2.0", NoMetadata: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, counted := range []int{0, 5} {
+		if err := exp2.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2, Series: counted}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for _, b := range cs2.bodies {
+		var r writev2.Request
+		if err := r.Unmarshal(b); err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range r.Timeseries {
+			if ts.Metadata.Type != writev2.Metadata_METRIC_TYPE_UNSPECIFIED || ts.Metadata.HelpRef != 0 || ts.Metadata.UnitRef != 0 {
+				t.Fatalf("send_metadata false, 2.0: series arrived with metadata %+v", ts.Metadata)
+			}
+			got += len(ts.Samples)
+		}
+	}
+	if got != 10 {
+		t.Fatalf("2.0: %d samples arrived, want 10", got)
+	}
+}
