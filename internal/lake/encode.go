@@ -366,7 +366,8 @@ type encoder struct {
 	arena   []byte // JSON of resource and scope attributes, per file
 	scratch []byte // per chunk
 	perm    []int32
-	keys    []rowKey
+	keys    []rowKey // sorted by sortedPerm: keys[i].row is perm[i]
+	chunkAt int      // the index in perm of the chunk's first row (chunks)
 	keys2   []rowKey // sortedPerm's buckets
 	counts  []int32
 	counts2 []int32 // sortRest's groups
@@ -940,7 +941,7 @@ func cellsByColumn(cb *colBuf, tab []int32, cells []cell, runs []commonRun, scop
 
 // attrRuns fills the record attribute columns of a chunk's rows (batch
 // indexes in sort order; attr is the batch's per-record sets, series the
-// points' series ids or nil). Rows whose
+// rows' series ids in the same order, or nil). Rows whose
 // sets are equal come in runs (the points of one series, sorted together)
 // and each run is written once: one lookup and one column call per
 // attribute of the run instead of per row.
@@ -950,7 +951,7 @@ func (e *encoder) attrRuns(c *signal.Common, attr []signal.Range, rows []int32, 
 		// Points of different series rarely share a set (only across
 		// metrics or resources): their sets are not read. Two runs of
 		// one set write the same file as one.
-		if i < len(rows) && (series == nil || series[rows[start]] == series[rows[i]]) &&
+		if i < len(rows) && (series == nil || series[start] == series[i]) &&
 			sameAttrs(c, attr[rows[start]], attr[rows[i]]) {
 			continue
 		}

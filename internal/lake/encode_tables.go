@@ -246,6 +246,7 @@ func (e *encoder) chunks(c *signal.Common, perm []int32, rgRows int, fill func(r
 	step := min(chunkRows, rgRows)
 	for a := 0; a < len(perm); a += step {
 		rows := perm[a:min(a+step, len(perm))]
+		e.chunkAt = a
 		e.startChunk()
 		if err := fill(rows); err != nil {
 			return err
@@ -415,13 +416,22 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 			}
 		}
 		e.descRuns(m, rows, metaJSON, dcanon)
-		e.times(&cols[mTimestamp], m.Time, rows)
+		// The timestamp and series_id columns are read from the sorted
+		// keys (k3, k2), in order, not gathered from the batch in sort
+		// order (a cache miss a row in a large partition).
+		keys := e.keys[e.chunkAt : e.chunkAt+len(rows)]
+		g := slices.Grow(e.i64[:0], len(rows))[:len(rows)]
+		for j := range keys {
+			g[j] = int64(keys[j].k3 ^ 1<<63) // signedKey's inverse
+		}
+		e.i64 = g
+		e.bulkTimes(&cols[mTimestamp], g)
 		e.times(&cols[mStart], m.StartTime, rows)
 		// series_id, and value when every row is a float (remote
-		// write): gathered in sort order and added in one call.
+		// write): in sort order and added in one call.
 		u := slices.Grow(e.u64[:0], len(rows))[:len(rows)]
-		for j, r := range rows {
-			u[j] = m.SeriesID[r]
+		for j := range keys {
+			u[j] = keys[j].k2
 		}
 		e.u64 = u
 		e.bulkU64(&cols[mSeriesID], u)
@@ -488,7 +498,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 		}
 		if noExemplars {
 			cols[mExemplars].nulls(len(rows))
-			return e.attrRuns(c, m.Attr, rows, m.SeriesID)
+			return e.attrRuns(c, m.Attr, rows, u)
 		}
 		for _, r := range rows {
 			if er := m.Exemplars[r]; er.Len() > 0 {
@@ -502,7 +512,7 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 				cols[mExemplars].addNull()
 			}
 		}
-		return e.attrRuns(c, m.Attr, rows, m.SeriesID)
+		return e.attrRuns(c, m.Attr, rows, u)
 	})
 	return schema, err
 }
@@ -514,6 +524,11 @@ func (e *encoder) times(cb *colBuf, vals []int64, rows []int32) {
 		g[j] = vals[r]
 	}
 	e.i64 = g
+	e.bulkTimes(cb, g)
+}
+
+// bulkTimes adds a time column's values of a chunk (0 is null).
+func (e *encoder) bulkTimes(cb *colBuf, g []int64) {
 	cb.flush()
 	cb.col.Int64sNonZero(g)
 	cb.rows += len(g)
