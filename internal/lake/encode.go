@@ -38,9 +38,14 @@ type colBuf struct {
 	// (pStr) the column saw last, by Str (direct-mapped): an interned
 	// value starts many runs of a column (each series' points are one
 	// run), and each run's value was looked up in the dictionary and
-	// hashed for the bloom filter again.
-	refs [8]strRef
+	// hashed for the bloom filter again. 256 entries, made at the
+	// column's first such value: a label of a hundred values (job,
+	// instance, pod) starts its runs in no order a smaller table keeps.
+	refs []strRef
 }
+
+// strRefBits is log2 of the entries of colBuf.refs.
+const strRefBits = 8
 
 type strRef struct {
 	s   signal.Str
@@ -51,7 +56,10 @@ type strRef struct {
 // Str's. A Str names the same bytes for the whole file (one batch), and a
 // ValueRef is only used within its chunk.
 func (c *colBuf) strRef(s signal.Str) *pqenc.ValueRef {
-	e := &c.refs[(uint64(s)^uint64(s)>>32)*0x9e3779b97f4a7c15>>61]
+	if c.refs == nil {
+		c.refs = make([]strRef, 1<<strRefBits)
+	}
+	e := &c.refs[(uint64(s)^uint64(s)>>32)*0x9e3779b97f4a7c15>>(64-strRefBits)]
 	if e.s != s {
 		e.s, e.ref = s, pqenc.ValueRef{}
 	}
