@@ -393,6 +393,18 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 			reps = append(reps, di)
 		}
 	}
+	// rankCanon is, per name rank, the one dcanon of its descriptors, or
+	// -1 when they differ: descRuns then takes a rank's rows as one run
+	// from the sorted keys (k1), without reading each row's descriptor
+	// in sort order.
+	rankCanon := make([]int32, int(rk)+1)
+	for i, di := range didx {
+		if i == 0 || drank[di] != drank[didx[i-1]] {
+			rankCanon[drank[di]] = dcanon[di]
+		} else if rankCanon[drank[di]] != dcanon[di] {
+			rankCanon[drank[di]] = -1
+		}
+	}
 	if err := e.startFile(out, TableMetrics, schema); err != nil {
 		return nil, err
 	}
@@ -400,11 +412,15 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 	// well-formed batch): one pass in row order, instead of a check per
 	// run reading each row's fields in sort order.
 	plainScalars := !anyDist(m, nil)
+	noDists := plainScalars && !slices.ContainsFunc(m.Descs, func(d signal.MetricDesc) bool { return isDistType(d.Type) })
 	// Likewise whether every point has one resource and scope, and is a
 	// float without flags or exemplars (remote write): the chunks then
 	// neither read those fields per row in sort order (a cache miss each
 	// in a large partition) nor check them.
 	oneCommon, floatsOnly := commonAndFloats(m)
+	// Whether no point has a start time (remote write): the column is
+	// then nulls, not gathered in sort order.
+	noStart := !slices.ContainsFunc(m.StartTime[:m.Len()], func(t int64) bool { return t != 0 })
 	cols := e.cols
 	err = e.chunks(c, perm, rgRows, func(rows []int32) error {
 		// Column by column: each loop keeps one column's buffers hot.
@@ -415,18 +431,23 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 				e.common(m.Resource[r], m.Scope[r], ri)
 			}
 		}
-		e.descRuns(m, rows, metaJSON, dcanon)
-		// The timestamp and series_id columns are read from the sorted
-		// keys (k3, k2), in order, not gathered from the batch in sort
-		// order (a cache miss a row in a large partition).
+		// The timestamp and series_id columns (and the descriptor runs)
+		// are read from the sorted keys (k3, k2, k1), in order, not
+		// gathered from the batch in sort order (a cache miss a row in a
+		// large partition).
 		keys := e.keys[e.chunkAt : e.chunkAt+len(rows)]
+		e.descRuns(m, rows, keys, rankCanon, metaJSON, dcanon)
 		g := slices.Grow(e.i64[:0], len(rows))[:len(rows)]
 		for j := range keys {
 			g[j] = int64(keys[j].k3 ^ 1<<63) // signedKey's inverse
 		}
 		e.i64 = g
 		e.bulkTimes(&cols[mTimestamp], g)
-		e.times(&cols[mStart], m.StartTime, rows)
+		if noStart {
+			cols[mStart].nulls(len(rows)) // what times writes for zeros
+		} else {
+			e.times(&cols[mStart], m.StartTime, rows)
+		}
 		// series_id, and value when every row is a float (remote
 		// write): in sort order and added in one call.
 		u := slices.Grow(e.u64[:0], len(rows))[:len(rows)]
@@ -484,8 +505,14 @@ func (e *encoder) encodeMetrics(out io.Writer, m *signal.Metrics, rgRows int, sk
 			}
 		}
 		// The distribution columns: one null run per run of gauges and
-		// sums, the usual rows.
-		for ri := 0; ri < len(rows); {
+		// sums, the usual rows; nulls for the chunk when the batch has
+		// only those (remote write), without reading each row's type.
+		if noDists {
+			for _, col := range distCols {
+				cols[col].nulls(len(rows))
+			}
+		}
+		for ri := 0; ri < len(rows) && !noDists; {
 			t := m.Descs[m.Desc[rows[ri]]].Type
 			n := 1
 			for ri+n < len(rows) && m.Descs[m.Desc[rows[ri+n]]].Type == t {
@@ -537,13 +564,24 @@ func (e *encoder) bulkTimes(cb *colBuf, g []int64) {
 // descRuns fills the columns of the metric descriptor (name, type,
 // description, unit, temporality, monotonic, metadata) once per run of
 // rows of one descriptor (dcanon: or of descriptors of equal content).
-func (e *encoder) descRuns(m *signal.Metrics, rows []int32, metaJSON []signal.Range, dcanon []int32) {
+// keys are the rows' sorted keys; a run of one k1 (name rank) whose
+// descriptors are all alike (rankCanon[k1] >= 0) is found from them.
+func (e *encoder) descRuns(m *signal.Metrics, rows []int32, keys []rowKey, rankCanon []int32, metaJSON []signal.Range, dcanon []int32) {
 	cols := e.cols
 	for ri := 0; ri < len(rows); {
-		di := m.Desc[rows[ri]]
+		k1 := keys[ri].k1
 		n := 1
-		for ri+n < len(rows) && dcanon[m.Desc[rows[ri+n]]] == dcanon[di] {
-			n++
+		var di int32
+		if rc := rankCanon[k1]; rc >= 0 {
+			di = rc
+			for ri+n < len(rows) && keys[ri+n].k1 == k1 {
+				n++
+			}
+		} else {
+			di = int32(m.Desc[rows[ri]])
+			for ri+n < len(rows) && dcanon[m.Desc[rows[ri+n]]] == dcanon[di] {
+				n++
+			}
 		}
 		ri += n
 		d := &m.Descs[di]

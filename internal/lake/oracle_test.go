@@ -82,7 +82,8 @@ func oracleCases(t *testing.T, small bool) []oracleCase {
 	add("hostile-logs-small-groups", Options{RowGroupRows: 3}, func(w *Writer) error { return w.WriteLogs("t", hostileLogs(t)) })
 	add("metrics", Options{}, func(w *Writer) error { return w.WriteMetrics("t", testMetrics(t)) })
 	add("spans", Options{}, func(w *Writer) error { return w.WriteSpans("t", testSpans(t)) })
-	add("metrics-descs", Options{RowGroupRows: 50}, func(w *Writer) error { return w.WriteMetrics("t", descMetrics(300)) })
+	add("metrics-descs", Options{RowGroupRows: 50}, func(w *Writer) error { return w.WriteMetrics("t", descMetrics(300, false)) })
+	add("metrics-descs-alike", Options{RowGroupRows: 40}, func(w *Writer) error { return w.WriteMetrics("t", descMetrics(300, true)) })
 	add("metrics-scalars", Options{}, func(w *Writer) error { return w.WriteMetrics("t", scalarMetrics(70_000, false)) })
 	add("metrics-scalars-stray", Options{RowGroupRows: 30_000}, func(w *Writer) error { return w.WriteMetrics("t", scalarMetrics(5_000, true)) })
 	add("overflow", Options{MaxAttributeColumns: 5}, func(w *Writer) error { return w.WriteLogs("t", wideLogs(t, 40, 9, 4, "o")) })
@@ -569,14 +570,22 @@ func scalarMetrics(n int, stray bool) *signal.Metrics {
 
 // descMetrics makes n points of one metric name under descriptors that
 // differ in unit, description or type, and others of equal content (as
-// each request of a stream brings its own), interleaved.
-func descMetrics(n int) *signal.Metrics {
+// each request of a stream brings its own), interleaved; alike: of two
+// names, three descriptors of equal content each (the encoder takes a
+// name's rows as one descriptor run from the sorted keys).
+func descMetrics(n int, alike bool) *signal.Metrics {
 	m := new(signal.Metrics)
 	c := &m.Common
 	res := addResource(c, func() { attr(c, "service.name", signal.ValueString, "svc") })
 	sc := addScope(c, "lib", "1", func() {})
 	for i := range 6 {
 		d := signal.MetricDesc{Name: c.AppendString("requests"), Type: signal.MetricGauge}
+		if alike {
+			d.Name = c.AppendString(fmt.Sprintf("m%d", i%2))
+			d.Unit = c.AppendString("ms")
+			m.Descs = append(m.Descs, d)
+			continue
+		}
 		switch i % 3 {
 		case 1:
 			d.Unit = c.AppendString("ms")
