@@ -102,8 +102,9 @@ type lakeLoop struct {
 
 	// appendPRW's scratch: the snappy-decoded request and the appender
 	// that puts its points into a partition.
-	prwBuf []byte
-	prwApp prw.PlainAppender
+	prwBuf  []byte
+	prwApp  prw.PlainAppender
+	prwApp2 prw.PlainAppender2
 	// hand holds the receiver's decoded bodies of scanned requests
 	// (handoff.go); nil: every record is decoded.
 	hand *handoff
@@ -366,7 +367,7 @@ func (l *lakeLoop) handle(rec []byte, pos queue.Position) error {
 			}
 		}
 	case signal.KindMetrics:
-		if !l.isolate && (r.Enc == encPRW1N || appendPlainPRW && r.Enc == encPRW1) {
+		if !l.isolate && (r.Enc == encPRW1N || r.Enc == encPRW2N || appendPlainPRW && r.Enc == encPRW1) {
 			// A plain remote-write request goes straight into its
 			// partition's batch (appendPRW); anything else, and a request
 			// the writer does not take whole, is decoded and copied.
@@ -456,7 +457,7 @@ func (l *lakeLoop) decodeMetrics(enc bodyEnc, body []byte, pos queue.Position) e
 // turn it on to cover appendPRW's checks on records nobody scanned.
 var appendPlainPRW = false
 
-// appendPRW appends a plain remote write 1.0 request straight into the
+// appendPRW appends a plain remote write 1.0 or 2.0 request straight into the
 // writer's partition batch (lake.Writer.AppendMetrics, prw.PlainAppender):
 // no batch of the record's own is decoded and copied, and a series the
 // partition holds already (the same series every scrape) is found by its
@@ -476,7 +477,7 @@ var appendPlainPRW = false
 // and lent it) when it holds it, else snappy-decoded here.
 func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte, pos queue.Position) (bool, int, error) {
 	var req []byte
-	if enc == encPRW1N {
+	if enc == encPRW1N || enc == encPRW2N {
 		_, raw, err := splitCounted(body)
 		if err != nil {
 			return false, 0, nil
@@ -494,16 +495,33 @@ func (l *lakeLoop) appendPRW(tenant string, enc bodyEnc, body []byte, pos queue.
 		}
 		req = l.prwBuf
 	}
-	pa := &l.prwApp
-	if !pa.ScanTimesV1(req) {
-		return false, 0, nil
+	var (
+		times               []int64
+		attrs, descs, arena int
+		fill                func(*signal.Metrics) bool
+	)
+	if enc == encPRW2N {
+		// Remote write 2.0 (issue 13, plain2): the same, its series
+		// known by their resolved label strings (prw.PlainAppender2).
+		pa := &l.prwApp2
+		if !pa.ScanTimesV2(req) {
+			return false, 0, nil
+		}
+		times, fill = pa.Times, pa.AppendV2
+		attrs, descs, arena = pa.Bounds()
+	} else {
+		pa := &l.prwApp
+		if !pa.ScanTimesV1(req) {
+			return false, 0, nil
+		}
+		times, fill = pa.Times, pa.AppendV1
+		attrs, descs, arena = pa.Bounds()
 	}
-	n := len(pa.Times)
+	n := len(times)
 	// Bounds, not counts: the labels are not parsed. The partition is
 	// measured again after the append.
-	attrs, descs, arena := pa.Bounds()
 	est := lake.EstimateMetricsBytes(n, attrs, descs, arena)
-	ok, err := l.w.AppendMetrics(tenant, pa.Times, est, pa.AppendV1)
+	ok, err := l.w.AppendMetrics(tenant, times, est, fill)
 	if errors.Is(err, lake.ErrInvalidTenant) {
 		return false, 0, nil
 	}

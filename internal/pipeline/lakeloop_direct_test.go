@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
@@ -74,6 +75,54 @@ func lakeValues(t *testing.T, root string, cat *catalog.Catalog) map[float64]int
 // series (prw.PlainAppender) serve all but the first of each, in both
 // loops.
 func TestLakeLoopDirectAppendReplaysExactlyOnce(t *testing.T) {
+	testDirectAppendReplays(t, plainRecord)
+}
+
+// TestLakeLoopDirectAppendV2ReplaysExactlyOnce is
+// TestLakeLoopDirectAppendReplaysExactlyOnce for remote write 2.0 records
+// (encPRW2N, with metadata on every series): prw.PlainAppender2 appends
+// them, its known series serving the recurring series.
+func TestLakeLoopDirectAppendV2ReplaysExactlyOnce(t *testing.T) {
+	testDirectAppendReplays(t, plainRecordV2)
+}
+
+// plainRecordV2 is plainRecord as a remote write 2.0 request (encPRW2N),
+// each series with metadata, its symbols in another order per record (the
+// series are known by their label strings, not their references).
+func plainRecordV2(t *testing.T, tenant string, seq, n int, ts int64) []byte {
+	t.Helper()
+	syms := []string{"", "__name__", "instance", "h", "series", "m0", "m1", "m2", "help of m", "seconds"}
+	ref := map[string]uint32{}
+	for i, s := range syms {
+		ref[s] = uint32(i)
+	}
+	req := &writev2.Request{Symbols: syms}
+	sym := func(s string) uint32 {
+		if r, ok := ref[s]; ok {
+			return r
+		}
+		req.Symbols = append(req.Symbols, s)
+		ref[s] = uint32(len(req.Symbols) - 1)
+		return ref[s]
+	}
+	for k := range n {
+		i := (k + seq) % n // another series first, other references, per record
+		req.Timeseries = append(req.Timeseries, writev2.TimeSeries{
+			LabelsRefs: []uint32{1, sym(fmt.Sprintf("m%d", i%3)), 2, 3, 4, sym(fmt.Sprint(i))},
+			Samples:    []writev2.Sample{{Value: float64(seq*1000 + i), Timestamp: ts}},
+			Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: 8, UnitRef: 9},
+		})
+	}
+	raw, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := binary.AppendUvarint(nil, uint64(n))
+	body = append(body, snappy.Encode(nil, raw)...)
+	return appendRecordTo(nil, signal.KindMetrics, encPRW2N, tenant, nil, body)
+}
+
+func testDirectAppendReplays(t *testing.T, record func(t *testing.T, tenant string, seq, n int, ts int64) []byte) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "lake")
 	ctx := context.Background()
@@ -112,7 +161,7 @@ func TestLakeLoopDirectAppendReplaysExactlyOnce(t *testing.T) {
 	send := func(first, n int) {
 		t.Helper()
 		for seq := first; seq < first+n; seq++ {
-			if _, err := q.Append(plainRecord(t, "acme", seq, series, now+int64(seq))); err != nil {
+			if _, err := q.Append(record(t, "acme", seq, series, now+int64(seq))); err != nil {
 				t.Fatal(err)
 			}
 		}

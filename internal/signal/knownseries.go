@@ -163,3 +163,15 @@ func (t *knownTable) grow() {
 		t.slots[i] = sl
 	}
 }
+
+// InternDescribedGauge is InternGaugeDesc for a gauge with a description
+// (help) and a metadata set meta of m (remote write 2.0's metadata, as
+// prw's decoder describes it: type and unit attributes), equal to the
+// descriptor a copy of the decoded request gives (prw.PlainAppender2).
+func (m *Metrics) InternDescribedGauge(name, help []byte, meta Range) uint32 {
+	if !m.ShareAttrSets {
+		m.Descs = append(m.Descs, MetricDesc{Name: m.AppendBytes(name), Description: appendStr(&m.Common, help), Type: MetricGauge, Metadata: meta})
+		return uint32(len(m.Descs) - 1)
+	}
+	return m.internDesc(descContent{name: name, desc: help, typ: MetricGauge, meta: meta})
+}
