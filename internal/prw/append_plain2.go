@@ -19,11 +19,12 @@ import (
 // of its resolved label strings, not of its reference bytes (each request
 // has its own symbols table): a 64-bit seeded maphash per symbol, computed
 // once per request, the series' name and value hashes folded in order, and
-// the label count as the entry's check. A hit is trusted as PlainAppender
-// trusts its key (2^-64 per pair). A request with a series the partition
-// does not know is scanned whole by Scanner.ScanV2 (which checks every
-// series: sorted, unique, non-empty names and values, a __name__) and the
-// unknown series interned as the decode and copy would intern them.
+// the label count (marked as 2.0's: v2Len) as the entry's check. A hit is
+// trusted as PlainAppender trusts its key (2^-64 per pair). A request with
+// a series the partition does not know is scanned whole by Scanner.ScanV2
+// (which checks every series: sorted, unique, non-empty names and values,
+// a __name__) and the unknown series interned as the decode and copy would
+// intern them.
 //
 // Descriptors are not remembered per series: 2.0 metadata describes a
 // metric per request (the decoder gives every descriptor of a family that
@@ -57,9 +58,10 @@ type PlainAppender2 struct {
 	byName map[string]int32
 	nkey   []byte
 
-	pDesc []uint32
-	pAttr []signal.Range
-	pID   []uint64
+	descOf []uint32 // per metric of the request: its descriptor in dst
+	pDesc  []uint32
+	pAttr  []signal.Range
+	pID    []uint64
 
 	block    [32]signal.KnownSeries
 	keyBlock [32]uint64
@@ -323,6 +325,12 @@ func (x *PlainAppender2) Bounds() (attrs, descs, arena int) {
 
 var v2Bytes = []byte("2.0")
 
+// v2Len marks a known series' check as a 2.0 label count, so that no entry
+// of PlainAppender's (a label byte length, below 2^31) is taken for one of
+// PlainAppender2's or the other way round, whatever their keys: the
+// PlainAppender trusts an entry's Desc, which PlainAppender2 leaves 0.
+const v2Len = 1 << 31
+
 // AppendV2 appends the points of the request of the last ScanTimesV2
 // (which returned true; its body must still be valid) to dst. It returns
 // false when the request has a series dst does not know and ScanV2 does
@@ -344,7 +352,7 @@ func (x *PlainAppender2) AppendV2(dst *signal.Metrics) bool {
 			found = dst.KnownSeriesBlock(x.keyBlock[:n], x.block[:n])
 		}
 		ks, ok := x.block[b], found&(1<<b) != 0
-		if !ok || ks.Len != ps.nlab {
+		if !ok || ks.Len != ps.nlab|v2Len {
 			if !scanned {
 				if !x.sc.ScanV2(x.body) {
 					return false
@@ -381,11 +389,11 @@ func (x *PlainAppender2) AppendV2(dst *signal.Metrics) bool {
 
 // descs interns the descriptor of each metric of the request in dst.
 func (x *PlainAppender2) descs(dst *signal.Metrics, c *signal.Common) []uint32 {
-	out := make([]uint32, len(x.names)) // few; TODO reuse
+	out := x.descOf[:0]
 	for i := range x.names {
 		nm := &x.names[i]
 		if !nm.described {
-			out[i] = dst.InternGaugeDesc(nm.name)
+			out = append(out, dst.InternGaugeDesc(nm.name))
 			continue
 		}
 		tn := "unknown"
@@ -399,8 +407,9 @@ func (x *PlainAppender2) descs(dst *signal.Metrics, c *signal.Common) []uint32 {
 			k = 2
 		}
 		meta := dst.InternStrAttrs(x.mkeys[:k], x.mvals[:k])
-		out[i] = dst.InternDescribedGauge(nm.name, nm.help, meta)
+		out = append(out, dst.InternDescribedGauge(nm.name, nm.help, meta))
 	}
+	x.descOf = out
 	return out
 }
 
@@ -424,7 +433,7 @@ func (x *PlainAppender2) newSeries(dst *signal.Metrics, ps plain2Series) signal.
 	}
 	x.keys, x.lvals = keys, vals
 	attr := dst.InternStrAttrs(keys, vals)
-	return signal.KnownSeries{Attr: attr, ID: x.sc.ID[ps.s0], Len: ps.nlab}
+	return signal.KnownSeries{Attr: attr, ID: x.sc.ID[ps.s0], Len: ps.nlab | v2Len}
 }
 
 // forget drops what aliases the body.
