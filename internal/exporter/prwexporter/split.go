@@ -232,6 +232,12 @@ func label(lb []byte) (name, value []byte, ok bool) {
 	return name, value, true
 }
 
+// emptyLabel: a label whose value is empty is no label (Prometheus and
+// this project's decoders drop it), so the split hashes leave it out, as
+// the convert path's seriesHash of the decoded labels does: a series sent
+// with one is in the lane and on the endpoint of the series without it,
+// whichever path carried it.
+
 // hashV1 hashes the labels of the 1.0 TimeSeries message msg: in one pass
 // when they are sorted by name, as senders send them.
 func (s *splitter) hashV1(msg []byte) (uint64, bool) {
@@ -271,10 +277,13 @@ func (s *splitter) hashV1(msg []byte) (uint64, bool) {
 			}
 		}
 	got:
-		if sorted && len(h) > 0 && (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name) {
+		if sorted && prev != nil && (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name) {
 			sorted = false
 		}
 		prev = name
+		if len(value) == 0 {
+			continue // no label: decoders drop it (emptyLabel)
+		}
 		h = append(h, name...)
 		h = append(h, 0xff)
 		h = append(h, value...)
@@ -292,6 +301,10 @@ func (s *splitter) hashV1(msg []byte) (uint64, bool) {
 		if num == 1 && typ == protowire.BytesType {
 			lb, _ := protowire.ConsumeBytes(b[n:])
 			name, value, _ := label(lb)
+			if len(value) == 0 {
+				b = b[n+m:]
+				continue // no label (emptyLabel)
+			}
 			s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(name), Value: unsafex.String(value)}) // for the hash only
 		}
 		b = b[n+m:]
@@ -486,6 +499,9 @@ func (s *splitter) hashV2(msg []byte) (uint64, bool) {
 			sorted = false
 		}
 		prev = name
+		if len(value) == 0 {
+			continue // no label (emptyLabel)
+		}
 		h = append(h, name...)
 		h = append(h, 0xff)
 		h = append(h, value...)
@@ -497,6 +513,9 @@ func (s *splitter) hashV2(msg []byte) (uint64, bool) {
 	}
 	s.lbls = s.lbls[:0]
 	for k := 0; k+1 < len(refs); k += 2 {
+		if len(s.syms[refs[k+1]]) == 0 {
+			continue // no label (emptyLabel)
+		}
 		s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(s.syms[refs[k]]), Value: unsafex.String(s.syms[refs[k+1]])})
 	}
 	return s.labelsHash(), true
