@@ -1,12 +1,24 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/queue"
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
+	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/stats"
 )
 
 // TestHandoffAuditModel (audit20): the handoff driven by random sequences
@@ -273,4 +285,101 @@ func TestHandoffAuditStalledLoop(t *testing.T) {
 	if n != 0 || b != spare || len(h.spare) > maxSpare {
 		t.Fatalf("after the loop read on: %d entries, %d bytes counted, %d in %d spares", n, b, spare, len(h.spare))
 	}
+}
+
+// TestLakeLoopHandoffStalledAudit (audit20): the consumer queues scanned
+// remote-write requests while the lake loop reads nothing (a lake on a slow
+// disk): the handoff never holds more than its bound (what
+// sluice_lake_handoff_bytes shows), the requests past it are counted as
+// dropped, and when the loop reads on every sample reaches the lake exactly
+// once with its value, those handed off and those decoded from the queue
+// alike (taken + dropped = requests).
+func TestLakeLoopHandoffStalledAudit(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "lake")
+	ctx := context.Background()
+	q, err := queue.Open(queue.Options{Dir: filepath.Join(dir, "queue"), SegmentBytes: 1 << 20, MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	m := newMetrics()
+	const max = 16 << 10
+	h := newHandoff(max)
+	c := newConsumer(q, time.Second, m)
+	c.handoff = h
+	l, err := newLakeLoop(q, cat, lake.Options{Root: root}, q.Stats().First, &lakeLoop{
+		log: testLogger(t), m: m, interval: time.Hour, maxBuf: 1 << 40, maxQueue: 1 << 40, hand: h,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.r.Close()
+	const requests, series = 60, 40
+	now := time.Now().Truncate(time.Hour).Add(time.Minute).UnixMilli()
+	var recv []byte
+	for r := range requests {
+		wr := &prompb.WriteRequest{}
+		for i := range series {
+			wr.Timeseries = append(wr.Timeseries, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "series", Value: fmt.Sprint(i)}},
+				Samples: []prompb.Sample{{Value: float64(r*1000 + i), Timestamp: now + int64(r)}},
+			})
+		}
+		body, err := wr.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv = append(recv[:0], body...)
+		sc := new(prw.Scanner)
+		if !sc.ScanV1(recv) {
+			t.Fatalf("scan refused request %d", r)
+		}
+		req := &otlpreceiver.Request{Tenant: "acme", Kind: signal.KindMetrics, Body: snappy.Encode(nil, body),
+			Transport: "prometheus_remote_write", RemoteWrite: 1, Scanned: &otlpreceiver.Scanned{Points: sc.Samples(), NumSeries: sc.Series,
+				Attrs: sc.Attrs, MaxAttrs: sc.MaxAttrs, Decoded: recv,
+				Series: stats.Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time}}}
+		if _, err := c.Consume(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		recv = req.Scanned.Decoded
+		for i := range recv[:cap(recv)] {
+			recv[:cap(recv)][i] = 0xff // the receiver decodes its next request here
+		}
+		if b, _ := h.held(); b > max {
+			t.Fatalf("request %d: the handoff holds %d bytes, bound %d", r, b, max)
+		}
+	}
+	if h.drops.Load() == 0 {
+		t.Fatal("nothing dropped with the loop stalled: the bound was not reached")
+	}
+	if err := l.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.commitCheckpoint(reasonRequest); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.taken.Load() + h.drops.Load(); got != requests || h.taken.Load() == 0 {
+		t.Fatalf("taken %d + dropped %d, want %d requests, some taken", h.taken.Load(), h.drops.Load(), requests)
+	}
+	if _, n := h.held(); n != 0 {
+		t.Fatalf("%d entries left after the loop read everything", n)
+	}
+	got := lakeValues(t, root, cat)
+	for r := range requests {
+		for i := range series {
+			if v := float64(r*1000 + i); got[v] != 1 {
+				t.Fatalf("request %d sample %d is in the lake %d times", r, i, got[v])
+			}
+		}
+	}
+	if len(got) != requests*series {
+		t.Fatalf("%d distinct samples in the lake, want %d", len(got), requests*series)
+	}
+	t.Logf("taken %d, dropped %d", h.taken.Load(), h.drops.Load())
 }
