@@ -299,7 +299,8 @@ func (idx *fileIndex) readRemoteWriteMeta(pf *parquet.File, g int, rg parquet.Ro
 
 // parseRemoteWriteMeta reads prometheus.type and prometheus.unit from a
 // metric_metadata value (an OTLP JSON KeyValue array); bare when the row
-// has no type (sent without metadata, or the file does not keep it).
+// has no type (sent without metadata, or the file does not keep it), or
+// type unknown and nothing else (2.0's empty Metadata).
 func parseRemoteWriteMeta(help, meta string, kept bool) rwMeta {
 	var kvs []struct {
 		Key   string `json:"key"`
@@ -318,7 +319,10 @@ func parseRemoteWriteMeta(help, meta string, kept bool) rwMeta {
 			}
 		}
 	}
-	if m.typ == "" {
+	// A 2.0 series carries a Metadata message even when its sender has
+	// none to give (the field is not optional in most encoders): an
+	// unspecified type without help or unit says nothing, as no metadata.
+	if m.typ == "" || m.typ == "unknown" && m.help == "" && m.unit == "" {
 		return rwMeta{bare: true}
 	}
 	return m
