@@ -3,7 +3,6 @@ package prw
 import (
 	"hash/maphash"
 	"math/bits"
-	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -116,30 +115,9 @@ func (x *PlainAppender2) ScanTimesV2(body []byte) bool {
 		x.byName = make(map[string]int32)
 	}
 	clear(x.byName)
-	i := 0
-	symStart := -1
-	for i < len(body) && body[i] == 4<<3|wtLen {
-		st, e := lenField(body, i+1)
-		if st < 0 {
-			return false
-		}
-		if symStart < 0 {
-			symStart = i
-		}
-		x.sym = append(x.sym, body[st:e])
-		i = e
-	}
-	if len(x.sym) > 0 {
-		if len(x.sym[0]) != 0 {
-			return false
-		}
-		if !ascii(body[symStart:i]) {
-			for _, s := range x.sym {
-				if !utf8.Valid(s) {
-					return false
-				}
-			}
-		}
+	i, ok := 0, false
+	if x.sym, i, ok = leadingSymbols(body, x.sym); !ok {
+		return false
 	}
 	n := len(x.sym)
 	if cap(x.symKey) < n {

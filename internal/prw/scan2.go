@@ -25,31 +25,11 @@ import (
 func (s *Scanner) ScanV2(body []byte) bool {
 	s.reset(body)
 	s.v2 = true
-	s.sym = s.sym[:0] // aliasing body, as s.body does, until the next call
-	i := 0
-	symStart := -1
-	for i < len(body) && body[i] == 4<<3|wtLen {
-		st, e := lenField(body, i+1)
-		if st < 0 {
-			return false
-		}
-		if symStart < 0 {
-			symStart = i
-		}
-		s.sym = append(s.sym, body[st:e])
-		i = e
-	}
-	if len(s.sym) > 0 {
-		if len(s.sym[0]) != 0 {
-			return false // the decoder names it
-		}
-		if !ascii(body[symStart:i]) {
-			for _, sym := range s.sym {
-				if !utf8.Valid(sym) {
-					return false
-				}
-			}
-		}
+	// s.sym aliases body, as s.body does, until the next call.
+	var i int
+	var ok bool
+	if s.sym, i, ok = leadingSymbols(body, s.sym[:0]); !ok {
+		return false // the decoder names it
 	}
 	n := len(s.sym)
 	if cap(s.symHash) < n {
@@ -268,4 +248,38 @@ func (s *Scanner) labelsV2(r [2]int32, dst []Label) []Label {
 		}
 	}
 	return dst
+}
+
+// leadingSymbols appends to dst the symbols table at the start of body (the
+// plain case: every symbols field before the first series), checks that
+// its first symbol is "" and every symbol valid UTF-8, and returns the
+// table (aliasing body) and the offset of the field after it; false when
+// a check fails (the decoder names the problem).
+func leadingSymbols(body []byte, dst [][]byte) ([][]byte, int, bool) {
+	i := 0
+	symStart := -1
+	for i < len(body) && body[i] == 4<<3|wtLen {
+		st, e := lenField(body, i+1)
+		if st < 0 {
+			return dst, 0, false
+		}
+		if symStart < 0 {
+			symStart = i
+		}
+		dst = append(dst, body[st:e])
+		i = e
+	}
+	if len(dst) > 0 {
+		if len(dst[0]) != 0 {
+			return dst, 0, false
+		}
+		if !ascii(body[symStart:i]) {
+			for _, sym := range dst {
+				if !utf8.Valid(sym) {
+					return dst, 0, false
+				}
+			}
+		}
+	}
+	return dst, i, true
 }
