@@ -374,11 +374,7 @@ func (x *PlainAppender2) descs(dst *signal.Metrics, c *signal.Common) []uint32 {
 			out = append(out, dst.InternGaugeDesc(nm.name))
 			continue
 		}
-		tn := "unknown"
-		if nm.typ < uint64(len(typeNames)) {
-			tn = typeNames[nm.typ]
-		}
-		x.mkeys[0], x.mvals[0] = c.Keys.IDString(AttrType), []byte(tn)
+		x.mkeys[0], x.mvals[0] = c.Keys.IDString(AttrType), []byte(typeName(nm.typ))
 		k := 1
 		if len(nm.unit) > 0 {
 			x.mkeys[1], x.mvals[1] = c.Keys.IDString(AttrUnit), nm.unit

@@ -725,6 +725,16 @@ func (d *Decoder) descOf(fam uint32, name signal.Str, kind int) uint32 {
 
 var typeNames = [...]string{"unknown", "counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset"}
 
+// typeName is the Prometheus type name of a remote-write metadata type
+// (1.0's MetricMetadata.type and 2.0's Metadata.type number them alike);
+// "unknown" for a number past the known ones.
+func typeName(typ uint64) string {
+	if typ < uint64(len(typeNames)) {
+		return typeNames[typ]
+	}
+	return "unknown"
+}
+
 // applyMetadata sets help, type and unit on every descriptor of name that
 // has none yet.
 func (d *Decoder) applyMetadata(e *[numDescKinds]uint32, typ uint64, help, unit []byte) {
@@ -737,11 +747,7 @@ func (d *Decoder) applyMetadata(e *[numDescKinds]uint32, typ uint64, help, unit 
 		if md.Metadata.Len() > 0 || md.Description.Len() > 0 {
 			continue
 		}
-		tn := "unknown"
-		if typ < uint64(len(typeNames)) {
-			tn = typeNames[typ]
-		}
-		describe(c, md, tn, unsafex.String(help), unsafex.String(unit))
+		describe(c, md, typeName(typ), unsafex.String(help), unsafex.String(unit))
 	}
 }
 

@@ -66,11 +66,7 @@ func familyMetadata(b []byte) (FamilyMetadata, bool) {
 	if !ok {
 		return FamilyMetadata{}, false
 	}
-	m := FamilyMetadata{Name: string(name), Type: "unknown", Help: string(help), Unit: string(unit)}
-	if typ < uint64(len(typeNames)) {
-		m.Type = typeNames[typ]
-	}
-	return m, true
+	return FamilyMetadata{Name: string(name), Type: typeName(typ), Help: string(help), Unit: string(unit)}, true
 }
 
 // FamilyOf returns the family names a series name can belong to, most
