@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/textproto"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -24,6 +25,12 @@ const (
 	ExporterPRW  = "prometheus_remote_write"
 )
 
+// protocolHeaders are the headers an exporter sets for its protocol
+// (remote write's and OTLP/HTTP's, and those net/http owns), which
+// exporters.<name>.headers may not name.
+var protocolHeaders = []string{"Content-Type", "Content-Encoding", "Content-Length", "Host", "Transfer-Encoding",
+	"X-Prometheus-Remote-Write-Version"}
+
 // Exporter configures one forwarding exporter (exporters.<type>[/<name>]).
 // Zero values take the defaults the doc tags name (Resolved fills them).
 type Exporter struct {
@@ -33,7 +40,7 @@ type Exporter struct {
 	Mode            string            `yaml:"mode" doc:"replicate (default: every endpoint gets everything) or shard (prometheus_remote_write only: each series goes to one endpoint by consistent hashing of its labels; adding an endpoint moves about 1/N of the series)."`
 	Signals         []string          `yaml:"signals" doc:"Signals forwarded (logs, metrics, traces); default: those of the pipelines that list this exporter. It narrows them: a signal none of them carries is an error."`
 	TenantHeader    string            `yaml:"tenant_header" doc:"Header (gRPC metadata) carrying each record's tenant downstream, e.g. X-Scope-OrgID; empty sends none."`
-	Headers         map[string]string `yaml:"headers" doc:"Extra headers on every request (use ${ENV} for credentials)."`
+	Headers         map[string]string `yaml:"headers" doc:"Extra headers on every request (use ${ENV} for credentials). Content-Type, Content-Encoding, Content-Length, Host, Transfer-Encoding and X-Prometheus-Remote-Write-Version belong to the protocol and are refused; a User-Agent here replaces sluice/<version>."`
 	Timeout         Duration          `yaml:"timeout" doc:"Per request; default 30s."`
 	BatchBytes      ByteSize          `yaml:"batch_bytes" doc:"A batch is sent when it holds this many bytes of OTLP bodies; default 1MiB."`
 	BatchDelay      Duration          `yaml:"batch_delay" doc:"... or when its first record has waited this long; default 200ms."`
@@ -360,6 +367,19 @@ func validateExporters(v *validator, c *Config) {
 		}
 		if e.TenantHeader != "" && !validHeader(e.TenantHeader) {
 			v.add(k+"tenant_header", "%q is not a valid header name", e.TenantHeader)
+		}
+		for _, h := range slices.Sorted(maps.Keys(e.Headers)) {
+			switch {
+			case !validHeader(h):
+				v.add(k+"headers", "%q is not a valid header name", h)
+			case slices.Contains(protocolHeaders, textproto.CanonicalMIMEHeaderKey(h)):
+				// The protocol's own: a user's value would make the
+				// request unreadable to the receiver (the exporter sets
+				// them last, so it would be ignored anyway).
+				v.add(k+"headers", "%q is set by the exporter for its protocol and cannot be configured", h)
+			case e.TenantHeader != "" && strings.EqualFold(h, e.TenantHeader):
+				v.add(k+"headers", "%q is the tenant_header, set per record to its tenant", h)
+			}
 		}
 		v.positive(k+"timeout", e.Timeout)
 		v.positiveSize(k+"batch_bytes", e.BatchBytes)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/version"
 )
 
 // maxSeriesPerRequest bounds one WriteRequest (Prometheus's own sender
@@ -428,6 +430,15 @@ func (e *Exporter) attempt(ctx context.Context, k int, tenant string, payload []
 	if err != nil {
 		return sending.Outcome{Status: 400, Err: err}
 	}
+	// The configured headers first (a User-Agent of theirs wins), the
+	// protocol's last: the specification lets no user override them.
+	req.Header.Set("User-Agent", userAgent)
+	for h, v := range e.cfg.Headers {
+		req.Header.Set(h, v)
+	}
+	if e.cfg.TenantHeader != "" {
+		req.Header.Set(e.cfg.TenantHeader, tenant)
+	}
 	req.Header.Set("Content-Encoding", "snappy")
 	if v2 {
 		req.Header.Set("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request")
@@ -436,12 +447,10 @@ func (e *Exporter) attempt(ctx context.Context, k int, tenant string, payload []
 		req.Header.Set("Content-Type", "application/x-protobuf")
 		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	}
-	req.Header.Set("User-Agent", "sluice")
-	for h, v := range e.cfg.Headers {
-		req.Header.Set(h, v)
-	}
-	if e.cfg.TenantHeader != "" {
-		req.Header.Set(e.cfg.TenantHeader, tenant)
-	}
 	return sending.Send(e.hc, req)
 }
+
+// userAgent names the sender and its version, an RFC 9110 product as the
+// specification asks ("sluice/1.4.0", or the commit of a build without a
+// version tag), as Prometheus sends "Prometheus/3.7.1".
+var userAgent = "sluice/" + strings.TrimPrefix(version.String(), "v")
