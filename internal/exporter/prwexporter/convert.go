@@ -3,6 +3,7 @@ package prwexporter
 import (
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,10 @@ type converter struct {
 	kv               []promname.AttrLabel
 	resLbls          map[uint32][]prompb.Label // resource -> job/instance labels
 	targetTs         map[uint32]int64          // resource -> newest point time (ms)
+	// targetSent is the time of each target_info series (by the hash of
+	// its labels) emitted since reset: records of one resource send it
+	// once per time, in time order.
+	targetSent map[uint64]int64
 	bases            []string                  // desc -> Prometheus base name ("\x00": not yet)
 	cur              seriesMeta                // metadata of the series being emitted
 	lblArena         []prompb.Label            // series labels are sub-slices (emitWith)
@@ -347,10 +352,22 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 		l := slices.Clone(cv.resource(m, res))
 		n := len(l)
 		l = cv.attrLabels(&m.Common, r, l, true)
-		if len(l) > n {
-			cv.cur = seriesMeta{typ: writev2.Metadata_METRIC_TYPE_GAUGE, help: "Target metadata", family: "target_info"}
-			cv.emit("target_info", l, ts, 1)
+		if len(l) <= n {
+			continue
 		}
+		// Each record of a resource (a client's every export) would send
+		// target_info again at the same time: a duplicate sample, or one
+		// out of order when a later record is older.
+		h := seriesHash(l)
+		if prev, ok := cv.targetSent[h]; ok && ts <= prev {
+			continue
+		}
+		if cv.targetSent == nil {
+			cv.targetSent = map[uint64]int64{}
+		}
+		cv.targetSent[h] = ts
+		cv.cur = seriesMeta{typ: writev2.Metadata_METRIC_TYPE_GAUGE, help: "Target metadata", family: "target_info"}
+		cv.emit("target_info", l, ts, 1)
 	}
 }
 
@@ -361,6 +378,52 @@ func (cv *converter) reset() {
 	cv.lblArena = cv.lblArena[:0]
 	cv.smpArena = cv.smpArena[:0]
 	cv.exArena = cv.exArena[:0]
+	clear(cv.targetSent)
+}
+
+// seriesTime is the time of a converted series' one sample or histogram
+// (an exemplar's for a series of exemplars alone).
+func seriesTime(s *prompb.TimeSeries) int64 {
+	switch {
+	case len(s.Samples) > 0:
+		return s.Samples[0].Timestamp
+	case len(s.Histograms) > 0:
+		return s.Histograms[0].Timestamp
+	case len(s.Exemplars) > 0:
+		return s.Exemplars[0].Timestamp
+	}
+	return 0
+}
+
+// inTimeOrder orders the series by time when they are not (stably: series
+// of one time keep their order). Each converted series holds one point,
+// so a series listed twice, as a batch of several records or an OTLP
+// request with a series' points newest first lists it, must come oldest
+// first: a receiver refuses or drops a sample older than one it just
+// wrote (Prometheus drops the older in one request, answers a later
+// request's with 400). Most batches are in order already: one pass.
+func (cv *converter) inTimeOrder() {
+	sorted := true
+	for i := 1; i < len(cv.series) && sorted; i++ {
+		sorted = seriesTime(&cv.series[i-1]) <= seriesTime(&cv.series[i])
+	}
+	if sorted {
+		return
+	}
+	sort.Stable(byTime{cv.series, cv.meta})
+}
+
+// byTime sorts series and their metadata together by seriesTime.
+type byTime struct {
+	s []prompb.TimeSeries
+	m []seriesMeta
+}
+
+func (b byTime) Len() int           { return len(b.s) }
+func (b byTime) Less(i, j int) bool { return seriesTime(&b.s[i]) < seriesTime(&b.s[j]) }
+func (b byTime) Swap(i, j int) {
+	b.s[i], b.s[j] = b.s[j], b.s[i]
+	b.m[i], b.m[j] = b.m[j], b.m[i]
 }
 
 // stalePoint says whether point i is flagged "no recorded value".

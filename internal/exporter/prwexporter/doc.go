@@ -58,6 +58,11 @@
 // and the groups of a batch are sequential). Each lane's requests are
 // retried or dropped on their own; Send returns when every lane is done.
 //
+// On the convert path a batch's series go oldest first (stably) when they
+// are not in time order already, so that a series listed twice (several
+// records, or an OTLP request listing its points newest first) reaches
+// the receiver in time order; target_info goes once per resource and time.
+//
 // Not yet on the convert path: float histograms with fractional counts
 // (package prw refuses them on receipt).
 package prwexporter

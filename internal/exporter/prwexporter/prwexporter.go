@@ -240,6 +240,7 @@ func (e *Exporter) sendConverted(ctx context.Context, tenant string, recs []expo
 		e.trimmedExemplars.Add(e.cv.trimmedExemplars)
 		e.cv.badExemplars, e.cv.trimmedExemplars = 0, 0
 	}
+	e.cv.inTimeOrder()
 	return e.sendSeries(ctx, tenant, e.cv.series, e.cv.meta)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -15,8 +16,12 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -288,6 +293,182 @@ func checkSeries(t *testing.T, ss []specSeries) {
 	}
 }
 
+// otlpBody marshals md as an OTLP export request.
+func otlpBody(t *testing.T, md pmetric.Metrics) []byte {
+	t.Helper()
+	b, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// awkwardMetrics is OTLP that tests a converter's care: a stale point
+// (no recorded value), attributes with an empty value, with characters a
+// label name cannot have, two keys that sanitise alike, Unicode values,
+// a summary, an exponential histogram and a histogram, timestamps with
+// sub-millisecond parts.
+func awkwardMetrics(t *testing.T, at time.Time) []byte {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	rm.Resource().Attributes().PutStr("service.instance.id", "i-1")
+	rm.Resource().Attributes().PutStr("host.name", "h1")
+	rm.Resource().Attributes().PutStr("empty", "")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	ts := pcommon.NewTimestampFromTime(at.Add(123456 * time.Nanosecond))
+
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("queue.depth")
+	g.SetDescription("Items waiting.")
+	gp := g.SetEmptyGauge().DataPoints()
+	p := gp.AppendEmpty()
+	p.SetTimestamp(ts)
+	p.SetDoubleValue(7)
+	p.Attributes().PutStr("a.b", "dot")
+	p.Attributes().PutStr("a_b", "underscore")
+	p.Attributes().PutStr("blank", "")
+	p.Attributes().PutStr("city", "Zürich 🚀")
+	p.Attributes().PutStr("9lives", "digit")
+	p = gp.AppendEmpty()
+	p.SetTimestamp(ts)
+	p.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	p.Attributes().PutStr("gone", "yes")
+
+	s := sm.Metrics().AppendEmpty()
+	s.SetName("rpc.latency")
+	s.SetUnit("ms")
+	sp := s.SetEmptySummary().DataPoints().AppendEmpty()
+	sp.SetTimestamp(ts)
+	sp.SetCount(4)
+	sp.SetSum(10)
+	q := sp.QuantileValues().AppendEmpty()
+	q.SetQuantile(0.5)
+	q.SetValue(2)
+
+	eh := sm.Metrics().AppendEmpty()
+	eh.SetName("payload.size")
+	eh.SetUnit("By")
+	e := eh.SetEmptyExponentialHistogram()
+	e.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	ep := e.DataPoints().AppendEmpty()
+	ep.SetTimestamp(ts)
+	ep.SetStartTimestamp(pcommon.NewTimestampFromTime(at.Add(-time.Hour)))
+	ep.SetScale(2)
+	ep.Positive().SetOffset(3)
+	ep.Positive().BucketCounts().FromRaw([]uint64{1, 0, 2})
+	ep.SetCount(3)
+	ep.SetSum(30)
+	ex := ep.Exemplars().AppendEmpty()
+	ex.SetTimestamp(ts)
+	ex.SetDoubleValue(9)
+	ex.SetTraceID(exTrace)
+	ex.SetSpanID(exSpan)
+
+	h := sm.Metrics().AppendEmpty()
+	h.SetName("wait")
+	h.SetUnit("s")
+	hh := h.SetEmptyHistogram()
+	hh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	hp := hh.DataPoints().AppendEmpty()
+	hp.SetTimestamp(ts)
+	hp.SetStartTimestamp(pcommon.NewTimestampFromTime(at.Add(-time.Hour)))
+	hp.ExplicitBounds().FromRaw([]float64{0.5, 1})
+	hp.BucketCounts().FromRaw([]uint64{1, 1, 1})
+	hp.SetCount(3)
+	hp.SetSum(2)
+	return otlpBody(t, md)
+}
+
+// Every request the exporter sends, over 1.0 (with and without native
+// histograms) and 2.0, keeps the specification's rules (decodeSpec: the
+// headers, snappy block format, sorted unique non-empty labels, the
+// symbols table, millisecond timestamps in order), for OTLP of every kind
+// and for remote write of the other version (converted); and the
+// converter's care: the stale marker bit for bit, empty attributes left
+// out, colliding keys joined, Unicode kept.
+func TestSpecRequests(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	otlpRecs := []exporter.Record{
+		{Kind: signal.KindMetrics, Tenant: "t", Body: awkwardMetrics(t, at)},
+		{Kind: signal.KindMetrics, Tenant: "t", Body: testMetrics(t, at, 3)},
+		{Kind: signal.KindMetrics, Tenant: "t", Body: exemplarMetrics(t, at, at.Add(-time.Minute))},
+		{Kind: signal.KindMetrics, Tenant: "t", Body: nativeMetrics(t, at)},
+	}
+	for _, tc := range []struct {
+		name     string
+		protocol string
+		native   bool
+	}{{"1.0", "1.0", false}, {"1.0 native", "1.0", true}, {"2.0", "2.0", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := newSpecReceiver(t, nil)
+			exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: tc.protocol, SendNativeHistograms: tc.native})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := exp.Send(context.Background(), otlpRecs); err != nil {
+				t.Fatal(err)
+			}
+			reqs := sr.requests()
+			if len(reqs) == 0 {
+				t.Fatal("no request")
+			}
+			byLabels := map[string]specSeries{}
+			for _, r := range reqs {
+				if got := isV2(r); got != (tc.protocol == "2.0") {
+					t.Errorf("protocol %s sent a request of Content-Type %q", tc.protocol, r.header.Get("Content-Type"))
+				}
+				ss, _ := decodeSpec(t, r)
+				for _, s := range ss {
+					byLabels[promLabels(s.labels)] = s
+				}
+			}
+			want := `{__name__="queue_depth", a_b="dot;underscore", city="Zürich 🚀", instance="i-1", job="svc", key_9lives="digit"}`
+			if s, ok := byLabels[want]; !ok || len(s.samples) != 1 || s.samples[0].Value != 7 || s.samples[0].Timestamp != at.UnixMilli() {
+				t.Errorf("gauge with awkward attributes: want %s = 7 @%d; got series %v", want, at.UnixMilli(), keys(byLabels, "queue_depth"))
+			}
+			stale, ok := byLabels[`{__name__="queue_depth", gone="yes", instance="i-1", job="svc"}`]
+			if !ok || len(stale.samples) != 1 || math.Float64bits(stale.samples[0].Value) != value.StaleNaN {
+				t.Errorf("stale point: want the stale NaN bits %#x, got %v", value.StaleNaN, stale.samples)
+			}
+			if _, ok := byLabels[`{__name__="target_info", host_name="h1", instance="i-1", job="svc"}`]; !ok {
+				t.Errorf("target_info: got %v", keys(byLabels, "target_info"))
+			}
+			for _, name := range []string{"rpc_latency_milliseconds", "wait_seconds_bucket", "payload_size_bytes"} {
+				if len(keys(byLabels, name)) == 0 && (name != "payload_size_bytes" || tc.native || tc.protocol == "2.0") {
+					t.Errorf("no %s series", name)
+				}
+			}
+		})
+	}
+}
+
+// promLabels renders labels as Prometheus prints a series.
+func promLabels(ls []prompb.Label) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, l := range ls {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%q", l.Name, l.Value)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// keys lists the series of m whose name is name.
+func keys(m map[string]specSeries, name string) []string {
+	var out []string
+	for k := range m {
+		if strings.HasPrefix(k, `{__name__="`+name+`"`) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Configured headers go on every request, but never over the protocol's
 // (Content-Type, Content-Encoding, the version; config validation refuses
 // them too); a configured User-Agent replaces sluice's.
@@ -323,5 +504,72 @@ func TestSpecHeadersNotOverridden(t *testing.T) {
 	}
 	if got := sr.requests()[0].header.Get("User-Agent"); got != "acme-relay/2.1" {
 		t.Errorf("configured User-Agent: got %q", got)
+	}
+}
+
+// reversedGauge is OTLP with one gauge series whose n points are listed
+// newest first, one second apart, ending at end, values 0..n-1 oldest
+// first.
+func reversedGauge(t *testing.T, end time.Time, n int) []byte {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	g := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	g.SetName("backwards")
+	gp := g.SetEmptyGauge().DataPoints()
+	for i := n - 1; i >= 0; i-- {
+		p := gp.AppendEmpty()
+		p.SetTimestamp(pcommon.NewTimestampFromTime(end.Add(-time.Duration(n-1-i) * time.Second)))
+		p.SetDoubleValue(float64(i))
+	}
+	return otlpBody(t, md)
+}
+
+// A series' points out of time order in one batch (an OTLP request
+// listing them newest first; a later record older than an earlier one)
+// go oldest first, so a receiver keeps them all: Prometheus drops a sample
+// older than one it wrote in the same request. Checked by the spec
+// receiver (each series' samples in time order across the request) and
+// by real Prometheus (every sample stored).
+func TestSpecSeriesInTimeOrder(t *testing.T) {
+	end := time.Now().Truncate(time.Second)
+	recs := []exporter.Record{
+		{Kind: signal.KindMetrics, Tenant: "t", Body: reversedGauge(t, end, 5)},
+		{Kind: signal.KindMetrics, Tenant: "t", Body: reversedGauge(t, end.Add(-10*time.Second), 3)},
+	}
+	for _, protocol := range []string{"1.0", "2.0"} {
+		sr := newSpecReceiver(t, nil)
+		exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: protocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range sr.requests() {
+			ss, _ := decodeSpec(t, r)
+			for _, s := range ss {
+				if s.labels[0].Value == "backwards" {
+					n += len(s.samples)
+				}
+			}
+		}
+		if n != 8 {
+			t.Errorf("%s: %d samples of the series, want 8", protocol, n)
+		}
+	}
+
+	addr := startPrometheus(t)
+	exp, err := New(Config{Endpoints: []string{"http://" + addr + "/api/v1/write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	r := promQuery(t, addr, `backwards[1m]`, end)
+	if len(r) != 1 || len(r[0].Values) != 8 {
+		t.Fatalf("prometheus kept %v, want the series' 8 samples", r)
 	}
 }
