@@ -209,12 +209,49 @@ type exemplarKey struct {
 
 // otlpExemplar is the OTLP JSON form the lake stores (docs/schema.md).
 type otlpExemplar struct {
-	TimeUnixNano       string    `json:"timeUnixNano"`
-	AsDouble           *float64  `json:"asDouble"`
-	AsInt              *string   `json:"asInt"`
-	TraceID            string    `json:"traceId"`
-	SpanID             string    `json:"spanId"`
-	FilteredAttributes []otlpKVJ `json:"filteredAttributes"`
+	TimeUnixNano       string      `json:"timeUnixNano"`
+	AsDouble           *jsonDouble `json:"asDouble"`
+	AsInt              *string     `json:"asInt"`
+	TraceID            string      `json:"traceId"`
+	SpanID             string      `json:"spanId"`
+	FilteredAttributes []otlpKVJ   `json:"filteredAttributes"`
+}
+
+// jsonDouble is a double as protojson writes it (and the lake with
+// jsonw.AppendFloat): a number, or the string "NaN", "Infinity" or
+// "-Infinity" (a remote-write exemplar's value may be any of them);
+// protojson also reads a number in a string.
+type jsonDouble float64
+
+func (d *jsonDouble) UnmarshalJSON(b []byte) error {
+	var f float64
+	if len(b) == 0 || b[0] != '"' {
+		if err := json.Unmarshal(b, &f); err != nil {
+			return err
+		}
+		*d = jsonDouble(f)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	switch s {
+	case "NaN":
+		f = math.NaN()
+	case "Infinity":
+		f = math.Inf(1)
+	case "-Infinity":
+		f = math.Inf(-1)
+	default:
+		var err error
+		// A number in a string; NaN and infinities only as named above.
+		if f, err = strconv.ParseFloat(s, 64); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("asDouble %s: not a double", b)
+		}
+	}
+	*d = jsonDouble(f)
+	return nil
 }
 
 type otlpKVJ struct {
@@ -239,7 +276,7 @@ func parseExemplars(js []byte, mint, maxt int64) ([]exemplar.Exemplar, error) {
 		var v float64
 		switch {
 		case r.AsDouble != nil:
-			v = *r.AsDouble
+			v = float64(*r.AsDouble)
 		case r.AsInt != nil:
 			i, _ := strconv.ParseInt(*r.AsInt, 10, 64)
 			v = float64(i)

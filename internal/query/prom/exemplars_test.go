@@ -3,6 +3,7 @@ package prom
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -93,4 +95,41 @@ func TestHistogramExemplars(t *testing.T) {
 
 func parserMatchers(sel string) ([]*labels.Matcher, error) {
 	return parser.NewParser(parser.Options{}).ParseMetricSelector(sel)
+}
+
+// An exemplar value is read in every form the lake writes a double
+// (protojson, jsonw.AppendFloat): a number, "NaN", "Infinity",
+// "-Infinity"; a remote-write exemplar may carry any of them. Reading
+// them as numbers only failed every exemplar query over the file.
+func TestParseExemplarsSpecialValues(t *testing.T) {
+	var js []byte
+	js = append(js, '[')
+	vals := []float64{0.25, math.NaN(), math.Inf(1), math.Inf(-1), -1e-10, 5e-324}
+	for i, v := range vals {
+		if i > 0 {
+			js = append(js, ',')
+		}
+		js = fmt.Appendf(js, `{"timeUnixNano":"%d","asDouble":`, (1000+i)*1e6)
+		js = jsonw.AppendFloat(js, v)
+		js = append(js, '}')
+	}
+	js = append(js, `,{"timeUnixNano":"1010000000","asDouble":"2.5"},{"timeUnixNano":"1011000000","asInt":"7"}]`...)
+	es, err := parseExemplars(js, 0, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(vals, 2.5, 7)
+	if len(es) != len(want) {
+		t.Fatalf("%d exemplars, want %d", len(es), len(want))
+	}
+	for i, e := range es {
+		if math.Float64bits(e.Value) != math.Float64bits(want[i]) && !(math.IsNaN(e.Value) && math.IsNaN(want[i])) {
+			t.Errorf("exemplar %d: %v, want %v", i, e.Value, want[i])
+		}
+	}
+	for _, bad := range []string{`"Inf"`, `"x"`, `true`} {
+		if _, err := parseExemplars([]byte(`[{"timeUnixNano":"1000000000","asDouble":`+bad+`}]`), 0, 2000); err == nil {
+			t.Errorf("asDouble %s read as a double", bad)
+		}
+	}
 }
