@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
@@ -246,6 +248,106 @@ func TestRemoteWrite2ComplianceReadBack(t *testing.T) {
 	} {
 		if got := ex(q); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("exemplars of %s:\n got %v\nwant %v", q, got, want)
+		}
+	}
+}
+
+// rw1Post sends a 1.0 request as Prometheus's sender does and returns the
+// status and whether any Written header came back (1.0 answers carry none).
+func rw1Post(t *testing.T, url string, req *prompb.WriteRequest) (int, bool, string) {
+	t.Helper()
+	b, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(snappy.Encode(nil, b)))
+	hr.Header.Set("Content-Type", "application/x-protobuf")
+	hr.Header.Set("Content-Encoding", "snappy")
+	hr.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	written := false
+	for k := range resp.Header {
+		if strings.HasPrefix(k, "X-Prometheus-Remote-Write-") {
+			written = true
+		}
+	}
+	return resp.StatusCode, written, string(msg)
+}
+
+// TestRemoteWrite1ExemplarsAgreeWithPrometheus sends the exemplar cases of
+// a receiver compliance suite over remote write 1.0 to Debian's Prometheus
+// 2.42 (exemplar storage on) and to `sluice run`: both answer 204 without
+// Written headers, and /api/v1/query_exemplars and the samples read back
+// agree exactly: values NaN, ±Inf, 0, negative and tiny, an exemplar
+// without labels, unicode labels, exemplars sent in series of their own
+// (as Prometheus sends them) and beside their samples. One difference by
+// choice: an exemplar of a series never sent a sample is kept.
+func TestRemoteWrite1ExemplarsAgreeWithPrometheus(t *testing.T) {
+	pbase, stderr := startPrometheus(t, freePort(t), "global: {}\n", "--web.enable-remote-write-receiver", "--enable-feature=exemplar-storage")
+	lakeDir := t.TempDir()
+	qaddr := freePort(t)
+	startServer(t, freshConfig(t, lakeDir, qaddr))
+	sbase := "http://" + qaddr
+	t0 := time.Now().Add(-5 * time.Minute).Truncate(time.Second).UnixMilli()
+	lbl := func(kv ...string) []prompb.Label {
+		var ls []prompb.Label
+		for i := 0; i+1 < len(kv); i += 2 {
+			ls = append(ls, prompb.Label{Name: kv[i], Value: kv[i+1]})
+		}
+		return ls
+	}
+	var series []prompb.TimeSeries
+	for i, v := range []float64{0, -123.456, 1e10, 1e-10, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		ls := lbl("__name__", "rwx_special", "k", strconv.Itoa(i))
+		ts := t0 + int64(i)*1000
+		series = append(series,
+			prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: v, Timestamp: ts}}},
+			prompb.TimeSeries{Labels: ls, Exemplars: []prompb.Exemplar{{Labels: lbl("trace_id", "special"), Value: v, Timestamp: ts}}})
+	}
+	series = append(series,
+		prompb.TimeSeries{Labels: lbl("__name__", "rwx_total", "job", "api"), Samples: []prompb.Sample{{Value: 1, Timestamp: t0}, {Value: 2, Timestamp: t0 + 15000}},
+			Exemplars: []prompb.Exemplar{{Labels: lbl("span_id", "s1", "trace_id", "t1"), Value: 1, Timestamp: t0}, {Value: 2, Timestamp: t0 + 15000}}},
+		prompb.TimeSeries{Labels: lbl("__name__", "rwx_unicode", "region", "🌍"), Samples: []prompb.Sample{{Value: 100, Timestamp: t0}},
+			Exemplars: []prompb.Exemplar{{Labels: lbl("trace_id", "unicode_trace_测试"), Value: 100, Timestamp: t0}}},
+		prompb.TimeSeries{Labels: lbl("__name__", "rwx_alone", "job", "x"),
+			Exemplars: []prompb.Exemplar{{Labels: lbl("trace_id", "trace-with-dashes_and_underscores.123"), Value: 42, Timestamp: t0 + 2000}}},
+	)
+	req := &prompb.WriteRequest{Timeseries: series}
+	for _, base := range []string{pbase, sbase} {
+		if code, written, msg := rw1Post(t, base+"/api/v1/write", req); code != 204 || written {
+			t.Fatalf("%s: %d (%s), Written headers %v; want 204 without them\n%s", base, code, msg, written, stderr)
+		}
+	}
+	q := url.Values{"query": {`{__name__=~"rwx_.*"}`}, "start": {strconv.FormatInt(t0/1000-60, 10)}, "end": {strconv.FormatInt(t0/1000+60, 10)}}
+	want := exemplarSet(queryExemplars(t, pbase, http.MethodGet, q))
+	got := exemplarSet(queryExemplars(t, sbase, http.MethodGet, q))
+	// An exemplar of a series that has no sample at all: Prometheus's
+	// TSDB has no series to put it on and drops it (logged, answered
+	// 204); sluice keeps it, as a compliance suite asks (docs/schema.md).
+	alone := "map[__name__:rwx_alone job:x] map[trace_id:trace-with-dashes_and_underscores.123] 42 " + strconv.FormatInt(t0+2000, 10)
+	if len(got) == 0 || got[0] != alone {
+		t.Errorf("sluice dropped the exemplar of a series without samples: %v", got)
+	} else {
+		got = got[1:]
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sluice's exemplars\n%s\nprometheus's\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(want) < 10 {
+		t.Errorf("prometheus keeps only %d exemplars:\n%s", len(want), strings.Join(want, "\n"))
+	}
+	for _, qv := range []url.Values{
+		{"query": {`{__name__=~"rwx_.*"}[2m]`}, "time": {strconv.FormatInt(t0/1000+30, 10)}},
+		{"query": {`count_over_time({__name__=~"rwx_.*"}[2m])`}, "time": {strconv.FormatInt(t0/1000+30, 10)}},
+	} {
+		p, s := canonJSON(t, promGet(t, pbase, "/api/v1/query", qv)), canonJSON(t, promGet(t, sbase, "/api/v1/query", qv))
+		if p != s {
+			t.Errorf("%s:\nsluice     %s\nprometheus %s", qv.Get("query"), s, p)
 		}
 	}
 }
