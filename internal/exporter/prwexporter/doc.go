@@ -40,6 +40,10 @@
 // sums and histograms cannot be expressed in remote write 1.0 and are
 // dropped and counted (Stats.DroppedPoints), as the specification allows.
 //
+// A 2.0 answer's X-Prometheus-Remote-Write-*-Written counts are checked
+// against converted requests: what the endpoint says it did not write is
+// counted as rejected (sending.Endpoint.PartialRejection), not resent.
+//
 // Remote-write records (exporter.Record.RemoteWrite, queued as received)
 // of the exporter's protocol version are passed through without decoding:
 // replicated with one lane, 1.0 bodies of consecutive records of one

@@ -85,7 +85,7 @@ func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 // encodeV2 writes io.prometheus.write.v2.Request of series with the
 // defaults (metadata on).
 func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
-	b, _, err := encodeV2With(series, meta, encodeOpts{metadata: true})
+	b, _, _, err := encodeV2With(series, meta, encodeOpts{metadata: true})
 	return b, err
 }
 
@@ -95,8 +95,8 @@ func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
 // start timestamp, and with o.metadata each series' metadata (type, and
 // unit and help as symbol references). The classic form of a histogram
 // sent as a native one is left out. sent is the number of series in the
-// request.
-func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent int, err error) {
+// request, w its samples, histograms and exemplars.
+func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent int, w written, err error) {
 	st := writev2.NewSymbolTable()
 	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, 0, len(series))}
 	for i, s := range series {
@@ -139,11 +139,14 @@ func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 			ts.Metadata = writev2.Metadata{Type: md.typ, HelpRef: st.Symbolize(md.help), UnitRef: st.Symbolize(md.unit)}
 		}
 		req.Timeseries = append(req.Timeseries, ts)
+		w.samples += len(samples)
+		w.histograms += len(hs)
+		w.exemplars += len(exs)
 	}
 	req.Symbols = st.Symbols()
 	b, err := req.Marshal()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, written{}, err
 	}
-	return s2.EncodeSnappy(nil, b), len(req.Timeseries), nil
+	return s2.EncodeSnappy(nil, b), len(req.Timeseries), w, nil
 }

@@ -343,12 +343,13 @@ func (e *Exporter) sendLane(ctx context.Context, k int, tenant string, s []promp
 		// never goes back to 2.0.)
 		var n1, n2, dropped int
 		var v1 bool
-		sent, err := e.deliver(ctx, k, tenant, func() (b []byte, err error) { b, n2, err = encodeV2With(part, pm, opts); return b, err },
+		var want written // what the 2.0 request holds
+		sent, err := e.deliverCounted(ctx, k, tenant, func() (b []byte, err error) { b, n2, want, err = encodeV2With(part, pm, opts); return b, err },
 			func() (b []byte, err error) {
 				v1 = true
 				b, n1, dropped, err = encodeV1With(part, pm, opts)
 				return b, err
-			})
+			}, &want)
 		if err != nil {
 			return err
 		}
@@ -370,6 +371,15 @@ func (e *Exporter) sendLane(ctx context.Context, k int, tenant string, s []promp
 // It returns nil when the endpoint accepted it (sent) or refused it for
 // good (dropped and counted by the endpoint).
 func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f func() ([]byte, error)) (sent bool, _ error) {
+	return e.deliverCounted(ctx, k, tenant, v2f, v1f, nil)
+}
+
+// deliverCounted is deliver that, when want is set (by v2f: what its
+// request holds), checks a 2.0 endpoint's X-Prometheus-Remote-Write-*-Written
+// headers against it: what the endpoint says it did not write is counted
+// as rejected (sluice_exporter_rejected_items_total) and logged, not sent
+// again (it answered 2xx: resending would duplicate what it wrote).
+func (e *Exporter) deliverCounted(ctx context.Context, k int, tenant string, v2f, v1f func() ([]byte, error), want *written) (sent bool, _ error) {
 	ep := e.eps[k]
 	var v1, v2 []byte
 	err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
@@ -394,6 +404,9 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 				// Prometheus's own sender takes this answer as a failure.
 				why = "it answered 2.0 with " + strconv.Itoa(o.Status) + " but no X-Prometheus-Remote-Write-*-Written header, as a 1.0 receiver does"
 			default:
+				if o.OK() && want != nil {
+					e.checkWritten(ep, *want, o.Header)
+				}
 				return o
 			}
 			if e.useV1[k].CompareAndSwap(false, true) { // once, whichever lane saw it first
@@ -415,10 +428,55 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 	return err == nil, nil
 }
 
+// written is what a 2.0 request holds, or what a receiver says it wrote
+// of it (the X-Prometheus-Remote-Write-*-Written headers).
+type written struct{ samples, histograms, exemplars int }
+
+// Names of the 2.0 answer's headers.
+const (
+	samplesWritten    = "X-Prometheus-Remote-Write-Samples-Written"
+	histogramsWritten = "X-Prometheus-Remote-Write-Histograms-Written"
+	exemplarsWritten  = "X-Prometheus-Remote-Write-Exemplars-Written"
+)
+
+// checkWritten compares a 2.0 endpoint's written headers (a 2xx answer
+// with at least one of them) with what the request held, want. A header
+// missing beside the others says 0 written, as the specification tells a
+// sender to assume; one that is no count is not compared. Items not
+// written are counted and logged as a partial rejection: a receiver
+// answering 2xx has accepted the request and will not take them again
+// (Prometheus's sender takes an answer saying nothing was written as a
+// failure not to retry, the same outcome).
+func (e *Exporter) checkWritten(ep *sending.Endpoint, want written, h http.Header) {
+	var lost int64
+	var what []string
+	for _, c := range []struct {
+		header string
+		sent   int
+	}{{samplesWritten, want.samples}, {histogramsWritten, want.histograms}, {exemplarsWritten, want.exemplars}} {
+		v := h.Get(c.header)
+		got := 0
+		if v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				continue
+			}
+			got = int(min(n, int64(c.sent)))
+		}
+		if got < c.sent {
+			lost += int64(c.sent - got)
+			what = append(what, strconv.Itoa(got)+" of "+strconv.Itoa(c.sent)+" "+strings.TrimSuffix(strings.TrimPrefix(c.header, "X-Prometheus-Remote-Write-"), "-Written"))
+		}
+	}
+	if lost > 0 {
+		ep.PartialRejection(lost, "remote write 2.0 answer says written: "+strings.Join(what, ", "))
+	}
+}
+
 // writtenHeaders reports whether a 2.0 answer carries any of the
 // X-Prometheus-Remote-Write-*-Written headers a 2.0 receiver sends.
 func writtenHeaders(h http.Header) bool {
-	for _, k := range []string{"X-Prometheus-Remote-Write-Samples-Written", "X-Prometheus-Remote-Write-Histograms-Written", "X-Prometheus-Remote-Write-Exemplars-Written"} {
+	for _, k := range []string{samplesWritten, histogramsWritten, exemplarsWritten} {
 		if h.Get(k) != "" {
 			return true
 		}

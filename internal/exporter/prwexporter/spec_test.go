@@ -573,3 +573,60 @@ func TestSpecSeriesInTimeOrder(t *testing.T) {
 		t.Fatalf("prometheus kept %v, want the series' 8 samples", r)
 	}
 }
+
+// A 2.0 endpoint's X-Prometheus-Remote-Write-*-Written headers are
+// checked against what the request held: what it says it did not write
+// is counted as rejected (not sent again: it answered 2xx); a header
+// missing beside the others says 0, as the specification tells a sender
+// to assume; a header that is no count is not compared.
+func TestSpecWrittenHeaders(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: exemplarMetrics(t, at, at.Add(-time.Minute))}}
+	for _, tc := range []struct {
+		name   string
+		answer func(r specRequest, w http.ResponseWriter)
+		lost   func(s, h, e int) int // of the request's samples, histograms, exemplars
+	}{
+		{"all written", func(r specRequest, w http.ResponseWriter) { writtenAnswer(r, w, 1) }, func(s, h, e int) int { return 0 }},
+		{"half written", func(r specRequest, w http.ResponseWriter) { writtenAnswer(r, w, 0.5) },
+			func(s, h, e int) int { return s - s/2 + h - h/2 + e - e/2 }},
+		{"none written", func(r specRequest, w http.ResponseWriter) { writtenAnswer(r, w, 0) }, func(s, h, e int) int { return s + h + e }},
+		{"samples header only", func(r specRequest, w http.ResponseWriter) {
+			w.Header().Set("X-Prometheus-Remote-Write-Samples-Written", "1000000")
+			w.WriteHeader(http.StatusOK)
+		}, func(s, h, e int) int { return h + e }},
+		{"not counts", func(r specRequest, w http.ResponseWriter) {
+			for _, k := range []string{"Samples", "Histograms", "Exemplars"} {
+				w.Header().Set("X-Prometheus-Remote-Write-"+k+"-Written", "many")
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}, func(s, h, e int) int { return 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sr := newSpecReceiver(t, func(_ int, r specRequest, w http.ResponseWriter) { tc.answer(r, w) })
+			exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: "2.0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := exp.Send(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			reqs := sr.requests()
+			if len(reqs) != 1 || !isV2(reqs[0]) || exp.Fallbacks() != 0 {
+				t.Fatalf("%d requests (fallbacks %d), want one 2.0 request, not resent", len(reqs), exp.Fallbacks())
+			}
+			var s, h, e int
+			ss, _ := decodeSpec(t, reqs[0])
+			for _, x := range ss {
+				s, h, e = s+len(x.samples), h+len(x.histograms), e+len(x.exemplars)
+			}
+			if s == 0 || h == 0 || e == 0 {
+				t.Fatalf("test data: %d samples, %d histograms, %d exemplars; want some of each", s, h, e)
+			}
+			ep := exp.Endpoints()[0]
+			if got, want := ep.Stats.Rejected.Load(), uint64(tc.lost(s, h, e)); got != want || ep.Stats.Sent.Load() != 1 {
+				t.Errorf("rejected %d, want %d (of %d samples, %d histograms, %d exemplars); sent %d", got, want, s, h, e, ep.Stats.Sent.Load())
+			}
+		})
+	}
+}
