@@ -65,13 +65,13 @@ type converter struct {
 	// its labels) emitted since reset: records of one resource send it
 	// once per time, in time order.
 	targetSent map[uint64]int64
-	bases            []string                  // desc -> Prometheus base name ("\x00": not yet)
-	cur              seriesMeta                // metadata of the series being emitted
-	lblArena         []prompb.Label            // series labels are sub-slices (emitWith)
-	smpArena         []prompb.Sample
-	exArena          []prompb.Exemplar // series exemplars are sub-slices
-	exs              []prompb.Exemplar // the point's exemplars (scratch)
-	bucketAt         []int             // explicit bucket -> its _bucket series
+	bases      []string       // desc -> Prometheus base name ("\x00": not yet)
+	cur        seriesMeta     // metadata of the series being emitted
+	lblArena   []prompb.Label // series labels are sub-slices (emitWith)
+	smpArena   []prompb.Sample
+	exArena    []prompb.Exemplar // series exemplars are sub-slices
+	exs        []prompb.Exemplar // the point's exemplars (scratch)
+	bucketAt   []int             // explicit bucket -> its _bucket series
 }
 
 // attrLabels appends the labels of the attributes in r, colliding
