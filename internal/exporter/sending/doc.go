@@ -1,5 +1,6 @@
 // Package sending owns how an exporter talks to its endpoints: retries with
-// exponential backoff and full jitter that honour Retry-After, the
+// exponential backoff and jitter (retry n waits between initial*2^n and
+// twice that, capped) that honour Retry-After, the
 // remote-write status rule (2xx sent; 429, 5xx and transport errors retried;
 // any other 4xx dropped and counted), a circuit breaker per endpoint
 // (closed, open, half-open), a concurrency limit per endpoint, and the

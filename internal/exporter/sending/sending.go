@@ -193,15 +193,25 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Backoff returns the delay before retry number attempt (0-based): full
-// jitter over min(MaxBackoff, InitialBackoff*2^attempt), but at least
-// retryAfter (capped by MaxRetryAfter) when the endpoint asked for it.
+// Backoff returns the delay before retry number attempt (0-based): random
+// (jitter) between InitialBackoff*2^attempt and twice that, capped by
+// MaxBackoff (at the cap between MaxBackoff/2 and MaxBackoff), but at
+// least retryAfter (capped by MaxRetryAfter) when the endpoint asked for
+// it. Each retry's range starts where the previous one's ends, so delays
+// never shrink before the cap and the first retry waits InitialBackoff at
+// least: full jitter (0 to the ceiling) retried at once half the time,
+// below the 100 ms the remote-write compliance suite expects at least, and
+// delays did not grow from one retry to the next as often as not.
 func (e *Endpoint) Backoff(attempt int, retryAfter time.Duration) time.Duration {
-	ceil := e.policy.InitialBackoff << min(attempt, 30)
-	if ceil <= 0 || ceil > e.policy.MaxBackoff {
-		ceil = e.policy.MaxBackoff
+	hi := e.policy.InitialBackoff << min(attempt+1, 30)
+	if hi <= 0 || hi > e.policy.MaxBackoff {
+		hi = e.policy.MaxBackoff
 	}
-	d := time.Duration(e.rnd(int64(ceil)) + 1)
+	lo := max(hi/2, min(e.policy.InitialBackoff, hi))
+	d := lo
+	if hi > lo {
+		d += time.Duration(e.rnd(int64(hi - lo)))
+	}
 	if ra := min(retryAfter, e.policy.MaxRetryAfter); ra > d {
 		d = ra
 	}

@@ -82,16 +82,31 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestBackoffExponentialWithJitter(t *testing.T) {
 	e := NewEndpoint("a", Policy{InitialBackoff: 10 * time.Millisecond, MaxBackoff: time.Second})
-	for attempt, ceil := range []time.Duration{10, 20, 40, 80, 160, 320, 640, 1000, 1000} {
-		ceil *= time.Millisecond
+	for attempt, floor := range []time.Duration{10, 20, 40, 80, 160, 320, 500, 500, 500} {
+		floor *= time.Millisecond
+		ceil := min(2*floor, time.Second)
 		var maxSeen, minSeen time.Duration = 0, time.Hour
 		for range 2000 {
 			d := e.Backoff(attempt, 0)
 			maxSeen, minSeen = max(maxSeen, d), min(minSeen, d)
 		}
-		if maxSeen > ceil || maxSeen < ceil*8/10 || minSeen > ceil/5 {
-			t.Fatalf("attempt %d: delays in [%v, %v], want full jitter up to %v", attempt, minSeen, maxSeen, ceil)
+		// Jitter over the whole range [floor, ceil): never below the
+		// floor (the first retry waits the initial backoff at least),
+		// never past the cap.
+		if minSeen < floor || maxSeen >= ceil || maxSeen < floor+(ceil-floor)*8/10 || minSeen > floor+(ceil-floor)/5 {
+			t.Fatalf("attempt %d: delays in [%v, %v], want jitter over [%v, %v)", attempt, minSeen, maxSeen, floor, ceil)
 		}
+	}
+	// A Retry-After longer than the backoff wins, up to MaxRetryAfter.
+	if d := e.Backoff(0, 3*time.Second); d != 3*time.Second {
+		t.Fatalf("Retry-After 3s: waited %v", d)
+	}
+	if d := e.Backoff(0, time.Hour); d != 5*time.Minute {
+		t.Fatalf("Retry-After 1h: waited %v, want the 5m cap", d)
+	}
+	// InitialBackoff above MaxBackoff: the cap.
+	if d := NewEndpoint("b", Policy{InitialBackoff: time.Minute, MaxBackoff: time.Second}).Backoff(0, 0); d < time.Second/2 || d > time.Second {
+		t.Fatalf("initial above max: %v", d)
 	}
 }
 
