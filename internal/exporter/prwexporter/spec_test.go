@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -628,5 +629,84 @@ func TestSpecWrittenHeaders(t *testing.T) {
 				t.Errorf("rejected %d, want %d (of %d samples, %d histograms, %d exemplars); sent %d", got, want, s, h, e, ep.Stats.Sent.Load())
 			}
 		})
+	}
+}
+
+// The answers a remote-write sender must tell apart, each from a real
+// HTTP endpoint, over 1.0 and 2.0: 2xx is sent; a 4xx other than 429 is
+// dropped and counted after one request, never retried (415 too, over
+// 1.0); 429 and 5xx are retried until an answer is 2xx, the wait at least
+// a Retry-After the answer gave (seconds, or an HTTP date).
+func TestSpecAnswers(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: testMetrics(t, at, 1)}}
+	status := func(code int, header ...string) func(specRequest, http.ResponseWriter) {
+		return func(_ specRequest, w http.ResponseWriter) {
+			for i := 0; i+1 < len(header); i += 2 {
+				w.Header().Set(header[i], header[i+1])
+			}
+			http.Error(w, "the endpoint's reason", code)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		first    func(specRequest, http.ResponseWriter) // the first answer; later ones are 2xx
+		requests int                                    // requests the endpoint gets
+		dropped  uint64
+		wait     time.Duration // at least between the first two requests
+	}{
+		{"200", func(r specRequest, w http.ResponseWriter) { writtenAnswer(r, w, 1) }, 1, 0, 0},
+		{"400", status(400), 1, 1, 0},
+		{"401", status(401), 1, 1, 0},
+		{"403", status(403), 1, 1, 0},
+		{"404", status(404), 1, 1, 0},
+		{"409", status(409), 1, 1, 0},
+		{"413", status(413), 1, 1, 0},
+		{"422", status(422), 1, 1, 0},
+		{"500", status(500), 2, 0, 0},
+		{"502", status(502), 2, 0, 0},
+		{"503", status(503), 2, 0, 0},
+		{"504", status(504), 2, 0, 0},
+		{"429", status(429), 2, 0, 0},
+		{"429 Retry-After seconds", status(429, "Retry-After", "1"), 2, 0, time.Second},
+		{"503 Retry-After date", func(r specRequest, w http.ResponseWriter) {
+			// Whole seconds: 2 s from now is at least 1 s from now.
+			status(503, "Retry-After", time.Now().Add(2*time.Second).UTC().Format(http.TimeFormat))(r, w)
+		}, 2, 0, time.Second},
+	} {
+		for _, protocol := range []string{"1.0", "2.0"} {
+			t.Run(tc.name+"/"+protocol, func(t *testing.T) {
+				sr := newSpecReceiver(t, func(n int, r specRequest, w http.ResponseWriter) {
+					if n == 0 {
+						tc.first(r, w)
+						return
+					}
+					writtenAnswer(r, w, 1)
+				})
+				exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: protocol, Policy: sending.Policy{InitialBackoff: 5 * time.Millisecond}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := exp.Send(context.Background(), recs); err != nil {
+					t.Fatal(err)
+				}
+				reqs := sr.requests()
+				ep := exp.Endpoints()[0]
+				if len(reqs) != tc.requests || ep.Stats.Dropped.Load() != tc.dropped || exp.Fallbacks() != 0 {
+					t.Fatalf("%d requests, %d dropped (fallbacks %d); want %d, %d", len(reqs), ep.Stats.Dropped.Load(), exp.Fallbacks(), tc.requests, tc.dropped)
+				}
+				for _, r := range reqs {
+					decodeSpec(t, r)
+				}
+				if len(reqs) == 2 {
+					if !bytes.Equal(reqs[0].body, reqs[1].body) {
+						t.Error("the retry is not the same request")
+					}
+					if d := reqs[1].at.Sub(reqs[0].at); d < max(tc.wait, 5*time.Millisecond) {
+						t.Errorf("retried after %v, want at least %v", d, max(tc.wait, 5*time.Millisecond))
+					}
+				}
+			})
+		}
 	}
 }
