@@ -38,7 +38,8 @@ func carries(only uint8, native bool) bool {
 // exemplars as they are, and with o.metadata one MetricMetadata per
 // metric family in the request, as Prometheus's 1.0 sender sends them (it
 // sends them in requests of their own; a receiver takes them in any
-// request). sent is the number of series in the request.
+// request). sent is the number of series in the request; body is empty
+// (not nil) when the request would hold nothing.
 func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent, dropped int, err error) {
 	for i := range meta {
 		if carries(meta[i].only, o.native) {
@@ -74,6 +75,9 @@ func encodeV1With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 				Type: prompb.MetricMetadata_MetricType(md.typ), MetricFamilyName: md.family, Help: md.help, Unit: md.unit,
 			})
 		}
+	}
+	if len(req.Timeseries) == 0 && len(req.Metadata) == 0 {
+		return []byte{}, 0, dropped, nil // nothing to send: no request
 	}
 	b, err := req.Marshal()
 	if err != nil {

@@ -420,6 +420,11 @@ func (e *Exporter) deliverCounted(ctx context.Context, k int, tenant string, v2f
 				return sending.Outcome{Status: 400, Err: err}
 			}
 		}
+		if len(v1) == 0 {
+			// Nothing 1.0 carries (native histograms without
+			// send_native_histograms, dropped and counted): no request.
+			return sending.Outcome{Status: http.StatusNoContent}
+		}
 		return e.attempt(ctx, k, tenant, v1, false)
 	})
 	if err != nil && !errors.Is(err, sending.ErrRejected) {

@@ -710,3 +710,47 @@ func TestSpecAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A request that would hold nothing is not sent: over 1.0 without
+// send_native_histograms a batch of native histograms only is dropped and
+// counted, with no request (it went as an empty WriteRequest), also to a
+// 2.0 exporter's endpoint that answers 415 and gets 1.0.
+func TestSpecNoEmptyRequest(t *testing.T) {
+	md := pmetric.NewMetrics()
+	eh := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	eh.SetName("payload.size")
+	e := eh.SetEmptyExponentialHistogram()
+	e.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	p := e.DataPoints().AppendEmpty()
+	p.SetTimestamp(pcommon.NewTimestampFromTime(time.Unix(1_800_000_000, 0)))
+	p.SetScale(2)
+	p.Positive().BucketCounts().FromRaw([]uint64{1})
+	p.SetCount(1)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: otlpBody(t, md)}}
+	for _, protocol := range []string{"1.0", "2.0"} {
+		sr := newSpecReceiver(t, func(_ int, r specRequest, w http.ResponseWriter) {
+			if isV2(r) {
+				http.Error(w, "1.0 only", http.StatusUnsupportedMediaType)
+				return
+			}
+			writtenAnswer(r, w, 1)
+		})
+		exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: protocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Send(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+		var v1 int
+		for _, r := range sr.requests() {
+			if !isV2(r) {
+				v1++
+				decodeSpec(t, r)
+			}
+		}
+		if dropped, _ := exp.DroppedPoints(); v1 != 0 || dropped != 1 {
+			t.Errorf("%s: %d 1.0 requests, %d points dropped; want none sent, 1 dropped", protocol, v1, dropped)
+		}
+	}
+}
