@@ -754,3 +754,33 @@ func TestSpecNoEmptyRequest(t *testing.T) {
 		}
 	}
 }
+
+// A 2.0 exporter into real Prometheus 2.x (a 1.0 receiver that does not
+// check the Content-Type: it reads a 2.0 request as an empty 1.0 one and
+// answers 204 without written counts) falls back to 1.0 once and every
+// sample arrives, of that batch and the next.
+func TestSpecV2IntoPrometheus2(t *testing.T) {
+	addr := startPrometheus(t)
+	end := time.Now().Truncate(time.Second)
+	exp, err := New(Config{Endpoints: []string{"http://" + addr + "/api/v1/write"}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{end.Add(-10 * time.Second), end} {
+		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: testMetrics(t, at, 3)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if exp.Fallbacks() != 1 {
+		t.Fatalf("fallbacks %d, want 1", exp.Fallbacks())
+	}
+	r := promQuery(t, addr, `room_temperature_celsius[1m]`, end)
+	if len(r) != 3 {
+		t.Fatalf("prometheus has %d gauge series, want 3", len(r))
+	}
+	for _, s := range r {
+		if len(s.Values) != 6 {
+			t.Errorf("%v: %d samples, want 6", s.Metric, len(s.Values))
+		}
+	}
+}
