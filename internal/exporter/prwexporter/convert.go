@@ -208,6 +208,14 @@ func (cv *converter) add(m *signal.Metrics, from int) {
 			cv.dropped++
 			continue
 		}
+		if m.Time[i] <= 0 {
+			// No time (OTLP requires one): a receiver refuses a sample
+			// at or before 1970 as too old, with the rest of its request
+			// (Prometheus answers 400 "out of bounds"), other clients'
+			// samples beside it lost too.
+			cv.dropped++
+			continue
+		}
 		rw := cv.rwScope(m, i)
 		base := cv.bases[m.Desc[i]]
 		if rw {

@@ -38,7 +38,9 @@
 // histograms go, as its classic _bucket/_sum/_count to 1.0 without them
 // (seriesMeta.only says which request carries which form). Delta
 // sums and histograms cannot be expressed in remote write 1.0 and are
-// dropped and counted (Stats.DroppedPoints), as the specification allows.
+// dropped and counted (Stats.DroppedPoints), as the specification allows;
+// so is a point without a time (0), which a receiver would refuse with
+// the rest of its request.
 //
 // A 2.0 answer's X-Prometheus-Remote-Write-*-Written counts are checked
 // against converted requests: what the endpoint says it did not write is

@@ -784,3 +784,57 @@ func TestSpecV2IntoPrometheus2(t *testing.T) {
 		}
 	}
 }
+
+// An OTLP point without a time (time_unix_nano 0, which OTLP requires) is
+// dropped and counted, not sent at 0: a receiver refuses a sample that
+// old with the rest of its request (Prometheus answers 400), so the
+// other series of the batch would be lost with it. Checked with real
+// Prometheus: the good series beside it arrives.
+func TestSpecPointWithoutTime(t *testing.T) {
+	end := time.Now().Truncate(time.Second)
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("untimed")
+	g.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(1)
+	ok := sm.Metrics().AppendEmpty()
+	ok.SetName("timed")
+	p := ok.SetEmptyGauge().DataPoints().AppendEmpty()
+	p.SetTimestamp(pcommon.NewTimestampFromTime(end))
+	p.SetDoubleValue(2)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: otlpBody(t, md)}}
+
+	sr := newSpecReceiver(t, nil)
+	exp, err := New(Config{Endpoints: []string{sr.url}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sr.requests() {
+		decodeSpec(t, r) // timestamps in milliseconds since 2001
+	}
+	if dropped, _ := exp.DroppedPoints(); dropped != 1 {
+		t.Errorf("dropped %d points, want the untimed one", dropped)
+	}
+
+	// Prometheus with data (a fresh one takes any time): a sample at 0
+	// is out of bounds, and its request refused whole.
+	addr := startPrometheus(t)
+	exp, err = New(Config{Endpoints: []string{"http://" + addr + "/api/v1/write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := pmetric.NewMetrics()
+	ok.CopyTo(first.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty())
+	first.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).SetTimestamp(pcommon.NewTimestampFromTime(end.Add(-time.Second)))
+	for _, b := range [][]byte{otlpBody(t, first), recs[0].Body} {
+		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := promQuery(t, addr, `timed[1m]`, end); len(r) != 1 || len(r[0].Values) != 2 || exp.Endpoints()[0].Stats.Dropped.Load() != 0 {
+		t.Fatalf("prometheus has %v (requests dropped %d), want both samples of the timed series", r, exp.Endpoints()[0].Stats.Dropped.Load())
+	}
+}
