@@ -131,7 +131,8 @@ func TestRemoteWrite2ComplianceReadBack(t *testing.T) {
 	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc.dots", "job name", "a\nb"), Samples: s(2, t0)})
 	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc_created_total", "job", "api"),
 		Samples: []writev2.Sample{{Value: 100, Timestamp: t0, StartTimestamp: t0 - 3600_000}}, Metadata: r.meta(writev2.Metadata_METRIC_TYPE_COUNTER, "Requests.", "requests")})
-	sends = append(sends, send{"samples", r.body(), rwcWritten{204, 8, 0, 0}})
+	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc_ooo"), Samples: []writev2.Sample{{Value: 2, Timestamp: t0 - 1000}, {Value: 1, Timestamp: t0 - 2000}, {Value: 3, Timestamp: t0}}})
+	sends = append(sends, send{"samples", r.body(), rwcWritten{204, 11, 0, 0}})
 
 	r = newRWC()
 	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc_hist", "job", "api"), Histograms: []writev2.Histogram{hist(t0, t0-1800_000)},
@@ -198,8 +199,11 @@ func TestRemoteWrite2ComplianceReadBack(t *testing.T) {
 		`histogram_count(rwc_nhcb)`:                 {"map[]": "7"},
 		`histogram_quantile(0.5, rwc_nhcb)`:         {"map[]": "0.85"},
 		`rwc_ex_only`:                               {},
+		`count_over_time(rwc_ooo[1m])`:              {"map[]": "3"},
+		`rwc_ooo offset 1s`:                         {"map[__name__:rwc_ooo]": "2"},
+		`rwc_ooo offset 2s`:                         {"map[__name__:rwc_ooo]": "1"},
 		`{__name__=~"rwc_refused|rwc_partial"}`:     {"map[__name__:rwc_partial k:kept]": "7"},
-		`count({__name__=~"rwc_.*",__name__!~"rwc_(value|created_total|hist|nhcb|ex_total|m_.*|partial)"})`: {},
+		`count({__name__=~"rwc_.*",__name__!~"rwc_(value|created_total|hist|nhcb|ex_total|m_.*|partial|ooo)"})`: {},
 	} {
 		if got := instant(q); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: %v, want %v", q, got, want)

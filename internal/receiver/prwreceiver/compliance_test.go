@@ -3,12 +3,16 @@ package prwreceiver
 import (
 	"io"
 	"math"
+	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/model/value"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 )
 
 // rw2Series is one 2.0 series of a test request: labels as name, value
@@ -270,6 +274,18 @@ func TestRemoteWrite2Compliance(t *testing.T) {
 					}
 					return n
 				}
+				// Every answer to a 2.0 request past content negotiation
+				// counts what it wrote, 0 included ("with success or
+				// failure", the specification); a 1.0 answer never does.
+				present := 0
+				for _, h := range []string{HeaderSamples, HeaderHistograms, HeaderExemplars} {
+					if resp.Header.Get(h) != "" {
+						present++
+					}
+				}
+				if wantPresent := ct != ctV1 && c.want.code != 415; present != 3 && wantPresent || present != 0 && !wantPresent {
+					t.Fatalf("scan %v: %d of the 3 Written headers in a %d answer (%v), want them all: %v", scan, present, resp.StatusCode, wantPresent, resp.Header)
+				}
 				got := want{resp.StatusCode, count(HeaderSamples), count(HeaderHistograms), count(HeaderExemplars)}
 				if got != c.want {
 					t.Fatalf("scan %v: got %+v (%s), want %+v", scan, got, msg, c.want)
@@ -281,6 +297,49 @@ func TestRemoteWrite2Compliance(t *testing.T) {
 					first = ans
 				} else if ans != first {
 					t.Fatalf("the scan answers %q, the decoder %q", ans, first)
+				}
+			}
+		})
+	}
+}
+
+// A 2.0 request refused whole after content negotiation (too large,
+// backpressure, a failing consumer) is answered with Written counts of 0:
+// nothing of it was written, and the specification asks for the counts
+// "with success or failure". A 1.0 answer carries none.
+func TestRemoteWrite2RefusedAnswersCountZero(t *testing.T) {
+	body := rw2Request(rw2Series{labels: []string{"__name__", "up"}, samples: sample(1, 1000)})
+	for _, c := range []struct {
+		name string
+		err  error
+		max  int64
+		code int
+	}{
+		{"too large", nil, 10, 413},
+		{"backpressure", otlpreceiver.Backpressure(2*time.Second, nil), 0, 429},
+		{"consumer failed", io.ErrUnexpectedEOF, 0, 503},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, scan := range []bool{false, true} {
+				h, err := New(Config{MaxRequestBytes: c.max}, &recorder{err: c.err, scan: scan})
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := httptest.NewServer(h)
+				defer srv.Close()
+				for _, ct := range []string{ctV2, ctV1} {
+					b := body
+					if ct == ctV1 {
+						b = v1Body(good("up"))
+					}
+					resp := post(t, srv.URL, ct, "snappy", b)
+					want := "0"
+					if ct == ctV1 {
+						want = ""
+					}
+					if resp.StatusCode != c.code || resp.Header.Get(HeaderSamples) != want || resp.Header.Get(HeaderHistograms) != want || resp.Header.Get(HeaderExemplars) != want {
+						t.Fatalf("%s scan %v: %d %v, want %d with Written %q", ct, scan, resp.StatusCode, resp.Header, c.code, want)
+					}
 				}
 			}
 		})

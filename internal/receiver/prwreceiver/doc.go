@@ -46,9 +46,11 @@
 // or invalid series (a partial write keeps its good series and still
 // answers 400); 413 past max_request_bytes; 415 for an unsupported type or
 // encoding; 429 with Retry-After under backpressure (queue full or low on
-// disk); 503 with Retry-After for other failures. 2.0 answers carry
-// X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written, 1.0
-// answers never do.
+// disk); 503 with Retry-After for other failures. Every 2.0 answer past
+// content negotiation carries
+// X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written: what
+// was written, a partial write's good series on its 400, 0 for a request
+// refused whole (malformed, too large, backpressure); 1.0 answers never do.
 //
 // Retries are harmless for queries: PromQL reads at most one sample per
 // series and millisecond (see package prom), so a batch sent twice reads

@@ -258,6 +258,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
 		return fail(w, http.StatusUnsupportedMediaType, 0, "unsupported Content-Encoding %q: remote write is snappy-encoded", enc)
 	}
+	if ver == "2.0" {
+		// Every 2.0 answer from here on counts what was written, "with
+		// success or failure" (the specification): 0 until a write, so
+		// a malformed, too large or refused request says so too.
+		hd := w.Header()
+		hd[HeaderSamples], hd[HeaderHistograms], hd[HeaderExemplars] = zeroHeader, zeroHeader, zeroHeader
+	}
 	select {
 	case h.slots <- struct{}{}:
 	case <-r.Context().Done():
@@ -388,17 +395,15 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		h.m.samples1.Add(float64(n))
 	} else {
 		h.m.samples2.Add(float64(n))
-		hd := w.Header()
-		hd.Set(HeaderSamples, strconv.Itoa(n))
-		hd[HeaderHistograms], hd[HeaderExemplars] = zeroHeader, zeroHeader
+		w.Header().Set(HeaderSamples, strconv.Itoa(n)) // histograms and exemplars: 0, set in serve
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
 }
 
-// zeroHeader is the value of the scan's histogram and exemplar counts,
-// shared by every answer: net/http only reads it (an Add would reallocate
-// it, its capacity being its length).
+// zeroHeader is the value of a 2.0 answer's counts until something is
+// written, shared by every answer: net/http only reads it (an Add would
+// reallocate it, its capacity being its length; a Set replaces it).
 var zeroHeader = []string{"0"}
 
 // consumeFailed answers a Consumer error as the OTLP receiver does
