@@ -838,3 +838,106 @@ func TestSpecPointWithoutTime(t *testing.T) {
 		t.Fatalf("prometheus has %v (requests dropped %d), want both samples of the timed series", r, exp.Endpoints()[0].Stats.Dropped.Load())
 	}
 }
+
+// OTLP metric names become the names the OpenTelemetry specification's
+// Prometheus compatibility gives them (otlptranslator's
+// UnderscoreEscapingWithSuffixes, Prometheus's default): unit words and
+// _total as suffixes, never twice; invalid characters as "_"; the
+// metadata's type and unit with them.
+func TestSpecOTLPNames(t *testing.T) {
+	type kind int
+	const (
+		gauge kind = iota
+		counter
+		upDown
+		hist
+		summary
+	)
+	at := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name, unit string
+		kind       kind
+		want       []string // __name__ of the series, sorted
+		typ        writev2.Metadata_MetricType
+		metaUnit   string
+	}{
+		{"room.temperature", "Cel", gauge, []string{"room_temperature_celsius"}, writev2.Metadata_METRIC_TYPE_GAUGE, "celsius"},
+		{"http.requests", "", counter, []string{"http_requests_total"}, writev2.Metadata_METRIC_TYPE_COUNTER, ""},
+		{"network.io", "By", counter, []string{"network_io_bytes_total"}, writev2.Metadata_METRIC_TYPE_COUNTER, "bytes"},
+		{"requests_total", "", counter, []string{"requests_total"}, writev2.Metadata_METRIC_TYPE_COUNTER, ""},
+		{"queue.size", "{items}", upDown, []string{"queue_size"}, writev2.Metadata_METRIC_TYPE_GAUGE, ""},
+		{"cpu.utilization", "1", gauge, []string{"cpu_utilization_ratio"}, writev2.Metadata_METRIC_TYPE_GAUGE, ""}, // UnitNamer: "1" is dimensionless
+		{"throughput", "By/s", gauge, []string{"throughput_bytes_per_second"}, writev2.Metadata_METRIC_TYPE_GAUGE, "bytes_per_second"},
+		{"latency_seconds", "s", gauge, []string{"latency_seconds"}, writev2.Metadata_METRIC_TYPE_GAUGE, "seconds"},
+		{"my-metric/x", "", gauge, []string{"my_metric_x"}, writev2.Metadata_METRIC_TYPE_GAUGE, ""},
+		{"rpc.duration", "ms", hist, []string{"rpc_duration_milliseconds_bucket", "rpc_duration_milliseconds_count", "rpc_duration_milliseconds_sum"}, writev2.Metadata_METRIC_TYPE_HISTOGRAM, "milliseconds"},
+		{"gc.pause", "s", summary, []string{"gc_pause_seconds", "gc_pause_seconds_count", "gc_pause_seconds_sum"}, writev2.Metadata_METRIC_TYPE_SUMMARY, "seconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := pmetric.NewMetrics()
+			m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+			m.SetName(tc.name)
+			m.SetUnit(tc.unit)
+			ts := pcommon.NewTimestampFromTime(at)
+			switch tc.kind {
+			case gauge:
+				p := m.SetEmptyGauge().DataPoints().AppendEmpty()
+				p.SetTimestamp(ts)
+				p.SetDoubleValue(1)
+			case counter, upDown:
+				s := m.SetEmptySum()
+				s.SetIsMonotonic(tc.kind == counter)
+				s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+				p := s.DataPoints().AppendEmpty()
+				p.SetTimestamp(ts)
+				p.SetIntValue(1)
+			case hist:
+				h := m.SetEmptyHistogram()
+				h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+				p := h.DataPoints().AppendEmpty()
+				p.SetTimestamp(ts)
+				p.ExplicitBounds().FromRaw([]float64{1})
+				p.BucketCounts().FromRaw([]uint64{1, 0})
+				p.SetCount(1)
+				p.SetSum(0.5)
+			case summary:
+				p := m.SetEmptySummary().DataPoints().AppendEmpty()
+				p.SetTimestamp(ts)
+				p.SetCount(1)
+				p.SetSum(0.5)
+				q := p.QuantileValues().AppendEmpty()
+				q.SetQuantile(0.5)
+				q.SetValue(0.5)
+			}
+			sr := newSpecReceiver(t, nil)
+			exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: "2.0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: otlpBody(t, md)}}); err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, r := range sr.requests() {
+				raw, _ := snappy.Decode(nil, r.body)
+				var req writev2.Request
+				if err := req.Unmarshal(raw); err != nil {
+					t.Fatal(err)
+				}
+				ss, _ := decodeSpec(t, r)
+				for k, s := range ss {
+					if got := req.Timeseries[k].Metadata; got.Type != tc.typ || req.Symbols[got.UnitRef] != tc.metaUnit {
+						t.Errorf("%s: metadata type %v unit %q, want %v %q", s.labels[0].Value, got.Type, req.Symbols[got.UnitRef], tc.typ, tc.metaUnit)
+					}
+					if !slices.Contains(names, s.labels[0].Value) {
+						names = append(names, s.labels[0].Value)
+					}
+				}
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("series %v, want %v", names, tc.want)
+			}
+		})
+	}
+}
