@@ -236,6 +236,19 @@ func decodeSpec(t *testing.T, r specRequest) ([]specSeries, []prompb.MetricMetad
 		if len(ts.Samples) > 0 && len(ts.Histograms) > 0 {
 			t.Errorf("2.0 series %v has samples and histograms", s.labels)
 		}
+		for k, st := range s.start {
+			// A start (created) time is in milliseconds, at or before
+			// its sample's; 0 when unknown.
+			at := int64(0)
+			if k < len(s.samples) {
+				at = s.samples[k].Timestamp
+			} else {
+				at = s.histograms[k-len(s.samples)]
+			}
+			if st != 0 && (st < 1e12 || st > at) {
+				t.Errorf("2.0 series %v: start timestamp %d for a sample at %d", s.labels, st, at)
+			}
+		}
 		out = append(out, s)
 	}
 	for i, u := range used {
@@ -434,6 +447,17 @@ func TestSpecRequests(t *testing.T) {
 			}
 			if _, ok := byLabels[`{__name__="target_info", host_name="h1", instance="i-1", job="svc"}`]; !ok {
 				t.Errorf("target_info: got %v", keys(byLabels, "target_info"))
+			}
+			if tc.protocol == "2.0" {
+				// Cumulative points carry their start time (created
+				// timestamp); a gauge none.
+				k := `{__name__="payload_size_bytes", instance="i-1", job="svc"}`
+				if s := byLabels[k]; len(s.start) != 1 || s.start[0] != at.Add(-time.Hour).UnixMilli() || len(s.exemplars) != 1 {
+					t.Errorf("native histogram %s: start %v, exemplars %d; want start %d, 1 exemplar", k, s.start, len(s.exemplars), at.Add(-time.Hour).UnixMilli())
+				}
+				if s := byLabels[want]; len(s.start) != 1 || s.start[0] != 0 {
+					t.Errorf("gauge: start %v, want 0", s.start)
+				}
 			}
 			for _, name := range []string{"rpc_latency_milliseconds", "wait_seconds_bucket", "payload_size_bytes"} {
 				if len(keys(byLabels, name)) == 0 && (name != "payload_size_bytes" || tc.native || tc.protocol == "2.0") {
