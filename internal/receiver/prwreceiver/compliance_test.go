@@ -110,6 +110,11 @@ func rw2NHCB(ts int64) writev2.Histogram {
 		Count: &writev2.Histogram_CountInt{CountInt: 1 + 3 + 2 + 1}}
 }
 
+func withSchema(h writev2.Histogram, schema int32) writev2.Histogram {
+	h.Schema = schema
+	return h
+}
+
 func sample(v float64, ts int64) []writev2.Sample { return []writev2.Sample{{Value: v, Timestamp: ts}} }
 
 // TestRemoteWrite2Compliance sends the requests a receiver compliance
@@ -182,6 +187,30 @@ func TestRemoteWrite2Compliance(t *testing.T) {
 		{name: "histogram count mismatch beside a good one", body: rw2Request(
 			rw2Series{labels: name("h", "k", "bad"), hists: []writev2.Histogram{rw2Hist(t0, true, false, false, true)}},
 			rw2Series{labels: name("h", "k", "good"), hists: []writev2.Histogram{rw2Hist(t0, true, false, false, false)}}), want: want{400, 0, 1, 0}},
+
+		{name: "histogram schema 12, reduced to 8", body: rw2Request(rw2Series{labels: name("h", "k", "s12"), hists: []writev2.Histogram{withSchema(rw2Hist(t0, true, true, true, false), 12)}}), want: want{204, 0, 1, 0}},
+		{name: "histogram schema -5", body: rw2Request(rw2Series{labels: name("h", "k", "s-5"), hists: []writev2.Histogram{withSchema(rw2Hist(t0, true, false, false, false), -5)}},
+			rw2Series{labels: name("ok"), samples: sample(1, t0)}), want: want{400, 1, 0, 0}},
+		{name: "histogram schema 53", body: rw2Request(rw2Series{labels: name("h", "k", "s53"), hists: []writev2.Histogram{withSchema(rw2Hist(t0, true, false, false, false), 53)}}), want: want{400, 0, 0, 0}},
+		{name: "histogram negative bucket count", body: rw2Request(rw2Series{labels: name("h", "k", "neg"), hists: []writev2.Histogram{func() writev2.Histogram {
+			h := rw2Hist(t0, true, false, false, false)
+			h.PositiveDeltas = []int64{2, -3, 2, 4} // 2, -1, 1, 5
+			h.Count = &writev2.Histogram_CountInt{CountInt: 7}
+			return h
+		}()}}), want: want{400, 0, 0, 0}},
+		{name: "histogram spans and deltas of different lengths", body: rw2Request(rw2Series{labels: name("h", "k", "spans"), hists: []writev2.Histogram{func() writev2.Histogram {
+			h := rw2Hist(t0, true, false, false, false)
+			h.PositiveDeltas = h.PositiveDeltas[:3]
+			return h
+		}()}}), want: want{400, 0, 0, 0}},
+		{name: "float histogram", body: rw2Request(rw2Series{labels: name("h", "k", "float"), hists: []writev2.Histogram{{Sum: 2, Timestamp: t0, Count: &writev2.Histogram_CountFloat{CountFloat: 3.5},
+			ZeroCount: &writev2.Histogram_ZeroCountFloat{ZeroCountFloat: 0.5}, PositiveSpans: []writev2.BucketSpan{{Offset: 1, Length: 2}}, PositiveCounts: []float64{1, 2}}}}), want: want{204, 0, 1, 0}},
+		{name: "custom bounds not increasing", body: rw2Request(rw2Series{labels: name("nhcb", "k", "bad"), hists: []writev2.Histogram{func() writev2.Histogram {
+			h := rw2NHCB(t0)
+			h.CustomValues = []float64{1, 0.1, 10}
+			return h
+		}()}}), want: want{400, 0, 0, 0}},
+		{name: "two histograms in time order", body: rw2Request(rw2Series{labels: name("h", "k", "two"), hists: []writev2.Histogram{rw2Hist(t0, true, false, false, false), rw2Hist(t0+1000, true, false, true, false)}}), want: want{204, 0, 2, 0}},
 
 		// Exemplars.
 		{name: "exemplar", body: rw2Request(rw2Series{labels: name("e_total", "job", "api"), samples: sample(1, t0),
