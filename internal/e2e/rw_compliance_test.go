@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,13 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
+
+// sortedMeta sorts metadata entries by help.
+func sortedMeta(es []metaEntry) []metaEntry {
+	es = slices.Clone(es)
+	slices.SortFunc(es, func(a, b metaEntry) int { return strings.Compare(a.Help, b.Help) })
+	return es
+}
 
 // rwcRequest builds a 2.0 request series by series, labels in the order
 // given (the compliance suite sends them in a map's order, unsorted).
@@ -150,7 +158,11 @@ func TestRemoteWrite2ComplianceReadBack(t *testing.T) {
 		{writev2.Metadata_METRIC_TYPE_SUMMARY, "rwc_m_summary"}, {writev2.Metadata_METRIC_TYPE_GAUGEHISTOGRAM, "rwc_m_gaugehistogram"}, {99, "rwc_m_future"}} {
 		r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", m.name), Samples: s(float64(i), t0), Metadata: r.meta(m.typ, "Help of "+m.name+"\n\"quoted\".", "u"+strconv.Itoa(i))})
 	}
-	sends = append(sends, send{"metadata", r.body(), rwcWritten{204, 7, 0, 0}})
+	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc_m_twice", "v", "1"), Samples: s(1, t0), Metadata: r.meta(writev2.Metadata_METRIC_TYPE_GAUGE, "First.", "")})
+	sends = append(sends, send{"metadata", r.body(), rwcWritten{204, 8, 0, 0}})
+	r = newRWC()
+	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc_m_twice", "v", "2"), Samples: s(2, t0), Metadata: r.meta(writev2.Metadata_METRIC_TYPE_GAUGE, "Second.", "")})
+	sends = append(sends, send{"metadata described again", r.body(), rwcWritten{204, 1, 0, 0}})
 
 	r = newRWC()
 	r.add(writev2.TimeSeries{LabelsRefs: r.refs("__name__", "rwc_ex_total", "job", "api"), Samples: []writev2.Sample{{Value: 1, Timestamp: t0 - 60000}, {Value: 2, Timestamp: t0}},
@@ -228,6 +240,29 @@ func TestRemoteWrite2ComplianceReadBack(t *testing.T) {
 	}
 	if got := md[""]; got != nil {
 		t.Errorf("metadata of a refused series kept: %v", got)
+	}
+	// Prometheus's parameters: limit counts metrics (0: none),
+	// limit_per_metric the entries of each.
+	twice := []metaEntry{{"gauge", "First.", ""}, {"gauge", "Second.", ""}}
+	if got := getMetadata(t, base, "?metric=rwc_m_twice"); len(got) != 1 || !slices.Equal(sortedMeta(got["rwc_m_twice"]), twice) {
+		t.Errorf("metadata of a metric described twice: %v, want %v", got, twice)
+	}
+	if got := getMetadata(t, base, "?metric=rwc_m_twice&limit_per_metric=1"); len(got["rwc_m_twice"]) != 1 {
+		t.Errorf("limit_per_metric=1: %v", got)
+	}
+	if got := getMetadata(t, base, "?limit=0"); len(got) != 0 {
+		t.Errorf("limit=0: %v, want none, as Prometheus", got)
+	}
+	if got := getMetadata(t, base, "?limit=3"); len(got) != 3 {
+		t.Errorf("limit=3: %d metrics", len(got))
+	} else if es, ok := got["rwc_m_twice"]; ok && len(es) != 2 {
+		t.Errorf("limit=3 cut the entries of a metric: %v", got)
+	}
+	if got := getMetadata(t, base, "?limit=-1"); len(got) != len(md) {
+		t.Errorf("limit=-1: %d metrics, want all %d, as Prometheus", len(got), len(md))
+	}
+	if got := promGet(t, base, "/api/v1/metadata", url.Values{"limit_per_metric": {"x"}}); !strings.Contains(got, `"errorType":"bad_data"`) {
+		t.Errorf("limit_per_metric=x: %s", got)
 	}
 
 	ex := func(q string) []string {

@@ -844,10 +844,23 @@ func (h *Handler) labelQuery(r *http.Request, t string, f func(context.Context, 
 	return out, nil
 }
 
+// metadata answers /api/v1/metadata with Prometheus's parameters and
+// their meaning there: limit caps the metrics (0 lists none, a negative
+// one or none at all every one), limit_per_metric the entries of each
+// (0 or negative: all).
 func (h *Handler) metadata(r *http.Request, t string) (any, error) {
-	limit, err := parseLimit(r)
-	if err != nil {
-		return nil, err
+	limit, perMetric := -1, -1
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"limit", &limit}, {"limit_per_metric", &perMetric}} {
+		if s := r.Form.Get(p.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, badData("invalid parameter %q: %q is not a number", p.name, s)
+			}
+			*p.v = n
+		}
 	}
 	ctx, cancel, err := h.queryContext(r)
 	if err != nil {
@@ -860,10 +873,11 @@ func (h *Handler) metadata(r *http.Request, t string) (any, error) {
 	}
 	out := map[string][]map[string]string{}
 	for _, m := range md {
-		if limit > 0 && len(out) >= limit {
-			break
+		es, listed := out[m.Name]
+		if !listed && limit >= 0 && len(out) >= limit || perMetric > 0 && len(es) >= perMetric {
+			continue
 		}
-		out[m.Name] = append(out[m.Name], map[string]string{"type": m.Type, "help": m.Help, "unit": m.Unit})
+		out[m.Name] = append(es, map[string]string{"type": m.Type, "help": m.Help, "unit": m.Unit})
 	}
 	return out, nil
 }
