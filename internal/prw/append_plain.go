@@ -39,18 +39,18 @@ type PlainAppender struct {
 	body   []byte
 	vals   []uint64 // per sample: its value's bits
 	series []plainSeries
+	skeys  []uint64 // per series: its key (see above)
 	// Per sample, in AppendV1: its series' descriptor, set and id.
 	pDesc []uint32
 	pAttr []signal.Range
 	pID   []uint64
 
-	block    [32]signal.KnownSeries // AppendV1's lookups, a block at a time
-	keyBlock [32]uint64
-	sc       Scanner // scans the series a partition does not know
-	descOf   []uint32
-	names    keyMemo
-	keys     []signal.KeyID
-	lvals    [][]byte
+	known  knownBlock // AppendV1's lookups
+	sc     Scanner    // scans the series a partition does not know
+	descOf []uint32
+	names  keyMemo
+	keys   []signal.KeyID
+	lvals  [][]byte
 }
 
 // plainSeries is one TimeSeries of the request: its label fields are
@@ -58,7 +58,6 @@ type PlainAppender struct {
 type plainSeries struct {
 	st, lab, end int32
 	s0, s1       int32
-	key          uint64
 }
 
 var plainSeed = maphash.MakeSeed()
@@ -71,7 +70,7 @@ var plainSeed = maphash.MakeSeed()
 // caller then decodes it. What it keeps aliases body.
 func (x *PlainAppender) ScanTimesV1(body []byte) bool {
 	x.body = body
-	x.Times, x.vals, x.series, x.Labels = x.Times[:0], x.vals[:0], x.series[:0], 0
+	x.Times, x.vals, x.series, x.skeys, x.Labels = x.Times[:0], x.vals[:0], x.series[:0], x.skeys[:0], 0
 	for i := 0; i < len(body); {
 		if body[i] != 1<<3|wtLen {
 			return false
@@ -113,8 +112,8 @@ func (x *PlainAppender) ScanTimesV1(body []byte) bool {
 		if ps.s1 == ps.s0 {
 			return false
 		}
-		ps.key = maphash.Bytes(plainSeed, body[st:ps.lab])
 		x.series = append(x.series, ps)
+		x.skeys = append(x.skeys, maphash.Bytes(plainSeed, body[st:ps.lab]))
 		i = e
 	}
 	return true
@@ -141,19 +140,9 @@ func (x *PlainAppender) AppendV1(dst *signal.Metrics) bool {
 	x.pDesc, x.pAttr, x.pID = x.pDesc[:0], x.pAttr[:0], x.pID[:0]
 	scanned := false
 	body := x.body
-	var found uint64
 	for j, ps := range x.series {
-		b := j % len(x.block)
-		if b == 0 {
-			// The next block's lookups, their cache misses overlapped.
-			n := min(len(x.block), len(x.series)-j)
-			for i := range n {
-				x.keyBlock[i] = x.series[j+i].key
-			}
-			found = dst.KnownSeriesBlock(x.keyBlock[:n], x.block[:n])
-		}
-		ks, ok := x.block[b], found&(1<<b) != 0
-		if !ok || ks.Len != uint32(ps.lab-ps.st) {
+		ks, ok := x.known.lookup(dst, x.skeys, j, uint32(ps.lab-ps.st))
+		if !ok {
 			if !scanned {
 				x.sc.reset(body)
 				x.names.reset()
@@ -163,11 +152,7 @@ func (x *PlainAppender) AppendV1(dst *signal.Metrics) bool {
 				x.forget()
 				return false
 			}
-			dst.AddKnownSeries(ps.key, ks)
-		} else if ks.Attr.Len() == 0 {
-			// An empty set is an empty Range at the end, as a copy gives.
-			a := uint32(dst.Attrs.Len())
-			ks.Attr = signal.Range{Start: a, End: a}
+			dst.AddKnownSeries(x.skeys[j], ks)
 		}
 		for range ps.s1 - ps.s0 {
 			x.pDesc = append(x.pDesc, ks.Desc)

@@ -49,6 +49,7 @@ type PlainAppender2 struct {
 	starts []int64 // per sample: its start time (0 when none)
 	anyST  bool
 	series []plain2Series
+	skeys  []uint64 // per series: its key (see above)
 	sym    [][]byte // alias body
 	symKey []uint64 // per symbol: its maphash, 0 until asked for
 	nameOf []int32  // per symbol: the request's metric index + 1
@@ -62,14 +63,13 @@ type PlainAppender2 struct {
 	pAttr  []signal.Range
 	pID    []uint64
 
-	block    [32]signal.KnownSeries
-	keyBlock [32]uint64
-	sc       Scanner
-	km       keyMemo
-	keys     []signal.KeyID
-	lvals    [][]byte
-	mkeys    [2]signal.KeyID
-	mvals    [2][]byte
+	known knownBlock
+	sc    Scanner
+	km    keyMemo
+	keys  []signal.KeyID
+	lvals [][]byte
+	mkeys [2]signal.KeyID
+	mvals [2][]byte
 }
 
 // plain2Series is one TimeSeries of the request: its packed label
@@ -79,7 +79,6 @@ type plain2Series struct {
 	s0, s1 int32
 	name   int32 // the request's metric index
 	nlab   uint32
-	key    uint64
 }
 
 // plain2Name is a metric of the request and the metadata that describes
@@ -109,7 +108,7 @@ func (x *PlainAppender2) symHash(r uint64) uint64 {
 // decodes it. What it keeps aliases body.
 func (x *PlainAppender2) ScanTimesV2(body []byte) bool {
 	x.body = body
-	x.Times, x.vals, x.starts, x.series, x.Labels, x.anyST = x.Times[:0], x.vals[:0], x.starts[:0], x.series[:0], 0, false
+	x.Times, x.vals, x.starts, x.series, x.skeys, x.Labels, x.anyST = x.Times[:0], x.vals[:0], x.starts[:0], x.series[:0], x.skeys[:0], 0, false
 	x.sym, x.names = x.sym[:0], x.names[:0]
 	if x.byName == nil {
 		x.byName = make(map[string]int32)
@@ -197,7 +196,7 @@ func (x *PlainAppender2) series2(b []byte, i int) bool {
 		ni = v
 		x.nameOf[nameRef] = ni + 1
 	}
-	ps := plain2Series{ls: int32(ls), le: int32(le), s0: int32(len(x.Times)), name: ni, nlab: nlab, key: key}
+	ps := plain2Series{ls: int32(ls), le: int32(le), s0: int32(len(x.Times)), name: ni, nlab: nlab}
 	meta, created := false, false
 	var createdNs int64
 	var typ uint64
@@ -256,6 +255,7 @@ func (x *PlainAppender2) series2(b []byte, i int) bool {
 		}
 	}
 	x.series = append(x.series, ps)
+	x.skeys = append(x.skeys, key)
 	if meta && x.metaAt[nameRef] != int32(len(x.names))+1 {
 		// As the decoder's metadataFor: every metric of the family
 		// seen so far that has no metadata yet takes this one.
@@ -319,18 +319,9 @@ func (x *PlainAppender2) AppendV2(dst *signal.Metrics) bool {
 	res, scope := dst.AddBareResourceScope(scopeNameBytes, v2Bytes)
 	x.pDesc, x.pAttr, x.pID = x.pDesc[:0], x.pAttr[:0], x.pID[:0]
 	scanned := false
-	var found uint64
 	for j, ps := range x.series {
-		b := j % len(x.block)
-		if b == 0 {
-			n := min(len(x.block), len(x.series)-j)
-			for i := range n {
-				x.keyBlock[i] = x.series[j+i].key
-			}
-			found = dst.KnownSeriesBlock(x.keyBlock[:n], x.block[:n])
-		}
-		ks, ok := x.block[b], found&(1<<b) != 0
-		if !ok || ks.Len != ps.nlab|v2Len {
+		ks, ok := x.known.lookup(dst, x.skeys, j, ps.nlab|v2Len)
+		if !ok {
 			if !scanned {
 				if !x.sc.ScanV2(x.body) {
 					return false
@@ -339,10 +330,7 @@ func (x *PlainAppender2) AppendV2(dst *signal.Metrics) bool {
 				scanned = true
 			}
 			ks = x.newSeries(dst, ps)
-			dst.AddKnownSeries(ps.key, ks)
-		} else if ks.Attr.Len() == 0 {
-			a := uint32(dst.Attrs.Len())
-			ks.Attr = signal.Range{Start: a, End: a}
+			dst.AddKnownSeries(x.skeys[j], ks)
 		}
 		for range ps.s1 - ps.s0 {
 			x.pAttr = append(x.pAttr, ks.Attr)

@@ -137,8 +137,8 @@ func TestPlainAppender2AuditEdgeCases(t *testing.T) {
 
 		took := pa.ScanTimesV2(c.body)
 		if took {
-			for _, ps := range pa.series {
-				if _, ok := got.KnownSeries(ps.key); ok {
+			for _, key := range pa.skeys {
+				if _, ok := got.KnownSeries(key); ok {
 					hits++
 				}
 			}

@@ -83,8 +83,8 @@ func TestPlainAppender2MatchesDecodeCopy(t *testing.T) {
 				}
 			}
 			n0 := direct.Len()
-			for _, ps := range pa.series {
-				if _, ok := direct.KnownSeries(ps.key); ok {
+			for _, key := range pa.skeys {
+				if _, ok := direct.KnownSeries(key); ok {
 					hits++
 				}
 			}

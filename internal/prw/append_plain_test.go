@@ -73,8 +73,8 @@ func TestPlainAppenderMatchesDecodeCopy(t *testing.T) {
 				direct.Truncate(n0)
 			}
 			n0 := direct.Len()
-			for _, ps := range pa.series {
-				if _, ok := direct.KnownSeries(ps.key); ok {
+			for _, key := range pa.skeys {
+				if _, ok := direct.KnownSeries(key); ok {
 					hits++
 				}
 			}

@@ -73,3 +73,43 @@ func knownLabelsV1(b []byte, i, e int, kn []knownName, ls []label) (int, int) {
 	}
 	return i, k
 }
+
+// knownBlock looks a request's series up in a partition's known series
+// (signal.Metrics.KnownSeriesBlock) a block at a time, so that the
+// block's cache misses overlap: PlainAppender.AppendV1 and
+// PlainAppender2.AppendV2 ask for each series of the request in order.
+type knownBlock struct {
+	res   [32]signal.KnownSeries
+	found uint64 // bit b: res[b] is one dst holds
+}
+
+// lookup returns what dst remembers of series j of the request, keys
+// being the request's series keys in order, when its check (Len) is
+// check; false when dst holds nothing under the key, or an entry of
+// another check (another series, or one of the other version's). Series
+// must be asked for in order from 0: the block that starts at j (a
+// multiple of the block's size) is looked up when j is asked for, so a
+// series added to dst later in the same block is not found in it.
+//
+// A set that is empty comes back as the empty Range at the end of
+// dst's attributes, as a copy gives it. Small enough to be inlined in
+// the appenders' loops.
+func (kb *knownBlock) lookup(dst *signal.Metrics, keys []uint64, j int, check uint32) (signal.KnownSeries, bool) {
+	b := j % len(kb.res)
+	if b == 0 {
+		kb.fill(dst, keys[j:])
+	}
+	ks := kb.res[b]
+	ok := kb.found&(1<<b) != 0 && ks.Len == check
+	if ok && ks.Attr.Len() == 0 {
+		a := uint32(dst.Attrs.Len())
+		ks.Attr = signal.Range{Start: a, End: a}
+	}
+	return ks, ok
+}
+
+// fill looks up the block of the first keys.
+func (kb *knownBlock) fill(dst *signal.Metrics, keys []uint64) {
+	n := min(len(kb.res), len(keys))
+	kb.found = dst.KnownSeriesBlock(keys[:n], kb.res[:n])
+}
