@@ -85,39 +85,24 @@ func (cv *converter) parseExemplar(b []byte) (prompb.Exemplar, bool) {
 	var e prompb.Exemplar
 	var lbls []prompb.Label
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		f, err := nextField(b)
+		if err != nil {
 			return e, false
 		}
-		b = b[n:]
+		num, typ, val := f.num, f.typ, f.value(b)
+		b = b[f.end:]
 		switch {
 		case num == exTime && typ == protowire.Fixed64Type:
-			v, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return e, false
-			}
+			v, _ := protowire.ConsumeFixed64(val)
 			e.Timestamp = int64(v) / 1e6
-			b = b[n:]
 		case num == exAsDouble && typ == protowire.Fixed64Type:
-			v, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return e, false
-			}
+			v, _ := protowire.ConsumeFixed64(val)
 			e.Value = math.Float64frombits(v)
-			b = b[n:]
 		case num == exAsInt && typ == protowire.Fixed64Type:
-			v, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return e, false
-			}
+			v, _ := protowire.ConsumeFixed64(val)
 			e.Value = float64(int64(v))
-			b = b[n:]
 		case (num == exSpanID || num == exTraceID || num == exFilteredAttrs) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return e, false
-			}
-			b = b[n:]
+			v, _ := protowire.ConsumeBytes(val)
 			switch num {
 			case exTraceID:
 				if len(v) > 0 {
@@ -136,12 +121,6 @@ func (cv *converter) parseExemplar(b []byte) (prompb.Exemplar, bool) {
 					lbls = append(lbls, l)
 				}
 			}
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return e, false
-			}
-			b = b[n:]
 		}
 	}
 	slices.SortFunc(lbls, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
@@ -160,30 +139,21 @@ func keyValueLabel(b []byte) (prompb.Label, bool) {
 	var val string
 	have := false
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		f, err := nextField(b)
+		if err != nil {
 			return prompb.Label{}, false
 		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return prompb.Label{}, false
-			}
-			b = b[n:]
+		fb := b
+		b = b[f.end:]
+		if f.typ != protowire.BytesType {
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return prompb.Label{}, false
-		}
-		b = b[n:]
-		switch num {
+		switch f.num {
 		case 1:
-			key = string(v)
+			key = string(f.bytes(fb))
 		case 2:
 			var ok bool
-			if val, have, ok = anyValueString(v); !ok {
+			if val, have, ok = anyValueString(f.bytes(fb)); !ok {
 				return prompb.Label{}, false
 			}
 		}
@@ -197,42 +167,27 @@ func keyValueLabel(b []byte) (prompb.Label, bool) {
 // anyValueString renders a scalar AnyValue; have is false for the others.
 func anyValueString(b []byte) (s string, have, ok bool) {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		f, err := nextField(b)
+		if err != nil {
 			return "", false, false
 		}
-		b = b[n:]
+		num, typ, val := f.num, f.typ, f.value(b)
+		b = b[f.end:]
 		switch {
 		case num == anyString && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return "", false, false
-			}
-			s, have, b = string(v), true, b[n:]
+			v, _ := protowire.ConsumeBytes(val)
+			s, have = string(v), true
 		case num == anyBool && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return "", false, false
-			}
-			s, have, b = strconv.FormatBool(v != 0), true, b[n:]
+			v, _ := protowire.ConsumeVarint(val)
+			s, have = strconv.FormatBool(v != 0), true
 		case num == anyInt && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return "", false, false
-			}
-			s, have, b = strconv.FormatInt(int64(v), 10), true, b[n:]
+			v, _ := protowire.ConsumeVarint(val)
+			s, have = strconv.FormatInt(int64(v), 10), true
 		case num == anyDouble && typ == protowire.Fixed64Type:
-			v, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return "", false, false
-			}
-			s, have, b = strconv.FormatFloat(math.Float64frombits(v), 'g', -1, 64), true, b[n:]
+			v, _ := protowire.ConsumeFixed64(val)
+			s, have = strconv.FormatFloat(math.Float64frombits(v), 'g', -1, 64), true
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return "", false, false
-			}
-			b, have = b[n:], false
+			have = false
 		}
 	}
 	return s, have, true

@@ -3,6 +3,7 @@ package prwexporter
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/klauspost/compress/s2"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -77,17 +78,13 @@ var errNotScanned = errors.New("not a scanned 2.0 request")
 func (e *Exporter) appendShiftedV2(syms, series, body []byte, off uint64) ([]byte, []byte, int, bool) {
 	n := 0
 	for b := body; len(b) > 0; {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || typ != protowire.BytesType || (num != 4 && num != 5) {
+		f, err := nextField(b)
+		if err != nil || f.typ != protowire.BytesType || (f.num != 4 && f.num != 5) {
 			return syms, series, 0, false
 		}
-		v, m := protowire.ConsumeBytes(b[l:])
-		if m < 0 {
-			return syms, series, 0, false
-		}
-		field := b[:l+m]
-		b = b[l+m:]
-		if num == 4 {
+		field, v := b[:f.end], f.bytes(b)
+		b = b[f.end:]
+		if f.num == 4 {
 			syms = append(syms, field...)
 			n++
 			continue
@@ -96,7 +93,6 @@ func (e *Exporter) appendShiftedV2(syms, series, body []byte, off uint64) ([]byt
 			series = append(series, field...)
 			continue
 		}
-		var err error
 		if e.mTS, err = shiftSeriesV2(e.mTS[:0], v, off); err != nil {
 			return syms, series, 0, false
 		}
@@ -110,16 +106,12 @@ func (e *Exporter) appendShiftedV2(syms, series, body []byte, off uint64) ([]byt
 // its metadata's help and unit references plus off.
 func shiftSeriesV2(dst, ts []byte, off uint64) ([]byte, error) {
 	for b := ts; len(b) > 0; {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return dst, errNotScanned
+		f, err := nextField(b)
+		if err != nil {
+			return dst, fmt.Errorf("%w: TimeSeries %w", errNotScanned, err)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[l:])
-		if m < 0 {
-			return dst, errNotScanned
-		}
-		field, val := b[:l+m], b[l:l+m]
-		b = b[l+m:]
+		num, typ, field, val := f.num, f.typ, b[:f.end], f.value(b)
+		b = b[f.end:]
 		switch {
 		case num == 1 && typ == protowire.BytesType: // packed label references
 			refs, _ := protowire.ConsumeBytes(val)
@@ -165,22 +157,18 @@ func appendShiftedMetadata(dst, md []byte, off uint64) ([]byte, error) {
 	var out [64]byte
 	o := out[:0]
 	for b := md; len(b) > 0; {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return dst, errNotScanned
+		f, err := nextField(b)
+		if err != nil {
+			return dst, fmt.Errorf("%w: Metadata %w", errNotScanned, err)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[l:])
-		if m < 0 {
-			return dst, errNotScanned
-		}
-		if (num == 3 || num == 4) && typ == protowire.VarintType {
-			x, _ := protowire.ConsumeVarint(b[l:])
-			o = protowire.AppendTag(o, num, protowire.VarintType)
+		if (f.num == 3 || f.num == 4) && f.typ == protowire.VarintType {
+			x, _ := protowire.ConsumeVarint(f.value(b))
+			o = protowire.AppendTag(o, f.num, protowire.VarintType)
 			o = protowire.AppendVarint(o, x+off)
 		} else {
-			o = append(o, b[:l+m]...)
+			o = append(o, b[:f.end]...)
 		}
-		b = b[l+m:]
+		b = b[f.end:]
 	}
 	dst = protowire.AppendTag(dst, 5, protowire.BytesType)
 	return protowire.AppendBytes(dst, o), nil

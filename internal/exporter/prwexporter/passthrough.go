@@ -265,23 +265,18 @@ func (e *Exporter) v2ToV1(body []byte) ([]byte, error) {
 	return b, err
 }
 
-// countSeries counts the top-level fields number field (the time series)
+// countSeries counts the top-level fields number num (the time series)
 // of a protobuf message, without decoding them; it stops at the first
 // malformed field.
-func countSeries(b []byte, field protowire.Number) int {
+func countSeries(b []byte, num protowire.Number) int {
 	n := 0
 	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
+		f, err := nextField(b)
+		if err != nil {
 			break
 		}
-		b = b[l:]
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			break
-		}
-		b = b[l:]
-		if num == field {
+		b = b[f.end:]
+		if f.num == num {
 			n++
 		}
 	}

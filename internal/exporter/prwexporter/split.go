@@ -3,6 +3,7 @@ package prwexporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -154,21 +155,17 @@ func (s *splitter) addV1(body []byte) error {
 			}
 			field, b = b[:len(b)-len(rest)], rest
 		} else {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				return errBadRecord
+			f, err := nextField(b)
+			if err != nil {
+				return fmt.Errorf("%w: WriteRequest %w", errBadRecord, err)
 			}
-			m := protowire.ConsumeFieldValue(num, typ, b[n:])
-			if m < 0 {
-				return errBadRecord
-			}
-			field = b[:n+m]
-			b = b[n+m:]
-			if num != 1 || typ != protowire.BytesType {
+			field = b[:f.end]
+			if f.num != 1 || f.typ != protowire.BytesType {
 				s.meta = append(s.meta, field...)
+				b = b[f.end:]
 				continue
 			}
-			msg, _ = protowire.ConsumeBytes(field[n:])
+			msg, b = f.bytes(b), b[f.end:]
 		}
 		h, ok := s.hashV1(msg)
 		if !ok {
@@ -211,23 +208,18 @@ func label(lb []byte) (name, value []byte, ok bool) {
 		}
 	}
 	for len(lb) > 0 {
-		ln, lt, x := protowire.ConsumeTag(lb)
-		if x < 0 {
+		f, err := nextField(lb)
+		if err != nil {
 			return nil, nil, false
 		}
-		y := protowire.ConsumeFieldValue(ln, lt, lb[x:])
-		if y < 0 {
-			return nil, nil, false
-		}
-		if lt == protowire.BytesType && (ln == 1 || ln == 2) {
-			v, _ := protowire.ConsumeBytes(lb[x:])
-			if ln == 1 {
-				name = v
+		if f.typ == protowire.BytesType && (f.num == 1 || f.num == 2) {
+			if f.num == 1 {
+				name = f.bytes(lb)
 			} else {
-				value = v
+				value = f.bytes(lb)
 			}
 		}
-		lb = lb[x+y:]
+		lb = lb[f.end:]
 	}
 	return name, value, true
 }
@@ -257,22 +249,17 @@ func (s *splitter) hashV1(msg []byte) (uint64, bool) {
 			}
 		}
 		{
-			num, typ, n := protowire.ConsumeTag(msg[i:])
-			if n < 0 {
+			f, err := nextField(msg[i:])
+			if err != nil {
 				return 0, false
 			}
-			m := protowire.ConsumeFieldValue(num, typ, msg[i+n:])
-			if m < 0 {
-				return 0, false
-			}
-			lb := msg[i+n : i+n+m]
-			i += n + m
-			if num != 1 || typ != protowire.BytesType {
+			fb := msg[i:]
+			i += f.end
+			if f.num != 1 || f.typ != protowire.BytesType {
 				continue
 			}
-			lb, _ = protowire.ConsumeBytes(lb)
 			var ok bool
-			if name, value, ok = label(lb); !ok {
+			if name, value, ok = label(f.bytes(fb)); !ok {
 				return 0, false
 			}
 		}
@@ -296,18 +283,16 @@ func (s *splitter) hashV1(msg []byte) (uint64, bool) {
 	// Unsorted: sorted by name first, as the convert path's are.
 	s.lbls = s.lbls[:0]
 	for b := msg; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if num == 1 && typ == protowire.BytesType {
-			lb, _ := protowire.ConsumeBytes(b[n:])
-			name, value, _ := label(lb)
-			if len(value) == 0 {
-				b = b[n+m:]
-				continue // no label (emptyLabel)
-			}
-			s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(name), Value: unsafex.String(value)}) // for the hash only
+		f, err := nextField(b)
+		if err != nil {
+			return 0, false // read above: cannot happen
 		}
-		b = b[n+m:]
+		if f.num == 1 && f.typ == protowire.BytesType {
+			if name, value, _ := label(f.bytes(b)); len(value) > 0 { // else no label (emptyLabel)
+				s.lbls = append(s.lbls, prompb.Label{Name: unsafex.String(name), Value: unsafex.String(value)}) // for the hash only
+			}
+		}
+		b = b[f.end:]
 	}
 	return s.labelsHash(), true
 }
@@ -341,19 +326,14 @@ func (s *splitter) addV2(body []byte) error {
 			b = rest
 			continue
 		}
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errBadRecord
+		f, err := nextField(b)
+		if err != nil {
+			return fmt.Errorf("%w: Request %w", errBadRecord, err)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return errBadRecord
+		if f.num == 4 && f.typ == protowire.BytesType {
+			s.syms = append(s.syms, f.bytes(b))
 		}
-		if num == 4 && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[n:])
-			s.syms = append(s.syms, v)
-		}
-		b = b[n+m:]
+		b = b[f.end:]
 	}
 	for i := range s.parts {
 		p := &s.parts[i]
@@ -365,14 +345,16 @@ func (s *splitter) addV2(body []byte) error {
 		if b[0] == 5<<3|byte(protowire.BytesType) { // a series
 			msg, b, _ = lenValue(b[1:]) // the first loop checked the framing
 		} else {
-			num, typ, n := protowire.ConsumeTag(b)
-			m := protowire.ConsumeFieldValue(num, typ, b[n:])
-			field := b[n : n+m]
-			b = b[n+m:]
-			if num != 5 || typ != protowire.BytesType {
+			f, err := nextField(b)
+			if err != nil {
+				return errBadRecord // the first loop read it: cannot happen
+			}
+			fb := b
+			b = b[f.end:]
+			if f.num != 5 || f.typ != protowire.BytesType {
 				continue
 			}
-			msg, _ = protowire.ConsumeBytes(field)
+			msg = f.bytes(fb)
 		}
 		h, ok := s.hashV2(msg)
 		if !ok {
@@ -464,22 +446,18 @@ func (s *splitter) hashV2(msg []byte) (uint64, bool) {
 			i = len(msg) - len(rest)
 			continue
 		}
-		num, typ, n := protowire.ConsumeTag(msg[i:])
-		if n < 0 {
+		f, err := nextField(msg[i:])
+		if err != nil {
 			return 0, false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[i+n:])
-		if m < 0 {
-			return 0, false
-		}
-		if num == 1 {
+		if f.num == 1 {
 			s.labelFields += 2 // not the one packed field rewriteV2 takes from s.refs
 			var ok bool
-			if refs, ok = appendRefs(refs, typ, msg[i+n:i+n+m]); !ok {
+			if refs, ok = appendRefs(refs, f.typ, f.value(msg[i:])); !ok {
 				return 0, false
 			}
 		}
-		i += n + m
+		i += f.end
 	}
 	s.refs = refs
 	if len(refs)%2 != 0 {
@@ -580,10 +558,12 @@ func (s *splitter) rewriteRefs(dst []byte, p *splitPart, num protowire.Number, t
 func (s *splitter) rewriteV2(p *splitPart, msg []byte) bool {
 	s.ts = s.ts[:0]
 	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		m := protowire.ConsumeFieldValue(num, typ, msg[n:]) // hashV2 checked the framing
-		field, val := msg[:n+m], msg[n:n+m]
-		msg = msg[n+m:]
+		f, err := nextField(msg)
+		if err != nil {
+			return false // hashV2 read it: cannot happen
+		}
+		num, typ, field, val := f.num, f.typ, msg[:f.end], f.value(msg)
+		msg = msg[f.end:]
 		var ok bool
 		switch {
 		case num == 1 && s.labelFields == 1 && typ == protowire.BytesType:
@@ -610,23 +590,19 @@ func (s *splitter) rewriteV2(p *splitPart, msg []byte) bool {
 			sub, _ := protowire.ConsumeBytes(val)
 			s.sub = s.sub[:0]
 			for len(sub) > 0 {
-				sn, st, x := protowire.ConsumeTag(sub)
-				if x < 0 {
+				sf, err := nextField(sub)
+				if err != nil {
 					return false
 				}
-				y := protowire.ConsumeFieldValue(sn, st, sub[x:])
-				if y < 0 {
-					return false
-				}
-				isRef := (num == 4 && sn == 1) || (num == 5 && (sn == 3 || sn == 4) && st == protowire.VarintType)
+				isRef := (num == 4 && sf.num == 1) || (num == 5 && (sf.num == 3 || sf.num == 4) && sf.typ == protowire.VarintType)
 				if isRef {
-					if s.sub, ok = s.rewriteRefs(s.sub, p, sn, st, sub[x:x+y]); !ok {
+					if s.sub, ok = s.rewriteRefs(s.sub, p, sf.num, sf.typ, sf.value(sub)); !ok {
 						return false
 					}
 				} else {
-					s.sub = append(s.sub, sub[:x+y]...)
+					s.sub = append(s.sub, sub[:sf.end]...)
 				}
-				sub = sub[x+y:]
+				sub = sub[sf.end:]
 			}
 			s.ts = protowire.AppendTag(s.ts, num, protowire.BytesType)
 			s.ts = protowire.AppendBytes(s.ts, s.sub)
