@@ -42,6 +42,11 @@
 // so is a point without a time (0), which a receiver would refuse with
 // the rest of its request.
 //
+// A 2.0 series holds a sample or a histogram: exemplars a remote-write
+// sender sent alone (Prometheus sends each exemplar so) go on a series of
+// their labels with one in the request (exemplarHosts), else are dropped
+// and counted.
+//
 // A 2.0 answer's X-Prometheus-Remote-Write-*-Written counts are checked
 // against converted requests: what the endpoint says it did not write is
 // counted as rejected (sending.Endpoint.PartialRejection), not resent.

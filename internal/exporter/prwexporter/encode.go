@@ -1,6 +1,8 @@
 package prwexporter
 
 import (
+	"slices"
+
 	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -99,17 +101,24 @@ func encodeV2(series []prompb.TimeSeries, meta []seriesMeta) ([]byte, error) {
 // start timestamp, and with o.metadata each series' metadata (type, and
 // unit and help as symbol references). The classic form of a histogram
 // sent as a native one is left out. sent is the number of series in the
-// request, w its samples, histograms and exemplars.
+// request, w its samples, histograms and exemplars. A series of exemplars
+// alone goes on a series of its labels with a sample or histogram
+// (exemplarHosts), or is left out (w.lostExemplars).
 func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (body []byte, sent int, w written, err error) {
 	st := writev2.NewSymbolTable()
 	req := writev2.Request{Timeseries: make([]writev2.TimeSeries, 0, len(series))}
+	host, guests, lost := exemplarHosts(series, meta)
+	w.lostExemplars = lost
 	for i, s := range series {
 		var md seriesMeta
 		if meta != nil {
 			md = meta[i]
 		}
-		if !carries(md.only, true) {
+		if !carries(md.only, true) || (host != nil && host[i] != noHost) {
 			continue
+		}
+		for _, g := range guests[i] {
+			s.Exemplars = append(s.Exemplars[:len(s.Exemplars):len(s.Exemplars)], series[g].Exemplars...)
 		}
 		refs := make([]uint32, 0, 2*len(s.Labels))
 		for _, l := range s.Labels {
@@ -153,4 +162,57 @@ func encodeV2With(series []prompb.TimeSeries, meta []seriesMeta, o encodeOpts) (
 		return nil, 0, written{}, err
 	}
 	return s2.EncodeSnappy(nil, b), len(req.Timeseries), w, nil
+}
+
+// noHost marks a series that holds its exemplars itself (exemplarHosts).
+const noHost = -1
+
+// exemplarHosts finds, for each series of exemplars alone (as Prometheus's
+// senders send an exemplar, and package prw keeps it), a series of the
+// same labels with a sample or histogram in the request to carry them:
+// a 2.0 series must hold one or the other (Prometheus's 2.0 receiver
+// refuses the series, 400). host[i] is that series, noHost for the others,
+// and a negative other than noHost when there is none: those exemplars
+// are left out and counted in lost. guests lists each host's. host is nil
+// when no series holds exemplars alone (the usual request: one pass).
+func exemplarHosts(series []prompb.TimeSeries, meta []seriesMeta) (host []int, guests map[int][]int, lost int) {
+	alone := func(i int) bool {
+		s := &series[i]
+		return len(s.Samples) == 0 && len(s.Histograms) == 0 && len(s.Exemplars) > 0 && (meta == nil || carries(meta[i].only, true))
+	}
+	i0 := 0
+	for i0 < len(series) && !alone(i0) {
+		i0++
+	}
+	if i0 == len(series) {
+		return nil, nil, 0
+	}
+	byHash := map[uint64][]int{} // series with a sample or histogram, by their labels' hash
+	for i := range series {
+		s := &series[i]
+		if (len(s.Samples) > 0 || len(s.Histograms) > 0) && (meta == nil || carries(meta[i].only, true)) {
+			h := seriesHash(s.Labels)
+			byHash[h] = append(byHash[h], i)
+		}
+	}
+	host = make([]int, len(series))
+	guests = map[int][]int{}
+	for i := range series {
+		host[i] = noHost
+		if i < i0 || !alone(i) {
+			continue
+		}
+		host[i] = noHost - 1
+		for _, j := range byHash[seriesHash(series[i].Labels)] {
+			if slices.EqualFunc(series[j].Labels, series[i].Labels, func(a, b prompb.Label) bool { return a.Name == b.Name && a.Value == b.Value }) {
+				host[i] = j
+				guests[j] = append(guests[j], i)
+				break
+			}
+		}
+		if host[i] < 0 {
+			lost += len(series[i].Exemplars)
+		}
+	}
+	return host, guests, lost
 }

@@ -359,6 +359,7 @@ func (e *Exporter) sendLane(ctx context.Context, k int, tenant string, s []promp
 				e.droppedPoints.Add(uint64(dropped))
 			} else {
 				e.sentSeries.Add(uint64(n2))
+				e.droppedPoints.Add(uint64(want.lostExemplars))
 			}
 		}
 		s, sm = s[n:], sm[n:]
@@ -435,7 +436,12 @@ func (e *Exporter) deliverCounted(ctx context.Context, k int, tenant string, v2f
 
 // written is what a 2.0 request holds, or what a receiver says it wrote
 // of it (the X-Prometheus-Remote-Write-*-Written headers).
-type written struct{ samples, histograms, exemplars int }
+type written struct {
+	samples, histograms, exemplars int
+	// lostExemplars (what a request holds) are exemplars left out: no
+	// series of their labels with a sample or histogram in the request.
+	lostExemplars int
+}
 
 // Names of the 2.0 answer's headers.
 const (

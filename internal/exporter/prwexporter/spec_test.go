@@ -236,6 +236,10 @@ func decodeSpec(t *testing.T, r specRequest) ([]specSeries, []prompb.MetricMetad
 		if len(ts.Samples) > 0 && len(ts.Histograms) > 0 {
 			t.Errorf("2.0 series %v has samples and histograms", s.labels)
 		}
+		if len(ts.Samples) == 0 && len(ts.Histograms) == 0 {
+			// Exemplars alone too: Prometheus's 2.0 receiver refuses them.
+			t.Errorf("2.0 series %v has no sample or histogram", s.labels)
+		}
 		for k, st := range s.start {
 			// A start (created) time is in milliseconds, at or before
 			// its sample's; 0 when unknown.
@@ -963,5 +967,42 @@ func TestSpecOTLPNames(t *testing.T) {
 				t.Errorf("series %v, want %v", names, tc.want)
 			}
 		})
+	}
+}
+
+// Over 2.0 a series must hold a sample or a histogram (Prometheus's 2.0
+// receiver refuses one of exemplars alone with 400). Remote write 1.0 as
+// Prometheus sends it (each exemplar a series of its own) relayed over
+// 2.0: the exemplars go on the series of their labels that has a sample
+// in the request; those of a series without one are left out and counted.
+func TestSpecV2ExemplarsOnASample(t *testing.T) {
+	lbls := []prompb.Label{{Name: "__name__", Value: "rq_total"}, {Name: "job", Value: "a"}}
+	other := []prompb.Label{{Name: "__name__", Value: "other_total"}, {Name: "job", Value: "a"}}
+	ex := func(v float64) []prompb.Exemplar {
+		return []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "t1"}}, Value: v, Timestamp: 1_800_000_000_500}}
+	}
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: lbls, Exemplars: ex(6)},
+		{Labels: lbls, Samples: []prompb.Sample{{Value: 5, Timestamp: 1_800_000_000_000}}},
+		{Labels: lbls, Exemplars: ex(7)},
+		{Labels: other, Exemplars: ex(8)},
+	}}
+	sr := newSpecReceiver(t, nil)
+	exp, err := New(Config{Endpoints: []string{sr.url}, Protocol: "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Send(context.Background(), []exporter.Record{v1Record(t, "t", req)}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range sr.requests() {
+		ss, _ := decodeSpec(t, r)
+		for _, s := range ss {
+			got = append(got, fmt.Sprintf("%s samples=%d exemplars=%d", s.labels[0].Value, len(s.samples), len(s.exemplars)))
+		}
+	}
+	if dropped, _ := exp.DroppedPoints(); strings.Join(got, ";") != "rq_total samples=1 exemplars=2" || dropped != 1 {
+		t.Errorf("series %q, dropped %d; want rq_total's sample with both its exemplars, other_total's exemplar dropped", got, dropped)
 	}
 }
