@@ -149,6 +149,12 @@ type Decoder struct {
 	ids   idBlock
 	idKey uint64
 	idLab int
+	// symKey is the memo hash of each symbol (2.0, symbolKey), set per
+	// call when the call uses the memo.
+	symKey []uint64
+	// preLabels holds the labels of the block of 2.0 series whose keys
+	// the memo block holds (preV2).
+	preLabels []label
 }
 
 // keyCache is what attrs keeps of the label at one position (among the
@@ -693,6 +699,27 @@ func (d *Decoder) desc(name signal.Str, kind int) uint32 { return d.descRef(name
 
 func (d *Decoder) descRef(name signal.Str, ref uint32, kind int) uint32 {
 	return d.descOf(d.family(name, ref), name, kind)
+}
+
+// seriesAttrs appends the attributes of the series in d.labels (checked,
+// with __name__ at nameIdx, its value name, ref as for family), sets its
+// id d.sid, and returns the attributes and the name's family. key is the
+// series' memo key (0: none): the id the memo holds under it, or the id
+// computed and then remembered under it.
+func (d *Decoder) seriesAttrs(nameIdx int, name signal.Str, ref uint32, key uint64) (signal.Range, uint32) {
+	if key != 0 {
+		if sid, ok := d.ids.lookup(key); ok {
+			attr, _ := d.attrs(nameIdx, false)
+			d.sid = sid
+			return attr, d.family(name, ref)
+		}
+	}
+	attr, set := d.attrs(nameIdx, true)
+	fam := d.seriesID(name, ref, set)
+	if key != 0 {
+		d.ids.memo.insert(key, d.sid)
+	}
+	return attr, fam
 }
 
 // seriesID sets d.sid for the series of metric name (ref as for family)

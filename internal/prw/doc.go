@@ -45,11 +45,14 @@
 // knows (by a seeded hash of its label bytes); FuzzPlainAppender checks it
 // takes what ScanV1 takes and appends what Appender does.
 //
-// IDMemo (idmemo.go) remembers 1.0 series' ids across requests by a seeded
-// 64-bit hash of their label bytes (1 MiB shared by the process's
-// decoders, lock-free): DecodeV1 reads a known series' id instead of
-// hashing its values; the ids are the same (TestIDMemoMatchesNoMemo,
-// FuzzDecodeV1 with and without it).
+// IDMemo (idmemo.go) remembers series' ids across requests by a seeded
+// 64-bit hash of their labels (1 MiB shared by the process's decoders,
+// lock-free): DecodeV1 and DecodeV2 read a known series' id instead of
+// hashing its values. 1.0 keys a series by its label bytes; 2.0 by the
+// strings its references name (each symbol hashed once per request), so
+// that a series keys alike whatever the request's symbols table. The ids
+// are the same (TestIDMemoMatchesNoMemo, TestIDMemoV2MatchesNoMemo,
+// FuzzDecodeV1 and FuzzDecodeV2 with and without it).
 //
 // Concurrency: a Decoder holds scratch space and is used by one goroutine at
 // a time; pool them. Different batches may be decoded in parallel.

@@ -83,16 +83,16 @@ func fuzzDecode(t *testing.T, v int, body []byte) {
 	}
 }
 
-// fuzzMemo checks that a 1.0 body decoded with a series id memo, its
-// series missing it and then hitting it, decodes as without one.
-func fuzzMemo(t *testing.T, body []byte) {
+// fuzzMemo checks that a body of version v decoded with a series id
+// memo, its series missing it and then hitting it, decodes as without one.
+func fuzzMemo(t *testing.T, v int, body []byte) {
 	var plain Decoder
 	plain.useIDMemo(nil)
-	want, wantSt := decodeMemo(t, &plain, body)
+	want, wantSt := decodeMemoV(t, &plain, v, body)
 	var d Decoder
 	d.useIDMemo(NewIDMemo(256))
 	for round := range 2 {
-		got, st := decodeMemo(t, &d, body)
+		got, st := decodeMemoV(t, &d, v, body)
 		if st != wantSt {
 			t.Fatalf("round %d with the memo: %s, without: %s", round, st, wantSt)
 		}
@@ -120,7 +120,7 @@ func FuzzDecodeV1(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzDecode(t, 1, body)
-		fuzzMemo(t, body)
+		fuzzMemo(t, 1, body)
 	})
 }
 
@@ -137,5 +137,15 @@ func FuzzDecodeV2(f *testing.F) {
 	// Label references split over two packed fields, the first odd.
 	f.Add([]byte{0x22, 0x00, 0x22, 0x08, '_', '_', 'n', 'a', 'm', 'e', '_', '_', 0x22, 0x01, 'm', 0x22, 0x01, 'a',
 		0x2a, 0x0d, 0x0a, 0x03, 0x01, 0x02, 0x03, 0x0a, 0x01, 0x03, 0x12, 0x02, 0x10, 0x01})
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecode(t, 2, body) })
+	// Shapes the series id memo must not take, or take as the decoder
+	// alone does (memoLoadsV2; "big" is left out: 2,000 series).
+	for name, b := range memoLoadsV2() {
+		if name != "big" {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzDecode(t, 2, body)
+		fuzzMemo(t, 2, body)
+	})
 }

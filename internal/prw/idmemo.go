@@ -1,12 +1,17 @@
 package prw
 
 import (
+	"encoding/binary"
 	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
-// IDMemo remembers the series id of remote write 1.0 series across
+// IDMemo remembers the series id of remote write series across
 // requests, keyed by their label bytes, so that a series seen before is
 // not hashed again: its id (signal/seriesid.go: an xxhash of every label
 // value and a mix per label, about a fifth of a 10-label series' decode)
@@ -23,6 +28,18 @@ import (
 // cannot aim at a collision. Only a series whose labels passed every check
 // (sorted or sortable, unique, valid UTF-8, a non-empty __name__) is
 // remembered.
+//
+// Remote write 2.0's labels are references into a symbols table that is
+// new in every request, so its key is made from the strings the references
+// name instead (v2Key): each symbol of a request is hashed once with a
+// seeded multiply-fold hash (symbolKey), and a series' key is the sum over
+// its labels of a seeded mix of its name's and value's symbol hashes,
+// after the decoder normalised them (sorted, empty values dropped). The
+// same argument holds: a key equal for two different label sets has
+// probability about 2^-64, and without the seeds a client cannot aim at
+// one. A symbol written twice in a table hashes alike, so a series keys
+// alike whichever copy it references; a 1.0 and a 2.0 form of one series
+// have two keys, two slots, one id.
 //
 // The table is a fixed array of buckets of 4 slots (one 64-byte cache
 // line): bounded memory (DefaultIDMemoSlots, 1 MiB, shared by every
@@ -65,6 +82,72 @@ var idMemoSeed = maphash.MakeSeed()
 // idKey is the memo key of the label fields b (never 0: 0 means none).
 func idKey(b []byte) uint64 {
 	k := maphash.Bytes(idMemoSeed, b)
+	if k == 0 {
+		k = 1
+	}
+	return k
+}
+
+// memoK are the seeds of symbolKey and v2Key, made per process.
+var memoK = [4]uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()}
+
+// mum is the folded 128-bit product of a and b (as wyhash and Go's
+// runtime fallback hash mix).
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// symbolKey is a seeded hash of the string b[o:o+n]: one multiply-fold of
+// its first and last words, for the names and values of up to 16 bytes
+// that most symbols are, and maphash past that. The length is folded in
+// after the multiply, so that strings of different lengths whose words
+// are alike (a short string and the same with zero bytes appended) differ.
+func symbolKey(b []byte, o, n int) uint64 {
+	var w0, w1 uint64
+	switch {
+	case n > 16:
+		return maphash.Bytes(idMemoSeed, b[o:o+n])
+	case n >= 8:
+		w0, w1 = binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+n-8:])
+	case o+8 <= len(b):
+		w0 = binary.LittleEndian.Uint64(b[o:]) & (^uint64(0) >> (64 - 8*uint(n)))
+	default: // at the arena's end: no word to load past it
+		var t [8]byte
+		copy(t[:], b[o:o+n])
+		w0 = binary.LittleEndian.Uint64(t[:])
+	}
+	return mum(w0^memoK[0], w1^memoK[1]) ^ uint64(n)
+}
+
+// symbolKeys sets dst to the symbolKey of each of syms (strings of b) and
+// returns it: a leaf loop for the symbols of 8 to 16 bytes.
+func symbolKeys(dst []uint64, b []byte, syms []signal.Str) []uint64 {
+	if cap(dst) < len(syms) {
+		dst = make([]uint64, len(syms), len(syms)+len(syms)/4)
+	}
+	dst = dst[:len(syms)]
+	k0, k1 := memoK[0], memoK[1]
+	for i, sym := range syms {
+		if o, n := sym.Off(), sym.Len(); n >= 8 && n <= 16 && o+n <= len(b) {
+			dst[i] = mum(binary.LittleEndian.Uint64(b[o:])^k0, binary.LittleEndian.Uint64(b[o+n-8:])^k1) ^ uint64(n)
+		} else {
+			dst[i] = symbolKey(b, o, n)
+		}
+	}
+	return dst
+}
+
+// v2Key is the memo key of a 2.0 series whose labels (names and values
+// checked, normalised) are ls, from its request's symbol hashes sk
+// (symbolKey of each symbol): the sum of a seeded mix of each label's
+// name and value hashes, which a set of labels with unique names
+// determines whatever their order (never 0: 0 means none).
+func v2Key(ls []label, sk []uint64) uint64 {
+	var k uint64
+	for i := range ls {
+		k += mum(sk[ls[i].nref-1]^memoK[2], sk[ls[i].ref-1]^memoK[3])
+	}
 	if k == 0 {
 		k = 1
 	}
@@ -120,7 +203,10 @@ type idBlock struct {
 	start [idBlockLen]int    // each series' first byte
 	lab   [idBlockLen]int    // the end of its leading label fields
 	key   [idBlockLen]uint64 // 0: none
-	sink  uint64
+	// 2.0: the series' labels from its leading references in
+	// Decoder.preLabels [pre[k][0], pre[k][1]) (preV2)
+	pre  [idBlockLen][2]int32
+	sink uint64
 
 	// Admission: a load of new series every request pays the key and a
 	// bucket per series for nothing, so a decoder whose lookups hit fewer
@@ -202,9 +288,15 @@ func (ib *idBlock) fill(b []byte, i int) {
 		i = e
 	}
 	ib.n, ib.at = n, 0
+	ib.touch()
+}
+
+// touch loads the buckets of the block's keys in one loop of independent
+// loads.
+func (ib *idBlock) touch() {
 	m := ib.memo
 	var t uint64
-	for k := range n {
+	for k := range ib.n {
 		t += m.bucket(ib.key[k])[0].chk.Load()
 	}
 	ib.sink = t

@@ -236,24 +236,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	if !contig || labStart != s || labEnd != d.idLab {
 		key = 0
 	}
-	var attr signal.Range
-	var fam uint32
-	sid, hit := uint64(0), false
-	if key != 0 {
-		sid, hit = d.ids.lookup(key)
-	}
-	if hit {
-		attr, _ = d.attrs(nameIdx, false)
-		fam = d.family(name, 0)
-		d.sid = sid
-	} else {
-		var set uint64
-		attr, set = d.attrs(nameIdx, true)
-		fam = d.seriesID(name, 0, set)
-		if key != 0 {
-			d.ids.memo.insert(key, d.sid)
-		}
-	}
+	attr, fam := d.seriesAttrs(nameIdx, name, 0, key)
 	desc := uint32(0)
 	if samples > 0 {
 		desc = d.descOf(fam, name, descGauge)

@@ -97,13 +97,75 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 		d.restore(k)
 		return Stats{}, malformed("Request.symbols: the first symbol is not the empty string", 0)
 	}
-	for _, sp := range d.spans {
-		if !d.seriesV2(sp[0], sp[1]) {
+	if d.ids.on {
+		// The memo's hash of each symbol, once per call: the series'
+		// keys (v2Key) are sums over their references.
+		d.symKey = symbolKeys(d.symKey, b, d.symbols)
+	}
+	for si, sp := range d.spans {
+		at := -1 // the series' place in the memo block
+		if d.ids.on {
+			if at = si % idBlockLen; at == 0 {
+				d.preV2(d.spans[si:min(si+idBlockLen, len(d.spans))])
+			}
+		}
+		if !d.seriesV2(sp[0], sp[1], at) {
 			d.restore(k)
 			return Stats{}, malformed("Request.timeseries: bad encoding", sp[2]-base)
 		}
 	}
 	return d.finish(k)
+}
+
+// preV2 reads the label references of a block of series (spans, at
+// most idBlockLen) ahead of their decoding, when they are the series'
+// first field and one packed run of pairs (as every encoder writes them):
+// their labels go to d.preLabels, where seriesV2 takes them, their keys
+// (v2Key of the labels as sent) to the memo block, whose buckets are then
+// loaded together, so that their cache misses overlap.
+func (d *Decoder) preV2(spans [][3]int) {
+	ib := &d.ids
+	b := d.b
+	d.preLabels = d.preLabels[:0]
+	for k, sp := range spans {
+		s, e := sp[0], sp[1]
+		ib.lab[k], ib.key[k] = 0, 0
+		if s+1 >= e || b[s] != 1<<3|wtLen {
+			continue
+		}
+		fs, fe := lenField(b[:e], s+1)
+		if fs < 0 {
+			continue
+		}
+		a := len(d.preLabels)
+		if ls, ok := refLabels(b[:fe], fs, d.symbols, d.preLabels); ok && len(ls) > a {
+			d.preLabels = ls
+			ib.lab[k], ib.key[k] = fe, v2Key(ls[a:], d.symKey)
+			ib.pre[k] = [2]int32{int32(a), int32(len(ls))}
+		}
+	}
+	ib.n, ib.at = len(spans), 0
+	ib.touch()
+}
+
+// refLabels appends the label pairs of the packed references b[s:] to ls;
+// false when one is out of syms, their count is odd or a varint is bad.
+func refLabels(b []byte, s int, syms []signal.Str, ls []label) ([]label, bool) {
+	s, ls = refPairs(b, s, syms, ls)
+	// What refPairs left: references of three bytes or more.
+	for n := uint64(len(syms)); s < len(b); {
+		x, i := uvarint(b, s)
+		if i < 0 {
+			return ls, false
+		}
+		y, j := uvarint(b, i)
+		if j < 0 || x >= n || y >= n {
+			return ls, false
+		}
+		ls = append(ls, label{syms[x], syms[y], uint32(y) + 1, uint32(x) + 1})
+		s = j
+	}
+	return ls, true
 }
 
 // refs appends label pairs from symbol references; false when a reference
@@ -227,9 +289,16 @@ func refPairs(b []byte, s int, syms []signal.Str, ls []label) (int, []label) {
 	return s, ls
 }
 
-// seriesV2 decodes one v2 TimeSeries b[s:e]. False means malformed.
-func (d *Decoder) seriesV2(s, e int) bool {
+// seriesV2 decodes one v2 TimeSeries b[s:e]. False means malformed. k is
+// its place in the memo block (-1: the call does not use the memo).
+func (d *Decoder) seriesV2(s, e, k int) bool {
 	b := d.b[:e]
+	// The labels preV2 read from the leading references, and their key:
+	// the key holds when they are all the series' labels.
+	preEnd, labelFields := 0, 0
+	if k >= 0 {
+		preEnd = d.ids.lab[k]
+	}
 	d.labels = d.labels[:0]
 	var odd, bad bool
 	var pend uint64
@@ -249,7 +318,12 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		}
 		switch {
 		case num == 1 && (wt == wtLen || wt == wtVarint):
-			if j = d.refs(&d.labels, b, j, wt, &odd, &pend, &bad); j < 0 {
+			labelFields++
+			if i == s && preEnd > 0 {
+				pr := d.ids.pre[k]
+				d.labels = append(d.labels, d.preLabels[pr[0]:pr[1]]...)
+				j = preEnd
+			} else if j = d.refs(&d.labels, b, j, wt, &odd, &pend, &bad); j < 0 {
 				return false
 			}
 			if i == s {
@@ -365,8 +439,11 @@ func (d *Decoder) seriesV2(s, e int) bool {
 		return true
 	}
 	name, nameRef := d.labels[nameIdx].value, d.labels[nameIdx].ref
-	attr, set := d.attrs(nameIdx, true)
-	fam := d.seriesID(name, nameRef, set)
+	key := uint64(0)
+	if preEnd > 0 && labelFields == 1 {
+		key = d.ids.key[k]
+	}
+	attr, fam := d.seriesAttrs(nameIdx, name, nameRef, key)
 	var desc uint32
 	if samples > 0 {
 		desc = d.descOf(fam, name, descGauge)
