@@ -311,6 +311,11 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	// The second loop starts past the label references when they are the
 	// series' first field (as every encoder writes them): it skips them.
 	from := s
+	// plain: every sample so far is a plainSample in range, held already
+	// (its start is set when created is known); no histogram or exemplar.
+	// Then the second loop is not needed.
+	plain := true
+	d.resetSamples()
 	for i := s; i < e; {
 		num, wt, j := tag(b, i)
 		if j < 0 {
@@ -330,11 +335,21 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 				from = j
 			}
 		case (num == 2 || num == 4) && wt == wtLen:
-			if _, j = lenField(b, j); j < 0 {
-				return false
-			}
 			if num == 2 {
 				samples++
+				if plain {
+					if v, ts, se := plainSample(b, i); se > 0 {
+						if tn, ok := msToNs(ts); ok {
+							d.bufSample(tn, 0, v)
+							j = se
+							break
+						}
+					}
+				}
+			}
+			plain = false
+			if _, j = lenField(b, j); j < 0 {
+				return false
 			}
 		case num == 3 && wt == wtLen:
 			hs, he := lenField(b, j)
@@ -349,6 +364,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 				}
 			}
 			hists++
+			plain = false
 			j = he
 		case num == 5 && wt == wtLen:
 			ms, me := lenField(b, j)
@@ -452,7 +468,14 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	exTime := int64(math.MinInt64) // the series' latest exemplar
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
-	d.resetSamples()
+	if plain {
+		for i := range d.sStart {
+			d.sStart[i] = createdNs
+		}
+		from = e
+	} else {
+		d.resetSamples()
+	}
 	for i := from; i < e; {
 		// The usual sample: {0x09 value, 0x10 timestamp} and nothing else
 		// (plainSample; a start timestamp takes the general loop).
