@@ -129,12 +129,13 @@ type Decoder struct {
 	call    uint32
 	symbols []signal.Str
 	symDesc []uint32 // 2.0: symbol -> index in descPool + 1, per call
+	symSet  []uint32 // 2.0: the symbols whose symDesc (and metaAt) a call set
 	spans   [][3]int // 2.0: the timeseries fields' [start, end) and length's offset, per call
 	// The float samples of the series being appended (bufSample).
 	sTime, sStart []int64
 	sVal          []uint64
 	nser          uint32   // series appended in this call (attrs)
-	metaAt        []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call
+	metaAt        []uint32 // 2.0: name symbol -> len(Descs)+1 when its metadata was last applied, per call (set only where symDesc is)
 	h             hist
 	ex            []byte
 	meta          [][2]int // 1.0 metadata messages [start, end)
@@ -688,6 +689,7 @@ func (d *Decoder) familyMap(name signal.Str, ref uint32) uint32 {
 	}
 	if ref != 0 {
 		d.symDesc[ref-1] = x + 1
+		d.symSet = append(d.symSet, ref-1)
 	}
 	d.lastName, d.lastFam, d.lastFamOK = name, x, true
 	return x

@@ -83,16 +83,18 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 			}
 		}
 	}
-	if cap(d.symDesc) < len(d.symbols) {
-		d.symDesc = make([]uint32, len(d.symbols))
+	// symDesc and metaAt are zero but where a call set them (the name
+	// symbols in symSet): those are cleared, not the tables, two words a
+	// symbol that would evict as much of the cache.
+	sd, ma := d.symDesc[:cap(d.symDesc)], d.metaAt[:cap(d.metaAt)]
+	for _, r := range d.symSet {
+		sd[r], ma[r] = 0, 0
 	}
-	d.symDesc = d.symDesc[:len(d.symbols)]
-	clear(d.symDesc)
-	if cap(d.metaAt) < len(d.symbols) {
-		d.metaAt = make([]uint32, len(d.symbols))
+	d.symSet = d.symSet[:0]
+	if n := len(d.symbols); cap(sd) < n || cap(ma) < n {
+		sd, ma = make([]uint32, n, n+n/4), make([]uint32, n, n+n/4)
 	}
-	d.metaAt = d.metaAt[:len(d.symbols)]
-	clear(d.metaAt)
+	d.symDesc, d.metaAt = sd[:len(d.symbols)], ma[:len(d.symbols)]
 	if len(d.symbols) > 0 && d.symbols[0].Len() != 0 {
 		d.restore(k)
 		return Stats{}, malformed("Request.symbols: the first symbol is not the empty string", 0)
