@@ -319,7 +319,12 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	plain := true
 	d.resetSamples()
 	for i := s; i < e; {
-		num, wt, j := tag(b, i)
+		// tag(), inline for a one-byte tag: a call a field costs more
+		// than it does.
+		num, wt, j := int(b[i]>>3), int(b[i]&7), i+1
+		if b[i] >= 0x80 || num == 0 {
+			num, wt, j = tag(b, i)
+		}
 		if j < 0 {
 			return false
 		}
