@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"reflect"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -92,14 +93,35 @@ func sameBatch(t *testing.T, what string, a, b *signal.Metrics) {
 	case !bytes.Equal(a.Buf, b.Buf):
 		t.Fatalf("%s: arenas differ", what)
 	}
-	if !reflect.DeepEqual(readBack(t, a), readBack(t, b)) {
-		t.Fatalf("%s: read back differently", what)
+	if ra, rb := readBackString(t, a), readBackString(t, b); ra != rb {
+		t.Fatalf("%s: read back differently:\n%s\nwant\n%s", what, rb, ra)
 	}
 	ids := slices.Clone(b.SeriesID)
 	b.ComputeSeriesIDs()
 	if !slices.Equal(ids, b.SeriesID) {
 		t.Fatalf("%s: ids %x, ComputeSeriesIDs %x", what, ids, b.SeriesID)
 	}
+}
+
+// readBackString is readBack as text, sorted, histograms by String: two
+// batches whose points hold a NaN compare equal (reflect.DeepEqual would
+// not, NaN != NaN) when their points print alike.
+func readBackString(t *testing.T, m *signal.Metrics) string {
+	var sb strings.Builder
+	rb := readBack(t, m)
+	for _, k := range slices.Sorted(maps.Keys(rb)) {
+		for _, p := range rb[k] {
+			fmt.Fprintf(&sb, "%s %d %d %x %d %d", k, p.t, p.start, p.v, p.hint, p.nEx)
+			if p.h != nil {
+				sb.WriteString(" " + p.h.String())
+			}
+			if p.fh != nil {
+				sb.WriteString(" " + p.fh.String())
+			}
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String()
 }
 
 // TestIDMemoMatchesNoMemo: a request decoded with the memo, its series
