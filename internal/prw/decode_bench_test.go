@@ -2,6 +2,7 @@ package prw
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -213,26 +214,31 @@ func BenchmarkDecodeCycle(b *testing.B) {
 // memo (IDMemo) has 64 slots, so every series is a miss, as on a load of
 // series never seen before: what such a load pays for the memo (its
 // admission, idBlock). "rotation": the process's memo (65,536 slots),
-// which holds about half of the rotation.
+// which holds about half of the rotation. "-v2": the same in remote
+// write 2.0.
 func BenchmarkDecodeChurn(b *testing.B) {
 	const n, reqs = 2000, 61
-	var b1s [][]byte
+	var b1s, b2s [][]byte
 	for r := range reqs {
-		b1, _ := benchRequests(n, 10, func(i int) int { return i % 50 }, func(k, i int) string {
+		b1, b2 := benchRequests(n, 10, func(i int) int { return i % 50 }, func(k, i int) string {
 			return fmt.Sprintf("churn_%d_%d", k, r*n+i)
 		})
-		b1s = append(b1s, b1)
+		b1s, b2s = append(b1s, b1), append(b2s, b2)
 	}
-	for _, c := range []string{"new", "rotation"} {
+	for _, c := range []string{"new", "rotation", "new-v2", "rotation-v2"} {
 		b.Run(c, func(b *testing.B) {
+			v, bodies := 1, b1s
+			if strings.HasSuffix(c, "-v2") {
+				v, bodies = 2, b2s
+			}
 			var m signal.Metrics
 			var d Decoder
-			if c == "new" {
+			if strings.HasPrefix(c, "new") {
 				d.useIDMemo(NewIDMemo(64))
 			}
-			for _, body := range b1s {
+			for _, body := range bodies {
 				m.Reset()
-				if _, err := d.DecodeV1(&m, body); err != nil {
+				if _, err := decode(&d, v, &m, body); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -241,7 +247,7 @@ func BenchmarkDecodeChurn(b *testing.B) {
 			r := 0
 			for b.Loop() {
 				m.Reset()
-				if _, err := d.DecodeV1(&m, b1s[r]); err != nil {
+				if _, err := decode(&d, v, &m, bodies[r]); err != nil {
 					b.Fatal(err)
 				}
 				r = (r + 1) % reqs
