@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -379,6 +380,35 @@ func TestRemoteWrite1ExemplarsAgreeWithPrometheus(t *testing.T) {
 	}
 	if len(want) < 10 {
 		t.Errorf("prometheus keeps only %d exemplars:\n%s", len(want), strings.Join(want, "\n"))
+	}
+	// The parameters of query_exemplars as Prometheus reads them: the
+	// same status and errorType, and the same exemplars on success.
+	sec := func(ms int64) string { return strconv.FormatInt(ms/1000, 10) }
+	for _, qv := range []url.Values{
+		{"query": {`rwx_total`}},
+		{"query": {`rwx_total`}, "start": {sec(t0 - 60000)}},
+		{"query": {`rwx_total`}, "end": {sec(t0 + 60000)}},
+		{"query": {`rwx_total`}, "start": {sec(t0 + 60000)}, "end": {sec(t0 - 60000)}},
+		{"query": {`rate(rwx_total[5m]) + on() group_left rwx_unicode`}, "start": {sec(t0 - 60000)}, "end": {sec(t0 + 60000)}},
+		{"query": {`rwx_total{job="none"}`}, "start": {sec(t0 - 60000)}, "end": {sec(t0 + 60000)}},
+		{"query": {`rwx_total{`}},
+		{"start": {sec(t0)}},
+		{"query": {`rwx_total`}, "start": {"yesterday"}},
+	} {
+		p, s := promGet(t, pbase, "/api/v1/query_exemplars", qv), promGet(t, sbase, "/api/v1/query_exemplars", qv)
+		var pa, sa struct {
+			Status, ErrorType string
+			Data              exemplarAnswer
+		}
+		if err := json.Unmarshal([]byte(p), &pa); err != nil {
+			t.Fatalf("%v: prometheus %s", qv, p)
+		}
+		if err := json.Unmarshal([]byte(s), &sa); err != nil {
+			t.Fatalf("%v: sluice %s", qv, s)
+		}
+		if pa.Status != sa.Status || pa.ErrorType != sa.ErrorType || strings.Join(exemplarSet(pa.Data), "\n") != strings.Join(exemplarSet(sa.Data), "\n") {
+			t.Errorf("query_exemplars %v:\nsluice     %s\nprometheus %s", qv, s, p)
+		}
 	}
 	for _, qv := range []url.Values{
 		{"query": {`{__name__=~"rwx_.*"}[2m]`}, "time": {strconv.FormatInt(t0/1000+30, 10)}},
