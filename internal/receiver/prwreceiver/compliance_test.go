@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,6 +263,13 @@ func TestRemoteWrite2Compliance(t *testing.T) {
 			writev2.TimeSeries{LabelsRefs: []uint32{1, 2}, Samples: sample(1, t0), Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: 9}}), want: want{400, 0, 0, 0}},
 		{name: "exemplar reference out of range", body: rw2Raw([]string{"", "__name__", "up"},
 			writev2.TimeSeries{LabelsRefs: []uint32{1, 2}, Samples: sample(1, t0), Exemplars: []writev2.Exemplar{{LabelsRefs: []uint32{1, 9}, Timestamp: t0}}}), want: want{400, 0, 0, 0}},
+		{name: "a bad exemplar after good ones drops its series, counted out", body: rw2Raw([]string{"", "__name__", "up", "ok", "trace_id", "t"},
+			writev2.TimeSeries{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{{Value: 1, Timestamp: t0}, {Value: 2, Timestamp: t0 + 1}},
+				Exemplars: []writev2.Exemplar{{LabelsRefs: []uint32{4, 5}, Timestamp: t0}, {LabelsRefs: []uint32{4, 99}, Timestamp: t0 + 1}}},
+			writev2.TimeSeries{LabelsRefs: []uint32{1, 3}, Samples: sample(1, t0), Exemplars: []writev2.Exemplar{{LabelsRefs: []uint32{4, 5}, Timestamp: t0}}}), want: want{400, 1, 0, 1}},
+		{name: "a bad histogram after good samples and histograms drops its series", body: rw2Raw([]string{"", "__name__", "h", "ok"},
+			writev2.TimeSeries{LabelsRefs: []uint32{1, 2}, Histograms: []writev2.Histogram{rw2Hist(t0, true, false, false, false), rw2Hist(t0+1, true, false, false, true)}},
+			writev2.TimeSeries{LabelsRefs: []uint32{1, 3}, Samples: sample(1, t0)}), want: want{400, 1, 0, 0}},
 		{name: "corrupt snappy", body: []byte("0garbage that is not snappy"), want: want{400, 0, 0, 0}},
 		{name: "corrupt protobuf", body: snappy.Encode(nil, []byte{0x22, 0x09, 'a'}), want: want{400, 0, 0, 0}},
 
@@ -338,15 +346,20 @@ func TestRemoteWrite2Compliance(t *testing.T) {
 // "with success or failure". A 1.0 answer carries none.
 func TestRemoteWrite2RefusedAnswersCountZero(t *testing.T) {
 	body := rw2Request(rw2Series{labels: []string{"__name__", "up"}, samples: sample(1, 1000)})
+	// Small on the wire, 64 KiB once snappy-decoded: refused before
+	// decoding it.
+	bomb := rw2Request(rw2Series{labels: []string{"__name__", "up", "big", strings.Repeat("a", 64<<10)}, samples: sample(1, 1000)})
 	for _, c := range []struct {
 		name string
 		err  error
 		max  int64
 		code int
+		body []byte
 	}{
-		{"too large", nil, 10, 413},
-		{"backpressure", otlpreceiver.Backpressure(2*time.Second, nil), 0, 429},
-		{"consumer failed", io.ErrUnexpectedEOF, 0, 503},
+		{"too large", nil, 10, 413, nil},
+		{"decoded too large", nil, 8 << 10, 413, bomb},
+		{"backpressure", otlpreceiver.Backpressure(2*time.Second, nil), 0, 429, nil},
+		{"consumer failed", io.ErrUnexpectedEOF, 0, 503, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, scan := range []bool{false, true} {
@@ -358,7 +371,15 @@ func TestRemoteWrite2RefusedAnswersCountZero(t *testing.T) {
 				defer srv.Close()
 				for _, ct := range []string{ctV2, ctV1} {
 					b := body
-					if ct == ctV1 {
+					if c.body != nil {
+						if ct == ctV1 {
+							continue
+						}
+						if len(c.body) > int(c.max) {
+							t.Fatalf("the bomb is %d bytes on the wire", len(c.body))
+						}
+						b = c.body
+					} else if ct == ctV1 {
 						b = v1Body(good("up"))
 					}
 					resp := post(t, srv.URL, ct, "snappy", b)
