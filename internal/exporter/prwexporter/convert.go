@@ -65,9 +65,10 @@ type converter struct {
 	// its labels) emitted since reset: records of one resource send it
 	// once per time, in time order.
 	targetSent map[uint64]int64
-	bases      []string       // desc -> Prometheus base name ("\x00": not yet)
-	cur        seriesMeta     // metadata of the series being emitted
-	lblArena   []prompb.Label // series labels are sub-slices (emitWith)
+	lastAt     map[uint64]int64 // inTimeOrder: a series' (labels hash) latest time so far
+	bases      []string         // desc -> Prometheus base name ("\x00": not yet)
+	cur        seriesMeta       // metadata of the series being emitted
+	lblArena   []prompb.Label   // series labels are sub-slices (emitWith)
 	smpArena   []prompb.Sample
 	exArena    []prompb.Exemplar // series exemplars are sub-slices
 	exs        []prompb.Exemplar // the point's exemplars (scratch)
@@ -418,7 +419,24 @@ func (cv *converter) inTimeOrder() {
 	if sorted {
 		return
 	}
-	sort.Stable(byTime{cv.series, cv.meta})
+	// Not in time order overall (a batch lists its series one after the
+	// other, each in time order): sort only when some series goes back.
+	if cv.lastAt == nil {
+		cv.lastAt = map[uint64]int64{}
+	}
+	clear(cv.lastAt)
+	back := false
+	for i := range cv.series {
+		h, t := seriesHash(cv.series[i].Labels), seriesTime(&cv.series[i])
+		if last, ok := cv.lastAt[h]; ok && t < last {
+			back = true
+			break
+		}
+		cv.lastAt[h] = t
+	}
+	if back {
+		sort.Stable(byTime{cv.series, cv.meta})
+	}
 }
 
 // byTime sorts series and their metadata together by seriesTime.

@@ -35,6 +35,7 @@ func benchConvert(b *testing.B, encode func([]prompb.TimeSeries, []seriesMeta) (
 		}
 		cv.reset()
 		cv.add(&m, 0)
+		cv.inTimeOrder() // as sendConverted: this batch lists each series' points in time order, series by series
 		if _, err := encode(cv.series, cv.meta); err != nil {
 			b.Fatal(err)
 		}
