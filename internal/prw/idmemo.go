@@ -33,13 +33,14 @@ import (
 // new in every request, so its key is made from the strings the references
 // name instead (v2Key): each symbol of a request is hashed once with a
 // seeded multiply-fold hash (symbolKey), and a series' key is the sum over
-// its labels of a seeded mix of its name's and value's symbol hashes,
-// after the decoder normalised them (sorted, empty values dropped). The
-// same argument holds: a key equal for two different label sets has
-// probability about 2^-64, and without the seeds a client cannot aim at
-// one. A symbol written twice in a table hashes alike, so a series keys
-// alike whichever copy it references; a 1.0 and a 2.0 form of one series
-// have two keys, two slots, one id.
+// its labels as sent of a seeded mix of its name's and value's symbol
+// hashes, so the same whatever their order. The same argument holds: a
+// key equal for two different label sets has probability about 2^-64, and
+// without the seeds a client cannot aim at one. A symbol written twice in
+// a table hashes alike, so a series keys alike whichever copy it
+// references; forms of one series the decoder normalises to one (a label
+// of empty value added) and the 1.0 and 2.0 forms of one series have keys
+// of their own, slots of their own, and one id.
 //
 // The table is a fixed array of buckets of 4 slots (one 64-byte cache
 // line): bounded memory (DefaultIDMemoSlots, 1 MiB, shared by every
@@ -138,11 +139,12 @@ func symbolKeys(dst []uint64, b []byte, syms []signal.Str) []uint64 {
 	return dst
 }
 
-// v2Key is the memo key of a 2.0 series whose labels (names and values
-// checked, normalised) are ls, from its request's symbol hashes sk
-// (symbolKey of each symbol): the sum of a seeded mix of each label's
-// name and value hashes, which a set of labels with unique names
-// determines whatever their order (never 0: 0 means none).
+// v2Key is the memo key of a 2.0 series whose labels, as sent, are ls,
+// from its request's symbol hashes sk (symbolKey of each symbol): the sum
+// of a seeded mix of each label's name and value hashes, which does not
+// depend on their order (never 0: 0 means none). The labels as sent
+// determine the labels the decoder keeps (sorted, empty values dropped),
+// hence the id; only a series whose labels pass the checks is looked up.
 func v2Key(ls []label, sk []uint64) uint64 {
 	var k uint64
 	for i := range ls {
