@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1004,5 +1005,53 @@ func TestSpecV2ExemplarsOnASample(t *testing.T) {
 	}
 	if dropped, _ := exp.DroppedPoints(); strings.Join(got, ";") != "rq_total samples=1 exemplars=2" || dropped != 1 {
 		t.Errorf("series %q, dropped %d; want rq_total's sample with both its exemplars, other_total's exemplar dropped", got, dropped)
+	}
+}
+
+// Redirects: 307 and 308 keep the method and body, so the request is
+// sent again to the new location; 301, 302 and 303 would turn it into a
+// GET without a body (Go's client, as browsers do), which a page at the
+// new location may well answer 200, the samples lost and counted sent.
+// They are not followed: the request is refused for good (a wrong URL),
+// dropped and counted, and the log names the status.
+func TestSpecRedirects(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: testMetrics(t, at, 1)}}
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			var gets atomic.Int64
+			target := newSpecReceiver(t, func(_ int, r specRequest, w http.ResponseWriter) {
+				if r.method != http.MethodPost {
+					gets.Add(1)
+					w.WriteHeader(http.StatusOK) // a page, not a receiver
+					return
+				}
+				writtenAnswer(r, w, 1)
+			})
+			from := newSpecReceiver(t, func(_ int, _ specRequest, w http.ResponseWriter) {
+				w.Header().Set("Location", target.url+"/api/v1/write")
+				w.WriteHeader(code)
+			})
+			exp, err := New(Config{Endpoints: []string{from.url}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := exp.Send(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			ep := exp.Endpoints()[0]
+			posts := 0
+			for _, r := range target.requests() {
+				if r.method == http.MethodPost {
+					posts++
+					decodeSpec(t, r)
+				}
+			}
+			follow := code == 307 || code == 308
+			if follow && (posts != 1 || ep.Stats.Dropped.Load() != 0) || !follow && (posts+int(gets.Load()) != 0 || ep.Stats.Dropped.Load() != 1) {
+				t.Errorf("%d: the target got %d POSTs and %d GETs, dropped %d; want the request %s", code, posts, gets.Load(), ep.Stats.Dropped.Load(),
+					map[bool]string{true: "sent there", false: "dropped, not followed"}[follow])
+			}
+		})
 	}
 }
