@@ -70,7 +70,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.TLS != nil {
 		tr.TLSClientConfig = cfg.TLS.Clone()
 	}
-	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr}}
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr, CheckRedirect: sending.PostRedirect}}
 	switch cfg.Compression {
 	case "", "none", "gzip":
 	case "zstd":

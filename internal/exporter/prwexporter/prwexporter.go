@@ -122,7 +122,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.TLS != nil {
 		tr.TLSClientConfig = cfg.TLS.Clone()
 	}
-	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr, CheckRedirect: postRedirect}, ring: sending.NewRing(cfg.Endpoints),
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr, CheckRedirect: sending.PostRedirect}, ring: sending.NewRing(cfg.Endpoints),
 		fam: cfg.Families}
 	if e.fam == nil {
 		e.fam = prw.NewFamilyTable(0)
@@ -137,20 +137,6 @@ func New(cfg Config) (*Exporter, error) {
 		e.useV1 = append(e.useV1, &v1)
 	}
 	return e, nil
-}
-
-// postRedirect follows a redirect that keeps the method and body (307,
-// 308), at most 10; the others (301, 302, 303) would send a GET without
-// the samples, which a page there may answer 200: they come back as the
-// answer, a refusal for good that names the status.
-func postRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	if c := req.Response.StatusCode; c != http.StatusTemporaryRedirect && c != http.StatusPermanentRedirect {
-		return http.ErrUseLastResponse
-	}
-	return nil
 }
 
 // encodeOpts are the request options of the configuration.

@@ -103,6 +103,21 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
+// PostRedirect is an exporter's http.Client.CheckRedirect: it follows a
+// redirect that keeps the method and body (307, 308), at most 10; the
+// others (301, 302, 303) would send a GET without the data, which a page
+// there may answer 200, the data lost and counted sent: they come back as
+// the answer, a refusal for good that names the status.
+func PostRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if c := req.Response.StatusCode; c != http.StatusTemporaryRedirect && c != http.StatusPermanentRedirect {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
 // Send sends req with hc and reports the answer as an Outcome: its status
 // and Retry-After, and for a non-2xx answer the first 512 bytes of the body
 // as the error. A transport error is an Outcome with Status 0.

@@ -302,3 +302,31 @@ func TestRefusalsAndBreakerLogged(t *testing.T) {
 		t.Errorf("the breaker's closing logged %d lines, want 1:\n%s", n, out.b.String())
 	}
 }
+
+// PostRedirect: an exporter's client follows 307 and 308 with the same
+// POST and body; 301, 302 and 303 (which Go's client would follow with a
+// GET and no body) come back as the answer, not OK and not retryable.
+func TestPostRedirect(t *testing.T) {
+	var got atomic.Value
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := new(bytes.Buffer)
+		b.ReadFrom(r.Body)
+		got.Store(r.Method + " " + b.String())
+		w.WriteHeader(200)
+	}))
+	defer target.Close()
+	hc := &http.Client{CheckRedirect: PostRedirect}
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		got.Store("")
+		from := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL, code)
+		}))
+		req, _ := http.NewRequest(http.MethodPost, from.URL, strings.NewReader("samples"))
+		o := Send(hc, req)
+		from.Close()
+		follow := code == 307 || code == 308
+		if follow && (!o.OK() || got.Load() != "POST samples") || !follow && (o.Status != code || o.OK() || o.Retryable() || got.Load() != "") {
+			t.Errorf("%d: answer %d, target got %q", code, o.Status, got.Load())
+		}
+	}
+}
