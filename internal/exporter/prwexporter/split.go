@@ -264,17 +264,14 @@ func (s *splitter) hashV1(msg []byte) (uint64, bool) {
 			}
 		}
 	got:
-		if sorted && prev != nil && (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name) {
+		if sorted && before(name, prev) {
 			sorted = false
 		}
 		prev = name
 		if len(value) == 0 {
 			continue // no label: decoders drop it (emptyLabel)
 		}
-		h = append(h, name...)
-		h = append(h, 0xff)
-		h = append(h, value...)
-		h = append(h, 0xff)
+		h = appendHashed(h, name, value)
 	}
 	s.hbuf = h
 	if sorted {
@@ -304,12 +301,26 @@ func (s *splitter) labelsHash() uint64 {
 	}
 	s.hbuf = s.hbuf[:0]
 	for _, l := range s.lbls {
-		s.hbuf = append(s.hbuf, l.Name...)
-		s.hbuf = append(s.hbuf, 0xff)
-		s.hbuf = append(s.hbuf, l.Value...)
-		s.hbuf = append(s.hbuf, 0xff)
+		s.hbuf = appendHashed(s.hbuf, l.Name, l.Value)
 	}
 	return xxhash.Sum64(s.hbuf)
+}
+
+// appendHashed appends a label to h as seriesHash hashes it (name, 0xff,
+// value, 0xff): a series' hash on the split is the convert path's.
+func appendHashed[T string | []byte](h []byte, name, value T) []byte {
+	h = append(h, name...)
+	h = append(h, 0xff)
+	h = append(h, value...)
+	return append(h, 0xff)
+}
+
+// before reports whether a label name sorts before prev, the name read
+// before it (the labels are not sorted); the first bytes decide it in the
+// common case, without the string compare. An empty prev (none yet) is
+// before nothing.
+func before(name, prev []byte) bool {
+	return (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name)
 }
 
 func (s *splitter) addV2(body []byte) error {
@@ -473,17 +484,14 @@ func (s *splitter) hashV2(msg []byte) (uint64, bool) {
 			return 0, false
 		}
 		name, value := s.syms[nr], s.syms[vr]
-		if sorted && k > 0 && (len(prev) == 0 || len(name) == 0 || prev[0] >= name[0]) && string(prev) > string(name) {
+		if sorted && before(name, prev) {
 			sorted = false
 		}
 		prev = name
 		if len(value) == 0 {
 			continue // no label (emptyLabel)
 		}
-		h = append(h, name...)
-		h = append(h, 0xff)
-		h = append(h, value...)
-		h = append(h, 0xff)
+		h = appendHashed(h, name, value)
 	}
 	s.hbuf = h
 	if sorted {
