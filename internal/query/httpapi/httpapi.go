@@ -107,6 +107,9 @@ const (
 	DefaultMaxPoints  = 11000
 	DefaultMaxSamples = 50_000_000
 	DefaultTimeout    = 2 * time.Minute
+	// DefaultSubqueryStep is the step of a subquery that names none:
+	// Prometheus's default global evaluation_interval, which it uses there.
+	DefaultSubqueryStep = time.Minute
 )
 
 // Handler serves the Prometheus HTTP API.
@@ -194,6 +197,9 @@ func New(cfg Config) (*Handler, error) {
 		engine: promql.NewEngine(promql.EngineOpts{
 			Logger: cfg.Logger, MaxSamples: engineSamples, Timeout: cfg.Timeout,
 			LookbackDelta: cfg.LookbackDelta, EnableAtModifier: true, EnableNegativeOffset: true,
+			// A subquery without a step (x[20m:]) steps by this; the engine
+			// dereferences it unset, a panic that broke the connection.
+			NoStepSubqueryIntervalFn: func(int64) int64 { return DefaultSubqueryStep.Milliseconds() },
 		}),
 		limits:                 newLimiter(cfg.MaxConcurrency, cfg.MaxQueued, cfg.MaxQueryBytes, cfg.MaxTotalBytes),
 		engineSamplesFromBytes: fromBytes,
