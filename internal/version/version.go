@@ -66,3 +66,16 @@ func Revision() string {
 	}
 	return ""
 }
+
+// BuildDate is the commit time of the build's revision (RFC 3339), or ""
+// when the binary was built without version control information.
+func BuildDate() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.time" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,10 +231,13 @@ func New(cfg Config) (*Handler, error) {
 	// Authorization header with its buildinfo probe, as with any request.
 	h.handle("/api/v1/status/buildinfo", "buildinfo", func(*http.Request, string) (any, error) {
 		// version is the Prometheus API Grafana's data source checks;
-		// sluice's own version is beside it.
+		// sluice's own version is beside it. The other fields are
+		// Prometheus's, which clients decode.
 		return map[string]string{"version": version.Prometheus, "application": "sluice",
-			"sluice_version": version.String(), "revision": version.Revision()}, nil
+			"sluice_version": version.String(), "revision": version.Revision(), "branch": "",
+			"buildUser": "", "buildDate": version.BuildDate(), "goVersion": runtime.Version()}, nil
 	})
+	h.handle("/api/v1/format_query", "format_query", h.formatQuery)
 	h.handle("/api/v1/query_exemplars", "query_exemplars", h.limited(h.queryExemplars))
 	h.statusRoutes()
 	if cfg.Search != nil {
@@ -433,7 +437,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code
 		}
 		return http.StatusOK, false
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"status": "success", "data": data}), false
+	body := map[string]any{"status": "success", "data": data}
+	if lr, ok := data.(listResult); ok {
+		body["data"] = lr.data
+		if lr.truncated {
+			body["warnings"] = []string{"results truncated due to limit"}
+		}
+	}
+	return writeJSON(w, http.StatusOK, body), false
 }
 
 func errorBody(typ, msg string) map[string]any {
@@ -636,6 +647,21 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 	return h.exec(ctx, qry)
 }
 
+// formatQuery answers the expression pretty-printed, as Prometheus's
+// /api/v1/format_query (Grafana's "Format query"). It parses but reads
+// nothing, so it takes no query slot.
+func (h *Handler) formatQuery(r *http.Request, _ string) (any, error) {
+	qs := r.Form.Get("query")
+	if err := h.checkExpr("query", qs); err != nil {
+		return nil, err
+	}
+	expr, err := h.parser.ParseExpr(qs)
+	if err != nil {
+		return nil, badData("invalid parameter \"query\": %v", err)
+	}
+	return expr.Pretty(0), nil
+}
+
 func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
 	// The statement lets the adapter see when selectors are evaluated,
 	// which it needs to read rollups (prom.WithStatement).
@@ -727,7 +753,7 @@ func (h *Handler) series(r *http.Request, t string) (any, error) {
 	}
 	defer m.close()
 	seen := map[uint64][]labels.Labels{}
-	out := []map[string]string{}
+	var all []labels.Labels
 	hints := &storage.SelectHints{Start: m.mint, End: m.maxt, Func: "series"}
 	for _, ms := range m.sets {
 		ss := m.q.Select(m.ctx, true, hints, ms...)
@@ -744,7 +770,7 @@ func (h *Handler) series(r *http.Request, t string) (any, error) {
 				continue
 			}
 			seen[h] = append(seen[h], l)
-			out = append(out, l.Map())
+			all = append(all, l)
 			if b := budgetOf(m.ctx); b != nil {
 				// A label map and its JSON: about three times the strings.
 				if err := b.charge(3 * int64(l.ByteSize()+64)); err != nil {
@@ -756,10 +782,29 @@ func (h *Handler) series(r *http.Request, t string) (any, error) {
 			return nil, err
 		}
 	}
-	if m.limit > 0 && len(out) > m.limit {
-		out = out[:m.limit]
+	// In label order over all match[] sets, as Prometheus merges them, so
+	// that a limit keeps the same series.
+	slices.SortFunc(all, labels.Compare)
+	all, truncated := truncate(all, m.limit)
+	out := make([]map[string]string, len(all))
+	for i, l := range all {
+		out[i] = l.Map()
 	}
-	return out, nil
+	return listResult{out, truncated}, nil
+}
+
+// listResult is a list answer and whether the request's limit cut it:
+// then it carries Prometheus's warning "results truncated due to limit".
+type listResult struct {
+	data      any
+	truncated bool
+}
+
+func truncate[T any](s []T, limit int) ([]T, bool) {
+	if limit > 0 && len(s) > limit {
+		return s[:limit], true
+	}
+	return s, false
 }
 
 // metaQuery is what the series and label endpoints share: their match[]
@@ -844,10 +889,8 @@ func (h *Handler) labelQuery(r *http.Request, t string, f func(context.Context, 
 		out = append(out, v)
 	}
 	slices.Sort(out)
-	if m.limit > 0 && len(out) > m.limit {
-		out = out[:m.limit]
-	}
-	return out, nil
+	out, truncated := truncate(out, m.limit)
+	return listResult{out, truncated}, nil
 }
 
 // metadata answers /api/v1/metadata with Prometheus's parameters and

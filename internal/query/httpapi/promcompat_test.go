@@ -1,6 +1,11 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,5 +28,79 @@ func TestSubqueryWithoutStep(t *testing.T) {
 	_, r := get(t, base, "acme", "/api/v1/query", vals("query", `count_over_time(vector(1)[10m:])`, "time", "6000"))
 	if string(r.Data) != `{"resultType":"vector","result":[{"metric":{},"value":[6000,"10"]}]}` {
 		t.Fatalf("count_over_time(vector(1)[10m:]): %s", r.Data)
+	}
+}
+
+// /api/v1/format_query answers the expression as Prometheus prints it.
+func TestFormatQuery(t *testing.T) {
+	base := server(t, prom.Limits{})
+	for _, send := range []func(*testing.T, string, string, string, url.Values) (int, apiResp){get, post} {
+		code, r := send(t, base, "acme", "/api/v1/format_query", vals("query", `sum by(job)(rate(x{a=~"b.*"}[5m]))/ignoring(job) group_left sum(y)`))
+		var s string
+		if code != 200 || json.Unmarshal(r.Data, &s) != nil ||
+			s != `sum by (job) (rate(x{a=~"b.*"}[5m])) / ignoring (job) group_left () sum(y)` {
+			t.Fatalf("%d %+v", code, r)
+		}
+		if code, r := send(t, base, "acme", "/api/v1/format_query", vals("query", "sum(")); code != 400 || r.ErrorType != "bad_data" {
+			t.Fatalf("sum(: %d %+v", code, r)
+		}
+	}
+}
+
+// rawGet is the body of a GET of tenant acme.
+func rawGet(t *testing.T, base, pathQuery string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+pathQuery, nil)
+	req.Header.Set("X-Scope-OrgID", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", pathQuery, resp.StatusCode, b)
+	}
+	return b
+}
+
+// Series of several match[] come in label order, as Prometheus merges
+// them, so a limit keeps the first ones of that order; a cut list warns
+// as Prometheus's does.
+func TestSeriesOrderAndLimitWarning(t *testing.T) {
+	base := server(t, prom.Limits{})
+	var all, cut struct {
+		Data     []map[string]string `json:"data"`
+		Warnings []string            `json:"warnings"`
+	}
+	both := url.Values{"match[]": {"test_requests_total", "test_queue_depth"}}
+	if err := json.Unmarshal(rawGet(t, base, "/api/v1/series?"+both.Encode()), &all); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range all.Data {
+		names = append(names, m["__name__"])
+	}
+	if len(names) < 2 || !slices.IsSorted(names) || names[0] != "test_queue_depth" || all.Warnings != nil {
+		t.Fatalf("series of two match[] not in label order: %v %v", names, all.Warnings)
+	}
+	both.Set("limit", "1")
+	body := rawGet(t, base, "/api/v1/series?"+both.Encode())
+	if err := json.Unmarshal(body, &cut); err != nil {
+		t.Fatal(err)
+	}
+	if len(cut.Data) != 1 || cut.Data[0]["__name__"] != "test_queue_depth" || !slices.Equal(cut.Warnings, []string{"results truncated due to limit"}) {
+		t.Fatalf("limit 1: %s", body)
+	}
+	for _, path := range []string{"/api/v1/labels", "/api/v1/label/__name__/values"} {
+		var full, one struct {
+			Data     []string `json:"data"`
+			Warnings []string `json:"warnings"`
+		}
+		json.Unmarshal(rawGet(t, base, path), &full)
+		json.Unmarshal(rawGet(t, base, path+"?limit=1"), &one)
+		if len(full.Data) < 2 || full.Warnings != nil || !slices.Equal(one.Data, full.Data[:1]) || len(one.Warnings) != 1 {
+			t.Fatalf("%s: %+v, limit 1: %+v", path, full, one)
+		}
 	}
 }
