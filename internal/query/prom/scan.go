@@ -121,7 +121,13 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		need[o.part] = true
 	}
 	hist := need[partHistogram] && !sc.labelsOnly
-	if !sc.labelsOnly || need[partBucket] || need[partQuantile] {
+	// A labels-only select (series, labels, label values) lists a series
+	// only when it has a point in the range, as Prometheus's head does:
+	// where the row group lies wholly inside the range, every series in it
+	// has, so its timestamps are read only at the range's edges.
+	rgi := idx.rgs[g]
+	edge := sc.labelsOnly && !(rgi.minT <= rgi.maxT && sc.mint <= rgi.minT && rgi.maxT <= sc.maxt)
+	if !sc.labelsOnly || edge || need[partBucket] || need[partQuantile] {
 		sc.ts, sc.tsOK = grow(sc.ts, n), grow(sc.tsOK, n)
 		if err := read(c.ts, func(cc parquet.ColumnChunk) error { return format.ReadOptInt64s(cc, r.start, r.end, sc.ts, sc.tsOK) }, format.ColTimestamp); err != nil {
 			return err
@@ -203,6 +209,10 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		for j < n && sc.ids[j] == sc.ids[i] {
 			j++
 		}
+		if edge && !sc.anyInRange(i, j) {
+			i = j
+			continue
+		}
 		m, err := sc.emit(sc.groupLbls[k], i, j)
 		if err != nil {
 			return err
@@ -211,6 +221,16 @@ func (sc *scan) readRun(pf *parquet.File, idx *fileIndex, g int, r run) error {
 		i = j
 	}
 	return sc.addSamples(added)
+}
+
+// anyInRange says whether rows [i, j) have a timestamp in the range.
+func (sc *scan) anyInRange(i, j int64) bool {
+	for k := i; k < j; k++ {
+		if sc.tsOK[k] && sc.ts[k] >= sc.mint && sc.ts[k] <= sc.maxt {
+			return true
+		}
+	}
+	return false
 }
 
 // addSamples counts samples loaded against query.max_samples.
