@@ -351,18 +351,27 @@ func (h *Handler) limited(f apiFunc) apiFunc {
 		if err != nil {
 			return nil, err
 		}
+		// Released here on every path but a streamed result's, even when f
+		// panics (net/http recovers the handler): a slot lost per panic
+		// would leave every later query waiting out its timeout.
+		streamed := false
+		defer func() {
+			if !streamed {
+				b.release()
+			}
+		}()
 		data, err := f(r.WithContext(context.WithValue(r.Context(), budgetKey{}, b)), t)
 		if pr, ok := data.(*promResult); ok && err == nil {
 			// Released after streaming: the result holds its memory until then.
 			inner := pr.close
 			pr.close = func() { inner(); b.release() }
+			streamed = true
 			if err := b.charge(pr.size()); err != nil {
 				pr.close()
 				return nil, err
 			}
 			return pr, nil
 		}
-		b.release()
 		return data, err
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"testing"
@@ -102,5 +103,22 @@ func TestSeriesOrderAndLimitWarning(t *testing.T) {
 		if len(full.Data) < 2 || full.Warnings != nil || !slices.Equal(one.Data, full.Data[:1]) || len(one.Warnings) != 1 {
 			t.Fatalf("%s: %+v, limit 1: %+v", path, full, one)
 		}
+	}
+}
+
+// A query that panics gives its slot back: with one slot and none
+// waiting, the next query is answered, not refused with 429.
+func TestPanicReleasesSlot(t *testing.T) {
+	base, h := serverWith(t, func(c *Config) { c.MaxConcurrency, c.MaxQueued = 1, -1 })
+	boom := h.limited(func(*http.Request, string) (any, error) { panic("boom") })
+	for range 3 {
+		func() {
+			defer func() { _ = recover() }()
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/query", nil)
+			boom(req, "acme")
+		}()
+	}
+	if code, r := get(t, base, "acme", "/api/v1/query", vals("query", "1", "time", "1000")); code != 200 {
+		t.Fatalf("after panics: %d %+v", code, r)
 	}
 }
