@@ -24,8 +24,9 @@ import (
 )
 
 // freshConfig is a `sluice run` config with the default lake and
-// checkpoint settings (flush_interval 60s), on free loopback ports.
-func freshConfig(t *testing.T, lakeDir, qaddr string) string {
+// checkpoint settings (flush_interval 60s), on free loopback ports, and
+// the query settings in query ("key: value" lines).
+func freshConfig(t *testing.T, lakeDir, qaddr string, query ...string) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`receivers:
   otlp:
@@ -35,15 +36,24 @@ admin:
   addr: 127.0.0.1:0
 query:
   addr: %s
-lake:
+%slake:
   root: %s
 shutdown_timeout: %s
-`, qaddr, lakeDir, runShutdownTimeout)
+`, qaddr, indentLines(query), lakeDir, runShutdownTimeout)
 	p := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// indentLines is each line indented by two spaces, each ending in a newline.
+func indentLines(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
 }
 
 const freshService = "fresh-svc"
