@@ -372,9 +372,13 @@ func (p *Pipeline) startRemoteWrite(ctx context.Context, lakeOn bool) error {
 		return nil
 	}
 	var err error
-	p.rw, err = prwreceiver.New(prwreceiver.Config{MaxRequestBytes: int64(pw.MaxRequestBytes),
+	rc := prwreceiver.Config{MaxRequestBytes: int64(pw.MaxRequestBytes),
 		MaxConcurrentRequests: pw.MaxConcurrentRequests, DefaultTenant: p.cfg.Receivers.OTLP.DefaultTenant,
-		Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.cons)
+		Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}
+	if lakeOn {
+		rc.LakeFutureSkew = p.cfg.Lake.MaxFutureSkew.D()
+	}
+	p.rw, err = prwreceiver.New(rc, p.cons)
 	if err != nil {
 		return err
 	}

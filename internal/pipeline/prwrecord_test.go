@@ -459,12 +459,13 @@ func TestPipelineRelaysRemoteWriteAsReceived(t *testing.T) {
 	}
 	p := start(t, cfg)
 
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
 	request := func(n int, name string) *prompb.WriteRequest {
 		req := &prompb.WriteRequest{}
 		for i := range n {
 			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
 				Labels:  []prompb.Label{{Name: "__name__", Value: name}, {Name: "id", Value: fmt.Sprint(i)}, {Name: "pad", Value: "a-label-value-of-a-realistic-length"}},
-				Samples: []prompb.Sample{{Value: float64(i), Timestamp: 1_800_000_000_000}, {Value: math.Float64frombits(value.StaleNaN), Timestamp: 1_800_000_015_000}}})
+				Samples: []prompb.Sample{{Value: float64(i), Timestamp: t0}, {Value: math.Float64frombits(value.StaleNaN), Timestamp: t0 + 15_000}}})
 		}
 		return req
 	}

@@ -98,6 +98,10 @@ const MaxBuckets = 1 << 15
 // Decoder decodes remote-write requests into metric batches. Its scratch
 // space is reused across calls; use one per goroutine.
 type Decoder struct {
+	// MaxTime is the latest sample or histogram time (ms) accepted
+	// (times.go); 0 accepts every time the lake stores.
+	MaxTime int64
+
 	m        *signal.Metrics
 	c        *signal.Common
 	b        []byte // the request's copy in the arena, from index 0 of the arena

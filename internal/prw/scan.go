@@ -46,6 +46,10 @@ type Scanner struct {
 	Attrs, MaxAttrs int
 	// Series is the number of series (TimeSeries messages).
 	Series int
+	// MaxTime is the latest sample time (ms) the scan takes (times.go; 0:
+	// no bound): a later one leaves the request to the decoder, which
+	// refuses its series with the same MaxTime.
+	MaxTime int64
 
 	lab  [][2]int32 // per sample: its series' label fields in body
 	body []byte
@@ -263,7 +267,7 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 			return false
 		}
 		tn, ok := msToNs(ts)
-		if !ok || tn < 0 { // the decoder drops the series, or the consumer refuses the time
+		if !ok || tooLate(ts, s.MaxTime) { // the decoder drops the series
 			return false
 		}
 		s.Name = append(s.Name, ni)

@@ -152,8 +152,8 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 				return false
 			}
 			tn, ok := msToNs(ts)
-			if _, ok2 := msToNs(st); !ok || !ok2 || tn < 0 {
-				return false // the decoder drops the series, or the consumer refuses the time
+			if _, ok2 := msToNs(st); !ok || !ok2 || tooLate(ts, s.MaxTime) {
+				return false // the decoder drops the series
 			}
 			s.Name = append(s.Name, ni)
 			s.ID = append(s.ID, id)

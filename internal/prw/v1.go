@@ -201,6 +201,8 @@ func (d *Decoder) seriesV1(s, e int) bool {
 					problem = p
 				} else if _, ok := msToNs(d.h.ts); !ok {
 					problem = "histogram timestamp out of range" + tsRange
+				} else if tooLate(d.h.ts, d.MaxTime) {
+					problem = lateProblem("histogram timestamp", d.h.ts, d.MaxTime)
 				}
 			}
 			hists++
@@ -257,7 +259,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		// The usual sample, {0x09 value, 0x10 timestamp} and nothing
 		// else, without the field loops (plainSample).
 		if v, ts, se := plainSample(b, i); se > 0 {
-			if tn, ok := msToNs(ts); ok {
+			if tn, ok := msToNs(ts); ok && !tooLate(ts, d.MaxTime) {
 				d.bufSample(tn, 0, v)
 				i = se
 				continue
@@ -273,9 +275,13 @@ func (d *Decoder) seriesV1(s, e int) bool {
 				return false
 			}
 			tn, ok := msToNs(ts)
-			if !ok {
+			if !ok || tooLate(ts, d.MaxTime) {
 				d.rollbackSeries(n0, msgStart, attr)
-				d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
+				if !ok {
+					d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
+				} else {
+					d.drop("series %s: %s", d.seriesString(), lateProblem("sample timestamp", ts, d.MaxTime))
+				}
 				return true
 			}
 			d.bufSample(tn, 0, v)

@@ -346,7 +346,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 				samples++
 				if plain {
 					if v, ts, se := plainSample(b, i); se > 0 {
-						if tn, ok := msToNs(ts); ok {
+						if tn, ok := msToNs(ts); ok && !tooLate(ts, d.MaxTime) {
 							d.bufSample(tn, 0, v)
 							j = se
 							break
@@ -368,6 +368,8 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 					problem = p
 				} else if _, ok := msToNs(d.h.ts); !ok {
 					problem = "histogram timestamp out of range" + tsRange
+				} else if tooLate(d.h.ts, d.MaxTime) {
+					problem = lateProblem("histogram timestamp", d.h.ts, d.MaxTime)
 				}
 			}
 			hists++
@@ -487,7 +489,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 		// The usual sample: {0x09 value, 0x10 timestamp} and nothing else
 		// (plainSample; a start timestamp takes the general loop).
 		if v, ts, se := plainSample(b, i); se > 0 {
-			if tn, ok := msToNs(ts); ok {
+			if tn, ok := msToNs(ts); ok && !tooLate(ts, d.MaxTime) {
 				d.bufSample(tn, createdNs, v)
 				i = se
 				continue
@@ -504,9 +506,16 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 			}
 			tn, ok1 := msToNs(ts)
 			sn, ok2 := msToNs(st)
-			if !ok1 || !ok2 {
+			if !ok1 || !ok2 || tooLate(ts, d.MaxTime) {
 				d.rollbackSeries(n0, msgStart, attr)
-				d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
+				switch {
+				case !ok1:
+					d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
+				case !ok2:
+					d.drop("series %s: sample start timestamp %d out of range"+tsRange, d.seriesString(), st)
+				default:
+					d.drop("series %s: %s", d.seriesString(), lateProblem("sample timestamp", ts, d.MaxTime))
+				}
 				return true
 			}
 			if sn == 0 {

@@ -55,8 +55,15 @@ type Config struct {
 	MaxConcurrentRequests int
 	// DefaultTenant is used when no guard put a tenant in the context.
 	DefaultTenant string
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// LakeFutureSkew, when above 0, says the requests go to the lake,
+	// whose max_future_skew it is: a series with a sample or histogram
+	// further ahead of the clock than this is refused (prw.LakeMaxTime;
+	// 400 naming it, the other series written), since the lake would file
+	// it by its arrival, where queries do not find it. 0 (a forward-only
+	// relay) takes every time the lake could store.
+	LakeFutureSkew time.Duration
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // Defaults of Config.
@@ -306,6 +313,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 		return fail(w, http.StatusBadRequest, 0, "snappy: %v", err)
 	}
 
+	if h.cfg.LakeFutureSkew > 0 {
+		x.scan.MaxTime = prw.LakeMaxTime(time.Now(), h.cfg.LakeFutureSkew)
+		x.dec.MaxTime = x.scan.MaxTime
+	}
 	if h.scanner != nil && h.scanner.TakesScanned() {
 		if ver == "1.0" && x.scan.ScanV1(x.body) {
 			return h.consumeScanned(w, r, x, tenant, 1)

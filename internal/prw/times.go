@@ -1,0 +1,34 @@
+package prw
+
+import (
+	"fmt"
+	"time"
+)
+
+// A Decoder's or Scanner's MaxTime is the latest sample or histogram time
+// (milliseconds, included) it accepts: a series with a later one is
+// refused (dropped and named, as any invalid series; the scan leaves it to
+// the decoder). 0 sets no bound beyond what the lake can store at all
+// (msToNs: up to 2262-04-11).
+//
+// A receiver that feeds the lake sets it per request (LakeMaxTime) to the
+// latest time the lake files where queries look for it: lake.max_future_skew
+// past the clock. A later time is filed by its arrival instead, where the
+// PromQL API would never find it, so it is refused rather than
+// acknowledged; Prometheus refuses such samples too (more than 10 minutes
+// ahead). A relay that only forwards sets none, and passes them on as it
+// got them.
+
+// LakeMaxTime returns the MaxTime of a receiver feeding a lake whose
+// max_future_skew is skew, at now.
+func LakeMaxTime(now time.Time, skew time.Duration) int64 { return now.Add(skew).UnixMilli() }
+
+// tooLate reports whether ms is past max (0: no bound).
+func tooLate(ms, max int64) bool { return max != 0 && ms > max }
+
+// lateProblem says why ms, past max, is refused; what names it ("sample
+// timestamp", "histogram timestamp").
+func lateProblem(what string, ms, max int64) string {
+	return fmt.Sprintf("%s %d (%s) is past %s, the latest time accepted now (lake.max_future_skew ahead of sluice's clock)",
+		what, ms, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), time.UnixMilli(max).UTC().Format(time.RFC3339Nano))
+}
