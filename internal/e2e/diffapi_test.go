@@ -690,6 +690,11 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 		{"/api/v1/label/code/values", url.Values{"limit": {"2"}, "start": {rfc(0)}}, false},
 		{"/api/v1/label/queue/values", url.Values{"limit": {"5"}}, false},
 		{"/api/v1/status/buildinfo", nil, false},
+		{"/api/v1/rules", nil, false},
+		{"/api/v1/alerts", nil, false},
+		{"/api/v1/query", url.Values{"query": {`sort_desc(diffapi_queue_depth)`}, "time": {mid}, "limit": {"4"}}, true},
+		{"/api/v1/query", url.Values{"query": {`sort_desc(diffapi_queue_depth)`}, "time": {mid}, "limit": {"400"}}, false},
+		{"/api/v1/query_range", url.Values{"query": {`diffapi_temperature_celsius`}, "start": {start}, "end": {end}, "step": {"5m"}, "limit": {"3"}}, true},
 		{"/api/v1/query_exemplars", url.Values{"query": {`diffapi_http_requests_total`}, "start": {start}, "end": {end}}, true},
 		{"/api/v1/format_query", url.Values{"query": {`sum by(code)(rate(diffapi_http_requests_total{code=~"5.."}[5m]))/ignoring(code) group_left sum(rate(x[5m]))`}}, false},
 		{"/api/v1/format_query", url.Values{"query": {`sum(`}}, false},
@@ -718,16 +723,22 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 			}
 			continue
 		}
-		if lim, _ := strconv.Atoi(c.form.Get("limit")); lim > 0 && !strings.HasPrefix(c.path, "/api/v1/query") {
-			// Prometheus 2.42 has no limit on these endpoints; Prometheus 3
-			// cuts the list and warns.
-			full := pd.([]any)
-			pd = full[:min(lim, len(full))]
+		if lim, _ := strconv.Atoi(c.form.Get("limit")); lim > 0 {
+			// Prometheus 2.42 has no limit (it ignores the parameter);
+			// Prometheus 3 cuts the list (a vector or matrix: its series)
+			// and warns.
+			n := 0
+			switch full := pd.(type) {
+			case []any:
+				n, pd = len(full), full[:min(lim, len(full))]
+			case []diffSample:
+				n, pd = len(full), full[:min(lim, len(full))]
+			}
 			var env diffEnvelope
 			json.Unmarshal(sa.body, &env)
-			if warned := slices.Contains(env.Warnings, "results truncated due to limit"); warned != (len(full) > lim) {
+			if warned := slices.Contains(env.Warnings, "results truncated due to limit"); warned != (n > lim) {
 				diffs++
-				t.Errorf("%s: %d results without the limit, warnings %q", c, len(full), env.Warnings)
+				t.Errorf("%s: %d results without the limit, warnings %q", c, n, env.Warnings)
 			}
 		}
 		if !diffSameValues(pd, sd) {

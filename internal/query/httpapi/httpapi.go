@@ -238,6 +238,11 @@ func New(cfg Config) (*Handler, error) {
 			"buildUser": "", "buildDate": version.BuildDate(), "goVersion": runtime.Version()}, nil
 	})
 	h.handle("/api/v1/format_query", "format_query", h.formatQuery)
+	// sluice evaluates no recording or alerting rules (processing rules,
+	// docs/rules.md, are another thing): Grafana's alerting views list
+	// none for the data source rather than an error.
+	h.handle("/api/v1/rules", "rules", func(*http.Request, string) (any, error) { return map[string][]any{"groups": {}}, nil })
+	h.handle("/api/v1/alerts", "alerts", func(*http.Request, string) (any, error) { return map[string][]any{"alerts": {}}, nil })
 	h.handle("/api/v1/query_exemplars", "query_exemplars", h.limited(h.queryExemplars))
 	h.statusRoutes()
 	if cfg.Search != nil {
@@ -450,7 +455,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code
 	if lr, ok := data.(listResult); ok {
 		body["data"] = lr.data
 		if lr.truncated {
-			body["warnings"] = []string{"results truncated due to limit"}
+			body["warnings"] = []string{errTruncated.Error()}
 		}
 	}
 	return writeJSON(w, http.StatusOK, body), false
@@ -598,6 +603,10 @@ func (h *Handler) query(r *http.Request, t string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel, err := h.queryContext(r)
 	if err != nil {
 		return nil, err
@@ -607,7 +616,7 @@ func (h *Handler) query(r *http.Request, t string) (any, error) {
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return h.exec(ctx, qry)
+	return h.exec(ctx, qry, limit)
 }
 
 func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
@@ -644,6 +653,10 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 	if end.Sub(start)/step > time.Duration(h.cfg.MaxPoints) {
 		return nil, badData("exceeded maximum resolution of %d points per timeseries. Try decreasing the query resolution (?step=XX)", h.cfg.MaxPoints)
 	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel, err := h.queryContext(r)
 	if err != nil {
 		return nil, err
@@ -653,7 +666,7 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return h.exec(ctx, qry)
+	return h.exec(ctx, qry, limit)
 }
 
 // formatQuery answers the expression pretty-printed, as Prometheus's
@@ -671,7 +684,9 @@ func (h *Handler) formatQuery(r *http.Request, _ string) (any, error) {
 	return expr.Pretty(0), nil
 }
 
-func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
+// exec runs the query; a limit above 0 keeps that many series of a
+// vector or matrix, with Prometheus 3's warning when it cuts.
+func (h *Handler) exec(ctx context.Context, qry promql.Query, limit int) (any, error) {
 	// The statement lets the adapter see when selectors are evaluated,
 	// which it needs to read rollups (prom.WithStatement).
 	res := qry.Exec(prom.WithStatement(ctx, qry.Statement()))
@@ -691,6 +706,18 @@ func (h *Handler) exec(ctx context.Context, qry promql.Query) (any, error) {
 	if err := ctx.Err(); err != nil {
 		qry.Close()
 		return nil, err
+	}
+	cut := false
+	switch v := res.Value.(type) {
+	case promql.Vector:
+		v, cut = truncate(v, limit)
+		res.Value = v
+	case promql.Matrix:
+		v, cut = truncate(v, limit)
+		res.Value = v
+	}
+	if cut {
+		res.Warnings = res.Warnings.Add(errTruncated)
 	}
 	return &promResult{value: res.Value, warnings: res.Warnings, close: qry.Close}, nil
 }
@@ -808,6 +835,8 @@ type listResult struct {
 	data      any
 	truncated bool
 }
+
+var errTruncated = errors.New("results truncated due to limit")
 
 func truncate[T any](s []T, limit int) ([]T, bool) {
 	if limit > 0 && len(s) > limit {

@@ -122,3 +122,41 @@ func TestPanicReleasesSlot(t *testing.T) {
 		t.Fatalf("after panics: %d %+v", code, r)
 	}
 }
+
+// A query's limit keeps that many series of a vector or matrix and warns
+// when it cuts, as Prometheus 3; rules and alerts are empty lists.
+func TestQueryLimitRulesAlerts(t *testing.T) {
+	base := server(t, prom.Limits{})
+	var a struct {
+		Data struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+		Warnings []string `json:"warnings"`
+	}
+	for _, c := range []struct {
+		path string
+		v    url.Values
+		n    int
+		cut  bool
+	}{
+		{"/api/v1/query", vals("query", `{__name__=~"test_.*"}`, "time", endTime(), "limit", "1"), 1, true},
+		{"/api/v1/query", vals("query", `{__name__=~"test_.*"}`, "time", endTime(), "limit", "100"), -1, false},
+		{"/api/v1/query_range", vals("query", `{__name__=~"test_.*"}`, "start", endTime(), "end", endTime(), "step", "60", "limit", "1"), 1, true},
+	} {
+		a.Warnings = nil
+		if err := json.Unmarshal(rawGet(t, base, c.path+"?"+c.v.Encode()), &a); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(a.Data.Result); (c.n < 0 && n < 2) || (c.n >= 0 && n != c.n) || slices.Contains(a.Warnings, "results truncated due to limit") != c.cut {
+			t.Errorf("%s %v: %d series, warnings %q", c.path, c.v, len(a.Data.Result), a.Warnings)
+		}
+	}
+	if code, r := get(t, base, "acme", "/api/v1/query", vals("query", "1", "limit", "-1")); code != 400 || r.ErrorType != "bad_data" {
+		t.Errorf("limit -1: %d %+v", code, r)
+	}
+	for path, want := range map[string]string{"/api/v1/rules": `{"groups":[]}`, "/api/v1/alerts": `{"alerts":[]}`} {
+		if code, r := get(t, base, "acme", path, nil); code != 200 || string(r.Data) != want {
+			t.Errorf("%s: %d %s", path, code, r.Data)
+		}
+	}
+}
