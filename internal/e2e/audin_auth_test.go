@@ -107,9 +107,9 @@ shutdown_timeout: %s
 		return b.String()
 	}
 	for _, c := range []struct{ token, tenant, want string }{
-		{"rwtok", "", `200 {"data":[{"__name__":"aa_wtok_x"}],"status":"success"}`},
-		{"rtok", "beta", `200 {"data":[{"__name__":"aa_wtok_betax"}],"status":"success"}`},
-		{"atok", "", `200 {"data":[{"__name__":"aa_atok_x"}],"status":"success"}`},
+		{"rwtok", "", `200 {"status":"success","data":[{"__name__":"aa_wtok_x"}]}`},
+		{"rtok", "beta", `200 {"status":"success","data":[{"__name__":"aa_wtok_betax"}]}`},
+		{"atok", "", `200 {"status":"success","data":[{"__name__":"aa_atok_x"}]}`},
 		{"wtok", "", `403 `},
 	} {
 		if got := names(c.token, c.tenant); !strings.HasPrefix(got, c.want) {

@@ -451,18 +451,27 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code
 		}
 		return http.StatusOK, false
 	}
-	body := map[string]any{"status": "success", "data": data}
+	body := apiBody{Status: "success", Data: data}
 	if lr, ok := data.(listResult); ok {
-		body["data"] = lr.data
+		body.Data = lr.data
 		if lr.truncated {
-			body["warnings"] = []string{errTruncated.Error()}
+			body.Warnings = []string{errTruncated.Error()}
 		}
 	}
 	return writeJSON(w, http.StatusOK, body), false
 }
 
-func errorBody(typ, msg string) map[string]any {
-	return map[string]any{"status": "error", "errorType": typ, "error": msg}
+// apiBody is the API's envelope, its fields in Prometheus's order.
+type apiBody struct {
+	Status    string   `json:"status"`
+	Data      any      `json:"data,omitempty"`
+	ErrorType string   `json:"errorType,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
+}
+
+func errorBody(typ, msg string) apiBody {
+	return apiBody{Status: "error", ErrorType: typ, Error: msg}
 }
 
 func writeJSON(w http.ResponseWriter, code int, body any) int {
