@@ -213,8 +213,8 @@ func BenchmarkDecodeCycle(b *testing.B) {
 // memo's admission period of 16 calls). "new": the decoder's series id
 // memo (IDMemo) has 64 slots, so every series is a miss, as on a load of
 // series never seen before: what such a load pays for the memo (its
-// admission, idBlock). "rotation": the process's memo (65,536 slots),
-// which holds about half of the rotation. "-v2": the same in remote
+// admission, idBlock). "rotation": the process's memo (131,072 slots),
+// which holds most of the rotation. "-v2": the same in remote
 // write 2.0.
 func BenchmarkDecodeChurn(b *testing.B) {
 	const n, reqs = 2000, 61

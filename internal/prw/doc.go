@@ -46,7 +46,7 @@
 // takes what ScanV1 takes and appends what Appender does.
 //
 // IDMemo (idmemo.go) remembers series' ids across requests by a seeded
-// 64-bit hash of their labels (1 MiB shared by the process's decoders,
+// 64-bit hash of their labels (2 MiB shared by the process's decoders,
 // lock-free): DecodeV1 and DecodeV2 read a known series' id instead of
 // hashing its values. 1.0 keys a series by its label bytes; 2.0 by the
 // strings its references name (each symbol hashed once per request), so

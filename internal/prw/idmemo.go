@@ -43,7 +43,7 @@ import (
 // of their own, slots of their own, and one id.
 //
 // The table is a fixed array of buckets of 4 slots (one 64-byte cache
-// line): bounded memory (DefaultIDMemoSlots, 1 MiB, shared by every
+// line): bounded memory (DefaultIDMemoSlots, 2 MiB, shared by every
 // decoder of the process), a full bucket replaces one of its
 // slots. Concurrent use is safe without locks: a slot holds key^id and id,
 // each an atomic word, so that a torn read (one word of an older entry)
@@ -62,10 +62,12 @@ type IDMemo struct {
 type idSlot struct{ chk, sid atomic.Uint64 } // chk = key ^ sid; 0, 0 is empty
 
 // DefaultIDMemoSlots is the number of slots (16 bytes each) of the memo
-// the process's decoders share: 65,536, 1 MiB, room for the
-// active series of a sender of ~50,000 series (a bucket of 4 slots that
-// is full loses one to a new series).
-const DefaultIDMemoSlots = 1 << 16
+// the process's decoders share: 131,072, 2 MiB, room for the active
+// series of senders of ~100,000 series (a bucket of 4 slots that is full
+// loses one to a new series). Twice 1 MiB made 32,000 series in rotation
+// decode 1-7% (1.0) and 8-10% (2.0) faster, the other shapes alike
+// (BENCHMARKS.md, "End of session 21").
+const DefaultIDMemoSlots = 1 << 17
 
 // NewIDMemo returns a memo of at least slots slots (a power of 2, 4 or more).
 func NewIDMemo(slots int) *IDMemo {
