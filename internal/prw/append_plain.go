@@ -101,7 +101,7 @@ func (x *PlainAppender) ScanTimesV1(body []byte) bool {
 				return false
 			}
 			tn, ok := msToNs(ts)
-			if !ok || tn < 0 {
+			if !ok {
 				return false
 			}
 			x.Times = append(x.Times, tn)

@@ -212,7 +212,7 @@ func (x *PlainAppender2) series2(b []byte, i int) bool {
 			}
 			tn, ok := msToNs(ts)
 			sn, ok2 := msToNs(st)
-			if !ok || !ok2 || tn < 0 {
+			if !ok || !ok2 {
 				return false
 			}
 			x.Times = append(x.Times, tn)
