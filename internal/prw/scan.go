@@ -266,8 +266,8 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 		if !sampleV1(b, ss, se, &v, &ts) {
 			return false
 		}
-		tn, ok := msToNs(ts)
-		if !ok || tooLate(ts, s.MaxTime) { // the decoder drops the series
+		tn, ok := timeNs(ts, s.MaxTime)
+		if !ok { // the decoder drops the series
 			return false
 		}
 		s.Name = append(s.Name, ni)

@@ -151,8 +151,8 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 			if !sampleV2(b, ss, se, &v, &ts, &st) {
 				return false
 			}
-			tn, ok := msToNs(ts)
-			if _, ok2 := msToNs(st); !ok || !ok2 || tooLate(ts, s.MaxTime) {
+			tn, ok := timeNs(ts, s.MaxTime)
+			if _, ok2 := msToNs(st); !ok || !ok2 {
 				return false // the decoder drops the series
 			}
 			s.Name = append(s.Name, ni)

@@ -23,12 +23,19 @@ import (
 // max_future_skew is skew, at now.
 func LakeMaxTime(now time.Time, skew time.Duration) int64 { return now.Add(skew).UnixMilli() }
 
-// tooLate reports whether ms is past max (0: no bound).
-func tooLate(ms, max int64) bool { return max != 0 && ms > max }
+// timeNs converts a sample or histogram time ms to nanoseconds; false
+// when the lake cannot store it (msToNs) or it is past max (0: no bound).
+func timeNs(ms, max int64) (int64, bool) {
+	tn, ok := msToNs(ms)
+	return tn, ok && (max == 0 || ms <= max)
+}
 
-// lateProblem says why ms, past max, is refused; what names it ("sample
-// timestamp", "histogram timestamp").
-func lateProblem(what string, ms, max int64) string {
+// timeProblem says why timeNs refuses ms with max; what names the time
+// ("sample timestamp", "histogram timestamp").
+func timeProblem(what string, ms, max int64) string {
+	if _, ok := msToNs(ms); !ok {
+		return fmt.Sprintf("%s %d out of range"+tsRange, what, ms)
+	}
 	return fmt.Sprintf("%s %d (%s) is past %s, the latest time accepted now (lake.max_future_skew ahead of sluice's clock)",
 		what, ms, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), time.UnixMilli(max).UTC().Format(time.RFC3339Nano))
 }

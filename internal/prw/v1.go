@@ -199,10 +199,8 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			if problem == "" {
 				if p := d.checkHist(); p != "" {
 					problem = p
-				} else if _, ok := msToNs(d.h.ts); !ok {
-					problem = "histogram timestamp out of range" + tsRange
-				} else if tooLate(d.h.ts, d.MaxTime) {
-					problem = lateProblem("histogram timestamp", d.h.ts, d.MaxTime)
+				} else if _, ok := timeNs(d.h.ts, d.MaxTime); !ok {
+					problem = timeProblem("histogram timestamp", d.h.ts, d.MaxTime)
 				}
 			}
 			hists++
@@ -259,7 +257,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 		// The usual sample, {0x09 value, 0x10 timestamp} and nothing
 		// else, without the field loops (plainSample).
 		if v, ts, se := plainSample(b, i); se > 0 {
-			if tn, ok := msToNs(ts); ok && !tooLate(ts, d.MaxTime) {
+			if tn, ok := timeNs(ts, d.MaxTime); ok {
 				d.bufSample(tn, 0, v)
 				i = se
 				continue
@@ -274,14 +272,10 @@ func (d *Decoder) seriesV1(s, e int) bool {
 			if !sampleV1(b, ss, se, &v, &ts) {
 				return false
 			}
-			tn, ok := msToNs(ts)
-			if !ok || tooLate(ts, d.MaxTime) {
+			tn, ok := timeNs(ts, d.MaxTime)
+			if !ok {
 				d.rollbackSeries(n0, msgStart, attr)
-				if !ok {
-					d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
-				} else {
-					d.drop("series %s: %s", d.seriesString(), lateProblem("sample timestamp", ts, d.MaxTime))
-				}
+				d.drop("series %s: %s", d.seriesString(), timeProblem("sample timestamp", ts, d.MaxTime))
 				return true
 			}
 			d.bufSample(tn, 0, v)

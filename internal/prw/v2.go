@@ -346,7 +346,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 				samples++
 				if plain {
 					if v, ts, se := plainSample(b, i); se > 0 {
-						if tn, ok := msToNs(ts); ok && !tooLate(ts, d.MaxTime) {
+						if tn, ok := timeNs(ts, d.MaxTime); ok {
 							d.bufSample(tn, 0, v)
 							j = se
 							break
@@ -366,10 +366,8 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 			if problem == "" {
 				if p := d.checkHist(); p != "" {
 					problem = p
-				} else if _, ok := msToNs(d.h.ts); !ok {
-					problem = "histogram timestamp out of range" + tsRange
-				} else if tooLate(d.h.ts, d.MaxTime) {
-					problem = lateProblem("histogram timestamp", d.h.ts, d.MaxTime)
+				} else if _, ok := timeNs(d.h.ts, d.MaxTime); !ok {
+					problem = timeProblem("histogram timestamp", d.h.ts, d.MaxTime)
 				}
 			}
 			hists++
@@ -489,7 +487,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 		// The usual sample: {0x09 value, 0x10 timestamp} and nothing else
 		// (plainSample; a start timestamp takes the general loop).
 		if v, ts, se := plainSample(b, i); se > 0 {
-			if tn, ok := msToNs(ts); ok && !tooLate(ts, d.MaxTime) {
+			if tn, ok := timeNs(ts, d.MaxTime); ok {
 				d.bufSample(tn, createdNs, v)
 				i = se
 				continue
@@ -504,17 +502,14 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 			if !sampleV2(b, ss, se, &v, &ts, &st) {
 				return false
 			}
-			tn, ok1 := msToNs(ts)
+			tn, ok1 := timeNs(ts, d.MaxTime)
 			sn, ok2 := msToNs(st)
-			if !ok1 || !ok2 || tooLate(ts, d.MaxTime) {
+			if !ok1 || !ok2 {
 				d.rollbackSeries(n0, msgStart, attr)
-				switch {
-				case !ok1:
-					d.drop("series %s: sample timestamp %d out of range"+tsRange, d.seriesString(), ts)
-				case !ok2:
+				if !ok1 {
+					d.drop("series %s: %s", d.seriesString(), timeProblem("sample timestamp", ts, d.MaxTime))
+				} else {
 					d.drop("series %s: sample start timestamp %d out of range"+tsRange, d.seriesString(), st)
-				default:
-					d.drop("series %s: %s", d.seriesString(), lateProblem("sample timestamp", ts, d.MaxTime))
 				}
 				return true
 			}
