@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -136,12 +135,12 @@ type batches struct {
 }
 
 type decoded struct {
-	path string
-	kind signal.Kind
-	b    *batches
-	err  error
-	disk int64
-	size int64
+	path  string
+	kinds kinds
+	b     *batches
+	err   error
+	disk  int64
+	size  int64
 }
 
 // Run ingests files into sink. A file that fails to read or decode is
@@ -206,20 +205,23 @@ func Run(parent context.Context, files []string, sink Sink, opts Options) (Resul
 			}
 			continue
 		}
+		// A file may hold several signals (decodeFile); each goes to the
+		// sink as its own batch.
 		var n int
 		var err error
-		switch d.kind {
-		case signal.KindLogs:
-			n = d.b.logs.Len()
-			res.Logs += int64(n)
+		if d.kinds.has(signal.KindLogs) {
+			n += d.b.logs.Len()
+			res.Logs += int64(d.b.logs.Len())
 			err = sink.WriteLogs(opts.Tenant, &d.b.logs)
-		case signal.KindMetrics:
-			n = d.b.metrics.Len()
-			res.DataPoints += int64(n)
+		}
+		if err == nil && d.kinds.has(signal.KindMetrics) {
+			n += d.b.metrics.Len()
+			res.DataPoints += int64(d.b.metrics.Len())
 			err = sink.WriteMetrics(opts.Tenant, &d.b.metrics)
-		case signal.KindTraces:
-			n = d.b.spans.Len()
-			res.Spans += int64(n)
+		}
+		if err == nil && d.kinds.has(signal.KindTraces) {
+			n += d.b.spans.Len()
+			res.Spans += int64(d.b.spans.Len())
 			err = sink.WriteSpans(opts.Tenant, &d.b.spans)
 		}
 		if n == 0 {
@@ -260,7 +262,7 @@ func decodeFiles(ctx context.Context, files []string, maxBytes int64, free chan 
 		content, disk, err := r.read(path)
 		d.disk, d.size = disk, int64(len(content))
 		if err == nil {
-			d.kind, err = decode(content, b)
+			d.kinds, err = r.decodeFile(content, b)
 		}
 		d.err = err
 		select {
@@ -269,39 +271,4 @@ func decodeFiles(ctx context.Context, files []string, maxBytes int64, free chan 
 			return
 		}
 	}
-}
-
-// decode sniffs content and decodes it into the matching batch of b, which
-// it resets first. A request with no records decodes as empty logs.
-func decode(content []byte, b *batches) (signal.Kind, error) {
-	kind, format, err := otlp.Sniff(content)
-	if err != nil {
-		return 0, err
-	}
-	json := format == otlp.FormatJSON
-	switch kind {
-	case signal.KindLogs, signal.KindUnknown:
-		b.logs.Reset()
-		if json {
-			err = otlp.DecodeLogsJSON(&b.logs, content)
-		} else {
-			err = otlp.DecodeLogs(&b.logs, content)
-		}
-		return signal.KindLogs, err
-	case signal.KindMetrics:
-		b.metrics.Reset()
-		if json {
-			err = otlp.DecodeMetricsJSON(&b.metrics, content)
-		} else {
-			err = otlp.DecodeMetrics(&b.metrics, content)
-		}
-	case signal.KindTraces:
-		b.spans.Reset()
-		if json {
-			err = otlp.DecodeTracesJSON(&b.spans, content)
-		} else {
-			err = otlp.DecodeTraces(&b.spans, content)
-		}
-	}
-	return kind, err
 }

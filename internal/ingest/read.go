@@ -31,6 +31,7 @@ type fileReader struct {
 	out      []byte
 	gz       *gzip.Reader
 	zd       *zstd.Decoder
+	msg      []byte // one decompressed request of a length-prefixed file
 }
 
 // read returns the decompressed content of path and the number of bytes read
@@ -89,13 +90,22 @@ func (r *fileReader) gunzip(in []byte) ([]byte, error) {
 	return out, nil
 }
 
-func (r *fileReader) unzstd(in []byte) ([]byte, error) {
+// zstdDecoder returns the reader's zstd decoder, made on first use, which
+// refuses to decompress more than maxBytes.
+func (r *fileReader) zstdDecoder() (*zstd.Decoder, error) {
 	if r.zd == nil {
 		zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(r.maxBytes)))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
 		r.zd = zd
+	}
+	return r.zd, nil
+}
+
+func (r *fileReader) unzstd(in []byte) ([]byte, error) {
+	if _, err := r.zstdDecoder(); err != nil {
+		return nil, err
 	}
 	if err := r.zd.Reset(bytes.NewReader(in)); err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
