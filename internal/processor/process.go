@@ -525,7 +525,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 			} else {
 				lb.Reset(cur)
 			}
-			if !relabelProcess(lb, ru) {
+			if !relabelProcess(lb, ru) || !finishRelabel(lb, cur) {
 				ev(evDropped)
 				break
 			}
@@ -572,6 +572,23 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 		}
 	}
 	return d
+}
+
+// finishRelabel completes a relabel list's result in lb (cur: the labels
+// before it): labels it added whose names begin with "__" (other than
+// __name__) are removed, as vmagent removes them after relabeling, since
+// Prometheus reserves such names and "__tmp" ones carry values between
+// steps only. It reports false when the result has no metric name: a
+// relabel that removes __name__ (or sets it to "") leaves a point no
+// Prometheus stores (its scrape refuses it: "missing metric name") and
+// no OTLP metric can carry, so the series is dropped.
+func finishRelabel(lb *labels.Builder, cur labels.Labels) bool {
+	lb.Range(func(l labels.Label) {
+		if strings.HasPrefix(l.Name, "__") && l.Name != labels.MetricName && !cur.Has(l.Name) {
+			lb.Del(l.Name)
+		}
+	})
+	return lb.Get(labels.MetricName) != ""
 }
 
 // aggTargetOf is the group a series of labels cur (of metric desc in b)
