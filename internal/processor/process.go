@@ -312,8 +312,15 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 				// A point without a value (package prw's carrier of
 				// exemplars sent alone) is no sample: not a 0, not a
 				// counter reset. It goes on as it came.
+			} else if v := b.Value(i); v != v {
+				// Nor is a NaN: a stale marker ends its series in
+				// Prometheus, and folded in it would make a sum, an avg
+				// and every later total of its group NaN. It is taken
+				// with the inputs and changes no output, as vmagent's
+				// stream aggregation skips NaN.
+				taken = true
 			} else {
-				taken = ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, b.Value(i), at.cumulative)
+				taken = ru.agg.add(mix(at.key^s.tenantGroup), s.Tenant, at, mix(id^s.tenantGroup), t, v, at.cumulative)
 			}
 			if taken && !ru.keepInput {
 				c[1]++
