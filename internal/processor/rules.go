@@ -173,15 +173,7 @@ func Load(path string, m *Metrics) (*Rules, error) {
 }
 
 // Parse compiles rules from YAML. m may be nil (validation only).
-func Parse(data []byte, m *Metrics) (*Rules, error) {
-	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, errEOF) {
-		return nil, fmt.Errorf("parse: %w", err)
-	}
-	return Compile(&f, m)
-}
+func Parse(data []byte, m *Metrics) (*Rules, error) { return ParseSet(data, m, "") }
 
 // ParseSet is Parse for the named rule set set (processors.rule_sets):
 // its rules are named "<set>/<name>" in counters, logs and the effects
@@ -195,7 +187,28 @@ func ParseSet(data []byte, m *Metrics, set string) (*Rules, error) {
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, errEOF) {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
+	// A second document ("---") would be ignored: two files pasted into
+	// one would lose the rules of the second without a word. An empty one
+	// (a trailing "---", as generated YAML has) is fine.
+	for {
+		var more yaml.Node
+		err := dec.Decode(&more)
+		if errors.Is(err, errEOF) {
+			break
+		}
+		if err != nil || !emptyDocument(&more) {
+			return nil, errors.New("parse: the file holds more than one YAML document (---); put every rule in one")
+		}
+	}
 	return CompileSet(&f, m, set)
+}
+
+// emptyDocument reports whether n is a document of nothing but null.
+func emptyDocument(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // Compile checks and compiles f. m may be nil (validation only).
@@ -384,8 +397,10 @@ func probThreshold(p float64) uint64 {
 
 // compileLimit checks and compiles the fields of action limit.
 func compileLimit(ru *rule, c *RuleConfig, m *Metrics) error {
-	if c.Window < 0 {
-		return fmt.Errorf("window %v is negative", c.Window)
+	if c.Window < 0 || c.Window > 0 && c.Window < time.Second {
+		// A window shorter than a second would start over on nearly
+		// every request: a limit that never limits.
+		return fmt.Errorf("window %v: want 0 (never resets) or at least 1s", c.Window)
 	}
 	max := c.MaxSeries
 	switch c.Per {
