@@ -58,6 +58,9 @@ var outputNames = map[string]uint8{
 	"sum": outSum, "count": outCount, "min": outMin, "max": outMax, "avg": outAvg, "last": outLast,
 	"total": outTotal, "increase": outIncrease, "rate_sum": outRateSum, "histogram_bucket": outHistogramBucket,
 	"histogram": outHistogram,
+	// vmagent's names for sum and count, so its configs carry over with
+	// their output names.
+	"sum_samples": outSum, "count_samples": outCount,
 }
 
 // downsampleOutputs are the outputs downsample allows.
@@ -92,7 +95,7 @@ func parseOutputs(in []string, downsample bool) ([]aggOutput, error) {
 		} else if k, ok := outputNames[o]; ok {
 			ao = aggOutput{kind: k, name: o}
 		} else {
-			return nil, fmt.Errorf("unknown output %q (want sum, count, min, max, avg, last, total, increase, rate_sum, quantiles(...), histogram_bucket, histogram)", o)
+			return nil, fmt.Errorf("unknown output %q (want sum, count, sum_samples, count_samples, min, max, avg, last, total, increase, rate_sum, quantiles(...), histogram_bucket, histogram)", o)
 		}
 		if downsample && !downsampleOutputs[ao.name] {
 			return nil, fmt.Errorf("output %q is not a downsample output (want avg, min, max, sum, last, count)", o)

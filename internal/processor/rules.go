@@ -511,12 +511,14 @@ func compileAggregate(ru *rule, c *RuleConfig, m *Metrics) error {
 		ru.act = actDownsample
 	}
 	ru.by, ru.without, ru.keepInput, ru.multiOut = c.By, c.Without, c.KeepInput, down && len(outs) > 1
+	// The labels in the name are sorted and without duplicates, as
+	// vmagent writes them: by [b, a] and by [a, b] are one aggregation.
 	ru.aggPrefix = model.Duration(c.Interval).String()
 	switch {
 	case len(c.By) > 0:
-		ru.aggPrefix += "_by_" + strings.Join(c.By, "_")
+		ru.aggPrefix += "_by_" + strings.Join(slices.Compact(slices.Sorted(slices.Values(c.By))), "_")
 	case len(c.Without) > 0:
-		ru.aggPrefix += "_without_" + strings.Join(c.Without, "_")
+		ru.aggPrefix += "_without_" + strings.Join(slices.Compact(slices.Sorted(slices.Values(c.Without))), "_")
 	}
 	names := make([]string, len(c.Outputs))
 	for i, o := range c.Outputs {
