@@ -10,7 +10,7 @@ type Collector struct {
 
 	sent, sentBytes, bad, skipped, failed, retried, dropped, droppedBytes *prometheus.Desc
 	lagBytes, lagSeconds, breaker, breakerOpened, droppedPoints           *prometheus.Desc
-	trimmedExemplars, fallbacks, rejected, inFlight                       *prometheus.Desc
+	trimmedExemplars, fallbacks, rejected, inFlight, splits               *prometheus.Desc
 }
 
 // NewCollector returns a collector over the runners runners returns.
@@ -26,7 +26,8 @@ func NewCollector(runners func() []*Runner) *Collector {
 		skipped:          d("sluice_exporter_skipped_records_total", "Queue records of signals this exporter does not forward."),
 		failed:           d("sluice_exporter_failed_requests_total", "Requests that failed (transport error or non-2xx), retried or not.", "endpoint"),
 		retried:          d("sluice_exporter_retried_requests_total", "Failed requests retried (429, 5xx, transport errors).", "endpoint"),
-		dropped:          d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped.", "endpoint"),
+		dropped:          d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped; a 413 only for a request of one series or record, which cannot be split.", "endpoint"),
+		splits:           d("sluice_exporter_split_requests_total", "Requests an endpoint refused as too large (413) and that were sent again as two requests of half the series (remote write) or records (OTLP over HTTP).", "endpoint"),
 		droppedBytes:     d("sluice_exporter_dropped_bytes_total", "Queue bytes this exporter skipped: reason=max_backlog_bytes or max_backlog_age (its bounds), queue_full (the queue's drop_oldest deleted them first).", "reason"),
 		lagBytes:         d("sluice_exporter_queue_lag_bytes", "Queue bytes acknowledged but not yet delivered by this exporter."),
 		lagSeconds:       d("sluice_exporter_queue_lag_seconds", "Age of the oldest queue segment holding undelivered data; 0 when caught up."),
@@ -42,7 +43,7 @@ func NewCollector(runners func() []*Runner) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks, c.rejected, c.inFlight} {
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.bad, c.skipped, c.failed, c.retried, c.dropped, c.droppedBytes, c.lagBytes, c.lagSeconds, c.breaker, c.breakerOpened, c.droppedPoints, c.trimmedExemplars, c.fallbacks, c.rejected, c.inFlight, c.splits} {
 		ch <- d
 	}
 }
@@ -80,6 +81,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
 			counter(c.dropped, ep.Stats.Dropped.Load(), n, ep.Name)
 			counter(c.rejected, ep.Stats.Rejected.Load(), n, ep.Name)
+			counter(c.splits, ep.Stats.Splits.Load(), n, ep.Name)
 			counter(c.breakerOpened, ep.Breaker.Opened(), n, ep.Name)
 			ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(ep.Breaker.State()), n, ep.Name)
 			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(ep.InFlight()), n, ep.Name)

@@ -8,6 +8,12 @@
 // Several endpoints get every request (replication); sharding needs series
 // labels and lives in prwexporter.
 //
+// An endpoint that refuses a request for its size (HTTP 413; over gRPC a
+// RESOURCE_EXHAUSTED whose message is gRPC's "message larger than max",
+// which retrying cannot mend) gets its records again in two requests of
+// half of them each, halved again while refused; a request of one record
+// still refused is dropped, counted and logged (sending.Endpoint.DoSplit).
+//
 // # TLS
 //
 // Config.TLS (built from exporters.<name>.tls by config.ExporterTLS) is

@@ -150,15 +150,16 @@ func (e *Exporter) Endpoints() []*sending.Endpoint { return e.eps }
 // tenant are concatenated into requests of at most MaxRequest bytes, and
 // every request goes to every endpoint.
 func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
-	var body []byte
+	var buf []byte // the bodies of this call's requests, one after another
 	for i := 0; i < len(recs); {
 		k, t := recs[i].Kind, recs[i].Tenant
-		body = append(body[:0], recs[i].Body...)
+		size := len(recs[i].Body)
 		j := i + 1
-		for ; j < len(recs) && recs[j].Kind == k && recs[j].Tenant == t && len(body)+len(recs[j].Body) <= e.cfg.MaxRequest; j++ {
-			body = append(body, recs[j].Body...)
+		for ; j < len(recs) && recs[j].Kind == k && recs[j].Tenant == t && size+len(recs[j].Body) <= e.cfg.MaxRequest; j++ {
+			size += len(recs[j].Body)
 		}
-		if err := e.sendAll(ctx, k, t, body); err != nil {
+		var err error
+		if buf, err = e.sendAll(ctx, k, t, recs[i:j], buf); err != nil {
 			return err
 		}
 		i = j
@@ -166,37 +167,76 @@ func (e *Exporter) Send(ctx context.Context, recs []exporter.Record) error {
 	return nil
 }
 
-func (e *Exporter) sendAll(ctx context.Context, k signal.Kind, tenant string, body []byte) error {
-	payload, encoding, err := e.compress(body)
+// sendAll sends recs, records of one signal and tenant, as one request to
+// every endpoint at once; its body is built in buf, returned for reuse.
+func (e *Exporter) sendAll(ctx context.Context, k signal.Kind, tenant string, recs []exporter.Record, buf []byte) ([]byte, error) {
+	body, payload, encoding, err := e.request(buf[:0], recs)
 	if err != nil {
-		return err
+		return body, err
 	}
 	errs := make([]error, len(e.eps))
 	var wg sync.WaitGroup
-	for i, ep := range e.eps {
-		wg.Go(func() {
-			err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
-				var o sending.Outcome
-				if e.cfg.Protocol == "grpc" {
-					o = e.grpcAttempt(ctx, e.conns[i], k, tenant, body)
-				} else {
-					o = e.httpAttempt(ctx, ep.Name, k, tenant, payload, encoding)
-				}
-				if o.OK() && (o.Header == nil || !strings.Contains(o.Header.Get("Content-Type"), "json")) {
-					if n, msg := partialSuccess(o.Body); n > 0 || msg != "" {
-						ep.PartialRejection(n, msg)
-					}
-				}
-				return o
-			})
-			if errors.Is(err, sending.ErrRejected) {
-				err = nil // dropped and counted by the endpoint
-			}
-			errs[i] = err
-		})
+	for i := range e.eps {
+		wg.Go(func() { errs[i] = e.sendTo(ctx, i, k, tenant, recs, body, payload, encoding) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return body, errors.Join(errs...)
+}
+
+// request appends the bodies of recs to dst (OTLP requests are messages
+// whose repeated fields merge: one request of them all) and compresses it.
+func (e *Exporter) request(dst []byte, recs []exporter.Record) (body, payload []byte, encoding string, err error) {
+	body = dst
+	for _, r := range recs {
+		body = append(body, r.Body...)
+	}
+	payload, encoding, err = e.compress(body)
+	return body, payload, encoding, err
+}
+
+// sendTo sends the request of recs (body, compressed as payload) to
+// endpoint i. An endpoint that refuses it as too large (an HTTP 413)
+// gets the records again in two requests of half of them each, the first
+// delivered before the second goes; a request of one record still refused
+// is dropped and counted. nil: delivered, or dropped and counted.
+func (e *Exporter) sendTo(ctx context.Context, i int, k signal.Kind, tenant string, recs []exporter.Record, body, payload []byte, encoding string) error {
+	ep := e.eps[i]
+	err := ep.DoSplit(ctx, func(ctx context.Context) sending.Outcome {
+		var o sending.Outcome
+		if e.cfg.Protocol == "grpc" {
+			o = e.grpcAttempt(ctx, e.conns[i], k, tenant, body)
+		} else {
+			o = e.httpAttempt(ctx, ep.Name, k, tenant, payload, encoding)
+		}
+		if o.OK() && (o.Header == nil || !strings.Contains(o.Header.Get("Content-Type"), "json")) {
+			if n, msg := partialSuccess(o.Body); n > 0 || msg != "" {
+				ep.PartialRejection(n, msg)
+			}
+		}
+		return o
+	})
+	if errors.Is(err, sending.ErrTooLarge) {
+		if len(recs) == 1 {
+			ep.DropTooLarge(err, fmt.Sprintf("one %s record of %d bytes", k, len(body)))
+			return nil
+		}
+		ep.Split()
+		h := len(recs) / 2
+		for _, half := range [][]exporter.Record{recs[:h], recs[h:]} {
+			body, payload, encoding, err := e.request(nil, half)
+			if err != nil {
+				return err
+			}
+			if err := e.sendTo(ctx, i, k, tenant, half, body, payload, encoding); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if errors.Is(err, sending.ErrRejected) {
+		err = nil // dropped and counted by the endpoint
+	}
+	return err
 }
 
 func (e *Exporter) compress(body []byte) ([]byte, string, error) {
@@ -268,6 +308,13 @@ func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signa
 	}
 	st := status.Convert(err)
 	o := sending.Outcome{Status: grpcToHTTP(st.Code()), Err: err}
+	if st.Code() == codes.ResourceExhausted && messageTooLarge(st.Message()) {
+		// A message over the server's (or this client's) size limit:
+		// RESOURCE_EXHAUSTED as backpressure is, but retrying the same
+		// message cannot succeed, and would hold the exporter's cursor
+		// for good; split like an HTTP 413.
+		o.Status = http.StatusRequestEntityTooLarge
+	}
 	// gRPC's Retry-After: the RetryInfo detail (what sluice's own
 	// receiver sends with RESOURCE_EXHAUSTED under backpressure).
 	for _, d := range st.Details() {
@@ -276,6 +323,14 @@ func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signa
 		}
 	}
 	return o
+}
+
+// messageTooLarge reports whether a RESOURCE_EXHAUSTED status message is
+// gRPC's refusal of a message over a size limit (grpc-go: "received
+// message larger than max", "trying to send message larger than max";
+// grpc-java: "exceeds maximum size").
+func messageTooLarge(msg string) bool {
+	return strings.Contains(msg, "message larger than max") || strings.Contains(msg, "exceeds maximum size")
 }
 
 // partialSuccess reads an OTLP export response (logs, metrics and traces

@@ -258,3 +258,76 @@ func TestPartialSuccessCounted(t *testing.T) {
 		t.Fatalf("a truncated answer read as %d, %q", n, msg)
 	}
 }
+
+// tooLargeRecords are the corpus' log requests, and one record of them
+// all concatenated (one request of every record) that no endpoint below
+// takes whole: limit fits the largest of the others.
+func tooLargeRecords(t *testing.T) (recs []exporter.Record, limit, want int) {
+	bodies := corpusLogs(t)
+	var all []byte
+	for _, b := range bodies {
+		recs = append(recs, exporter.Record{Kind: signal.KindLogs, Body: b})
+		limit = max(limit, len(b))
+		want += countLogs(t, b)
+		all = append(all, b...)
+	}
+	recs = append(recs[:len(recs)/2:len(recs)/2], append([]exporter.Record{{Kind: signal.KindLogs, Body: all}}, recs[len(recs)/2:]...)...)
+	return recs, limit, want
+}
+
+// An OTLP endpoint that refuses a request for its size (HTTP 413 from a
+// body limit; gRPC's RESOURCE_EXHAUSTED of a message over the server's
+// max) gets the records again in halves: every record that fits alone
+// arrives once, the one too large alone is dropped and counted, and Send
+// returns nil. Before, HTTP dropped the whole request and gRPC retried it
+// for ever.
+func TestTooLargeSplitByRecords(t *testing.T) {
+	recs, limit, want := tooLargeRecords(t)
+	if len(recs) < 3 {
+		t.Fatalf("%d corpus records: too few to split", len(recs))
+	}
+	var got atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+		if err != nil {
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			return
+		}
+		got.Add(int64(countLogs(t, b)))
+	}))
+	defer hs.Close()
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(limit), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		var m []byte
+		if err := stream.RecvMsg(&m); err != nil {
+			return err
+		}
+		got.Add(int64(countLogs(t, m)))
+		return stream.SendMsg([]byte{})
+	}), grpc.ForceServerCodecV2(rawCodec{}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	defer gs.Stop()
+	for _, c := range []struct{ proto, ep string }{{"http", hs.URL}, {"grpc", ln.Addr().String()}} {
+		t.Run(c.proto, func(t *testing.T) {
+			got.Store(0)
+			e, err := New(Config{Endpoints: []string{c.ep}, Protocol: c.proto, Compression: "none",
+				Policy: sending.Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := e.Send(ctx, recs); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			st := &e.Endpoints()[0].Stats
+			if got.Load() != int64(want) || st.Dropped.Load() != 1 || st.Splits.Load() == 0 {
+				t.Fatalf("downstream got %d log records of %d; %d requests dropped (want 1), %d splits", got.Load(), want, st.Dropped.Load(), st.Splits.Load())
+			}
+		})
+	}
+}

@@ -69,6 +69,15 @@
 // and the groups of a batch are sequential). Each lane's requests are
 // retried or dropped on their own; Send returns when every lane is done.
 //
+// An endpoint that refuses a request for its size (413: Mimir, Cortex,
+// Thanos and VictoriaMetrics above their request size limit) gets its
+// series again in two requests of half of them each, the first delivered
+// before the second goes, halved again while refused (sendHalves); a
+// request of one series still refused is dropped, counted and logged with
+// its labels. A request forwarded as received is decoded for this and
+// takes the convert path (resendInParts). Send returns, and the cursor
+// commits, only when every part is delivered or dropped and counted.
+//
 // On the convert path a batch's series go oldest first (stably) when they
 // are not in time order already, so that a series listed twice (several
 // records, or an OTLP request listing its points newest first) reaches

@@ -61,7 +61,7 @@ func (e *Exporter) sendMergedV2(ctx context.Context, tenant string, recs []expor
 	e.mSyms = plain // keeps the larger buffer
 	payload := s2.EncodeSnappy(e.mPayload[:0], plain)
 	e.mPayload = payload
-	err := e.replicate(ctx, tenant, series,
+	err := e.replicate(ctx, tenant, series, rawSource{plain: plain, v2: true},
 		func() ([]byte, error) { return payload, nil },
 		func() ([]byte, error) { return e.v2ToV1(plain) })
 	if cap(e.mSyms) > 4*maxRawBytes || cap(e.mPayload) > 4*maxRawBytes {

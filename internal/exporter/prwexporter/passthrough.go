@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -104,7 +105,7 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 				// Large enough to go alone, and the receiver counted its
 				// series: its bytes as received, not even snappy-decoded.
 				body := recs[i].Body
-				err := e.replicate(ctx, tenant, recs[i].Series,
+				err := e.replicate(ctx, tenant, recs[i].Series, rawSource{snappy: body},
 					func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
 					func() ([]byte, error) { return body, nil })
 				if err != nil {
@@ -127,7 +128,7 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 			// as received, snappy-decoded only for an endpoint that fell
 			// back to 1.0.
 			body := recs[i].Body
-			err := e.replicate(ctx, tenant, recs[i].Series,
+			err := e.replicate(ctx, tenant, recs[i].Series, rawSource{snappy: body, v2: true},
 				func() ([]byte, error) { return body, nil },
 				func() ([]byte, error) {
 					var err error
@@ -151,7 +152,7 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 		}
 		if recs[i].RemoteWrite == 2 {
 			body, plain := recs[i].Body, e.unsnap
-			err := e.replicate(ctx, tenant, countSeries(plain, 5),
+			err := e.replicate(ctx, tenant, countSeries(plain, 5), rawSource{plain: plain, v2: true},
 				func() ([]byte, error) { return body, nil },
 				func() ([]byte, error) { return e.v2ToV1(plain) })
 			if err != nil {
@@ -163,7 +164,7 @@ func (e *Exporter) sendRaw(ctx context.Context, tenant string, recs []exporter.R
 		// Large enough to go alone: its bytes as received, no
 		// compression of ours.
 		body := recs[i].Body
-		err = e.replicate(ctx, tenant, countSeries(e.unsnap, 1),
+		err = e.replicate(ctx, tenant, countSeries(e.unsnap, 1), rawSource{snappy: body},
 			func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
 			func() ([]byte, error) { return body, nil })
 		if err != nil {
@@ -220,21 +221,26 @@ func (e *Exporter) sendMerged(ctx context.Context, tenant string, recs []exporte
 		}
 		e.joined = payload
 	}
-	err := e.replicate(ctx, tenant, series,
+	err := e.replicate(ctx, tenant, series, rawSource{snappy: payload},
 		func() ([]byte, error) { return nil, errors.New("a 1.0 request for a 2.0 endpoint") }, // passThrough: never
 		func() ([]byte, error) { return payload, nil })
 	return j, err
 }
 
 // replicate sends one request of n series to every endpoint in parallel;
-// v2f and v1f make its payloads, each at most once.
-func (e *Exporter) replicate(ctx context.Context, tenant string, n int, v2f, v1f func() ([]byte, error)) error {
+// v2f and v1f make its payloads, each at most once. An endpoint that
+// refuses the request as too large (413) gets src, what the request was
+// made of, again in parts (resendInParts).
+func (e *Exporter) replicate(ctx context.Context, tenant string, n int, src rawSource, v2f, v1f func() ([]byte, error)) error {
 	v2f, v1f = sync.OnceValues(v2f), sync.OnceValues(v1f)
 	errs := make([]error, len(e.eps))
 	var wg sync.WaitGroup
 	for k := range e.eps {
 		wg.Go(func() {
 			sent, err := e.deliver(ctx, k, tenant, v2f, v1f)
+			if errors.Is(err, sending.ErrTooLarge) {
+				err = e.resendInParts(ctx, k, tenant, src, err)
+			}
 			errs[k] = err
 			if sent {
 				e.sentSeries.Add(uint64(n))
@@ -243,6 +249,57 @@ func (e *Exporter) replicate(ctx context.Context, tenant string, n int, v2f, v1f
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// rawSource is a pass-through request as its records hold it: snappy
+// (snappy) or snappy-decoded (plain) remote write of version 2 (v2) or
+// 1. The buffers must not change until the request is delivered.
+type rawSource struct {
+	snappy, plain []byte
+	v2            bool
+}
+
+// resendInParts sends src, a pass-through request endpoint k refused as
+// too large (err), as the convert path sends remote-write records: decoded
+// and converted, in halves of its series (sendHalves), each halved again
+// while the endpoint refuses it. It works on its own batch and converter,
+// as several endpoints may do so at once; a 413 is rare, and the convert
+// path keeps what a series holds.
+func (e *Exporter) resendInParts(ctx context.Context, k int, tenant string, src rawSource, err error) error {
+	plain := src.plain
+	if plain == nil {
+		var uerr error
+		if plain, uerr = prw.Unsnappy(nil, src.snappy); uerr != nil {
+			e.badBodies.Add(1) // the receiver checked it: a damaged queue
+			e.eps[k].DropTooLarge(err, "a request that does not decode")
+			return nil
+		}
+	}
+	var (
+		m  signal.Metrics
+		d  prw.Decoder
+		cv = converter{fromRW: true}
+	)
+	var derr error
+	if src.v2 {
+		_, derr = d.DecodeV2(&m, plain)
+	} else {
+		_, derr = d.DecodeV1(&m, plain)
+		e.fam.LearnV1(tenant, plain)
+	}
+	var pe *prw.PartialError
+	if derr != nil && !errors.As(derr, &pe) {
+		e.badBodies.Add(1)
+		e.eps[k].DropTooLarge(err, "a request that does not decode")
+		return nil
+	}
+	if !e.cfg.NoMetadata {
+		e.fam.Describe(tenant, &m, 0)
+	}
+	cv.add(&m, 0)
+	cv.inTimeOrder()
+	e.droppedPoints.Add(cv.dropped)
+	return e.sendHalves(ctx, k, tenant, cv.series, cv.meta, err)
 }
 
 // v2ToV1 converts a 2.0 request to a snappy-encoded 1.0 one (an endpoint

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/sluice-dev/sluice/internal/exporter"
@@ -334,43 +335,90 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 func (e *Exporter) sendLane(ctx context.Context, k int, tenant string, s []prompb.TimeSeries, sm []seriesMeta) error {
 	for len(s) > 0 {
 		n := min(len(s), maxSeriesPerRequest)
-		part, pm := s[:n], sm[:n]
-		opts := e.encodeOpts()
-		// The series of the request the endpoint got last; 1.0
-		// without send_native_histograms drops (and counts)
-		// native histograms that have no classic form.
-		// (v1: the 1.0 request was made, so it went last: an endpoint
-		// never goes back to 2.0.)
-		var n1, n2, dropped int
-		var v1 bool
-		var want written // what the 2.0 request holds
-		sent, err := e.deliverCounted(ctx, k, tenant, func() (b []byte, err error) { b, n2, want, err = encodeV2With(part, pm, opts); return b, err },
-			func() (b []byte, err error) {
-				v1 = true
-				b, n1, dropped, err = encodeV1With(part, pm, opts)
-				return b, err
-			}, &want)
-		if err != nil {
+		if err := e.sendPart(ctx, k, tenant, s[:n], sm[:n]); err != nil {
 			return err
-		}
-		if sent {
-			if v1 {
-				e.sentSeries.Add(uint64(n1))
-				e.droppedPoints.Add(uint64(dropped))
-			} else {
-				e.sentSeries.Add(uint64(n2))
-				e.droppedPoints.Add(uint64(want.lostExemplars))
-			}
 		}
 		s, sm = s[n:], sm[n:]
 	}
 	return nil
 }
 
+// sendPart sends series as one request to endpoint k. An endpoint that
+// refuses it as too large (413) gets it again in two halves, the first
+// delivered (or dropped) before the second goes, so a series listed twice
+// stays in time order; a request of one series still refused is dropped
+// and counted (sending.Endpoint.DropTooLarge). It returns nil when every
+// series was delivered or dropped and counted.
+func (e *Exporter) sendPart(ctx context.Context, k int, tenant string, part []prompb.TimeSeries, pm []seriesMeta) error {
+	opts := e.encodeOpts()
+	// The series of the request the endpoint got last; 1.0
+	// without send_native_histograms drops (and counts)
+	// native histograms that have no classic form.
+	// (v1: the 1.0 request was made, so it went last: an endpoint
+	// never goes back to 2.0.)
+	var n1, n2, dropped int
+	var v1 bool
+	var want written // what the 2.0 request holds
+	sent, err := e.deliverCounted(ctx, k, tenant, func() (b []byte, err error) { b, n2, want, err = encodeV2With(part, pm, opts); return b, err },
+		func() (b []byte, err error) {
+			v1 = true
+			b, n1, dropped, err = encodeV1With(part, pm, opts)
+			return b, err
+		}, &want)
+	if errors.Is(err, sending.ErrTooLarge) {
+		return e.sendHalves(ctx, k, tenant, part, pm, err)
+	}
+	if err != nil {
+		return err
+	}
+	if sent {
+		if v1 {
+			e.sentSeries.Add(uint64(n1))
+			e.droppedPoints.Add(uint64(dropped))
+		} else {
+			e.sentSeries.Add(uint64(n2))
+			e.droppedPoints.Add(uint64(want.lostExemplars))
+		}
+	}
+	return nil
+}
+
+// sendHalves sends series, which endpoint k refused as too large (err),
+// in two requests of half the series each (sendPart), or drops and counts
+// a single series.
+func (e *Exporter) sendHalves(ctx context.Context, k int, tenant string, part []prompb.TimeSeries, pm []seriesMeta, err error) error {
+	ep := e.eps[k]
+	if len(part) <= 1 {
+		what := "no series"
+		if len(part) == 1 {
+			what = labelsString(part[0].Labels)
+		}
+		ep.DropTooLarge(err, what)
+		return nil
+	}
+	ep.Split()
+	h := len(part) / 2
+	if err := e.sendPart(ctx, k, tenant, part[:h], pm[:h]); err != nil {
+		return err
+	}
+	return e.sendPart(ctx, k, tenant, part[h:], pm[h:])
+}
+
+// labelsString writes a series' labels as PromQL does: name{l="v", ...}.
+func labelsString(ls []prompb.Label) string {
+	m := make(model.Metric, len(ls))
+	for _, l := range ls {
+		m[model.LabelName(l.Name)] = model.LabelValue(l.Value)
+	}
+	return m.String()
+}
+
 // deliver sends one request to endpoint k: 2.0 (v2's payload) unless the
 // endpoint speaks 1.0 only, else v1's; each payload is made at most once.
 // It returns nil when the endpoint accepted it (sent) or refused it for
-// good (dropped and counted by the endpoint).
+// good (dropped and counted by the endpoint), and an error wrapping
+// sending.ErrTooLarge when it refused it for its size (413): the caller
+// sends its series again in parts (sendHalves).
 func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f func() ([]byte, error)) (sent bool, _ error) {
 	return e.deliverCounted(ctx, k, tenant, v2f, v1f, nil)
 }
@@ -383,7 +431,7 @@ func (e *Exporter) deliver(ctx context.Context, k int, tenant string, v2f, v1f f
 func (e *Exporter) deliverCounted(ctx context.Context, k int, tenant string, v2f, v1f func() ([]byte, error), want *written) (sent bool, _ error) {
 	ep := e.eps[k]
 	var v1, v2 []byte
-	err := ep.Do(ctx, func(ctx context.Context) sending.Outcome {
+	err := ep.DoSplit(ctx, func(ctx context.Context) sending.Outcome {
 		var err error
 		if !e.useV1[k].Load() {
 			if v2 == nil {
@@ -429,7 +477,7 @@ func (e *Exporter) deliverCounted(ctx context.Context, k int, tenant string, v2f
 		return e.attempt(ctx, k, tenant, v1, false)
 	})
 	if err != nil && !errors.Is(err, sending.ErrRejected) {
-		return false, err
+		return false, err // ctx ended, or sending.ErrTooLarge
 	}
 	return err == nil, nil
 }

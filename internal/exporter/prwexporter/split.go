@@ -712,6 +712,9 @@ func (e *Exporter) sendSplit(ctx context.Context, tenant string, sp *splitter) e
 		for k := k0; k < k1; k++ {
 			wg.Go(func() {
 				sent, err := e.deliver(ctx, k, tenant, v2f, v1f)
+				if errors.Is(err, sending.ErrTooLarge) {
+					err = e.resendInParts(ctx, k, tenant, rawSource{plain: p.body, v2: sp.v2}, err)
+				}
 				errs[k*nl+b%nl] = err
 				if sent {
 					e.sentSeries.Add(uint64(p.series))

@@ -19,6 +19,14 @@ import (
 // dropped and counted, never retried.
 var ErrRejected = errors.New("sending: rejected by endpoint")
 
+// ErrTooLarge is DoSplit's answer to a 413 (Content Too Large): the
+// endpoint refuses the request for its size (Mimir, Cortex, Thanos and
+// VictoriaMetrics answer 413 above their request size limit), and the
+// caller sends its data again in smaller requests. It is neither retried
+// nor counted as dropped: the caller counts the split (Endpoint.Split) or,
+// for a request it cannot split further, the drop (Endpoint.DropTooLarge).
+var ErrTooLarge = errors.New("sending: request too large for the endpoint")
+
 // Policy configures retries, the breaker and concurrency of an endpoint.
 type Policy struct {
 	InitialBackoff  time.Duration // first retry delay; default 100ms
@@ -142,6 +150,9 @@ type Stats struct {
 	// Rejected counts items (records, points, spans) the endpoint refused
 	// within requests it accepted (an OTLP partial success): not retried.
 	Rejected atomic.Uint64
+	// Splits counts requests the endpoint answered 413 that were sent
+	// again in two parts (DoSplit).
+	Splits atomic.Uint64
 }
 
 // Endpoint sends to one URL under a Policy.
@@ -157,6 +168,7 @@ type Endpoint struct {
 	logMu    sync.Mutex
 	refusals logEvery // permanent refusals
 	partials logEvery // partial rejections
+	tooLarge logEvery // single items refused for their size
 }
 
 // PartialRejection records that the endpoint accepted a request but
@@ -167,9 +179,7 @@ func (e *Endpoint) PartialRejection(n int64, msg string) {
 	if n > 0 {
 		e.Stats.Rejected.Add(uint64(n))
 	}
-	e.logMu.Lock()
-	count, log := e.partials.tick(time.Now())
-	e.logMu.Unlock()
+	count, log := e.tick(&e.partials)
 	if !log {
 		return
 	}
@@ -238,6 +248,35 @@ func (e *Endpoint) Backoff(attempt int, retryAfter time.Duration) time.Duration 
 // concurrency slots while an attempt runs, and waits while the breaker is
 // open.
 func (e *Endpoint) Do(ctx context.Context, attempt func(context.Context) Outcome) error {
+	return e.do(ctx, attempt, false)
+}
+
+// DoSplit is Do for a caller that can send the request's data again in
+// parts: a 413 answer returns an error wrapping ErrTooLarge, not counted
+// as dropped (Do drops it as any other 4xx).
+func (e *Endpoint) DoSplit(ctx context.Context, attempt func(context.Context) Outcome) error {
+	return e.do(ctx, attempt, true)
+}
+
+// Split counts a request the endpoint refused as too large (DoSplit) that
+// is sent again in two parts.
+func (e *Endpoint) Split() { e.Stats.Splits.Add(1) }
+
+// DropTooLarge counts and logs a request refused as too large (DoSplit's
+// err) that cannot be split further: what names the one item it holds (a
+// series, a record). Logged like refusals: the first at once, then at
+// most one line per RefusalLogEvery.
+func (e *Endpoint) DropTooLarge(err error, what string) {
+	e.Stats.Dropped.Add(1)
+	n, log := e.tick(&e.tooLarge)
+	if !log {
+		return
+	}
+	e.policy.Logger.Warn("exporter: endpoint refused a request of one item as too large (413), after splitting; dropped, not retried",
+		"endpoint", e.Name, "item", what, "answer", err, "refusals", n)
+}
+
+func (e *Endpoint) do(ctx context.Context, attempt func(context.Context) Outcome, splits bool) error {
 	for n := 0; ; n++ {
 		if err := e.waitBreaker(ctx); err != nil {
 			return err
@@ -261,6 +300,9 @@ func (e *Endpoint) Do(ctx context.Context, attempt func(context.Context) Outcome
 		if !o.Retryable() {
 			// The endpoint is up and answered: not a breaker failure.
 			e.success()
+			if splits && o.Status == http.StatusRequestEntityTooLarge {
+				return fmt.Errorf("%w: %s answered %d: %v", ErrTooLarge, e.Name, o.Status, o.Err)
+			}
 			e.Stats.Dropped.Add(1)
 			e.logRefusal(o)
 			return fmt.Errorf("%w: %s answered %d: %v", ErrRejected, e.Name, o.Status, o.Err)
@@ -302,13 +344,18 @@ func (l *logEvery) tick(now time.Time) (uint64, bool) {
 	return n, true
 }
 
+// tick counts an event of the kind of line l logs, under logMu (logEvery.tick).
+func (e *Endpoint) tick(l *logEvery) (uint64, bool) {
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	return l.tick(time.Now())
+}
+
 // logRefusal logs a permanent refusal: the first at once, later ones at
 // most once per RefusalLogEvery with how many came since (all are counted
 // in Stats.Dropped).
 func (e *Endpoint) logRefusal(o Outcome) {
-	e.logMu.Lock()
-	n, log := e.refusals.tick(time.Now())
-	e.logMu.Unlock()
+	n, log := e.tick(&e.refusals)
 	if !log {
 		return
 	}

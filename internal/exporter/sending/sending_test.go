@@ -330,3 +330,30 @@ func TestPostRedirect(t *testing.T) {
 		}
 	}
 }
+
+// A 413 is a permanent refusal for Do (dropped and counted), and for
+// DoSplit an ErrTooLarge after one attempt, neither retried nor counted as
+// dropped (the caller splits); DropTooLarge counts and logs the part it
+// cannot split, naming it.
+func TestDoSplitTooLarge(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "request over the limit", http.StatusRequestEntityTooLarge)
+	}))
+	defer srv.Close()
+	var log bytes.Buffer
+	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	err := e.DoSplit(context.Background(), post(srv.URL))
+	if !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrRejected) || calls.Load() != 1 || e.Stats.Dropped.Load() != 0 || e.Stats.Retried.Load() != 0 {
+		t.Fatalf("DoSplit: err %v, calls %d, dropped %d, retried %d; want ErrTooLarge after 1 call, nothing dropped", err, calls.Load(), e.Stats.Dropped.Load(), e.Stats.Retried.Load())
+	}
+	e.DropTooLarge(err, `up{job="x"}`)
+	if e.Stats.Dropped.Load() != 1 || !strings.Contains(log.String(), `up{job=\"x\"}`) {
+		t.Fatalf("DropTooLarge: dropped %d, log %q", e.Stats.Dropped.Load(), log.String())
+	}
+	err = e.Do(context.Background(), post(srv.URL))
+	if !errors.Is(err, ErrRejected) || errors.Is(err, ErrTooLarge) || calls.Load() != 2 || e.Stats.Dropped.Load() != 2 {
+		t.Fatalf("Do: err %v, calls %d, dropped %d; want a refusal after 1 call, dropped", err, calls.Load(), e.Stats.Dropped.Load())
+	}
+}
