@@ -19,6 +19,7 @@ const (
 	fDupfdCloexec     = 1030
 	fdCloexec         = 1
 	closeRangeCloexec = 1 << 2
+	atEmptyPath       = 0x1000
 )
 
 // maxFDSlots bounds the per-process fd slice; larger fds go to a map.
@@ -412,7 +413,12 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 			d.closeRange(p, uint32(r.fd), uint32(r.fd2), r.flags)
 		}
 	case clPath:
-		ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+		if len(r.path) == 0 && r.flags&atEmptyPath != 0 {
+			// fstatat(fd, "", AT_EMPTY_PATH), glibc's fstat: the fd itself.
+			ev.Path = d.fdPath(out, r.pid, p, r.fd)
+		} else {
+			ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+		}
 	case clChdir:
 		if sc == SysChdir {
 			ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)

@@ -178,15 +178,20 @@ static __always_inline void decode_args(struct inflight *f, u16 sc, u64 a0, u64 
 	f->fd = -1;
 	f->fd2 = -1;
 
+	// Only arguments the syscall has are read: the registers past them
+	// hold whatever the caller left there (a mode, a buffer address).
 	switch (sc) {
 	case SC_CHDIR:
-	case SC_OPEN:
 	case SC_STAT:
 	case SC_LSTAT:
 	case SC_MKDIR:
 	case SC_RMDIR:
 	case SC_UNLINK:
 	case SC_TRUNCATE:
+		f->fd = AT_FDCWD_VAL;
+		f->ptr1 = a0;
+		break;
+	case SC_OPEN:
 		f->fd = AT_FDCWD_VAL;
 		f->ptr1 = a0;
 		f->flags = a1;
@@ -196,8 +201,11 @@ static __always_inline void decode_args(struct inflight *f, u16 sc, u64 a0, u64 
 		f->ptr1 = a0;
 		f->flags = O_CREAT_VAL | O_WRONLY_VAL | O_TRUNC_VAL;
 		break;
-	case SC_OPENAT:
 	case SC_MKDIRAT:
+		f->fd = (s32)a0;
+		f->ptr1 = a1;
+		break;
+	case SC_OPENAT:
 	case SC_UNLINKAT:
 	case SC_STATX:
 		f->fd = (s32)a0;
@@ -233,6 +241,9 @@ static __always_inline void decode_args(struct inflight *f, u16 sc, u64 a0, u64 
 			f->flags = a4;
 		break;
 	case SC_DUP2:
+		f->fd = (s32)a0;
+		f->fd2 = (s32)a1;
+		break;
 	case SC_DUP3:
 	case SC_CLOSE_RANGE:
 		f->fd = (s32)a0;

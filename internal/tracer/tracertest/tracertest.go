@@ -96,12 +96,31 @@ func child(dir, mode string) error {
 	// makes no traced syscall. (A blocking read of stdin did: when the Go
 	// runtime's preemption signal interrupted it, the kernel restarted it
 	// after tracing began, and the read showed up as a row.)
+	var (
+		dirfd int
+		calls []byte
+	)
+	if mode == "syscalls" {
+		if dirfd, err = syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		if calls, err = mapCalls(dir); err != nil {
+			return err
+		}
+	}
 	goAhead := make(chan os.Signal, 1)
 	signal.Notify(goAhead, syscall.SIGUSR1)
 	fmt.Printf("ready %d %d %d\n", os.Getpid(), syscall.Gettid(), pre)
 	<-goAhead
-	if mode == "flood" {
+	switch mode {
+	case "flood":
 		return flood(dir)
+	case "syscalls":
+		made, err := syscallsWorkload(dir, pre, dirfd)
+		if werr := writeCalls(calls, made); err == nil {
+			err = werr
+		}
+		return err
 	}
 	return workload(dir, pre)
 }
@@ -175,7 +194,8 @@ type Child struct {
 }
 
 // Start writes pre.dat into dir and starts the child in mode "" (the
-// workload) or "flood".
+// workload), "flood" or "syscalls" (every traced syscall; Calls lists
+// them after Go).
 func Start(tb testing.TB, dir, mode string) *Child {
 	tb.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "pre.dat"), make([]byte, PreBytes), 0o644); err != nil {
