@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -169,6 +170,9 @@ func (d *Decoder) internPath(b []byte) string {
 	if s, ok := d.intern[string(b)]; ok {
 		return s
 	}
+	if !utf8.Valid(b) { // a name read from /proc
+		b = appendUTF8(nil, b)
+	}
 	if len(d.intern) >= 1<<16 {
 		clear(d.intern)
 	}
@@ -246,8 +250,8 @@ func (d *Decoder) cwd(pid uint32, p *proc) string {
 	if !p.cwdOK {
 		d.linkBuf = append(append(append(d.linkBuf[:0], d.opts.ProcRoot...), '/'), strconv.FormatUint(uint64(pid), 10)...)
 		d.linkBuf = append(d.linkBuf, "/cwd"...)
-		p.cwd, _ = os.Readlink(string(d.linkBuf))
-		p.cwdOK = true
+		cwd, _ := os.Readlink(string(d.linkBuf))
+		p.cwd, p.cwdOK = utf8String(cwd), true
 	}
 	return p.cwd
 }
@@ -259,7 +263,7 @@ func (d *Decoder) appendPath(out *signal.IOEvents, pid uint32, p *proc, dirfd in
 		return 0
 	}
 	if rel[0] == '/' {
-		return out.AppendBytes(rel)
+		return appendStrUTF8(out, rel)
 	}
 	var dir string
 	if dirfd == atFDCWD {
@@ -268,7 +272,7 @@ func (d *Decoder) appendPath(out *signal.IOEvents, pid uint32, p *proc, dirfd in
 		dir = e.path
 	}
 	if dir == "" {
-		return out.AppendBytes(rel)
+		return appendStrUTF8(out, rel)
 	}
 	off := len(out.Buf)
 	out.Buf = append(out.Buf, dir...)
@@ -278,7 +282,7 @@ func (d *Decoder) appendPath(out *signal.IOEvents, pid uint32, p *proc, dirfd in
 	for bytes.HasPrefix(rel, []byte("./")) {
 		rel = rel[2:]
 	}
-	out.Buf = append(out.Buf, rel...)
+	out.Buf = appendUTF8(out.Buf, rel)
 	return signal.MakeStr(off, len(out.Buf)-off)
 }
 
@@ -302,7 +306,7 @@ func (d *Decoder) commStr(out *signal.IOEvents, p *proc, comm []byte) signal.Str
 	}
 	p.commN = copy(p.comm[:], comm)
 	p.commGen = out.Gen()
-	p.commStr = out.AppendBytes(comm)
+	p.commStr = appendStrUTF8(out, comm)
 	return p.commStr
 }
 

@@ -216,3 +216,34 @@ func TestDecoderChdir(t *testing.T) {
 		t.Fatalf("after fchdir: %q", got)
 	}
 }
+
+// TestDecoderNonUTF8 checks that paths and command names that are not
+// UTF-8 (a Linux name is any bytes but NUL) come out as valid UTF-8, with
+// the bad bytes as \xNN, wherever they come from: an open's argument, a
+// relative path joined to a cwd read from /proc, an fd read from /proc,
+// and the comm.
+func TestDecoderNonUTF8(t *testing.T) {
+	root := fakeProc(t, 7, "/home/caf\xe9", map[int]string{3: "/var/\xff\xfe.log"})
+	s := &stream{d: NewDecoder(DecoderOptions{ProcRoot: root}), out: new(signal.IOEvents)}
+	rec := func(sc Syscall, fd int32, ret int64, path string) {
+		s.ts += 1000
+		s.d.Decode(appendRecord(nil, &rawRecord{ts: s.ts, pid: 7, tid: 7, fd: fd, fd2: -1, sc: uint16(sc), ret: ret,
+			comm: []byte("w\xffrk;er x"), path: []byte(path)}), s.out)
+	}
+	rec(SysOpenat, atFDCWD, 5, "/data/a\x80b\nc ü.txt")
+	rec(SysWrite, 5, 1, "")
+	rec(SysStat, atFDCWD, 0, "rel\xc3")
+	rec(SysRead, 3, 1, "")
+	want := []string{"/data/a\\x80b\nc ü.txt", "/data/a\\x80b\nc ü.txt", "/home/caf\\xe9/rel\\xc3", "/var/\\xff\\xfe.log"}
+	if s.out.Len() != len(want) {
+		t.Fatalf("%d rows, want %d", s.out.Len(), len(want))
+	}
+	for i, w := range want {
+		if got := s.out.String(s.out.Path[i]); got != w {
+			t.Errorf("row %d: path %q, want %q", i, got, w)
+		}
+		if got := s.out.String(s.out.Comm[i]); got != "w\\xffrk;er x" {
+			t.Errorf("row %d: comm %q", i, got)
+		}
+	}
+}

@@ -49,18 +49,6 @@ type Folded struct {
 // NewFolded returns an empty aggregate weighted by w.
 func NewFolded(w Weight) *Folded { return &Folded{weight: w, stacks: make(map[string]*int64)} }
 
-// frame appends s as one frame: ';' would split it and a newline end the
-// line, so both become '_'.
-func frame(dst []byte, s []byte) []byte {
-	for _, c := range s {
-		if c == ';' || c == '\n' {
-			c = '_'
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
-
 // Add aggregates every row of b.
 func (f *Folded) Add(b *signal.IOEvents) {
 	for i := range b.Len() {
@@ -76,7 +64,7 @@ func (f *Folded) Add(b *signal.IOEvents) {
 		if w <= 0 {
 			continue
 		}
-		k := frame(f.key[:0], b.StrBytes(b.Comm[i]))
+		k := appendFrame(f.key[:0], b.StrBytes(b.Comm[i]))
 		k = append(k, ';')
 		k = append(k, b.SyscallName(i)...)
 		path := b.StrBytes(b.Path[i])
@@ -84,10 +72,10 @@ func (f *Folded) Add(b *signal.IOEvents) {
 			k = append(k, ";(no path)"...)
 		}
 		for c := range splitPath(path) {
-			k = frame(append(k, ';'), c)
+			k = appendFrame(append(k, ';'), c)
 		}
 		if _, ok := f.stacks[string(k)]; !ok && len(f.stacks) >= maxFoldedStacks {
-			k = frame(k[:0], b.StrBytes(b.Comm[i]))
+			k = appendFrame(k[:0], b.StrBytes(b.Comm[i]))
 			k = append(append(append(k, ';'), b.SyscallName(i)...), ";(other paths)"...)
 		}
 		f.key = k

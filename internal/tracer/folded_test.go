@@ -16,10 +16,12 @@ func TestFolded(t *testing.T) {
 	add("db", SysRead, "/data/a;b.db", 300, 4096)
 	add("db", SysFsync, "/data/a;b.db", 5000, 0)
 	add("sh", SysWrite, "", 10, 3)
+	add("my app", SysWrite, "/tmp/run 2", 7, 5)          // a frame ending in " 2" is no second weight
+	add("w\\xffrk", SysWrite, "/tmp/50%;\nx\ty", 1, 1) // the decoder made the comm UTF-8 already
 	for w, want := range map[Weight]string{
-		WeightCount:    "db;fsync;data;a_b.db 1\ndb;read;data;a_b.db 2\nsh;write;(no path) 1\n",
-		WeightDuration: "db;fsync;data;a_b.db 5000\ndb;read;data;a_b.db 400\nsh;write;(no path) 10\n",
-		WeightBytes:    "db;read;data;a_b.db 8192\nsh;write;(no path) 3\n",
+		WeightCount:    "db;fsync;data;a%3Bb.db 1\ndb;read;data;a%3Bb.db 2\nmy%20app;write;tmp;run%202 1\nsh;write;(no path) 1\nw\\xffrk;write;tmp;50%25%3B%0Ax%09y 1\n",
+		WeightDuration: "db;fsync;data;a%3Bb.db 5000\ndb;read;data;a%3Bb.db 400\nmy%20app;write;tmp;run%202 7\nsh;write;(no path) 10\nw\\xffrk;write;tmp;50%25%3B%0Ax%09y 1\n",
+		WeightBytes:    "db;read;data;a%3Bb.db 8192\nmy%20app;write;tmp;run%202 5\nsh;write;(no path) 3\nw\\xffrk;write;tmp;50%25%3B%0Ax%09y 1\n",
 	} {
 		f := NewFolded(w)
 		f.Add(b)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -75,7 +76,7 @@ func (h *LatencyHist) Quantile(q float64) int64 {
 
 // Agg is what a summary keeps per file, process or syscall.
 type Agg struct {
-	Key    string // path, "pid comm", or syscall name
+	Key    string // path, "pid comm", or syscall name; control characters escaped (\n, \xNN)
 	Ops    int64
 	Bytes  int64
 	Errors int64
@@ -142,8 +143,9 @@ func (d *dim) get(key string) *Agg {
 		d.other.Key = "(other)"
 		return &d.other
 	}
-	a := &Agg{Key: strings.Clone(key)}
-	d.byKey[a.Key] = a
+	k := strings.Clone(key)
+	a := &Agg{Key: displayKey(k)}
+	d.byKey[k] = a
 	return a
 }
 
@@ -267,8 +269,13 @@ func WriteTable(b *strings.Builder, title string, aggs []*Agg, keyWidth int) {
 	fmt.Fprintf(b, "  %-*s %9s %10s %9s %9s %9s %7s\n", keyWidth, "KEY", "OPS", "BYTES", "P50", "P99", "TIME", "ERRORS")
 	for _, a := range aggs {
 		key := a.Key
-		if len(key) > keyWidth {
-			key = "…" + key[len(key)-keyWidth+1:]
+		if n := utf8.RuneCountInString(key); n > keyWidth {
+			// Keep the end, where a path's file name is; cut between runes.
+			for range n - keyWidth + 1 {
+				_, size := utf8.DecodeRuneInString(key)
+				key = key[size:]
+			}
+			key = "…" + key
 		}
 		fmt.Fprintf(b, "  %-*s %9d %10s %9s %9s %9s %7d\n", keyWidth, key, a.Ops, FormatBytes(a.Bytes),
 			FormatDuration(a.Hist.Quantile(0.5)), FormatDuration(a.Hist.Quantile(0.99)), FormatDuration(a.TimeNs), a.Errors)
