@@ -136,6 +136,19 @@ func (s *scratch) process(r *processor.Rules, kind signal.Kind, body []byte, n i
 	return body, n
 }
 
+// refusedResult is the partial success that tells an OTLP sender which
+// of its points processors.rules_file's limit and require rules refused
+// (docs/rules.md); what drop, keep and sample rules remove by design is
+// not reported, nor what a pipeline's own rule sets refuse (another
+// pipeline may have taken it).
+func refusedResult(kind signal.Kind, p *processor.Scratch) otlpreceiver.Result {
+	if kind != signal.KindMetrics || p.Refused == 0 {
+		return otlpreceiver.Result{}
+	}
+	return otlpreceiver.Result{RejectedRecords: int64(p.Refused),
+		Message: fmt.Sprintf("%d data points refused by rule %q: series over a cardinality limit or without required labels", p.Refused, p.RefusedBy)}
+}
+
 // queuedMetrics is the metrics batch whose points were queued (the rules
 // work in place), with series ids recomputed when the rules changed it: a
 // relabel keeps the ids of the input series, and the lake loop's decoder
@@ -198,15 +211,17 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	ser.received.Add(float64(n))
 	body := req.Body
 	s.changed = false
+	var res otlpreceiver.Result
 	if r := rules; r != nil {
 		s.proc.Tenant = req.Tenant
 		if c.stats != nil && req.Kind == signal.KindMetrics {
 			c.stats.ObserveBeforeRules(req.Tenant, &s.metrics)
 		}
 		body, n = s.process(r, req.Kind, body, n)
+		res = refusedResult(req.Kind, &s.proc)
 	}
 	if n == 0 {
-		return otlpreceiver.Result{}, nil // nothing to keep
+		return res, nil // nothing to keep
 	}
 	s.enc = recordEnc(req, s.changed)
 	if sc != nil && s.enc == encPRW1 {
@@ -217,7 +232,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	}
 	recs, n, size, observe := c.records(s, req.Kind, req.Tenant, body, n)
 	if len(recs) == 0 {
-		return otlpreceiver.Result{}, nil // no route kept anything
+		return res, nil // no route kept anything
 	}
 	if c.lends(s, sc, recs) {
 		// The lake loop takes the decoded request instead of decoding
@@ -246,7 +261,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		case observe != nil:
 			c.stats.Observe(req.Tenant, observe, size)
 		}
-		return otlpreceiver.Result{}, nil
+		return res, nil
 	case errors.Is(err, queue.ErrLowDisk):
 		ser.rejectedDisk.Add(float64(n))
 	case errors.Is(err, queue.ErrFull):

@@ -271,3 +271,36 @@ func TestLimitConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedCountsWhatTheSenderIsTold: Scratch.Refused counts the points
+// a limit (refuse, or sample and not sampled) or a require rule refused in
+// the last call, and names the first such rule; drop rules, shadow rules,
+// strip_label and report limits refuse nothing.
+func TestRefusedCountsWhatTheSenderIsTold(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		rules   string
+		refused int
+		by      string
+	}{
+		{"{name: cap, action: limit, per: metric, max_series: 4}", 6, "cap"},
+		{"{name: need, action: require, labels: [team]}", 10, "need"},
+		{"{name: cap, action: limit, per: metric, max_series: 4, shadow: true}", 0, ""},
+		{"{name: st, action: limit, per: label, label: user_id, max_values: 2, exceed_action: strip_label}", 0, ""},
+		{"{name: re, action: limit, per: tenant, max_series: 4, exceed_action: report}", 0, ""},
+		{"{name: dr, action: drop, match: '{user_id=\"u1\"}'}", 0, ""},
+	} {
+		r := mustParse(t, "metrics:\n  - {name: dr0, action: drop, match: '{user_id=\"u9\"}'}\n  - "+c.rules+"\n")
+		s := &Scratch{Tenant: "a", Now: t0}
+		b := batch(t, 11, 11) // u0..u10; u9 dropped before
+		r.ProcessMetrics(b, s)
+		if s.Refused != c.refused || s.RefusedBy != c.by {
+			t.Errorf("%s: refused %d by %q, want %d by %q", c.rules, s.Refused, s.RefusedBy, c.refused, c.by)
+		}
+		// The next call starts from zero: its series are admitted now.
+		r.ProcessMetrics(batch(t, 1, 1), s)
+		if c.by == "cap" && s.Refused != 0 {
+			t.Errorf("%s: second call refused %d, want 0", c.rules, s.Refused)
+		}
+	}
+}

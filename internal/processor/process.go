@@ -87,6 +87,15 @@ type Scratch struct {
 	// OutLogs receives the kept records when ProcessLogs reports a change.
 	OutLogs signal.Logs
 
+	// Refused is the number of points of the last ProcessMetrics call
+	// that a limit refused (exceed_action refuse, or sample and not in
+	// the sample) or a require rule refused, shadow rules aside: what the
+	// sender is told was not taken (an OTLP partial success), unlike what
+	// drop, keep and sample rules remove by design. RefusedBy names the
+	// first rule that refused one.
+	Refused   int
+	RefusedBy string
+
 	rules           *Rules
 	descKey         []uint64
 	sb              labels.ScratchBuilder
@@ -132,6 +141,7 @@ func (s *Scratch) bind(r *Rules) { s.rules = r }
 // where most points are kept costs little more than the decisions. b's
 // SeriesID must be set (the OTLP decoder sets it).
 func (r *Rules) ProcessMetrics(b *signal.Metrics, s *Scratch) (changed bool, kept int) {
+	s.Refused, s.RefusedBy = 0, ""
 	if r == nil || len(r.metrics) == 0 || b.Len() == 0 {
 		return false, b.Len()
 	}
@@ -251,6 +261,9 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 			c[1]++
 			s.effect(e.rule, desc, false)
 			if !rs[e.rule].shadow {
+				if rs[e.rule].act == actRequire {
+					s.refuse(&rs[e.rule])
+				}
 				return d, true
 			}
 		case evLimit:
@@ -295,6 +308,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 				c[1]++
 				s.effect(e.rule, desc, false)
 				if !ru.shadow {
+					s.refuse(ru)
 					return d, true
 				}
 			}
@@ -338,6 +352,14 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 		}
 	}
 	return d, false
+}
+
+// refuse counts a point that rule ru refused (Scratch.Refused).
+func (s *Scratch) refuse(ru *rule) {
+	if s.Refused == 0 {
+		s.RefusedBy = ru.name
+	}
+	s.Refused++
 }
 
 // pointHash is a uniform 64-bit hash of a point, the same in every process.
