@@ -224,7 +224,85 @@ func parseSize(s string) (int, error) {
 // traceSink is one consumer of traced batches.
 type traceSink interface {
 	write(b *signal.IOEvents) error
-	close() error
+	close() error // completes the output
+	abort()       // leaves no output: the trace did not start
+}
+
+// openTraceSinks opens the outputs the flags ask for.
+func openTraceSinks(ctx context.Context, f *traceFlags) ([]traceSink, error) {
+	var sinks []traceSink
+	fail := func(err error) ([]traceSink, error) {
+		for _, s := range sinks {
+			s.abort()
+		}
+		return nil, err
+	}
+	if f.out != "" {
+		s, err := newFileSink(f.out)
+		if err != nil {
+			return fail(fmt.Errorf("--out: %w", err))
+		}
+		sinks = append(sinks, s)
+	}
+	if f.folded != "" {
+		w, _ := tracer.ParseWeight(f.weight) // checked with the flags
+		tmp, err := createOutput(f.folded)
+		if err != nil {
+			return fail(fmt.Errorf("--folded: %w", err))
+		}
+		sinks = append(sinks, &foldedSink{path: f.folded, tmp: tmp, f: tracer.NewFolded(w)})
+	}
+	if f.toLake {
+		s, err := newLakeSink(ctx, f)
+		if err != nil {
+			return fail(err)
+		}
+		sinks = append(sinks, s)
+	}
+	return sinks, nil
+}
+
+// createOutput creates the temporary file that becomes path when it is
+// complete, in path's directory so that the rename is atomic.
+func createOutput(path string) (*os.File, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("directory of %s: %w", path, err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return tmp, nil
+}
+
+// commitOutput completes tmp and renames it to path; on failure it
+// removes tmp.
+func commitOutput(tmp *os.File, path string, err error) error {
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func abortOutput(tmp *os.File) {
+	_ = tmp.Close()
+	_ = os.Remove(tmp.Name())
 }
 
 func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f *traceFlags, opts tracer.Options, sortKey tracer.SortKey) error {
@@ -239,8 +317,24 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
+	// The outputs are opened first: a path that cannot be written fails
+	// now, not when the trace ends with everything it recorded.
+	sinks, err := openTraceSinks(ctx, f)
+	if err != nil {
+		return err
+	}
+	closeSinks := func() error {
+		var errs []error
+		for _, s := range sinks {
+			errs = append(errs, s.close())
+		}
+		return errors.Join(errs...)
+	}
 	tr, err := tracer.Open(opts)
 	if err != nil {
+		for _, s := range sinks {
+			s.abort()
+		}
 		return err
 	}
 	defer tr.Close()
@@ -256,34 +350,6 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	}
 	if r := tr.FallbackReason(); r != nil {
 		fmt.Fprintf(stderr, "sluice trace: fentry mode unavailable, so every syscall of every task pays the tracepoints: %v\n", r)
-	}
-
-	var sinks []traceSink
-	closeSinks := func() error {
-		var errs []error
-		for _, s := range sinks {
-			errs = append(errs, s.close())
-		}
-		return errors.Join(errs...)
-	}
-	if f.out != "" {
-		s, err := newFileSink(f.out)
-		if err != nil {
-			return err
-		}
-		sinks = append(sinks, s)
-	}
-	if f.folded != "" {
-		w, _ := tracer.ParseWeight(f.weight) // checked with the flags
-		sinks = append(sinks, &foldedSink{path: f.folded, f: tracer.NewFolded(w)})
-	}
-	if f.toLake {
-		s, err := newLakeSink(ctx, f)
-		if err != nil {
-			_ = closeSinks()
-			return err
-		}
-		sinks = append(sinks, s)
 	}
 
 	var (
@@ -382,47 +448,45 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 // fileSink records into one standalone Parquet file, written under a
 // temporary name and renamed into place when complete.
 type fileSink struct {
-	path string
-	tmp  *os.File
-	w    *lake.IOFile
+	path   string
+	tmp    *os.File
+	w      *lake.IOFile
+	failed bool // a write failed and was reported: close removes the file
 }
 
 func newFileSink(path string) (*fileSink, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	tmp, err := createOutput(path)
 	if err != nil {
-		return nil, fmt.Errorf("--out: %w", err)
+		return nil, err
 	}
 	return &fileSink{path: path, tmp: tmp, w: lake.NewIOFile(tmp, hostName())}, nil
 }
 
 func (s *fileSink) write(b *signal.IOEvents) error {
 	if err := s.w.Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
+		s.failed = true
+		return fmt.Errorf("--out: write %s (nothing of it is kept): %w", s.path, err)
 	}
 	return nil
 }
 
 func (s *fileSink) close() error {
-	err := s.w.Close()
-	if err == nil {
-		err = s.tmp.Sync()
+	if s.failed {
+		abortOutput(s.tmp)
+		return nil
 	}
-	if cerr := s.tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(s.tmp.Name(), s.path)
-	}
-	if err != nil {
-		_ = os.Remove(s.tmp.Name())
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	return nil
+	return commitOutput(s.tmp, s.path, s.w.Close())
+}
+
+func (s *fileSink) abort() {
+	_ = s.w.Close()
+	abortOutput(s.tmp)
 }
 
 // foldedSink aggregates folded stacks and writes them when the trace ends.
 type foldedSink struct {
 	path string
+	tmp  *os.File
 	f    *tracer.Folded
 }
 
@@ -432,23 +496,11 @@ func (s *foldedSink) write(b *signal.IOEvents) error {
 }
 
 func (s *foldedSink) close() error {
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), "."+filepath.Base(s.path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("--folded: %w", err)
-	}
-	_, err = s.f.WriteTo(tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", s.path, err)
-	}
-	return nil
+	_, err := s.f.WriteTo(s.tmp)
+	return commitOutput(s.tmp, s.path, err)
 }
+
+func (s *foldedSink) abort() { abortOutput(s.tmp) }
 
 // lakeSink records into the lake's io_events table, committing each file
 // to the catalog.
@@ -500,6 +552,9 @@ func (s *lakeSink) write(b *signal.IOEvents) error {
 	}
 	return nil
 }
+
+// abort closes the lake: nothing was written.
+func (s *lakeSink) abort() { _ = s.close() }
 
 func (s *lakeSink) close() error {
 	err := s.w.Close()
