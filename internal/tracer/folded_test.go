@@ -16,7 +16,7 @@ func TestFolded(t *testing.T) {
 	add("db", SysRead, "/data/a;b.db", 300, 4096)
 	add("db", SysFsync, "/data/a;b.db", 5000, 0)
 	add("sh", SysWrite, "", 10, 3)
-	add("my app", SysWrite, "/tmp/run 2", 7, 5)          // a frame ending in " 2" is no second weight
+	add("my app", SysWrite, "/tmp/run 2", 7, 5)        // a frame ending in " 2" is no second weight
 	add("w\\xffrk", SysWrite, "/tmp/50%;\nx\ty", 1, 1) // the decoder made the comm UTF-8 already
 	for w, want := range map[Weight]string{
 		WeightCount:    "db;fsync;data;a%3Bb.db 1\ndb;read;data;a%3Bb.db 2\nmy%20app;write;tmp;run%202 1\nsh;write;(no path) 1\nw\\xffrk;write;tmp;50%25%3B%0Ax%09y 1\n",

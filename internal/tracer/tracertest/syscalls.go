@@ -181,7 +181,7 @@ func syscallsWorkload(dir string, pre, dirfd int) ([]Call, error) {
 	r.do(Call{Syscall: "write", FD: 70, Path: o2, Bytes: 1}, unix.SYS_WRITE, 70, uintptr(unsafe.Pointer(&buf[0])), 1)
 	r.do(Call{Syscall: "close_range", FD: 50}, unix.SYS_CLOSE_RANGE, 50, 80, 0)
 	r.do(Call{Syscall: "write", FD: 60}, unix.SYS_WRITE, 60, uintptr(unsafe.Pointer(&buf[0])), 1) // EBADF: closed by the range
-	r.do(Call{Syscall: "read", FD: 999}, unix.SYS_READ, 999, uintptr(unsafe.Pointer(&buf[0])), 1)  // EBADF: never open
+	r.do(Call{Syscall: "read", FD: 999}, unix.SYS_READ, 999, uintptr(unsafe.Pointer(&buf[0])), 1) // EBADF: never open
 
 	// sync
 	r.do(Call{Syscall: "sync_file_range", FD: A, Path: o2}, unix.SYS_SYNC_FILE_RANGE, uintptr(a), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
