@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,10 +142,22 @@ func statusFetcher(u, token, tenant string) tui.FetchFunc {
 			Data   *stats.Status `json:"data"`
 		}
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&body); err != nil {
-			return nil, fmt.Errorf("GET %s: %s: %w", u, resp.Status, err)
+			// A proxy's login page, another server on the port, a cut
+			// answer: say what came, not only the JSON error.
+			return nil, fmt.Errorf("GET %s: %s: the answer (%s) is not a sluice status document: %v",
+				u, resp.Status, tui.Printable(cmp.Or(resp.Header.Get("Content-Type"), "no content type")), err)
 		}
-		if resp.StatusCode != http.StatusOK || body.Status != "success" || body.Data == nil {
-			return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, body.Error)
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+			return nil, fmt.Errorf("GET %s: %s: %s (--token or $SLUICE_TOKEN: a token with the read scope)", u, resp.Status, tui.Printable(body.Error))
+		case resp.StatusCode != http.StatusOK || body.Status != "success":
+			return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, tui.Printable(body.Error))
+		case body.Data == nil:
+			return nil, fmt.Errorf("GET %s: %s: the answer has no status document (data); is this a sluice query API?", u, resp.Status)
+		case !(body.Data.Time > 0):
+			// Another API's data decodes into an empty document: a
+			// sluice always sends its time.
+			return nil, fmt.Errorf("GET %s: %s: the answer is not a sluice status document (no time); is this a sluice query API?", u, resp.Status)
 		}
 		return body.Data, nil
 	}

@@ -111,6 +111,7 @@ func (m *TopModel) tick() tea.Cmd {
 func (m *TopModel) Observe(st *stats.Status, err error) {
 	m.Err = err
 	if err == nil && st != nil {
+		cleanStatus(st)
 		m.Prev, m.Cur = m.Cur, st
 	}
 	m.clampCursor()
@@ -281,10 +282,10 @@ func (m *TopModel) RenderAll() string {
 }
 
 func (m *TopModel) renderHeader(b *strings.Builder) {
-	fmt.Fprintf(b, "%s  %s  every %s\n", m.st(styleTitle, "sluice top"), m.URL, m.Interval)
+	fmt.Fprintf(b, "%s  %s  every %s\n", m.st(styleTitle, "sluice top"), Printable(m.URL), m.Interval)
 	switch {
 	case m.Err != nil:
-		fmt.Fprintln(b, m.st(styleBad, "fetch failed: "+m.Err.Error()))
+		fmt.Fprintln(b, m.st(styleBad, "fetch failed: "+Printable(m.Err.Error())))
 	case m.Cur == nil:
 		fmt.Fprintln(b, "waiting for the first status…")
 	default:

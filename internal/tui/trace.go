@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -342,11 +343,24 @@ func (m *TraceModel) renderTail(b *strings.Builder) {
 	}
 }
 
+// clip keeps the last w runes of s (made printable), the first replaced by
+// "…" when s is longer: whole runes, so a UTF-8 name is never cut inside a
+// character, and fmt's widths count runes too.
 func clip(s string, w int) string {
-	if len(s) <= w {
+	s = Printable(s)
+	n := utf8.RuneCountInString(s)
+	if n <= w {
 		return s
 	}
-	return "…" + s[len(s)-w+1:]
+	if w <= 0 {
+		return ""
+	}
+	i := 0
+	for range n - w + 1 {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return "…" + s[i:]
 }
 
 func fmtCount(n int64) string {
