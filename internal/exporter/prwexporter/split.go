@@ -34,7 +34,8 @@ import (
 //     metric family) go to lane 0 of every endpoint, alone where no series
 //     does (Prometheus sends metadata in requests without series).
 //   - 2.0: each part has a symbols table of its own, "" first, holding the
-//     symbols its series use, added as they first appear; a series is
+//     symbols its series use, added as they first appear, each once
+//     across the group's records (the specification's SHOULD; groupID); a series is
 //     copied with its label references, its exemplars' and its metadata's
 //     help and unit references rewritten into its part's table, every
 //     other field (samples, histograms, created timestamp) as its bytes.
@@ -57,6 +58,16 @@ type splitter struct {
 	meta  []byte // 1.0: the non-series fields, for lane 0 of every endpoint
 	marks []splitMark
 
+	// 2.0: the group's symbols, each once, by their bytes (keys alias
+	// garena, which only grows until reset clears the map: a key's bytes
+	// never change while it is in the map) -> group id; gid is a symbol
+	// of the record at hand -> its group id, plus 1 (0: not looked up
+	// yet). A part's table holds a symbol once across the group's records
+	// (splitPart.pref).
+	gsym   map[string]uint32
+	garena []byte
+	gid    []uint32
+
 	// Scratch.
 	syms [][]byte // 2.0: the symbols of the record at hand
 	refs []uint32 // 2.0: a series' label references
@@ -71,12 +82,15 @@ type splitter struct {
 
 // splitPart is one request of a group.
 type splitPart struct {
-	body    []byte   // 1.0: TimeSeries fields (and metadata); 2.0: the symbols, then the series
-	ser     []byte   // 2.0: TimeSeries fields
-	nsym    uint64   // 2.0: symbols in body
-	remap   []uint32 // 2.0: a symbol reference of the record at hand -> this part's, plus 1 (0: not in it yet)
-	series  int
-	payload []byte // snappy
+	body  []byte   // 1.0: TimeSeries fields (and metadata); 2.0: the symbols, then the series
+	ser   []byte   // 2.0: TimeSeries fields
+	nsym  uint64   // 2.0: symbols in body
+	remap []uint32 // 2.0: a symbol reference of the record at hand -> this part's, plus 1 (0: not in it yet)
+	// 2.0: a group symbol id -> this part's reference, plus 1 (0: not in
+	// it yet), and the other way (refG[0] is "", no group symbol)
+	pref, refG []uint32
+	series     int
+	payload    []byte // snappy
 }
 
 // splitMark is a part's state before the record at hand, to undo it.
@@ -104,8 +118,15 @@ func (s *splitter) reset(v2 bool) {
 			p.body, p.ser, p.payload = nil, nil, nil
 		}
 		p.body, p.ser, p.nsym, p.series = p.body[:0], p.ser[:0], 0, 0
+		clear(p.pref)
+		p.pref, p.refG = p.pref[:0], p.refG[:0]
 	}
 	s.meta = s.meta[:0]
+	clear(s.gsym) // before garena is written again
+	if cap(s.garena) > 4*maxRawBytes {
+		s.garena, s.gsym = nil, nil
+	}
+	s.garena = s.garena[:0]
 }
 
 // partOf is the part of a series of label hash h.
@@ -137,6 +158,12 @@ func (s *splitter) add(body []byte) error {
 	if err != nil {
 		for i := range s.parts {
 			p, m := &s.parts[i], s.marks[i]
+			if s.v2 && len(p.refG) > int(m.nsym) {
+				for _, g := range p.refG[max(m.nsym, 1):] { // the record's symbols leave the part
+					p.pref[g] = 0
+				}
+				p.refG = p.refG[:m.nsym]
+			}
 			p.body, p.ser, p.series, p.nsym = p.body[:m.body], p.ser[:m.ser], m.series, m.nsym
 		}
 		s.meta = s.meta[:meta]
@@ -351,6 +378,8 @@ func (s *splitter) addV2(body []byte) error {
 		p.remap = slices.Grow(p.remap[:0], len(s.syms))[:len(s.syms)]
 		clear(p.remap)
 	}
+	s.gid = slices.Grow(s.gid[:0], len(s.syms))[:len(s.syms)]
+	clear(s.gid)
 	for b := body; len(b) > 0; {
 		var msg []byte
 		if b[0] == 5<<3|byte(protowire.BytesType) { // a series
@@ -375,6 +404,7 @@ func (s *splitter) addV2(body []byte) error {
 		if len(p.body) == 0 {
 			p.body = append(p.body, 4<<3|byte(protowire.BytesType), 0) // symbols[0] = ""
 			p.nsym = 1
+			p.refG = append(p.refG[:0], 0)
 		}
 		if !s.rewriteV2(p, msg) {
 			return errBadRecord
@@ -518,13 +548,52 @@ func (s *splitter) ref(p *splitPart, r uint64) (uint64, bool) {
 	}
 	var x uint64 // "" is the part's symbol 0
 	if sym := s.syms[r]; len(sym) > 0 {
-		x = p.nsym
-		p.body = protowire.AppendTag(p.body, 4, protowire.BytesType)
-		p.body = protowire.AppendBytes(p.body, sym)
-		p.nsym++
+		// A symbol the part has from an earlier record of the group (or
+		// twice in this record's table) is not added again: the
+		// specification's SHOULD, and a smaller request.
+		g := s.groupID(r)
+		if int(g) >= len(p.pref) {
+			p.pref = append(p.pref, make([]uint32, int(g)+1-len(p.pref))...)
+		}
+		if y := p.pref[g]; y != 0 {
+			x = uint64(y - 1)
+		} else {
+			x = p.nsym
+			p.body = protowire.AppendTag(p.body, 4, protowire.BytesType)
+			p.body = protowire.AppendBytes(p.body, sym)
+			p.nsym++
+			p.pref[g] = uint32(x + 1)
+			p.refG = append(p.refG, g)
+		}
 	}
 	p.remap[r] = uint32(x + 1)
 	return x, true
+}
+
+// groupID is the group's id of the record's symbol r (not ""), looked up
+// once per record whatever the parts that use it.
+func (s *splitter) groupID(r uint64) uint32 {
+	if g := s.gid[r]; g != 0 {
+		return g - 1
+	}
+	sym := s.syms[r]
+	g, ok := s.gsym[string(sym)]
+	if !ok {
+		if s.gsym == nil {
+			s.gsym = make(map[string]uint32)
+		}
+		g = uint32(len(s.gsym))
+		if cap(s.garena)-len(s.garena) < len(sym) {
+			// A new array: the keys so far keep aliasing the old one,
+			// which is never written again.
+			s.garena = make([]byte, 0, max(2*cap(s.garena), len(sym), 64<<10))
+		}
+		k := len(s.garena)
+		s.garena = append(s.garena, sym...)
+		s.gsym[unsafex.String(s.garena[k:])] = g
+	}
+	s.gid[r] = g + 1
+	return g
 }
 
 // rewriteRefs appends the references field num of value v (packed or
