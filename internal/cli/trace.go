@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +39,7 @@ type traceFlags struct {
 	syscalls        string
 	minDuration     time.Duration
 	pathPrefix      string
+	pathGlob        string
 	ringSize        string
 	attach          string
 	metricsAddr     string
@@ -65,8 +67,8 @@ cgroup) with eBPF: which processes do which I/O, on which paths, how long
 each call takes.
 
 Filters --pid, --tid, --comm, --cgroup, --syscalls and --min-duration run in
-the kernel, so what they exclude never reaches sluice. --path-prefix runs
-first thing in user space. Opens, closes and dups always reach sluice (they
+the kernel, so what they exclude never reaches sluice. --path-prefix and
+--path-glob run first thing in user space. Opens, closes and dups always reach sluice (they
 keep the fd -> path table right) and are dropped there when not asked for.
 
 By default a live view fills the terminal: top files, processes or syscalls
@@ -125,7 +127,8 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.StringVar(&f.cgroup, "cgroup", "", "trace only this cgroup v2: a directory under /sys/fs/cgroup or a numeric id (kernel filter)")
 	fl.StringVar(&f.syscalls, "syscalls", "all", "comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta) (kernel filter)")
 	fl.DurationVar(&f.minDuration, "min-duration", 0, "drop calls shorter than this (kernel filter)")
-	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls on paths under this prefix")
+	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls whose path (or a rename's old path) starts with this absolute prefix")
+	fl.StringVar(&f.pathGlob, "path-glob", "", "keep only calls whose path (or a rename's old path) matches this absolute pattern: * ? [a-z] within a component, ** any number of components (/var/lib/**/*.db)")
 	fl.StringVar(&f.ringSize, "ring-size", "64MiB", "kernel ring buffer size, a power of two (e.g. 16MiB, 256MiB)")
 	fl.StringVar(&f.attach, "attach", "auto", "how to attach: fentry (only the traced syscalls pay), tracepoint (raw sys_enter/sys_exit: every syscall pays), or auto (fentry where the kernel can, else tracepoint)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve live I/O metrics (calls, bytes, errors, latency histogram per syscall, lost) on http://ADDR/metrics while tracing; port 0 picks one (printed)")
@@ -155,7 +158,7 @@ func runTraceCheck(out io.Writer) error {
 
 // options turns the flags into tracer options.
 func (f *traceFlags) options() (tracer.Options, error) {
-	o := tracer.Options{PID: f.pid, TID: f.tid, Comm: f.comm, MinDuration: f.minDuration, PathPrefix: f.pathPrefix}
+	o := tracer.Options{PID: f.pid, TID: f.tid, Comm: f.comm, MinDuration: f.minDuration, PathPrefix: f.pathPrefix, PathGlob: f.pathGlob}
 	var err error
 	if o.Syscalls, err = tracer.ParseSyscalls(f.syscalls); err != nil {
 		return o, fmt.Errorf("--syscalls: %w", err)
@@ -175,6 +178,9 @@ func (f *traceFlags) options() (tracer.Options, error) {
 	if f.minDuration < 0 || f.duration < 0 {
 		return o, errors.New("--min-duration and --duration must not be negative")
 	}
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
 	if f.cgroup != "" {
 		if o.Cgroup, err = cgroupID(f.cgroup); err != nil {
 			return o, fmt.Errorf("--cgroup: %w", err)
@@ -184,21 +190,49 @@ func (f *traceFlags) options() (tracer.Options, error) {
 }
 
 // cgroupID is the id of a cgroup v2 given as an id or a directory: the
-// directory's inode number is the id the kernel reports.
+// directory's inode number is the id the kernel reports. Either must be
+// a cgroup v2 directory that exists: any other filter would trace
+// nothing and never say why.
 func cgroupID(s string) (uint64, error) {
+	cgroupRoot := tracer.Cgroup2Root()
 	if id, err := strconv.ParseUint(s, 10, 64); err == nil {
+		if id == 0 {
+			return 0, errors.New("0 is no cgroup id")
+		}
+		found := false
+		_ = filepath.WalkDir(cgroupRoot, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) == nil && st.Ino == id {
+				found = true
+				return fs.SkipAll
+			}
+			return nil
+		})
+		if !found {
+			return 0, fmt.Errorf("no cgroup v2 with id %d under %s", id, cgroupRoot)
+		}
 		return id, nil
 	}
 	dir := s
 	if !strings.HasPrefix(dir, "/") {
-		dir = "/sys/fs/cgroup/" + dir
+		dir = cgroupRoot + "/" + dir
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(dir, &st); err != nil {
-		return 0, fmt.Errorf("cgroup %q: %w", s, err)
+		return 0, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &sfs); err != nil || sfs.Type != cgroup2Magic || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return 0, fmt.Errorf("%s is not a cgroup v2 directory (cgroup v2 is mounted at %s)", dir, cgroupRoot)
 	}
 	return st.Ino, nil
 }
+
+// cgroup2Magic is CGROUP2_SUPER_MAGIC, the file system type of cgroup v2.
+const cgroup2Magic = 0x63677270
 
 // parseSize parses 4096, 64k, 4KiB, 16M, 16MiB, 1G.
 func parseSize(s string) (int, error) {
@@ -589,7 +623,10 @@ func describeTrace(o tracer.Options) string {
 		parts = append(parts, "min duration "+o.MinDuration.String())
 	}
 	if o.PathPrefix != "" {
-		parts = append(parts, "paths under "+o.PathPrefix)
+		parts = append(parts, "paths starting "+o.PathPrefix)
+	}
+	if o.PathGlob != "" {
+		parts = append(parts, "paths matching "+o.PathGlob)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "all processes")

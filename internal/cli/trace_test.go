@@ -45,10 +45,29 @@ func TestTraceBadFlags(t *testing.T) {
 		{"trace", "--sort", "size"},
 		{"trace", "--attach", "kprobe"},
 		{"trace", "--headless", "--folded", "x", "--weight", "size"},
+		{"trace", "--headless", "--duration", "1ms", "--path-prefix", "var/log"},
+		{"trace", "--headless", "--duration", "1ms", "--path-glob", "*.log"},
+		{"trace", "--headless", "--duration", "1ms", "--path-glob", "/var/[a-"},
+		{"trace", "--headless", "--duration", "1ms", "--cgroup", "0"},
+		{"trace", "--headless", "--duration", "1ms", "--cgroup", "999999999"},
+		{"trace", "--headless", "--duration", "1ms", "--cgroup", os.TempDir()},
+		{"trace", "--headless", "--duration", "1ms", "--cgroup", "no-such-cgroup"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(args, nil, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
+		}
+	}
+}
+
+// TestTraceMissingTask checks that a pid or tid filter naming no task is
+// refused, instead of a trace that shows nothing.
+func TestTraceMissingTask(t *testing.T) {
+	tracertest.RequireTracing(t, tracer.Check().Err())
+	for flag, want := range map[string]string{"--pid": "no such process", "--tid": "no such thread"} {
+		var out, errb bytes.Buffer
+		if code := Main([]string{"trace", "--headless", flag, "1073741824"}, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("%s of no task: exit %d, stderr %q; want 1 and %q", flag, code, errb.String(), want)
 		}
 	}
 }

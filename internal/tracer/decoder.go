@@ -102,6 +102,7 @@ type DecoderStats struct {
 type DecoderOptions struct {
 	Syscalls    SyscallSet // rows kept; the zero set keeps all
 	PathPrefix  string     // keep only rows whose path (or old path) starts with it
+	PathGlob    string     // keep only rows whose path (or old path) matches it (matchGlob)
 	MinDuration int64      // ns; rows below it are dropped (bookkeeping calls bypass the kernel's check)
 	ClockOffset int64      // added to the kernel's monotonic times to make Unix ns
 	ProcRoot    string     // "/proc" by default
@@ -438,7 +439,7 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 	default:
 		ev.Path = d.fdPath(out, r.pid, p, r.fd)
 	}
-	if !d.keep[sc] || r.duration < d.opts.MinDuration || !d.prefixOK(out, &ev) {
+	if !d.keep[sc] || r.duration < d.opts.MinDuration || !d.pathOK(out, &ev) {
 		d.stats.Filtered++
 		return
 	}
@@ -491,12 +492,20 @@ func (d *Decoder) fork(parent, child uint32) {
 	}
 }
 
-func (d *Decoder) prefixOK(out *signal.IOEvents, ev *signal.IOEvent) bool {
-	pre := d.opts.PathPrefix
-	if pre == "" {
+// pathOK applies the path prefix and glob filters to a row: its path or
+// old path must pass both.
+func (d *Decoder) pathOK(out *signal.IOEvents, ev *signal.IOEvent) bool {
+	pre, glob := d.opts.PathPrefix, d.opts.PathGlob
+	if pre == "" && glob == "" {
 		return true
 	}
-	return bytes.HasPrefix(out.StrBytes(ev.Path), []byte(pre)) || bytes.HasPrefix(out.StrBytes(ev.OldPath), []byte(pre))
+	for _, s := range [2]signal.Str{ev.Path, ev.OldPath} {
+		p := out.String(s)
+		if p != "" && strings.HasPrefix(p, pre) && (glob == "" || matchGlob(glob, p)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Decoder) copyFD(pid uint32, p *proc, from, to int32, cloexec bool) {

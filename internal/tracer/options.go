@@ -40,7 +40,7 @@ func ParseAttachMode(s string) (AttachMode, error) {
 }
 
 // Options select what the kernel program traces. Filters other than
-// PathPrefix run in the kernel, so what they exclude never reaches user
+// PathPrefix and PathGlob run in the kernel, so what they exclude never reaches user
 // space.
 type Options struct {
 	PID         uint32        // trace only this process (thread group); 0 all
@@ -49,7 +49,8 @@ type Options struct {
 	Cgroup      uint64        // trace only this cgroup v2 id; 0 all
 	Syscalls    SyscallSet    // rows wanted; the zero set is all
 	MinDuration time.Duration // drop calls shorter than this
-	PathPrefix  string        // keep rows whose path starts with it (user space, before any copy out of the decoder)
+	PathPrefix  string        // keep rows whose path (or old path) starts with it (user space, before any copy out of the decoder)
+	PathGlob    string        // keep rows whose path (or old path) matches it: * ? [..] within a component, ** any components
 	RingBytes   int           // ring buffer size: a power of two, at least one page; default 64 MiB
 	TraceSelf   bool          // also trace this process (excluded by default: its own output would feed back)
 	Attach      AttachMode    // default AttachAuto
@@ -72,7 +73,8 @@ func (o *Options) setDefaults() {
 	}
 }
 
-func (o *Options) validate() error {
+// Validate checks the options (after defaults: a zero RingBytes is refused).
+func (o *Options) Validate() error {
 	if len(o.Comm) > commLen-1 {
 		return fmt.Errorf("tracer: comm %q is longer than the kernel's 15 bytes", o.Comm)
 	}
@@ -85,5 +87,8 @@ func (o *Options) validate() error {
 	if o.MinDuration < 0 {
 		return fmt.Errorf("tracer: negative minimum duration %s", o.MinDuration)
 	}
-	return nil
+	if err := checkPathFilter("path prefix", o.PathPrefix, false); err != nil {
+		return err
+	}
+	return checkPathFilter("path glob", o.PathGlob, true)
 }

@@ -42,10 +42,14 @@ type Tracer struct {
 // features) rather than a raw errno.
 func Open(opts Options) (*Tracer, error) {
 	opts.setDefaults()
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if err := quickCheck(); err != nil {
+		return nil, err
+	}
+	tgid, err := checkTasks("/proc", opts.PID, opts.TID)
+	if err != nil {
 		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -89,17 +93,15 @@ func Open(opts Options) (*Tracer, error) {
 	t.dec = NewDecoder(DecoderOptions{
 		Syscalls:    opts.Syscalls,
 		PathPrefix:  opts.PathPrefix,
+		PathGlob:    opts.PathGlob,
 		MinDuration: int64(opts.MinDuration),
 		ClockOffset: clockOffset(),
 	})
 	// After attaching: an fd opened from here on is seen by the program.
-	switch {
-	case opts.PID != 0:
-		t.dec.Preload(opts.PID)
-	case opts.TID == 0:
+	if tgid != 0 {
+		t.dec.Preload(tgid)
+	} else {
 		t.dec.PreloadAll(opts.Comm)
-	default:
-		t.dec.PreloadAll("")
 	}
 	return t, nil
 }

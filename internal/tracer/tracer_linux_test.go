@@ -4,11 +4,16 @@ package tracer
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/corpustest"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
@@ -316,5 +321,105 @@ func testEverySyscall(t *testing.T, opts Options) {
 	}
 	if tr.Lost() != 0 {
 		t.Errorf("lost %d records", tr.Lost())
+	}
+}
+
+// inCgroup moves pid into a new cgroup v2 and returns its id (the
+// directory's inode), removing the cgroup at the end of the test.
+func inCgroup(t *testing.T, pid int) uint64 {
+	t.Helper()
+	dir := filepath.Join(Cgroup2Root(), fmt.Sprintf("sluice-tracer-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		corpustest.Missing(t, "a writable cgroup v2 ("+err.Error()+")")
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) }) // after the workload's processes exited
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		corpustest.Missing(t, "a writable cgroup v2 ("+err.Error()+")")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// TestTraceFDTableInheritance checks fd -> path where the fd table is
+// shared or inherited, traced by a cgroup filter (which takes the
+// workload's descendants too): a thread writes to an fd another thread
+// opened; an exec keeps the fd opened without CLOEXEC and closes the one
+// with it, so the shell's write finds x.dat and its use of y.dat's fd
+// fails with no path; a subshell (a fork) writes through the inherited
+// fd. With a path glob on top, only the calls on x.dat and y.dat remain.
+func TestTraceFDTableInheritance(t *testing.T) {
+	tracertest.RequireTracing(t, Check().Err())
+	if _, err := os.Stat(tracertest.ShPath); err != nil {
+		corpustest.Missing(t, tracertest.ShPath)
+	}
+	t.Run("cgroup", func(t *testing.T) { testFDTableInheritance(t, false) })
+	t.Run("cgroup+glob", func(t *testing.T) { testFDTableInheritance(t, true) })
+}
+
+func testFDTableInheritance(t *testing.T, glob bool) {
+	dir := t.TempDir()
+	child := tracertest.Start(t, dir, "fdtable")
+	opts := Options{Cgroup: inCgroup(t, child.PID), FlushEvery: 20 * time.Millisecond}
+	if glob {
+		opts.PathGlob = dir + "/[xy].dat"
+	}
+	tr, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rows := collect(t, tr, func() { child.Go(t) })
+	p := func(n string) string { return filepath.Join(dir, n) }
+
+	var xfd, yfd int32 = -1, -1
+	shWrites := map[uint32]int{} // x.dat writes of 2 bytes by pid, other than the workload
+	var threadWrite, badY, yRows bool
+	pids := map[uint32]bool{}
+	for i := range rows.Len() {
+		sc, path, pid := SyscallName(rows.Syscall[i]), rows.String(rows.Path[i]), rows.PID[i]
+		pids[pid] = true
+		if rows.Cgroup[i] != opts.Cgroup {
+			t.Errorf("row %d: cgroup %d passed the filter %d", i, rows.Cgroup[i], opts.Cgroup)
+		}
+		if glob && path != p("x.dat") && path != p("y.dat") && rows.String(rows.OldPath[i]) == "" {
+			t.Errorf("row %d: %s %q passed the glob %s", i, sc, path, opts.PathGlob)
+		}
+		switch {
+		case pid == uint32(child.PID) && sc == "openat" && path == p("x.dat"):
+			xfd = int32(rows.Ret[i])
+		case pid == uint32(child.PID) && sc == "openat" && path == p("y.dat"):
+			yfd = int32(rows.Ret[i])
+		case sc == "write" && path == p("t.dat"):
+			threadWrite = rows.TID[i] == uint32(child.TID2) && rows.Bytes[i] == tracertest.TBytes
+		case sc == "write" && path == p("x.dat") && pid != uint32(child.PID) && rows.Bytes[i] == 2:
+			shWrites[pid]++
+		case pid != uint32(child.PID) && path == p("y.dat"):
+			yRows = true
+			t.Errorf("row %d: %s by pid %d on y.dat, whose fd the exec closed", i, sc, pid)
+		case pid == uint32(child.PID) && rows.FD[i] == yfd && rows.Errno[i] == int32(syscall.EBADF):
+		case pid != uint32(child.PID) && rows.FD[i] == yfd && rows.Errno[i] == int32(syscall.EBADF) && path == "":
+			badY = true
+		}
+	}
+	if xfd < 0 || yfd < 0 {
+		t.Fatalf("no opens of x.dat and y.dat (fds %d, %d) in %d rows", xfd, yfd, rows.Len())
+	}
+	if !glob && !threadWrite {
+		t.Errorf("no write of %d bytes to t.dat by the second thread %d", tracertest.TBytes, child.TID2)
+	}
+	if len(shWrites) != 2 {
+		t.Errorf("x.dat writes by the shell and its subshell: %v, want one each from two processes", shWrites)
+	}
+	if !glob && (!badY || yRows) {
+		t.Errorf("the shell's use of y.dat's fd %d: failed with EBADF and no path: %v; rows on y.dat: %v", yfd, badY, yRows)
+	}
+	if b, err := os.ReadFile(p("x.dat")); err != nil || string(b) != "a\nc\n" {
+		t.Errorf("x.dat holds %q (%v), want the shell's and the subshell's lines", b, err)
+	}
+	if len(pids) < 3 {
+		t.Errorf("rows of %d processes, want the workload, the shell and its subshell", len(pids))
 	}
 }

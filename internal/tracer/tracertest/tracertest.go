@@ -108,13 +108,22 @@ func child(dir, mode string) error {
 			return err
 		}
 	}
+	var (
+		tid2   int
+		second func(func())
+	)
+	if mode == "fdtable" {
+		tid2, second = startSecondThread()
+	}
 	goAhead := make(chan os.Signal, 1)
 	signal.Notify(goAhead, syscall.SIGUSR1)
-	fmt.Printf("ready %d %d %d\n", os.Getpid(), syscall.Gettid(), pre)
+	fmt.Printf("ready %d %d %d %d\n", os.Getpid(), syscall.Gettid(), pre, tid2)
 	<-goAhead
 	switch mode {
 	case "flood":
 		return flood(dir)
+	case "fdtable":
+		return fdtableWorkload(dir, second)
 	case "syscalls":
 		made, err := syscallsWorkload(dir, pre, dirfd)
 		if werr := writeCalls(calls, made); err == nil {
@@ -189,13 +198,14 @@ func flood(dir string) error {
 // Child is a started workload process, waiting for Go.
 type Child struct {
 	PID, TID, PreFD int
+	TID2            int // the fdtable workload's second thread
 	cmd             *exec.Cmd
 	stderr          strings.Builder
 }
 
 // Start writes pre.dat into dir and starts the child in mode "" (the
-// workload), "flood" or "syscalls" (every traced syscall; Calls lists
-// them after Go).
+// workload), "flood", "syscalls" (every traced syscall; Calls lists
+// them after Go) or "fdtable" (threads, fork and exec; see TBytes).
 func Start(tb testing.TB, dir, mode string) *Child {
 	tb.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "pre.dat"), make([]byte, PreBytes), 0o644); err != nil {
@@ -223,7 +233,7 @@ func Start(tb testing.TB, dir, mode string) *Child {
 	if err != nil {
 		tb.Fatalf("child did not get ready: %v (stderr: %s)", err, c.stderr.String())
 	}
-	if _, err := fmt.Sscanf(line, "ready %d %d %d", &c.PID, &c.TID, &c.PreFD); err != nil {
+	if _, err := fmt.Sscanf(line, "ready %d %d %d %d", &c.PID, &c.TID, &c.PreFD, &c.TID2); err != nil {
 		tb.Fatalf("child said %q: %v", line, err)
 	}
 	return c
