@@ -32,6 +32,10 @@ var (
 	// ErrTimestamp: a timestamp of 2^63 ns or more, which int64 cannot
 	// hold; see checkTimes.
 	ErrTimestamp = errors.New("otlp: timestamp out of range")
+	// ErrHistogram: a histogram point of a shape OTLP's data model
+	// forbids (bounds not increasing, bucket counts not matching them,
+	// exponential scale or offsets out of range); see checkHistograms.
+	ErrHistogram = errors.New("otlp: invalid histogram")
 	// ErrJSON: OTLP JSON that does not parse or does not fit the schema.
 	ErrJSON = errors.New("otlp: invalid OTLP JSON")
 )

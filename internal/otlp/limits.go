@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -22,10 +23,12 @@ const (
 	LimitAttrsPerRecord  = "max_attributes_per_record"
 	LimitAttrsPerRequest = "max_attributes_per_request"
 	LimitTimestamp       = "timestamp"
+	LimitHistogram       = "histogram"
 )
 
-// LimitError is a request past one of Limits or with a timestamp past
-// 2^63-1 ns; it wraps ErrLimit or ErrTimestamp.
+// LimitError is a request past one of Limits, with a timestamp past
+// 2^63-1 ns or with a histogram of a shape OTLP forbids; it wraps
+// ErrLimit, ErrTimestamp or ErrHistogram.
 type LimitError struct {
 	Limit string // one of the Limit* names
 	msg   string
@@ -47,6 +50,9 @@ func CheckLogs(l *signal.Logs, from int, lim Limits) error {
 // CheckMetrics is CheckLogs for data points.
 func CheckMetrics(m *signal.Metrics, from int, lim Limits) error {
 	if err := checkTimes("data point", "time_unix_nano", m.Time[from:], "start_time_unix_nano", m.StartTime[from:]); err != nil {
+		return err
+	}
+	if err := checkHistograms(m, from); err != nil {
 		return err
 	}
 	return lim.checkAttrs(&m.Common, "data point", m.Attr[from:])
@@ -113,4 +119,68 @@ func (lim Limits) checkAttrs(c *signal.Common, what string, recs []signal.Range)
 		}
 	}
 	return nil
+}
+
+// Scales of exponential histograms sluice takes: the OpenTelemetry SDKs'
+// range (their aggregator stays within it); Prometheus native histograms
+// (-4..8) fit inside.
+const (
+	MinExpScale = -10
+	MaxExpScale = 20
+)
+
+// checkHistograms refuses histogram points that OTLP's data model forbids
+// and that no reader could make sense of, so that they are never
+// acknowledged and then lost on the way to a query: explicit bounds that
+// are NaN or not strictly increasing, bucket counts that are neither
+// absent nor one more than the bounds, exponential scales outside
+// [MinExpScale, MaxExpScale] and bucket indexes past int32.
+func checkHistograms(m *signal.Metrics, from int) error {
+	for p := from; p < m.Len(); p++ {
+		var problem string
+		switch m.Descs[m.Desc[p]].Type {
+		case signal.MetricHistogram:
+			problem = explicitProblem(m.F64[m.Bounds[p].Start:m.Bounds[p].End], m.BucketCounts[p].Len())
+		case signal.MetricExponentialHistogram:
+			problem = exponentialProblem(m.Scale[p], m.PosOffset[p], m.PosCounts[p].Len(), m.NegOffset[p], m.NegCounts[p].Len())
+		default:
+			continue
+		}
+		if problem != "" {
+			return &LimitError{Limit: LimitHistogram, err: ErrHistogram,
+				msg: fmt.Sprintf("data point %d of metric %q: %s", p-from, m.String(m.Descs[m.Desc[p]].Name), problem)}
+		}
+	}
+	return nil
+}
+
+func explicitProblem(bounds []float64, counts int) string {
+	if counts != 0 && counts != len(bounds)+1 {
+		return fmt.Sprintf("%d bucket_counts for %d explicit_bounds (want none or %d)", counts, len(bounds), len(bounds)+1)
+	}
+	for i, b := range bounds {
+		if math.IsNaN(b) {
+			return fmt.Sprintf("explicit_bounds[%d] is NaN", i)
+		}
+		if i > 0 && !(b > bounds[i-1]) {
+			return fmt.Sprintf("explicit_bounds not strictly increasing (explicit_bounds[%d] = %v after %v)", i, b, bounds[i-1])
+		}
+	}
+	return ""
+}
+
+func exponentialProblem(scale, posOff int32, npos int, negOff int32, nneg int) string {
+	if scale < MinExpScale || scale > MaxExpScale {
+		return fmt.Sprintf("scale %d outside [%d, %d]", scale, MinExpScale, MaxExpScale)
+	}
+	for _, side := range [2]struct {
+		name string
+		off  int32
+		n    int
+	}{{"positive", posOff, npos}, {"negative", negOff, nneg}} {
+		if side.n > 0 && int64(side.off)+int64(side.n)-1 > math.MaxInt32 {
+			return fmt.Sprintf("%s buckets: offset %d with %d bucket_counts runs past bucket index 2^31-1", side.name, side.off, side.n)
+		}
+	}
+	return ""
 }

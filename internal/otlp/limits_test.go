@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -75,5 +76,70 @@ func TestCheckAttrLimits(t *testing.T) {
 	}
 	if err := CheckLogs(&l, 0, Limits{}); err != nil {
 		t.Errorf("no limits: %v", err)
+	}
+}
+
+// TestCheckHistograms: histogram points OTLP's data model forbids are
+// refused naming the metric and the problem (they were acknowledged, then
+// dropped between the lake and PromQL); valid shapes, including points
+// without buckets and the widest scales, pass.
+func TestCheckHistograms(t *testing.T) {
+	explicit := func(counts []uint64, bounds []float64) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName("h")
+		dp := m.SetEmptyHistogram().DataPoints().AppendEmpty()
+		dp.SetTimestamp(1)
+		dp.BucketCounts().FromRaw(counts)
+		dp.ExplicitBounds().FromRaw(bounds)
+		return md
+	}
+	exponential := func(scale, off int32, n int) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName("e")
+		dp := m.SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+		dp.SetTimestamp(1)
+		dp.SetScale(scale)
+		dp.Negative().SetOffset(off)
+		dp.Negative().BucketCounts().FromRaw(make([]uint64, n))
+		return md
+	}
+	nan := math.NaN()
+	for _, c := range []struct {
+		name string
+		md   pmetric.Metrics
+		want string // "" is valid
+	}{
+		{"explicit", explicit([]uint64{1, 2, 3}, []float64{1, 2}), ""},
+		{"count only", explicit(nil, nil), ""},
+		{"bounds without counts", explicit(nil, []float64{1, 2}), ""},
+		{"one bucket", explicit([]uint64{4}, nil), ""},
+		{"fewer counts", explicit([]uint64{1, 2}, []float64{1, 2}), `metric "h": 2 bucket_counts for 2 explicit_bounds (want none or 3)`},
+		{"more counts", explicit([]uint64{1, 2, 3, 4}, []float64{1, 2}), "4 bucket_counts for 2 explicit_bounds"},
+		{"unsorted", explicit([]uint64{1, 2, 3}, []float64{2, 1}), "explicit_bounds not strictly increasing (explicit_bounds[1] = 1 after 2)"},
+		{"repeated", explicit([]uint64{1, 2, 3}, []float64{1, 1}), "not strictly increasing"},
+		{"NaN", explicit([]uint64{1, 2, 3}, []float64{nan, 1}), "explicit_bounds[0] is NaN"},
+		{"scale 20", exponential(20, -5, 3), ""},
+		{"scale -10", exponential(-10, 0, 3), ""},
+		{"scale 21", exponential(21, 0, 1), "scale 21 outside [-10, 20]"},
+		{"scale -11", exponential(-11, 0, 1), "scale -11 outside"},
+		{"last index", exponential(0, math.MaxInt32-2, 3), ""},
+		{"past int32", exponential(0, math.MaxInt32-2, 4), "negative buckets: offset 2147483645 with 4 bucket_counts runs past bucket index 2^31-1"},
+		{"offset without buckets", exponential(0, math.MaxInt32, 0), ""},
+	} {
+		b, _ := pmetricotlp.NewExportRequestFromMetrics(c.md).MarshalProto()
+		var m signal.Metrics
+		if err := DecodeMetrics(&m, b); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		err := CheckMetrics(&m, 0, Limits{})
+		var le *LimitError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (!errors.Is(err, ErrHistogram) || !errors.As(err, &le) || le.Limit != LimitHistogram || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
 	}
 }
