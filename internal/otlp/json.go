@@ -88,29 +88,21 @@ func DecodeTracesJSON(dst *signal.Spans, js []byte) error {
 	return err
 }
 
-// eachJSONDoc calls fn for every top-level JSON value in js.
+// eachJSONDoc calls fn for every top-level JSON object in js, without
+// its null members (see PrepareJSONRequest).
 func eachJSONDoc(js []byte, fn func(doc []byte) error) error {
 	r := jsonReader{b: js}
-	for line := 1; ; line++ {
-		r.ws()
-		if r.i < len(r.b) && r.b[r.i] == 0xef { // a UTF-8 byte order mark
-			if len(r.b)-r.i >= 3 && r.b[r.i+1] == 0xbb && r.b[r.i+2] == 0xbf {
-				r.i += 3
-				r.ws()
-			}
+	var out []byte
+	for n := 1; ; n++ {
+		doc, err := nextJSONDoc(&r, &out)
+		if err != nil {
+			return describe(n, err)
 		}
-		if r.i >= len(r.b) {
+		if doc == nil {
 			return nil
 		}
-		start := r.i
-		if r.b[start] != '{' {
-			return fmt.Errorf("document %d: %w", line, r.errorf("want an object"))
-		}
-		if err := r.skip(0); err != nil {
-			return fmt.Errorf("document %d: %w", line, err)
-		}
-		if err := fn(r.b[start:r.i]); err != nil {
-			return fmt.Errorf("document %d: %w", line, err)
+		if err := fn(doc); err != nil {
+			return describe(n, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc/codes"
 
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 )
 
@@ -112,8 +113,14 @@ func exportResponseJSON(kind signal.Kind, res Result) ([]byte, error) {
 	return nil, fmt.Errorf("export response for signal %v", kind)
 }
 
-// jsonToProto converts an OTLP/JSON export request to protobuf.
+// jsonToProto converts an OTLP/JSON export request to protobuf. The body
+// is checked first (otlp.PrepareJSONRequest): one object, bounded nesting,
+// null members read as defaults.
 func jsonToProto(kind signal.Kind, body []byte) ([]byte, error) {
+	body, err := otlp.PrepareJSONRequest(body)
+	if err != nil {
+		return nil, fmt.Errorf("decode otlp/json %s: %w", kind, err)
+	}
 	switch kind {
 	case signal.KindLogs:
 		r := plogotlp.NewExportRequest()

@@ -1,0 +1,129 @@
+package otlp
+
+import "fmt"
+
+// maxRequestJSONDepth bounds the nesting of an OTLP JSON request before
+// pdata parses it, recursively and into objects several times the size of
+// the text: deep enough for AnyValues at the protobuf decoder's limit
+// (maxDepth; a kvlist level is 4 JSON levels) under the deepest record
+// (an exemplar attribute is 14), which then names the problem itself.
+const maxRequestJSONDepth = 4*maxDepth + 32
+
+// PrepareJSONRequest readies the body of an OTLP/HTTP JSON request for
+// pdata's parser: it must be exactly one JSON object (whitespace and a
+// UTF-8 byte order mark around it allowed; anything after it would be
+// silently ignored by pdata, a second request lost) nested no deeper than
+// maxRequestJSONDepth. Members whose value is null are left out, since
+// proto3 JSON reads null as the field's default and pdata refuses it for
+// numbers. The result is js itself when nothing was left out, else a new
+// buffer.
+func PrepareJSONRequest(js []byte) ([]byte, error) {
+	r := jsonReader{b: js}
+	var out []byte
+	doc, err := nextJSONDoc(&r, &out)
+	if err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		return nil, r.errorf("empty body: want a JSON object")
+	}
+	if r.ws(); r.i < len(r.b) {
+		return nil, r.errorf("data after the request object (one export request per body)")
+	}
+	return doc, nil
+}
+
+// nextJSONDoc reads the next top-level JSON object of r (skipping
+// whitespace and a byte order mark before it); nil at the end of the
+// input. The object comes back without its null members: a subslice of
+// r.b when it has none, else a copy into *out (reused).
+func nextJSONDoc(r *jsonReader, out *[]byte) ([]byte, error) {
+	r.ws()
+	if len(r.b)-r.i >= 3 && r.b[r.i] == 0xef && r.b[r.i+1] == 0xbb && r.b[r.i+2] == 0xbf {
+		r.i += 3
+		r.ws()
+	}
+	if r.i >= len(r.b) {
+		return nil, nil
+	}
+	start := r.i
+	if r.b[start] != '{' {
+		return nil, r.errorf("want an object")
+	}
+	c := nullCutter{r: r}
+	if err := c.value(0); err != nil {
+		return nil, err
+	}
+	if len(c.cuts) == 0 {
+		return r.b[start:r.i], nil
+	}
+	o, from := (*out)[:0], start
+	for k := 0; k < len(c.cuts); k += 2 {
+		o = append(o, r.b[from:c.cuts[k]]...)
+		from = c.cuts[k+1]
+	}
+	o = append(o, r.b[from:r.i]...)
+	*out = o
+	return o, nil
+}
+
+// nullCutter walks one JSON value and notes the byte ranges that leave out
+// its null object members, each with the comma that separated it.
+type nullCutter struct {
+	r    *jsonReader
+	cuts []int // [start, end) pairs in order
+}
+
+func (c *nullCutter) value(depth int) error {
+	r := c.r
+	if depth > maxRequestJSONDepth {
+		return r.errorf("nested deeper than %d levels", maxRequestJSONDepth)
+	}
+	switch r.peek() {
+	case '{':
+		r.i++
+		kept := false // a member before this one stays
+		for first := true; ; first = false {
+			before := r.i // after '{' or the previous member
+			more, err := r.more('}', first)
+			if err != nil || !more {
+				return err
+			}
+			afterComma := r.i
+			if _, err := r.key(); err != nil {
+				return err
+			}
+			if r.peek() == 'n' && r.literal("null") {
+				// From the end of the previous member: its comma goes
+				// with it, or with the next member kept if it was first.
+				c.cuts = append(c.cuts, before, r.i)
+				continue
+			}
+			if !kept && !first {
+				c.cuts = append(c.cuts, before, afterComma) // the members before were all null
+			}
+			kept = true
+			if err := c.value(depth + 1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		r.i++
+		for first := true; ; first = false {
+			more, err := r.more(']', first)
+			if err != nil || !more {
+				return err
+			}
+			if err := c.value(depth + 1); err != nil {
+				return err
+			}
+		}
+	case 0:
+		return r.errorf("unexpected end of input")
+	default:
+		return r.skip(0) // a scalar
+	}
+}
+
+// describe is for errors that name a document of several.
+func describe(doc int, err error) error { return fmt.Errorf("document %d: %w", doc, err) }
