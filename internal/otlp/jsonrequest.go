@@ -90,9 +90,11 @@ func (c *nullCutter) value(depth int) error {
 				return err
 			}
 			afterComma := r.i
-			if _, err := r.key(); err != nil {
+			key, err := r.key()
+			if err != nil {
 				return err
 			}
+			idLen := idHexLen(key)
 			if r.peek() == 'n' && r.literal("null") {
 				// From the end of the previous member: its comma goes
 				// with it, or with the next member kept if it was first.
@@ -103,6 +105,12 @@ func (c *nullCutter) value(depth int) error {
 				c.cuts = append(c.cuts, before, afterComma) // the members before were all null
 			}
 			kept = true
+			if idLen > 0 && r.peek() == '"' {
+				if err := checkHexID(r, idLen); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := c.value(depth + 1); err != nil {
 				return err
 			}
@@ -123,6 +131,42 @@ func (c *nullCutter) value(depth int) error {
 	default:
 		return r.skip(0) // a scalar
 	}
+}
+
+// idHexLen is the length in hex digits of the id a member named key
+// holds (0: not an id).
+func idHexLen(key []byte) int {
+	switch string(key) {
+	case "traceId", "trace_id":
+		return 32
+	case "spanId", "span_id", "parentSpanId", "parent_span_id":
+		return 16
+	}
+	return 0
+}
+
+// checkHexID reads the string value of an id member and refuses it unless
+// it is empty or n hex digits: OTLP/JSON ids are hex, where protobuf's
+// JSON mapping (some exporters use it) writes base64. pdata would only
+// say "length mismatch".
+func checkHexID(r *jsonReader, n int) error {
+	at := r.i
+	v, err := r.string()
+	if err != nil || len(v) == 0 {
+		return err
+	}
+	ok := len(v) == n
+	for _, c := range v {
+		if !ok {
+			break
+		}
+		ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+	}
+	if !ok {
+		r.i = at
+		return r.errorf("id %.40q is not %d hex digits (OTLP/JSON ids are hex, not base64)", v, n)
+	}
+	return nil
 }
 
 // describe is for errors that name a document of several.
