@@ -123,6 +123,9 @@ func (c *Config) Validate() error {
 	if o.MaxAttrsPerRequest < 0 {
 		v.add(r+"max_attributes_per_request", "must not be negative")
 	}
+	if o.MaxRecordsPerRequest < 0 {
+		v.add(r+"max_records_per_request", "must not be negative")
+	}
 	v.sameAddr(r+"grpc_addr", o.GRPCAddr, r+"http_addr", o.HTTPAddr)
 	v.sameAddr("admin.addr", c.Admin.Addr, r+"grpc_addr", o.GRPCAddr)
 	v.sameAddr("admin.addr", c.Admin.Addr, r+"http_addr", o.HTTPAddr)

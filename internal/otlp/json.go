@@ -94,7 +94,7 @@ func eachJSONDoc(js []byte, fn func(doc []byte) error) error {
 	r := jsonReader{b: js}
 	var out []byte
 	for n := 1; ; n++ {
-		doc, err := nextJSONDoc(&r, &out)
+		doc, _, err := nextJSONDoc(&r, &out)
 		if err != nil {
 			return describe(n, err)
 		}

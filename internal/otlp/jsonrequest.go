@@ -16,46 +16,49 @@ const maxRequestJSONDepth = 4*maxDepth + 32
 // maxRequestJSONDepth. Members whose value is null are left out, since
 // proto3 JSON reads null as the field's default and pdata refuses it for
 // numbers. The result is js itself when nothing was left out, else a new
-// buffer.
-func PrepareJSONRequest(js []byte) ([]byte, error) {
+// buffer; records is the number of log records, data points and spans
+// (the elements of logRecords, dataPoints and spans lists), for a limit
+// checked before pdata builds an object for each.
+func PrepareJSONRequest(js []byte) (doc []byte, records int, err error) {
 	r := jsonReader{b: js}
 	var out []byte
-	doc, err := nextJSONDoc(&r, &out)
+	doc, records, err = nextJSONDoc(&r, &out)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if doc == nil {
-		return nil, r.errorf("empty body: want a JSON object")
+		return nil, 0, r.errorf("empty body: want a JSON object")
 	}
 	if r.ws(); r.i < len(r.b) {
-		return nil, r.errorf("data after the request object (one export request per body)")
+		return nil, 0, r.errorf("data after the request object (one export request per body)")
 	}
-	return doc, nil
+	return doc, records, nil
 }
 
 // nextJSONDoc reads the next top-level JSON object of r (skipping
 // whitespace and a byte order mark before it); nil at the end of the
 // input. The object comes back without its null members: a subslice of
-// r.b when it has none, else a copy into *out (reused).
-func nextJSONDoc(r *jsonReader, out *[]byte) ([]byte, error) {
+// r.b when it has none, else a copy into *out (reused); records counts
+// its records as PrepareJSONRequest does.
+func nextJSONDoc(r *jsonReader, out *[]byte) (doc []byte, records int, err error) {
 	r.ws()
 	if len(r.b)-r.i >= 3 && r.b[r.i] == 0xef && r.b[r.i+1] == 0xbb && r.b[r.i+2] == 0xbf {
 		r.i += 3
 		r.ws()
 	}
 	if r.i >= len(r.b) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	start := r.i
 	if r.b[start] != '{' {
-		return nil, r.errorf("want an object")
+		return nil, 0, r.errorf("want an object")
 	}
 	c := nullCutter{r: r}
-	if err := c.value(0); err != nil {
-		return nil, err
+	if err := c.value(0, false); err != nil {
+		return nil, 0, err
 	}
 	if len(c.cuts) == 0 {
-		return r.b[start:r.i], nil
+		return r.b[start:r.i], c.records, nil
 	}
 	o, from := (*out)[:0], start
 	for k := 0; k < len(c.cuts); k += 2 {
@@ -64,17 +67,21 @@ func nextJSONDoc(r *jsonReader, out *[]byte) ([]byte, error) {
 	}
 	o = append(o, r.b[from:r.i]...)
 	*out = o
-	return o, nil
+	return o, c.records, nil
 }
 
 // nullCutter walks one JSON value and notes the byte ranges that leave out
-// its null object members, each with the comma that separated it.
+// its null object members, each with the comma that separated it, and
+// counts the records.
 type nullCutter struct {
-	r    *jsonReader
-	cuts []int // [start, end) pairs in order
+	r       *jsonReader
+	cuts    []int // [start, end) pairs in order
+	records int
 }
 
-func (c *nullCutter) value(depth int) error {
+// value reads one value; recs says it is the value of a member whose
+// elements are records.
+func (c *nullCutter) value(depth int, recs bool) error {
 	r := c.r
 	if depth > maxRequestJSONDepth {
 		return r.errorf("nested deeper than %d levels", maxRequestJSONDepth)
@@ -111,7 +118,7 @@ func (c *nullCutter) value(depth int) error {
 				}
 				continue
 			}
-			if err := c.value(depth + 1); err != nil {
+			if err := c.value(depth+1, isRecordList(key)); err != nil {
 				return err
 			}
 		}
@@ -122,7 +129,10 @@ func (c *nullCutter) value(depth int) error {
 			if err != nil || !more {
 				return err
 			}
-			if err := c.value(depth + 1); err != nil {
+			if recs {
+				c.records++
+			}
+			if err := c.value(depth+1, false); err != nil {
 				return err
 			}
 		}
@@ -131,6 +141,15 @@ func (c *nullCutter) value(depth int) error {
 	default:
 		return r.skip(0) // a scalar
 	}
+}
+
+// isRecordList reports whether a member named key lists records.
+func isRecordList(key []byte) bool {
+	switch string(key) {
+	case "logRecords", "log_records", "dataPoints", "data_points", "spans":
+		return true
+	}
+	return false
 }
 
 // idHexLen is the length in hex digits of the id a member named key

@@ -44,7 +44,7 @@ func TestPrepareJSONRequest(t *testing.T) {
 		{in: strings.Repeat(`{"a":`, maxRequestJSONDepth+2) + `1` + strings.Repeat(`}`, maxRequestJSONDepth+2), err: "nested deeper than 432 levels"},
 		{in: `{"a":` + strings.Repeat(`[`, 1<<20), err: "nested deeper"},
 	} {
-		got, err := PrepareJSONRequest([]byte(c.in))
+		got, _, err := PrepareJSONRequest([]byte(c.in))
 		switch {
 		case c.err != "":
 			if !errors.Is(err, ErrJSON) || !strings.Contains(err.Error(), c.err) {
@@ -106,7 +106,7 @@ func TestPrepareJSONRequestRandom(t *testing.T) {
 	for i := range 2000 {
 		doc := map[string]any{"r": gen(0), "n": nil}
 		in, _ := json.MarshalIndent(doc, "", strings.Repeat(" ", i%3))
-		out, err := PrepareJSONRequest(in)
+		out, _, err := PrepareJSONRequest(in)
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
@@ -118,5 +118,14 @@ func TestPrepareJSONRequestRandom(t *testing.T) {
 		if want = drop(want); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s -> %s, want %v", in, out, want)
 		}
+	}
+}
+
+func TestPrepareJSONRequestCountsRecords(t *testing.T) {
+	js := `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{},{"body":{"arrayValue":{"values":[{},{}]}}},null]},{"log_records":[{}]}]}],` +
+		`"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"gauge":{"dataPoints":[{},{}]}},{"sum":{"data_points":[{"attributes":[{"key":"spans","value":{}}]}]}}]}]}],` +
+		`"resourceSpans":[{"scopeSpans":[{"spans":[{"events":[{}],"links":[{}]}]}]}]}`
+	if _, n, err := PrepareJSONRequest([]byte(js)); err != nil || n != 8 {
+		t.Fatalf("%d records, %v; want 8", n, err)
 	}
 }

@@ -707,9 +707,13 @@ func receiverConfig(o config.OTLP) otlpreceiver.Config {
 		MinBodyRate:           int64(o.MinBodyRate),
 		BodyRateGrace:         o.BodyRateGrace.D(),
 		MaxConnections:        o.MaxConnections,
+		MaxRecordsPerRequest:  o.MaxRecordsPerRequest,
 	}
 	if o.MinBodyRate == 0 {
 		rc.MinBodyRate = -1 // 0 is "off" in the config, "default" in the receiver
+	}
+	if o.MaxRecordsPerRequest == 0 {
+		rc.MaxRecordsPerRequest = -1 // likewise
 	}
 	if o.TLS.Enabled() {
 		rc.TLS = &otlpreceiver.TLSConfig{CertFile: o.TLS.CertFile, KeyFile: o.TLS.KeyFile, ClientCAFile: o.TLS.ClientCAFile}

@@ -26,6 +26,7 @@ const (
 	DefaultMinBodyRate           = 16 << 10
 	DefaultBodyRateGrace         = 5 * time.Second
 	DefaultMaxConnections        = 4096
+	DefaultMaxRecordsPerRequest  = 200_000
 
 	maxMaxRequestBytes = 1 << 30 // gRPC sizes are ints; far beyond any sane OTLP request
 	maxHeaderBytes     = 64 << 10
@@ -89,6 +90,13 @@ type Config struct {
 	// MaxConnections bounds the connections open at once per transport;
 	// one more is closed as soon as it is accepted.
 	MaxConnections int
+
+	// MaxRecordsPerRequest bounds the log records, data points or spans
+	// of one request, counted before anything decodes it: a record
+	// decodes into a few hundred bytes of columns whatever its size on
+	// the wire, so without it 16 MiB of empty records would take gigabytes.
+	// Past it the request gets 400 / InvalidArgument. Negative disables it.
+	MaxRecordsPerRequest int
 }
 
 // DefaultConfig has both transports on their OTLP ports on localhost.
@@ -127,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxRecordsPerRequest == 0 {
+		c.MaxRecordsPerRequest = DefaultMaxRecordsPerRequest
 	}
 	return c
 }

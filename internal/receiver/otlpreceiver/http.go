@@ -258,7 +258,7 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 	}
 	body := x.buf
 	if ct == ctJSON {
-		if body, err = jsonToProto(kind, body); err != nil {
+		if body, err = jsonToProto(kind, body, func(records int) string { return r.tooManyRecords(tHTTP, kind, records) }); err != nil {
 			writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 			return tenant, outcomeInvalid, n
 		}
@@ -266,6 +266,9 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, msgBytesBusy, DefaultRetryAfter)
 			return tenant, outcomeBackpressure, n
 		}
+	} else if msg := r.tooManyRecords(tHTTP, kind, protoRecords(kind, body)); msg != "" {
+		writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, msg, 0)
+		return tenant, outcomeInvalid, n
 	}
 	if !r.acquireSlot(req.Context()) {
 		writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, msgSlotsBusy, DefaultRetryAfter)

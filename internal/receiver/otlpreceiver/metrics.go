@@ -58,6 +58,9 @@ type metrics struct {
 	// Connections refused over Config.MaxConnections, and open now.
 	connsRefused [numTransports]prometheus.Counter
 	connsOpen    [numTransports]prometheus.Gauge
+	// tooManyRecords counts requests refused for
+	// Config.MaxRecordsPerRequest, per transport and signal.
+	tooManyRecords [numTransports][numKinds]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -90,8 +93,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "sluice_receiver_connections",
 		Help: "Connections open now.",
 	}, []string{"transport"})
+	limited := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_receiver_limited_requests_total",
+		Help: "Requests refused (400 / InvalidArgument) before decoding for a limit: limit=max_records_per_request.",
+	}, []string{"transport", "signal", "limit"})
 	if reg != nil {
 		var err error
+		if limited, err = register(reg, limited); err != nil {
+			return nil, err
+		}
 		if slow, err = register(reg, slow); err != nil {
 			return nil, err
 		}
@@ -125,6 +135,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			kind := signal.Kind(k).String()
 			m.bytes[t][k] = bytes.WithLabelValues(transportNames[t], kind)
 			m.latency[t][k] = latency.WithLabelValues(transportNames[t], kind)
+			m.tooManyRecords[t][k] = limited.WithLabelValues(transportNames[t], kind, LimitRecordsPerRequest)
 		}
 	}
 	return m, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/stats"
 	"github.com/sluice-dev/sluice/internal/tenant"
@@ -329,6 +330,39 @@ func (r *Receiver) tenant(vals []string) (string, tenantProblem) {
 		return "", tenantInvalid
 	}
 	return v, tenantOK
+}
+
+// LimitRecordsPerRequest names Config.MaxRecordsPerRequest in errors and
+// in the limit label of sluice_receiver_limited_requests_total.
+const LimitRecordsPerRequest = "max_records_per_request"
+
+// tooManyRecords is the refusal of a request of kind with n records past
+// Config.MaxRecordsPerRequest ("" when within it or the limit is off).
+func (r *Receiver) tooManyRecords(t transportID, kind signal.Kind, n int) string {
+	if max := r.cfg.MaxRecordsPerRequest; max < 0 || n <= max {
+		return ""
+	}
+	r.metrics.tooManyRecords[t][kind].Inc()
+	return fmt.Sprintf("request has %d %s, past the limit %s of %d (receivers.otlp.%[3]s): send smaller batches",
+		n, recordsName(kind), LimitRecordsPerRequest, r.cfg.MaxRecordsPerRequest)
+}
+
+// protoRecords counts the records of a protobuf body (otlp.CountRecords);
+// a body that does not parse counts 0 and is left to the decoder, which
+// names the problem.
+func protoRecords(kind signal.Kind, body []byte) int {
+	n, _ := otlp.CountRecords(kind, body)
+	return n
+}
+
+func recordsName(kind signal.Kind) string {
+	switch kind {
+	case signal.KindLogs:
+		return "log records"
+	case signal.KindMetrics:
+		return "data points"
+	}
+	return "spans"
 }
 
 // consume calls the consumer and logs failures that are the server's

@@ -3,6 +3,7 @@ package otlpreceiver
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -115,11 +116,16 @@ func exportResponseJSON(kind signal.Kind, res Result) ([]byte, error) {
 
 // jsonToProto converts an OTLP/JSON export request to protobuf. The body
 // is checked first (otlp.PrepareJSONRequest): one object, bounded nesting,
-// null members read as defaults.
-func jsonToProto(kind signal.Kind, body []byte) ([]byte, error) {
-	body, err := otlp.PrepareJSONRequest(body)
+// null members read as defaults, and its records counted, so that tooMany
+// (the refusal of that many, "" when fine) stops it before pdata builds an
+// object for each.
+func jsonToProto(kind signal.Kind, body []byte, tooMany func(records int) string) ([]byte, error) {
+	body, records, err := otlp.PrepareJSONRequest(body)
 	if err != nil {
 		return nil, fmt.Errorf("decode otlp/json %s: %w", kind, err)
+	}
+	if msg := tooMany(records); msg != "" {
+		return nil, errors.New(msg)
 	}
 	switch kind {
 	case signal.KindLogs:
