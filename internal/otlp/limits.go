@@ -3,6 +3,7 @@ package otlp
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -16,6 +17,11 @@ type Limits struct {
 	// MaxAttrsPerRequest bounds the attributes of the whole request, all
 	// sets together (nested values count as one).
 	MaxAttrsPerRequest int
+	// MetricsFutureSkew, when set, refuses a data point whose time is more
+	// than this past the clock: the lake files such a point by its arrival
+	// time (lake.max_future_skew), where the PromQL API never finds it, so
+	// it must not be acknowledged. Remote write refuses such samples alike.
+	MetricsFutureSkew time.Duration
 }
 
 // Names of the limits, as errors and counters name them.
@@ -53,6 +59,9 @@ func CheckMetrics(m *signal.Metrics, from int, lim Limits) error {
 		return err
 	}
 	if err := checkHistograms(m, from); err != nil {
+		return err
+	}
+	if err := lim.checkFuture(m, from); err != nil {
 		return err
 	}
 	return lim.checkAttrs(&m.Common, "data point", m.Attr[from:])
@@ -183,4 +192,22 @@ func exponentialProblem(scale, posOff int32, npos int, negOff int32, nneg int) s
 		}
 	}
 	return ""
+}
+
+// checkFuture refuses a data point later than MetricsFutureSkew past now.
+func (lim Limits) checkFuture(m *signal.Metrics, from int) error {
+	if lim.MetricsFutureSkew <= 0 {
+		return nil
+	}
+	now := time.Now()
+	latest := now.Add(lim.MetricsFutureSkew).UnixNano()
+	for p := from; p < m.Len(); p++ {
+		if t := m.Time[p]; t > latest {
+			return &LimitError{Limit: LimitTimestamp, err: ErrTimestamp,
+				msg: fmt.Sprintf("data point %d of metric %q: time_unix_nano %d (%s) is past %s, the latest time accepted now (lake.max_future_skew ahead of sluice's clock)",
+					p-from, m.String(m.Descs[m.Desc[p]].Name), t, time.Unix(0, t).UTC().Format(time.RFC3339Nano),
+					time.Unix(0, latest).UTC().Format(time.RFC3339Nano))}
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -141,5 +142,34 @@ func TestCheckHistograms(t *testing.T) {
 		case c.want != "" && (!errors.Is(err, ErrHistogram) || !errors.As(err, &le) || le.Limit != LimitHistogram || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestCheckFuture: with MetricsFutureSkew a data point past the clock by
+// more is refused naming the metric and the latest time accepted; without
+// it (a relay) any time that fits passes.
+func TestCheckFuture(t *testing.T) {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("g")
+	g := m.SetEmptyGauge()
+	g.DataPoints().AppendEmpty().SetTimestamp(pcommon.NewTimestampFromTime(time.Now().Add(50 * time.Minute)))
+	g.DataPoints().AppendEmpty().SetTimestamp(pcommon.NewTimestampFromTime(time.Now().Add(2 * time.Hour)))
+	b, _ := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	var ms signal.Metrics
+	if err := DecodeMetrics(&ms, b); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckMetrics(&ms, 0, Limits{MetricsFutureSkew: time.Hour})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != LimitTimestamp || !errors.Is(err, ErrTimestamp) ||
+		!strings.Contains(err.Error(), `data point 1 of metric "g": time_unix_nano `) || !strings.Contains(err.Error(), "the latest time accepted now (lake.max_future_skew") {
+		t.Errorf("2h ahead with 1h skew: %v", err)
+	}
+	if err := CheckMetrics(&ms, 0, Limits{MetricsFutureSkew: 3 * time.Hour}); err != nil {
+		t.Errorf("3h skew: %v", err)
+	}
+	if err := CheckMetrics(&ms, 0, Limits{}); err != nil {
+		t.Errorf("no skew: %v", err)
 	}
 }

@@ -73,7 +73,7 @@ func newMetrics() *metrics {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
 			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429) or error (queue failure, 503)."}, []string{"signal", "tenant", "reason"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_limited_requests_total",
-			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request or timestamp (a time of 2^63 ns or more)."}, []string{"signal", "limit"}),
+			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request, timestamp (a time of 2^63 ns or more, or a data point past lake.max_future_skew) or histogram (a histogram point of a shape OTLP forbids)."}, []string{"signal", "limit"}),
 		series: make(map[seriesKey]*series),
 
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_written_rows_total",

@@ -232,6 +232,9 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		MaxAttrsPerRecord:  p.cfg.Receivers.OTLP.MaxAttrsPerRecord,
 		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
 	}
+	if lakeOn {
+		p.cons.limits.MetricsFutureSkew = p.cfg.Lake.MaxFutureSkew.D()
+	}
 	for sig, kind := range signalKinds {
 		p.cons.refuse[kind] = !slices.Contains(p.cfg.PipelineSignals(), sig)
 	}
