@@ -100,7 +100,13 @@ func check(probe bool) CheckReport {
 		if caps&(1<<capPerfmon) == 0 {
 			miss = append(miss, "CAP_PERFMON")
 		}
-		add("privileges", false, true, fmt.Sprintf("not root and missing %s: run as root or `setcap cap_bpf,cap_perfmon+ep` the binary", strings.Join(miss, " and ")))
+		who := "not root"
+		if os.Geteuid() == 0 {
+			// Root whose capabilities were dropped: a container, capsh,
+			// a systemd unit's CapabilityBoundingSet.
+			who = "root without CAP_SYS_ADMIN"
+		}
+		add("privileges", false, true, fmt.Sprintf("%s and missing %s: run as root with all capabilities, or grant CAP_BPF and CAP_PERFMON (`setcap cap_bpf,cap_perfmon+ep` the binary; a container's --cap-add)", who, strings.Join(miss, " and ")))
 	}
 
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
