@@ -246,10 +246,12 @@ func (x *PlainAppender2) series2(b []byte, i int) bool {
 	if ps.s1 == ps.s0 {
 		return false
 	}
+	var ignored int // the receiver counted them (Scanner.StartsIgnored)
 	for k := ps.s0; k < ps.s1; k++ {
 		if x.starts[k] == 0 {
 			x.starts[k] = createdNs
 		}
+		x.starts[k] = startOf(x.starts[k], x.Times[k], &ignored)
 		if x.starts[k] != 0 {
 			x.anyST = true
 		}

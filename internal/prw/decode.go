@@ -38,6 +38,9 @@ type Stats struct {
 	// Unsorted counts series whose label names arrived out of order (the
 	// batch has them sorted; the request's bytes do not).
 	Unsorted int
+	// StartsIgnored counts 2.0 start (created) timestamps not before
+	// their sample's or histogram's time, stored as none (startOf).
+	StartsIgnored int
 }
 
 type label struct {

@@ -46,6 +46,10 @@ type Scanner struct {
 	Attrs, MaxAttrs int
 	// Series is the number of series (TimeSeries messages).
 	Series int
+	// StartsIgnored counts 2.0 start (created) timestamps not before
+	// their sample's time, which the decoder and PlainAppender2 store as
+	// none (Stats.StartsIgnored).
+	StartsIgnored int
 	// MaxTime is the latest sample time (ms) the scan takes (times.go; 0:
 	// no bound): a later one leaves the request to the decoder, which
 	// refuses its series with the same MaxTime.
@@ -110,7 +114,7 @@ func (s *Scanner) reset(body []byte) {
 	s.Names, s.Name, s.ID, s.Time, s.lab = s.Names[:0], s.Name[:0], s.ID[:0], s.Time[:0], s.lab[:0]
 	s.nameHash, s.prev, s.prevRef = s.nameHash[:0], s.prev[:0], s.prevRef[:0]
 	s.prevNameAt = -1
-	s.Attrs, s.MaxAttrs, s.Series, s.last = 0, 0, 0, 0
+	s.Attrs, s.MaxAttrs, s.Series, s.last, s.StartsIgnored = 0, 0, 0, 0, 0
 	s.body, s.v2 = body, false
 	if s.names == nil || len(s.nameTab) >= maxScanNames {
 		s.names, s.nameTab = make(map[string]uint32, 64), s.nameTab[:0]

@@ -142,6 +142,11 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 	id := signal.SeriesID(nh, seriesResHash, sum)
 	samples := 0
 	meta, created := false, false
+	// The start timestamps the decoder ignores (startOf): a sample's own,
+	// or the series' created timestamp for a sample without one (stZero
+	// of them so far, from s.Time[t0]).
+	var createdMs int64
+	t0, stZero := len(s.Time), 0
 	for i = le; i < e; {
 		switch b[i] {
 		case 2<<3 | wtLen:
@@ -154,6 +159,13 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 			tn, ok := timeNs(ts, s.MaxTime)
 			if _, ok2 := msToNs(st); !ok || !ok2 {
 				return false // the decoder drops the series
+			}
+			if st == 0 {
+				stZero++
+				st = createdMs
+			}
+			if st != 0 && st >= ts {
+				s.StartsIgnored++
 			}
 			s.Name = append(s.Name, ni)
 			s.ID = append(s.ID, id)
@@ -176,7 +188,20 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 			if _, ok := msToNs(int64(v)); !ok {
 				return false
 			}
-			created = true
+			created, createdMs = true, int64(v)
+			if stZero > 0 && createdMs != 0 {
+				// After samples, as encoders write it: the samples so
+				// far without a start of their own.
+				if stZero == len(s.Time)-t0 {
+					for _, tn := range s.Time[t0:] {
+						if tn <= createdMs*1e6 {
+							s.StartsIgnored++
+						}
+					}
+				} else {
+					s.StartsIgnored += startsAfter(b[:i], le, createdMs)
+				}
+			}
 			i = j
 		default: // histograms, exemplars, a second labels field, unknown fields
 			return false
@@ -189,6 +214,30 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 	s.MaxAttrs = max(s.MaxAttrs, nAttrs)
 	s.Series++
 	return true
+}
+
+// startsAfter counts the samples of the series fields b[i:] (read
+// already) without a start timestamp of their own whose time is not after
+// created (ms): the decoder ignores created for them (startOf).
+func startsAfter(b []byte, i int, created int64) int {
+	n := 0
+	for i < len(b) {
+		num, wt, j := tag(b, i)
+		if num == 2 && wt == wtLen {
+			ss, se := lenField(b, j)
+			var v uint64
+			var ts, st int64
+			if sampleV2(b, ss, se, &v, &ts, &st) && st == 0 && created >= ts {
+				n++
+			}
+			i = se
+			continue
+		}
+		if i = skip(b, j, wt); i < 0 {
+			break // read already: cannot happen
+		}
+	}
+	return n
 }
 
 // metadataV2 checks a 2.0 Metadata message b[i:len(b)] as the decoder

@@ -61,6 +61,9 @@ func checkScanAgreesV(t *testing.T, v int, body []byte) bool {
 	if st.Samples != s.Samples() || m.Len() != s.Samples() {
 		t.Fatalf("scan found %d samples, decoder %d (%d points)", s.Samples(), st.Samples, m.Len())
 	}
+	if st.StartsIgnored != s.StartsIgnored {
+		t.Fatalf("scan ignored %d start timestamps, decoder %d", s.StartsIgnored, st.StartsIgnored)
+	}
 	descAttrs := 0
 	for _, d := range m.Descs {
 		descAttrs += d.Metadata.Len()

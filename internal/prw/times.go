@@ -39,3 +39,19 @@ func timeProblem(what string, ms, max int64) string {
 	return fmt.Sprintf("%s %d (%s) is past %s, the latest time accepted now (lake.max_future_skew ahead of sluice's clock)",
 		what, ms, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), time.UnixMilli(max).UTC().Format(time.RFC3339Nano))
 }
+
+// startOf is the start time stored for a point at tn whose sender gave
+// start (both ns; 0: none): none when it is not before tn, counted in
+// ignored. Prometheus 3 does the same with a remote-write 2.0 start
+// (created) timestamp: its head refuses one at or after the sample's time
+// (ErrSTNewerThanSample: "ST is newer or the same as sample's timestamp,
+// ignoring", logged at debug), writes no zero sample for it, and writes
+// the sample; a start after the point's time would make a cumulative
+// series look reset in the future.
+func startOf(start, tn int64, ignored *int) int64 {
+	if start != 0 && start >= tn {
+		*ignored++
+		return 0
+	}
+	return start
+}

@@ -475,9 +475,12 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	exTime := int64(math.MinInt64) // the series' latest exemplar
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
+	ignored := 0 // start timestamps not before their sample's (startOf)
 	if plain {
-		for i := range d.sStart {
-			d.sStart[i] = createdNs
+		if createdNs != 0 {
+			for i, tn := range d.sTime {
+				d.sStart[i] = startOf(createdNs, tn, &ignored)
+			}
 		}
 		from = e
 	} else {
@@ -488,7 +491,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 		// (plainSample; a start timestamp takes the general loop).
 		if v, ts, se := plainSample(b, i); se > 0 {
 			if tn, ok := timeNs(ts, d.MaxTime); ok {
-				d.bufSample(tn, createdNs, v)
+				d.bufSample(tn, startOf(createdNs, tn, &ignored), v)
 				i = se
 				continue
 			}
@@ -516,7 +519,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 			if sn == 0 {
 				sn = createdNs
 			}
-			d.bufSample(tn, sn, v)
+			d.bufSample(tn, startOf(sn, tn, &ignored), v)
 			j = se
 		case num == 3 && wt == wtLen:
 			hs, he := lenField(b, j)
@@ -533,7 +536,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 				sn = createdNs
 			}
 			d.flushSamples(desc, attr)
-			d.appendHist(name, attr, tn, sn)
+			d.appendHist(name, attr, tn, startOf(sn, tn, &ignored))
 			last = d.m.Len() - 1
 			j = he
 		case num == 4 && wt == wtLen:
@@ -609,6 +612,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	if last >= 0 {
 		d.st.Series++
 	}
+	d.st.StartsIgnored += ignored
 	// Metadata gives every descriptor of its families that has none its
 	// type, unit and help, so after one call for a name another is a no-op
 	// until a descriptor is added: skip the five family lookups then

@@ -128,10 +128,13 @@ func (x *exchange) seriesLabels(i int, dst []stats.Label) []stats.Label {
 const maxPooled = 8 << 20
 
 type metrics struct {
-	requests   *prometheus.CounterVec // version, code
-	written    *prometheus.CounterVec // version, what
-	invalid    *prometheus.CounterVec // version
-	collectors []prometheus.Collector
+	requests *prometheus.CounterVec // version, code
+	written  *prometheus.CounterVec // version, what
+	invalid  *prometheus.CounterVec // version
+	// 2.0 start (created) timestamps at or after their sample's time,
+	// stored as none (prw.Stats.StartsIgnored)
+	startsIgnored prometheus.Counter
+	collectors    []prometheus.Collector
 	// Resolved once: requests{1.0|2.0, 204} and written{1.0|2.0, samples}.
 	ok1, samples1, ok2, samples2 prometheus.Counter
 }
@@ -144,8 +147,10 @@ func newMetrics() metrics {
 			Help: "Remote-write samples, histograms and exemplars acknowledged (durable in the queue), by protocol version."}, []string{"version", "what"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_prw_invalid_series_total",
 			Help: "Remote-write series dropped for invalid data (no __name__, empty or duplicate label name, histogram count not matching its buckets, ...); the request is answered 400."}, []string{"version"}),
+		startsIgnored: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_prw_start_timestamps_ignored_total",
+			Help: "Remote-write 2.0 start (created) timestamps at or after their sample's or histogram's time, in acknowledged requests: the point is written without a start time, as Prometheus ignores them."}),
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid}
+	m.collectors = []prometheus.Collector{m.requests, m.written, m.invalid, m.startsIgnored}
 	m.ok1 = m.requests.WithLabelValues("1.0", strconv.Itoa(http.StatusNoContent))
 	m.samples1 = m.written.WithLabelValues("1.0", "samples")
 	m.ok2 = m.requests.WithLabelValues("2.0", strconv.Itoa(http.StatusNoContent))
@@ -366,6 +371,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 	h.m.written.WithLabelValues(ver, "samples").Add(float64(st.Samples))
 	h.m.written.WithLabelValues(ver, "histograms").Add(float64(st.Histograms))
 	h.m.written.WithLabelValues(ver, "exemplars").Add(float64(st.Exemplars))
+	h.m.startsIgnored.Add(float64(st.StartsIgnored))
 	if ver == "2.0" {
 		w.Header().Set(HeaderSamples, strconv.Itoa(st.Samples))
 		w.Header().Set(HeaderHistograms, strconv.Itoa(st.Histograms))
@@ -406,6 +412,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		h.m.samples1.Add(float64(n))
 	} else {
 		h.m.samples2.Add(float64(n))
+		h.m.startsIgnored.Add(float64(sc.StartsIgnored))
 		w.Header().Set(HeaderSamples, strconv.Itoa(n)) // histograms and exemplars: 0, set in serve
 	}
 	w.WriteHeader(http.StatusNoContent)

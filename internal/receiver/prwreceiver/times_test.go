@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -99,4 +100,52 @@ func newLakeServer(t *testing.T, rec *recorder, skew time.Duration) *httptest.Se
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// TestStartTimestampsIgnored: 2.0 start (created) timestamps at or after
+// their point's time are counted in
+// sluice_prw_start_timestamps_ignored_total, the request answered 204 with
+// every sample written (as Prometheus 3 takes it), with the scan on and
+// off alike (the stored points: prw TestStartNotBeforePointIgnored).
+func TestStartTimestampsIgnored(t *testing.T) {
+	const t0 = 1_800_000_000_000
+	req := &writev2.Request{Symbols: []string{"", "__name__", "c"}, Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: []uint32{1, 2}, Samples: []writev2.Sample{
+			{Value: 1, Timestamp: t0, StartTimestamp: t0 - 10},
+			{Value: 2, Timestamp: t0 + 1000, StartTimestamp: t0 + 1000},
+			{Value: 3, Timestamp: t0 + 2000, StartTimestamp: t0 + 9000}}}}}
+	b, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scan := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		rec := &recorder{scan: scan}
+		h, err := New(Config{MaxRequestBytes: 1 << 20, Registerer: reg}, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		resp := post(t, srv.URL, ctV2, "snappy", snappy.Encode(nil, b))
+		srv.Close()
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get(HeaderSamples) != "3" {
+			t.Fatalf("scan %v: %d, written %q; want 204 and 3", scan, resp.StatusCode, resp.Header.Get(HeaderSamples))
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1.0
+		for _, mf := range mfs {
+			if mf.GetName() == "sluice_prw_start_timestamps_ignored_total" {
+				got = mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		if got != 2 {
+			t.Errorf("scan %v: sluice_prw_start_timestamps_ignored_total = %v, want 2", scan, got)
+		}
+		if rec.points != 3 {
+			t.Errorf("scan %v: %d points handed over, want 3", scan, rec.points)
+		}
+	}
 }
