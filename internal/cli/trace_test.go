@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -248,5 +249,28 @@ for src in sys.argv[1:]:
 	wantCSV := fmt.Sprintf("%d,%d,%d,0", calls, bytesSum, len(paths))
 	if !strings.Contains(sqlOut.String(), wantCSV) {
 		t.Errorf("sluice sql:\n%s\nwant a row %s", sqlOut.String(), wantCSV)
+	}
+}
+
+// TestTraceHeadlessShowsLost floods a one-page ring buffer: the headless
+// summary must count the lost records and warn about them.
+func TestTraceHeadlessShowsLost(t *testing.T) {
+	tracertest.RequireTracing(t, tracer.Check().Err())
+	dir := t.TempDir()
+	child := tracertest.Start(t, dir, "flood")
+	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--ring-size", "4KiB", "--duration", "3s", "--interval", "1h")
+	child.Go(t)
+	out := wait()
+	m := regexp.MustCompile(`total [^:]*: (\d+) calls .*, lost (\d+),`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no final summary line:\n%s", out)
+	}
+	calls, _ := strconv.Atoi(m[1])
+	lost, _ := strconv.Atoi(m[2])
+	if lost == 0 || !strings.Contains(out, "!! "+m[2]+" records lost in the kernel") {
+		t.Fatalf("a flood of %d stats into a 4 KiB ring: lost %d, and the warning:\n%s", tracertest.FloodCalls, lost, out)
+	}
+	if calls+lost < tracertest.FloodCalls {
+		t.Errorf("%d calls shown + %d lost < the %d stats made", calls, lost, tracertest.FloodCalls)
 	}
 }

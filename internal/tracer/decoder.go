@@ -287,6 +287,17 @@ func (d *Decoder) appendPath(out *signal.IOEvents, pid uint32, p *proc, dirfd in
 	return signal.MakeStr(off, len(out.Buf)-off)
 }
 
+// argPath is appendPath for a path argument the kernel read: one that
+// went on past what it read (ENAMETOOLONG) ends in "…".
+func (d *Decoder) argPath(out *signal.IOEvents, pid uint32, p *proc, dirfd int32, rel []byte, truncated bool) signal.Str {
+	s := d.appendPath(out, pid, p, dirfd, rel)
+	if !truncated || s == 0 {
+		return s
+	}
+	out.Buf = append(out.Buf, "…"...) // s ends the arena: appendPath appended it last
+	return signal.MakeStr(s.Off(), s.Len()+len("…"))
+}
+
 // fdPath returns the Str of fd's path in out, appending it at most once per
 // batch.
 func (d *Decoder) fdPath(out *signal.IOEvents, pid uint32, p *proc, fd int32) signal.Str {
@@ -375,7 +386,7 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 	}
 	switch classes[sc] {
 	case clOpen:
-		ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+		ev.Path = d.argPath(out, r.pid, p, r.fd, r.path, r.trunc1)
 		ev.FD = -1
 		if ok {
 			ev.FD = int32(r.ret)
@@ -422,11 +433,11 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 			// fstatat(fd, "", AT_EMPTY_PATH), glibc's fstat: the fd itself.
 			ev.Path = d.fdPath(out, r.pid, p, r.fd)
 		} else {
-			ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+			ev.Path = d.argPath(out, r.pid, p, r.fd, r.path, r.trunc1)
 		}
 	case clChdir:
 		if sc == SysChdir {
-			ev.Path = d.appendPath(out, r.pid, p, r.fd, r.path)
+			ev.Path = d.argPath(out, r.pid, p, r.fd, r.path, r.trunc1)
 		} else {
 			ev.Path = d.fdPath(out, r.pid, p, r.fd)
 		}
@@ -434,8 +445,8 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 			p.cwd, p.cwdOK = d.internPath(out.StrBytes(ev.Path)), true
 		}
 	case clRename:
-		ev.OldPath = d.appendPath(out, r.pid, p, r.fd, r.path)
-		ev.Path = d.appendPath(out, r.pid, p, r.fd2, r.path2)
+		ev.OldPath = d.argPath(out, r.pid, p, r.fd, r.path, r.trunc1)
+		ev.Path = d.argPath(out, r.pid, p, r.fd2, r.path2, r.trunc2)
 	default:
 		ev.Path = d.fdPath(out, r.pid, p, r.fd)
 	}

@@ -26,6 +26,11 @@ const (
 	commLen     = 16
 	headerLen   = 88
 
+	// pathTruncated is PATH_TRUNCATED of a record's path lengths: the
+	// path went on past the maxPathLen bytes the kernel read.
+	pathTruncated = 0x8000
+	maxPathLen    = 4095
+
 	// keepFlag marks, in the kernel's traced[] table, the syscalls that are
 	// sent even under the minimum duration because the fd table needs them.
 	keepFlag = 0x80
@@ -44,6 +49,7 @@ type rawRecord struct {
 	sc, kind          uint16
 	comm              []byte // NUL-trimmed
 	path, path2       []byte
+	trunc1, trunc2    bool // the path went on past what the kernel read
 }
 
 func parseRecord(b []byte, r *rawRecord) error {
@@ -62,8 +68,9 @@ func parseRecord(b []byte, r *rawRecord) error {
 	r.fd = int32(le.Uint32(b[offFd:]))
 	r.fd2 = int32(le.Uint32(b[offFd2:]))
 	r.sc = le.Uint16(b[offSc:])
-	n1 := int(le.Uint16(b[offPathLen:]))
-	n2 := int(le.Uint16(b[offPath2Len:]))
+	l1, l2 := le.Uint16(b[offPathLen:]), le.Uint16(b[offPath2Len:])
+	n1, n2 := int(l1&maxPathLen), int(l2&maxPathLen)
+	r.trunc1, r.trunc2 = l1&pathTruncated != 0, l2&pathTruncated != 0
 	r.kind = le.Uint16(b[offKind:])
 	c := b[offComm : offComm+commLen]
 	n := 0
@@ -97,10 +104,17 @@ func appendRecord(dst []byte, r *rawRecord) []byte {
 	le.PutUint32(b[offFd:], uint32(r.fd))
 	le.PutUint32(b[offFd2:], uint32(r.fd2))
 	le.PutUint16(b[offSc:], r.sc)
-	le.PutUint16(b[offPathLen:], uint16(len(r.path)))
-	le.PutUint16(b[offPath2Len:], uint16(len(r.path2)))
+	le.PutUint16(b[offPathLen:], pathLen(len(r.path), r.trunc1))
+	le.PutUint16(b[offPath2Len:], pathLen(len(r.path2), r.trunc2))
 	le.PutUint16(b[offKind:], r.kind)
 	copy(b[offComm:offComm+commLen], r.comm)
 	dst = append(dst, r.path...)
 	return append(dst, r.path2...)
+}
+
+func pathLen(n int, truncated bool) uint16 {
+	if truncated {
+		return uint16(n) | pathTruncated
+	}
+	return uint16(n)
 }

@@ -299,6 +299,9 @@ static __always_inline bool end_call(struct inflight *f, u64 *dur, u64 *gap)
 	return *dur >= min_duration_ns || (active & 2);
 }
 
+// read_path reads the path at ptr into r's paths at off and returns its
+// length without the NUL, with PATH_TRUNCATED when the string went on past
+// the MAX_PATH - 1 bytes read (the call fails with ENAMETOOLONG then).
 static __always_inline u32 read_path(struct record *r, u32 off, u64 ptr)
 {
 	if (!ptr)
@@ -307,7 +310,14 @@ static __always_inline u32 read_path(struct record *r, u32 off, u64 ptr)
 	long n = bpf_probe_read_user_str(&r->paths[off], MAX_PATH, (void *)ptr);
 	if (n <= 1)
 		return 0;
-	return (u32)(n - 1) & (MAX_PATH - 1); // without the NUL
+	u32 len = (u32)(n - 1) & (MAX_PATH - 1); // without the NUL
+	if (n == MAX_PATH) {
+		char next = 0;
+		bpf_probe_read_user(&next, 1, (void *)(ptr + MAX_PATH - 1));
+		if (next)
+			len |= PATH_TRUNCATED;
+	}
+	return len;
 }
 
 // send_call writes the record of a completed call.
@@ -331,12 +341,14 @@ static __always_inline void send_call(struct inflight *f, u64 pid_tgid, u64 dur,
 	if (!r)
 		return;
 	fill_header(r, f, pid_tgid, dur, gap, ret);
-	u32 n1 = read_path(r, 0, f->ptr1);
-	u32 n2 = 0;
+	u32 l1 = read_path(r, 0, f->ptr1);
+	u32 n1 = l1 & (MAX_PATH - 1);
+	u32 l2 = 0;
 	if (f->ptr2)
-		n2 = read_path(r, n1, f->ptr2);
-	r->path_len = n1;
-	r->path2_len = n2;
+		l2 = read_path(r, n1, f->ptr2);
+	u32 n2 = l2 & (MAX_PATH - 1);
+	r->path_len = l1;
+	r->path2_len = l2;
 	u64 size = RECORD_HEADER + n1 + n2;
 	if (size > sizeof(*r))
 		size = sizeof(*r);

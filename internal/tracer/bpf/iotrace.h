@@ -6,6 +6,9 @@
 #define TASK_COMM_LEN 16
 #define MAX_SYSCALL_NR 512
 #define MAX_PATH 4096
+// Set in path_len or path2_len: the path went on past the MAX_PATH - 1
+// bytes read.
+#define PATH_TRUNCATED 0x8000
 
 #define AT_FDCWD_VAL -100
 #define O_WRONLY_VAL 01
@@ -38,7 +41,7 @@ enum {
 
 // One completed syscall (or a process exec/exit). Paths follow the fixed
 // header back to back: path_len bytes of the first path, then path2_len of
-// the second; neither is NUL-terminated.
+// the second (both without PATH_TRUNCATED); neither is NUL-terminated.
 struct record {
 	u64 ts;       // enter time, CLOCK_MONOTONIC ns
 	u64 duration; // ns

@@ -248,6 +248,12 @@ func syscallsWorkload(dir string, pre, dirfd int) ([]Call, error) {
 	f := r.open(Call{Syscall: "openat", Path: deepPath + "/f.dat", Flags: wr}, unix.SYS_OPENAT, uintptr(deep), ptr("f.dat"), wr, 0o644)
 	r.do(Call{Syscall: "write", FD: int32(f), Path: deepPath + "/f.dat", Bytes: 9}, unix.SYS_WRITE, uintptr(f), uintptr(unsafe.Pointer(&buf[0])), 9)
 
+	// path arguments longer than the kernel reads: ENAMETOOLONG, and the
+	// path recorded as what was read and "…"
+	long := "/" + strings.Repeat("x", 5000)
+	r.open(Call{Syscall: "openat", Path: long[:4095] + "…", Flags: unix.O_RDONLY}, unix.SYS_OPENAT, uintptr(cwdArg), ptr(long), unix.O_RDONLY)
+	r.do(Call{Syscall: "rename", FD: cwd, OldPath: o2, Path: long[:4095] + "…"}, unix.SYS_RENAME, ptr(o2), ptr(long))
+
 	// removals
 	r.do(Call{Syscall: "unlinkat", FD: cwd, Path: p("copy.dat")}, unix.SYS_UNLINKAT, uintptr(cwdArg), ptr(p("copy.dat")), 0)
 	r.do(Call{Syscall: "unlinkat", FD: int32(dirfd), Path: p("sub2"), Flags: unix.AT_REMOVEDIR}, unix.SYS_UNLINKAT, uintptr(dirfd), ptr("sub2"), unix.AT_REMOVEDIR)
