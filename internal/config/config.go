@@ -123,7 +123,7 @@ type OTLP struct {
 	IdleTimeout           Duration `yaml:"idle_timeout" doc:"Idle keep-alive connections are closed after this."`
 	MaxAttrsPerRecord     int      `yaml:"max_attributes_per_record" doc:"Most attributes of one log record, data point or span, and of one resource or scope. A request with a set past it is refused whole (400 / InvalidArgument naming the limit) and counted in sluice_pipeline_limited_requests_total{limit=\"max_attributes_per_record\"}. 0 means no limit."`
 	MaxAttrsPerRequest    int      `yaml:"max_attributes_per_request" doc:"Most attributes of one request, all sets together; past it the request is refused like max_attributes_per_record. 0 means no limit."`
-	MaxRecordsPerRequest  int      `yaml:"max_records_per_request" doc:"Most log records, data points or spans of one request, counted before it is decoded: a record takes a few hundred bytes once decoded however few it has on the wire, so 16MiB of empty records would take gigabytes. Past it the request is refused whole (400 / InvalidArgument naming the limit) and counted in sluice_receiver_limited_requests_total{limit=\"max_records_per_request\"}. 0 means no limit."`
+	MaxRecordsPerRequest  int      `yaml:"max_records_per_request" doc:"Most log records, data points or spans of one request, and most resources, scopes and metrics holding them, counted before it is decoded: each takes a few hundred bytes once decoded however few it has on the wire, so 16MiB of empty records would take gigabytes. Past it the request is refused whole (400 / InvalidArgument naming the limit) and counted in sluice_receiver_limited_requests_total{limit=\"max_records_per_request\"}. 0 means no limit."`
 }
 
 // TLS names PEM files.

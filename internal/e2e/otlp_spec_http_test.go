@@ -256,13 +256,17 @@ func TestOTLPSpecHostile(t *testing.T) {
 		}
 	}
 
-	// 16 MiB of empty records, 8M each, from 4 clients at once: refused
-	// before decoding. Decoded, one such request took 2 GB or more.
+	// 16 MiB of empty records or resources, 8M each, from 4 clients at
+	// once: refused before decoding. Decoded, one such request took 2 GB
+	// or more (700 MB of resources).
 	pid := s.cmd.Process.Pid
 	before := procStatus(t, pid, "VmHWM")
-	flood := emptyRecords(8_000_000)
 	var wg sync.WaitGroup
-	for range 4 {
+	for i := range 4 {
+		flood := emptyRecords(8_000_000)
+		if i%2 == 1 {
+			flood = bytes.Repeat([]byte{0x0a, 0x00}, 8_000_000) // empty resources
+		}
 		wg.Go(func() {
 			if code, msg := otlpPost(t, s.http, "hostile", "/v1/logs", "application/x-protobuf", flood); code != 400 {
 				t.Errorf("16 MiB of empty records: %d %.200s", code, msg)

@@ -3,34 +3,38 @@ package otlp
 import "github.com/sluice-dev/sluice/internal/signal"
 
 // CountRecords counts the records of an OTLP export request of kind in
-// protobuf (log records, metric data points or spans) without decoding
-// them: it walks the resource, scope (and metric) messages and skips each
-// record whole, so it costs a few operations per record and allocates
-// nothing. A receiver calls it to refuse a request whose decoded form
-// would be far larger than its body (a 2-byte empty record decodes into
-// hundreds of bytes of columns) before anything decodes it. ok is false
-// when the structure does not parse; the decoder then names the problem.
-func CountRecords(kind signal.Kind, b []byte) (n int, ok bool) {
+// protobuf (log records, metric data points or spans) and the messages
+// that hold them (resources, scopes and metrics) without decoding them: it
+// walks those messages and skips each record whole, so it costs a few
+// operations per message and allocates nothing. A receiver calls it to
+// refuse a request whose decoded form would be far larger than its body
+// (a 2-byte empty record or resource decodes into hundreds of bytes)
+// before anything decodes it. ok is false when the structure does not
+// parse; the decoder then names the problem.
+func CountRecords(kind signal.Kind, b []byte) (records, holders int, ok bool) {
 	// The path down to the records: field 1 of the request, field 2 of
 	// the resource message, field 2 of the scope message (and, for
 	// metrics, the data field of the metric, then its field 1).
 	ok = eachLen(b, 1, func(res []byte) bool {
+		holders++
 		return eachLen(res, 2, func(scope []byte) bool {
+			holders++
 			if kind != signal.KindMetrics {
-				return eachLen(scope, 2, func([]byte) bool { n++; return true })
+				return eachLen(scope, 2, func([]byte) bool { records++; return true })
 			}
 			return eachLen(scope, 2, func(metric []byte) bool {
+				holders++
 				return eachField(metric, func(field uint64, data []byte) bool {
 					switch field {
 					case 5, 7, 9, 10, 11: // gauge, sum, histogram, exponential_histogram, summary
-						return eachLen(data, 1, func([]byte) bool { n++; return true })
+						return eachLen(data, 1, func([]byte) bool { records++; return true })
 					}
 					return true
 				})
 			})
 		})
 	})
-	return n, ok
+	return records, holders, ok
 }
 
 // eachLen calls fn with the contents of every length-delimited field

@@ -46,7 +46,7 @@ func TestCountRecords(t *testing.T) {
 			if want < 0 {
 				continue
 			}
-			got, ok := CountRecords(c.kind, f.data)
+			got, _, ok := CountRecords(c.kind, f.data)
 			if !ok || got != want {
 				t.Errorf("%s/%s: %d records (ok %v), pdata counts %d", c.dir, f.name, got, ok, want)
 			}
@@ -56,11 +56,16 @@ func TestCountRecords(t *testing.T) {
 		}
 	}
 	empty := []byte{0x0a, 0x04, 0x12, 0x02, 0x12, 0x00} // one empty log record
-	if n, ok := CountRecords(signal.KindLogs, empty); n != 1 || !ok {
-		t.Errorf("one empty record: %d %v", n, ok)
+	if n, h, ok := CountRecords(signal.KindLogs, empty); n != 1 || h != 2 || !ok {
+		t.Errorf("one empty record: %d records, %d holders, %v", n, h, ok)
+	}
+	// Two resources, the second with two scopes, one with a metric.
+	holders := []byte{0x0a, 0x00, 0x0a, 0x06, 0x12, 0x00, 0x12, 0x02, 0x12, 0x00}
+	if n, h, ok := CountRecords(signal.KindMetrics, holders); n != 0 || h != 5 || !ok {
+		t.Errorf("holders only: %d records, %d holders, %v", n, h, ok)
 	}
 	for _, bad := range [][]byte{{0x0a, 0x05, 0x12}, {0x0a}, {0x00, 0x00}, {0x0f}} {
-		if _, ok := CountRecords(signal.KindLogs, bad); ok {
+		if _, _, ok := CountRecords(signal.KindLogs, bad); ok {
 			t.Errorf("% x: ok", bad)
 		}
 	}

@@ -16,49 +16,53 @@ const maxRequestJSONDepth = 4*maxDepth + 32
 // maxRequestJSONDepth. Members whose value is null are left out, since
 // proto3 JSON reads null as the field's default and pdata refuses it for
 // numbers. The result is js itself when nothing was left out, else a new
-// buffer; records is the number of log records, data points and spans
-// (the elements of logRecords, dataPoints and spans lists), for a limit
-// checked before pdata builds an object for each.
-func PrepareJSONRequest(js []byte) (doc []byte, records int, err error) {
+// buffer. n counts what CountRecords counts, for a limit checked before
+// pdata builds an object for each: the records (elements of logRecords,
+// dataPoints and spans lists) and the messages holding them (resources,
+// scopes, metrics).
+func PrepareJSONRequest(js []byte) (doc []byte, n JSONCounts, err error) {
 	r := jsonReader{b: js}
 	var out []byte
-	doc, records, err = nextJSONDoc(&r, &out)
+	doc, n, err = nextJSONDoc(&r, &out)
 	if err != nil {
-		return nil, 0, err
+		return nil, n, err
 	}
 	if doc == nil {
-		return nil, 0, r.errorf("empty body: want a JSON object")
+		return nil, n, r.errorf("empty body: want a JSON object")
 	}
 	if r.ws(); r.i < len(r.b) {
-		return nil, 0, r.errorf("data after the request object (one export request per body)")
+		return nil, n, r.errorf("data after the request object (one export request per body)")
 	}
-	return doc, records, nil
+	return doc, n, nil
 }
+
+// JSONCounts is what PrepareJSONRequest counts.
+type JSONCounts struct{ Records, Holders int }
 
 // nextJSONDoc reads the next top-level JSON object of r (skipping
 // whitespace and a byte order mark before it); nil at the end of the
 // input. The object comes back without its null members: a subslice of
-// r.b when it has none, else a copy into *out (reused); records counts
-// its records as PrepareJSONRequest does.
-func nextJSONDoc(r *jsonReader, out *[]byte) (doc []byte, records int, err error) {
+// r.b when it has none, else a copy into *out (reused); n counts as
+// PrepareJSONRequest does.
+func nextJSONDoc(r *jsonReader, out *[]byte) (doc []byte, n JSONCounts, err error) {
 	r.ws()
 	if len(r.b)-r.i >= 3 && r.b[r.i] == 0xef && r.b[r.i+1] == 0xbb && r.b[r.i+2] == 0xbf {
 		r.i += 3
 		r.ws()
 	}
 	if r.i >= len(r.b) {
-		return nil, 0, nil
+		return nil, n, nil
 	}
 	start := r.i
 	if r.b[start] != '{' {
-		return nil, 0, r.errorf("want an object")
+		return nil, n, r.errorf("want an object")
 	}
 	c := nullCutter{r: r}
-	if err := c.value(0, false); err != nil {
-		return nil, 0, err
+	if err := c.value(0, listNone); err != nil {
+		return nil, n, err
 	}
 	if len(c.cuts) == 0 {
-		return r.b[start:r.i], c.records, nil
+		return r.b[start:r.i], c.n, nil
 	}
 	o, from := (*out)[:0], start
 	for k := 0; k < len(c.cuts); k += 2 {
@@ -67,21 +71,27 @@ func nextJSONDoc(r *jsonReader, out *[]byte) (doc []byte, records int, err error
 	}
 	o = append(o, r.b[from:r.i]...)
 	*out = o
-	return o, c.records, nil
+	return o, c.n, nil
 }
 
 // nullCutter walks one JSON value and notes the byte ranges that leave out
 // its null object members, each with the comma that separated it, and
 // counts the records.
 type nullCutter struct {
-	r       *jsonReader
-	cuts    []int // [start, end) pairs in order
-	records int
+	r    *jsonReader
+	cuts []int // [start, end) pairs in order
+	n    JSONCounts
 }
 
-// value reads one value; recs says it is the value of a member whose
-// elements are records.
-func (c *nullCutter) value(depth int, recs bool) error {
+// What the elements of a list are, by the name of its member.
+const (
+	listNone = iota
+	listRecords
+	listHolders
+)
+
+// value reads one value; list says what its elements are if it is a list.
+func (c *nullCutter) value(depth int, list int) error {
 	r := c.r
 	if depth > maxRequestJSONDepth {
 		return r.errorf("nested deeper than %d levels", maxRequestJSONDepth)
@@ -118,7 +128,7 @@ func (c *nullCutter) value(depth int, recs bool) error {
 				}
 				continue
 			}
-			if err := c.value(depth+1, isRecordList(key)); err != nil {
+			if err := c.value(depth+1, listOf(key)); err != nil {
 				return err
 			}
 		}
@@ -129,10 +139,13 @@ func (c *nullCutter) value(depth int, recs bool) error {
 			if err != nil || !more {
 				return err
 			}
-			if recs {
-				c.records++
+			switch list {
+			case listRecords:
+				c.n.Records++
+			case listHolders:
+				c.n.Holders++
 			}
-			if err := c.value(depth+1, false); err != nil {
+			if err := c.value(depth+1, listNone); err != nil {
 				return err
 			}
 		}
@@ -143,13 +156,16 @@ func (c *nullCutter) value(depth int, recs bool) error {
 	}
 }
 
-// isRecordList reports whether a member named key lists records.
-func isRecordList(key []byte) bool {
+// listOf says what the elements of a member named key are.
+func listOf(key []byte) int {
 	switch string(key) {
 	case "logRecords", "log_records", "dataPoints", "data_points", "spans":
-		return true
+		return listRecords
+	case "resourceLogs", "resource_logs", "resourceMetrics", "resource_metrics", "resourceSpans", "resource_spans",
+		"scopeLogs", "scope_logs", "scopeMetrics", "scope_metrics", "scopeSpans", "scope_spans", "metrics":
+		return listHolders
 	}
-	return false
+	return listNone
 }
 
 // idHexLen is the length in hex digits of the id a member named key

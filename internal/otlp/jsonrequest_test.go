@@ -125,7 +125,7 @@ func TestPrepareJSONRequestCountsRecords(t *testing.T) {
 	js := `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{},{"body":{"arrayValue":{"values":[{},{}]}}},null]},{"log_records":[{}]}]}],` +
 		`"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"gauge":{"dataPoints":[{},{}]}},{"sum":{"data_points":[{"attributes":[{"key":"spans","value":{}}]}]}}]}]}],` +
 		`"resourceSpans":[{"scopeSpans":[{"spans":[{"events":[{}],"links":[{}]}]}]}]}`
-	if _, n, err := PrepareJSONRequest([]byte(js)); err != nil || n != 8 {
-		t.Fatalf("%d records, %v; want 8", n, err)
+	if _, n, err := PrepareJSONRequest([]byte(js)); err != nil || n != (JSONCounts{Records: 8, Holders: 3 + 4 + 2}) {
+		t.Fatalf("%+v, %v; want 8 records, 9 holders", n, err)
 	}
 }

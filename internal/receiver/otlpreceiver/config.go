@@ -92,9 +92,10 @@ type Config struct {
 	MaxConnections int
 
 	// MaxRecordsPerRequest bounds the log records, data points or spans
-	// of one request, counted before anything decodes it: a record
-	// decodes into a few hundred bytes of columns whatever its size on
-	// the wire, so without it 16 MiB of empty records would take gigabytes.
+	// of one request, and (separately) the resources, scopes and metrics
+	// holding them, counted before anything decodes it: each decodes into
+	// a few hundred bytes whatever its size on the wire, so without it
+	// 16 MiB of empty records would take gigabytes.
 	// Past it the request gets 400 / InvalidArgument. Negative disables it.
 	MaxRecordsPerRequest int
 }

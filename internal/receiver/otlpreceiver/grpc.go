@@ -161,7 +161,7 @@ func (g *grpcService) serve(ctx context.Context, dec func(any) error) (string, o
 		return tenant, outcomeInvalid, 0, nil, err
 	}
 	body := msg.bytes()
-	if msg := r.tooManyRecords(tGRPC, g.kind, protoRecords(g.kind, body)); msg != "" {
+	if msg := r.tooManyProto(tGRPC, g.kind, body); msg != "" {
 		return tenant, outcomeInvalid, len(body), nil, status.Error(codes.InvalidArgument, msg)
 	}
 	if !r.budget.acquire(ctx, int64(len(body))) {

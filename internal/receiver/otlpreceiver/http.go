@@ -258,7 +258,7 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 	}
 	body := x.buf
 	if ct == ctJSON {
-		if body, err = jsonToProto(kind, body, func(records int) string { return r.tooManyRecords(tHTTP, kind, records) }); err != nil {
+		if body, err = jsonToProto(kind, body, func(records, holders int) string { return r.tooManyRecords(tHTTP, kind, records, holders) }); err != nil {
 			writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
 			return tenant, outcomeInvalid, n
 		}
@@ -266,7 +266,7 @@ func (r *Receiver) serveExport(w http.ResponseWriter, req *http.Request, kind si
 			writeHTTPError(w, ct, http.StatusTooManyRequests, codes.ResourceExhausted, msgBytesBusy, DefaultRetryAfter)
 			return tenant, outcomeBackpressure, n
 		}
-	} else if msg := r.tooManyRecords(tHTTP, kind, protoRecords(kind, body)); msg != "" {
+	} else if msg := r.tooManyProto(tHTTP, kind, body); msg != "" {
 		writeHTTPError(w, ct, http.StatusBadRequest, codes.InvalidArgument, msg, 0)
 		return tenant, outcomeInvalid, n
 	}

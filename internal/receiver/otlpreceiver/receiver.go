@@ -336,23 +336,32 @@ func (r *Receiver) tenant(vals []string) (string, tenantProblem) {
 // in the limit label of sluice_receiver_limited_requests_total.
 const LimitRecordsPerRequest = "max_records_per_request"
 
-// tooManyRecords is the refusal of a request of kind with n records past
+// tooManyRecords is the refusal of a request of kind with records
+// records and holders resources, scopes and metrics past
 // Config.MaxRecordsPerRequest ("" when within it or the limit is off).
-func (r *Receiver) tooManyRecords(t transportID, kind signal.Kind, n int) string {
-	if max := r.cfg.MaxRecordsPerRequest; max < 0 || n <= max {
+func (r *Receiver) tooManyRecords(t transportID, kind signal.Kind, records, holders int) string {
+	max := r.cfg.MaxRecordsPerRequest
+	if max < 0 || records <= max && holders <= max {
 		return ""
 	}
 	r.metrics.tooManyRecords[t][kind].Inc()
+	n, what := records, recordsName(kind)
+	if records <= max {
+		n, what = holders, "resources, scopes and metrics"
+	}
 	return fmt.Sprintf("request has %d %s, past the limit %s of %d (receivers.otlp.%[3]s): send smaller batches",
-		n, recordsName(kind), LimitRecordsPerRequest, r.cfg.MaxRecordsPerRequest)
+		n, what, LimitRecordsPerRequest, max)
 }
 
-// protoRecords counts the records of a protobuf body (otlp.CountRecords);
-// a body that does not parse counts 0 and is left to the decoder, which
-// names the problem.
-func protoRecords(kind signal.Kind, body []byte) int {
-	n, _ := otlp.CountRecords(kind, body)
-	return n
+// tooManyProto is tooManyRecords for a protobuf body, counted by
+// otlp.CountRecords; a body that does not parse counts what it parsed and
+// is left to the decoder, which names the problem.
+func (r *Receiver) tooManyProto(t transportID, kind signal.Kind, body []byte) string {
+	if r.cfg.MaxRecordsPerRequest < 0 {
+		return ""
+	}
+	records, holders, _ := otlp.CountRecords(kind, body)
+	return r.tooManyRecords(t, kind, records, holders)
 }
 
 func recordsName(kind signal.Kind) string {

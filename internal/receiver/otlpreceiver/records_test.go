@@ -1,6 +1,7 @@
 package otlpreceiver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -72,8 +73,9 @@ func TestMaxRecordsPerRequest(t *testing.T) {
 }
 
 // TestMaxRecordsPerRequestEmptyRecords: records of 2 bytes each count
-// like any others, and a body that does not parse is left to the
-// consumer's decoder, which names the problem.
+// like any others, so do the resources, scopes and metrics holding them,
+// and a body that does not parse is left to the consumer's decoder, which
+// names the problem.
 func TestMaxRecordsPerRequestEmptyRecords(t *testing.T) {
 	rec := &recorder{}
 	r, _ := startReceiver(t, testConfig(), rec)
@@ -85,6 +87,16 @@ func TestMaxRecordsPerRequestEmptyRecords(t *testing.T) {
 	resp, got := post(t, nil, httpURL(r, "/v1/logs"), "application/x-protobuf", "", body, nil)
 	if _, msg := rpcStatus(t, "application/x-protobuf", got); resp.StatusCode != 400 || !strings.Contains(msg, "request has 200001 log records") {
 		t.Errorf("status %d %q", resp.StatusCode, msg)
+	}
+	// 16 MiB of empty resources hold no record, and decoded into 700 MB.
+	resp, got = post(t, nil, httpURL(r, "/v1/logs"), "application/x-protobuf", "", bytes.Repeat([]byte{0x0a, 0x00}, n), nil)
+	if _, msg := rpcStatus(t, "application/x-protobuf", got); resp.StatusCode != 400 || !strings.Contains(msg, "request has 200001 resources, scopes and metrics") {
+		t.Errorf("empty resources: status %d %q", resp.StatusCode, msg)
+	}
+	js := `{"resourceMetrics":[{"scopeMetrics":[` + strings.Repeat(`{},`, n-1) + `{}]}]}`
+	resp, got = post(t, nil, httpURL(r, "/v1/metrics"), "application/json", "", []byte(js), nil)
+	if _, msg := rpcStatus(t, "application/json", got); resp.StatusCode != 400 || !strings.Contains(msg, "request has 200002 resources, scopes and metrics") {
+		t.Errorf("empty JSON scopes: status %d %q", resp.StatusCode, msg)
 	}
 	resp, _ = post(t, nil, httpURL(r, "/v1/logs"), "application/x-protobuf", "", []byte{0x0a, 0x05, 0x12}, nil)
 	if resp.StatusCode != 200 || len(rec.requests()) != 1 {

@@ -119,12 +119,12 @@ func exportResponseJSON(kind signal.Kind, res Result) ([]byte, error) {
 // null members read as defaults, and its records counted, so that tooMany
 // (the refusal of that many, "" when fine) stops it before pdata builds an
 // object for each.
-func jsonToProto(kind signal.Kind, body []byte, tooMany func(records int) string) ([]byte, error) {
-	body, records, err := otlp.PrepareJSONRequest(body)
+func jsonToProto(kind signal.Kind, body []byte, tooMany func(records, holders int) string) ([]byte, error) {
+	body, n, err := otlp.PrepareJSONRequest(body)
 	if err != nil {
 		return nil, fmt.Errorf("decode otlp/json %s: %w", kind, err)
 	}
-	if msg := tooMany(records); msg != "" {
+	if msg := tooMany(n.Records, n.Holders); msg != "" {
 		return nil, errors.New(msg)
 	}
 	switch kind {
