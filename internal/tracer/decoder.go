@@ -103,6 +103,7 @@ type DecoderOptions struct {
 	Syscalls    SyscallSet // rows kept; the zero set keeps all
 	PathPrefix  string     // keep only rows whose path (or old path) starts with it
 	PathGlob    string     // keep only rows whose path (or old path) matches it (matchGlob)
+	TID         uint32     // keep only rows of this thread; its process's other threads send fd table calls
 	MinDuration int64      // ns; rows below it are dropped (bookkeeping calls bypass the kernel's check)
 	ClockOffset int64      // added to the kernel's monotonic times to make Unix ns
 	ProcRoot    string     // "/proc" by default
@@ -450,7 +451,7 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 	default:
 		ev.Path = d.fdPath(out, r.pid, p, r.fd)
 	}
-	if !d.keep[sc] || r.duration < d.opts.MinDuration || !d.pathOK(out, &ev) {
+	if !d.keep[sc] || r.duration < d.opts.MinDuration || (d.opts.TID != 0 && r.tid != d.opts.TID) || !d.pathOK(out, &ev) {
 		d.stats.Filtered++
 		return
 	}

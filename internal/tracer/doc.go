@@ -53,9 +53,10 @@
 //     offsets match it (TestRecordLayout checks them against bpf2go's type).
 //  2. The Syscall ids are the SC_* enum of bpf/iotrace.h, in order.
 //  3. Opens, closes, dups and fcntl always cross the ring (KEEP_FLAG), even
-//     when the user's syscall set or minimum duration would drop them, so
-//     the fd table never goes stale; the Decoder drops those rows after
-//     using them.
+//     when the user's syscall set, minimum duration or tid filter would
+//     drop them (the tid's sibling threads share its fd table), so the fd
+//     table never goes stale; the Decoder drops those rows after using
+//     them.
 //  4. Every record the kernel could not send is counted in Lost.
 //  5. Row times are enter times in Unix ns (monotonic clock plus one offset
 //     sampled at Open, so rows keep their exact order); Gap is the time since

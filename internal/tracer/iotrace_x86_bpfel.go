@@ -73,6 +73,7 @@ const (
 	iotraceVarFilterCommLen    = "filter_comm_len"
 	iotraceVarFilterPid        = "filter_pid"
 	iotraceVarFilterTid        = "filter_tid"
+	iotraceVarFilterTidTgid    = "filter_tid_tgid"
 	iotraceVarMinDurationNs    = "min_duration_ns"
 	iotraceVarTraced           = "traced"
 	iotraceVarWakeupBytes      = "wakeup_bytes"
@@ -154,6 +155,7 @@ type iotraceVariableSpecs struct {
 	FilterCommLen *ebpf.VariableSpec `ebpf:"filter_comm_len"`
 	FilterPid     *ebpf.VariableSpec `ebpf:"filter_pid"`
 	FilterTid     *ebpf.VariableSpec `ebpf:"filter_tid"`
+	FilterTidTgid *ebpf.VariableSpec `ebpf:"filter_tid_tgid"`
 	MinDurationNs *ebpf.VariableSpec `ebpf:"min_duration_ns"`
 	Traced        *ebpf.VariableSpec `ebpf:"traced"`
 	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -206,6 +208,7 @@ type iotraceVariables struct {
 	FilterCommLen *ebpf.Variable `ebpf:"filter_comm_len"`
 	FilterPid     *ebpf.Variable `ebpf:"filter_pid"`
 	FilterTid     *ebpf.Variable `ebpf:"filter_tid"`
+	FilterTidTgid *ebpf.Variable `ebpf:"filter_tid_tgid"`
 	MinDurationNs *ebpf.Variable `ebpf:"min_duration_ns"`
 	Traced        *ebpf.Variable `ebpf:"traced"`
 	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`

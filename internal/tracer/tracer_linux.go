@@ -60,7 +60,11 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("tracer: %w", err)
 	}
 	table := syscallTable(opts.Syscalls)
-	if err := setVariables(spec, opts, table); err != nil {
+	var tidTgid uint32
+	if opts.TID != 0 {
+		tidTgid = tgid
+	}
+	if err := setVariables(spec, opts, tidTgid, table); err != nil {
 		return nil, err
 	}
 	spec.Maps["events"].MaxEntries = uint32(opts.RingBytes)
@@ -94,6 +98,7 @@ func Open(opts Options) (*Tracer, error) {
 		Syscalls:    opts.Syscalls,
 		PathPrefix:  opts.PathPrefix,
 		PathGlob:    opts.PathGlob,
+		TID:         opts.TID,
 		MinDuration: int64(opts.MinDuration),
 		ClockOffset: clockOffset(),
 	})
@@ -129,7 +134,9 @@ func syscallTable(set SyscallSet) [maxSyscallNr]uint8 {
 }
 
 // setVariables writes opts' filters into the program's constants.
-func setVariables(spec *ebpf.CollectionSpec, opts Options, table [maxSyscallNr]uint8) error {
+// tidTgid is the process of opts.TID: its other threads' fd table calls
+// are traced too.
+func setVariables(spec *ebpf.CollectionSpec, opts Options, tidTgid uint32, table [maxSyscallNr]uint8) error {
 	var excludePID uint32
 	if !opts.TraceSelf {
 		excludePID = uint32(os.Getpid())
@@ -143,6 +150,7 @@ func setVariables(spec *ebpf.CollectionSpec, opts Options, table [maxSyscallNr]u
 		{"filter_pid", opts.PID},
 		{"exclude_pid", excludePID},
 		{"filter_tid", opts.TID},
+		{"filter_tid_tgid", tidTgid},
 		{"filter_cgroup", opts.Cgroup},
 		{"min_duration_ns", uint64(opts.MinDuration)},
 		{"wakeup_bytes", uint64(min(opts.RingBytes/8, 512<<10))},

@@ -357,6 +357,39 @@ func TestTraceFDTableInheritance(t *testing.T) {
 	}
 	t.Run("cgroup", func(t *testing.T) { testFDTableInheritance(t, false) })
 	t.Run("cgroup+glob", func(t *testing.T) { testFDTableInheritance(t, true) })
+	t.Run("tid", testFDTableTID)
+	t.Run("tid-hash", testFDTableTID)
+}
+
+// testFDTableTID traces only the workload's second thread, which writes
+// to an fd the main thread opened (and closes right after, so that its
+// number is reused): the write's row must have the file's path, which
+// only the main thread's open can give.
+func testFDTableTID(t *testing.T) {
+	dir := t.TempDir()
+	child := tracertest.Start(t, dir, "fdtable")
+	opts := Options{TID: uint32(child.TID2), FlushEvery: 20 * time.Millisecond}
+	if strings.HasSuffix(t.Name(), "-hash") {
+		opts.Attach, opts.hashPairing = AttachTracepoint, true
+	}
+	tr, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rows := collect(t, tr, func() { child.Go(t) })
+	if rows.Len() != 1 {
+		for i := range rows.Len() {
+			t.Logf("row %d: tid %d %s %q", i, rows.TID[i], SyscallName(rows.Syscall[i]), rows.String(rows.Path[i]))
+		}
+		t.Fatalf("%d rows, want the second thread's one write", rows.Len())
+	}
+	if got, want := rows.String(rows.Path[0]), filepath.Join(dir, "t.dat"); rows.TID[0] != uint32(child.TID2) || got != want || rows.Bytes[0] != tracertest.TBytes {
+		t.Errorf("tid %d wrote %d bytes to %q, want tid %d, %d bytes to %q", rows.TID[0], rows.Bytes[0], got, child.TID2, tracertest.TBytes, want)
+	}
+	if st := tr.DecoderStats(); st.Filtered == 0 {
+		t.Errorf("stats %+v: want the other threads' fd calls filtered after use", st)
+	}
 }
 
 func testFDTableInheritance(t *testing.T, glob bool) {

@@ -31,6 +31,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 volatile const u32 filter_pid = 0;
 volatile const u32 exclude_pid = 0; // the tracer itself: its own writes would feed back
 volatile const u32 filter_tid = 0;
+volatile const u32 filter_tid_tgid = 0; // the process of filter_tid
 volatile const u64 filter_cgroup = 0;
 volatile const u64 min_duration_ns = 0;
 // Wake the reader only once this much is waiting: a wakeup per record costs
@@ -110,21 +111,38 @@ static __always_inline bool comm_matches(void)
 	return true;
 }
 
+// What wanted says of a task.
+#define WANT_NONE 0
+#define WANT_ALL 1
+#define WANT_FDS 2 // only the fd table's calls: a thread beside the --tid one
+
 // wanted applies the pid, tid, comm and cgroup filters to the current task.
-static __always_inline bool wanted(u64 pid_tgid)
+// The other threads of the tid filter's process share its fd table, so
+// their opens, closes and dups are wanted too (user space drops their rows).
+static __always_inline int wanted(u64 pid_tgid)
 {
 	u32 pid = pid_tgid >> 32;
 	if (filter_pid && pid != filter_pid)
-		return false;
+		return WANT_NONE;
 	if (exclude_pid && pid == exclude_pid)
-		return false;
-	if (filter_tid && (u32)pid_tgid != filter_tid)
-		return false;
+		return WANT_NONE;
+	int w = WANT_ALL;
+	if (filter_tid && (u32)pid_tgid != filter_tid) {
+		if (pid != filter_tid_tgid)
+			return WANT_NONE;
+		w = WANT_FDS;
+	}
 	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
-		return false;
+		return WANT_NONE;
 	if (filter_comm_len && !comm_matches())
-		return false;
-	return true;
+		return WANT_NONE;
+	return w;
+}
+
+// wanted_call is wanted for a call of traced[] entry t.
+static __always_inline bool wanted_call(int w, u8 t)
+{
+	return (t & 0x7f) && (w == WANT_ALL || (w == WANT_FDS && (t & KEEP_FLAG)));
 }
 
 static __always_inline void count_lost(void)
@@ -365,13 +383,14 @@ int BPF_PROG(call_enter, const struct pt_regs *regs)
 {
 	// The task filters first: an excluded task pays this and nothing else.
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!wanted(pid_tgid))
+	int w = wanted(pid_tgid);
+	if (w == WANT_NONE)
 		return 0;
 	long nr = regs->orig_ax;
 	if (nr < 0 || nr >= MAX_SYSCALL_NR)
 		return 0;
 	u8 t = traced[nr];
-	if (!(t & 0x7f))
+	if (!wanted_call(w, t))
 		return 0;
 	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!f)
@@ -391,7 +410,7 @@ int BPF_PROG(call_exit, const struct pt_regs *regs, long ret)
 		return 0;
 	if (exclude_pid && pid == exclude_pid)
 		return 0;
-	if (filter_tid && (u32)pid_tgid != filter_tid)
+	if (filter_tid && pid != filter_tid_tgid)
 		return 0;
 	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, 0);
 	if (!f)
@@ -422,13 +441,14 @@ int sys_enter_task(struct bpf_raw_tracepoint_args *ctx)
 {
 	// The task filters first: an excluded task pays this and nothing else.
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!wanted(pid_tgid))
+	int w = wanted(pid_tgid);
+	if (w == WANT_NONE)
 		return 0;
 	long nr = (long)ctx->args[1];
 	if (nr < 0 || nr >= MAX_SYSCALL_NR)
 		return 0;
 	u8 t = traced[nr];
-	if (!(t & 0x7f))
+	if (!wanted_call(w, t))
 		return 0;
 	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!f)
@@ -446,7 +466,7 @@ int sys_exit_task(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	if (exclude_pid && pid == exclude_pid)
 		return 0;
-	if (filter_tid && (u32)pid_tgid != filter_tid)
+	if (filter_tid && pid != filter_tid_tgid)
 		return 0;
 	struct inflight *f = bpf_task_storage_get(&task_inflight, bpf_get_current_task_btf(), 0, 0);
 	if (!f)
@@ -480,7 +500,7 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (!sc)
 		return 0;
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!wanted(pid_tgid))
+	if (!wanted_call(wanted(pid_tgid), t))
 		return 0;
 
 	// One copy of the saved registers instead of a probe read per
@@ -514,7 +534,7 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	// spare the excluded tasks the hash lookup.
 	if (filter_pid && (u32)(pid_tgid >> 32) != filter_pid)
 		return 0;
-	if (filter_tid && tid != filter_tid)
+	if (filter_tid && (u32)(pid_tgid >> 32) != filter_tid_tgid)
 		return 0;
 	struct inflight *f = bpf_map_lookup_elem(&inflight, &tid);
 	if (!f)
@@ -530,7 +550,7 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 static __always_inline void process_event(u16 kind)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!wanted(pid_tgid))
+	if (wanted(pid_tgid) == WANT_NONE)
 		return;
 	u32 zero = 0;
 	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
@@ -562,7 +582,7 @@ int process_fork(struct bpf_raw_tracepoint_args *ctx)
 	if (child_pid != child_tgid)
 		return 0;
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!wanted(pid_tgid))
+	if (wanted(pid_tgid) == WANT_NONE)
 		return 0;
 	u32 zero = 0;
 	struct record *r = bpf_map_lookup_elem(&scratch, &zero);
