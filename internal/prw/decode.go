@@ -146,10 +146,13 @@ type Decoder struct {
 	h             hist
 	ex            []byte
 	meta          [][2]int // 1.0 metadata messages [start, end)
-	key           []byte
-	st            Stats
-	perr          PartialError
-	version       string
+	// metaOnly is the metadata of the 2.0 series that had no point
+	// (MetadataOnlyV1)
+	metaOnly []byte
+	key      []byte
+	st       Stats
+	perr     PartialError
+	version  string
 	// 2.0: some symbol of the request is not valid UTF-8 (per call).
 	badUTF8 bool
 	// ids is the series id memo (idmemo.go); idKey and idLab the key and
@@ -187,6 +190,7 @@ type keyCache struct {
 func (d *Decoder) begin(dst *signal.Metrics, version string) {
 	d.m, d.c = dst, &dst.Common
 	d.st = Stats{}
+	d.metaOnly = d.metaOnly[:0]
 	d.perr = PartialError{}
 	d.version = version
 	if d.names == nil {

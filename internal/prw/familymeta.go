@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"iter"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // FamilyMetadata is one remote write 1.0 MetricMetadata: the type, help
@@ -86,4 +88,32 @@ func FamilyOf(name string) iter.Seq[string] {
 			}
 		}
 	}
+}
+
+// AppendMetricMetadata appends to dst a remote write 1.0 WriteRequest
+// field metadata (3): a MetricMetadata of type typ (the 1.0 and 2.0
+// enums number the types alike), family name, help and unit.
+func AppendMetricMetadata(dst []byte, typ uint64, name, help, unit []byte) []byte {
+	n := 0
+	if typ != 0 {
+		n += 1 + protowire.SizeVarint(typ)
+	}
+	for _, f := range [][]byte{name, help, unit} {
+		if len(f) > 0 {
+			n += 1 + protowire.SizeBytes(len(f))
+		}
+	}
+	dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(n))
+	if typ != 0 {
+		dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, typ)
+	}
+	for i, f := range [][]byte{name, help, unit} {
+		if len(f) > 0 {
+			dst = protowire.AppendTag(dst, [...]protowire.Number{2, 4, 5}[i], protowire.BytesType)
+			dst = protowire.AppendBytes(dst, f)
+		}
+	}
+	return dst
 }

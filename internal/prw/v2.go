@@ -613,6 +613,14 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 		d.st.Series++
 	}
 	d.st.StartsIgnored += ignored
+	if last < 0 && hasMeta {
+		// No sample, histogram or exemplar: no point to carry the
+		// metadata (MetadataOnlyV1).
+		help, unit := d.str(d.symbols[helpRef]), d.str(d.symbols[unitRef])
+		if metaType != 0 || len(help) > 0 || len(unit) > 0 {
+			d.metaOnly = AppendMetricMetadata(d.metaOnly, metaType, d.str(name), help, unit)
+		}
+	}
 	// Metadata gives every descriptor of its families that has none its
 	// type, unit and help, so after one call for a name another is a no-op
 	// until a descriptor is added: skip the five family lookups then
@@ -624,6 +632,15 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	}
 	return true
 }
+
+// MetadataOnlyV1 returns the metadata of the series of the last DecodeV2
+// that had metadata but no sample, histogram or exemplar (none of them
+// with an empty Metadata message: no metadata), as a remote write 1.0
+// WriteRequest of MetricMetadata, the family name being the series'
+// __name__: the batch has no point to carry it, and a consumer keeps it
+// as it keeps 1.0 metadata sent without series. Valid until the next
+// call; empty when there is none.
+func (d *Decoder) MetadataOnlyV1() []byte { return d.metaOnly }
 
 func (d *Decoder) scanSamplesV2(s, e int) bool {
 	b := d.b[:e]

@@ -97,7 +97,9 @@ type ScanTaker interface {
 // MetadataTaker is a Consumer that keeps (and forwards) the metric family
 // metadata of remote write 1.0 requests without samples: Prometheus sends
 // its targets' metadata (type, help, unit) on its own, apart from their
-// series. TakeMetadata gets such a request, raw as received (snappy) and
+// series. The metadata of 2.0 series without a sample, histogram or
+// exemplar comes the same way, as a 1.0 request of it
+// (prw.Decoder.MetadataOnlyV1). TakeMetadata gets such a request, raw as received (snappy) and
 // body snappy-decoded and valid (it decoded without error), before the
 // answer; an error fails the request as a Consume error would.
 type MetadataTaker interface {
@@ -107,6 +109,7 @@ type MetadataTaker interface {
 // exchange is the per-request state, pooled.
 type exchange struct {
 	raw, body, rec []byte
+	mraw           []byte // 2.0 metadata without points, as a 1.0 request (snappy)
 	batch          signal.Metrics
 	dec            prw.Decoder
 	req            otlpreceiver.Request
@@ -342,6 +345,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 		h.m.invalid.WithLabelValues(ver).Inc()
 		return fail(w, http.StatusBadRequest, 0, "%v", err)
 	}
+	if ver == "2.0" && h.meta != nil {
+		// Series with metadata and no point: the batch cannot carry it,
+		// so it is kept as 1.0 metadata sent on its own is (before the
+		// series, which it may describe).
+		if mo := x.dec.MetadataOnlyV1(); len(mo) > 0 {
+			x.mraw = snappy.Encode(x.mraw[:cap(x.mraw)], mo)
+			if err := h.meta.TakeMetadata(r.Context(), tenant, x.mraw, mo); err != nil {
+				return h.consumeFailed(w, err)
+			}
+		}
+	}
 	if x.batch.Len() > 0 {
 		req := &x.req // pooled: a Request on the stack would escape through the interface call
 		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, Metrics: &x.batch, RemoteWrite: 1}
@@ -435,7 +449,7 @@ func (h *Handler) consumeFailed(w http.ResponseWriter, err error) int {
 }
 
 func (h *Handler) put(x *exchange) {
-	if cap(x.raw) > maxPooled || cap(x.body) > maxPooled || cap(x.rec) > maxPooled || cap(x.batch.Buf) > maxPooled {
+	if cap(x.raw) > maxPooled || cap(x.body) > maxPooled || cap(x.rec) > maxPooled || cap(x.mraw) > maxPooled || cap(x.batch.Buf) > maxPooled {
 		return
 	}
 	h.pool.Put(x)
