@@ -58,3 +58,30 @@ func benchDecode[B interface {
 	}
 	reportRows(b, rows)
 }
+
+// BenchmarkCountRecords counts the records of every corpus file of each
+// signal per op, as the receiver does before handing a request on (its
+// cost beside BenchmarkDecode*).
+func BenchmarkCountRecords(b *testing.B) {
+	for _, c := range []struct {
+		dir  string
+		kind signal.Kind
+	}{{"logs", signal.KindLogs}, {"metrics", signal.KindMetrics}, {"traces", signal.KindTraces}} {
+		b.Run(c.dir, func(b *testing.B) {
+			files, size := benchInputs(b, c.dir)
+			rows := 0
+			for _, f := range files {
+				n, _, _ := CountRecords(c.kind, f)
+				rows += n
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				for _, f := range files {
+					CountRecords(c.kind, f)
+				}
+			}
+			reportRows(b, rows)
+		})
+	}
+}

@@ -357,7 +357,10 @@ func (r *Receiver) tooManyRecords(t transportID, kind signal.Kind, records, hold
 // otlp.CountRecords; a body that does not parse counts what it parsed and
 // is left to the decoder, which names the problem.
 func (r *Receiver) tooManyProto(t transportID, kind signal.Kind, body []byte) string {
-	if r.cfg.MaxRecordsPerRequest < 0 {
+	// A record, resource, scope or metric takes at least 2 bytes (tag
+	// and length), so a body of at most 2×max bytes holds at most max of
+	// each: most requests need no count at all.
+	if max := r.cfg.MaxRecordsPerRequest; max < 0 || len(body) <= 2*max {
 		return ""
 	}
 	records, holders, _ := otlp.CountRecords(kind, body)
