@@ -10,7 +10,11 @@
 // Export*ServiceResponse (with partial success) and error bodies, and the
 // sluice_receiver_* metrics. It does not decode OTLP: gRPC runs with a
 // raw-bytes codec and hand-written service descriptors, so no generated
-// message types are on the path.
+// message types are on the path. It only counts a request's records and
+// the messages holding them (otlp.CountRecords, skipping each record
+// whole) to refuse one past Config.MaxRecordsPerRequest before anything
+// decodes it, and checks an OTLP/JSON body (otlp.PrepareJSONRequest: one
+// object, bounded nesting, nulls as defaults) before pdata parses it.
 //
 // Concurrency: Consume is called from many goroutines at once, at most
 // Config.MaxConcurrentRequests at a time. A request takes that slot only
