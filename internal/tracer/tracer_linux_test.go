@@ -272,16 +272,25 @@ func TestTraceEverySyscall(t *testing.T) {
 	t.Run("tracepoint-hash", func(t *testing.T) { testEverySyscall(t, Options{Attach: AttachTracepoint, hashPairing: true}) })
 }
 
-func testEverySyscall(t *testing.T, opts Options) {
+// traceChild starts the child workload mode in a new directory, traces
+// it with the options the function gives for it, and returns the
+// directory, the child, the tracer (closed at the test's end) and the rows.
+func traceChild(t *testing.T, mode string, options func(*tracertest.Child) Options) (string, *tracertest.Child, *Tracer, *signal.IOEvents) {
+	t.Helper()
 	dir := t.TempDir()
-	child := tracertest.Start(t, dir, "syscalls")
-	opts.PID, opts.FlushEvery = uint32(child.PID), 20*time.Millisecond
+	child := tracertest.Start(t, dir, mode)
+	opts := options(child)
+	opts.FlushEvery = 20 * time.Millisecond
 	tr, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
-	rows := collect(t, tr, func() { child.Go(t) })
+	t.Cleanup(func() { tr.Close() })
+	return dir, child, tr, collect(t, tr, func() { child.Go(t) })
+}
+
+func testEverySyscall(t *testing.T, opts Options) {
+	dir, _, tr, rows := traceChild(t, "syscalls", func(c *tracertest.Child) Options { opts.PID = uint32(c.PID); return opts })
 	want := tracertest.Calls(t, dir)
 	got := make([]tracertest.Call, rows.Len())
 	for i := range got {
@@ -366,18 +375,13 @@ func TestTraceFDTableInheritance(t *testing.T) {
 // number is reused): the write's row must have the file's path, which
 // only the main thread's open can give.
 func testFDTableTID(t *testing.T) {
-	dir := t.TempDir()
-	child := tracertest.Start(t, dir, "fdtable")
-	opts := Options{TID: uint32(child.TID2), FlushEvery: 20 * time.Millisecond}
-	if strings.HasSuffix(t.Name(), "-hash") {
-		opts.Attach, opts.hashPairing = AttachTracepoint, true
-	}
-	tr, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	rows := collect(t, tr, func() { child.Go(t) })
+	dir, child, tr, rows := traceChild(t, "fdtable", func(c *tracertest.Child) Options {
+		opts := Options{TID: uint32(c.TID2)}
+		if strings.HasSuffix(t.Name(), "-hash") {
+			opts.Attach, opts.hashPairing = AttachTracepoint, true
+		}
+		return opts
+	})
 	if rows.Len() != 1 {
 		for i := range rows.Len() {
 			t.Logf("row %d: tid %d %s %q", i, rows.TID[i], SyscallName(rows.Syscall[i]), rows.String(rows.Path[i]))
@@ -393,18 +397,14 @@ func testFDTableTID(t *testing.T) {
 }
 
 func testFDTableInheritance(t *testing.T, glob bool) {
-	dir := t.TempDir()
-	child := tracertest.Start(t, dir, "fdtable")
-	opts := Options{Cgroup: inCgroup(t, child.PID), FlushEvery: 20 * time.Millisecond}
-	if glob {
-		opts.PathGlob = dir + "/[xy].dat"
-	}
-	tr, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	rows := collect(t, tr, func() { child.Go(t) })
+	var opts Options
+	dir, child, _, rows := traceChild(t, "fdtable", func(c *tracertest.Child) Options {
+		opts.Cgroup = inCgroup(t, c.PID)
+		if glob {
+			opts.PathGlob = c.Dir + "/[xy].dat"
+		}
+		return opts
+	})
 	p := func(n string) string { return filepath.Join(dir, n) }
 
 	var xfd, yfd int32 = -1, -1

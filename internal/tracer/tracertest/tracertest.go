@@ -198,7 +198,8 @@ func flood(dir string) error {
 // Child is a started workload process, waiting for Go.
 type Child struct {
 	PID, TID, PreFD int
-	TID2            int // the fdtable workload's second thread
+	Dir             string // the workload's directory
+	TID2            int    // the fdtable workload's second thread
 	cmd             *exec.Cmd
 	stderr          strings.Builder
 }
@@ -211,7 +212,7 @@ func Start(tb testing.TB, dir, mode string) *Child {
 	if err := os.WriteFile(filepath.Join(dir, "pre.dat"), make([]byte, PreBytes), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	c := &Child{Dir: dir, cmd: exec.Command(os.Args[0], "-test.run=^$")}
 	// Go's runtime re-reads the cgroup CPU limit in the background (to
 	// update GOMAXPROCS) from a thread of its own: I/O the tracer would
 	// see next to the workload's. updatemaxprocs=0 turns it off.
