@@ -238,6 +238,7 @@ func New(cfg Config) (*Handler, error) {
 			"buildUser": "", "buildDate": version.BuildDate(), "goVersion": runtime.Version()}, nil
 	})
 	h.handle("/api/v1/format_query", "format_query", h.formatQuery)
+	h.handle("/api/v1/parse_query", "parse_query", h.parseQuery)
 	// sluice evaluates no recording or alerting rules (processing rules,
 	// docs/rules.md, are another thing): Grafana's alerting views list
 	// none for the data source rather than an error.
