@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	ossignal "os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -346,6 +347,10 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 			return usageError{errors.New("the live view needs a terminal on stdout; use --headless for summaries")}
 		}
 	}
+	// A hang-up (the terminal or ssh session went away) ends the trace like
+	// SIGINT and SIGTERM do, with its recordings complete.
+	ctx, stopHup := ossignal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stopHup()
 	if f.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.duration)

@@ -41,7 +41,7 @@ os._exit(0)
 var traceNames = []string{"plain.dat", "sp ace;semi%.dat", "new\nline.dat", `bad\xff\xfe.dat`, "run 2"}
 
 // TestTraceOutFile records the hostile-names workload with --out and
-// --folded, stopped by SIGINT, by SIGTERM and by --duration, and reads
+// --folded, stopped by SIGINT, SIGTERM, SIGHUP and --duration, and reads
 // the file back with pyarrow and DuckDB: complete (footer written), the
 // column types and time units of docs/schema.md, nulls where there is no
 // value, and every name as valid UTF-8. The folded stacks must parse as
@@ -49,7 +49,7 @@ var traceNames = []string{"plain.dat", "sp ace;semi%.dat", "new\nline.dat", `bad
 func TestTraceOutFile(t *testing.T) {
 	tracertest.RequireTracing(t, tracer.Check().Err())
 	py := python(t)
-	for _, stop := range []string{"SIGINT", "SIGTERM", "duration"} {
+	for _, stop := range []string{"SIGINT", "SIGTERM", "SIGHUP", "duration"} {
 		t.Run(stop, func(t *testing.T) {
 			dir := t.TempDir()
 			work := filepath.Join(dir, "work")
@@ -113,6 +113,8 @@ func TestTraceOutFile(t *testing.T) {
 				_ = tr.Process.Signal(syscall.SIGINT)
 			case "SIGTERM":
 				_ = tr.Process.Signal(syscall.SIGTERM)
+			case "SIGHUP":
+				_ = tr.Process.Signal(syscall.SIGHUP)
 			}
 			if err := tr.Wait(); err != nil {
 				t.Fatalf("sluice trace: %v\n%s", err, errText.String())
