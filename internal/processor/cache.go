@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // maxCachedSeries bounds the series a rule set caches decisions for, for
@@ -14,10 +17,13 @@ import (
 // the table used): 64 MB for the full cache.
 const maxCachedSeries = 1 << 21
 
-// maxUniqueDecisions bounds the decisions that cannot be shared (a relabel
-// gives each series its own labels; 300-500 bytes each); past it the whole
-// cache starts over.
-const maxUniqueDecisions = 1 << 19
+// maxDecisionBytes bounds the memory of the decisions the cache holds
+// that are not shared (a relabel gives each series its own labels, a
+// downsample its own output group, a per-label limit its own value: 200
+// to 700 bytes each), estimated by decision.bytes; past it the whole
+// cache starts over. Counting relabeled decisions alone (at most 512K)
+// let a million new series a minute with every rule kind hold 600 MB.
+var maxDecisionBytes int64 = 256 << 20 // a variable for tests
 
 // maxInterned bounds the table of shared decisions; past it the table
 // starts over (cached pointers stay valid).
@@ -38,7 +44,7 @@ type decisionCache struct {
 
 	internMu sync.Mutex
 	interned map[uint64][]*decision
-	unique   atomic.Int64
+	unique   atomic.Int64 // estimated bytes of the unshared decisions (maxDecisionBytes)
 
 	idMu     sync.RWMutex
 	labelIDs map[string]uint32
@@ -103,21 +109,19 @@ func (c *decisionCache) getLocked(key uint64) *decision {
 }
 
 // intern returns the cached decision equal to d, or d (now cached). A
-// decision that rewrites the series (relabel) is never equal to another
-// and is counted against maxUniqueDecisions instead.
+// decision that rewrites the series (relabel) or holds its own downsample
+// target is never equal to another. Each decision not shared counts its
+// bytes against maxDecisionBytes.
 func (c *decisionCache) intern(d *decision) *decision {
-	if d.rewritePlan != nil {
-		if c.unique.Add(1) > maxUniqueDecisions {
-			c.unique.Store(0)
-			c.clearShards()
-		}
+	if d.rewritePlan != nil || d.perSeries {
+		c.countUnshared(d)
 		return d
 	}
 	h := d.contentHash()
 	c.internMu.Lock()
-	defer c.internMu.Unlock()
 	for _, o := range c.interned[h] {
 		if o.sameAs(d) {
+			c.internMu.Unlock()
 			return o
 		}
 	}
@@ -125,7 +129,41 @@ func (c *decisionCache) intern(d *decision) *decision {
 		clear(c.interned)
 	}
 	c.interned[h] = append(c.interned[h], d)
+	c.internMu.Unlock()
+	c.countUnshared(d) // equal to none so far: the first of its kind, or a series' own
 	return d
+}
+
+// countUnshared counts the bytes of a decision not shared (so far); past
+// maxDecisionBytes the cache starts over.
+func (c *decisionCache) countUnshared(d *decision) {
+	if c.unique.Add(d.bytes()) > maxDecisionBytes {
+		c.unique.Store(0)
+		c.clearShards()
+	}
+}
+
+// bytes estimates the memory d holds: what a profile of a million
+// distinct decisions shows, within a few tens of bytes.
+func (d *decision) bytes() int64 {
+	n := int64(unsafe.Sizeof(*d)) + int64(cap(d.events))*int64(unsafe.Sizeof(event{})) +
+		int64(cap(d.lims))*int64(unsafe.Sizeof(limitEvent{})) + int64(cap(d.aggs))*8 + int64(cap(d.strip))*4 + 32
+	for _, at := range d.aggs {
+		if d.perSeries {
+			n += int64(unsafe.Sizeof(*at)) + labelsBytes(at.labels) + int64(len(at.prefix))
+		}
+	}
+	if p := d.rewritePlan; p != nil {
+		n += int64(unsafe.Sizeof(*p)) + labelsBytes(p.orig) + labelsBytes(p.cur) +
+			int64(cap(p.added))*int64(unsafe.Sizeof(labels.Label{})) + int64(cap(p.removed))*16 + int64(cap(p.removedIDs))*4
+	}
+	return n
+}
+
+func labelsBytes(ls labels.Labels) int64 {
+	n := int64(0)
+	ls.Range(func(l labels.Label) { n += int64(len(l.Name)+len(l.Value)) + 32 })
+	return n
 }
 
 func (c *decisionCache) clearShards() {

@@ -46,13 +46,16 @@ type event struct {
 // set and immutable once cached (shared by every request).
 type decision struct {
 	events  []event
-	drop    bool      // a non-shadow rule drops every point
-	changed bool      // a relabel changed the series' labels; see rw
-	setIdx  uint8     // set.index()
-	epoch   uint64    // the cache's label numbering epoch its ids are of
-	set     setLabels // the labels sluice sets on the series
-	lims    []limitEvent
-	aggs    []*aggTarget // per evAgg event
+	drop    bool // a non-shadow rule drops every point
+	changed bool // a relabel changed the series' labels; see rw
+	// perSeries: the decision holds what is the series' own (a downsample
+	// target, with its labels): never shared, bounded as relabeled ones.
+	perSeries bool
+	setIdx    uint8     // set.index()
+	epoch     uint64    // the cache's label numbering epoch its ids are of
+	set       setLabels // the labels sluice sets on the series
+	lims      []limitEvent
+	aggs      []*aggTarget // per evAgg event
 	// strip and stripNames are the labels strip_label limits removed (by
 	// id and by name) when nothing else changed the series: such a
 	// decision holds no labels and is shared (interned) like any other.
@@ -534,6 +537,7 @@ func (s *Scratch) evaluate(b *signal.Metrics, i int, forced []uint8) *decision {
 				if at := aggTargetOf(ru, cur, &b.Descs[b.Desc[i]], b); at != nil {
 					ev(evAgg)
 					d.aggs = append(d.aggs, at)
+					d.perSeries = d.perSeries || ru.act == actDownsample
 				}
 			}
 		case actRequire:
@@ -651,6 +655,11 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 	at.labels = lb.Labels()
 	at.prefix = name + ":" + ru.aggPrefix
 	at.key = mix(xxhash.Sum64String(at.prefix) ^ at.labels.Hash())
+	if ru.act == actDownsample {
+		// Every series its own group: sharing the target saves nothing,
+		// and the series' decision holds it as long as it is cached.
+		return at
+	}
 	return ru.agg.intern(at)
 }
 
