@@ -1,6 +1,10 @@
 package otlp
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluice-dev/sluice/internal/signal"
+)
 
 // maxRequestJSONDepth bounds the nesting of an OTLP JSON request before
 // pdata parses it, recursively and into objects several times the size of
@@ -36,8 +40,16 @@ func PrepareJSONRequest(js []byte) (doc []byte, n JSONCounts, err error) {
 	return doc, n, nil
 }
 
-// JSONCounts is what PrepareJSONRequest counts.
-type JSONCounts struct{ Records, Holders int }
+// JSONCounts is what PrepareJSONRequest counts, and which signals' lists
+// the request holds.
+type JSONCounts struct {
+	Records, Holders int
+	// Kinds has bit 1<<k set for each signal k whose resource list
+	// (resourceLogs, resourceMetrics, resourceSpans) is a member of the
+	// request: pdata ignores the lists of other signals as unknown fields,
+	// so traces posted to /v1/logs would be acknowledged and lost.
+	Kinds uint8
+}
 
 // nextJSONDoc reads the next top-level JSON object of r (skipping
 // whitespace and a byte order mark before it); nil at the end of the
@@ -111,7 +123,10 @@ func (c *nullCutter) value(depth int, list int) error {
 			if err != nil {
 				return err
 			}
-			idLen := idHexLen(key)
+			idLen, kind := idHexLen(key), uint8(0)
+			if depth == 0 {
+				kind = resourceListKind(key)
+			}
 			if r.peek() == 'n' && r.literal("null") {
 				// From the end of the previous member: its comma goes
 				// with it, or with the next member kept if it was first.
@@ -122,6 +137,7 @@ func (c *nullCutter) value(depth int, list int) error {
 				c.cuts = append(c.cuts, before, afterComma) // the members before were all null
 			}
 			kept = true
+			c.n.Kinds |= kind
 			if idLen > 0 && r.peek() == '"' {
 				if err := checkHexID(r, idLen); err != nil {
 					return err
@@ -154,6 +170,20 @@ func (c *nullCutter) value(depth int, list int) error {
 	default:
 		return r.skip(0) // a scalar
 	}
+}
+
+// resourceListKind is the bit of the signal whose resource list a
+// request member named key is (0: none).
+func resourceListKind(key []byte) uint8 {
+	switch string(key) {
+	case "resourceLogs", "resource_logs":
+		return 1 << signal.KindLogs
+	case "resourceMetrics", "resource_metrics":
+		return 1 << signal.KindMetrics
+	case "resourceSpans", "resource_spans":
+		return 1 << signal.KindTraces
+	}
+	return 0
 }
 
 // listOf says what the elements of a member named key are.

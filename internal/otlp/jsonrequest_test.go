@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/signal"
 )
 
 func TestPrepareJSONRequest(t *testing.T) {
@@ -125,7 +127,23 @@ func TestPrepareJSONRequestCountsRecords(t *testing.T) {
 	js := `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{},{"body":{"arrayValue":{"values":[{},{}]}}},null]},{"log_records":[{}]}]}],` +
 		`"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"gauge":{"dataPoints":[{},{}]}},{"sum":{"data_points":[{"attributes":[{"key":"spans","value":{}}]}]}}]}]}],` +
 		`"resourceSpans":[{"scopeSpans":[{"spans":[{"events":[{}],"links":[{}]}]}]}]}`
-	if _, n, err := PrepareJSONRequest([]byte(js)); err != nil || n != (JSONCounts{Records: 8, Holders: 3 + 4 + 2}) {
+	all := uint8(1<<signal.KindLogs | 1<<signal.KindMetrics | 1<<signal.KindTraces)
+	if _, n, err := PrepareJSONRequest([]byte(js)); err != nil || n != (JSONCounts{Records: 8, Holders: 3 + 4 + 2, Kinds: all}) {
 		t.Fatalf("%+v, %v; want 8 records, 9 holders", n, err)
+	}
+}
+
+func TestPrepareJSONRequestKinds(t *testing.T) {
+	for js, want := range map[string]uint8{
+		`{}`:                                     0,
+		`{"resourceLogs":[]}`:                    1 << signal.KindLogs,
+		`{"resource_spans":null}`:                0, // null is no list
+		`{"x":{"resourceSpans":[]}}`:             0, // only the request's own members
+		`{"resourceMetrics":[],"other":1}`:       1 << signal.KindMetrics,
+		`{"resource_logs":[],"resourceSpans":1}`: 1<<signal.KindLogs | 1<<signal.KindTraces,
+	} {
+		if _, n, err := PrepareJSONRequest([]byte(js)); err != nil || n.Kinds != want {
+			t.Errorf("%s: kinds %b, %v; want %b", js, n.Kinds, err, want)
+		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 // same body (or any trailing bytes) was acknowledged and silently lost;
 // now it is refused whole. Proto3 JSON reads null as a field's default,
 // which pdata refused for numbers; nesting pdata would build into objects
-// many times the body's size is refused before it parses.
+// many times the body's size is refused before it parses. Another
+// signal's list (pdata skipped it as an unknown field) is refused too.
 func TestHTTPJSONBody(t *testing.T) {
 	rec := &recorder{}
 	r, _ := startReceiver(t, testConfig(), rec)
@@ -32,6 +33,9 @@ func TestHTTPJSONBody(t *testing.T) {
 		{"trailing bytes", one + " x", "", 400, "data after the request object"},
 		{"empty body", "", "", 400, "empty body"},
 		{"deep", deep, "", 400, "nested deeper than 432 levels"},
+		{"traces posted as logs", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"s"}]}]}]}`, "", 400,
+			"the body holds traces (its resource list), not logs: post it to /v1/traces"},
+		{"logs and metrics", `{"resourceLogs":[],"resource_metrics":[{}]}`, "", 400, "the body holds metrics"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, body := post(t, nil, httpURL(r, "/v1/logs"), "application/json", c.enc, encodeBody(c.enc, []byte(c.body)), nil)

@@ -124,6 +124,15 @@ func jsonToProto(kind signal.Kind, body []byte, tooMany func(records, holders in
 	if err != nil {
 		return nil, fmt.Errorf("decode otlp/json %s: %w", kind, err)
 	}
+	if other := n.Kinds &^ (1 << kind); other != 0 {
+		// pdata would skip another signal's list as an unknown field:
+		// acknowledged, and lost.
+		k := signal.KindLogs
+		for other&(1<<k) == 0 {
+			k++
+		}
+		return nil, fmt.Errorf("decode otlp/json %s: the body holds %s (its resource list), not %s: post it to /v1/%[2]s", kind, k, kind)
+	}
 	if msg := tooMany(n.Records, n.Holders); msg != "" {
 		return nil, errors.New(msg)
 	}
