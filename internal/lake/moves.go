@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 )
@@ -129,7 +130,9 @@ func OpenSegment(store Store, p string) (ObjectReader, error) {
 // earlier or concurrent ApplyMoves did it. A move into the trash whose
 // file is still staged (its own move in was not done yet) takes it from
 // there. It returns the number of moves done; a failed move stays
-// pending for the next ApplyMoves (the sweeper's), and the others go on.
+// pending for the next ApplyMoves (the sweeper's), and the others go on,
+// except that a swap whose added file failed to come into place keeps
+// its replaced files in place (pending) too.
 // Safe to run concurrently with itself in any number of processes.
 func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []string, log *slog.Logger) (int, error) {
 	moves, err := cat.Moves(ctx)
@@ -156,10 +159,18 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 	var done []int64
 	var touched []string
 	var errs []error
+	// held holds the swaps (by commit time: one transaction's moves share
+	// it) one of whose files failed to come into place: their replaced
+	// files stay in the Hive tree until it has, so that a glob counts
+	// their rows once meanwhile, rather than not at all.
+	held := map[time.Time]bool{}
 	for _, m := range moves {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
+		}
+		if held[m.Created] && strings.HasPrefix(m.Dst, catalog.TrashDir+"/") {
+			continue
 		}
 		err := move(m.Src, m.Dst)
 		if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(m.Dst, catalog.TrashDir+"/") {
@@ -176,6 +187,9 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 			}
 		}
 		if err != nil {
+			if strings.HasPrefix(m.Src, catalog.StagingDir+"/") {
+				held[m.Created] = true
+			}
 			errs = append(errs, err)
 			continue
 		}

@@ -1,0 +1,140 @@
+package lake_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/lake"
+	"github.com/sluice-dev/sluice/internal/lake/catalog"
+)
+
+// failingMoves is a store whose Rename fails for sources that fail says,
+// as S3 answering 503 to a CopyObject does.
+type failingMoves struct {
+	*lake.LocalStore
+	fail func(src string) bool
+}
+
+func (s *failingMoves) Rename(src, dst string) error {
+	if s.fail(src) {
+		return errors.New("injected: 503 SlowDown")
+	}
+	return s.LocalStore.Rename(src, dst)
+}
+
+// TestApplyMovesKeepsInputsUntilOutputsArrive: when a swap's output
+// cannot be moved into the Hive tree (S3 refusing the copy), its inputs
+// stay in the tree too, so a glob over the tree still counts every row
+// once instead of none; the held moves stay pending and a later
+// ApplyMoves does them all, in order. A swap whose outputs did arrive
+// moves its inputs out as before.
+func TestApplyMovesKeepsInputsUntilOutputsArrive(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	local := lake.NewLocalStore(root)
+	put := func(p string) {
+		t.Helper()
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(p string) bool {
+		_, err := os.Stat(filepath.Join(root, filepath.FromSlash(p)))
+		return err == nil
+	}
+	// Two partitions, each with two inputs compacted into one staged output.
+	type swap struct {
+		in  []catalog.Segment
+		out catalog.Segment
+	}
+	var swaps []swap
+	for h := range 2 {
+		dir := catalog.PartitionDir("logs", "t", "2024-05-01", h)
+		mk := func(name string) catalog.Segment {
+			start := time.Date(2024, 5, 1, h, 0, 0, 0, time.UTC).UnixNano()
+			return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: h,
+				Path: dir + "/" + name + ".parquet", MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
+		}
+		a, b, out := mk("a"), mk("b"), mk("out")
+		put(a.Path)
+		put(b.Path)
+		put(catalog.StagingPath(out.Path))
+		if err := cat.AddSegments(ctx, a, b); err != nil {
+			t.Fatal(err)
+		}
+		live, err := cat.List(ctx, catalog.Filter{Table: "logs", Tenant: "t", From: a.MinTime, To: a.MaxTime})
+		if err != nil || len(live) != 2 {
+			t.Fatalf("list: %v %v", live, err)
+		}
+		key := "compact/" + dir
+		if ok, err := cat.TryLease(ctx, key, "me", time.Minute); err != nil || !ok {
+			t.Fatalf("lease: %v %v", ok, err)
+		}
+		if err := cat.AddIntent(ctx, key, "me", out.Path); err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.ReplaceIntents(ctx, key, "me", []int64{live[0].ID, live[1].ID}, []catalog.Segment{out}); err != nil {
+			t.Fatal(err)
+		}
+		swaps = append(swaps, swap{[]catalog.Segment{a, b}, out})
+	}
+
+	// S3 refuses to copy the first partition's output into place.
+	broken := swaps[0].out.Path
+	st := &failingMoves{local, func(src string) bool { return src == catalog.StagingPath(broken) }}
+	n, err := lake.ApplyMoves(ctx, cat, st, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("ApplyMoves with a failing move: %d, %v; want the injected error", n, err)
+	}
+	for _, in := range swaps[0].in {
+		if !exists(in.Path) {
+			t.Errorf("%s left the Hive tree while the output replacing it is still staged: a glob misses its rows", in.Path)
+		}
+	}
+	if exists(broken) || !exists(catalog.StagingPath(broken)) {
+		t.Errorf("the failed output moved anyway")
+	}
+	// The other swap is unaffected.
+	if !exists(swaps[1].out.Path) {
+		t.Errorf("the second swap's output is not in place")
+	}
+	for _, in := range swaps[1].in {
+		if exists(in.Path) || !exists(catalog.TrashPath(in.Path)) {
+			t.Errorf("the second swap's input %s did not move to the trash", in.Path)
+		}
+	}
+	if n != 3 {
+		t.Errorf("ApplyMoves did %d moves, want 3 (the second swap's)", n)
+	}
+	pending, err := cat.Moves(ctx)
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("pending moves: %+v, %v; want the first swap's 3", pending, err)
+	}
+
+	// S3 answers again: the held moves are done, in order.
+	if n, err := lake.ApplyMoves(ctx, cat, local, nil, nil); err != nil || n != 3 {
+		t.Fatalf("ApplyMoves after the fault: %d, %v", n, err)
+	}
+	if !exists(broken) {
+		t.Errorf("output %s not in place", broken)
+	}
+	for _, in := range swaps[0].in {
+		if exists(in.Path) || !exists(catalog.TrashPath(in.Path)) {
+			t.Errorf("%s did not move to the trash", in.Path)
+		}
+	}
+}
