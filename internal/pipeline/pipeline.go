@@ -753,7 +753,7 @@ func (p *Pipeline) lakeStore(ctx context.Context) (lake.Store, string, error) {
 		Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region, Endpoint: c.Endpoint,
 		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken,
 		ForcePathStyle: c.ForcePathStyle, PartSize: int64(c.PartSize), MaxRetries: c.MaxRetries,
-		Logger: p.log,
+		Logger: p.log, Registerer: p.reg,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("lake.s3: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/logging"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/lake"
 )
@@ -43,6 +44,9 @@ type Config struct {
 	RequestTimeout    time.Duration // bound on one S3 call including retries; default 5m
 
 	Logger *slog.Logger // nil: slog.Default()
+	// Registerer gets the retry counters (sluice_lake_s3_retries_total,
+	// sluice_lake_s3_retries_exhausted_total); nil registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // Defaults and limits of Config.
@@ -126,7 +130,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		awsCfg.Region = "us-east-1" // S3-compatible servers rarely care
 	}
 	maxAttempts := cfg.MaxRetries
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, m.countRetries)
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
