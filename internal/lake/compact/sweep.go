@@ -55,6 +55,9 @@ type SweepResult struct {
 	// Staged counts staged files that neither an intent nor a pending
 	// move names, deleted (with DryRun: found).
 	Staged int
+	// Held counts replaced segments past their grace whose files stay
+	// because their move to the trash is still pending (sweepReplaced).
+	Held int
 }
 
 // Sweep deletes the files of segments replaced more than Grace ago, by
@@ -103,6 +106,18 @@ func sweepReplaced(ctx context.Context, cat *catalog.Catalog, store lake.Store, 
 	if err != nil {
 		return err
 	}
+	// A replaced file whose move to the trash is still pending stays: its
+	// move failed, or ApplyMoves held it because the file replacing it is
+	// not in place yet; deleting it would leave a glob over the Hive tree
+	// without its rows. A later sweep moves it, then deletes it.
+	moves, err := cat.Moves(ctx)
+	if err != nil {
+		return err
+	}
+	pending := make(map[string]bool, len(moves))
+	for _, m := range moves {
+		pending[m.Src] = true
+	}
 	cutoff := opts.Now().Add(-opts.Grace)
 	var ids []int64
 	for _, s := range segs {
@@ -111,6 +126,10 @@ func sweepReplaced(ctx context.Context, cat *catalog.Catalog, store lake.Store, 
 		}
 		if s.ReplacedAt.After(cutoff) {
 			res.Waiting++
+			continue
+		}
+		if pending[s.Path] && !opts.DryRun {
+			res.Held++
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -137,7 +156,7 @@ func sweepReplaced(ctx context.Context, cat *catalog.Catalog, store lake.Store, 
 	}
 	res.Segments = n
 	opts.Logger.Info("swept replaced segments", "files", res.Files, "bytes", res.Bytes,
-		"segments", n, "waiting", res.Waiting, "grace", opts.Grace)
+		"segments", n, "waiting", res.Waiting, "held", res.Held, "grace", opts.Grace)
 	return nil
 }
 
