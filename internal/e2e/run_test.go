@@ -305,8 +305,14 @@ func (g *loadGen) ackedCount() int {
 // total.
 func lakeCounts(t *testing.T, lakeDir string) map[int64]int {
 	t.Helper()
+	return lakeCountsIn(t, lakeDir, "sqlite:"+filepath.Join(lakeDir, "catalog.db"))
+}
+
+// lakeCountsIn is lakeCounts with the catalog at dsn.
+func lakeCountsIn(t *testing.T, lakeDir, dsn string) map[int64]int {
+	t.Helper()
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(lakeDir, "catalog.db"))
+	cat, err := catalog.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,6 +387,12 @@ for seq, n in rows:
 // and nothing is there twice, by both readers, and returns the numbers.
 func checkLake(t *testing.T, lakeDir string, g *loadGen) (acked, found, dups int) {
 	t.Helper()
+	return checkLakeIn(t, lakeDir, "sqlite:"+filepath.Join(lakeDir, "catalog.db"), g)
+}
+
+// checkLakeIn is checkLake with the catalog at dsn.
+func checkLakeIn(t *testing.T, lakeDir, dsn string, g *loadGen) (acked, found, dups int) {
+	t.Helper()
 	g.mu.Lock()
 	ackedSet := make(map[int64]bool, len(g.acked))
 	for k := range g.acked {
@@ -410,7 +422,7 @@ func checkLake(t *testing.T, lakeDir string, g *loadGen) (acked, found, dups int
 		}
 		return len(counts), len(dupSeqs)
 	}
-	goCounts := lakeCounts(t, lakeDir)
+	goCounts := lakeCountsIn(t, lakeDir, dsn)
 	found, dups = check("catalog+lake reader", goCounts)
 	if dd, ok := duckdbCounts(t, lakeDir); ok {
 		f2, d2 := check("duckdb over the directory", dd)
@@ -424,7 +436,7 @@ func checkLake(t *testing.T, lakeDir string, g *loadGen) (acked, found, dups int
 	for _, n := range goCounts {
 		total += n
 	}
-	ls := run(t, "lake", "ls", "--lake", lakeDir, "--table", "logs")
+	ls := run(t, "lake", "ls", "--lake", lakeDir, "--catalog", dsn, "--table", "logs")
 	assertTotalRows(t, ls.stdout, total)
 	return len(ackedSet), found, dups
 }

@@ -46,6 +46,10 @@ const startTimeout = 60 * time.Second
 type Server struct {
 	dsn    string
 	dir    string
+	bin    string // for Restart
+	data   string
+	owner  *account
+	port   int
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the server process is reaped
 	log    *lockedBuffer
@@ -111,33 +115,58 @@ func startServer(bin, dir, data string, owner *account) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		dsn:    fmt.Sprintf("postgres://sluice@127.0.0.1:%d/postgres?sslmode=disable", port),
-		dir:    dir,
-		exited: make(chan struct{}),
-		log:    &lockedBuffer{},
+		dsn: fmt.Sprintf("postgres://sluice@127.0.0.1:%d/postgres?sslmode=disable", port),
+		dir: dir, bin: bin, data: data, owner: owner, port: port,
+		log: &lockedBuffer{},
 	}
-	// fsync and friends off: a test server's data may be lost on a crash.
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
-		"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(port),
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=200", "-c", "log_min_messages=warning")
-	s.cmd.Dir = dir
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if s.cmd.SysProcAttr, err = sysProcAttr(owner); err != nil {
-		return nil, err
-	}
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgtest: start %s: %w", s.cmd, err)
-	}
-	go func() {
-		s.cmd.Wait() //nolint:errcheck // reported through s.log
-		close(s.exited)
-	}()
-	if err := s.waitReady(); err != nil {
-		s.kill()
+	if err := s.start(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Restart stops the server as an operator's restart does (fast shutdown:
+// clients are disconnected), keeps it down for down, and starts it again
+// on the same port and data, so that clients holding the DSN reconnect.
+// Not for a server of $SLUICE_POSTGRES_DSN, nor concurrent with Stop.
+func (s *Server) Restart(down time.Duration) error {
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(15 * time.Second):
+		s.kill()
+	}
+	time.Sleep(down)
+	return s.start()
+}
+
+// start runs postgres on s.port and waits until it answers.
+func (s *Server) start() error {
+	var err error
+	s.exited = make(chan struct{})
+	// fsync and friends off: a test server's data may be lost on a crash.
+	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data, "-k", s.dir,
+		"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(s.port),
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200", "-c", "log_min_messages=warning")
+	s.cmd.Dir = s.dir
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if s.cmd.SysProcAttr, err = sysProcAttr(s.owner); err != nil {
+		return err
+	}
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("pgtest: start %s: %w", s.cmd, err)
+	}
+	cmd, exited := s.cmd, s.exited
+	go func() {
+		cmd.Wait() //nolint:errcheck // reported through s.log
+		close(exited)
+	}()
+	if err := s.waitReady(); err != nil {
+		s.kill()
+		return err
+	}
+	return nil
 }
 
 // waitReady polls until the server accepts a query.

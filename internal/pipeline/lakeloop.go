@@ -662,6 +662,15 @@ func (l *lakeLoop) commit(segs []catalog.Segment) error {
 			l.log.Warn("catalog busy; retrying the checkpoint commit", "attempt", attempt, "err", err)
 		} else {
 			l.log.Error("catalog commit failed and the catalog cannot say whether it committed; asking again", "err", err, "query_err", qerr)
+			// The loop waits here for as long as the catalog is
+			// unreachable (a PostgreSQL restart): say so in /readyz and
+			// count it, as a failed checkpoint would; the next checkpoint
+			// that commits clears it (recovered).
+			if attempt == 1 {
+				l.m.checkpointFails.Inc()
+			}
+			l.status.Store(fmt.Sprintf("lake checkpoint waiting for the catalog (%d attempts, last at %s): it cannot say whether the commit happened: %v; see sluice_lake_checkpoint_failures_total",
+				attempt, time.Now().UTC().Format(time.RFC3339), err))
 		}
 		if !l.sleep(backoff) {
 			// Stopping: leave files whose fate is unknown to the start-up
