@@ -327,10 +327,11 @@ func (e *Exporter) grpcAttempt(ctx context.Context, cc *grpc.ClientConn, k signa
 
 // messageTooLarge reports whether a RESOURCE_EXHAUSTED status message is
 // gRPC's refusal of a message over a size limit (grpc-go: "received
-// message larger than max", "trying to send message larger than max";
-// grpc-java: "exceeds maximum size").
+// message larger than max", "message after decompression larger than
+// max", "trying to send message larger than max"; grpc-java: "exceeds
+// maximum size").
 func messageTooLarge(msg string) bool {
-	return strings.Contains(msg, "message larger than max") || strings.Contains(msg, "exceeds maximum size")
+	return strings.Contains(msg, "larger than max") || strings.Contains(msg, "exceeds maximum size")
 }
 
 // partialSuccess reads an OTLP export response (logs, metrics and traces
