@@ -351,6 +351,17 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	// SIGINT and SIGTERM do, with its recordings complete.
 	ctx, stopHup := ossignal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stopHup()
+	// A closed stdout (sluice trace --headless | head) ends the trace too:
+	// SIGPIPE, which would kill the process and lose --out, is caught so
+	// that the failed write says it.
+	ctx, stdoutGone := context.WithCancel(ctx)
+	defer stdoutGone()
+	var stdoutErr error
+	if f.headless {
+		pipe := make(chan os.Signal, 1)
+		ossignal.Notify(pipe, syscall.SIGPIPE)
+		defer ossignal.Stop(pipe)
+	}
 	if f.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
@@ -438,7 +449,10 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 				if live {
 					feed.SetLost(tr.Lost())
 				} else {
-					writeTraceReport(stdout, sum, tr.Lost(), dstats, sortKey, f.top, false)
+					if err := writeTraceReport(stdout, sum, tr.Lost(), dstats, sortKey, f.top, false); err != nil && stdoutErr == nil {
+						stdoutErr = err
+						stdoutGone()
+					}
 					sum = tracer.NewSummary(time.Now())
 				}
 				mu.Unlock()
@@ -476,9 +490,13 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	<-tickerDone
 	sinkErr := closeSinks()
 	mu.Lock()
-	writeTraceReport(stdout, total, tr.Lost(), dstats, sortKey, f.top, true)
-	if f.headless {
-		writeTraceHistograms(stdout, total, iom, sortKey, f.top)
+	if stdoutErr == nil {
+		_ = writeTraceReport(stdout, total, tr.Lost(), dstats, sortKey, f.top, true)
+		if f.headless {
+			writeTraceHistograms(stdout, total, iom, sortKey, f.top)
+		}
+	} else {
+		fmt.Fprintf(stderr, "sluice trace: stopped: stdout closed (%v)\n", stdoutErr)
 	}
 	mu.Unlock()
 	return errors.Join(runErr, sinkErr)
@@ -639,7 +657,7 @@ func describeTrace(o tracer.Options) string {
 	return strings.Join(parts, ", ") + fmt.Sprintf(", ring %s", tracer.FormatBytes(int64(o.RingBytes)))
 }
 
-func writeTraceReport(out io.Writer, s *tracer.Summary, lost uint64, ds tracer.DecoderStats, by tracer.SortKey, top int, final bool) {
+func writeTraceReport(out io.Writer, s *tracer.Summary, lost uint64, ds tracer.DecoderStats, by tracer.SortKey, top int, final bool) error {
 	var b strings.Builder
 	el := time.Since(s.Start)
 	label := "interval"
@@ -659,7 +677,8 @@ func writeTraceReport(out io.Writer, s *tracer.Summary, lost uint64, ds tracer.D
 	tracer.WriteTable(&b, "syscalls by "+by.String(), s.TopSyscalls(by, top, ""), 18)
 	tracer.WriteTable(&b, "processes by "+by.String(), s.TopProcs(by, top, ""), 24)
 	tracer.WriteTable(&b, "files by "+by.String(), s.TopFiles(by, top, ""), 48)
-	_, _ = io.WriteString(out, b.String())
+	_, err := io.WriteString(out, b.String())
+	return err
 }
 
 // serveTraceMetrics serves iom on http://addr/metrics until stop.

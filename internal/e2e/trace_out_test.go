@@ -247,3 +247,45 @@ func checkFolded(t *testing.T, path, work string) {
 		}
 	}
 }
+
+// TestTraceStdoutClosed pipes headless summaries into a reader that goes
+// away after the first line (as `| head` does): sluice trace must stop by
+// itself, exit 0 and complete its --out file, instead of dying of
+// SIGPIPE with the recording lost.
+func TestTraceStdoutClosed(t *testing.T) {
+	tracertest.RequireTracing(t, tracer.Check().Err())
+	py := python(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "io.parquet")
+	tr := exec.Command(sluiceBin, "trace", "--headless", "--pid", strconv.Itoa(os.Getpid()), "--interval", "300ms", "--out", out)
+	stdout, err := tr.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	tr.Stderr = &stderr
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Process.Kill(); _ = tr.Wait() })
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Close()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sluice trace: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("sluice trace still runs 20 s after its stdout closed\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stdout closed") {
+		t.Errorf("stderr does not say why it stopped:\n%s", stderr.String())
+	}
+	if res, err := exec.Command(py, "-c", "import sys, pyarrow.parquet as pq; print(pq.read_table(sys.argv[1]).num_rows)", out).CombinedOutput(); err != nil {
+		t.Errorf("--out after stdout closed: %v\n%s", err, res)
+	}
+}
