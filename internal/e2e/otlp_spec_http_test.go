@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // otlpSpecRun starts `sluice run` with OTLP/HTTP, the query API and the
@@ -318,4 +319,80 @@ func varint(v uint64) []byte {
 		v >>= 7
 	}
 	return append(b, byte(v))
+}
+
+// TestOTLPSpecTraceReadBack: a span sent as OTLP/JSON in snake_case with
+// enum names and upper-case ids (events, links, trace state, flags,
+// status) comes back from /api/v1/traces/<id> as the same OTLP (pdata
+// reads both; attributes compared as the maps they are).
+func TestOTLPSpecTraceReadBack(t *testing.T) {
+	s := otlpSpecRun(t)
+	start := time.Now().Add(-time.Minute).Truncate(time.Second).UnixNano() + 123456789
+	sent := fmt.Sprintf(`{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"trsvc"}}]},
+	 "scope_spans":[{"scope":{"name":"s","version":"2"},"spans":[{"trace_id":"5B8EFFF798038103D269B633813FC60C","span_id":"EEE19B7EC3C1B174",
+	 "parent_span_id":"eee19b7ec3c1b175","trace_state":"a=b","name":"op","kind":"SPAN_KIND_SERVER","start_time_unix_nano":%d,
+	 "end_time_unix_nano":"%d","attributes":[{"key":"i","value":{"int_value":7}},{"key":"d","value":{"double_value":"NaN"}}],
+	 "events":[{"time_unix_nano":"%[2]d","name":"ev","attributes":[{"key":"b","value":{"bool_value":true}}]}],
+	 "links":[{"trace_id":"0102030405060708090a0b0c0d0e0f10","span_id":"0102030405060708","trace_state":"x=y","flags":256}],
+	 "status":{"code":"STATUS_CODE_ERROR","message":"boom"},"flags":257}]}]}]}`, start, start+1500)
+	if code, msg := otlpPost(t, s.http, "tr", "/v1/traces", "application/json", []byte(sent)); code != 200 {
+		t.Fatalf("send: %d %s", code, msg)
+	}
+	var got []byte
+	if !waitFor(30*time.Second, func() bool {
+		code, body := searchGet(t, s.query, "tr", "/api/v1/traces/5b8efff798038103d269b633813fc60c", nil)
+		got = body
+		return code == http.StatusOK
+	}) {
+		t.Fatalf("trace not found: %s", got)
+	}
+	want, back := ptraceotlp.NewExportRequest(), ptraceotlp.NewExportRequest()
+	if err := want.UnmarshalJSON([]byte(sent)); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.UnmarshalJSON(got); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	wj, _ := want.MarshalJSON()
+	bj, _ := back.MarshalJSON()
+	if w, b := attrsAsMaps(t, wj), attrsAsMaps(t, bj); !reflect.DeepEqual(w, b) {
+		t.Errorf("read back\n%s\nsent\n%s", bj, wj)
+	}
+}
+
+// attrsAsMaps parses OTLP JSON (as pdata writes it) with every
+// "attributes" list turned into a map by key: attributes are a map in
+// OTLP, and the lake keeps them sorted by key, not in the order sent.
+func attrsAsMaps(t *testing.T, js []byte) any {
+	t.Helper()
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if l, ok := x.([]any); ok && k == "attributes" {
+					m := map[string]any{}
+					for _, kv := range l {
+						kv := kv.(map[string]any)
+						m[kv["key"].(string)] = walk(kv["value"])
+					}
+					v[k] = m
+				} else {
+					v[k] = walk(x)
+				}
+			}
+		case []any:
+			for i := range v {
+				v[i] = walk(v[i])
+			}
+		}
+		return v
+	}
+	return walk(v)
 }
