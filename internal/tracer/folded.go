@@ -35,7 +35,7 @@ func ParseWeight(s string) (Weight, error) {
 }
 
 // maxFoldedStacks bounds the distinct stacks; calls past it fold into
-// comm;syscall;(other paths).
+// comm;syscall;(other_paths).
 const maxFoldedStacks = 1 << 20
 
 // Folded aggregates calls into folded stacks, comm;syscall;path;components,
@@ -69,14 +69,14 @@ func (f *Folded) Add(b *signal.IOEvents) {
 		k = append(k, b.SyscallName(i)...)
 		path := b.StrBytes(b.Path[i])
 		if len(path) == 0 {
-			k = append(k, ";(no path)"...)
+			k = append(k, ";(no_path)"...)
 		}
 		for c := range splitPath(path) {
 			k = appendFrame(append(k, ';'), c)
 		}
 		if _, ok := f.stacks[string(k)]; !ok && len(f.stacks) >= maxFoldedStacks {
 			k = appendFrame(k[:0], b.StrBytes(b.Comm[i]))
-			k = append(append(append(k, ';'), b.SyscallName(i)...), ";(other paths)"...)
+			k = append(append(append(k, ';'), b.SyscallName(i)...), ";(other_paths)"...)
 		}
 		f.key = k
 		p := f.stacks[string(k)] // no allocation: the lookup does not keep the key
