@@ -35,8 +35,13 @@ type rulesLoader struct {
 	failures prometheus.Counter
 	reloads  prometheus.Counter
 	last     []byte // content of the rules in force
+	lastErr  string // the last read error logged
 	p        *Pipeline
 }
+
+// reloadSettle waits the time a changed rules file must stay the same
+// before a timed reload takes it (a variable for tests).
+var reloadSettle = func() { time.Sleep(200 * time.Millisecond) }
 
 // startRules sets up the per-pipeline routes (routes.go), loads the rules
 // file and the named rule sets (an error stops the start) and starts their
@@ -246,11 +251,28 @@ func (l *rulesLoader) reload(force bool) {
 	data, err := os.ReadFile(l.path)
 	if err != nil {
 		l.failures.Inc()
-		log.Error("rules reload failed; the old rules stay in force", "err", err)
+		if msg := err.Error(); msg != l.lastErr || force {
+			l.lastErr = msg // a removed file is logged once, not every interval
+			log.Error("rules reload failed; the old rules stay in force", "err", err)
+		}
 		return
 	}
+	l.lastErr = ""
 	if !force && bytes.Equal(data, l.last) {
 		return
+	}
+	if !force {
+		// A file written in place (an editor, `cat >`) may be read half
+		// written, and a half that parses would put part of the rules
+		// in force. A change is taken once a second read, settle later,
+		// finds the same bytes; a file replaced at once (a rename, a
+		// ConfigMap's symlink swap) passes this tick, a file still being
+		// written a later one. SIGHUP takes the file as it is.
+		reloadSettle()
+		again, err := os.ReadFile(l.path)
+		if err != nil || !bytes.Equal(again, data) {
+			return
+		}
 	}
 	r, err := l.parse(data)
 	if err != nil {
