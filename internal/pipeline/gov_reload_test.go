@@ -30,7 +30,9 @@ func TestRulesReloadTakesOnlySettledFiles(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
-	rule := func(name string) string { return "  - {name: " + name + ", action: drop, match: '{x=\"" + name + "\"}'}\n" }
+	rule := func(name string) string {
+		return "  - {name: " + name + ", action: drop, match: '{x=\"" + name + "\"}'}\n"
+	}
 	full := "metrics:\n" + rule("a") + rule("b") + rule("c")
 	if err := os.WriteFile(path, []byte("metrics:\n"+rule("old")+rule("older")), 0o644); err != nil {
 		t.Fatal(err)
