@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,9 +21,9 @@ import (
 // taken at the first check, and a removed file keeps the old rules and is
 // logged once, not every interval.
 func TestRulesReloadTakesOnlySettledFiles(t *testing.T) {
-	defer func(f func()) { reloadSettle = f }(reloadSettle)
+	defer func(f func(time.Duration)) { reloadSettle = f }(reloadSettle)
 	var whileSettling func() // what the writer does while the reload waits
-	reloadSettle = func() {
+	reloadSettle = func(time.Duration) {
 		if whileSettling != nil {
 			whileSettling()
 			whileSettling = nil

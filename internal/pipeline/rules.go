@@ -39,9 +39,14 @@ type rulesLoader struct {
 	p        *Pipeline
 }
 
-// reloadSettle waits the time a changed rules file must stay the same
+// reloadSettle waits d, the time a changed rules file must stay the same
 // before a timed reload takes it (a variable for tests).
-var reloadSettle = func() { time.Sleep(200 * time.Millisecond) }
+var reloadSettle = time.Sleep
+
+// settle is how long a changed file must stay the same: 200 ms, or half
+// the check interval when that is shorter, so a check ends before the
+// next one starts.
+func (l *rulesLoader) settle() time.Duration { return min(200*time.Millisecond, l.interval/2) }
 
 // startRules sets up the per-pipeline routes (routes.go), loads the rules
 // file and the named rule sets (an error stops the start) and starts their
@@ -264,11 +269,11 @@ func (l *rulesLoader) reload(force bool) {
 	if !force {
 		// A file written in place (an editor, `cat >`) may be read half
 		// written, and a half that parses would put part of the rules
-		// in force. A change is taken once a second read, settle later,
+		// in force. A change is taken once a second read, settle() later,
 		// finds the same bytes; a file replaced at once (a rename, a
 		// ConfigMap's symlink swap) passes this tick, a file still being
 		// written a later one. SIGHUP takes the file as it is.
-		reloadSettle()
+		reloadSettle(l.settle())
 		again, err := os.ReadFile(l.path)
 		if err != nil || !bytes.Equal(again, data) {
 			return
