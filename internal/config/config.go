@@ -77,11 +77,13 @@ type IOTrace struct {
 	Enabled     bool           `yaml:"enabled" doc:"Trace I/O syscalls into the lake's io_events table. Off by default; sluice run fails at start, naming what is missing, when this machine cannot trace (sluice trace --check)."`
 	Tenant      string         `yaml:"tenant" doc:"Tenant of the recorded io_events rows."`
 	PID         uint32         `yaml:"pid" doc:"Trace only this process id (kernel filter); 0 all."`
+	TID         uint32         `yaml:"tid" doc:"Trace only this thread id (kernel filter; its process's other threads still send their opens, closes and dups, so its fds keep their paths); 0 all."`
 	Comm        string         `yaml:"comm" doc:"Trace only tasks with exactly this command name, at most 15 bytes (kernel filter); empty all."`
 	Cgroup      uint64         `yaml:"cgroup" doc:"Trace only this cgroup v2 id (the inode number of its directory; kernel filter); 0 all."`
 	Syscalls    string         `yaml:"syscalls" doc:"Comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta), as sluice trace --syscalls (kernel filter)."`
 	MinDuration Duration       `yaml:"min_duration" doc:"Drop calls shorter than this (kernel filter)."`
 	PathPrefix  string         `yaml:"path_prefix" doc:"Keep only calls on paths under this prefix (first thing in user space)."`
+	PathGlob    string         `yaml:"path_glob" doc:"Keep only calls on paths matching this absolute glob, as sluice trace --path-glob: * ? [..] within a path component, ** any number of components (first thing in user space)."`
 	RingBytes   ByteSize       `yaml:"ring_bytes" doc:"Kernel ring buffer size, a power of two from 4KiB to 1GiB: locked kernel memory. A full ring counts its lost records (sluice_iotrace_lost_total), never silently."`
 	Attach      string         `yaml:"attach" doc:"auto, fentry or tracepoint, as sluice trace --attach."`
 	Metrics     IOTraceMetrics `yaml:"metrics" doc:"Traced I/O also as OTLP-shaped metrics into the pipeline (sluice_io_operations_total, sluice_io_bytes_total, sluice_io_errors_total, sluice_io_duration_seconds per comm, syscall and path_prefix), queued for the tenant above so PromQL serves them."`

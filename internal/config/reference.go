@@ -76,7 +76,8 @@ func typeName(t reflect.Type) string {
 		return "duration"
 	}
 	switch t.Kind() {
-	case reflect.Int, reflect.Int64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "integer"
 	case reflect.Bool:
 		return "bool"

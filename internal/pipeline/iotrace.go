@@ -45,8 +45,8 @@ type ioSource struct {
 func ioOptions(c config.IOTrace) (tracer.Options, error) {
 	const r = "receivers.iotrace."
 	o := tracer.Options{
-		PID: c.PID, Comm: c.Comm, Cgroup: c.Cgroup, MinDuration: c.MinDuration.D(),
-		PathPrefix: c.PathPrefix, RingBytes: int(c.RingBytes),
+		PID: c.PID, TID: c.TID, Comm: c.Comm, Cgroup: c.Cgroup, MinDuration: c.MinDuration.D(),
+		PathPrefix: c.PathPrefix, PathGlob: c.PathGlob, RingBytes: int(c.RingBytes),
 	}
 	var err error
 	if o.Syscalls, err = tracer.ParseSyscalls(c.Syscalls); err != nil {
@@ -54,6 +54,12 @@ func ioOptions(c config.IOTrace) (tracer.Options, error) {
 	}
 	if o.Attach, err = tracer.ParseAttachMode(c.Attach); err != nil {
 		return o, fmt.Errorf("%sattach: %w", r, err)
+	}
+	if err = tracer.CheckPathFilter(c.PathPrefix, false); err != nil {
+		return o, fmt.Errorf("%spath_prefix: %w", r, err)
+	}
+	if err = tracer.CheckPathFilter(c.PathGlob, true); err != nil {
+		return o, fmt.Errorf("%spath_glob: %w", r, err)
 	}
 	return o, nil
 }

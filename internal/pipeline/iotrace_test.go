@@ -225,6 +225,8 @@ func TestIOTraceConfigErrors(t *testing.T) {
 		"receivers.iotrace.comm":               func(c *config.IOTrace) { c.Comm = "a-very-long-command" },
 		"receivers.iotrace.attach":             func(c *config.IOTrace) { c.Attach = "kprobe" },
 		"receivers.iotrace.tenant":             func(c *config.IOTrace) { c.Tenant = "a/b" },
+		"receivers.iotrace.path_prefix":        func(c *config.IOTrace) { c.PathPrefix = "var/log" },
+		"receivers.iotrace.path_glob":          func(c *config.IOTrace) { c.PathGlob = "/var/[a-" },
 		"receivers.iotrace.metrics.interval":   func(c *config.IOTrace) { c.Metrics.Enabled, c.Metrics.Interval = true, 0 },
 		"receivers.iotrace.metrics.path_depth": func(c *config.IOTrace) { c.Metrics.Enabled, c.Metrics.PathDepth = true, 0 },
 		"receivers.iotrace.metrics.max_series": func(c *config.IOTrace) { c.Metrics.Enabled, c.Metrics.MaxSeries = true, 0 },
@@ -235,6 +237,22 @@ func TestIOTraceConfigErrors(t *testing.T) {
 		if _, err := New(cfg, Settings{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: New error %v, want one naming the key", key, err)
 		}
+	}
+}
+
+// TestIOTraceConfigFilters: the config's tid and path_glob reach the
+// tracer as sluice trace's --tid and --path-glob do.
+func TestIOTraceConfigFilters(t *testing.T) {
+	cfg, err := config.Parse([]byte("receivers:\n  iotrace:\n    tid: 42\n    path_glob: /var/**/*.log\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ioOptions(cfg.Receivers.IOTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TID != 42 || o.PathGlob != "/var/**/*.log" {
+		t.Errorf("tracer options TID %d, PathGlob %q; want 42 and /var/**/*.log", o.TID, o.PathGlob)
 	}
 }
 

@@ -10,6 +10,15 @@ import (
 
 // checkPathFilter checks a --path-prefix or --path-glob value: recorded
 // paths are absolute, so a relative filter would keep nothing.
+// CheckPathFilter checks a path prefix (glob false) or glob as Validate
+// does, for a caller that names its own setting (receivers.iotrace).
+func CheckPathFilter(v string, glob bool) error {
+	if glob {
+		return checkPathFilter("path glob", v, true)
+	}
+	return checkPathFilter("path prefix", v, false)
+}
+
 func checkPathFilter(flag, v string, glob bool) error {
 	if v == "" {
 		return nil
