@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/rollup"
 	"github.com/sluice-dev/sluice/internal/progress"
 )
@@ -87,6 +88,18 @@ failed.`,
 			log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			opts := rollup.Options{Tiers: ts, Tenant: tenant, MinAge: minAge, Store: store, LeaseTTL: leaseTTL, Logger: log,
 				MaxAttributeColumns: maxCols}
+			if !dryRun {
+				// A rollup killed between its swap and its moves left its
+				// outputs staged: the catalog lists them, but a glob over
+				// the Hive tree misses them until the moves are done.
+				// Planning skips such an hour (it is rolled up), so do them
+				// here, as compaction's sweep and sluice run's upkeep do.
+				if n, err := lake.ApplyMoves(ctx, cat, store, nil, log); err != nil {
+					fmt.Fprintf(errOut, "sluice: finishing the file moves of interrupted swaps: %v\n", err)
+				} else if n > 0 {
+					fmt.Fprintf(out, "finished %d file moves of interrupted swaps\n", n)
+				}
+			}
 			jobs, err := rollup.Plan(ctx, cat, opts)
 			if err != nil {
 				return err
