@@ -17,10 +17,12 @@ type Limits struct {
 	// MaxAttrsPerRequest bounds the attributes of the whole request, all
 	// sets together (nested values count as one).
 	MaxAttrsPerRequest int
-	// MetricsFutureSkew, when set, refuses a data point whose time is more
-	// than this past the clock: the lake files such a point by its arrival
-	// time (lake.max_future_skew), where the PromQL API never finds it, so
-	// it must not be acknowledged. Remote write refuses such samples alike.
+	// MetricsFutureSkew, when set, is how far past the clock a data point's
+	// time may be (lake.max_future_skew): the lake files a later point by
+	// its arrival time, where the PromQL API never finds it, so it must not
+	// be acknowledged. CheckMetrics does not look at it: the caller drops
+	// such points (DropFuture) and answers a partial success, as remote
+	// write refuses the series of such a sample and writes the others.
 	MetricsFutureSkew time.Duration
 }
 
@@ -59,9 +61,6 @@ func CheckMetrics(m *signal.Metrics, from int, lim Limits) error {
 		return err
 	}
 	if err := checkHistograms(m, from); err != nil {
-		return err
-	}
-	if err := lim.checkFuture(m, from); err != nil {
 		return err
 	}
 	return lim.checkAttrs(&m.Common, "data point", m.Attr[from:])
@@ -194,20 +193,35 @@ func exponentialProblem(scale, posOff int32, npos int, negOff int32, nneg int) s
 	return ""
 }
 
-// checkFuture refuses a data point later than MetricsFutureSkew past now.
-func (lim Limits) checkFuture(m *signal.Metrics, from int) error {
-	if lim.MetricsFutureSkew <= 0 {
-		return nil
-	}
-	now := time.Now()
-	latest := now.Add(lim.MetricsFutureSkew).UnixNano()
+// DropFuture removes the data points of m from index from on whose time is
+// more than skew past the clock, moving the others down in place, and
+// returns how many it removed and a sentence naming the first of them and
+// the latest time accepted (for the sender: an OTLP partial success).
+func DropFuture(m *signal.Metrics, from int, skew time.Duration) (dropped int, why string) {
+	latest := time.Now().Add(skew).UnixNano()
+	kept := from
 	for p := from; p < m.Len(); p++ {
-		if t := m.Time[p]; t > latest {
-			return &LimitError{Limit: LimitTimestamp, err: ErrTimestamp,
-				msg: fmt.Sprintf("data point %d of metric %q: time_unix_nano %d (%s) is past %s, the latest time accepted now (lake.max_future_skew ahead of sluice's clock)",
-					p-from, m.String(m.Descs[m.Desc[p]].Name), t, time.Unix(0, t).UTC().Format(time.RFC3339Nano),
-					time.Unix(0, latest).UTC().Format(time.RFC3339Nano))}
+		t := m.Time[p]
+		if t <= latest {
+			if kept != p {
+				m.MovePoint(kept, p)
+			}
+			kept++
+			continue
 		}
+		if dropped == 0 {
+			why = fmt.Sprintf("data point %d of metric %q: time_unix_nano %d (%s) is past %s, the latest time accepted now (lake.max_future_skew ahead of sluice's clock)",
+				p-from, m.String(m.Descs[m.Desc[p]].Name), t, time.Unix(0, t).UTC().Format(time.RFC3339Nano),
+				time.Unix(0, latest).UTC().Format(time.RFC3339Nano))
+		}
+		dropped++
 	}
-	return nil
+	if dropped == 0 {
+		return 0, ""
+	}
+	m.Truncate(kept)
+	if dropped > 1 {
+		why = fmt.Sprintf("%d data points are too far in the future; the first, %s", dropped, why)
+	}
+	return dropped, why
 }

@@ -145,31 +145,40 @@ func TestCheckHistograms(t *testing.T) {
 	}
 }
 
-// TestCheckFuture: with MetricsFutureSkew a data point past the clock by
-// more is refused naming the metric and the latest time accepted; without
-// it (a relay) any time that fits passes.
-func TestCheckFuture(t *testing.T) {
+// TestDropFuture: with a skew, the data points past the clock by more are
+// removed, the others kept in order, and the answer names the first one
+// removed and the latest time accepted; CheckMetrics leaves times to it.
+func TestDropFuture(t *testing.T) {
 	md := pmetric.NewMetrics()
 	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("g")
 	g := m.SetEmptyGauge()
-	g.DataPoints().AppendEmpty().SetTimestamp(pcommon.NewTimestampFromTime(time.Now().Add(50 * time.Minute)))
-	g.DataPoints().AppendEmpty().SetTimestamp(pcommon.NewTimestampFromTime(time.Now().Add(2 * time.Hour)))
+	for i, ahead := range []time.Duration{-time.Minute, 2 * time.Hour, 50 * time.Minute, 3 * time.Hour} {
+		p := g.DataPoints().AppendEmpty()
+		p.SetTimestamp(pcommon.NewTimestampFromTime(time.Now().Add(ahead)))
+		p.SetDoubleValue(float64(i))
+	}
 	b, _ := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
-	var ms signal.Metrics
-	if err := DecodeMetrics(&ms, b); err != nil {
-		t.Fatal(err)
+	decode := func() *signal.Metrics {
+		var ms signal.Metrics
+		if err := DecodeMetrics(&ms, b); err != nil {
+			t.Fatal(err)
+		}
+		return &ms
 	}
-	err := CheckMetrics(&ms, 0, Limits{MetricsFutureSkew: time.Hour})
-	var le *LimitError
-	if !errors.As(err, &le) || le.Limit != LimitTimestamp || !errors.Is(err, ErrTimestamp) ||
-		!strings.Contains(err.Error(), `data point 1 of metric "g": time_unix_nano `) || !strings.Contains(err.Error(), "the latest time accepted now (lake.max_future_skew") {
-		t.Errorf("2h ahead with 1h skew: %v", err)
+	ms := decode()
+	if err := CheckMetrics(ms, 0, Limits{MetricsFutureSkew: time.Hour}); err != nil {
+		t.Errorf("CheckMetrics: %v", err)
 	}
-	if err := CheckMetrics(&ms, 0, Limits{MetricsFutureSkew: 3 * time.Hour}); err != nil {
-		t.Errorf("3h skew: %v", err)
+	n, why := DropFuture(ms, 0, time.Hour)
+	if n != 2 || ms.Len() != 2 || ms.Value(0) != 0 || ms.Value(1) != 2 {
+		t.Errorf("dropped %d, kept %d points; want 2 dropped and values 0, 2 kept", n, ms.Len())
 	}
-	if err := CheckMetrics(&ms, 0, Limits{}); err != nil {
-		t.Errorf("no skew: %v", err)
+	if !strings.Contains(why, `2 data points are too far in the future; the first, data point 1 of metric "g": time_unix_nano `) ||
+		!strings.Contains(why, "the latest time accepted now (lake.max_future_skew") {
+		t.Errorf("why: %q", why)
+	}
+	if n, why := DropFuture(decode(), 0, 4*time.Hour); n != 0 || why != "" {
+		t.Errorf("4h skew: dropped %d (%q)", n, why)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,20 @@ func (s *scratch) process(r *processor.Rules, kind signal.Kind, body []byte, n i
 	return body, n
 }
 
+// dropFuture removes from an OTLP metrics request decoded into s the data
+// points further ahead than the lake files by their own time
+// (lake.max_future_skew; limits.MetricsFutureSkew, set when the lake is
+// on), and returns how many and why. The caller answers a partial success
+// naming them, or refuses the request when nothing is left, so a gateway's
+// batch is not lost for one host's clock. Remote write is refused per
+// series in the receiver already.
+func (c *consumer) dropFuture(s *scratch, req *otlpreceiver.Request) (int, string) {
+	if req.Kind != signal.KindMetrics || c.limits.MetricsFutureSkew <= 0 || req.Scanned != nil || req.Metrics != nil || req.RemoteWrite != 0 {
+		return 0, ""
+	}
+	return otlp.DropFuture(&s.metrics, 0, c.limits.MetricsFutureSkew)
+}
+
 // refusedResult is the partial success that tells an OTLP sender which
 // of its points processors.rules_file's limit and require rules refused
 // (docs/rules.md); what drop, keep and sample rules remove by design is
@@ -212,13 +227,28 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	body := req.Body
 	s.changed = false
 	var res otlpreceiver.Result
+	if late, why := c.dropFuture(s, req); late > 0 {
+		ser.rejectedTime.Add(float64(late))
+		if late == n {
+			ser.invalid.Inc()
+			c.m.limited.WithLabelValues(req.Kind.String(), otlp.LimitTimestamp).Inc()
+			return otlpreceiver.Result{}, fmt.Errorf("%s request: %w: %s", req.Kind, otlpreceiver.ErrInvalid, why)
+		}
+		n -= late
+		s.body = otlp.AppendMetricsProto(s.body[:0], &s.metrics)
+		body = s.body
+		res = otlpreceiver.Result{RejectedRecords: int64(late), Message: why}
+	}
 	if r := rules; r != nil {
 		s.proc.Tenant = req.Tenant
 		if c.stats != nil && req.Kind == signal.KindMetrics {
 			c.stats.ObserveBeforeRules(req.Tenant, &s.metrics)
 		}
 		body, n = s.process(r, req.Kind, body, n)
-		res = refusedResult(req.Kind, &s.proc)
+		if rr := refusedResult(req.Kind, &s.proc); rr.RejectedRecords > 0 {
+			res.RejectedRecords += rr.RejectedRecords
+			res.Message = strings.TrimPrefix(res.Message+"; "+rr.Message, "; ")
+		}
 	}
 	if n == 0 {
 		return res, nil // nothing to keep

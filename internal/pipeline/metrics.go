@@ -57,6 +57,7 @@ type series struct {
 	received, accepted, queuedBytes, invalid prometheus.Counter
 	rejectedFull, rejectedError              prometheus.Counter
 	rejectedDisk                             prometheus.Counter
+	rejectedTime                             prometheus.Counter // data points past lake.max_future_skew
 }
 
 func newMetrics() *metrics {
@@ -71,7 +72,7 @@ func newMetrics() *metrics {
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_invalid_requests_total",
 			Help: "Requests rejected as undecodable (400 / InvalidArgument); their records are not counted anywhere else."}, st),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
-			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429) or error (queue failure, 503)."}, []string{"signal", "tenant", "reason"}),
+			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429), error (queue failure, 503) or timestamp (OTLP data points past lake.max_future_skew, answered as a partial success)."}, []string{"signal", "tenant", "reason"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_limited_requests_total",
 			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request, timestamp (a time of 2^63 ns or more, or a data point past lake.max_future_skew) or histogram (a histogram point of a shape OTLP forbids)."}, []string{"signal", "limit"}),
 		series: make(map[seriesKey]*series),
@@ -165,6 +166,7 @@ func (m *metrics) seriesFor(kind signal.Kind, tenant string) *series {
 		rejectedFull:  m.rejected.WithLabelValues(sig, tenant, "backpressure"),
 		rejectedError: m.rejected.WithLabelValues(sig, tenant, "error"),
 		rejectedDisk:  m.rejected.WithLabelValues(sig, tenant, "disk"),
+		rejectedTime:  m.rejected.WithLabelValues(sig, tenant, "timestamp"),
 	}
 	m.series[k] = s
 	return s
