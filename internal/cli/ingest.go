@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/ingest"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/s3store"
+	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
 // lakeFlags are the flags every command that opens a lake shares.
@@ -74,7 +75,7 @@ func newIngestCmd() *cobra.Command {
 	var (
 		lf            lakeFlags
 		s3f           s3Flags
-		tenant        string
+		tenantName    string
 		targetSize    int64
 		maxBuffered   int64
 		rowGroupRows  int
@@ -101,6 +102,9 @@ reaches the lake. The exit code is 1 if any file failed.`,
 		Args: minArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
+			if !tenant.Valid(tenantName) {
+				return usageError{fmt.Errorf("--tenant %q: want 1-64 of A-Z a-z 0-9 . _ -", tenantName)}
+			}
 			files, skipped, err := ingest.Collect(args)
 			if err != nil {
 				return usageError{err}
@@ -129,7 +133,7 @@ reaches the lake. The exit code is 1 if any file failed.`,
 			defer lk.closeCatalog()
 
 			setSoftMemoryLimit(maxBuffered, maxFileBytes, files)
-			opts := ingest.Options{Tenant: tenant, MaxFileBytes: maxFileBytes}
+			opts := ingest.Options{Tenant: tenantName, MaxFileBytes: maxFileBytes}
 			bar := newProgressLine(errOut, progress)
 			if bar != nil {
 				opts.Progress = bar.update
@@ -167,7 +171,7 @@ reaches the lake. The exit code is 1 if any file failed.`,
 	lf.register(c)
 	s3f.register(c)
 	f := c.Flags()
-	f.StringVar(&tenant, "tenant", "default", "tenant the records belong to")
+	f.StringVar(&tenantName, "tenant", "default", "tenant the records belong to")
 	f.Int64Var(&targetSize, "target-file-size", 128<<20, "roll a Parquet file when its buffered data reaches this many bytes")
 	f.Int64Var(&maxBuffered, "max-buffered-bytes", 128<<20, "bound on data buffered across all open partitions; the largest is written out when it is reached")
 	f.IntVar(&rowGroupRows, "row-group-rows", 128*1024, "rows per Parquet row group")

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +34,27 @@ func TestLargestInput(t *testing.T) {
 		if got := largestInput(c.files, c.max); got != c.want {
 			t.Errorf("largestInput(%v, %d) = %d, want %d", c.files, c.max, got, c.want)
 		}
+	}
+}
+
+// TestIngestRefusesBadTenant: `sluice ingest --tenant` with a name the lake
+// cannot hold is a usage error naming the flag before anything is read or
+// created (it said "ingested 1 of 1 files" first, then failed).
+func TestIngestRefusesBadTenant(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "logs.json")
+	if err := os.WriteFile(in, []byte(`{"resourceLogs":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "lake")
+	for _, bad := range []string{"../x", "a/b", ""} {
+		var out, errOut bytes.Buffer
+		code := Main([]string{"ingest", "--lake", root, "--tenant", bad, in}, nil, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "--tenant") || strings.Contains(out.String(), "ingested") {
+			t.Errorf("--tenant %q: exit %d, stdout %q, stderr %q; want exit 2 naming --tenant", bad, code, out.String(), errOut.String())
+		}
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("a refused ingest created the lake (%v)", err)
 	}
 }
