@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
 // TestGovLimitRefusalAnswers: what a sender hears when a limit or a
@@ -115,6 +117,24 @@ metrics:
 	if got := metricValue(t, s.admin, `sluice_processor_rule_dropped_total{rule="need-team"}`); got != 1 {
 		t.Errorf("need-team dropped %v, want 1", got)
 	}
+	// Remote write 2.0: the written counts leave the refused sample out
+	// (a series with the required label, one without it).
+	st := writev2.NewSymbolTable()
+	v2 := &writev2.Request{Timeseries: []writev2.TimeSeries{
+		{LabelsRefs: st.SymbolizeLabels(labels.FromStrings("__name__", "gov_req", "pod", "a", "team", "x"), nil), Samples: []writev2.Sample{{Value: 2, Timestamp: now.UnixMilli()}}},
+		{LabelsRefs: st.SymbolizeLabels(labels.FromStrings("__name__", "gov_req", "pod", "g"), nil), Samples: []writev2.Sample{{Value: 3, Timestamp: now.UnixMilli()}}},
+	}}
+	v2.Symbols = st.Symbols()
+	if pb, err = v2.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	code, body, hdr := postRW(t, "http://"+qaddr, "application/x-protobuf;proto=io.prometheus.write.v2.Request", pb,
+		"X-Prometheus-Remote-Write-Version", "2.0.0")
+	if code != 204 || hdr.Get("X-Prometheus-Remote-Write-Samples-Written") != "1" {
+		t.Fatalf("remote write 2.0, one of two series without the required label: %d %s, Samples-Written %q; want 204 and 1",
+			code, body, hdr.Get("X-Prometheus-Remote-Write-Samples-Written"))
+	}
+
 	// Stored: a and b only.
 	base := "http://" + qaddr
 	for start := time.Now(); ; time.Sleep(300 * time.Millisecond) {

@@ -370,11 +370,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ver, tenant stri
 			x.rec = otlp.AppendMetricsProto(x.rec[:0], &x.batch)
 			req.Body, req.RemoteWrite = x.rec, 0
 		}
-		_, cerr := h.cons.Consume(r.Context(), req)
+		res, cerr := h.cons.Consume(r.Context(), req)
 		*req = otlpreceiver.Request{}
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
 		}
+		st.Samples, st.Histograms = notRefused(st.Samples, st.Histograms, res.RejectedRecords)
 	} else if ver == "1.0" && h.meta != nil {
 		// A partial write (an entry without a family name) keeps the
 		// good entries, as it keeps good series, and answers 400 below.
@@ -412,7 +413,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		x.scanned.Decoded = x.body // lent: the consumer may keep it for the lake loop
 		req := &x.req
 		*req = otlpreceiver.Request{Tenant: tenant, Kind: signal.KindMetrics, Body: x.raw, Transport: Transport, RemoteWrite: rw, Scanned: &x.scanned}
-		_, cerr := h.cons.Consume(r.Context(), req)
+		res, cerr := h.cons.Consume(r.Context(), req)
 		*req = otlpreceiver.Request{}
 		// The same buffer, or another one in place of one the consumer
 		// kept (never written again here).
@@ -421,6 +422,7 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 		if cerr != nil {
 			return h.consumeFailed(w, cerr)
 		}
+		n, _ = notRefused(n, 0, res.RejectedRecords)
 	}
 	if rw == 1 {
 		h.m.samples1.Add(float64(n))
@@ -431,6 +433,17 @@ func (h *Handler) consumeScanned(w http.ResponseWriter, r *http.Request, x *exch
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// notRefused is what was written of samples and histograms when the
+// consumer's processing rules refused refused of their points (a limit or
+// require rule: the answer stays a success, as remote write has no partial
+// success, but the 2.0 written counts tell the sender). The consumer counts
+// points, not kinds: the refused are taken from the samples first.
+func notRefused(samples, histograms int, refused int64) (int, int) {
+	r := int(min(refused, int64(samples+histograms)))
+	fromSamples := min(r, samples)
+	return samples - fromSamples, histograms - (r - fromSamples)
 }
 
 // zeroHeader is the value of a 2.0 answer's counts until something is

@@ -368,3 +368,19 @@ func TestScanAnswersAsTheDecoder(t *testing.T) {
 		})
 	}
 }
+
+// TestNotRefused: the written counts after the rules refused points take
+// the refused from the samples first, and never go below zero.
+func TestNotRefused(t *testing.T) {
+	for _, c := range []struct {
+		s, h    int
+		refused int64
+		ws, wh  int
+	}{
+		{5, 2, 0, 5, 2}, {5, 2, 3, 2, 2}, {5, 2, 6, 0, 1}, {5, 2, 9, 0, 0}, {0, 3, 1, 0, 2},
+	} {
+		if ws, wh := notRefused(c.s, c.h, c.refused); ws != c.ws || wh != c.wh {
+			t.Errorf("notRefused(%d, %d, %d) = %d, %d; want %d, %d", c.s, c.h, c.refused, ws, wh, c.ws, c.wh)
+		}
+	}
+}
