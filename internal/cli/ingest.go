@@ -37,6 +37,7 @@ func (f *lakeFlags) register(c *cobra.Command) {
 // the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...).
 type s3Flags struct {
 	bucket, prefix, endpoint, region string
+	maxRetries                       int
 }
 
 func (f *s3Flags) register(c *cobra.Command) {
@@ -44,6 +45,7 @@ func (f *s3Flags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.prefix, "s3-prefix", "", "key prefix of the lake in the bucket")
 	c.Flags().StringVar(&f.endpoint, "s3-endpoint", "", "URL of an S3-compatible server (path-style addressing); default AWS S3")
 	c.Flags().StringVar(&f.region, "s3-region", "", "AWS region (default: from the AWS environment)")
+	c.Flags().IntVar(&f.maxRetries, "s3-max-retries", s3store.DefaultMaxRetries, "attempts per S3 request, with jittered exponential backoff (lake.s3.max_retries)")
 }
 
 // store returns the S3 store of the flags, or nil without --s3-bucket.
@@ -54,9 +56,12 @@ func (f *s3Flags) store(ctx context.Context) (lake.Store, error) {
 		}
 		return nil, nil
 	}
+	if f.maxRetries < 1 {
+		return nil, usageError{fmt.Errorf("--s3-max-retries %d: want 1 or more", f.maxRetries)}
+	}
 	st, err := s3store.New(ctx, s3store.Config{
 		Bucket: f.bucket, Prefix: f.prefix, Endpoint: f.endpoint, Region: f.region,
-		ForcePathStyle: f.endpoint != "",
+		ForcePathStyle: f.endpoint != "", MaxRetries: f.maxRetries,
 	})
 	if err != nil {
 		return nil, err

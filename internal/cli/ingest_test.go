@@ -58,3 +58,18 @@ func TestIngestRefusesBadTenant(t *testing.T) {
 		t.Errorf("a refused ingest created the lake (%v)", err)
 	}
 }
+
+// TestS3MaxRetriesFlag: --s3-max-retries below 1 is a usage error naming
+// the flag.
+func TestS3MaxRetriesFlag(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "logs.json")
+	if err := os.WriteFile(in, []byte(`{"resourceLogs":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := Main([]string{"ingest", "--lake", filepath.Join(dir, "lake"), "--s3-bucket", "b", "--s3-max-retries", "0", in}, nil, &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--s3-max-retries 0: want 1 or more") {
+		t.Errorf("exit %d, stderr %q; want 2 naming --s3-max-retries", code, errOut.String())
+	}
+}

@@ -25,7 +25,11 @@ type s3Lake struct {
 func (l *s3Lake) sluice(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	s3args := []string{"--lake", l.state, "--s3-bucket", l.bucket, "--s3-prefix", "lake",
-		"--s3-endpoint", l.proxy.Endpoint, "--s3-region", "us-east-1"}
+		"--s3-endpoint", l.proxy.Endpoint, "--s3-region", "us-east-1",
+		// Two attempts: every fault still meets a retry (the proxy fails
+		// a pattern of requests, not a request's every attempt), in a
+		// fraction of the default's backoff.
+		"--s3-max-retries", "2"}
 	cmd := exec.Command(sluiceBin, append(args, s3args...)...)
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3test.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3test.SecretKey,
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PROFILE=", "AWS_SESSION_TOKEN=")
