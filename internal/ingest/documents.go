@@ -42,7 +42,7 @@ func (r *fileReader) decodeFile(content []byte, b *batches) (kinds, error) {
 	b.metrics.Reset()
 	b.spans.Reset()
 	var held kinds
-	_, format, sniffErr := otlp.Sniff(content)
+	kind, format, sniffErr := otlp.Sniff(content)
 	switch {
 	case sniffErr == nil && format == otlp.FormatJSON:
 		err := otlp.EachJSONDocument(content, func(doc []byte) error {
@@ -50,7 +50,7 @@ func (r *fileReader) decodeFile(content []byte, b *batches) (kinds, error) {
 		})
 		return held, err
 	case sniffErr == nil:
-		return held, decodeRequest(content, b, &held)
+		return held, decodeAs(content, kind, format, b, &held)
 	}
 	framed, err := lengthFramed(content)
 	if err != nil {
@@ -131,6 +131,11 @@ func decodeRequest(req []byte, b *batches, held *kinds) error {
 	if err != nil {
 		return err
 	}
+	return decodeAs(req, kind, format, b, held)
+}
+
+// decodeAs is decodeRequest for a request already sniffed.
+func decodeAs(req []byte, kind signal.Kind, format otlp.Format, b *batches, held *kinds) (err error) {
 	json := format == otlp.FormatJSON
 	switch kind {
 	case signal.KindUnknown:
