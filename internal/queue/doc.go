@@ -156,6 +156,11 @@
 //     once). A cursor's MaxBytes/MaxAge bound moves only that cursor past
 //     whole sealed segments, counted in CursorStats.DroppedBytes and
 //     logged; it never affects the lake, another cursor or appends.
+//  11. One Queue per Dir at a time: Open takes an exclusive flock on
+//     Dir/queue.lock (LockName) and fails with ErrLocked while another
+//     process, or another open Queue of this one, holds it; Close releases
+//     it after the last write. The kernel drops it when the process dies,
+//     so a kill -9 leaves nothing to clean up.
 //
 // Not covered by the CRCs: a bit flip in a sealed segment's header is
 // detected (header CRC) but the segment is then skipped whole; record

@@ -11,6 +11,12 @@ var (
 	// answers HTTP 429 / gRPC RESOURCE_EXHAUSTED and the client retries later.
 	ErrFull = errors.New("queue: full")
 
+	// ErrLocked is returned by Open when another process (or another open
+	// Queue of this one) holds the directory's lock (LockName): two
+	// writers on one queue would overwrite each other's records and
+	// delete each other's segments. Permanent while the other one runs.
+	ErrLocked = errors.New("queue: directory in use")
+
 	// ErrClosed is returned by every call on a closed Queue and by Reader.Next
 	// once its Queue is closed. Permanent.
 	ErrClosed = errors.New("queue: closed")

@@ -23,6 +23,7 @@ const flushBytes = 1 << 20
 type Queue struct {
 	opts      Options
 	fs        fileSystem
+	lock      io.Closer // Dir/LockName, held from Open to Close
 	log       *slog.Logger
 	segData   int64 // record bytes a segment holds: SegmentBytes - header
 	maxRecord int
@@ -155,7 +156,12 @@ type Stats struct {
 	LowDiskRefusals uint64 // Appends refused with ErrLowDisk since Open
 }
 
-// Open creates opts.Dir if needed, recovers the segments in it and returns a
+// LockName is the file in Dir that Open locks (flock) for as long as the
+// queue is open, so that a second process given the same directory fails
+// to open it (ErrLocked) instead of writing over the first one's segments.
+const LockName = "queue.lock"
+
+// Open creates opts.Dir if needed, locks it (LockName), recovers the segments in it and returns a
 // queue ready for appends. Recovery never fails on segment contents, only on
 // I/O errors.
 func Open(opts Options) (*Queue, error) {
@@ -176,12 +182,17 @@ func Open(opts Options) (*Queue, error) {
 	if err := q.fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("queue: create dir %q: %w", opts.Dir, err)
 	}
+	if q.lock, err = q.fs.Lock(filepath.Join(opts.Dir, LockName)); err != nil {
+		return nil, err
+	}
 	if err := q.recover(); err != nil {
 		q.closeFiles()
+		q.lock.Close()
 		return nil, err
 	}
 	if err := q.loadCursors(); err != nil {
 		q.closeFiles()
+		q.lock.Close()
 		return nil, err
 	}
 	q.initSpace()
@@ -1135,6 +1146,9 @@ func (q *Queue) Close() error {
 	if cerr := q.closeFiles(); err == nil {
 		err = cerr
 	}
+	// Released last: the next Open may recover the files only once this
+	// one has stopped writing them.
+	q.lock.Close()
 	q.cond.Broadcast()
 	// Leave a closed channel behind so no reader can block on it later.
 	ch := make(chan struct{})

@@ -22,6 +22,10 @@ type fileSystem interface {
 	// Space reports the bytes free for us and the size of the file system
 	// holding dir (errors.ErrUnsupported where it cannot be known).
 	Space(dir string) (free, total int64, err error)
+	// Lock takes an exclusive lock on path for this Open (flock(2)); it
+	// fails with ErrLocked while another holder has it. Closing the
+	// result releases it.
+	Lock(path string) (io.Closer, error)
 }
 
 type file interface {
