@@ -58,9 +58,9 @@ type Exporter struct {
 }
 
 // ExporterTLS is an exporter's client side of TLS (exporters.<name>.tls).
-// The files are read when sluice starts; the client certificate and key
-// again when they change on disk (authn.ClientCertificate), the CA file
-// only at start.
+// The files are read when sluice starts and again when they change on
+// disk: the client certificate and key by authn.ClientCertificate, the CA
+// file by the exporter (sending.ClientTLS), for new connections.
 type ExporterTLS struct {
 	CAFile             string `yaml:"ca_file" doc:"PEM CA certificates to trust instead of the system's roots (a private CA)."`
 	CertFile           string `yaml:"cert_file" doc:"PEM client certificate (chain) presented to the endpoints (mutual TLS); needs key_file."`

@@ -112,7 +112,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 	case config.ExporterOTLP:
 		x, err := otlpexporter.New(otlpexporter.Config{
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Compression: ec.Compression,
-			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy, TLS: tc,
+			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy, TLS: tc, CAFile: ec.TLS.CAFile,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)
@@ -124,7 +124,7 @@ func (e *exporters) build(name string, ec config.Exporter, sigs []string, q *que
 			Endpoints: ec.Endpoints, Protocol: ec.Protocol, Shard: ec.Mode == "shard",
 			TenantHeader: ec.TenantHeader, Headers: ec.Headers, Timeout: ec.Timeout.D(), Policy: policy,
 			SendNativeHistograms: ec.SendNativeHistograms, NoMetadata: ec.SendMetadata != nil && !*ec.SendMetadata,
-			Families: fam, TLS: tc, Concurrency: ec.Concurrency,
+			Families: fam, TLS: tc, CAFile: ec.TLS.CAFile, Concurrency: ec.Concurrency,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("exporter %s: %w", name, err)

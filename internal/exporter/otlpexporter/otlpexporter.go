@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -42,7 +43,10 @@ type Config struct {
 	// TLS is the client TLS of https:// endpoints (nil: the system's
 	// roots, no client certificate). Over gRPC it also turns a bare
 	// host:port to TLS; an http:// gRPC endpoint is plaintext.
-	TLS    *tls.Config
+	TLS *tls.Config
+	// CAFile is the file TLS.RootCAs came from (tls.ca_file): read again
+	// when it changes on disk, for new connections.
+	CAFile string
 	Policy sending.Policy
 }
 
@@ -66,11 +70,15 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = 4 << 20
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if cfg.TLS != nil {
-		tr.TLSClientConfig = cfg.TLS.Clone()
+	rt, ct, err := sending.HTTPTransport(cfg.TLS, cfg.CAFile, func(tc *tls.Config) *http.Transport {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		return tr
+	})
+	if err != nil {
+		return nil, fmt.Errorf("otlpexporter: tls ca_file: %w", err)
 	}
-	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr, CheckRedirect: sending.PostRedirect}}
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: rt, CheckRedirect: sending.PostRedirect}}
 	switch cfg.Compression {
 	case "", "none", "gzip":
 	case "zstd":
@@ -89,7 +97,7 @@ func New(cfg Config) (*Exporter, error) {
 		e.eps = append(e.eps, sending.NewEndpoint(ep, cfg.Policy))
 		switch cfg.Protocol {
 		case "grpc":
-			target, creds := grpcTarget(ep, cfg.TLS)
+			target, creds := grpcTarget(ep, cfg.TLS, ct)
 			cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				e.Close()
@@ -110,7 +118,8 @@ func New(cfg Config) (*Exporter, error) {
 // grpcTarget reads a gRPC endpoint: https://host:port is TLS, http://host:port
 // plaintext, and a bare host:port TLS when a TLS config is given (plaintext
 // without one, as before exporters had TLS settings).
-func grpcTarget(ep string, tc *tls.Config) (string, credentials.TransportCredentials) {
+// With ct (a tls.ca_file) the trusted CAs follow the file (caCreds).
+func grpcTarget(ep string, tc *tls.Config, ct *sending.ClientTLS) (string, credentials.TransportCredentials) {
 	if hp, ok := strings.CutPrefix(ep, "http://"); ok {
 		return strings.TrimSuffix(hp, "/"), insecure.NewCredentials()
 	}
@@ -121,7 +130,27 @@ func grpcTarget(ep string, tc *tls.Config) (string, credentials.TransportCredent
 	if tc == nil {
 		tc = &tls.Config{MinVersion: tls.VersionTLS12} // the system's roots
 	}
-	return strings.TrimSuffix(hp, "/"), credentials.NewTLS(tc.Clone())
+	creds := credentials.NewTLS(tc.Clone())
+	if ct != nil {
+		creds = caCreds{TransportCredentials: creds, ct: ct}
+	}
+	return strings.TrimSuffix(hp, "/"), creds
+}
+
+// caCreds are gRPC TLS credentials whose trusted CAs follow the exporter's
+// CA file: each handshake (a new connection, as after the backend
+// restarted with a rotated certificate) uses the pool the file holds now.
+type caCreds struct {
+	credentials.TransportCredentials
+	ct *sending.ClientTLS
+}
+
+func (c caCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return credentials.NewTLS(c.ct.Config()).ClientHandshake(ctx, authority, conn)
+}
+
+func (c caCreds) Clone() credentials.TransportCredentials {
+	return caCreds{TransportCredentials: c.TransportCredentials.Clone(), ct: c.ct}
 }
 
 // Close closes gRPC connections.

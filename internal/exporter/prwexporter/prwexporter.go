@@ -40,6 +40,9 @@ type Config struct {
 	// TLS is the client TLS of https:// endpoints (nil: the system's
 	// roots, no client certificate).
 	TLS *tls.Config
+	// CAFile is the file TLS.RootCAs came from (tls.ca_file): read again
+	// when it changes on disk, for new connections.
+	CAFile string
 	// SendNativeHistograms sends native histograms over 1.0 too
 	// (prometheus.WriteRequest.histograms); without it 1.0 drops and
 	// counts them. 2.0 always carries them.
@@ -117,13 +120,17 @@ func New(cfg Config) (*Exporter, error) {
 	// system calls for a 100 KiB pass-through request (7% of a relay's
 	// CPU at 1,500 samples per request). Past the first buffer the
 	// connection writes the rest in one call (bodyConn).
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.WriteBufferSize = 64 << 10
-	tr.DialContext = dialBodyConn()
-	if cfg.TLS != nil {
-		tr.TLSClientConfig = cfg.TLS.Clone()
+	rt, _, err := sending.HTTPTransport(cfg.TLS, cfg.CAFile, func(tc *tls.Config) *http.Transport {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.WriteBufferSize = 64 << 10
+		tr.DialContext = dialBodyConn()
+		tr.TLSClientConfig = tc
+		return tr
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prwexporter: tls ca_file: %w", err)
 	}
-	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: tr, CheckRedirect: sending.PostRedirect}, ring: sending.NewRing(cfg.Endpoints),
+	e := &Exporter{cfg: cfg, hc: &http.Client{Timeout: cfg.Timeout, Transport: rt, CheckRedirect: sending.PostRedirect}, ring: sending.NewRing(cfg.Endpoints),
 		fam: cfg.Families}
 	if e.fam == nil {
 		e.fam = prw.NewFamilyTable(0)
