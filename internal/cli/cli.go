@@ -17,6 +17,10 @@ import (
 // reported; Main turns it into exit code 1 without printing it again.
 var errPartial = errors.New("completed with errors")
 
+// errConfig marks a config file refused before anything started; its
+// problems are already printed. Exit code 2, as for a usage error.
+var errConfig = errors.New("config refused")
+
 type usageError struct{ error }
 
 // Main runs the command line and returns the process exit code.
@@ -35,6 +39,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, errPartial):
 		return 1
+	case errors.Is(err, errConfig):
+		return 2
 	}
 	fmt.Fprintf(stderr, "sluice: %v\n", err)
 	var ue usageError

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,29 +37,43 @@ func (f *runFlags) load(c *cobra.Command) (config.Config, error) {
 	set := c.Flags().Changed
 	if set("lake") {
 		cfg.Lake.Root = f.lake
+		cfg.Override("lake.root")
 	}
 	if set("grpc-addr") {
 		cfg.Receivers.OTLP.GRPCAddr = f.grpcAddr
+		cfg.Override("receivers.otlp.grpc_addr")
 	}
 	if set("http-addr") {
 		cfg.Receivers.OTLP.HTTPAddr = f.httpAddr
+		cfg.Override("receivers.otlp.http_addr")
 	}
 	if set("admin-addr") {
 		cfg.Admin.Addr = f.adminAddr
+		cfg.Override("admin.addr")
 	}
 	return cfg, nil
 }
 
-// printProblems writes one line per config problem and returns errPartial
-// so that Main exits 1 without repeating them.
+// configLine is the "line N: " (or yaml's "yaml: line N: ") that config
+// errors start with.
+var configLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// printProblems writes one line per config problem, as FILE:LINE: KEY:
+// PROBLEM where the line is known, and returns errConfig so that Main
+// exits 2 without repeating them.
 func printProblems(w io.Writer, src string, err error) error {
 	for _, line := range strings.Split(err.Error(), "\n") {
 		line = strings.TrimPrefix(strings.TrimSpace(line), "config "+src+": ")
-		if line != "" {
-			fmt.Fprintf(w, "sluice: %s: %s\n", src, line)
+		if line == "" || line == "yaml: unmarshal errors:" {
+			continue
 		}
+		at := src
+		if m := configLine.FindStringSubmatch(line); m != nil {
+			at, line = src+":"+m[1], line[len(m[0]):]
+		}
+		fmt.Fprintf(w, "sluice: %s: %s\n", at, line)
 	}
-	return errPartial
+	return errConfig
 }
 
 func newRunCmd() *cobra.Command {
@@ -99,6 +114,9 @@ Without --config the embedded defaults apply; every key is in docs/config.md.`,
 			if err := cfg.Validate(); err != nil {
 				return printProblems(errOut, src, err)
 			}
+			if err := pipeline.ValidateRules(&cfg); err != nil {
+				return printProblems(errOut, src, err)
+			}
 			log := pipeline.NewLogger(cfg.Log, errOut)
 			return pipeline.Run(c.Context(), cfg, pipeline.Settings{Logger: log}, func(p *pipeline.Pipeline) {
 				a := p.Addrs()
@@ -131,8 +149,8 @@ func newValidateCmd() *cobra.Command {
 		Use:   "validate --config FILE",
 		Short: "Check a `sluice run` config file",
 		Long: `Parse and check a config file the way 'sluice run' would, without opening or
-binding anything. Prints "config OK", or every problem (each naming its key) and
-exits 1. The run flags (--lake, --grpc-addr, ...) are applied first, as in 'sluice run'.`,
+binding anything. Prints "config OK", or every problem (each as FILE:LINE: KEY:
+PROBLEM) and exits 2, as 'sluice run' does with a config it refuses. The run flags (--lake, --grpc-addr, ...) are applied first, as in 'sluice run'.`,
 		Example: `  sluice validate --config sluice.yaml
   sluice validate --config sluice.yaml --print   # the effective config, secrets redacted`,
 		Args: exactArgs(0),

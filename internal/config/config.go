@@ -32,6 +32,27 @@ type Config struct {
 	Processors      Processors          `yaml:"processors" doc:"Processing rules between the receivers and the queue: what a rule drops is never stored nor forwarded (docs/rules.md)."`
 	Stats           Stats               `yaml:"stats" doc:"Live statistics of the metric series stored: active series, samples/s, bytes/s and label cardinality per tenant and metric, served on /api/v1/status/tsdb and /api/v1/status/sluice (docs/stats.md)."`
 	ShutdownTimeout Duration            `yaml:"shutdown_timeout" doc:"Upper bound on a graceful shutdown (SIGTERM/SIGINT): draining requests in flight, the final lake checkpoint and closing. Data not committed by then stays in the queue and is replayed at the next start."`
+
+	// lines is where the file set each key, for Validate's messages; nil
+	// for the defaults. Shared by copies and never written after Parse
+	// (Override copies it).
+	lines lines
+}
+
+// Override forgets the file's line of key: a command-line flag set it, so
+// a problem with its value is not the file's.
+func (c *Config) Override(key string) {
+	if c.lines == nil {
+		return
+	}
+	l := make(lines, len(c.lines)+1)
+	for k, v := range c.lines {
+		if !strings.HasPrefix(k, key+".") && !strings.HasPrefix(k, key+"[") {
+			l[k] = v
+		}
+	}
+	l[key] = 0 // no line: line() stops here rather than at the section
+	c.lines = l
 }
 
 // Processors configures the processing rules (docs/rules.md).
@@ -354,14 +375,16 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 		return Config{}, fmt.Errorf("line %d: a config file holds one YAML document", more.Line)
 	}
 	var errs []error
-	errs = append(errs, expandNode(&root, lookup)...)
-	errs = append(errs, checkKeys(&root, configType, "")...)
+	errs = append(errs, expandNode(&root, "", lookup)...)
+	ls := lines{}
+	errs = append(errs, checkTree(&root, configType, "", ls)...)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	if err := root.Decode(&c); err != nil {
 		return Config{}, err
 	}
+	c.lines = ls
 	return c, nil
 }
 

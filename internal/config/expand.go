@@ -9,16 +9,21 @@ import (
 
 // expandNode replaces ${NAME} and ${NAME:-default} in every scalar value
 // under n; "$$" is a literal "$". Keys and comments are left alone.
-func expandNode(n *yaml.Node, lookup func(string) (string, bool)) []error {
+// path is n's key path, for error messages.
+func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool)) []error {
 	var errs []error
 	switch n.Kind {
-	case yaml.DocumentNode, yaml.SequenceNode:
+	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			errs = append(errs, expandNode(c, lookup)...)
+			errs = append(errs, expandNode(c, path, lookup)...)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			errs = append(errs, expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup)...)
 		}
 	case yaml.MappingNode:
 		for i := 1; i < len(n.Content); i += 2 {
-			errs = append(errs, expandNode(n.Content[i], lookup)...)
+			errs = append(errs, expandNode(n.Content[i], join(path, n.Content[i-1].Value), lookup)...)
 		}
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "$") {
@@ -26,7 +31,7 @@ func expandNode(n *yaml.Node, lookup func(string) (string, bool)) []error {
 		}
 		v, err := Expand(n.Value, lookup)
 		if err != nil {
-			return []error{fmt.Errorf("line %d: %w", n.Line, err)}
+			return []error{fmt.Errorf("line %d: %s: %w", n.Line, path, err)}
 		}
 		n.Value = v
 		if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {

@@ -60,7 +60,7 @@ pipelines:
 	}
 
 	for _, tc := range []struct{ src, want string }{
-		{"exporters: {otlp: {endpoints: [http://x:1], bogus: 1}}", "unknown key exporter.bogus"},
+		{"exporters: {otlp: {endpoints: [http://x:1], bogus: 1}}", "line 1: unknown key exporters.otlp.bogus"},
 		{"exporters: {zipkin: {endpoints: [http://x:1]}}\npipelines: {traces: {receivers: [otlp], exporters: [lake, zipkin]}}", `exporters.zipkin: unknown exporter type "zipkin"`},
 		{"exporters: {otlp: {endpoints: [ftp://x]}}\npipelines: {logs: {receivers: [otlp], exporters: [lake, otlp]}}", "exporters.otlp.endpoints"},
 		{"exporters: {otlp: {endpoints: [http://x:1]}}", "exporters.otlp: not used by any pipeline"},
@@ -84,7 +84,7 @@ pipelines:
 		{"processors: {rule_sets: {a: {rules_file: a.yaml}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake]}}", "processors.rule_sets.a: not used by any pipeline"},
 		{"processors: {rule_sets: {a: {}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [a]}}", "processors.rule_sets.a.rules_file: is required"},
 		{"processors: {rule_sets: {a/b: {rules_file: a.yaml}}}\npipelines: {logs: {receivers: [otlp], exporters: [lake], processors: [a/b]}}", "a rule set's name must match"},
-		{"processors: {rule_sets: {a: {rules_file: a.yaml, bogus: 1}}}", "unknown key rule set.bogus"},
+		{"processors: {rule_sets: {a: {rules_file: a.yaml, bogus: 1}}}", "line 1: unknown key processors.rule_sets.a.bogus"},
 		{"receivers: {prometheus_remote_write: {listen: 'nope'}}", "receivers.prometheus_remote_write.listen"},
 		{"receivers: {iotrace: {enabled: true}}\nexporters: {otlp: {endpoints: [http://x:1]}}\npipelines: {metrics: {receivers: [otlp], exporters: [otlp]}}", "receivers.iotrace.enabled: the I/O tracer writes io_events into the lake only"},
 		{"receivers: {prometheus_remote_write: {listen: 'localhost:9090'}}", `receivers.prometheus_remote_write.listen: "localhost:9090" is also query.addr`},

@@ -63,7 +63,7 @@ pipelines:
 		{"{endpoints: [https://x:1], tls: {ca_file: " + missing + "}}", "exporters.otlp.tls: ca_file: open " + missing},
 		{"{endpoints: [https://x:1], tls: {ca_file: " + notPEM + "}}", fmt.Sprintf("exporters.otlp.tls: ca_file %q holds no PEM certificate", notPEM)},
 		{"{endpoints: [https://x:1], tls: {cert_file: " + pki.ClientCert + ", key_file: " + pki.ServerKey + "}}", "exporters.otlp.tls: cert_file " + fmt.Sprintf("%q", pki.ClientCert)},
-		{"{endpoints: [https://x:1], tls: {ca_file: " + pki.CAFile + ", bogus: 1}}", "unknown key exporter.tls.bogus"},
+		{"{endpoints: [https://x:1], tls: {ca_file: " + pki.CAFile + ", bogus: 1}}", "unknown key exporters.otlp.tls.bogus"},
 		{"{endpoints: [https://x], protocol: grpc}", `exporters.otlp.endpoints: "x": want host:port`},
 	} {
 		src := "exporters: {otlp: " + tc.ex + "}\npipelines: {logs: {receivers: [otlp], exporters: [otlp]}}"

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/tenant"
 )
 
@@ -26,7 +28,7 @@ const queueRecordOverhead = 32 + 12 + 3 + 64 + 1024
 // Validate reports every problem of c, each naming its key, joined into
 // one error; nil when c is usable.
 func (c *Config) Validate() error {
-	var v validator
+	v := validator{lines: c.lines}
 	o := &c.Receivers.OTLP
 	const r = "receivers.otlp."
 	v.addr(r+"grpc_addr", o.GRPCAddr)
@@ -43,14 +45,7 @@ func (c *Config) Validate() error {
 	if strings.ContainsAny(o.BearerToken, " \t\r\n") {
 		v.add(r+"bearer_token", "must not contain whitespace")
 	}
-	if o.TLS.Enabled() {
-		if o.TLS.CertFile == "" || o.TLS.KeyFile == "" {
-			v.add(r+"tls", "cert_file and key_file must both be set to enable TLS")
-		}
-		v.file(r+"tls.cert_file", o.TLS.CertFile)
-		v.file(r+"tls.key_file", o.TLS.KeyFile)
-		v.file(r+"tls.client_ca_file", o.TLS.ClientCAFile)
-	}
+	v.tls(r+"tls", o.TLS)
 	if pw := &c.Receivers.PrometheusRemoteWrite; pw.Enabled {
 		const r = "receivers.prometheus_remote_write."
 		if pw.MaxRequestBytes <= 0 || pw.MaxRequestBytes > 1<<30 {
@@ -355,10 +350,19 @@ func tierName(d time.Duration) string {
 	return fmt.Sprintf("%ds", d/time.Second)
 }
 
-type validator struct{ errs []error }
+type validator struct {
+	errs  []error
+	lines lines
+}
 
+// add reports a problem of key, at the line of the file that sets it (or
+// its nearest enclosing key) when the config came from a file.
 func (v *validator) add(key, format string, args ...any) {
-	v.errs = append(v.errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	msg := fmt.Sprintf("%s: %s", key, fmt.Sprintf(format, args...))
+	if l := v.lines.line(key); l > 0 {
+		msg = fmt.Sprintf("line %d: %s", l, msg)
+	}
+	v.errs = append(v.errs, errors.New(msg))
 }
 
 func (v *validator) positive(key string, d Duration) {
@@ -393,15 +397,59 @@ func (v *validator) addr(key, addr string) {
 	}
 }
 
-// sameAddr reports two listeners configured on one fixed address.
+// sameAddr reports two listeners configured on one fixed address, or on
+// addresses whose binds would collide: one port on the same host
+// (localhost is 127.0.0.1), or on a wildcard host and another.
 func (v *validator) sameAddr(ka, a, kb, b string) {
-	if a == "" || a != b {
+	if a == "" || b == "" {
 		return
 	}
-	if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
-		return // two free ports
+	if a == b {
+		if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
+			return // two free ports
+		}
+		v.add(ka, "%q is also %s", a, kb)
+		return
 	}
-	v.add(ka, "%q is also %s", a, kb)
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return
+	}
+	if bindsCollide(ha, hb) {
+		v.add(ka, "%q and %s %q bind the same port on the same host", a, kb, b)
+	}
+}
+
+// bindsCollide reports whether listening on hosts a and b with one port
+// fails with "address already in use" on Linux: the same address, or a
+// wildcard of the family of the other (an empty host and :: take both).
+func bindsCollide(a, b string) bool {
+	norm := func(h string) string {
+		if strings.EqualFold(h, "localhost") {
+			return "127.0.0.1"
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			return ip.String()
+		}
+		return strings.ToLower(h)
+	}
+	a, b = norm(a), norm(b)
+	if a == b {
+		return true
+	}
+	v4 := func(h string) bool { ip := net.ParseIP(h); return ip != nil && ip.To4() != nil || h != "" && ip == nil }
+	for _, p := range [2][2]string{{a, b}, {b, a}} {
+		switch p[0] {
+		case "", "::":
+			return true
+		case "0.0.0.0":
+			if v4(p[1]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (v *validator) tls(key string, t TLS) {
@@ -411,9 +459,23 @@ func (v *validator) tls(key string, t TLS) {
 	if t.CertFile == "" || t.KeyFile == "" {
 		v.add(key, "cert_file and key_file must both be set to enable TLS")
 	}
+	before := len(v.errs)
 	v.file(key+".cert_file", t.CertFile)
 	v.file(key+".key_file", t.KeyFile)
 	v.file(key+".client_ca_file", t.ClientCAFile)
+	if len(v.errs) > before || t.CertFile == "" || t.KeyFile == "" {
+		return
+	}
+	// Load them as sluice run will, so that a key that does not match its
+	// certificate, or a file that is no PEM, fails here and not at start.
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		v.add(key+".key_file", "cert_file %q and key_file %q: %v", t.CertFile, t.KeyFile, err)
+	}
+	if t.ClientCAFile != "" {
+		if _, err := authn.LoadCAPool(t.ClientCAFile); err != nil {
+			v.add(key+".client_ca_file", "%v", err)
+		}
+	}
 }
 
 func (v *validator) file(key, path string) {

@@ -222,8 +222,8 @@ func TestXTLSValidate(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "sluice.yaml")
 		os.WriteFile(cfg, []byte("exporters:\n  otlp: "+c.ex+"\npipelines:\n  logs: {receivers: [otlp], exporters: [otlp]}\n"), 0o644)
 		for _, cmd := range []string{"validate", "run"} {
-			if r := run(t, cmd, "--config", cfg); r.code != 1 || !strings.Contains(r.stderr, c.want) {
-				t.Errorf("%s %s: exit %d, want 1 and %q in:\n%s", cmd, c.ex, r.code, c.want, r.stderr)
+			if r := run(t, cmd, "--config", cfg); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("%s %s: exit %d, want 2 and %q in:\n%s", cmd, c.ex, r.code, c.want, r.stderr)
 			}
 		}
 	}
