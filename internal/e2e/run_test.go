@@ -534,12 +534,12 @@ func TestRunValidate(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("receivers:\n  otlp:\n    grcp_addr: x\nqueue:\n  full_policy: maybe\n"), 0o644)
 	r := run(t, "validate", "--config", bad)
-	if r.code != 1 || !strings.Contains(r.stderr, "unknown key receivers.otlp.grcp_addr") {
+	if r.code != 2 || !strings.Contains(r.stderr, bad+":3: unknown key receivers.otlp.grcp_addr") {
 		t.Errorf("unknown key: exit %d\n%s", r.code, r.stderr)
 	}
 	os.WriteFile(bad, []byte("queue:\n  full_policy: maybe\nlog:\n  format: xml\n"), 0o644)
 	r = run(t, "validate", "--config", bad)
-	if r.code != 1 || !strings.Contains(r.stderr, "queue.full_policy") || !strings.Contains(r.stderr, "log.format") {
+	if r.code != 2 || !strings.Contains(r.stderr, bad+":2: queue.full_policy") || !strings.Contains(r.stderr, bad+":4: log.format") {
 		t.Errorf("invalid values: exit %d\n%s", r.code, r.stderr)
 	}
 	if r := run(t, "validate"); r.code != 2 {
@@ -549,7 +549,7 @@ func TestRunValidate(t *testing.T) {
 		t.Errorf("run with a bad flag: exit %d, want 2", r.code)
 	}
 	r = run(t, "run", "--config", bad)
-	if r.code != 1 || !strings.Contains(r.stderr, "queue.full_policy") {
+	if r.code != 2 || !strings.Contains(r.stderr, "queue.full_policy") {
 		t.Errorf("run with a bad config: exit %d\n%s", r.code, r.stderr)
 	}
 }
