@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 )
@@ -36,6 +37,7 @@ type aggSpec struct {
 	outputs         string // joined, in order
 	downsample      bool
 	maxGroups       int
+	relabels        string // input and output relabel configs, as YAML
 }
 
 // Output kinds.
@@ -51,13 +53,22 @@ const (
 	outRateSum
 	outQuantiles
 	outHistogramBucket
-	outHistogram // explicit-bucket histogram inputs: their buckets summed per group
+	outHistogram    // explicit-bucket histogram inputs: their buckets summed per group
+	outTotalProm    // total without the first sample of new series
+	outIncreaseProm // increase without the first sample of new series
+	outRateAvg
+	outCountSeries
+	outUniqueSamples
+	outStddev
+	outStdvar
 )
 
 var outputNames = map[string]uint8{
 	"sum": outSum, "count": outCount, "min": outMin, "max": outMax, "avg": outAvg, "last": outLast,
 	"total": outTotal, "increase": outIncrease, "rate_sum": outRateSum, "histogram_bucket": outHistogramBucket,
-	"histogram": outHistogram,
+	"histogram": outHistogram, "total_prometheus": outTotalProm, "increase_prometheus": outIncreaseProm,
+	"rate_avg": outRateAvg, "count_series": outCountSeries, "unique_samples": outUniqueSamples,
+	"stddev": outStddev, "stdvar": outStdvar,
 	// vmagent's names for sum and count, so its configs carry over with
 	// their output names.
 	"sum_samples": outSum, "count_samples": outCount,
@@ -95,7 +106,7 @@ func parseOutputs(in []string, downsample bool) ([]aggOutput, error) {
 		} else if k, ok := outputNames[o]; ok {
 			ao = aggOutput{kind: k, name: o}
 		} else {
-			return nil, fmt.Errorf("unknown output %q (want sum, count, sum_samples, count_samples, min, max, avg, last, total, increase, rate_sum, quantiles(...), histogram_bucket, histogram)", o)
+			return nil, fmt.Errorf("unknown output %q (want sum, count, sum_samples, count_samples, min, max, avg, last, stddev, stdvar, count_series, unique_samples, total, total_prometheus, increase, increase_prometheus, rate_sum, rate_avg, quantiles(...), histogram_bucket, histogram)", o)
 		}
 		if downsample && !downsampleOutputs[ao.name] {
 			return nil, fmt.Errorf("output %q is not a downsample output (want avg, min, max, sum, last, count)", o)
@@ -141,12 +152,16 @@ type aggregator struct {
 	set          string // the rule set (ParseSet) the rule is in; "" for the default one
 	spec         aggSpec
 	outputs      []aggOutput
-	needCtr      bool // an output needs per-series counter state
-	needQ        bool // an output needs the values (quantiles)
-	needH        bool // histogram_bucket
-	histOut      bool // output histogram: takes explicit-bucket histogram points
-	scalarOut    bool // an output other than histogram: takes gauge and sum points
-	hseries      int  // histogram series with a last point in all open buckets
+	outRelabel   []*relabel.Config // output_relabel_configs
+	needCtr      bool              // an output needs per-series counter state
+	needQ        bool              // an output needs the values (quantiles)
+	needH        bool              // histogram_bucket
+	needSeries   bool              // count_series
+	needUniq     bool              // unique_samples
+	needStd      bool              // stddev, stdvar
+	histOut      bool              // output histogram: takes explicit-bucket histogram points
+	scalarOut    bool              // an output other than histogram: takes gauge and sum points
+	hseries      int               // histogram series with a last point in all open buckets
 	buckets      map[int64]*aggBucket
 	last         *aggBucket // the bucket of the previous point (most are in it)
 	totals       map[uint64]*aggTotal
@@ -154,7 +169,10 @@ type aggregator struct {
 	targets      map[aggTargetKey]*aggTarget // shared by the decisions of a group's series
 	flushed      int64                       // end of the last interval flushed, unix ns
 	groups       int                         // groups in all open buckets
-	emptyFlushes int                         // retired: flushes in a row that found it empty
+	distinct     int                         // series ids and values held for count_series and unique_samples
+	warmEnd      int64                       // total, increase: first samples count from the interval starting here
+	warmSet      bool
+	emptyFlushes int // retired: flushes in a row that found it empty
 	c            *aggCounters
 }
 
@@ -173,8 +191,14 @@ type aggGroup struct {
 	max    float64
 	last   float64
 	lastT  int64
-	inc    float64 // increase: reset-aware deltas in the interval
-	rate   float64 // rate_sum: sum over series of their current inc/dt
+	inc    float64              // increase: reset-aware deltas in the interval
+	first  float64              // total, increase: first values of new series (past the warm-up)
+	rate   float64              // rate_sum: sum over series of their current inc/dt
+	rateN  int                  // rate_avg: the series in rate
+	mean   float64              // stddev, stdvar: running mean and sum of squared
+	m2     float64              // deviations (Welford)
+	series map[uint64]struct{}  // count_series
+	uniq   map[float64]struct{} // unique_samples
 	values []float64
 	hist   map[int32]uint64
 	total  *aggTotal
@@ -202,8 +226,9 @@ type histLast struct {
 // points. Intervals are emitted in order, so an interval's total is this
 // plus its own increase, however many intervals are open at once.
 type aggTotal struct {
-	v    float64
-	seen int64 // start of the last interval with a point
+	v     float64 // total_prometheus
+	first float64 // what total adds: first values of new series
+	seen  int64   // start of the last interval with a point
 }
 
 // ctrSeries is one input series' counter state.
@@ -214,6 +239,7 @@ type ctrSeries struct {
 	inc    float64 // reset-aware increase in that interval
 	firstT int64   // time of the sample before the interval's first delta
 	rate   float64 // this series' contribution to its group's rate
+	rated  bool    // rate holds a contribution (counted in the group's rateN)
 }
 
 type aggCounters struct {
@@ -232,8 +258,18 @@ const maxQuantileValues = 4096
 const maxCounterSeries = 1 << 21
 
 // stale is how many intervals without a point drop a group's total and a
-// series' counter state.
+// series' counter state. It is also the warm-up of total and increase:
+// during the first stale intervals of an aggregator a series seen for the
+// first time may be an old one (sluice just started), so its first value
+// is only a baseline, as in total_prometheus; later a new series counts
+// from 0 (vmagent: staleness_interval).
 const stale = 5
+
+// maxDistinct bounds the series ids (count_series) and values
+// (unique_samples) an aggregator holds across its open intervals; past it
+// further ones are not recorded (counted as overflow), so these outputs
+// undercount rather than grow without bound.
+const maxDistinct = 1 << 21
 
 type aggTargetKey struct {
 	key        uint64
@@ -263,8 +299,14 @@ func newAggregator(spec aggSpec, outs []aggOutput) *aggregator {
 		totals: map[uint64]*aggTotal{}, series: map[uint64]*ctrSeries{}}
 	for _, o := range outs {
 		switch o.kind {
-		case outTotal, outIncrease, outRateSum:
+		case outTotal, outIncrease, outRateSum, outTotalProm, outIncreaseProm, outRateAvg:
 			a.needCtr = true
+		case outCountSeries:
+			a.needSeries = true
+		case outUniqueSamples:
+			a.needUniq = true
+		case outStddev, outStdvar:
+			a.needStd = true
 		case outQuantiles:
 			a.needQ = true
 		case outHistogramBucket:
@@ -356,6 +398,28 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 			gr.values[k] = v
 		}
 	}
+	if a.needStd {
+		// Welford's update: numerically stable where sum of squares is not.
+		d := v - gr.mean
+		gr.mean += d / float64(gr.count)
+		gr.m2 += d * (v - gr.mean)
+	}
+	if a.needSeries {
+		if gr.series == nil {
+			gr.series = map[uint64]struct{}{}
+		}
+		if _, ok := gr.series[id]; !ok && a.roomForDistinct() {
+			gr.series[id] = struct{}{}
+		}
+	}
+	if a.needUniq {
+		if gr.uniq == nil {
+			gr.uniq = map[float64]struct{}{}
+		}
+		if _, ok := gr.uniq[v]; !ok && a.roomForDistinct() {
+			gr.uniq[v] = struct{}{}
+		}
+	}
 	if a.needH {
 		if gr.hist == nil {
 			gr.hist = map[int32]uint64{}
@@ -367,6 +431,18 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 	if a.needCtr {
 		a.counter(g, gr, cs, start, id, t, v, cumulative)
 	}
+	return true
+}
+
+// roomForDistinct reports whether one more series id or value may be
+// held for count_series or unique_samples, and takes it; past
+// maxDistinct it counts an overflow. a.mu must be held.
+func (a *aggregator) roomForDistinct() bool {
+	if a.distinct >= maxDistinct {
+		a.c.overflow.Add(1)
+		return false
+	}
+	a.distinct++
 	return true
 }
 
@@ -389,8 +465,14 @@ func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, 
 		gr.inc += d
 		return
 	}
+	if !a.warmSet {
+		a.warmEnd, a.warmSet = start+stale*int64(a.spec.interval), true
+	}
 	if s == nil {
 		a.series[id] = &ctrSeries{last: v, lastT: t, bucket: start, firstT: t}
+		if start >= a.warmEnd {
+			gr.first += v // a new series counts from 0 (total, increase)
+		}
 		return
 	}
 	if t <= s.lastT {
@@ -402,7 +484,7 @@ func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, 
 		d = v // a reset: the counter restarted from 0
 	}
 	if s.bucket != start {
-		s.bucket, s.inc, s.firstT, s.rate = start, 0, s.lastT, 0
+		s.bucket, s.inc, s.firstT, s.rate, s.rated = start, 0, s.lastT, 0, false
 	}
 	s.inc += d
 	s.last, s.lastT = v, t
@@ -410,6 +492,10 @@ func (a *aggregator) counter(g uint64, gr *aggGroup, s *ctrSeries, start int64, 
 	r := s.inc / (float64(t-s.firstT) / 1e9)
 	gr.rate += r - s.rate
 	s.rate = r
+	if !s.rated {
+		s.rated = true
+		gr.rateN++
+	}
 }
 
 // histogram_bucket buckets values as vmagent does (VictoriaMetrics'
@@ -540,7 +626,9 @@ func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points in
 				a.emitGroup(w, g, s+iv, iv)
 				if g.total != nil {
 					g.total.v += g.inc
+					g.total.first += g.first
 				}
+				a.distinct -= len(g.series) + len(g.uniq)
 			}
 			points += out.Len()
 			if out.Len() > 0 {
@@ -588,7 +676,7 @@ func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
 	}
 	if a.spec.downsample && len(a.outputs) == 1 {
 		// The series itself, at the interval's end.
-		w.point(g.t.desc, g.t.labels, "", "", end, a.value(a.outputs[0].kind, g, iv))
+		a.point(w, g.t.desc, g.t.labels, "", "", end, a.value(a.outputs[0].kind, g, iv))
 		return
 	}
 	gauge := outDesc{typ: signal.MetricGauge}
@@ -601,7 +689,7 @@ func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
 			vs := slices.Clone(g.values)
 			slices.Sort(vs)
 			for _, q := range o.quantiles {
-				w.point(gauge, g.t.labels, "quantile", strconv.FormatFloat(q, 'g', -1, 64), end, quantile(vs, q))
+				a.point(w, gauge, g.t.labels, "quantile", strconv.FormatFloat(q, 'g', -1, 64), end, quantile(vs, q))
 			}
 		case outHistogramBucket:
 			bs := make([]int32, 0, len(g.hist))
@@ -610,15 +698,52 @@ func (a *aggregator) emitGroup(w *outWriter, g *aggGroup, end, iv int64) {
 			}
 			slices.SortFunc(bs, func(x, y int32) int { return cmp.Compare(vmOrder(x), vmOrder(y)) })
 			for _, b := range bs {
-				w.point(gauge, g.t.labels, "vmrange", vmRange(b), end, float64(g.hist[b]))
+				a.point(w, gauge, g.t.labels, "vmrange", vmRange(b), end, float64(g.hist[b]))
 			}
 		default:
-			if (o.kind == outTotal || o.kind == outIncrease || o.kind == outRateSum) && g.total == nil {
-				continue // no counter point
+			switch o.kind {
+			case outTotal, outIncrease, outRateSum, outTotalProm, outIncreaseProm:
+				if g.total == nil {
+					continue // no counter point
+				}
+			case outRateAvg:
+				if g.rateN == 0 {
+					continue // no series with a rate yet (as vmagent)
+				}
 			}
-			w.point(gauge, g.t.labels, "", "", end, a.value(o.kind, g, iv))
+			a.point(w, gauge, g.t.labels, "", "", end, a.value(o.kind, g, iv))
 		}
 	}
+}
+
+// point writes an output point through the rule's output_relabel_configs.
+func (a *aggregator) point(w *outWriter, d outDesc, ls labels.Labels, extraName, extraValue string, t int64, v float64) {
+	if a.outRelabel != nil {
+		var ok bool
+		if d, ls, ok = a.relabelOutput(d, ls, extraName, extraValue); !ok {
+			return
+		}
+		extraName, extraValue = "", ""
+	}
+	w.point(d, ls, extraName, extraValue, t, v)
+}
+
+// relabelOutput applies output_relabel_configs to an output series (d's
+// name as __name__, ls and extraName=extraValue); ok is false when they
+// drop it. The flush path, once per output series and interval.
+func (a *aggregator) relabelOutput(d outDesc, ls labels.Labels, extraName, extraValue string) (outDesc, labels.Labels, bool) {
+	lb := labels.NewBuilder(ls)
+	lb.Set(labels.MetricName, d.name)
+	if extraName != "" {
+		lb.Set(extraName, extraValue)
+	}
+	in := lb.Labels()
+	if !relabel.ProcessBuilder(lb, a.outRelabel...) || !finishRelabel(lb, in) {
+		return d, ls, false
+	}
+	d.name = lb.Get(labels.MetricName)
+	lb.Del(labels.MetricName)
+	return d, lb.Labels(), true
 }
 
 func (a *aggregator) value(kind uint8, g *aggGroup, iv int64) float64 {
@@ -636,11 +761,26 @@ func (a *aggregator) value(kind uint8, g *aggGroup, iv int64) float64 {
 	case outLast:
 		return g.last
 	case outTotal:
-		return g.total.v + g.inc // the total before this interval, flushed in order
+		// The total before this interval (flushed in order) plus its own.
+		return g.total.v + g.total.first + g.inc + g.first
+	case outTotalProm:
+		return g.total.v + g.inc
 	case outIncrease:
+		return g.inc + g.first
+	case outIncreaseProm:
 		return g.inc
 	case outRateSum:
 		return g.rate
+	case outRateAvg:
+		return g.rate / float64(g.rateN)
+	case outCountSeries:
+		return float64(len(g.series))
+	case outUniqueSamples:
+		return float64(len(g.uniq))
+	case outStdvar:
+		return g.m2 / float64(g.count)
+	case outStddev:
+		return math.Sqrt(g.m2 / float64(g.count))
 	}
 	return math.NaN()
 }
@@ -778,7 +918,7 @@ func (as *aggregators) flush(now int64, emitSet EmitSet) (int, error) {
 	return points, err
 }
 
-func (as *aggregators) get(name string, spec aggSpec, outs []aggOutput, c *aggCounters) *aggregator {
+func (as *aggregators) get(name string, spec aggSpec, outs []aggOutput, outRelabel []*relabel.Config, c *aggCounters) *aggregator {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	if as.m == nil {
@@ -792,7 +932,7 @@ func (as *aggregators) get(name string, spec aggSpec, outs []aggOutput, c *aggCo
 			as.m[name+"\x00"+strconv.FormatInt(time.Now().UnixNano(), 10)] = a
 		}
 		a = newAggregator(spec, outs)
-		a.c = c
+		a.c, a.outRelabel = c, outRelabel
 		as.m[name] = a
 	}
 	return a
@@ -882,5 +1022,12 @@ func (a *aggregator) emitHistogram(w *outWriter, g *aggGroup, end int64) {
 	if counts == nil {
 		return
 	}
-	w.histogram(d, g.t.labels, end, g.hbounds, counts, count, sum)
+	ls := g.t.labels
+	if a.outRelabel != nil {
+		var ok bool
+		if d, ls, ok = a.relabelOutput(d, ls, "", ""); !ok {
+			return
+		}
+	}
+	w.histogram(d, ls, end, g.hbounds, counts, count, sum)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/otlptranslator"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
 
 	"github.com/sluice-dev/sluice/internal/promname"
 	"github.com/sluice-dev/sluice/internal/prw"
@@ -634,6 +635,13 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 		return nil // no output of this rule takes the point: it passes
 	case !hist && desc.Type != signal.MetricGauge && desc.Type != signal.MetricSum:
 		return nil
+	}
+	if len(ru.inRelabel) > 0 {
+		lb := labels.NewBuilder(cur)
+		if !relabel.ProcessBuilder(lb, ru.inRelabel...) || !finishRelabel(lb, cur) {
+			return nil // input_relabel_configs dropped it: not taken, it passes
+		}
+		cur = lb.Labels()
 	}
 	name := cur.Get(labels.MetricName)
 	at := &aggTarget{cumulative: desc.Temporality != signal.TemporalityDelta, hist: hist}

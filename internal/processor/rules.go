@@ -22,6 +22,10 @@ import (
 type File struct {
 	Metrics []RuleConfig `yaml:"metrics"`
 	Logs    []RuleConfig `yaml:"logs"`
+
+	// lines are the rules' lines in the file, when parsed from one, so
+	// an error names where the rule is.
+	metricLines, logLines []int
 }
 
 // RuleConfig is one rule as written in the file.
@@ -72,6 +76,12 @@ type RuleConfig struct {
 	Without    []string       `yaml:"without"`
 	KeepInput  bool           `yaml:"keep_input"`
 	FlushDelay *time.Duration `yaml:"flush_delay"`
+	// InputRelabel and OutputRelabel are vmagent's input_relabel_configs
+	// and output_relabel_configs of an aggregate or downsample rule: the
+	// first relabels the series the rule takes (before grouping; one it
+	// drops is not taken), the second the series it emits.
+	InputRelabel  []*relabel.Config `yaml:"input_relabel_configs"`
+	OutputRelabel []*relabel.Config `yaml:"output_relabel_configs"`
 	// Shadow makes the rule count what it would do without doing it (for a
 	// limit: report only).
 	Shadow bool `yaml:"shadow"`
@@ -138,7 +148,8 @@ type rule struct {
 	lim         *limiter
 	agg         *aggregator // aggregate, downsample
 	by, without []string
-	aggPrefix   string // "<interval>" then "_by_..." or "_without_..."
+	inRelabel   []*relabel.Config // aggregate, downsample: input_relabel_configs
+	aggPrefix   string            // "<interval>" then "_by_..." or "_without_..."
 	keepInput   bool
 	multiOut    bool // downsample with several outputs
 	c           *ruleCounters
@@ -185,7 +196,7 @@ func ParseSet(data []byte, m *Metrics, set string) (*Rules, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, errEOF) {
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", locateError(data, err))
 	}
 	// A second document ("---") would be ignored: two files pasted into
 	// one would lose the rules of the second without a word. An empty one
@@ -200,7 +211,71 @@ func ParseSet(data []byte, m *Metrics, set string) (*Rules, error) {
 			return nil, errors.New("parse: the file holds more than one YAML document (---); put every rule in one")
 		}
 	}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil {
+		f.metricLines = ruleLines(&doc, "metrics")
+		f.logLines = ruleLines(&doc, "logs")
+	}
 	return CompileSet(&f, m, set)
+}
+
+// ruleItems returns the rule nodes of list sig ("metrics", "logs") of a
+// parsed rules file.
+func ruleItems(doc *yaml.Node, sig string) []*yaml.Node {
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == sig && doc.Content[i+1].Kind == yaml.SequenceNode {
+			return doc.Content[i+1].Content
+		}
+	}
+	return nil
+}
+
+func ruleLines(doc *yaml.Node, sig string) []int {
+	var ls []int
+	for _, n := range ruleItems(doc, sig) {
+		ls = append(ls, n.Line)
+	}
+	return ls
+}
+
+// locateError names the rule (list, number, name and line) whose value
+// made err, a decode error of data: a value's own parser (a relabel
+// regex, a duration) says what is wrong but not where. It decodes each
+// rule alone to find the first one that fails; err as it was when none
+// does (an error outside the rules, or one that already says its line).
+func locateError(data []byte, err error) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil {
+		return err // a syntax error: yaml names its line
+	}
+	for _, sig := range []string{"metrics", "logs"} {
+		for i, n := range ruleItems(&doc, sig) {
+			one, merr := yaml.Marshal(n)
+			if merr != nil {
+				continue
+			}
+			dec := yaml.NewDecoder(bytes.NewReader(one))
+			dec.KnownFields(true)
+			var rc RuleConfig
+			if dec.Decode(&rc) == nil {
+				continue
+			}
+			var name string
+			for k := 0; k+1 < len(n.Content); k += 2 {
+				if n.Content[k].Value == "name" {
+					name = n.Content[k+1].Value
+				}
+			}
+			return fmt.Errorf("line %d: %s rule %d (%q): %w", n.Line, sig, i+1, name, err)
+		}
+	}
+	return err
 }
 
 // emptyDocument reports whether n is a document of nothing but null.
@@ -228,10 +303,10 @@ func CompileSet(f *File, m *Metrics, set string) (*Rules, error) {
 	}
 	r := Rules{m: m, cache: newDecisionCache()}
 	var err error
-	if r.metrics, err = compileList(f.Metrics, "metrics", false, seen, m); err != nil {
+	if r.metrics, err = compileList(f.Metrics, f.metricLines, "metrics", false, seen, m); err != nil {
 		return nil, err
 	}
-	if r.logs, err = compileList(f.Logs, "logs", true, seen, m); err != nil {
+	if r.logs, err = compileList(f.Logs, f.logLines, "logs", true, seen, m); err != nil {
 		return nil, err
 	}
 	for i := range r.metrics {
@@ -256,16 +331,20 @@ func qualify(cfgs []RuleConfig, set string) []RuleConfig {
 	return out
 }
 
-func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool, m *Metrics) ([]rule, error) {
+func compileList(cfgs []RuleConfig, lines []int, sig string, logs bool, seen map[string]bool, m *Metrics) ([]rule, error) {
 	if len(cfgs) > maxRules {
 		return nil, fmt.Errorf("%s: %d rules, at most %d", sig, len(cfgs), maxRules)
 	}
 	out := make([]rule, 0, len(cfgs))
 	for i := range cfgs {
 		c := &cfgs[i]
-		where := fmt.Sprintf("%s rule %d (%q)", sig, i+1, c.Name)
+		at := ""
+		if i < len(lines) && len(lines) == len(cfgs) {
+			at = fmt.Sprintf("line %d: ", lines[i])
+		}
+		where := fmt.Sprintf("%s%s rule %d (%q)", at, sig, i+1, c.Name)
 		if c.Name == "" {
-			return nil, fmt.Errorf("%s rule %d: name is required", sig, i+1)
+			return nil, fmt.Errorf("%s%s rule %d: name is required", at, sig, i+1)
 		}
 		if seen[c.Name] {
 			return nil, fmt.Errorf("%s: name used twice", where)
@@ -312,13 +391,8 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 			if len(c.Relabel) == 0 {
 				return nil, fmt.Errorf("%s: action relabel needs a relabel list", where)
 			}
-			for j, rc := range c.Relabel {
-				if rc == nil {
-					return nil, fmt.Errorf("%s: relabel %d is empty", where, j+1)
-				}
-				if err := rc.Validate(model.UTF8Validation); err != nil {
-					return nil, fmt.Errorf("%s: relabel %d: %w", where, j+1, err)
-				}
+			if err := validateRelabel("relabel", c.Relabel); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 			ru.act, ru.relabel = actRelabel, c.Relabel
 		case "sample":
@@ -376,14 +450,28 @@ func compileList(cfgs []RuleConfig, sig string, logs bool, seen map[string]bool,
 			return nil, fmt.Errorf("%s: max_groups is only for actions limit, aggregate and downsample", where)
 		}
 		if c.Action != "aggregate" && c.Action != "downsample" && (c.Interval != 0 || len(c.Outputs) > 0 ||
-			len(c.By) > 0 || len(c.Without) > 0 || c.KeepInput || c.FlushDelay != nil) {
-			return nil, fmt.Errorf("%s: interval, outputs, by, without, keep_input and flush_delay are only for actions aggregate and downsample", where)
+			len(c.By) > 0 || len(c.Without) > 0 || c.KeepInput || c.FlushDelay != nil ||
+			len(c.InputRelabel) > 0 || len(c.OutputRelabel) > 0) {
+			return nil, fmt.Errorf("%s: interval, outputs, by, without, keep_input, flush_delay, input_relabel_configs and output_relabel_configs are only for actions aggregate and downsample", where)
 		}
 		ru.c = m.forRule(c.Name)
 		ru.nameHash = xxhash.Sum64String(c.Name)
 		out = append(out, ru)
 	}
 	return out, nil
+}
+
+// validateRelabel checks a relabel list (key: its key in the file).
+func validateRelabel(key string, rcs []*relabel.Config) error {
+	for j, rc := range rcs {
+		if rc == nil {
+			return fmt.Errorf("%s %d is empty", key, j+1)
+		}
+		if err := rc.Validate(model.UTF8Validation); err != nil {
+			return fmt.Errorf("%s %d: %w", key, j+1, err)
+		}
+	}
+	return nil
 }
 
 // probThreshold maps p to the threshold a uniform 64-bit hash is compared
@@ -506,6 +594,19 @@ func compileAggregate(ru *rule, c *RuleConfig, m *Metrics) error {
 	if groups == 0 {
 		groups = DefaultMaxAggregateGroups
 	}
+	if err := validateRelabel("input_relabel_configs", c.InputRelabel); err != nil {
+		return err
+	}
+	if err := validateRelabel("output_relabel_configs", c.OutputRelabel); err != nil {
+		return err
+	}
+	// A changed relabel list is a changed rule: its state starts over
+	// (its groups or output series are other ones).
+	relabels, err := yaml.Marshal([2][]*relabel.Config{c.InputRelabel, c.OutputRelabel})
+	if err != nil {
+		return fmt.Errorf("relabel configs: %w", err)
+	}
+	ru.inRelabel = c.InputRelabel
 	ru.act = actAggregate
 	if down {
 		ru.act = actDownsample
@@ -524,7 +625,8 @@ func compileAggregate(ru *rule, c *RuleConfig, m *Metrics) error {
 	for i, o := range c.Outputs {
 		names[i] = strings.ReplaceAll(o, " ", "")
 	}
-	spec := aggSpec{interval: c.Interval, delay: delay, outputs: strings.Join(names, ","), downsample: down, maxGroups: groups}
-	ru.agg = m.aggs.get(c.Name, spec, outs, m.aggCounters(c.Name))
+	spec := aggSpec{interval: c.Interval, delay: delay, outputs: strings.Join(names, ","), downsample: down, maxGroups: groups,
+		relabels: string(relabels)}
+	ru.agg = m.aggs.get(c.Name, spec, outs, c.OutputRelabel, m.aggCounters(c.Name))
 	return nil
 }
