@@ -44,49 +44,7 @@ metrics:
 	s := startServer(t, cfgPath)
 	now := time.Now().Add(-time.Minute).Truncate(time.Second)
 
-	// export posts one gauge point per (name, pod, team) and returns the
-	// partial success (zero when the answer has none).
-	export := func(pts ...[3]string) (rejected int, msg string) {
-		t.Helper()
-		byName := map[string][]string{}
-		var names []string
-		for i, p := range pts {
-			attrs := fmt.Sprintf(`{"key":"pod","value":{"stringValue":%q}}`, p[1])
-			if p[2] != "" {
-				attrs += fmt.Sprintf(`,{"key":"team","value":{"stringValue":%q}}`, p[2])
-			}
-			if byName[p[0]] == nil {
-				names = append(names, p[0])
-			}
-			byName[p[0]] = append(byName[p[0]], fmt.Sprintf(`{"timeUnixNano":"%d","asDouble":%d,"attributes":[%s]}`, now.UnixNano(), i, attrs))
-		}
-		var ms []string
-		for _, n := range names {
-			ms = append(ms, fmt.Sprintf(`{"name":%q,"gauge":{"dataPoints":[%s]}}`, n, strings.Join(byName[n], ",")))
-		}
-		body := `{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"gov"}}]},"scopeMetrics":[{"metrics":[` +
-			strings.Join(ms, ",") + `]}]}]}`
-		resp, err := http.Post("http://"+s.http+"/v1/metrics", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("export: %d %s", resp.StatusCode, b)
-		}
-		var ans struct {
-			PartialSuccess struct {
-				RejectedDataPoints json.Number `json:"rejectedDataPoints"`
-				ErrorMessage       string      `json:"errorMessage"`
-			} `json:"partialSuccess"`
-		}
-		if err := json.Unmarshal(b, &ans); err != nil {
-			t.Fatalf("answer %s: %v", b, err)
-		}
-		n, _ := ans.PartialSuccess.RejectedDataPoints.Int64()
-		return int(n), ans.PartialSuccess.ErrorMessage
-	}
+	export := func(pts ...[3]string) (int, string) { t.Helper(); return govExport(t, s.http, now, pts...) }
 
 	if n, msg := export([3]string{"gov_lim", "a", "x"}, [3]string{"gov_lim", "b", "x"}, [3]string{"gov_lim", "c", "x"},
 		[3]string{"gov_lim", "d", "x"}, [3]string{"gov_req", "a", ""}); n != 3 || !strings.Contains(msg, `"cap"`) {
@@ -150,4 +108,49 @@ metrics:
 			t.Fatalf("stored pods %v, want a and b", pods)
 		}
 	}
+}
+
+// govExport posts to an OTLP/HTTP receiver at addr one gauge point at now
+// per (name, pod, team; no team label when empty) and returns the partial
+// success (zero when the answer has none).
+func govExport(t *testing.T, addr string, now time.Time, pts ...[3]string) (rejected int, msg string) {
+	t.Helper()
+	byName := map[string][]string{}
+	var names []string
+	for i, p := range pts {
+		attrs := fmt.Sprintf(`{"key":"pod","value":{"stringValue":%q}}`, p[1])
+		if p[2] != "" {
+			attrs += fmt.Sprintf(`,{"key":"team","value":{"stringValue":%q}}`, p[2])
+		}
+		if byName[p[0]] == nil {
+			names = append(names, p[0])
+		}
+		byName[p[0]] = append(byName[p[0]], fmt.Sprintf(`{"timeUnixNano":"%d","asDouble":%d,"attributes":[%s]}`, now.UnixNano(), i, attrs))
+	}
+	var ms []string
+	for _, n := range names {
+		ms = append(ms, fmt.Sprintf(`{"name":%q,"gauge":{"dataPoints":[%s]}}`, n, strings.Join(byName[n], ",")))
+	}
+	body := `{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"gov"}}]},"scopeMetrics":[{"metrics":[` +
+		strings.Join(ms, ",") + `]}]}]}`
+	resp, err := http.Post("http://"+addr+"/v1/metrics", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("export: %d %s", resp.StatusCode, b)
+	}
+	var ans struct {
+		PartialSuccess struct {
+			RejectedDataPoints json.Number `json:"rejectedDataPoints"`
+			ErrorMessage       string      `json:"errorMessage"`
+		} `json:"partialSuccess"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		t.Fatalf("answer %s: %v", b, err)
+	}
+	n, _ := ans.PartialSuccess.RejectedDataPoints.Int64()
+	return int(n), ans.PartialSuccess.ErrorMessage
 }

@@ -58,6 +58,9 @@ type scratch struct {
 	series  int     // encPRW1N, encPRW2N: the request's TimeSeries count
 	recs    [][]byte
 	routes  []*routeScratch // per route (routes.go)
+	// routeRefused is what the route whose chain refused the most points
+	// refused (records).
+	routeRefused refusals
 }
 
 // maxPooledBytes keeps one huge request from pinning its buffers in the pool.
@@ -152,16 +155,16 @@ func (c *consumer) dropFuture(s *scratch, req *otlpreceiver.Request) (int, strin
 }
 
 // refusedResult is the partial success that tells an OTLP sender which
-// of its points processors.rules_file's limit and require rules refused
-// (docs/rules.md); what drop, keep and sample rules remove by design is
-// not reported, nor what a pipeline's own rule sets refuse (another
-// pipeline may have taken it).
-func refusedResult(kind signal.Kind, p *processor.Scratch) otlpreceiver.Result {
-	if kind != signal.KindMetrics || p.Refused == 0 {
-		return otlpreceiver.Result{}
+// of its points limit and require rules refused (docs/rules.md): those of
+// processors.rules_file and those of the pipelines' own rule sets, added to
+// res. What drop, keep and sample rules remove by design is not reported.
+func refusedResult(res otlpreceiver.Result, kind signal.Kind, r refusals) otlpreceiver.Result {
+	if kind != signal.KindMetrics || r.n == 0 {
+		return res
 	}
-	return otlpreceiver.Result{RejectedRecords: int64(p.Refused),
-		Message: fmt.Sprintf("%d data points refused by rule %q: series over a cardinality limit or without required labels", p.Refused, p.RefusedBy)}
+	res.RejectedRecords += int64(r.n)
+	res.Message = strings.TrimPrefix(res.Message+"; "+fmt.Sprintf("%d data points refused by rule %q: series over a cardinality limit or without required labels", r.n, r.by), "; ")
+	return res
 }
 
 // queuedMetrics is the metrics batch whose points were queued (the rules
@@ -245,10 +248,7 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 			c.stats.ObserveBeforeRules(req.Tenant, &s.metrics)
 		}
 		body, n = s.process(r, req.Kind, body, n)
-		if rr := refusedResult(req.Kind, &s.proc); rr.RejectedRecords > 0 {
-			res.RejectedRecords += rr.RejectedRecords
-			res.Message = strings.TrimPrefix(res.Message+"; "+rr.Message, "; ")
-		}
+		res = refusedResult(res, req.Kind, refusals{s.proc.Refused, s.proc.RefusedBy})
 	}
 	if n == 0 {
 		return res, nil // nothing to keep
@@ -261,6 +261,10 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		s.enc, s.series = encPRW2N, sc.NumSeries
 	}
 	recs, n, size, observe := c.records(s, req.Kind, req.Tenant, body, n)
+	// The pipelines' own rule sets: a point one of them refused is
+	// reported even when another pipeline took it, as that pipeline's
+	// exporters never see it; the route that refused the most counts.
+	res = refusedResult(res, req.Kind, s.routeRefused)
 	if len(recs) == 0 {
 		return res, nil // no route kept anything
 	}

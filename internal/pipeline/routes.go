@@ -238,6 +238,7 @@ func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []b
 		}
 	}
 	s.recs = s.recs[:0]
+	s.routeRefused = refusals{}
 	for i := range routes {
 		r := &routes[i]
 		rs := s.routes[i]
@@ -250,7 +251,11 @@ func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []b
 				if i != inPlace {
 					m = copyMetrics(&rs.metrics, &s.metrics)
 				}
-				changed, k = runMetricsChain(r.chain, m, &s.proc)
+				var ref refusals
+				changed, k = runMetricsChain(r.chain, m, &s.proc, &ref)
+				if ref.n > s.routeRefused.n {
+					s.routeRefused = ref
+				}
 				if changed {
 					rs.body = otlp.AppendMetricsProto(rs.body[:0], m)
 					b = rs.body
@@ -287,6 +292,21 @@ func (c *consumer) records(s *scratch, kind signal.Kind, tenant string, body []b
 	return s.recs, kept, size, observe
 }
 
+// refusals counts the points limit and require rules refused (the
+// sender hears of them, consumer.go refusedResult) and names the first
+// rule that did.
+type refusals struct {
+	n  int
+	by string
+}
+
+func (r *refusals) add(n int, by string) {
+	if n > 0 && r.n == 0 {
+		r.by = by
+	}
+	r.n += n
+}
+
 // copyMetrics makes dst a copy of src's points.
 func copyMetrics(dst, src *signal.Metrics) *signal.Metrics {
 	dst.Reset()
@@ -308,8 +328,9 @@ func copyLogs(dst, src *signal.Logs) *signal.Logs {
 // runMetricsChain runs the rule sets of chain on b in order, each set
 // loaded once (a reload never splits a batch between two versions of a
 // set). Series ids are recomputed after a set that changed the batch: the
-// next set's decisions are cached by the ids of the series it sees.
-func runMetricsChain(chain []*ruleSet, b *signal.Metrics, s *processor.Scratch) (changed bool, kept int) {
+// next set's decisions are cached by the ids of the series it sees. The
+// points the chain's limit and require rules refused are added to ref.
+func runMetricsChain(chain []*ruleSet, b *signal.Metrics, s *processor.Scratch, ref *refusals) (changed bool, kept int) {
 	kept = b.Len()
 	for _, set := range chain {
 		r := set.rules.Load()
@@ -317,6 +338,7 @@ func runMetricsChain(chain []*ruleSet, b *signal.Metrics, s *processor.Scratch) 
 			continue
 		}
 		ch, k := r.ProcessMetrics(b, s)
+		ref.add(s.Refused, s.RefusedBy)
 		kept = k
 		if ch {
 			changed = true
