@@ -20,21 +20,38 @@ type s3Lake struct {
 	proxy  *s3test.FaultProxy
 	bucket string
 	state  string
+	// catalog is the catalog's DSN; "" is the SQLite file in state.
+	catalog string
+}
+
+func (l *s3Lake) catalogDSN() string {
+	if l.catalog != "" {
+		return l.catalog
+	}
+	return "sqlite:" + filepath.Join(l.state, "catalog.db")
 }
 
 func (l *s3Lake) sluice(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	out, err := l.command(args...).CombinedOutput()
+	return string(out), err
+}
+
+// command is a sluice command on the lake, not started.
+func (l *s3Lake) command(args ...string) *exec.Cmd {
 	s3args := []string{"--lake", l.state, "--s3-bucket", l.bucket, "--s3-prefix", "lake",
 		"--s3-endpoint", l.proxy.Endpoint, "--s3-region", "us-east-1",
 		// Two attempts: every fault still meets a retry (the proxy fails
 		// a pattern of requests, not a request's every attempt), in a
 		// fraction of the default's backoff.
 		"--s3-max-retries", "2"}
+	if l.catalog != "" {
+		s3args = append(s3args, "--catalog", l.catalog)
+	}
 	cmd := exec.Command(sluiceBin, append(args, s3args...)...)
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3test.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3test.SecretKey,
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PROFILE=", "AWS_SESSION_TOKEN=")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cmd
 }
 
 // check asserts the lake's invariants under S3 faults: every live
@@ -49,7 +66,7 @@ func (l *s3Lake) check(t *testing.T, stage string, want int64, exact bool) {
 
 	t.Helper()
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(l.state, "catalog.db"))
+	cat, err := catalog.Open(ctx, l.catalogDSN())
 	if err != nil {
 		t.Fatal(err)
 	}

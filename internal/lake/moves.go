@@ -183,7 +183,13 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 			if r, oerr := store.Open(m.Dst); oerr == nil {
 				_ = r.Close()
 			} else if log != nil && strings.HasPrefix(m.Src, catalog.StagingDir+"/") {
-				log.Warn("a catalogued file is neither staged nor in place", "path", m.Dst)
+				// A later swap that replaced the file before this move was
+				// done took it from _staging/ into the trash (and the
+				// sweeper may have deleted it since): nothing is missing.
+				// Only a file the catalog still lists as live is.
+				if live, lerr := cat.IsLive(ctx, m.Dst); lerr != nil || live {
+					log.Warn("a catalogued file is neither staged nor in place", "path", m.Dst, "err", lerr)
+				}
 			}
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package lake_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +137,103 @@ func TestApplyMovesKeepsInputsUntilOutputsArrive(t *testing.T) {
 		if exists(in.Path) || !exists(catalog.TrashPath(in.Path)) {
 			t.Errorf("%s did not move to the trash", in.Path)
 		}
+	}
+}
+
+// TestApplyMovesWarnsOnlyForMissingLiveFiles: a swap killed before its
+// moves leaves its output staged; a later compaction that replaces that
+// output takes it from _staging/ into the trash, and the sweeper may
+// delete it there. The first swap's pending move into place then finds
+// the file neither staged nor in place, and that is no loss: no warning.
+// A live segment's file missing from both places is one, and is warned of.
+func TestApplyMovesWarnsOnlyForMissingLiveFiles(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	local := lake.NewLocalStore(root)
+	put := func(p string) {
+		t.Helper()
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := catalog.PartitionDir("logs", "t", "2024-05-01", 3)
+	start := time.Date(2024, 5, 1, 3, 0, 0, 0, time.UTC).UnixNano()
+	mk := func(name string) catalog.Segment {
+		return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: 3,
+			Path: dir + "/" + name + ".parquet", MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
+	}
+	key := "compact/" + dir
+	if ok, err := cat.TryLease(ctx, key, "me", time.Minute); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	// swap replaces the live segments with out, staged, and journals its
+	// moves, as a compaction killed right after its commit leaves them.
+	swap := func(out catalog.Segment) {
+		t.Helper()
+		live, err := cat.List(ctx, catalog.Filter{Table: "logs", Tenant: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, s := range live {
+			ids = append(ids, s.ID)
+		}
+		put(catalog.StagingPath(out.Path))
+		if err := cat.AddIntent(ctx, key, "me", out.Path); err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.ReplaceIntents(ctx, key, "me", ids, []catalog.Segment{out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := mk("a"), mk("b")
+	put(a.Path)
+	put(b.Path)
+	if err := cat.AddSegments(ctx, a, b); err != nil {
+		t.Fatal(err)
+	}
+	out1, out2 := mk("out1"), mk("out2")
+	swap(out1) // killed before its moves
+	swap(out2) // replaces out1, still staged
+	// out2's run finishes its own swap: out1 goes from _staging/ to the
+	// trash; then the sweeper, with no grace, deletes it there.
+	lake.FinishSwap(ctx, cat, local, []catalog.Segment{out1}, []catalog.Segment{out2}, nil)
+	if err := os.Remove(filepath.Join(root, filepath.FromSlash(catalog.TrashPath(out1.Path)))); err != nil {
+		t.Fatal(err)
+	}
+
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	if _, err := lake.ApplyMoves(ctx, cat, local, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logged.String(), "neither staged nor in place") {
+		t.Errorf("warned of a replaced file the sweeper deleted:\n%s", logged.String())
+	}
+	if pending, err := cat.Moves(ctx); err != nil || len(pending) != 0 {
+		t.Errorf("moves left: %+v, %v", pending, err)
+	}
+
+	// A live segment whose staged file is gone before its move: warned of.
+	out3 := mk("out3")
+	swap(out3)
+	if err := os.Remove(filepath.Join(root, filepath.FromSlash(catalog.StagingPath(out3.Path)))); err != nil {
+		t.Fatal(err)
+	}
+	logged.Reset()
+	if _, err := lake.ApplyMoves(ctx, cat, local, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logged.String(), "neither staged nor in place") || !strings.Contains(logged.String(), out3.Path) {
+		t.Errorf("no warning of live segment %s whose file is gone:\n%s", out3.Path, logged.String())
 	}
 }

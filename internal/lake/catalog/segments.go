@@ -395,3 +395,16 @@ func (c *Catalog) Summary(ctx context.Context) ([]PartitionSummary, error) {
 	}
 	return out, nil
 }
+
+// IsLive reports whether the catalog lists a live (not replaced) segment
+// at path.
+func (c *Catalog) IsLive(ctx context.Context, path string) (bool, error) {
+	var n int
+	err := c.inReadTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, c.d.rebind(`SELECT count(*) FROM segments WHERE path = ? AND replaced_ns IS NULL`), path).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("catalog: look up segment %s: %w", path, err)
+	}
+	return n > 0, nil
+}
