@@ -145,21 +145,115 @@ const (
 // [MinExpScale, MaxExpScale] and bucket indexes past int32.
 func checkHistograms(m *signal.Metrics, from int) error {
 	for p := from; p < m.Len(); p++ {
-		var problem string
-		switch m.Descs[m.Desc[p]].Type {
-		case signal.MetricHistogram:
-			problem = explicitProblem(m.F64[m.Bounds[p].Start:m.Bounds[p].End], m.BucketCounts[p].Len())
-		case signal.MetricExponentialHistogram:
-			problem = exponentialProblem(m.Scale[p], m.PosOffset[p], m.PosCounts[p].Len(), m.NegOffset[p], m.NegCounts[p].Len())
-		default:
-			continue
-		}
-		if problem != "" {
+		if problem := histogramProblem(m, p); problem != "" {
 			return &LimitError{Limit: LimitHistogram, err: ErrHistogram,
 				msg: fmt.Sprintf("data point %d of metric %q: %s", p-from, m.String(m.Descs[m.Desc[p]].Name), problem)}
 		}
 	}
 	return nil
+}
+
+// histogramProblem is what is wrong with point p of m (checkHistograms),
+// "" for a good one or a point of another type.
+func histogramProblem(m *signal.Metrics, p int) string {
+	switch m.Descs[m.Desc[p]].Type {
+	case signal.MetricHistogram:
+		return explicitProblem(m.F64[m.Bounds[p].Start:m.Bounds[p].End], m.BucketCounts[p].Len())
+	case signal.MetricExponentialHistogram:
+		return exponentialProblem(m.Scale[p], m.PosOffset[p], m.PosCounts[p].Len(), m.NegOffset[p], m.NegCounts[p].Len())
+	}
+	return ""
+}
+
+// DropInvalidHistograms removes the histogram points of m from index from
+// on whose shape OTLP forbids (checkHistograms), moving the others down in
+// place, and returns how many it removed and a sentence naming the first
+// (for the sender: an OTLP partial success). Such a point can go alone: the
+// rest of the request is stored, as the OTLP specification's partial
+// success and the Collector's receivers do for records they cannot take.
+func DropInvalidHistograms(m *signal.Metrics, from int) (dropped int, why string) {
+	kept := from
+	for p := from; p < m.Len(); p++ {
+		problem := histogramProblem(m, p)
+		if problem == "" {
+			if kept != p {
+				m.MovePoint(kept, p)
+			}
+			kept++
+			continue
+		}
+		if dropped == 0 {
+			why = fmt.Sprintf("data point %d of metric %q: %s", p-from, m.String(m.Descs[m.Desc[p]].Name), problem)
+		}
+		dropped++
+	}
+	if dropped == 0 {
+		return 0, ""
+	}
+	m.Truncate(kept)
+	if dropped > 1 {
+		why = fmt.Sprintf("%d histogram data points are invalid; the first, %s", dropped, why)
+	}
+	return dropped, why
+}
+
+// HistogramCountMismatches counts the histogram points of m from index
+// from on whose count disagrees with their buckets, and names the first.
+// The OTLP data model says an explicit histogram's count equals the sum of
+// its bucket_counts, and an exponential one's the sum of its buckets and
+// zero_count; such points are kept (a warning, not a refusal): Prometheus
+// stores a classic histogram whose _count and +Inf bucket disagree (an
+// exporter writing them from two snapshots), and counts a native
+// histogram's NaN observations in its count only, so an exponential
+// histogram whose count exceeds its buckets is no mismatch. Float-count
+// histograms (their counts rounded) and points without buckets are not
+// checked.
+func HistogramCountMismatches(m *signal.Metrics, from int) (n int, why string) {
+	for p := from; p < m.Len(); p++ {
+		if m.FloatCounts[p].Len() > 0 {
+			continue
+		}
+		var buckets uint64
+		var ok bool
+		switch m.Descs[m.Desc[p]].Type {
+		case signal.MetricHistogram:
+			if m.BucketCounts[p].Len() == 0 {
+				continue
+			}
+			buckets, ok = sumCounts(0, m.U64[m.BucketCounts[p].Start:m.BucketCounts[p].End])
+			ok = ok && buckets == m.Count[p]
+		case signal.MetricExponentialHistogram:
+			pos, ok1 := sumCounts(m.ZeroCount[p], m.U64[m.PosCounts[p].Start:m.PosCounts[p].End])
+			buckets, ok = sumCounts(pos, m.U64[m.NegCounts[p].Start:m.NegCounts[p].End])
+			ok = ok1 && ok && buckets <= m.Count[p]
+		default:
+			continue
+		}
+		if ok {
+			continue
+		}
+		if n == 0 {
+			why = fmt.Sprintf("data point %d of metric %q: count %d disagrees with its buckets (sum %d)", p-from,
+				m.String(m.Descs[m.Desc[p]].Name), m.Count[p], buckets)
+		}
+		n++
+	}
+	if n > 1 {
+		why = fmt.Sprintf("%d histogram data points have a count other than their buckets' sum; the first, %s", n, why)
+	}
+	return n, why
+}
+
+// sumCounts is start plus the sum of cs; ok is false when it overflows.
+func sumCounts(start uint64, cs []uint64) (sum uint64, ok bool) {
+	sum = start
+	for _, c := range cs {
+		if sum+c < sum {
+			return sum, false
+		}
+		sum += c
+	}
+	return sum, true
 }
 
 func explicitProblem(bounds []float64, counts int) string {

@@ -182,3 +182,67 @@ func TestDropFuture(t *testing.T) {
 		t.Errorf("4h skew: dropped %d (%q)", n, why)
 	}
 }
+
+// TestDropInvalidHistograms: the histogram points CheckMetrics refuses are
+// removed alone, the others kept in order, and the answer names the first
+// removed; HistogramCountMismatches names points whose count disagrees
+// with their buckets (an exponential count may exceed them: NaN
+// observations) without removing anything.
+func TestDropInvalidHistograms(t *testing.T) {
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	hist := func(name string, count uint64, counts []uint64, bounds []float64) {
+		m := sm.Metrics().AppendEmpty()
+		m.SetName(name)
+		dp := m.SetEmptyHistogram().DataPoints().AppendEmpty()
+		dp.SetTimestamp(1)
+		dp.SetCount(count)
+		dp.BucketCounts().FromRaw(counts)
+		dp.ExplicitBounds().FromRaw(bounds)
+	}
+	exp := func(name string, count, zero uint64, pos, neg []uint64) {
+		m := sm.Metrics().AppendEmpty()
+		m.SetName(name)
+		dp := m.SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+		dp.SetTimestamp(1)
+		dp.SetCount(count)
+		dp.SetZeroCount(zero)
+		dp.Positive().BucketCounts().FromRaw(pos)
+		dp.Negative().BucketCounts().FromRaw(neg)
+	}
+	hist("ok", 6, []uint64{1, 2, 3}, []float64{1, 2})
+	hist("short", 3, []uint64{1, 2}, []float64{1, 2})
+	hist("count-only", 9, nil, nil)
+	hist("nan", 6, []uint64{1, 2, 3}, []float64{math.NaN(), 2})
+	hist("mismatch", 7, []uint64{1, 2, 3}, []float64{1, 2})
+	hist("overflow", 1, []uint64{math.MaxUint64, 2}, []float64{1})
+	exp("exp-ok", 10, 1, []uint64{2, 3}, []uint64{4})
+	exp("exp-nan-observed", 11, 1, []uint64{2, 3}, []uint64{4})
+	exp("exp-below", 9, 1, []uint64{2, 3}, []uint64{4})
+	b, _ := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	var m signal.Metrics
+	if err := DecodeMetrics(&m, b); err != nil {
+		t.Fatal(err)
+	}
+	n, why := DropInvalidHistograms(&m, 0)
+	if n != 2 || !strings.Contains(why, `2 histogram data points are invalid; the first, data point 1 of metric "short": 2 bucket_counts for 2 explicit_bounds`) {
+		t.Fatalf("dropped %d: %q", n, why)
+	}
+	var kept []string
+	for p := range m.Len() {
+		kept = append(kept, m.String(m.Descs[m.Desc[p]].Name))
+	}
+	if got := strings.Join(kept, " "); got != "ok count-only mismatch overflow exp-ok exp-nan-observed exp-below" {
+		t.Fatalf("kept %s", got)
+	}
+	if err := CheckMetrics(&m, 0, Limits{}); err != nil {
+		t.Fatalf("CheckMetrics after the drop: %v", err)
+	}
+	n, why = HistogramCountMismatches(&m, 0)
+	if n != 3 || !strings.Contains(why, `3 histogram data points have a count other than their buckets' sum; the first, data point 2 of metric "mismatch": count 7 disagrees with its buckets (sum 6)`) {
+		t.Fatalf("mismatches %d: %q (want mismatch, overflow, exp-below)", n, why)
+	}
+	if m.Len() != 7 {
+		t.Fatalf("HistogramCountMismatches removed points: %d left", m.Len())
+	}
+}

@@ -61,6 +61,11 @@ type scratch struct {
 	// routeRefused is what the route whose chain refused the most points
 	// refused (records).
 	routeRefused refusals
+	// An OTLP metrics request's histogram points decode removed for a
+	// shape OTLP forbids (badHist), and those kept whose count disagrees
+	// with their buckets (mismatch), each with a sentence for the sender.
+	badHist, mismatch       int
+	badHistWhy, mismatchWhy string
 }
 
 // maxPooledBytes keeps one huge request from pinning its buffers in the pool.
@@ -102,11 +107,18 @@ func (s *scratch) decode(kind signal.Kind, body []byte, pre *signal.Metrics, rw 
 		default:
 			s.metrics.Reset()
 			err = otlp.DecodeMetrics(&s.metrics, body)
+			s.badHist, s.badHistWhy, s.mismatch, s.mismatchWhy = 0, "", 0, ""
+			if err == nil {
+				// A bad histogram point goes alone (a partial success);
+				// the request is refused only when nothing else is left.
+				s.badHist, s.badHistWhy = otlp.DropInvalidHistograms(&s.metrics, 0)
+				s.mismatch, s.mismatchWhy = otlp.HistogramCountMismatches(&s.metrics, 0)
+			}
 		}
 		if err == nil {
 			err = otlp.CheckMetrics(&s.metrics, 0, lim)
 		}
-		return s.metrics.Len(), err
+		return s.metrics.Len() + s.badHist, err
 	case signal.KindTraces:
 		s.spans.Reset()
 		err := otlp.DecodeTraces(&s.spans, body)
@@ -162,8 +174,13 @@ func refusedResult(res otlpreceiver.Result, kind signal.Kind, r refusals) otlpre
 	if kind != signal.KindMetrics || r.n == 0 {
 		return res
 	}
-	res.RejectedRecords += int64(r.n)
-	res.Message = strings.TrimPrefix(res.Message+"; "+fmt.Sprintf("%d data points refused by rule %q: series over a cardinality limit or without required labels", r.n, r.by), "; ")
+	return withRejected(res, r.n, fmt.Sprintf("%d data points refused by rule %q: series over a cardinality limit or without required labels", r.n, r.by))
+}
+
+// withRejected adds n rejected records and their sentence why to res.
+func withRejected(res otlpreceiver.Result, n int, why string) otlpreceiver.Result {
+	res.RejectedRecords += int64(n)
+	res.Message = strings.TrimPrefix(res.Message+"; "+why, "; ")
 	return res
 }
 
@@ -230,6 +247,17 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 	body := req.Body
 	s.changed = false
 	var res otlpreceiver.Result
+	dropped := false
+	if req.Kind == signal.KindMetrics && s.badHist > 0 {
+		ser.rejectedInvalid.Add(float64(s.badHist))
+		if s.badHist == n {
+			ser.invalid.Inc()
+			c.m.limited.WithLabelValues(req.Kind.String(), otlp.LimitHistogram).Inc()
+			return otlpreceiver.Result{}, fmt.Errorf("decode %s request: %w: %w: %s", req.Kind, otlpreceiver.ErrInvalid, otlp.ErrHistogram, s.badHistWhy)
+		}
+		n -= s.badHist
+		res, dropped = withRejected(res, s.badHist, s.badHistWhy), true
+	}
 	if late, why := c.dropFuture(s, req); late > 0 {
 		ser.rejectedTime.Add(float64(late))
 		if late == n {
@@ -238,9 +266,17 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 			return otlpreceiver.Result{}, fmt.Errorf("%s request: %w: %s", req.Kind, otlpreceiver.ErrInvalid, why)
 		}
 		n -= late
+		res, dropped = withRejected(res, late, why), true
+	}
+	if dropped {
 		s.body = otlp.AppendMetricsProto(s.body[:0], &s.metrics)
 		body = s.body
-		res = otlpreceiver.Result{RejectedRecords: int64(late), Message: why}
+	}
+	if req.Kind == signal.KindMetrics && s.mismatch > 0 {
+		// Kept: a warning (a partial success rejecting nothing), as the
+		// OTLP specification lets a server say.
+		ser.histMismatch.Add(float64(s.mismatch))
+		res = withRejected(res, 0, s.mismatchWhy)
 	}
 	if r := rules; r != nil {
 		s.proc.Tenant = req.Tenant

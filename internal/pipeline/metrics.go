@@ -17,6 +17,7 @@ type metrics struct {
 	received, accepted, queuedBytes, invalid *prometheus.CounterVec
 	rejected                                 *prometheus.CounterVec
 	limited                                  *prometheus.CounterVec
+	histMismatch                             *prometheus.CounterVec
 
 	// Per (signal, tenant) series, resolved once so a request does no
 	// label hashing.
@@ -58,6 +59,8 @@ type series struct {
 	rejectedFull, rejectedError              prometheus.Counter
 	rejectedDisk                             prometheus.Counter
 	rejectedTime                             prometheus.Counter // data points past lake.max_future_skew
+	rejectedInvalid                          prometheus.Counter // OTLP histogram points of a shape OTLP forbids
+	histMismatch                             prometheus.Counter // OTLP histogram points kept whose count disagrees with their buckets
 }
 
 func newMetrics() *metrics {
@@ -72,7 +75,9 @@ func newMetrics() *metrics {
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_invalid_requests_total",
 			Help: "Requests rejected as undecodable (400 / InvalidArgument); their records are not counted anywhere else."}, st),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
-			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429), error (queue failure, 503) or timestamp (OTLP data points past lake.max_future_skew, answered as a partial success)."}, []string{"signal", "tenant", "reason"}),
+			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429), error (queue failure, 503), timestamp (OTLP data points past lake.max_future_skew, answered as a partial success) or invalid (OTLP histogram points of a shape OTLP forbids, answered as a partial success)."}, []string{"signal", "tenant", "reason"}),
+		histMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_histogram_count_mismatch_points_total",
+			Help: "OTLP histogram data points stored although their count disagrees with their buckets (explicit: count other than the bucket sum; exponential: count below the buckets and zero_count); the sender gets a partial-success warning."}, []string{"signal", "tenant"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_limited_requests_total",
 			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request, timestamp (a time of 2^63 ns or more, or a data point past lake.max_future_skew) or histogram (a histogram point of a shape OTLP forbids)."}, []string{"signal", "limit"}),
 		series: make(map[seriesKey]*series),
@@ -128,7 +133,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
-		m.received, m.accepted, m.queuedBytes, m.invalid, m.rejected, m.limited,
+		m.received, m.accepted, m.queuedBytes, m.invalid, m.rejected, m.limited, m.histMismatch,
 		m.rows, m.badRecords, m.quarantined, m.skippedBytes, m.checkpoints, m.checkpointFails, m.rewinds,
 		m.checkpointSecs, m.checkpointRows, m.checkpointBytes, m.segments, m.segmentBytes, m.orphans,
 		m.bufferedBytes, m.uncommitted, m.committedPos, m.lastCheckpointTS,
@@ -159,14 +164,16 @@ func (m *metrics) seriesFor(kind signal.Kind, tenant string) *series {
 	}
 	sig := kind.String()
 	s = &series{
-		received:      m.received.WithLabelValues(sig, tenant),
-		accepted:      m.accepted.WithLabelValues(sig, tenant),
-		queuedBytes:   m.queuedBytes.WithLabelValues(sig, tenant),
-		invalid:       m.invalid.WithLabelValues(sig, tenant),
-		rejectedFull:  m.rejected.WithLabelValues(sig, tenant, "backpressure"),
-		rejectedError: m.rejected.WithLabelValues(sig, tenant, "error"),
-		rejectedDisk:  m.rejected.WithLabelValues(sig, tenant, "disk"),
-		rejectedTime:  m.rejected.WithLabelValues(sig, tenant, "timestamp"),
+		received:        m.received.WithLabelValues(sig, tenant),
+		accepted:        m.accepted.WithLabelValues(sig, tenant),
+		queuedBytes:     m.queuedBytes.WithLabelValues(sig, tenant),
+		invalid:         m.invalid.WithLabelValues(sig, tenant),
+		rejectedFull:    m.rejected.WithLabelValues(sig, tenant, "backpressure"),
+		rejectedError:   m.rejected.WithLabelValues(sig, tenant, "error"),
+		rejectedDisk:    m.rejected.WithLabelValues(sig, tenant, "disk"),
+		rejectedTime:    m.rejected.WithLabelValues(sig, tenant, "timestamp"),
+		rejectedInvalid: m.rejected.WithLabelValues(sig, tenant, "invalid"),
+		histMismatch:    m.histMismatch.WithLabelValues(sig, tenant),
 	}
 	m.series[k] = s
 	return s
