@@ -240,15 +240,11 @@ func (g *Guard) tenant(r *http.Request, tok *Token) (string, error) {
 	var v string
 	if h := g.cfg.TenantHeader; h != "" {
 		vs := r.Header.Values(h)
-		if len(vs) > 1 {
-			return "", &Error{Code: http.StatusBadRequest, Type: "bad_data", Msg: fmt.Sprintf("%d %s headers: send one tenant", len(vs), h)}
+		t, err := tenant.FromHeader(vs, h, "")
+		if err != nil {
+			return "", &Error{Code: http.StatusBadRequest, Type: "bad_data", Msg: err.Error()}
 		}
-		if len(vs) == 1 {
-			v = vs[0]
-			if !tenant.Valid(v) {
-				return "", &Error{Code: http.StatusBadRequest, Type: "bad_data", Msg: fmt.Sprintf("invalid tenant %q in header %s: a tenant must match [A-Za-z0-9._-]{1,64}", v, h)}
-			}
-		}
+		v = t
 	}
 	if tok != nil && tok.Tenant != "" {
 		if v != "" && v != tok.Tenant {

@@ -118,6 +118,9 @@ func (c *Config) Validate() error {
 	if o.MaxAttrsPerRequest < 0 {
 		v.add(r+"max_attributes_per_request", "must not be negative")
 	}
+	if o.MaxTenants < 0 {
+		v.add(r+"max_tenants", "must not be negative (0: no limit)")
+	}
 	if o.MaxRecordsPerRequest < 0 {
 		v.add(r+"max_records_per_request", "must not be negative")
 	}

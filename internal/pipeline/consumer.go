@@ -210,7 +210,9 @@ func (c *consumer) put(s *scratch) {
 // Consume implements otlpreceiver.Consumer. It returns nil only after the
 // request's record is fsynced in the queue.
 func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpreceiver.Result, error) {
-	ser := c.m.seriesFor(req.Kind, req.Tenant)
+	// Until the tenant is admitted its requests count under tenant "":
+	// a client sending garbage under ever new names makes no series.
+	ser := c.m.seriesFor(req.Kind, c.tenantLabel(req.Tenant))
 	if err := c.takes(req.Kind); err != nil {
 		ser.invalid.Inc()
 		return otlpreceiver.Result{}, err
@@ -240,9 +242,13 @@ func (c *consumer) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 		return otlpreceiver.Result{}, fmt.Errorf("decode %s request: %w: %w", req.Kind, otlpreceiver.ErrInvalid, err)
 	}
 	if err := c.admit(req.Tenant); err != nil {
+		if errors.Is(err, errTooManyTenants) {
+			c.m.limited.WithLabelValues(req.Kind.String(), LimitMaxTenants).Inc()
+		}
 		ser.invalid.Inc()
 		return otlpreceiver.Result{}, err
 	}
+	ser = c.m.seriesFor(req.Kind, req.Tenant)
 	ser.received.Add(float64(n))
 	body := req.Body
 	s.changed = false
@@ -389,11 +395,32 @@ func (c *consumer) admit(tn string) error {
 	if !tenant.Valid(tn) {
 		return fmt.Errorf("tenant %q: %w", tn, otlpreceiver.ErrInvalid)
 	}
-	if known, ok := c.tenants.Admit(tn); !ok {
+	known, ok := c.tenants.Admit(tn)
+	switch {
+	case ok:
+	case known == "":
+		return fmt.Errorf("tenant %q is new and %d tenants are known, the most receivers.otlp.max_tenants allows: %w: %w",
+			tn, c.tenants.Max, errTooManyTenants, otlpreceiver.ErrInvalid)
+	default:
 		return fmt.Errorf("tenant %q differs only in case from the existing tenant %q (they would share one directory on a case-insensitive file system): %w",
 			tn, known, otlpreceiver.ErrInvalid)
 	}
 	return nil
+}
+
+var errTooManyTenants = errors.New("too many tenants")
+
+// LimitMaxTenants names receivers.otlp.max_tenants in the limit label of
+// sluice_pipeline_limited_requests_total.
+const LimitMaxTenants = "max_tenants"
+
+// tenantLabel is tn when it is an admitted tenant, else "": the one
+// client-chosen label value of the metrics stays bounded by max_tenants.
+func (c *consumer) tenantLabel(tn string) string {
+	if c.tenants.Known(tn) {
+		return tn
+	}
+	return ""
 }
 
 // TakesScanned implements prwreceiver.ScanTaker: without processing rules

@@ -72,7 +72,7 @@ func (p *Pipeline) startIOTrace() error {
 	if err != nil {
 		return err
 	}
-	if known, ok := p.cons.tenants.Admit(c.Tenant); !ok {
+	if known, ok := p.cons.tenants.Seed(c.Tenant); !ok { // the operator's choice, not a client's
 		return fmt.Errorf("receivers.iotrace.tenant %q differs only in case from the existing tenant %q", c.Tenant, known)
 	}
 	tr, err := tracer.Open(opts)

@@ -79,7 +79,7 @@ func newMetrics() *metrics {
 		histMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_histogram_count_mismatch_points_total",
 			Help: "OTLP histogram data points stored although their count disagrees with their buckets (explicit: count other than the bucket sum; exponential: count below the buckets and zero_count); the sender gets a partial-success warning."}, []string{"signal", "tenant"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_limited_requests_total",
-			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request, timestamp (a time of 2^63 ns or more, or a data point past lake.max_future_skew) or histogram (a histogram point of a shape OTLP forbids)."}, []string{"signal", "limit"}),
+			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request, timestamp (a time of 2^63 ns or more, or a data point past lake.max_future_skew), histogram (a histogram point of a shape OTLP forbids) or max_tenants (a new tenant past receivers.otlp.max_tenants)."}, []string{"signal", "limit"}),
 		series: make(map[seriesKey]*series),
 
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lake_written_rows_total",

@@ -228,6 +228,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}
 
 	p.cons = newConsumer(q, p.cfg.Queue.RetryAfter.D(), p.m)
+	p.cons.tenants.Max = p.cfg.Receivers.OTLP.MaxTenants
 	p.cons.limits = otlp.Limits{
 		MaxAttrsPerRecord:  p.cfg.Receivers.OTLP.MaxAttrsPerRecord,
 		MaxAttrsPerRequest: p.cfg.Receivers.OTLP.MaxAttrsPerRequest,
@@ -261,7 +262,9 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if p.recv, err = otlpreceiver.New(receiverConfig(p.cfg.Receivers.OTLP), p.cons, p.reg, p.log); err != nil {
+	rc := receiverConfig(p.cfg.Receivers.OTLP)
+	rc.TenantLabel = p.cons.tenantLabel
+	if p.recv, err = otlpreceiver.New(rc, p.cons, p.reg, p.log); err != nil {
 		return err
 	}
 	if err := p.recv.Start(ctx); err != nil {
@@ -606,7 +609,7 @@ func (p *Pipeline) seedTenants(ctx context.Context) error {
 		return fmt.Errorf("list lake tenants: %w", err)
 	}
 	for _, part := range parts {
-		if known, ok := p.cons.tenants.Admit(part.Tenant); !ok {
+		if known, ok := p.cons.tenants.Seed(part.Tenant); !ok {
 			p.log.Warn("the lake holds tenants that differ only in case; new data for the second is refused",
 				"tenant", part.Tenant, "first", known)
 		}

@@ -277,9 +277,20 @@ func TestPipelineRejectsInvalid(t *testing.T) {
 	if r := post(t, p, "/v1/logs", "acme", logsRequest(t, 0, 3)); r.StatusCode != 200 {
 		t.Fatalf("good request after bad ones: %d", r.StatusCode)
 	}
+	// Once acme has data, its invalid requests count under its name;
+	// before, under tenant "", so that garbage sent under ever new tenant
+	// names makes no series (TestMaxTenants).
+	if r := post(t, p, "/v1/logs", "acme", []byte{0xff}); r.StatusCode != http.StatusBadRequest {
+		t.Fatalf("garbage request: status %d, want 400", r.StatusCode)
+	}
 	_, m := get(t, p, "/metrics")
-	if !strings.Contains(m, `sluice_pipeline_invalid_requests_total{signal="logs",tenant="acme"} 2`) {
-		t.Errorf("invalid requests not counted:\n%s", grep(m, "sluice_pipeline"))
+	for _, want := range []string{
+		`sluice_pipeline_invalid_requests_total{signal="logs",tenant=""} 2`,
+		`sluice_pipeline_invalid_requests_total{signal="logs",tenant="acme"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("invalid requests not counted as %s:\n%s", want, grep(m, "sluice_pipeline"))
+		}
 	}
 }
 
@@ -648,7 +659,8 @@ func TestPipelineTenantCaseVariants(t *testing.T) {
 		t.Fatalf("lake tenants: %v, want only Acme with 0-2 and 6-8", got)
 	}
 	_, m := get(t, p2, "/metrics")
-	if !strings.Contains(m, `sluice_pipeline_invalid_requests_total{signal="logs",tenant="ACME"} 1`) {
+	// Refused spellings are no tenants: they count under tenant "".
+	if !strings.Contains(m, `sluice_pipeline_invalid_requests_total{signal="logs",tenant=""} 2`) || strings.Contains(m, `tenant="ACME"`) {
 		t.Errorf("refusal not counted:\n%s", grep(m, "invalid_requests"))
 	}
 }

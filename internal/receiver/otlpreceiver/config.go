@@ -53,6 +53,11 @@ type Config struct {
 	TenantHeader  string
 	DefaultTenant string // "" means "default"
 
+	// TenantLabel, when set, maps a valid tenant to the tenant label of
+	// sluice_receiver_requests_total ("" for one the consumer would
+	// refuse), so that clients naming ever new tenants make no series.
+	TenantLabel func(tenant string) string
+
 	// BearerToken, when set, is required as "Authorization: Bearer <token>".
 	BearerToken string
 

@@ -116,7 +116,7 @@ func readDeadlineTap(ctx context.Context, _ *tap.Info) (context.Context, error) 
 func (g *grpcService) export(ctx context.Context, dec func(any) error) (any, error) {
 	start := time.Now()
 	tenant, o, n, resp, err := g.serve(ctx, dec)
-	g.r.metrics.observe(tGRPC, g.kind, tenant, o, n, start)
+	g.r.metrics.observe(tGRPC, g.kind, tenant, g.r.cfg.TenantLabel, o, n, start)
 	return resp, err
 }
 

@@ -168,7 +168,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	kind := kindOfPath(req.URL.Path)
 	tenant, o, n := r.serveExport(w, req, kind)
-	r.metrics.observe(tHTTP, kind, tenant, o, n, start)
+	r.metrics.observe(tHTTP, kind, tenant, r.cfg.TenantLabel, o, n, start)
 }
 
 // serveExport answers one request and returns the tenant label, outcome

@@ -157,8 +157,12 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 }
 
 // observe records one finished request. tenant must be "" unless it was
-// authenticated and validated: it is the only label fed by clients.
-func (m *metrics) observe(t transportID, k signal.Kind, tenant string, o outcome, bodyBytes int, start time.Time) {
+// authenticated and validated: it is the only label fed by clients, and
+// label (Config.TenantLabel) bounds it.
+func (m *metrics) observe(t transportID, k signal.Kind, tenant string, label func(string) string, o outcome, bodyBytes int, start time.Time) {
+	if tenant != "" && label != nil {
+		tenant = label(tenant)
+	}
 	if int(k) >= numKinds {
 		k = signal.KindUnknown
 	}

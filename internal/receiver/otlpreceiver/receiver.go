@@ -323,10 +323,7 @@ func (r *Receiver) tenant(vals []string) (string, tenantProblem) {
 		return "", tenantTwice
 	}
 	v := vals[0]
-	if v == "" {
-		return r.cfg.DefaultTenant, tenantOK
-	}
-	if !tenant.Valid(v) {
+	if !tenant.Valid(v) { // an empty header too: tenant.FromHeader
 		return "", tenantInvalid
 	}
 	return v, tenantOK
