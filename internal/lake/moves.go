@@ -124,6 +124,10 @@ func OpenSegment(store Store, p string) (ObjectReader, error) {
 	return nil, err
 }
 
+// maxFailedMovesInARow is how many moves may fail one after the other
+// before ApplyMoves stops trying the rest.
+const maxFailedMovesInARow = 3
+
 // ApplyMoves does the catalog's pending moves (catalog.Move) whose source
 // is in srcs, or all of them when srcs is nil, in the order they were
 // committed, then deletes them. A move whose source is gone is done: an
@@ -132,7 +136,8 @@ func OpenSegment(store Store, p string) (ObjectReader, error) {
 // there. It returns the number of moves done; a failed move stays
 // pending for the next ApplyMoves (the sweeper's), and the others go on,
 // except that a swap whose added file failed to come into place keeps
-// its replaced files in place (pending) too.
+// its replaced files in place (pending) too, and that after
+// maxFailedMovesInARow failures in a row the rest stay pending untried.
 // Safe to run concurrently with itself in any number of processes.
 func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []string, log *slog.Logger) (int, error) {
 	moves, err := cat.Moves(ctx)
@@ -164,9 +169,19 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 	// files stay in the Hive tree until it has, so that a glob counts
 	// their rows once meanwhile, rather than not at all.
 	held := map[time.Time]bool{}
-	for _, m := range moves {
+	// failing counts the moves that failed in a row: past
+	// maxFailedMovesInARow the store is taken for down (S3 answering
+	// 5xx, or not at all, each failure after its retries and backoff)
+	// and the rest stay pending for a later run, rather than each
+	// taking its full retries against a dead server.
+	failing := 0
+	for i, m := range moves {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
+			break
+		}
+		if failing >= maxFailedMovesInARow {
+			errs = append(errs, fmt.Errorf("%d moves failed in a row: %d left pending for a later run", failing, len(moves)-i))
 			break
 		}
 		if held[m.Created] && strings.HasPrefix(m.Dst, catalog.TrashDir+"/") {
@@ -197,8 +212,10 @@ func ApplyMoves(ctx context.Context, cat *catalog.Catalog, store Store, srcs []s
 				held[m.Created] = true
 			}
 			errs = append(errs, err)
+			failing++
 			continue
 		}
+		failing = 0
 		done = append(done, m.ID)
 	}
 	if local != nil && len(done) > 0 {

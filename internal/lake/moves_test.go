@@ -237,3 +237,74 @@ func TestApplyMovesWarnsOnlyForMissingLiveFiles(t *testing.T) {
 		t.Errorf("no warning of live segment %s whose file is gone:\n%s", out3.Path, logged.String())
 	}
 }
+
+// TestApplyMovesStopsWhileTheStoreIsDown: against a store that fails
+// every move (S3 down: each failure comes after its retries), ApplyMoves
+// tries three moves, not every pending one, and leaves them all pending;
+// once the store answers, the next run does them all.
+func TestApplyMovesStopsWhileTheStoreIsDown(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	local := lake.NewLocalStore(root)
+	put := func(p string) {
+		t.Helper()
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ten partitions, each swapped (two inputs for one staged output) by
+	// a run killed before its moves: 30 moves pending.
+	for h := range 10 {
+		dir := catalog.PartitionDir("logs", "t", "2024-05-01", h)
+		start := time.Date(2024, 5, 1, h, 0, 0, 0, time.UTC).UnixNano()
+		mk := func(name string) catalog.Segment {
+			return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: h,
+				Path: dir + "/" + name + ".parquet", MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
+		}
+		a, b, out := mk("a"), mk("b"), mk("out")
+		put(a.Path)
+		put(b.Path)
+		put(catalog.StagingPath(out.Path))
+		if err := cat.AddSegments(ctx, a, b); err != nil {
+			t.Fatal(err)
+		}
+		live, err := cat.List(ctx, catalog.Filter{Table: "logs", Tenant: "t", From: start, To: start + 1})
+		if err != nil || len(live) != 2 {
+			t.Fatalf("list: %v %v", live, err)
+		}
+		key := "compact/" + dir
+		if ok, err := cat.TryLease(ctx, key, "me", time.Minute); err != nil || !ok {
+			t.Fatalf("lease: %v %v", ok, err)
+		}
+		if err := cat.AddIntent(ctx, key, "me", out.Path); err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.ReplaceIntents(ctx, key, "me", []int64{live[0].ID, live[1].ID}, []catalog.Segment{out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tried := 0
+	down := &failingMoves{local, func(string) bool { tried++; return true }}
+	n, err := lake.ApplyMoves(ctx, cat, down, nil, nil)
+	if n != 0 || err == nil || !strings.Contains(err.Error(), "left pending") {
+		t.Fatalf("ApplyMoves against a dead store: %d, %v; want 0 and an error saying moves are left pending", n, err)
+	}
+	if tried != 3 {
+		t.Errorf("ApplyMoves tried %d moves against a dead store, want 3", tried)
+	}
+	if pending, err := cat.Moves(ctx); err != nil || len(pending) != 30 {
+		t.Fatalf("pending moves: %d, %v; want all 30", len(pending), err)
+	}
+	if n, err := lake.ApplyMoves(ctx, cat, local, nil, nil); err != nil || n != 30 {
+		t.Fatalf("ApplyMoves once the store answers: %d, %v; want all 30", n, err)
+	}
+}
