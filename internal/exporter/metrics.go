@@ -26,7 +26,7 @@ func NewCollector(runners func() []*Runner) *Collector {
 		skipped:          d("sluice_exporter_skipped_records_total", "Queue records of signals this exporter does not forward."),
 		failed:           d("sluice_exporter_failed_requests_total", "Requests that failed (transport error or non-2xx), retried or not.", "endpoint"),
 		retried:          d("sluice_exporter_retried_requests_total", "Failed requests retried (429, 5xx, transport errors).", "endpoint"),
-		dropped:          d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped; a 413 only for a request of one series or record, which cannot be split.", "endpoint"),
+		dropped:          d("sluice_exporter_dropped_requests_total", "Requests refused for good (4xx other than 429) and dropped; a 413 only for a request of one sample, histogram or record, which cannot be split.", "endpoint"),
 		splits:           d("sluice_exporter_split_requests_total", "Requests an endpoint refused as too large (413) and that were sent again as two requests of half the series (remote write) or records (OTLP over HTTP).", "endpoint"),
 		droppedBytes:     d("sluice_exporter_dropped_bytes_total", "Queue bytes this exporter skipped: reason=max_backlog_bytes or max_backlog_age (its bounds), queue_full (the queue's drop_oldest deleted them first).", "reason"),
 		lagBytes:         d("sluice_exporter_queue_lag_bytes", "Queue bytes acknowledged but not yet delivered by this exporter."),

@@ -72,9 +72,10 @@
 // An endpoint that refuses a request for its size (413: Mimir, Cortex,
 // Thanos and VictoriaMetrics above their request size limit) gets its
 // series again in two requests of half of them each, the first delivered
-// before the second goes, halved again while refused (sendHalves); a
-// request of one series still refused is dropped, counted and logged with
-// its labels. A request forwarded as received is decoded for this and
+// before the second goes, halved again while refused (sendHalves). The
+// converter's series hold one sample or histogram each (emit), so this
+// halves one series' samples too; a request of one sample still refused is
+// dropped, counted and logged with its series' labels. A request forwarded as received is decoded for this and
 // takes the convert path (resendInParts). Send returns, and the cursor
 // commits, only when every part is delivered or dropped and counted.
 //
