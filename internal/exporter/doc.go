@@ -19,7 +19,10 @@
 //  3. An exporter never blocks the lake or another exporter: each has its
 //     own cursor and goroutine, and its backlog is bounded by the cursor's
 //     MaxBytes/MaxAge (queue invariant 10), past which whole segments are
-//     dropped for it and counted.
+//     dropped for it and counted. An exporter of several endpoints is one
+//     Runner per endpoint (the pipeline builds them, of the same Name, each
+//     on a cursor and with a Sender of its own), so that one endpoint never
+//     blocks another; the Collector reports them as one exporter (group).
 //
 // # Concurrency
 //

@@ -53,29 +53,31 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
-	for _, r := range c.runners() {
+	runners := c.runners()
+	for _, g := range groupByName(runners) {
+		n := g.name
+		counter(c.sent, g.sent, n)
+		counter(c.sentBytes, g.sentBytes, n)
+		counter(c.bad, g.bad, n)
+		counter(c.skipped, g.skipped, n)
+		counter(c.droppedBytes, g.droppedBacklog, n, "max_backlog_bytes")
+		counter(c.droppedBytes, g.droppedAge, n, "max_backlog_age")
+		counter(c.droppedBytes, g.lost, n, "queue_full")
+		ch <- prometheus.MustNewConstMetric(c.lagBytes, prometheus.GaugeValue, float64(g.lagBytes), n)
+		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, g.lagSeconds, n)
+		if g.points {
+			counter(c.droppedPoints, g.unsupported, n, "unsupported")
+			counter(c.droppedPoints, g.badBodies, n, "bad_body")
+		}
+		if g.exemplars {
+			counter(c.trimmedExemplars, g.trimmed, n)
+		}
+		if g.fallback {
+			counter(c.fallbacks, g.fallbacks, n)
+		}
+	}
+	for _, r := range runners {
 		n := r.Name()
-		st := r.Stats()
-		counter(c.sent, st.SentRecords, n)
-		counter(c.sentBytes, st.SentBytes, n)
-		counter(c.bad, st.BadRecords, n)
-		counter(c.skipped, st.Skipped, n)
-		counter(c.droppedBytes, st.Cursor.DroppedBytes-st.Cursor.DroppedAge, n, "max_backlog_bytes")
-		counter(c.droppedBytes, st.Cursor.DroppedAge, n, "max_backlog_age")
-		counter(c.droppedBytes, st.Cursor.LostBytes, n, "queue_full")
-		ch <- prometheus.MustNewConstMetric(c.lagBytes, prometheus.GaugeValue, float64(st.Cursor.LagBytes), n)
-		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, st.Cursor.LagSeconds, n)
-		if pc, ok := r.o.Sender.(pointCounter); ok {
-			unsupported, bad := pc.DroppedPoints()
-			counter(c.droppedPoints, unsupported, n, "unsupported")
-			counter(c.droppedPoints, bad, n, "bad_body")
-		}
-		if ec, ok := r.o.Sender.(exemplarCounter); ok {
-			counter(c.trimmedExemplars, ec.TrimmedExemplars(), n)
-		}
-		if fc, ok := r.o.Sender.(fallbackCounter); ok {
-			counter(c.fallbacks, fc.Fallbacks(), n)
-		}
 		for _, ep := range r.Endpoints() {
 			counter(c.failed, ep.Stats.Failed.Load(), n, ep.Name)
 			counter(c.retried, ep.Stats.Retried.Load(), n, ep.Name)
@@ -87,6 +89,57 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(ep.InFlight()), n, ep.Name)
 		}
 	}
+}
+
+// group is the stats of the runners of one exporter: one, or one per
+// endpoint when the exporter has several (each on a cursor of its own),
+// which all read the same records. A record counts as sent, bad or
+// skipped once every runner got past it (the least of theirs); the lag
+// and the bytes skipped are the largest endpoint's; what every runner
+// counts of the same records (points a format cannot carry, trimmed
+// exemplars) is the largest count, so it is not counted once per
+// endpoint; protocol fallbacks, one per endpoint, add up.
+type group struct {
+	name                                       string
+	sent, sentBytes, bad, skipped              uint64
+	droppedBacklog, droppedAge, lost           uint64
+	lagBytes                                   int64
+	lagSeconds                                 float64
+	points, exemplars, fallback                bool
+	unsupported, badBodies, trimmed, fallbacks uint64
+}
+
+// groupByName groups runners by exporter name, in their order.
+func groupByName(runners []*Runner) []*group {
+	var out []*group
+	by := map[string]*group{}
+	for _, r := range runners {
+		st := r.Stats()
+		g := by[r.Name()]
+		if g == nil {
+			g = &group{name: r.Name(), sent: st.SentRecords, sentBytes: st.SentBytes, bad: st.BadRecords, skipped: st.Skipped}
+			by[g.name] = g
+			out = append(out, g)
+		}
+		g.sent, g.sentBytes = min(g.sent, st.SentRecords), min(g.sentBytes, st.SentBytes)
+		g.bad, g.skipped = min(g.bad, st.BadRecords), min(g.skipped, st.Skipped)
+		g.droppedBacklog = max(g.droppedBacklog, st.Cursor.DroppedBytes-st.Cursor.DroppedAge)
+		g.droppedAge = max(g.droppedAge, st.Cursor.DroppedAge)
+		g.lost = max(g.lost, st.Cursor.LostBytes)
+		g.lagBytes, g.lagSeconds = max(g.lagBytes, st.Cursor.LagBytes), max(g.lagSeconds, st.Cursor.LagSeconds)
+		if pc, ok := r.o.Sender.(pointCounter); ok {
+			unsupported, bad := pc.DroppedPoints()
+			g.points, g.unsupported, g.badBodies = true, max(g.unsupported, unsupported), max(g.badBodies, bad)
+		}
+		if ec, ok := r.o.Sender.(exemplarCounter); ok {
+			g.exemplars, g.trimmed = true, max(g.trimmed, ec.TrimmedExemplars())
+		}
+		if fc, ok := r.o.Sender.(fallbackCounter); ok {
+			g.fallback = true
+			g.fallbacks += fc.Fallbacks()
+		}
+	}
+	return out
 }
 
 // pointCounter is a Sender that converts points and may drop some.

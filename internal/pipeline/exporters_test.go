@@ -196,3 +196,46 @@ func TestPipelineRemovedExporterReleasesItsCursor(t *testing.T) {
 		t.Fatalf("the removed exporter's cursor is still there: %v", names)
 	}
 }
+
+// An exporter with several endpoints reads with a cursor per endpoint;
+// when an exporter of one endpoint gets a second, both new cursors start
+// where the old one was committed (its backlog is not skipped), and the
+// old cursor is removed.
+func TestPipelineEndpointCursorsTakeOverTheBacklog(t *testing.T) {
+	cfg := forwardingConfig(t, "127.0.0.1:1") // nothing listens: the backlog stays
+	p := start(t, cfg)
+	for i := range 5 {
+		post(t, p, "/v1/logs", "t1", logsRequest(t, i*10, 10))
+	}
+	lag := p.exps.list()[0].Stats().Cursor.LagBytes
+	if lag <= 0 {
+		t.Fatalf("lag %d before the change", lag)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	p.Shutdown(ctx)
+	cancel()
+
+	ec := cfg.Exporters["otlp/down"]
+	ec.Endpoints = []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	cfg.Exporters["otlp/down"] = ec
+	p2 := start(t, cfg)
+	names := p2.q.Load().CursorNames()
+	want := endpointCursors("otlp/down", ec.Endpoints)
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("cursors %v, want %v (the old one removed)", names, want)
+	}
+	runners := p2.exps.list()
+	if len(runners) != 2 {
+		t.Fatalf("%d runners, want one per endpoint", len(runners))
+	}
+	for _, r := range runners {
+		if got := r.Stats().Cursor.LagBytes; got != lag {
+			t.Errorf("a new endpoint cursor lags %d bytes, want the old one's %d", got, lag)
+		}
+		if eps := r.Endpoints(); len(eps) != 1 {
+			t.Errorf("a runner has %d endpoints, want 1", len(eps))
+		}
+	}
+}

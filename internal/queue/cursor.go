@@ -42,6 +42,13 @@ type CursorOptions struct {
 	// sealed more than MaxAge ago is dropped for this cursor. Segments
 	// recovered at Open count as sealed at Open (the age is not on disk).
 	MaxAge time.Duration
+	// From names cursors a new cursor starts at instead of the durable
+	// end: the lowest committed position of those that exist (none: the
+	// end). An exporter that reads with a cursor per endpoint takes over
+	// the backlog of the cursor it had before, and a new endpoint that of
+	// its siblings, so nothing acknowledged is skipped by the change. It
+	// does not apply to a cursor that exists.
+	From []string
 }
 
 // CursorStats is a snapshot of a cursor.
@@ -134,8 +141,9 @@ func (c *Cursor) load() (ok bool, err error) {
 }
 
 // OpenCursor attaches to the cursor name (letters, digits, '_', '.', '-'),
-// creating it at the durable end if it does not exist: a new exporter
-// forwards what arrives from now on, not the backlog the lake still holds.
+// creating it at the durable end if it does not exist (or where
+// opts.From says): a new exporter forwards what arrives from now on, not
+// the backlog the lake still holds.
 func (q *Queue) OpenCursor(name string, opts CursorOptions) (*Cursor, error) {
 	if !cursorNameRE.MatchString(name) {
 		return nil, fmt.Errorf("queue: invalid cursor name %q", name)
@@ -155,7 +163,13 @@ func (q *Queue) OpenCursor(name string, opts CursorOptions) (*Cursor, error) {
 	}
 	fresh := c == nil
 	if fresh {
-		c = &Cursor{q: q, name: name, path: filepath.Join(q.opts.Dir, cursorDir, name), committed: Position(q.synced.Load())}
+		start := Position(q.synced.Load())
+		for _, f := range opts.From {
+			if fc := q.cursors[f]; fc != nil && f != name {
+				start = min(start, max(fc.committed, fc.floor))
+			}
+		}
+		c = &Cursor{q: q, name: name, path: filepath.Join(q.opts.Dir, cursorDir, name), committed: start}
 	}
 	c.open, c.opts = true, opts
 	q.mu.Unlock()

@@ -304,3 +304,58 @@ func TestCursorCrashKill9(t *testing.T) {
 		q.Close()
 	}
 }
+
+// A new cursor opened From others starts at the lowest of their committed
+// positions, not at the durable end: an exporter that splits its cursor
+// into one per endpoint skips nothing of its backlog. A cursor that
+// exists keeps its own position.
+func TestCursorFrom(t *testing.T) {
+	dir := t.TempDir()
+	q := mustOpen(t, Options{Dir: dir, SegmentBytes: 1024, MaxBytes: 1 << 20})
+	defer q.Close()
+	old, err := q.OpenCursor("x", CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, q, 0, 10, 100)
+	seqs, _ := drainCursor(t, old)
+	if len(seqs) != 10 {
+		t.Fatalf("read %d, want 10", len(seqs))
+	}
+	// Commit after the first 4 records only.
+	old.Rewind()
+	var at Position
+	for range 4 {
+		_, pos, err := old.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = pos
+	}
+	if err := old.Commit(at); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	split, err := q.OpenCursor("x.a", CursorOptions{From: []string{"x", "missing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqs, _ := drainCursor(t, split); len(seqs) != 6 || seqs[0] != 4 {
+		t.Fatalf("the new cursor read %v, want records 4..9", seqs)
+	}
+	fresh, err := q.OpenCursor("y", CursorOptions{From: []string{"missing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqs, _ := drainCursor(t, fresh); len(seqs) != 0 {
+		t.Fatalf("a cursor From no existing one read %v, want nothing (the durable end)", seqs)
+	}
+	split.Close()
+	again, err := q.OpenCursor("x.a", CursorOptions{From: []string{"nothing-like-it"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqs, _ := drainCursor(t, again); len(seqs) != 6 {
+		t.Fatalf("reopened, the cursor read %v: it moved (From applies to new cursors only)", seqs)
+	}
+}

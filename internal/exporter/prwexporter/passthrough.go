@@ -236,6 +236,9 @@ func (e *Exporter) replicate(ctx context.Context, tenant string, n int, src rawS
 	errs := make([]error, len(e.eps))
 	var wg sync.WaitGroup
 	for k := range e.eps {
+		if e.others(k) {
+			continue
+		}
 		wg.Go(func() {
 			sent, err := e.deliver(ctx, k, tenant, v2f, v1f)
 			if errors.Is(err, sending.ErrTooLarge) {

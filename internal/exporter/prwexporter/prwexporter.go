@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,14 @@ type Config struct {
 	// CAFile is the file TLS.RootCAs came from (tls.ca_file): read again
 	// when it changes on disk, for new connections.
 	CAFile string
+	// Only, when set, is the one of Endpoints this exporter delivers to:
+	// under Shard its share of the series (the ring still spans every
+	// endpoint, so a series maps to the same one as without Only), else
+	// everything. The other endpoints are left to exporters of their own
+	// (the pipeline runs one per endpoint, each on a cursor of its own,
+	// so that an endpoint that is down holds back none of the others).
+	// Endpoints() is then this one only.
+	Only string
 	// SendNativeHistograms sends native histograms over 1.0 too
 	// (prometheus.WriteRequest.histograms); without it 1.0 drops and
 	// counts them. 2.0 always carries them.
@@ -93,6 +102,7 @@ type Exporter struct {
 	split *splitter
 
 	useV1 []*atomic.Bool // per endpoint: 1.0 configured, or 2.0 answered 415
+	only  int            // index of Config.Only in eps; -1: every endpoint
 
 	droppedPoints, badBodies, sentSeries, fallbacks, trimmedExemplars atomic.Uint64
 }
@@ -144,6 +154,12 @@ func New(cfg Config) (*Exporter, error) {
 		v1.Store(cfg.Protocol != "2.0")
 		e.useV1 = append(e.useV1, &v1)
 	}
+	e.only = -1
+	if cfg.Only != "" {
+		if e.only = slices.Index(cfg.Endpoints, cfg.Only); e.only < 0 {
+			return nil, fmt.Errorf("prwexporter: only %q is not one of the endpoints", cfg.Only)
+		}
+	}
 	return e, nil
 }
 
@@ -165,7 +181,15 @@ func laneOf(h uint64, n int) int {
 }
 
 // Endpoints implements exporter.Sender.
-func (e *Exporter) Endpoints() []*sending.Endpoint { return e.eps }
+func (e *Exporter) Endpoints() []*sending.Endpoint {
+	if e.only >= 0 {
+		return e.eps[e.only : e.only+1]
+	}
+	return e.eps
+}
+
+// others reports an endpoint this exporter leaves to another (Config.Only).
+func (e *Exporter) others(k int) bool { return e.only >= 0 && k != e.only }
 
 // Stats: points remote write 1.0 cannot carry (delta sums and histograms,
 // unknown types), metric bodies that do not decode, series sent.
@@ -325,7 +349,7 @@ func (e *Exporter) sendSeries(ctx context.Context, tenant string, series []promp
 	var wg sync.WaitGroup
 	for k := range e.eps {
 		for l := range nl {
-			if len(per[k][l]) == 0 {
+			if len(per[k][l]) == 0 || e.others(k) {
 				continue
 			}
 			wg.Go(func() { errs[k*nl+l] = e.sendLane(ctx, k, tenant, per[k][l], perMeta[k][l]) })

@@ -152,3 +152,83 @@ func TestShardingThreeReceivers(t *testing.T) {
 		}
 	}
 }
+
+// One exporter per endpoint (Only), as the pipeline runs a shard: each
+// delivers exactly its share of the series (the ring over every
+// endpoint), on the pass-through path (1.0 and 2.0, one lane and two) and
+// the convert path (OTLP); while one endpoint is down, the exporters of
+// the others deliver, and only the dead one's Send waits.
+func TestShardOnlyEndpoint(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		v     uint8 // record version; 0: OTLP
+		lanes int
+	}{{"v1", 1, 1}, {"v2", 2, 1}, {"v1 lanes", 1, 2}, {"otlp", 0, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			recv := []*receiver{newReceiver(t), newReceiver(t), newReceiver(t)}
+			var urls []string
+			for _, r := range recv {
+				urls = append(urls, r.srv.URL+"/api/v1/write")
+			}
+			var exps []*Exporter
+			for _, u := range urls {
+				exp, err := New(Config{Endpoints: urls, Only: u, Shard: true, Concurrency: c.lanes, Policy: sending.Policy{
+					InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: 10 * time.Millisecond}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if eps := exp.Endpoints(); len(eps) != 1 || eps[0].Name != u {
+					t.Fatalf("Endpoints() of the exporter of %s: %d", u, len(eps))
+				}
+				exps = append(exps, exp)
+			}
+			var batch []exporter.Record
+			const nSeries = 60
+			if c.v == 0 {
+				batch = []exporter.Record{{Kind: signal.KindMetrics, Body: instanceMetrics(t, time.Now(), nSeries, "a")}}
+			} else {
+				batch = laneBatchesV(t, c.v, 1, 1, nSeries)[0]
+			}
+			dead := 2
+			recv[dead].down.Store(true)
+			for i, exp := range exps {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				err := exp.Send(ctx, batch)
+				cancel()
+				if i == dead && err == nil {
+					t.Fatal("the dead endpoint's exporter returned nil")
+				}
+				if i != dead && err != nil {
+					t.Fatalf("the exporter of live endpoint %d waited for the dead one: %v", i, err)
+				}
+			}
+			recv[dead].down.Store(false)
+			if err := exps[dead].Send(context.Background(), batch); err != nil {
+				t.Fatal(err)
+			}
+			ring := sending.NewRing(urls)
+			total := 0
+			for i, r := range recv {
+				r.mu.Lock()
+				for key := range r.series {
+					var ls []prompb.Label
+					for _, kv := range strings.Split(strings.TrimSuffix(key, ","), ",") {
+						n, v, _ := strings.Cut(kv, "=")
+						ls = append(ls, prompb.Label{Name: n, Value: v})
+					}
+					if k := ring.Pick(seriesHash(ls)); k != i {
+						t.Errorf("series %s on endpoint %d, the ring says %d", key, i, k)
+					}
+				}
+				total += len(r.series)
+				r.mu.Unlock()
+			}
+			if c.v != 0 && total != nSeries {
+				t.Errorf("%d series arrived, want %d", total, nSeries)
+			}
+			if total == 0 {
+				t.Fatal("nothing arrived")
+			}
+		})
+	}
+}

@@ -779,6 +779,9 @@ func (e *Exporter) sendSplit(ctx context.Context, tenant string, sp *splitter) e
 			k1 = k0 + 1
 		}
 		for k := k0; k < k1; k++ {
+			if e.others(k) {
+				continue
+			}
 			wg.Go(func() {
 				sent, err := e.deliver(ctx, k, tenant, v2f, v1f)
 				if errors.Is(err, sending.ErrTooLarge) {
