@@ -21,6 +21,7 @@ const (
 	fdCloexec         = 1
 	closeRangeCloexec = 1 << 2
 	atEmptyPath       = 0x1000
+	mfdCloexec        = 1
 )
 
 // maxFDSlots bounds the per-process fd slice; larger fds go to a map.
@@ -104,6 +105,7 @@ type DecoderOptions struct {
 	PathPrefix  string     // keep only rows whose path (or old path) starts with it
 	PathGlob    string     // keep only rows whose path (or old path) matches it (matchGlob)
 	TID         uint32     // keep only rows of this thread; its process's other threads send fd table calls
+	Comm        string     // keep only rows of threads of this name; threads of other names beside them send fd table calls
 	MinDuration int64      // ns; rows below it are dropped (bookkeeping calls bypass the kernel's check)
 	ClockOffset int64      // added to the kernel's monotonic times to make Unix ns
 	ProcRoot    string     // "/proc" by default
@@ -227,25 +229,47 @@ func (d *Decoder) Preload(pid uint32) {
 	d.cwd(pid, p)
 }
 
-// PreloadAll preloads every process whose comm is comm ("" for all).
+// PreloadAll preloads every process, or with comm every process one of
+// whose threads has that comm.
 func (d *Decoder) PreloadAll(comm string) {
-	ents, err := os.ReadDir(d.opts.ProcRoot)
-	if err != nil {
-		return
+	for _, pid := range procsWithComm(d.opts.ProcRoot, comm) {
+		d.Preload(pid)
 	}
+}
+
+// procsWithComm lists the processes under procRoot one of whose threads
+// is named comm ("": every process).
+func procsWithComm(procRoot, comm string) []uint32 {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil
+	}
+	var pids []uint32
 	for _, de := range ents {
 		pid, err := strconv.ParseUint(de.Name(), 10, 32)
 		if err != nil {
 			continue
 		}
-		if comm != "" {
-			b, err := os.ReadFile(d.opts.ProcRoot + "/" + de.Name() + "/comm")
-			if err != nil || strings.TrimSuffix(string(b), "\n") != comm {
-				continue
-			}
+		if comm == "" || threadNamed(procRoot+"/"+de.Name(), comm) {
+			pids = append(pids, uint32(pid))
 		}
-		d.Preload(uint32(pid))
 	}
+	return pids
+}
+
+// threadNamed reports whether a thread of the process at dir is named comm.
+func threadNamed(dir, comm string) bool {
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/task/" + task.Name() + "/comm")
+		if err == nil && strings.TrimSuffix(string(b), "\n") == comm {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Decoder) cwd(pid uint32, p *proc) string {
@@ -448,16 +472,114 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 	case clRename:
 		ev.OldPath = d.argPath(out, r.pid, p, r.fd, r.path, r.trunc1)
 		ev.Path = d.argPath(out, r.pid, p, r.fd2, r.path2, r.trunc2)
+	case clNewFD:
+		d.newFDs(out, &ev, r.pid, p, sc)
 	default:
 		ev.Path = d.fdPath(out, r.pid, p, r.fd)
 	}
-	if !d.keep[sc] || r.duration < d.opts.MinDuration || (d.opts.TID != 0 && r.tid != d.opts.TID) || !d.pathOK(out, &ev) {
+	if !d.keep[sc] || r.duration < d.opts.MinDuration || (d.opts.TID != 0 && r.tid != d.opts.TID) ||
+		(d.opts.Comm != "" && string(r.comm) != d.opts.Comm) || !d.pathOK(out, &ev) {
 		d.stats.Filtered++
 		return
 	}
 	ev.Comm = d.commStr(out, p, r.comm)
 	out.Append(&ev)
 	d.stats.Rows++
+}
+
+// newFDs enters the fds a pipe, socket, accept, eventfd, ... call made in
+// the fd table, named as /proc/PID/fd names them, and fills in the row: FD
+// is the fd the call worked on (accept's listening socket, signalfd's fd)
+// or else the first new fd, Path its name.
+func (d *Decoder) newFDs(out *signal.IOEvents, ev *signal.IOEvent, pid uint32, p *proc, sc Syscall) {
+	r := &d.rec
+	ok := r.ret >= 0
+	switch sc {
+	case SysAccept, SysAccept4:
+		ev.Path = d.fdPath(out, pid, p, r.fd)
+		if ok {
+			d.setNewFD(p, int32(r.ret), d.newFDName(sc, r.ino), r.flags&oCloexec != 0)
+		}
+		return
+	case SysSignalfd, SysSignalfd4:
+		if r.fd >= 0 && !ok {
+			ev.Path = d.fdPath(out, pid, p, r.fd)
+			return
+		}
+	}
+	ev.FD = -1
+	if !ok {
+		return
+	}
+	cloexec := r.flags&oCloexec != 0
+	switch sc {
+	case SysMemfdCreate:
+		cloexec = r.flags&mfdCloexec != 0
+	case SysPidfdOpen:
+		cloexec = true // pidfds are always close-on-exec
+	}
+	switch sc {
+	case SysPipe, SysPipe2, SysSocketpair:
+		ev.FD = r.fd
+		d.setNewFD(p, r.fd, d.newFDName(sc, r.ino), cloexec)
+		d.setNewFD(p, r.fd2, d.newFDName(sc, r.ino2), cloexec)
+	default:
+		ev.FD = int32(r.ret)
+		d.setNewFD(p, ev.FD, d.newFDName(sc, r.ino), cloexec)
+	}
+	ev.Path = d.fdPath(out, pid, p, ev.FD)
+}
+
+// newFDName is the name /proc/PID/fd gives an fd that sc made: "" when the
+// kernel could not read the inode number a pipe or socket is named by.
+func (d *Decoder) newFDName(sc Syscall, ino uint32) string {
+	var kind string
+	switch sc {
+	case SysPipe, SysPipe2:
+		kind = "pipe:["
+	case SysSocket, SysSocketpair, SysAccept, SysAccept4:
+		kind = "socket:["
+	case SysEventfd, SysEventfd2:
+		return "anon_inode:[eventfd]"
+	case SysEpollCreate, SysEpollCreate1:
+		return "anon_inode:[eventpoll]"
+	case SysSignalfd, SysSignalfd4:
+		return "anon_inode:[signalfd]"
+	case SysTimerfdCreate:
+		return "anon_inode:[timerfd]"
+	case SysInotifyInit, SysInotifyInit1:
+		return "anon_inode:inotify"
+	case SysUserfaultfd:
+		return "anon_inode:[userfaultfd]"
+	case SysPidfdOpen:
+		return "anon_inode:[pidfd]"
+	case SysMemfdCreate:
+		if len(d.rec.path) == 0 {
+			return ""
+		}
+		d.linkBuf = append(append(append(d.linkBuf[:0], "/memfd:"...), d.rec.path...), " (deleted)"...)
+		return d.internPath(d.linkBuf)
+	default:
+		return ""
+	}
+	if ino == 0 {
+		return ""
+	}
+	d.linkBuf = append(strconv.AppendUint(append(d.linkBuf[:0], kind...), uint64(ino), 10), ']')
+	return d.internPath(d.linkBuf)
+}
+
+// setNewFD enters a new fd; without a name it is left to /proc.
+func (d *Decoder) setNewFD(p *proc, fd int32, name string, cloexec bool) {
+	e := p.entry(fd, true)
+	if e == nil {
+		return
+	}
+	if name == "" {
+		*e = fdEntry{}
+		return
+	}
+	*e = fdEntry{path: name, state: fdKnown, cloexec: cloexec}
 }
 
 // fork gives child a copy of parent's fd table and cwd, as the kernel did.

@@ -19,6 +19,7 @@ type iotraceInflight struct {
 	LastExitTs uint64
 	Ptr1       uint64
 	Ptr2       uint64
+	FdsPtr     uint64
 	Flags      uint64
 	Fd         int32
 	Fd2        int32
@@ -39,6 +40,8 @@ type iotraceRecord struct {
 	Tid      uint32
 	Fd       int32
 	Fd2      int32
+	Ino      uint32
+	Ino2     uint32
 	Sc       uint16
 	PathLen  uint16
 	Path2Len uint16
@@ -51,6 +54,7 @@ type iotraceRecord struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	iotraceMapCommProcs        = "comm_procs"
 	iotraceMapEvents           = "events"
 	iotraceMapInflight         = "inflight"
 	iotraceMapLost             = "lost"
@@ -138,6 +142,7 @@ type iotraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iotraceMapSpecs struct {
+	CommProcs    *ebpf.MapSpec `ebpf:"comm_procs"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	Inflight     *ebpf.MapSpec `ebpf:"inflight"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
@@ -181,6 +186,7 @@ func (o *iotraceObjects) Close() error {
 //
 // It can be passed to loadIotraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iotraceMaps struct {
+	CommProcs    *ebpf.Map `ebpf:"comm_procs"`
 	Events       *ebpf.Map `ebpf:"events"`
 	Inflight     *ebpf.Map `ebpf:"inflight"`
 	Lost         *ebpf.Map `ebpf:"lost"`
@@ -190,6 +196,7 @@ type iotraceMaps struct {
 
 func (m *iotraceMaps) Close() error {
 	return _IotraceClose(
+		m.CommProcs,
 		m.Events,
 		m.Inflight,
 		m.Lost,

@@ -24,6 +24,8 @@ func TestRecordLayout(t *testing.T) {
 		{"tid", unsafe.Offsetof(r.Tid), offTid},
 		{"fd", unsafe.Offsetof(r.Fd), offFd},
 		{"fd2", unsafe.Offsetof(r.Fd2), offFd2},
+		{"ino", unsafe.Offsetof(r.Ino), offIno},
+		{"ino2", unsafe.Offsetof(r.Ino2), offIno2},
 		{"sc", unsafe.Offsetof(r.Sc), offSc},
 		{"path_len", unsafe.Offsetof(r.PathLen), offPathLen},
 		{"path2_len", unsafe.Offsetof(r.Path2Len), offPath2Len},

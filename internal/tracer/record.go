@@ -18,13 +18,15 @@ const (
 	offTid      = 52
 	offFd       = 56
 	offFd2      = 60
-	offSc       = 64
-	offPathLen  = 66
-	offPath2Len = 68
-	offKind     = 70
-	offComm     = 72
+	offIno      = 64
+	offIno2     = 68
+	offSc       = 72
+	offPathLen  = 74
+	offPath2Len = 76
+	offKind     = 78
+	offComm     = 80
 	commLen     = 16
-	headerLen   = 88
+	headerLen   = 96
 
 	// pathTruncated is PATH_TRUNCATED of a record's path lengths: the
 	// path went on past the maxPathLen bytes the kernel read.
@@ -46,6 +48,7 @@ type rawRecord struct {
 	cgroup, flags     uint64
 	pid, tid          uint32
 	fd, fd2           int32
+	ino, ino2         uint32 // of the new fds of pipe, socketpair, socket, accept
 	sc, kind          uint16
 	comm              []byte // NUL-trimmed
 	path, path2       []byte
@@ -67,6 +70,8 @@ func parseRecord(b []byte, r *rawRecord) error {
 	r.tid = le.Uint32(b[offTid:])
 	r.fd = int32(le.Uint32(b[offFd:]))
 	r.fd2 = int32(le.Uint32(b[offFd2:]))
+	r.ino = le.Uint32(b[offIno:])
+	r.ino2 = le.Uint32(b[offIno2:])
 	r.sc = le.Uint16(b[offSc:])
 	l1, l2 := le.Uint16(b[offPathLen:]), le.Uint16(b[offPath2Len:])
 	n1, n2 := int(l1&maxPathLen), int(l2&maxPathLen)
@@ -103,6 +108,8 @@ func appendRecord(dst []byte, r *rawRecord) []byte {
 	le.PutUint32(b[offTid:], r.tid)
 	le.PutUint32(b[offFd:], uint32(r.fd))
 	le.PutUint32(b[offFd2:], uint32(r.fd2))
+	le.PutUint32(b[offIno:], r.ino)
+	le.PutUint32(b[offIno2:], r.ino2)
 	le.PutUint16(b[offSc:], r.sc)
 	le.PutUint16(b[offPathLen:], pathLen(len(r.path), r.trunc1))
 	le.PutUint16(b[offPath2Len:], pathLen(len(r.path2), r.trunc2))

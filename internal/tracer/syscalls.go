@@ -59,6 +59,24 @@ const (
 	SysIoUringEnter
 	SysChdir
 	SysFchdir
+	SysPipe
+	SysPipe2
+	SysSocket
+	SysSocketpair
+	SysAccept
+	SysAccept4
+	SysEventfd
+	SysEventfd2
+	SysEpollCreate
+	SysEpollCreate1
+	SysMemfdCreate
+	SysSignalfd
+	SysSignalfd4
+	SysTimerfdCreate
+	SysInotifyInit
+	SysInotifyInit1
+	SysUserfaultfd
+	SysPidfdOpen
 	NumSyscalls
 )
 
@@ -85,6 +103,12 @@ var syscallNames = [NumSyscalls]string{
 	SysSendfile: "sendfile", SysCopyFileRange: "copy_file_range", SysSplice: "splice",
 	SysIoUringEnter: "io_uring_enter",
 	SysChdir:        "chdir", SysFchdir: "fchdir",
+	SysPipe: "pipe", SysPipe2: "pipe2", SysSocket: "socket", SysSocketpair: "socketpair",
+	SysAccept: "accept", SysAccept4: "accept4", SysEventfd: "eventfd", SysEventfd2: "eventfd2",
+	SysEpollCreate: "epoll_create", SysEpollCreate1: "epoll_create1", SysMemfdCreate: "memfd_create",
+	SysSignalfd: "signalfd", SysSignalfd4: "signalfd4", SysTimerfdCreate: "timerfd_create",
+	SysInotifyInit: "inotify_init", SysInotifyInit1: "inotify_init1", SysUserfaultfd: "userfaultfd",
+	SysPidfdOpen: "pidfd_open",
 }
 
 // String is the syscall's Linux name.
@@ -115,6 +139,7 @@ const (
 	clRename         // path2 is the new path, path the old one
 	clTransfer       // ret > 0 is bytes moved from FD to fd2
 	clChdir          // sets the cwd that relative paths are joined to
+	clNewFD          // returns (or fills in) new fds without a path: newFDName names them
 )
 
 var classes = [NumSyscalls]class{
@@ -129,6 +154,20 @@ var classes = [NumSyscalls]class{
 	SysRename:   clRename, SysRenameat: clRename, SysRenameat2: clRename,
 	SysSendfile: clTransfer, SysCopyFileRange: clTransfer, SysSplice: clTransfer,
 	SysChdir: clChdir, SysFchdir: clChdir,
+	SysPipe: clNewFD, SysPipe2: clNewFD, SysSocket: clNewFD, SysSocketpair: clNewFD,
+	SysAccept: clNewFD, SysAccept4: clNewFD, SysEventfd: clNewFD, SysEventfd2: clNewFD,
+	SysEpollCreate: clNewFD, SysEpollCreate1: clNewFD, SysMemfdCreate: clNewFD,
+	SysSignalfd: clNewFD, SysSignalfd4: clNewFD, SysTimerfdCreate: clNewFD,
+	SysInotifyInit: clNewFD, SysInotifyInit1: clNewFD, SysUserfaultfd: clNewFD, SysPidfdOpen: clNewFD,
+}
+
+// newFDGroup are the calls that make fds without a path (pipes, sockets,
+// anonymous inodes); the fd table names their fds as /proc/PID/fd does.
+var newFDGroup = []Syscall{
+	SysPipe, SysPipe2, SysSocket, SysSocketpair, SysAccept, SysAccept4,
+	SysEventfd, SysEventfd2, SysEpollCreate, SysEpollCreate1, SysMemfdCreate,
+	SysSignalfd, SysSignalfd4, SysTimerfdCreate, SysInotifyInit, SysInotifyInit1,
+	SysUserfaultfd, SysPidfdOpen,
 }
 
 // syscallGroups are names --syscalls accepts for several syscalls at once.
@@ -140,6 +179,7 @@ var syscallGroups = map[string][]Syscall{
 	"sync":  {SysFsync, SysFdatasync, SysSyncFileRange},
 	"stat":  {SysStat, SysLstat, SysFstat, SysNewfstatat, SysStatx},
 	"fd":    {SysClose, SysCloseRange, SysDup, SysDup2, SysDup3, SysFcntl},
+	"newfd": newFDGroup,
 	"meta":  {SysUnlink, SysUnlinkat, SysRename, SysRenameat, SysRenameat2, SysMkdir, SysMkdirat, SysRmdir, SysTruncate, SysFtruncate, SysChdir, SysFchdir},
 }
 
@@ -154,13 +194,13 @@ func init() {
 // fdBookkeeping are the syscalls the fd table needs even when the user
 // traces fewer: without them a path would go stale (a closed and reused
 // fd). They are traced always and dropped in user space when not asked for.
-var fdBookkeeping = []Syscall{SysOpen, SysOpenat, SysOpenat2, SysCreat, SysClose, SysCloseRange, SysDup, SysDup2, SysDup3, SysFcntl, SysChdir, SysFchdir}
+var fdBookkeeping = append([]Syscall{SysOpen, SysOpenat, SysOpenat2, SysCreat, SysClose, SysCloseRange, SysDup, SysDup2, SysDup3, SysFcntl, SysChdir, SysFchdir}, newFDGroup...)
 
 // SyscallSet is a set of traced syscalls.
 type SyscallSet [NumSyscalls]bool
 
 // ParseSyscalls parses a comma-separated list of syscall names and group
-// names (all, open, read, write, sync, stat, fd, meta). The empty string
+// names (all, open, read, write, sync, stat, fd, newfd, meta). The empty string
 // is all of them; "preadv" also selects preadv2, and so on for the
 // versioned variants (pwritev2, dup3, renameat2 stay separate names too).
 func ParseSyscalls(spec string) (SyscallSet, error) {
@@ -187,7 +227,7 @@ func ParseSyscalls(spec string) (SyscallSet, error) {
 			}
 		}
 		if !found {
-			return set, fmt.Errorf("unknown syscall %q in --syscalls (known: %s and the groups all, open, read, write, sync, stat, fd, meta)", name, strings.Join(syscallNames[1:], ", "))
+			return set, fmt.Errorf("unknown syscall %q in --syscalls (known: %s and the groups all, open, read, write, sync, stat, fd, newfd, meta)", name, strings.Join(syscallNames[1:], ", "))
 		}
 	}
 	return set, nil

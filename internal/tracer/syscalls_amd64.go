@@ -11,6 +11,10 @@ var syscallNumbers = [NumSyscalls]int{
 	SysPreadv: 295, SysPwritev: 296, SysCopyFileRange: 326, SysPreadv2: 327, SysPwritev2: 328,
 	SysRenameat2: 316, SysStatx: 332, SysIoUringEnter: 426, SysCloseRange: 436, SysOpenat2: 437,
 	SysChdir: 80, SysFchdir: 81,
+	SysPipe: 22, SysPipe2: 293, SysSocket: 41, SysSocketpair: 53, SysAccept: 43, SysAccept4: 288,
+	SysEventfd: 284, SysEventfd2: 290, SysEpollCreate: 213, SysEpollCreate1: 291, SysMemfdCreate: 319,
+	SysSignalfd: 282, SysSignalfd4: 289, SysTimerfdCreate: 283, SysInotifyInit: 253, SysInotifyInit1: 294,
+	SysUserfaultfd: 323, SysPidfdOpen: 434,
 }
 
 // syscallFunc is the kernel function of each traced syscall's table entry,

@@ -99,6 +99,7 @@ func Open(opts Options) (*Tracer, error) {
 		PathPrefix:  opts.PathPrefix,
 		PathGlob:    opts.PathGlob,
 		TID:         opts.TID,
+		Comm:        opts.Comm,
 		MinDuration: int64(opts.MinDuration),
 		ClockOffset: clockOffset(),
 	})
@@ -108,7 +109,24 @@ func Open(opts Options) (*Tracer, error) {
 	} else {
 		t.dec.PreloadAll(opts.Comm)
 	}
+	if opts.Comm != "" {
+		t.seedCommProcs()
+	}
 	return t, nil
+}
+
+// seedCommProcs enters the processes that already have a thread of the
+// --comm name in the kernel's comm_procs, so that their other threads'
+// fd table calls are traced from the start, not only once a thread of the
+// name makes a traced call (the program adds those itself).
+func (t *Tracer) seedCommProcs() {
+	m := t.coll.Maps["comm_procs"]
+	if m == nil {
+		return
+	}
+	for _, pid := range procsWithComm("/proc", t.opts.Comm) {
+		_ = m.Update(pid, uint8(1), ebpf.UpdateAny)
+	}
 }
 
 // syscallTable is the kernel's traced[] table: for each syscall number,

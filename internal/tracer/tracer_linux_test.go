@@ -368,15 +368,21 @@ func TestTraceFDTableInheritance(t *testing.T) {
 	t.Run("cgroup+glob", func(t *testing.T) { testFDTableInheritance(t, true) })
 	t.Run("tid", testFDTableTID)
 	t.Run("tid-hash", testFDTableTID)
+	t.Run("comm", testFDTableTID)
+	t.Run("comm-hash", testFDTableTID)
 }
 
-// testFDTableTID traces only the workload's second thread, which writes
-// to an fd the main thread opened (and closes right after, so that its
-// number is reused): the write's row must have the file's path, which
-// only the main thread's open can give.
+// testFDTableTID traces only the workload's second thread, by its tid or
+// by its name (comm; the main thread has another), which writes to an fd
+// the main thread opened (and closes right after, so that its number is
+// reused): the write's row must have the file's path, which only the main
+// thread's open can give.
 func testFDTableTID(t *testing.T) {
 	dir, child, tr, rows := traceChild(t, "fdtable", func(c *tracertest.Child) Options {
 		opts := Options{TID: uint32(c.TID2)}
+		if strings.Contains(t.Name(), "/comm") {
+			opts = Options{Comm: tracertest.Thread2Comm}
+		}
 		if strings.HasSuffix(t.Name(), "-hash") {
 			opts.Attach, opts.hashPairing = AttachTracepoint, true
 		}

@@ -49,6 +49,7 @@ struct inflight {
 	u64 last_exit_ts; // of this thread's previous traced syscall
 	u64 ptr1;         // user pointer of the first path
 	u64 ptr2;         // user pointer of the second path (rename)
+	u64 fds_ptr;      // user pointer of the int[2] pipe and socketpair fill
 	u64 flags;
 	s32 fd;
 	s32 fd2;
@@ -72,6 +73,16 @@ struct {
 	__type(key, int);
 	__type(value, struct inflight);
 } task_inflight SEC(".maps");
+
+// comm_procs holds the processes (tgids) where a thread of the --comm name
+// has run a traced call: their other threads share its fd table, so their
+// fd table calls are wanted too, as the --tid thread's siblings' are.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, u8);
+} comm_procs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -116,9 +127,25 @@ static __always_inline bool comm_matches(void)
 #define WANT_ALL 1
 #define WANT_FDS 2 // only the fd table's calls: a thread beside the --tid one
 
+// comm_wanted applies the comm filter to the current task of process pid:
+// a thread of another name is WANT_FDS in a process where one of the name
+// has run (comm_procs), since they share the fd table.
+static __always_inline int comm_wanted(u32 pid, int w)
+{
+	if (comm_matches()) {
+		if (!bpf_map_lookup_elem(&comm_procs, &pid)) {
+			u8 one = 1;
+			bpf_map_update_elem(&comm_procs, &pid, &one, BPF_ANY);
+		}
+		return w;
+	}
+	return bpf_map_lookup_elem(&comm_procs, &pid) ? WANT_FDS : WANT_NONE;
+}
+
 // wanted applies the pid, tid, comm and cgroup filters to the current task.
 // The other threads of the tid filter's process share its fd table, so
-// their opens, closes and dups are wanted too (user space drops their rows).
+// their opens, closes and dups are wanted too (user space drops their rows);
+// so are those of a thread of another name beside a --comm thread.
 static __always_inline int wanted(u64 pid_tgid)
 {
 	u32 pid = pid_tgid >> 32;
@@ -134,8 +161,8 @@ static __always_inline int wanted(u64 pid_tgid)
 	}
 	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
 		return WANT_NONE;
-	if (filter_comm_len && !comm_matches())
-		return WANT_NONE;
+	if (filter_comm_len)
+		return comm_wanted(pid, w);
 	return w;
 }
 
@@ -166,6 +193,49 @@ static __always_inline u64 wakeup_flags(u64 size)
 	return avail < wakeup_bytes && avail + size >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+// fd_ino is the inode number of the current task's open fd, 0 if none.
+static __always_inline u32 fd_ino(s32 fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || (u32)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = 0;
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return 0;
+	return (u32)BPF_CORE_READ(file, f_inode, i_ino);
+}
+
+// new_fds fills in the fds a successful pipe, pipe2 or socketpair wrote to
+// user memory (fd, fd2) and, for those and socket and accept, the inode
+// numbers their names need (pipe:[ino], socket:[ino]); read at exit, while
+// the fds are certainly still the new ones.
+static __always_inline void new_fds(struct record *r, struct inflight *f, s64 ret)
+{
+	if (ret < 0)
+		return;
+	switch (f->sc) {
+	case SC_PIPE:
+	case SC_PIPE2:
+	case SC_SOCKETPAIR: {
+		s32 fds[2] = {-1, -1};
+		if (bpf_probe_read_user(fds, sizeof(fds), (void *)f->fds_ptr))
+			return;
+		r->fd = fds[0];
+		r->fd2 = fds[1];
+		r->ino = fd_ino(fds[0]);
+		r->ino2 = f->sc == SC_SOCKETPAIR ? fd_ino(fds[1]) : r->ino;
+		break;
+	}
+	case SC_SOCKET:
+	case SC_ACCEPT:
+	case SC_ACCEPT4:
+		r->ino = fd_ino((s32)ret);
+		break;
+	}
+}
+
 // fill_header fills the fixed part of a syscall record.
 static __always_inline void fill_header(struct record *r, struct inflight *f, u64 pid_tgid, u64 dur, u64 gap, s64 ret)
 {
@@ -183,6 +253,9 @@ static __always_inline void fill_header(struct record *r, struct inflight *f, u6
 	r->kind = KIND_SYSCALL;
 	r->path_len = 0;
 	r->path2_len = 0;
+	r->ino = 0;
+	r->ino2 = 0;
+	new_fds(r, f, ret);
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 }
 
@@ -192,6 +265,7 @@ static __always_inline void decode_args(struct inflight *f, u16 sc, u64 a0, u64 
 {
 	f->ptr1 = 0;
 	f->ptr2 = 0;
+	f->fds_ptr = 0;
 	f->flags = 0;
 	f->fd = -1;
 	f->fd2 = -1;
@@ -284,6 +358,54 @@ static __always_inline void decode_args(struct inflight *f, u16 sc, u64 a0, u64 
 			f->fd = (s32)a0;
 			f->fd2 = (s32)a2;
 		}
+		break;
+	// New fds: flags holds the call's flags argument (its CLOEXEC bit
+	// matters to the fd table), fd the fd it works on, if any.
+	case SC_PIPE:
+		f->fds_ptr = a0;
+		break;
+	case SC_PIPE2:
+		f->fds_ptr = a0;
+		f->flags = a1;
+		break;
+	case SC_SOCKET:
+		f->flags = a1; // type, with SOCK_CLOEXEC and SOCK_NONBLOCK
+		break;
+	case SC_SOCKETPAIR:
+		f->flags = a1;
+		f->fds_ptr = a3;
+		break;
+	case SC_ACCEPT:
+		f->fd = (s32)a0;
+		break;
+	case SC_ACCEPT4:
+		f->fd = (s32)a0;
+		f->flags = a3;
+		break;
+	case SC_EVENTFD:
+	case SC_EPOLL_CREATE:
+	case SC_INOTIFY_INIT:
+		break;
+	case SC_EVENTFD2:
+	case SC_TIMERFD_CREATE:
+	case SC_PIDFD_OPEN:
+		f->flags = a1;
+		break;
+	case SC_EPOLL_CREATE1:
+	case SC_INOTIFY_INIT1:
+	case SC_USERFAULTFD:
+		f->flags = a0;
+		break;
+	case SC_MEMFD_CREATE:
+		f->ptr1 = a0; // the name, recorded as /memfd:NAME (deleted)
+		f->flags = a1;
+		break;
+	case SC_SIGNALFD:
+		f->fd = (s32)a0;
+		break;
+	case SC_SIGNALFD4:
+		f->fd = (s32)a0;
+		f->flags = a3;
 		break;
 	default:
 		f->fd = (s32)a0;
@@ -615,6 +737,11 @@ static __always_inline void exit_event(void)
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return;
 	process_event(KIND_EXIT);
+	if (filter_comm_len) {
+		// After process_event: its filter check would add pid again.
+		u32 pid = bpf_get_current_pid_tgid() >> 32;
+		bpf_map_delete_elem(&comm_procs, &pid);
+	}
 }
 
 // In fentry mode a task's storage goes away with the task.

@@ -36,6 +36,12 @@ enum {
 	SC_SENDFILE, SC_COPY_FILE_RANGE, SC_SPLICE,
 	SC_IO_URING_ENTER,
 	SC_CHDIR, SC_FCHDIR,
+	// Calls that make fds without a path: the fd table names them as
+	// /proc/PID/fd does (pipe:[ino], socket:[ino], anon_inode:[eventfd]).
+	SC_PIPE, SC_PIPE2, SC_SOCKET, SC_SOCKETPAIR, SC_ACCEPT, SC_ACCEPT4,
+	SC_EVENTFD, SC_EVENTFD2, SC_EPOLL_CREATE, SC_EPOLL_CREATE1, SC_MEMFD_CREATE,
+	SC_SIGNALFD, SC_SIGNALFD4, SC_TIMERFD_CREATE, SC_INOTIFY_INIT, SC_INOTIFY_INIT1,
+	SC_USERFAULTFD, SC_PIDFD_OPEN,
 	SC_COUNT,
 };
 
@@ -53,6 +59,10 @@ struct record {
 	u32 tid;
 	s32 fd;
 	s32 fd2;
+	// Inode numbers of the new fds of pipe, pipe2, socket, socketpair,
+	// accept and accept4 (pipefs and sockfs number inodes in 32 bits).
+	u32 ino;
+	u32 ino2;
 	u16 sc;
 	u16 path_len;
 	u16 path2_len;
@@ -61,4 +71,4 @@ struct record {
 	char paths[2 * MAX_PATH];
 };
 
-#define RECORD_HEADER 88
+#define RECORD_HEADER 96

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The fdtable workload (mode "fdtable") follows an fd through the ways a
@@ -61,14 +64,20 @@ func fdtableWorkload(dir string, second func(func())) error {
 	return nil
 }
 
-// startSecondThread starts a goroutine locked to a thread of its own and
-// returns its tid and a function that runs f on it.
+// Thread2Comm is the fdtable workload's second thread's name (comm), so
+// that --comm can select it without its process's main thread.
+const Thread2Comm = "tracertest-t2"
+
+// startSecondThread starts a goroutine locked to a thread of its own,
+// named Thread2Comm, and returns its tid and a function that runs f on it.
 func startSecondThread() (int, func(func())) {
 	work := make(chan func())
 	done := make(chan struct{})
 	tid := make(chan int)
 	go func() {
 		runtime.LockOSThread()
+		name, _ := unix.BytePtrFromString(Thread2Comm)
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
 		tid <- syscall.Gettid()
 		for f := range work {
 			f()

@@ -224,13 +224,14 @@ func syscallsWorkload(dir string, pre, dirfd int) ([]Call, error) {
 	r.do(Call{Syscall: "sendfile", FD: A, Path: o2, Bytes: 10}, unix.SYS_SENDFILE, uintptr(c), uintptr(a), offp, 10)
 	off = 0
 	r.do(Call{Syscall: "copy_file_range", FD: A, Path: o2, Bytes: 10}, unix.SYS_COPY_FILE_RANGE, uintptr(a), offp, uintptr(c), 0, 10, 0)
-	var pfd [2]int
-	if err := unix.Pipe2(pfd[:], unix.O_CLOEXEC); err != nil { // pipe2 is not traced
-		return nil, err
-	}
+	var pfd [2]int32
+	r.newFD(Call{Syscall: "pipe2", Flags: unix.O_CLOEXEC}, &pfd, unix.SYS_PIPE2, uintptr(unsafe.Pointer(&pfd)), unix.O_CLOEXEC)
 	off = 0
 	r.do(Call{Syscall: "splice", FD: A, Path: o2, Bytes: 10}, unix.SYS_SPLICE, uintptr(a), offp, uintptr(pfd[1]), 0, 10, 0)
 	r.do(Call{Syscall: "io_uring_enter", FD: A, Path: o2}, unix.SYS_IO_URING_ENTER, uintptr(a), 0, 0, 0, 0, 0) // EOPNOTSUPP: not a ring
+
+	r.do(Call{Syscall: "read", FD: pfd[0], Path: r.fdName(pfd[0]), Bytes: 10}, unix.SYS_READ, uintptr(pfd[0]), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+	newFDs(&r, buf)
 
 	// cwd: chdir and fchdir move what relative paths are joined to
 	r.do(Call{Syscall: "chdir", FD: cwd, Path: dir}, unix.SYS_CHDIR, ptr(dir), 0x1234)
@@ -262,6 +263,108 @@ func syscallsWorkload(dir string, pre, dirfd int) ([]Call, error) {
 	r.do(Call{Syscall: "close", FD: A, Path: o2}, unix.SYS_CLOSE, uintptr(a))
 	r.do(Call{Syscall: "close", FD: A}, unix.SYS_CLOSE, uintptr(a)) // EBADF: closed twice
 	return r.calls, r.err
+}
+
+// fdName is what /proc/self/fd shows for fd (readlink is not traced).
+func (r *recorder) fdName(fd int32) string {
+	name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("readlink fd %d: %w", fd, err)
+	}
+	return name
+}
+
+// newFD records a call that makes an fd without a path: the fd column is
+// its result (or, with pair, the first fd it filled in) and the path what
+// /proc/self/fd shows for that fd.
+func (r *recorder) newFD(c Call, pair *[2]int32, nr uintptr, a ...uintptr) int32 {
+	i := len(r.calls)
+	ret := r.do(c, nr, a...)
+	fd := int32(ret)
+	if pair != nil && ret == 0 {
+		fd = pair[0]
+	}
+	if ret < 0 {
+		fd = -1
+	} else {
+		r.calls[i].Path = r.fdName(fd)
+	}
+	r.calls[i].FD = fd
+	return fd
+}
+
+// newFDs calls each syscall that makes fds without a path, uses some of
+// the fds and closes them all: each row must carry the fd's name as
+// /proc/self/fd shows it (pipe:[ino], socket:[ino], anon_inode:[eventfd]).
+func newFDs(r *recorder, buf []byte) {
+	b0 := uintptr(unsafe.Pointer(&buf[0]))
+	var opened []int32
+	keep := func(fds ...int32) {
+		for _, fd := range fds {
+			if fd >= 0 {
+				opened = append(opened, fd)
+			}
+		}
+	}
+	var pp [2]int32
+	r.newFD(Call{Syscall: "pipe"}, &pp, unix.SYS_PIPE, uintptr(unsafe.Pointer(&pp)))
+	r.do(Call{Syscall: "write", FD: pp[1], Path: r.fdName(pp[1]), Bytes: 3}, unix.SYS_WRITE, uintptr(pp[1]), b0, 3)
+	keep(pp[0], pp[1])
+
+	const stream = unix.SOCK_STREAM | unix.SOCK_CLOEXEC
+	var sv [2]int32
+	r.newFD(Call{Syscall: "socketpair", Flags: stream}, &sv, unix.SYS_SOCKETPAIR, unix.AF_UNIX, stream, 0, uintptr(unsafe.Pointer(&sv)))
+	r.do(Call{Syscall: "write", FD: sv[1], Path: r.fdName(sv[1]), Bytes: 5}, unix.SYS_WRITE, uintptr(sv[1]), b0, 5)
+	r.do(Call{Syscall: "read", FD: sv[0], Path: r.fdName(sv[0]), Bytes: 5}, unix.SYS_READ, uintptr(sv[0]), b0, uintptr(len(buf)))
+	keep(sv[0], sv[1])
+
+	// A listening socket with two connections waiting (bind, listen and
+	// connect are not traced), accepted by accept and accept4; a third
+	// accept finds none (EAGAIN). accept's fd column is the listener.
+	const listen = unix.SOCK_STREAM | unix.SOCK_NONBLOCK
+	ls := r.newFD(Call{Syscall: "socket", Flags: listen}, nil, unix.SYS_SOCKET, unix.AF_UNIX, listen, 0)
+	addr := &unix.SockaddrUnix{Name: fmt.Sprintf("@sluice-tracertest-%d", os.Getpid())}
+	if err := unix.Bind(int(ls), addr); err != nil && r.err == nil {
+		r.err = err
+	}
+	_ = unix.Listen(int(ls), 4)
+	lsName := r.fdName(ls)
+	for range 2 {
+		cl := r.newFD(Call{Syscall: "socket", Flags: unix.SOCK_STREAM}, nil, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err := unix.Connect(int(cl), addr); err != nil && r.err == nil {
+			r.err = err
+		}
+		keep(cl)
+	}
+	a1 := int32(r.do(Call{Syscall: "accept", FD: ls, Path: lsName}, unix.SYS_ACCEPT, uintptr(ls), 0, 0))
+	r.do(Call{Syscall: "write", FD: a1, Path: r.fdName(a1), Bytes: 2}, unix.SYS_WRITE, uintptr(a1), b0, 2)
+	a2 := int32(r.do(Call{Syscall: "accept4", FD: ls, Path: lsName, Flags: unix.SOCK_CLOEXEC}, unix.SYS_ACCEPT4, uintptr(ls), 0, 0, unix.SOCK_CLOEXEC))
+	r.do(Call{Syscall: "write", FD: a2, Path: r.fdName(a2), Bytes: 4}, unix.SYS_WRITE, uintptr(a2), b0, 4)
+	r.do(Call{Syscall: "accept4", FD: ls, Path: lsName, Flags: unix.SOCK_CLOEXEC}, unix.SYS_ACCEPT4, uintptr(ls), 0, 0, unix.SOCK_CLOEXEC) // EAGAIN
+	keep(ls, a1, a2)
+
+	keep(r.newFD(Call{Syscall: "eventfd"}, nil, unix.SYS_EVENTFD, 0))
+	efd := r.newFD(Call{Syscall: "eventfd2", Flags: unix.EFD_CLOEXEC}, nil, unix.SYS_EVENTFD2, 0, unix.EFD_CLOEXEC)
+	one := uint64(1)
+	r.do(Call{Syscall: "write", FD: efd, Path: r.fdName(efd), Bytes: 8}, unix.SYS_WRITE, uintptr(efd), uintptr(unsafe.Pointer(&one)), 8)
+	keep(efd)
+	keep(r.newFD(Call{Syscall: "epoll_create"}, nil, unix.SYS_EPOLL_CREATE, 1))
+	keep(r.newFD(Call{Syscall: "epoll_create1", Flags: unix.EPOLL_CLOEXEC}, nil, unix.SYS_EPOLL_CREATE1, unix.EPOLL_CLOEXEC))
+	mfd := r.newFD(Call{Syscall: "memfd_create", Flags: unix.MFD_CLOEXEC}, nil, unix.SYS_MEMFD_CREATE, ptr("tracer test"), unix.MFD_CLOEXEC)
+	r.do(Call{Syscall: "write", FD: mfd, Path: r.fdName(mfd), Bytes: 6}, unix.SYS_WRITE, uintptr(mfd), b0, 6)
+	keep(mfd)
+	var mask uint64
+	mp := uintptr(unsafe.Pointer(&mask))
+	keep(r.newFD(Call{Syscall: "signalfd"}, nil, unix.SYS_SIGNALFD, ^uintptr(0), mp, 8))
+	keep(r.newFD(Call{Syscall: "signalfd4", Flags: unix.SFD_CLOEXEC}, nil, unix.SYS_SIGNALFD4, ^uintptr(0), mp, 8, unix.SFD_CLOEXEC))
+	keep(r.newFD(Call{Syscall: "timerfd_create", Flags: unix.TFD_CLOEXEC}, nil, unix.SYS_TIMERFD_CREATE, unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC))
+	keep(r.newFD(Call{Syscall: "inotify_init"}, nil, unix.SYS_INOTIFY_INIT))
+	keep(r.newFD(Call{Syscall: "inotify_init1", Flags: unix.IN_CLOEXEC}, nil, unix.SYS_INOTIFY_INIT1, unix.IN_CLOEXEC))
+	keep(r.newFD(Call{Syscall: "userfaultfd", Flags: unix.O_CLOEXEC}, nil, unix.SYS_USERFAULTFD, unix.O_CLOEXEC))
+	keep(r.newFD(Call{Syscall: "pidfd_open"}, nil, unix.SYS_PIDFD_OPEN, uintptr(os.Getpid()), 0))
+	for _, fd := range opened {
+		r.do(Call{Syscall: "close", FD: fd, Path: r.fdName(fd)}, unix.SYS_CLOSE, uintptr(fd))
+	}
 }
 
 // cwdArg is AT_FDCWD as a syscall argument register.
