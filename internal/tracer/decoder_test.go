@@ -247,3 +247,58 @@ func TestDecoderNonUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderNewFDs follows fds that pipe, socketpair, accept4, eventfd2,
+// memfd_create and pidfd_open made: each is named as /proc/PID/fd names
+// it, and exec closes the close-on-exec ones (/proc is read only for
+// those, after the exec).
+func TestDecoderNewFDs(t *testing.T) {
+	s := &stream{d: NewDecoder(DecoderOptions{ProcRoot: t.TempDir()}), out: new(signal.IOEvents)}
+	rec := func(r rawRecord) {
+		s.ts += 1000
+		r.ts, r.duration, r.pid, r.tid, r.comm = s.ts, 10, 7, 8, []byte("app")
+		s.d.Decode(appendRecord(nil, &r), s.out)
+	}
+	check := func(fd int32, want string) {
+		t.Helper()
+		s.call(SysWrite, fd, -1, 1, 0, "", "")
+		if got := s.lastPath(t); got != want {
+			t.Errorf("fd %d: path %q, want %q", fd, got, want)
+		}
+	}
+	rec(rawRecord{sc: uint16(SysPipe), fd: 3, fd2: 4, ino: 1234, ino2: 1234})
+	if got, fd := s.lastPath(t), s.out.FD[s.out.Len()-1]; got != "pipe:[1234]" || fd != 3 {
+		t.Errorf("pipe row: fd %d path %q, want 3 pipe:[1234]", fd, got)
+	}
+	rec(rawRecord{sc: uint16(SysSocketpair), fd: 5, fd2: 6, ino: 10, ino2: 11, flags: oCloexec | 1})
+	rec(rawRecord{sc: uint16(SysSocket), fd: -1, fd2: -1, ret: 7, ino: 20, flags: 1})
+	rec(rawRecord{sc: uint16(SysAccept4), fd: 7, fd2: -1, ret: 8, ino: 21, flags: oCloexec})
+	if got, fd := s.lastPath(t), s.out.FD[s.out.Len()-1]; got != "socket:[20]" || fd != 7 {
+		t.Errorf("accept4 row: fd %d path %q, want the listener 7 socket:[20]", fd, got)
+	}
+	rec(rawRecord{sc: uint16(SysEventfd2), fd: -1, fd2: -1, ret: 9, flags: oCloexec})
+	rec(rawRecord{sc: uint16(SysMemfdCreate), fd: -1, fd2: -1, ret: 10, flags: mfdCloexec, path: []byte("buf\xff")})
+	rec(rawRecord{sc: uint16(SysPidfdOpen), fd: -1, fd2: -1, ret: 11})
+	rec(rawRecord{sc: uint16(SysSocket), fd: -1, fd2: -1, ret: -24}) // EMFILE
+	if got, fd := s.lastPath(t), s.out.FD[s.out.Len()-1]; got != "" || fd != -1 {
+		t.Errorf("failed socket row: fd %d path %q, want -1 and none", fd, got)
+	}
+	check(4, "pipe:[1234]")
+	check(5, "socket:[10]")
+	check(6, "socket:[11]")
+	check(8, "socket:[21]")
+	check(9, "anon_inode:[eventfd]")
+	check(10, `/memfd:buf\xff (deleted)`)
+	check(11, "anon_inode:[pidfd]")
+	s.event(kindExec)
+	check(3, "pipe:[1234]") // pipe has no flags: survives
+	check(5, "")            // SOCK_CLOEXEC
+	check(7, "socket:[20]")
+	check(8, "")  // accept4(SOCK_CLOEXEC)
+	check(9, "")  // EFD_CLOEXEC
+	check(10, "") // MFD_CLOEXEC
+	check(11, "") // pidfds are always close-on-exec
+	if st := s.d.Stats(); st.ProcLookups != 5 {
+		t.Errorf("%d /proc lookups, want 5 (the fds exec closed)", st.ProcLookups)
+	}
+}

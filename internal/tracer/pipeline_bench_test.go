@@ -15,8 +15,10 @@ import (
 // syntheticStream builds n raw ring buffer records the way the kernel
 // sends them: 16 processes, each opening files from a set of 64, then
 // reads, writes, lseeks, fsyncs and a close on each, with some failing
-// stats; like ior's benchmark mix.
-func syntheticStream(n int) [][]byte {
+// stats; like ior's benchmark mix. With sockets, every second fd is a
+// connection accept4 made instead (a new socket inode each time, so a new
+// name) and every fourth a pipe.
+func syntheticStream(n int, sockets bool) [][]byte {
 	recs := make([][]byte, 0, n)
 	ts := int64(1_700_000_000_000_000_000)
 	for i := 0; len(recs) < n; i++ {
@@ -31,7 +33,14 @@ func syntheticStream(n int) [][]byte {
 				fd: fd, fd2: -1, sc: uint16(sc), comm: comm, path: p, cgroup: 42,
 			}))
 		}
-		recs = append(recs, appendRecord(nil, &rawRecord{ts: ts, duration: 2000, ret: int64(fd), pid: pid, tid: pid + 1, fd: atFDCWD, fd2: -1, sc: uint16(SysOpenat), comm: comm, path: path}))
+		switch {
+		case sockets && i%4 == 1:
+			recs = append(recs, appendRecord(nil, &rawRecord{ts: ts, duration: 2000, ret: int64(fd), pid: pid, tid: pid + 1, fd: 2, fd2: -1, sc: uint16(SysAccept4), comm: comm, ino: uint32(100000 + i)}))
+		case sockets && i%4 == 3:
+			recs = append(recs, appendRecord(nil, &rawRecord{ts: ts, duration: 2000, pid: pid, tid: pid + 1, fd: fd, fd2: 9, sc: uint16(SysPipe2), comm: comm, ino: uint32(100000 + i), ino2: uint32(100000 + i)}))
+		default:
+			recs = append(recs, appendRecord(nil, &rawRecord{ts: ts, duration: 2000, ret: int64(fd), pid: pid, tid: pid + 1, fd: atFDCWD, fd2: -1, sc: uint16(SysOpenat), comm: comm, path: path}))
+		}
 		for j := range 12 {
 			add(SysRead, 4096, nil)
 			add(SysWrite, 512, nil)
@@ -60,8 +69,13 @@ func cpuNanos() int64 {
 // kernel here, so records are pairs) -> fd/path and comm resolution ->
 // Parquet (zstd, the lake's options), on one core.
 func BenchmarkPipelineParquet(b *testing.B) {
+	b.Run("files", func(b *testing.B) { benchPipelineParquet(b, false) })
+	b.Run("sockets", func(b *testing.B) { benchPipelineParquet(b, true) })
+}
+
+func benchPipelineParquet(b *testing.B, sockets bool) {
 	const pairs = 1 << 16
-	recs := syntheticStream(pairs)
+	recs := syntheticStream(pairs, sockets)
 	var bytesIn int64
 	for _, r := range recs {
 		bytesIn += int64(len(r))
@@ -97,7 +111,7 @@ func BenchmarkPipelineParquet(b *testing.B) {
 
 // BenchmarkDecode is the decode and resolution step alone.
 func BenchmarkDecode(b *testing.B) {
-	recs := syntheticStream(1 << 16)
+	recs := syntheticStream(1<<16, false)
 	d := NewDecoder(DecoderOptions{ProcRoot: "/nonexistent"})
 	batch := new(signal.IOEvents)
 	b.ReportAllocs()
