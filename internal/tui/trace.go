@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sluice-dev/sluice/internal/tracer"
 )
@@ -172,9 +173,27 @@ func (m *TraceModel) clampCursor() {
 	}
 }
 
-// Layout: header 3 lines, table, histogram, tail, help 1 line.
-func (m *TraceModel) tableRows() int { return max(3, (m.Height-6)/2-histRows) }
-func (m *TraceModel) tailRows() int  { return max(3, m.Height-6-m.tableRows()-histRows-2) }
+// layout splits the terminal's height: header 3 lines, the table (its
+// header and rows), the histogram, the tail (its header and rows), help 1
+// line. A short terminal drops the histogram, then the tail, so that the
+// header with the lost counter always stays on screen.
+func (m *TraceModel) layout() (table, tail int, hist bool) {
+	h := m.Height
+	if h <= 0 {
+		h = 40 // size not known yet
+	}
+	rest := h - 6 // header, table header, tail header, help
+	switch {
+	case rest >= 3+histRows+3:
+		table = max(3, rest/2-histRows)
+		return table, max(3, rest-table-histRows-2), true
+	case rest >= 6:
+		return rest / 2, rest - rest/2, false
+	}
+	return max(0, h-5), 0, false // no tail: header, table header, help
+}
+
+func (m *TraceModel) tableRows() int { t, _, _ := m.layout(); return t }
 
 const histRows = 8
 
@@ -200,7 +219,7 @@ func (m *TraceModel) Render() string {
 	var b strings.Builder
 	s := &m.Snap
 	rate := float64(s.Calls) / max(s.Elapsed.Seconds(), 1e-9)
-	fmt.Fprintf(&b, "%s  %s\n", styleTitle.Render("sluice trace"), m.Title)
+	fmt.Fprintf(&b, "%s  %s\n", styleTitle.Render("sluice trace"), Printable(m.Title))
 	lost := styleGood.Render(fmt.Sprintf("lost %d", s.Lost))
 	if s.Lost > 0 {
 		lost = styleBad.Render(fmt.Sprintf("LOST %d", s.Lost))
@@ -208,12 +227,13 @@ func (m *TraceModel) Render() string {
 	state := ""
 	switch {
 	case s.Err != nil:
-		state = styleBad.Render("  stopped: " + s.Err.Error())
+		state = styleBad.Render("  stopped: " + Printable(s.Err.Error()))
 	case s.Done:
 		state = "  stopped"
 	}
-	fmt.Fprintf(&b, "%s calls (%.0f/s)  %s  %s  filtered %d  %s%s\n",
-		fmtCount(s.Calls), rate, tracer.FormatBytes(s.Bytes), lost, s.Filtered, s.Elapsed.Truncate(time.Second), state)
+	// The lost count first: on a narrow terminal the line is cut at the right.
+	fmt.Fprintf(&b, "%s  %s calls (%.0f/s)  %s  filtered %d  %s%s\n",
+		lost, fmtCount(s.Calls), rate, tracer.FormatBytes(s.Bytes), s.Filtered, s.Elapsed.Truncate(time.Second), state)
 	filter := m.Filter
 	if m.Editing {
 		filter = m.Draft + "█"
@@ -241,14 +261,37 @@ func (m *TraceModel) Render() string {
 		b.WriteString(line)
 		b.WriteByte('\n')
 	}
-	m.renderHist(&b)
-	m.renderTail(&b)
+	if _, tail, hist := m.layout(); hist {
+		m.renderHist(&b)
+		m.renderTail(&b, tail)
+	} else if tail > 0 {
+		m.renderTail(&b, tail)
+	}
 	help := "tab view · s sort · / filter · ↑↓ select · p pause tail · q quit"
 	if m.Editing {
 		help = "type a filter (substring of path, process or syscall) · enter apply · esc cancel"
 	}
 	b.WriteString(styleFaint.Render(help))
-	return b.String()
+	return fitScreen(b.String(), m.Width, m.Height)
+}
+
+// fitScreen cuts text to the terminal: at most height lines (the first
+// ones, where the header is) and each line at most width cells, escape
+// sequences kept whole. A line wider than the terminal would wrap and
+// push the screen up; the renderer only clips what it is given.
+func fitScreen(text string, width, height int) string {
+	lines := strings.Split(text, "\n")
+	if height > 0 && len(lines) > height {
+		lines = lines[:height]
+	}
+	if width > 0 {
+		for i, l := range lines {
+			if ansi.StringWidth(l) > width {
+				lines[i] = ansi.Truncate(l, width, "…")
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // histSyscall is the syscall whose histogram is shown: the selected row
@@ -324,9 +367,8 @@ func (m *TraceModel) renderHist(b *strings.Builder) {
 	}
 }
 
-func (m *TraceModel) renderTail(b *strings.Builder) {
+func (m *TraceModel) renderTail(b *strings.Builder, n int) {
 	fmt.Fprintln(b, styleHeader.Render(fmt.Sprintf("%-12s %-7s %-15s %-12s %9s %8s  %s", "TIME", "PID", "COMM", "SYSCALL", "DURATION", "RET", "PATH")))
-	n := m.tailRows()
 	rows := m.Tail
 	if len(rows) > n {
 		rows = rows[len(rows)-n:]

@@ -1,9 +1,11 @@
 package tui
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -164,5 +166,58 @@ func TestFeedTailBounded(t *testing.T) {
 	s := f.snapshot(t0, tracer.ByOps, 10, "")
 	if len(s.Tail) != TailLen || s.Tail[TailLen-1].Time.UnixNano() != int64(3*TailLen-1) || s.Calls != int64(3*TailLen) {
 		t.Fatalf("tail %d rows, calls %d", len(s.Tail), s.Calls)
+	}
+}
+
+// TestTraceViewFitsTerminal renders the view at terminal sizes from large
+// to tiny, with hostile names (escape sequences, a newline, bytes that are
+// not UTF-8, wide characters) in paths, command names, the title and an
+// error: every line fits the width, the lines fit the height, the header
+// with the lost counter stays on screen, and nothing but SGR styling
+// reaches the terminal.
+func TestTraceViewFitsTerminal(t *testing.T) {
+	const evil = "/tmp/\x1b]0;pwned\x07\x1b[2J\x9b31m\r\n\x00\xff寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬寬"
+	f := feedWith(t)
+	b := &signal.IOEvents{SyscallNames: []string{"", "read"}}
+	for range 5 {
+		b.Append(&signal.IOEvent{Time: t0.UnixNano(), Duration: 100, PID: 66, TID: 66, Comm: b.AppendString("ev\x1b[2Jil\n"),
+			Syscall: 1, Ret: 1, Bytes: 1, Path: b.AppendString(evil)})
+	}
+	f.Add(b, 7, 12)
+	for _, size := range [][2]int{{200, 60}, {120, 40}, {80, 24}, {60, 16}, {40, 12}, {30, 8}, {20, 5}, {12, 3}, {5, 1}} {
+		m := NewTraceModel(f, "comm "+evil)
+		m.now = func() time.Time { return t0.Add(10 * time.Second) }
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		m.Refresh()
+		outs := []string{m.Render()}
+		press(m, "tab")
+		outs = append(outs, m.Render())
+		press(m, "tab", "/", "\x1b[2J")
+		outs = append(outs, m.Render())
+		m.Snap.Err = errors.New("write " + evil + ": no space left on device")
+		outs = append(outs, m.Render())
+		for i, out := range outs {
+			lines := strings.Split(out, "\n")
+			if len(lines) > size[1] {
+				t.Errorf("%v render %d: %d lines", size, i, len(lines))
+			}
+			for j, l := range lines {
+				if w := ansi.StringWidth(l); w > size[0] {
+					t.Errorf("%v render %d line %d: %d cells wide: %q", size, i, j, w, ansi.Strip(l))
+				}
+			}
+			if size[1] >= 2 && !strings.Contains(ansi.Strip(lines[1]), "LOST 7") {
+				t.Errorf("%v render %d: the second line lacks the lost counter: %q", size, i, ansi.Strip(lines[1]))
+			}
+			plain := ansi.Strip(out)
+			for _, bad := range []string{"\x1b", "\x07", "\x9b", "\r", "\x00"} {
+				if strings.Contains(plain, bad) {
+					t.Fatalf("%v render %d sends %q to the terminal:\n%q", size, i, bad, out)
+				}
+			}
+			if !utf8.ValidString(out) {
+				t.Fatalf("%v render %d is not valid UTF-8", size, i)
+			}
+		}
 	}
 }
