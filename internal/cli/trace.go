@@ -45,6 +45,7 @@ type traceFlags struct {
 	attach          string
 	metricsAddr     string
 	duration        time.Duration
+	count           int64
 	interval        time.Duration
 	top             int
 	sort            string
@@ -116,6 +117,12 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 			if f.interval <= 0 || f.top <= 0 {
 				return usageError{errors.New("--interval and --top must be positive")}
 			}
+			if f.count < 0 || f.duration < 0 {
+				return usageError{errors.New("--count and --duration cannot be negative")}
+			}
+			// Headless, a --pid trace ends with its process, as strace -p
+			// does; the live view stays open for reading.
+			opts.StopOnExit = f.headless && opts.PID != 0
 			return runTrace(c.Context(), c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr(), &f, opts, sortKey)
 		},
 	}
@@ -134,6 +141,7 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.StringVar(&f.attach, "attach", "auto", "how to attach: fentry (only the traced syscalls pay), tracepoint (raw sys_enter/sys_exit: every syscall pays), or auto (fentry where the kernel can, else tracepoint)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve live I/O metrics (calls, bytes, errors, latency histogram per syscall, lost) on http://ADDR/metrics while tracing; port 0 picks one (printed)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
+	fl.Int64Var(&f.count, "count", 0, "stop after this many traced calls (after the filters); summaries and recordings hold exactly these")
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "headless: time between summaries")
 	fl.IntVar(&f.top, "top", 10, "rows per summary table")
 	fl.StringVar(&f.sort, "sort", "ops", "sort summaries by ops, bytes, time, p99 or errors")
@@ -409,7 +417,25 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 		dstats tracer.DecoderStats
 		feed   = tui.NewFeed(time.Now())
 	)
+	// --count: the batch that reaches it is cut there, and the trace stops.
+	ctx, countReached := context.WithCancel(ctx)
+	defer countReached()
+	var counted int64
+	cut := new(signal.IOEvents)
 	sinkFn := func(b *signal.IOEvents) error {
+		if f.count > 0 {
+			left := f.count - counted
+			if left <= 0 {
+				return nil // drained after the stop: beyond the count
+			}
+			if int64(b.Len()) >= left {
+				cut.Reset()
+				cut.AppendRows(b, 0, int(left))
+				b = cut
+				countReached()
+			}
+			counted += int64(b.Len())
+		}
 		mu.Lock()
 		dstats = tr.DecoderStats()
 		if live {
@@ -488,6 +514,9 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	}
 	close(stopTicker)
 	<-tickerDone
+	if tr.TargetExited() {
+		fmt.Fprintf(stderr, "sluice trace: process %d exited; stopping\n", opts.PID)
+	}
 	sinkErr := closeSinks()
 	mu.Lock()
 	if stdoutErr == nil {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/corpustest"
 
@@ -90,6 +91,13 @@ func TestTraceCheck(t *testing.T) {
 // returns a function that waits for it and returns its stdout.
 func startTrace(t *testing.T, args ...string) func() string {
 	t.Helper()
+	wait := startTraceErr(t, args...)
+	return func() string { out, _ := wait(); return out }
+}
+
+// startTraceErr is startTrace whose wait returns stderr too.
+func startTraceErr(t *testing.T, args ...string) func() (string, string) {
+	t.Helper()
 	pr, pw := io.Pipe()
 	var out bytes.Buffer
 	done := make(chan int, 1)
@@ -105,13 +113,58 @@ func startTrace(t *testing.T, args ...string) func() string {
 			break
 		}
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	return func() string {
-		if code := <-done; code != 0 {
+	drained := make(chan struct{})
+	go func() { _, _ = io.Copy(&stderr, pr); close(drained) }()
+	return func() (string, string) {
+		code := <-done
+		<-drained
+		if code != 0 {
 			t.Fatalf("sluice trace exited %d: %s", code, stderr.String())
 		}
-		return out.String()
+		return out.String(), stderr.String()
 	}
+}
+
+// TestTraceHeadlessStops: --count N stops the trace after exactly N calls
+// (the summary and the recording hold those), and a headless --pid trace
+// with neither --count nor --duration stops when its process exits, as
+// strace -p does, saying so.
+func TestTraceHeadlessStops(t *testing.T) {
+	tracertest.RequireTracing(t, tracer.Check().Err())
+	t.Run("count", func(t *testing.T) {
+		dir := t.TempDir()
+		child := tracertest.Start(t, dir, "")
+		rec := filepath.Join(dir, "rec.parquet")
+		wait := startTraceErr(t, "--headless", "--pid", strconv.Itoa(child.PID), "--count", "10", "--interval", "1h", "--out", rec)
+		child.Go(t)
+		out, _ := wait()
+		if !strings.Contains(out, ": 10 calls") {
+			t.Errorf("summary of --count 10:\n%s", out)
+		}
+		if py := os.Getenv("SLUICE_PYTHON"); py != "" {
+			res, err := exec.Command(py, "-c", "import sys, pyarrow.parquet as pq; print(pq.read_metadata(sys.argv[1]).num_rows)", rec).CombinedOutput()
+			if err != nil || strings.TrimSpace(string(res)) != "10" {
+				t.Errorf("--out holds %s rows (%v), want 10", res, err)
+			}
+		}
+	})
+	t.Run("exit", func(t *testing.T) {
+		dir := t.TempDir()
+		child := tracertest.Start(t, dir, "")
+		wait := startTraceErr(t, "--headless", "--pid", strconv.Itoa(child.PID), "--interval", "1h")
+		child.Go(t)
+		stopped := make(chan struct{})
+		var out, errText string
+		go func() { out, errText = wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the trace did not stop when its process exited")
+		}
+		if !strings.Contains(out, ": 28 calls") || !strings.Contains(errText, fmt.Sprintf("process %d exited", child.PID)) {
+			t.Errorf("stdout:\n%s\nstderr:\n%s", out, errText)
+		}
+	})
 }
 
 // TestTraceHeadless traces the known workload headless and finds its

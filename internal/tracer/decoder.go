@@ -109,6 +109,7 @@ type DecoderOptions struct {
 	MinDuration int64      // ns; rows below it are dropped (bookkeeping calls bypass the kernel's check)
 	ClockOffset int64      // added to the kernel's monotonic times to make Unix ns
 	ProcRoot    string     // "/proc" by default
+	WatchPID    uint32     // a process whose exit Exited reports
 }
 
 // Decoder turns ring buffer records into IOEvents rows: it resolves each
@@ -132,8 +133,9 @@ type Decoder struct {
 	// sends a process's exit from each thread that finds the thread
 	// group's live count at zero, and threads that exit together (an
 	// exit_group) can all find it so: their repeats are not counted.
-	exited  [8]uint32
-	exitPos int
+	exited        [8]uint32
+	exitPos       int
+	watchedExited bool
 }
 
 // NewDecoder returns a Decoder.
@@ -150,6 +152,10 @@ func NewDecoder(opts DecoderOptions) *Decoder {
 	}
 	return d
 }
+
+// Exited reports whether the exit of DecoderOptions.WatchPID was decoded:
+// the ring buffer holds nothing of that process after its exit.
+func (d *Decoder) Exited() bool { return d.watchedExited }
 
 // Stats returns the counters so far.
 func (d *Decoder) Stats() DecoderStats { return d.stats }
@@ -380,6 +386,9 @@ func (d *Decoder) Decode(b []byte, out *signal.IOEvents) {
 	case kindExit:
 		if d.firstExit(r.pid) {
 			d.stats.Exits++
+		}
+		if r.pid == d.opts.WatchPID && r.pid != 0 {
+			d.watchedExited = true
 		}
 		delete(d.procs, r.pid)
 		if d.lastID == r.pid {

@@ -35,6 +35,7 @@ type Tracer struct {
 	links    []link.Link
 	rd       *ringbuf.Reader
 	dec      *Decoder
+	exited   bool // Run stopped because the StopOnExit process exited
 }
 
 // Open checks the machine, loads the kernel program with opts' filters and
@@ -103,6 +104,9 @@ func Open(opts Options) (*Tracer, error) {
 		MinDuration: int64(opts.MinDuration),
 		ClockOffset: clockOffset(),
 	})
+	if opts.StopOnExit {
+		t.dec.opts.WatchPID = opts.PID
+	}
 	// After attaching: an fd opened from here on is seen by the program.
 	if tgid != 0 {
 		t.dec.Preload(tgid)
@@ -412,7 +416,7 @@ func (t *Tracer) Run(ctx context.Context, sink func(*signal.IOEvents) error) err
 		if draining {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || t.targetExited() {
 			// Stop producing, then read what is already in the ring.
 			t.detach()
 			draining = true
@@ -423,6 +427,24 @@ func (t *Tracer) Run(ctx context.Context, sink func(*signal.IOEvents) error) err
 		t.rd.SetDeadline(next)
 	}
 }
+
+// targetExited reports whether the process of a StopOnExit trace has
+// exited: its exit record was decoded or, should the ring have had no room
+// for that record, the process is gone.
+func (t *Tracer) targetExited() bool {
+	if !t.opts.StopOnExit || t.opts.PID == 0 {
+		return false
+	}
+	if !t.dec.Exited() && unix.Kill(int(t.opts.PID), 0) != unix.ESRCH {
+		return false
+	}
+	t.exited = true
+	return true
+}
+
+// TargetExited reports whether Run returned because the process of a
+// StopOnExit trace exited.
+func (t *Tracer) TargetExited() bool { return t.exited }
 
 func (t *Tracer) detach() {
 	for _, l := range t.links {

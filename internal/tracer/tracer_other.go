@@ -43,3 +43,6 @@ func probeAttach() error { return errUnsupported }
 
 // Attachment says the tracer is not attached.
 func (*Tracer) Attachment() string { return "not attached" }
+
+// TargetExited reports false: nothing is traced.
+func (*Tracer) TargetExited() bool { return false }
