@@ -206,8 +206,7 @@ func (t *Tracer) load(spec *ebpf.CollectionSpec, fentry bool, progs map[string]*
 		if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) {
 			// cilium/ebpf blames MEMLOCK for any EPERM; raw tracepoints
 			// loaded under the same limit, so that hint misleads here.
-			msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
-			return fmt.Errorf("tracer: fentry mode: kernel %s cannot load fentry/fexit programs (BPF_PROG_TYPE_TRACING): %s", kernelRelease(), msg)
+			return fmt.Errorf("tracer: fentry mode: kernel %s cannot load fentry/fexit programs (BPF_PROG_TYPE_TRACING): %w", kernelRelease(), explainFentry(err))
 		}
 		return fmt.Errorf("tracer: fentry mode: %w", err)
 	}
@@ -428,6 +427,42 @@ func (t *Tracer) Run(ctx context.Context, sink func(*signal.IOEvents) error) err
 	}
 }
 
+// explainFentry says why the kernel refused an fentry program, in terms a
+// user can act on: raw tracepoints loaded with the same privileges, so it
+// is the kernel's lack of (or policy against) BPF trampolines.
+func explainFentry(err error) error {
+	// cilium/ebpf blames MEMLOCK for any EPERM; memory is not the cause
+	// here (kernels >= 5.11 charge BPF memory to the cgroup).
+	msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+	switch {
+	case errors.Is(err, unix.EPERM):
+		msg += "; EPERM with BPF privileges, before the verifier ran: the kernel refuses BPF trampolines here (a build or hypervisor policy, as in some VM sandboxes"
+		if l := lockdownMode(); l != "" {
+			msg += "; lockdown " + l
+		}
+		msg += ")"
+	case errors.Is(err, ebpf.ErrNotSupported):
+		msg += "; the kernel has no BPF trampoline for the function (needs CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS and an ftrace-patchable function)"
+	}
+	return errors.New(msg)
+}
+
+// lockdownMode is the kernel lockdown mode in force ("none", "integrity",
+// "confidentiality"), "" when securityfs does not say.
+func lockdownMode() string {
+	b, err := os.ReadFile("/sys/kernel/security/lockdown")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		if j := strings.IndexByte(s[i:], ']'); j > 0 {
+			return s[i+1 : i+j]
+		}
+	}
+	return ""
+}
+
 // targetExited reports whether the process of a StopOnExit trace has
 // exited: its exit record was decoded or, should the ring have had no room
 // for that record, the process is gone.
@@ -477,14 +512,18 @@ func probeAttach() error {
 	if err != nil {
 		return err
 	}
-	p, err := ebpf.NewProgram(spec.Programs["probe_fentry"])
+	// On a function fentry mode attaches to: a kernel can refuse some
+	// functions and not others, with different errors.
+	ps := spec.Programs["probe_fentry"]
+	ps.AttachTo = syscallFunc(SysRead)
+	p, err := ebpf.NewProgram(ps)
 	if err != nil {
-		return err
+		return explainFentry(err)
 	}
 	defer p.Close()
 	l, err := link.AttachTracing(link.TracingOptions{Program: p})
 	if err != nil {
-		return err
+		return explainFentry(err)
 	}
 	return l.Close()
 }

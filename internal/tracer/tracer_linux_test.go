@@ -268,7 +268,16 @@ func TestAttachModes(t *testing.T) {
 // errno, bytes and flags.
 func TestTraceEverySyscall(t *testing.T) {
 	tracertest.RequireTracing(t, Check().Err())
-	t.Run("default", func(t *testing.T) { testEverySyscall(t, Options{}) })
+	// Each attach mode on the same workload, row for row: fentry where the
+	// kernel allows it (these machines refuse BPF trampolines: see
+	// docs/trace.md), raw tracepoints with task storage, and with the hash.
+	t.Run("fentry", func(t *testing.T) {
+		if err := probeAttach(); err != nil {
+			t.Skipf("fentry mode cannot run on this kernel: %v", err)
+		}
+		testEverySyscall(t, Options{Attach: AttachFentry})
+	})
+	t.Run("tracepoint", func(t *testing.T) { testEverySyscall(t, Options{Attach: AttachTracepoint}) })
 	t.Run("tracepoint-hash", func(t *testing.T) { testEverySyscall(t, Options{Attach: AttachTracepoint, hashPairing: true}) })
 }
 
