@@ -82,7 +82,8 @@ is printed when it ends.
 --headless prints a summary every --interval: top syscalls, processes and
 files by --sort (ops, bytes, time, p99, errors) with p50/p99 latency, and
 the lost-record count; the final one ends with each top syscall's latency
-histogram. --metrics-addr serves the same counts as Prometheus metrics
+histogram. A headless --pid trace ends when that process exits; --duration
+and --count (traced calls) end any trace. --metrics-addr serves the same counts as Prometheus metrics
 (sluice_iotrace_*) while tracing. Records the kernel could not hand over (a full ring
 buffer: raise --ring-size) are always counted and shown, never hidden.
 
@@ -133,7 +134,7 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 	fl.Uint32Var(&f.tid, "tid", 0, "trace only this thread id (kernel filter)")
 	fl.StringVar(&f.comm, "comm", "", "trace only tasks with exactly this command name, at most 15 bytes (kernel filter)")
 	fl.StringVar(&f.cgroup, "cgroup", "", "trace only this cgroup v2: a directory under /sys/fs/cgroup or a numeric id (kernel filter)")
-	fl.StringVar(&f.syscalls, "syscalls", "all", "comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta) (kernel filter)")
+	fl.StringVar(&f.syscalls, "syscalls", "all", "comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, newfd, meta) (kernel filter)")
 	fl.DurationVar(&f.minDuration, "min-duration", 0, "drop calls shorter than this (kernel filter)")
 	fl.StringVar(&f.pathPrefix, "path-prefix", "", "keep only calls whose path (or a rename's old path) starts with this absolute prefix")
 	fl.StringVar(&f.pathGlob, "path-glob", "", "keep only calls whose path (or a rename's old path) matches this absolute pattern: * ? [a-z] within a component, ** any number of components (/var/lib/**/*.db)")

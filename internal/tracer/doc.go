@@ -29,7 +29,10 @@
 // read at exit), joined to the cwd or dirfd when relative; a (pid, fd)
 // table follows open, dup, dup2, dup3, fcntl(F_DUPFD*, F_SETFD), close,
 // close_range, fork (the child gets a copy), exec (CLOEXEC fds) and
-// process exit. /proc/<pid>/fd is read
+// process exit. Fds without a path (pipe, socket, accept, eventfd, epoll,
+// memfd, signalfd, timerfd, inotify, userfaultfd, pidfd) are named from the
+// call that made them as /proc/PID/fd names them, with the inode number
+// the kernel program read at the call's exit. /proc/<pid>/fd is read
 // only for an fd the table has never seen, once (cached).
 //
 // AppendWire and DecodeWire (wire.go) are a batch's body in sluice run's
@@ -52,11 +55,13 @@
 //  1. A record's layout is struct record in bpf/iotrace.h; record.go's
 //     offsets match it (TestRecordLayout checks them against bpf2go's type).
 //  2. The Syscall ids are the SC_* enum of bpf/iotrace.h, in order.
-//  3. Opens, closes, dups and fcntl always cross the ring (KEEP_FLAG), even
-//     when the user's syscall set, minimum duration or tid filter would
-//     drop them (the tid's sibling threads share its fd table), so the fd
-//     table never goes stale; the Decoder drops those rows after using
-//     them.
+//  3. Opens, closes, dups, fcntl, chdir, fchdir and the calls that make
+//     fds without a path (fdBookkeeping) always cross the ring (KEEP_FLAG),
+//     even when the user's syscall set, minimum duration, tid or comm
+//     filter would drop them (the tid's sibling threads share its fd table;
+//     so do threads of another name in a process where a thread of the
+//     comm runs, kept in the kernel's comm_procs map), so the fd table
+//     never goes stale; the Decoder drops those rows after using them.
 //  4. Every record the kernel could not send is counted in Lost.
 //  5. Row times are enter times in Unix ns (monotonic clock plus one offset
 //     sampled at Open, so rows keep their exact order); Gap is the time since
