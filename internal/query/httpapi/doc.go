@@ -13,6 +13,8 @@
 // the default tenant and an invalid one is rejected with 400. Start serves
 // TLS or mutual TLS when Config.TLS is set.
 //
+// /api/v1/status/buildinfo, runtimeinfo and flags answer Prometheus's
+// fields (flags: the Prometheus flags sluice's query settings stand for).
 // /api/v1/status/tsdb (Prometheus's format, for the request's tenant) and
 // /api/v1/status/sluice (the process's status for `sluice top`; a token
 // bound to a tenant sees that tenant's rows only) serve Config.Stats and

@@ -24,7 +24,10 @@ import (
 type promResult struct {
 	value    parser.Value
 	warnings annotations.Annotations
-	close    func()
+	// query is the expression's text: annotations name their position in
+	// it ("(1:6)"), as Prometheus's answer does.
+	query string
+	close func()
 }
 
 // resultBytes is what encoding holds besides the result: nothing but the
@@ -183,7 +186,7 @@ func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) erro
 	}
 	b = append(b, '}')
 	if len(p.warnings) > 0 {
-		ws, infos := p.warnings.AsStrings("", 10, 10)
+		ws, infos := p.warnings.AsStrings(p.query, 10, 10)
 		for _, x := range []struct {
 			key string
 			vs  []string

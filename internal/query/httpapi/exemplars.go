@@ -41,6 +41,11 @@ func (h *Handler) queryExemplars(r *http.Request, t string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if maxt < mint {
+		// Prometheus's text; its series and label endpoints answer an
+		// empty list instead (timeRange).
+		return nil, badData("end timestamp must not be before start timestamp")
+	}
 	sets := parser.ExtractSelectors(expr)
 	out := []exemplarSeries{}
 	if len(sets) == 0 {

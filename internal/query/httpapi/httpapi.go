@@ -126,6 +126,7 @@ type Handler struct {
 	// engineSamplesFromBytes: the engine's MaxSamples came from
 	// MaxQueryBytes rather than MaxSamples (for the error message).
 	engineSamplesFromBytes bool
+	engineSamples          int // the engine's MaxSamples
 }
 
 // Route is one endpoint of the API. Every route is registered through
@@ -204,6 +205,7 @@ func New(cfg Config) (*Handler, error) {
 		}),
 		limits:                 newLimiter(cfg.MaxConcurrency, cfg.MaxQueued, cfg.MaxQueryBytes, cfg.MaxTotalBytes),
 		engineSamplesFromBytes: fromBytes,
+		engineSamples:          engineSamples,
 		mux:                    http.NewServeMux(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_requests_total",
 			Help: "Query API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
@@ -564,12 +566,33 @@ func (h *Handler) requestContext(r *http.Request) (context.Context, context.Canc
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid parameter \"timeout\": %v", err)
 		}
-		if d > 0 && d < to {
-			to = d
+		if d <= 0 {
+			// Prometheus 3 refuses it too: it could only be a deadline
+			// already past.
+			return nil, nil, fmt.Errorf("invalid parameter \"timeout\": timeout must be positive, got %s", v)
 		}
+		to = min(to, d)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), to)
 	return ctx, cancel, nil
+}
+
+// queryOpts are the engine options a query request asks for, as
+// Prometheus reads them: lookback_delta replaces the server's lookback
+// (query.lookback_delta) for this query; 0 or none keeps it.
+func queryOpts(r *http.Request) (promql.QueryOpts, error) {
+	v := r.Form.Get("lookback_delta")
+	if v == "" {
+		return nil, nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return nil, badData("invalid parameter \"lookback_delta\": %v", err)
+	}
+	if d < 0 {
+		return nil, badData("invalid parameter \"lookback_delta\": %s is negative", v)
+	}
+	return promql.NewPrometheusQueryOpts(false, d, nil), nil
 }
 
 // queryContext is the request's context (serve set its deadline).
@@ -622,11 +645,15 @@ func (h *Handler) query(r *http.Request, t string) (any, error) {
 		return nil, err
 	}
 	defer cancel()
-	qry, err := h.engine.NewInstantQuery(ctx, h.queryable(ctx, t), nil, qs, ts)
+	opts, err := queryOpts(r)
+	if err != nil {
+		return nil, err
+	}
+	qry, err := h.engine.NewInstantQuery(ctx, h.queryable(ctx, t), opts, qs, ts)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return h.exec(ctx, qry, limit)
+	return h.exec(ctx, qry, qs, limit)
 }
 
 func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
@@ -661,7 +688,8 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 		return nil, badData("invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer")
 	}
 	if end.Sub(start)/step > time.Duration(h.cfg.MaxPoints) {
-		return nil, badData("exceeded maximum resolution of %d points per timeseries. Try decreasing the query resolution (?step=XX)", h.cfg.MaxPoints)
+		// Prometheus's text, its number grouped as there ("11,000").
+		return nil, badData("exceeded maximum resolution of %s points per timeseries. Try decreasing the query resolution (?step=XX)", groupThousands(h.cfg.MaxPoints))
 	}
 	limit, err := parseLimit(r)
 	if err != nil {
@@ -672,11 +700,15 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 		return nil, err
 	}
 	defer cancel()
-	qry, err := h.engine.NewRangeQuery(ctx, h.queryable(ctx, t), nil, qs, start, end, step)
+	opts, err := queryOpts(r)
+	if err != nil {
+		return nil, err
+	}
+	qry, err := h.engine.NewRangeQuery(ctx, h.queryable(ctx, t), opts, qs, start, end, step)
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return h.exec(ctx, qry, limit)
+	return h.exec(ctx, qry, qs, limit)
 }
 
 // formatQuery answers the expression pretty-printed, as Prometheus's
@@ -696,7 +728,7 @@ func (h *Handler) formatQuery(r *http.Request, _ string) (any, error) {
 
 // exec runs the query; a limit above 0 keeps that many series of a
 // vector or matrix, with Prometheus 3's warning when it cuts.
-func (h *Handler) exec(ctx context.Context, qry promql.Query, limit int) (any, error) {
+func (h *Handler) exec(ctx context.Context, qry promql.Query, qs string, limit int) (any, error) {
 	// The statement lets the adapter see when selectors are evaluated,
 	// which it needs to read rollups (prom.WithStatement).
 	res := qry.Exec(prom.WithStatement(ctx, qry.Statement()))
@@ -729,7 +761,7 @@ func (h *Handler) exec(ctx context.Context, qry promql.Query, limit int) (any, e
 	if cut {
 		res.Warnings = res.Warnings.Add(errTruncated)
 	}
-	return &promResult{value: res.Value, warnings: res.Warnings, close: qry.Close}, nil
+	return &promResult{value: res.Value, warnings: res.Warnings, query: qs, close: qry.Close}, nil
 }
 
 func (h *Handler) matcherSets(r *http.Request, required bool) ([][]*labels.Matcher, error) {
@@ -765,6 +797,8 @@ func (h *Handler) matcherSets(r *http.Request, required bool) ([][]*labels.Match
 }
 
 // timeRange reads start and end (default: everything) as milliseconds.
+// An end before start is an empty range, not an error: Prometheus's
+// series, labels and label values answer it with an empty list.
 func timeRange(r *http.Request) (int64, int64, error) {
 	start, err := parseTimeParam(r, "start", minTime)
 	if err != nil {
@@ -774,10 +808,16 @@ func timeRange(r *http.Request) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	if end.Before(start) {
-		return 0, 0, badData("invalid parameter \"end\": end timestamp must not be before start time")
-	}
 	return start.UnixMilli(), end.UnixMilli(), nil
+}
+
+// groupThousands writes n with a comma between groups of three digits.
+func groupThousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func parseLimit(r *http.Request) (int, error) {
@@ -881,6 +921,9 @@ func (h *Handler) openMeta(r *http.Request, t string, needMatch bool) (*metaQuer
 	}
 	if m.mint, m.maxt, err = timeRange(r); err != nil {
 		return nil, err
+	}
+	if m.maxt < m.mint {
+		m.sets = nil // an empty range selects nothing
 	}
 	if m.limit, err = parseLimit(r); err != nil {
 		return nil, err

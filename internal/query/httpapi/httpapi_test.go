@@ -125,7 +125,7 @@ func TestErrors(t *testing.T) {
 		{"bad time", "/api/v1/query", vals("query", "up", "time", "yesterday"), "acme", 400, "bad_data", "cannot parse"},
 		{"end before start", "/api/v1/query_range", vals("query", "up", "start", "2000", "end", "1000", "step", "15"), "acme", 400, "bad_data", "end timestamp must not be before start time"},
 		{"zero step", "/api/v1/query_range", vals("query", "up", "start", "1000", "end", "2000", "step", "0"), "acme", 400, "bad_data", "zero or negative"},
-		{"too many points", "/api/v1/query_range", vals("query", "up", "start", "0", "end", "200000", "step", "1s"), "acme", 400, "bad_data", "11000 points"},
+		{"too many points", "/api/v1/query_range", vals("query", "up", "start", "0", "end", "200000", "step", "1s"), "acme", 400, "bad_data", "maximum resolution of 11,000 points"},
 		{"missing step", "/api/v1/query_range", vals("query", "up", "start", rfc, "end", rfc), "acme", 400, "bad_data", "step"},
 		{"invalid tenant", "/api/v1/query", vals("query", "up"), "no/such tenant", 400, "bad_data", "invalid tenant"},
 		{"series without match", "/api/v1/series", vals(), "acme", 400, "bad_data", "no match[]"},

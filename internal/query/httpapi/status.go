@@ -2,11 +2,15 @@ package httpapi
 
 import (
 	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
@@ -25,6 +29,8 @@ const (
 // and /api/v1/status/sluice, the document `sluice top` reads. Neither
 // touches the lake, so neither takes a query slot.
 func (h *Handler) statusRoutes() {
+	h.handle("/api/v1/status/runtimeinfo", "status_runtimeinfo", serveRuntimeInfo)
+	h.handle("/api/v1/status/flags", "status_flags", func(*http.Request, string) (any, error) { return h.flags(), nil })
 	h.handle("/api/v1/status/tsdb", "status_tsdb", func(r *http.Request, t string) (any, error) {
 		limit, err := statusLimit(r)
 		if err != nil {
@@ -55,6 +61,59 @@ func (h *Handler) statusRoutes() {
 		}
 		return stats.CollectStatus(g, h.cfg.Stats, h.cfg.RuleEffects, t, limit, time.Now())
 	})
+}
+
+// processStart is when the process started, as near as a package
+// variable knows it: runtimeinfo's startTime.
+var processStart = time.Now()
+
+// runtimeInfo is Prometheus's /api/v1/status/runtimeinfo answer, its
+// fields in Prometheus's order. sluice loads its configuration once at
+// start, so the last (and only) load is the start and succeeded; it keeps
+// no TSDB, so nothing is ever corrupt; retention is per table in the
+// lake (upkeep.retention), not one setting, so storageRetention is empty.
+type runtimeInfo struct {
+	StartTime           time.Time `json:"startTime"`
+	CWD                 string    `json:"CWD"`
+	Hostname            string    `json:"hostname"`
+	ServerTime          time.Time `json:"serverTime"`
+	ReloadConfigSuccess bool      `json:"reloadConfigSuccess"`
+	LastConfigTime      time.Time `json:"lastConfigTime"`
+	CorruptionCount     int64     `json:"corruptionCount"`
+	GoroutineCount      int       `json:"goroutineCount"`
+	GOMAXPROCS          int       `json:"GOMAXPROCS"`
+	GOMEMLIMIT          int64     `json:"GOMEMLIMIT"`
+	GOGC                string    `json:"GOGC"`
+	GODEBUG             string    `json:"GODEBUG"`
+	StorageRetention    string    `json:"storageRetention"`
+}
+
+// serveRuntimeInfo answers /api/v1/status/runtimeinfo as Prometheus does
+// (its status page and clients that probe a server read it).
+func serveRuntimeInfo(*http.Request, string) (any, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		cwd = err.Error() // as Prometheus reports it
+	}
+	host, _ := os.Hostname()
+	return runtimeInfo{StartTime: processStart, CWD: cwd, Hostname: host, ServerTime: time.Now().UTC(),
+		ReloadConfigSuccess: true, LastConfigTime: processStart, GoroutineCount: runtime.NumGoroutine(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), GOMEMLIMIT: debug.SetMemoryLimit(-1),
+		GOGC: os.Getenv("GOGC"), GODEBUG: os.Getenv("GODEBUG")}, nil
+}
+
+// flags answers /api/v1/status/flags: Prometheus's command-line flags
+// that sluice's query settings stand for, under Prometheus's names and
+// with its spelling of values, so that a client reading the engine's
+// settings there (the lookback, the sample limit) reads sluice's.
+func (h *Handler) flags() map[string]string {
+	return map[string]string{
+		"query.lookback-delta":             model.Duration(h.cfg.LookbackDelta).String(),
+		"query.max-concurrency":            strconv.Itoa(h.cfg.MaxConcurrency),
+		"query.max-samples":                strconv.Itoa(h.engineSamples),
+		"query.timeout":                    model.Duration(h.cfg.Timeout).String(),
+		"web.enable-remote-write-receiver": strconv.FormatBool(h.cfg.RemoteWrite != nil),
+	}
 }
 
 func statusLimit(r *http.Request) (int, error) {
