@@ -2,6 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +157,51 @@ func TestMetadataEndBeforeStart(t *testing.T) {
 	code, r := get(t, base, "acme", "/api/v1/query_exemplars", vals(append([]string{"query", "test_queue_depth"}, rev...)...))
 	if code != 400 || r.ErrorType != "bad_data" || r.Error != "end timestamp must not be before start timestamp" {
 		t.Errorf("exemplars end before start: %d %+v", code, r)
+	}
+}
+
+// A lake file that cannot be read is the server's fault: 500 internal,
+// as Prometheus answers a storage error, on every endpoint that reads
+// it; it was 422 execution, which tells a client its query was wrong.
+func TestUnreadableLakeIsInternal(t *testing.T) {
+	l := promtest.NewLake(t)
+	l.Write(t, "acme", 0, synth([]string{"a-shop"}, []string{"/a"}, 30).JSON())
+	a, err := prom.NewAdapter(prom.Options{Catalog: l.Catalog, Store: l.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Adapter: a, TenantHeader: "X-Scope-OrgID"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	files, _ := filepath.Glob(filepath.Join(l.Root, "metrics", "tenant=acme", "*", "*", "*.parquet"))
+	if len(files) == 0 {
+		t.Fatal("no files")
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		path   string
+		params url.Values
+	}{
+		{"/api/v1/query", vals("query", "test_queue_depth", "time", endTime())},
+		{"/api/v1/query", vals("query", "sum(rate(test_requests_total[5m]))", "time", endTime())},
+		{"/api/v1/query_range", vals("query", "test_queue_depth", "start", fmt.Sprint(start.Unix()), "end", endTime(), "step", "60")},
+		{"/api/v1/series", vals("match[]", "test_queue_depth")},
+		{"/api/v1/labels", vals()},
+		{"/api/v1/label/job/values", vals()},
+		{"/api/v1/label/__name__/values", vals()},
+		{"/api/v1/query_exemplars", vals("query", "test_queue_depth")},
+		{"/api/v1/metadata", vals()},
+	} {
+		code, r := get(t, srv.URL, "acme", c.path, c.params)
+		if code != 500 || r.ErrorType != "internal" || !strings.Contains(r.Error, ".parquet") {
+			t.Errorf("%s %v: %d %s %q, want 500 internal naming the file", c.path, c.params, code, r.ErrorType, r.Error)
+		}
 	}
 }

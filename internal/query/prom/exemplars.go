@@ -29,7 +29,8 @@ import (
 // value; +Inf past the last bound), as Prometheus's OTLP ingestion puts it.
 // Exemplar labels are the filtered attributes, plus trace_id and span_id
 // (hex) when the exemplar has them, as Prometheus's OTLP receiver does.
-func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint, maxt int64, sets [][]*labels.Matcher) ([]exemplar.QueryResult, error) {
+func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint, maxt int64, sets [][]*labels.Matcher) (_ []exemplar.QueryResult, err error) {
+	defer func() { err = storageErr(err) }()
 	q := &Querier{a: a, tenant: tenant, lim: lim, mint: mint, maxt: maxt}
 	defer q.Close()
 	type found struct {

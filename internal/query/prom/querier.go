@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
@@ -177,16 +178,28 @@ func (q *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	}
 	ss, err := q.selectSeries(ctx, mint, maxt, labelsOnly, hints, ms)
 	if err != nil {
-		return storage.ErrSeriesSet(err)
+		return storage.ErrSeriesSet(storageErr(err))
 	}
 	return &seriesSet{s: ss, i: -1}
+}
+
+// storageErr marks a failure to read the lake (a segment missing or
+// corrupt, the store or catalog unreachable) as the engine's ErrStorage,
+// which the API answers as Prometheus does a storage error: 500 internal,
+// a fault of the server that a client may retry, not 422 for its query.
+// A limit, and the query's own deadline or cancellation, stay as they are.
+func storageErr(err error) error {
+	if err == nil || errors.Is(err, ErrLimit) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return promql.ErrStorage{Err: err}
 }
 
 // LabelNames returns the label names of the matching series.
 func (q *Querier) LabelNames(ctx context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, storageErr(err)
 	}
 	set := map[string]struct{}{}
 	for _, s := range ss {
@@ -199,11 +212,11 @@ func (q *Querier) LabelNames(ctx context.Context, _ *storage.LabelHints, ms ...*
 func (q *Querier) LabelValues(ctx context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	if name == labels.MetricName && len(ms) == 0 {
 		names, err := q.metricNames(ctx)
-		return names, nil, err
+		return names, nil, storageErr(err)
 	}
 	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, storageErr(err)
 	}
 	set := map[string]struct{}{}
 	for _, s := range ss {
@@ -691,7 +704,8 @@ type Metadata struct {
 // name is derived from and no help (descriptions are not indexed); a
 // remote-write metric has the type, help and unit sent with it (each
 // distinct one), or type "unknown" when it was sent without metadata.
-func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metadata, error) {
+func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) (_ []Metadata, err error) {
+	defer func() { err = storageErr(err) }()
 	q := &Querier{a: a, tenant: tenant, mint: math.MinInt64 / 2_000_000, maxt: math.MaxInt64 / 2_000_000}
 	defer q.Close()
 	seen := map[Metadata]struct{}{}
@@ -703,7 +717,7 @@ func (a *Adapter) Metadata(ctx context.Context, tenant, metric string) ([]Metada
 		}
 	}
 	bare := map[string]bool{} // remote-write names with rows sent without metadata
-	err := q.eachFile(ctx, q.mint, q.maxt, func(_ *parquet.File, idx *fileIndex) error {
+	err = q.eachFile(ctx, q.mint, q.maxt, func(_ *parquet.File, idx *fileIndex) error {
 		for _, rg := range idx.rgs {
 			for _, r := range rg.runs {
 				d := r.desc
