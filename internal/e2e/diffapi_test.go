@@ -691,6 +691,12 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 		{"/api/v1/label/code/values", url.Values{"limit": {"2"}, "start": {rfc(0)}}, false},
 		{"/api/v1/label/queue/values", url.Values{"limit": {"5"}}, false},
 		{"/api/v1/status/buildinfo", nil, false},
+		{"/api/v1/status/runtimeinfo", nil, false},
+		// An end before start: an empty list, not bad_data (labels and
+		// label values: below).
+		{"/api/v1/series", url.Values{"match[]": {`diffapi_odd`}, "start": {at(100)}, "end": {at(50)}}, true},
+		{"/api/v1/query_exemplars", url.Values{"query": {`diffapi_odd`}, "start": {at(100)}, "end": {at(50)}}, false},
+		{"/api/v1/status/flags", nil, false},
 		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth{queue="dead"}`}, "time": {t0.Add(77*time.Minute + 31123456789).UTC().Format(time.RFC3339Nano)}}, false},
 		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth{queue="dead"}`}, "time": {strconv.FormatFloat(float64(t0.Unix()+4651), 'e', -1, 64)}}, true},
 		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth{queue="dead"}`}, "time": {mid}, "timeout": {"30s"}}, true},
@@ -721,8 +727,20 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 			t.Errorf("%s:\nprometheus %s %.300s\nsluice     %s %.300s", c, ph, pa.body, sh, sa.body)
 			continue
 		}
-		if c.path == "/api/v1/status/buildinfo" {
-			// Versions differ by nature; Prometheus's fields are all there.
+		if c.path == "/api/v1/status/flags" {
+			// Prometheus has its flags; sluice has the query settings that
+			// stand for some, with the same values where both default.
+			for _, k := range []string{"query.lookback-delta", "query.max-samples", "query.timeout"} {
+				if pv, sv := pd.(map[string]any)[k], sd.(map[string]any)[k]; pv != sv {
+					diffs++
+					t.Errorf("%s: %s is %v in prometheus, %v in sluice", c, k, pv, sv)
+				}
+			}
+			continue
+		}
+		if c.path == "/api/v1/status/buildinfo" || c.path == "/api/v1/status/runtimeinfo" {
+			// Versions and processes differ by nature; Prometheus's
+			// fields are all there.
 			for k := range pd.(map[string]any) {
 				if _, ok := sd.(map[string]any)[k]; !ok {
 					diffs++
@@ -760,6 +778,24 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls, %d differ", len(calls), diffs)
+
+	// Labels and label values of an end before start: a success, as in
+	// Prometheus, whose head then answers every name it holds (its range
+	// check lets a reversed range through); sluice answers an empty list,
+	// as series do in both (docs/query.md, "Differences from Prometheus").
+	for _, c := range []diffCall{
+		{"/api/v1/labels", url.Values{"start": {at(100)}, "end": {at(50)}}, true},
+		{"/api/v1/label/__name__/values", url.Values{"start": {rfc(100)}, "end": {rfc(50)}}, false},
+		{"/api/v1/label/job/values", url.Values{"match[]": {`diffapi_odd`}, "start": {rfc(100)}, "end": {rfc(50)}}, false},
+	} {
+		pa, sa := diffDo(t, pbase, c), diffDo(t, sbase, c)
+		if ph, _ := diffNormalise(t, c, pa); ph != "200 success " {
+			t.Errorf("%s: prometheus %s", c, pa.body)
+		}
+		if string(bytes.TrimSpace(sa.body)) != `{"status":"success","data":[]}` {
+			t.Errorf("%s: sluice %d %s, want an empty list", c, sa.code, sa.body)
+		}
+	}
 
 	// Series, label names and values over part of the data: Prometheus
 	// answers from whole chunks (series) or the whole head block (names
