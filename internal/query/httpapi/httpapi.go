@@ -419,16 +419,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code
 		w.Header().Set("Allow", "GET, POST")
 		return writeJSON(w, http.StatusMethodNotAllowed, errorBody("bad_data", "method "+r.Method+" not allowed")), false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	if err := r.ParseForm(); err != nil {
-		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", "error parsing form values: "+err.Error())), false
+		msg := "error parsing form values: " + err.Error()
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			msg = fmt.Sprintf("request body is more than %s, the query API's limit for a form", byteString(maxFormBody))
+		}
+		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", msg)), false
 	}
 	t, err := h.tenantOf(r)
 	if err != nil {
 		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", err.Error())), false
 	}
 	// One deadline from here on: queueing, parsing, evaluation, encoding.
-	ctx, cancel, err := h.requestContext(r)
+	ctx, cancel, deadline, err := h.requestContext(r)
 	if err != nil {
 		return writeJSON(w, http.StatusBadRequest, errorBody("bad_data", err.Error())), false
 	}
@@ -444,7 +448,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code
 		if code == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", "1")
 		}
-		return writeJSON(w, code, errorBody(ae.typ, ae.err.Error())), false
+		msg := ae.err.Error()
+		if ae.typ == "timeout" && !strings.HasPrefix(msg, "query timed out") {
+			// The engine's own text is Prometheus's; a timeout elsewhere
+			// (reading series, labels, the catalog) says what ran out.
+			msg = fmt.Sprintf("query timed out (%s): %s", deadline, msg)
+		}
+		return writeJSON(w, code, errorBody(ae.typ, msg)), false
 	}
 	if pr, ok := data.(*promResult); ok {
 		defer pr.close()
@@ -463,6 +473,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f apiFunc) (code
 	}
 	return writeJSON(w, http.StatusOK, body), false
 }
+
+// maxFormBody bounds a POST form: far above any PromQL expression or
+// match[] list a client sends (query.max_query_length bounds each), far
+// below what would cost the server memory.
+const maxFormBody = 1 << 20
 
 // apiBody is the API's envelope, its fields in Prometheus's order.
 type apiBody struct {
@@ -558,23 +573,26 @@ func parseDuration(s string) (time.Duration, error) {
 	return 0, fmt.Errorf("cannot parse %q to a valid duration", s)
 }
 
-// requestContext applies the server timeout and a lower timeout parameter.
-func (h *Handler) requestContext(r *http.Request) (context.Context, context.CancelFunc, error) {
-	to := h.cfg.Timeout
+// requestContext applies the server timeout and a lower timeout
+// parameter; deadline says which bounds the request, for its error.
+func (h *Handler) requestContext(r *http.Request) (ctx context.Context, cancel context.CancelFunc, deadline string, err error) {
+	to, deadline := h.cfg.Timeout, "query.timeout"
 	if v := r.Form.Get("timeout"); v != "" {
 		d, err := parseDuration(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("invalid parameter \"timeout\": %v", err)
+			return nil, nil, "", fmt.Errorf("invalid parameter \"timeout\": %v", err)
 		}
 		if d <= 0 {
 			// Prometheus 3 refuses it too: it could only be a deadline
 			// already past.
-			return nil, nil, fmt.Errorf("invalid parameter \"timeout\": timeout must be positive, got %s", v)
+			return nil, nil, "", fmt.Errorf("invalid parameter \"timeout\": timeout must be positive, got %s", v)
 		}
-		to = min(to, d)
+		if d < to {
+			to, deadline = d, "the timeout parameter"
+		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), to)
-	return ctx, cancel, nil
+	ctx, cancel = context.WithTimeout(r.Context(), to)
+	return ctx, cancel, fmt.Sprintf("%s, %s", to, deadline), nil
 }
 
 // queryOpts are the engine options a query request asks for, as

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/sluice-dev/sluice/internal/query/prom/promtest"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -203,5 +204,32 @@ func TestUnreadableLakeIsInternal(t *testing.T) {
 		if code != 500 || r.ErrorType != "internal" || !strings.Contains(r.Error, ".parquet") {
 			t.Errorf("%s %v: %d %s %q, want 500 internal naming the file", c.path, c.params, code, r.ErrorType, r.Error)
 		}
+	}
+}
+
+// A timeout outside the engine (series, labels, the catalog) says that
+// it is one and what set it; the engine's own text stays Prometheus's.
+// A form body past the limit says so, not "http: request body too large".
+func TestTimeoutAndBodyErrorsSayWhat(t *testing.T) {
+	base := server(t, prom.Limits{})
+	for _, c := range []struct {
+		path   string
+		params url.Values
+		want   string
+	}{
+		{"/api/v1/series", vals("match[]", "test_queue_depth", "timeout", "0.000000001"), "query timed out (1ns, the timeout parameter): "},
+		{"/api/v1/labels", vals("timeout", "0.000000001"), "query timed out (1ns, the timeout parameter): "},
+		{"/api/v1/query", vals("query", "test_queue_depth", "time", endTime(), "timeout", "0.000000001"), "query timed out in "},
+	} {
+		code, r := get(t, base, "acme", c.path, c.params)
+		if code != 503 || r.ErrorType != "timeout" || !strings.HasPrefix(r.Error, c.want) {
+			t.Errorf("%s %v: %d %s %q, want 503 timeout starting %q", c.path, c.params, code, r.ErrorType, r.Error, c.want)
+		}
+	}
+	body := "query=" + strings.Repeat("a", maxFormBody)
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/query", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if code, r := do(t, req, "acme"); code != 400 || r.ErrorType != "bad_data" || r.Error != "request body is more than 1MiB, the query API's limit for a form" {
+		t.Errorf("a body past the limit: %d %+v", code, r)
 	}
 }
