@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
+	ossignal "os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -675,10 +678,19 @@ func (p *Pipeline) startQuery(ctx context.Context, store lake.Store) error {
 // (SIGTERM/SIGINT in the CLI) or the pipeline fails, then shuts down
 // within cfg.ShutdownTimeout.
 func Run(ctx context.Context, cfg config.Config, set Settings, started func(*Pipeline)) error {
+	// SIGHUP's default action ends the process: without rules to reload,
+	// a `systemctl reload` or a log rotator's HUP would stop sluice with
+	// no drain. It is taken from the start and answered in the log.
+	hup := make(chan os.Signal, 1)
+	ossignal.Notify(hup, syscall.SIGHUP)
+	defer ossignal.Stop(hup)
 	p, err := New(cfg, set)
 	if err != nil {
 		return err
 	}
+	hupDone := make(chan struct{})
+	defer close(hupDone)
+	go p.logHangups(hup, hupDone)
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
@@ -688,13 +700,61 @@ func Run(ctx context.Context, cfg config.Config, set Settings, started func(*Pip
 	var runErr error
 	select {
 	case <-ctx.Done():
-		p.log.Info("shutting down", "timeout", cfg.ShutdownTimeout.D())
+		p.log.Info("shutting down (a second SIGTERM or SIGINT stops at once)", "timeout", cfg.ShutdownTimeout.D())
 	case runErr = <-p.fatal:
 		p.log.Error("shutting down after a fatal error", "err", runErr)
 	}
+	// A second signal ends the drain: everything acknowledged is already
+	// fsynced in the queue, and what is not committed to the lake is
+	// replayed at the next start, so stopping at once loses nothing.
+	again := make(chan os.Signal, 1)
+	ossignal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
+	defer ossignal.Stop(again)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
 	defer cancel()
-	return errors.Join(runErr, p.Shutdown(sctx))
+	done := make(chan error, 1)
+	go func() { done <- p.Shutdown(sctx) }()
+	select {
+	case err := <-done:
+		return errors.Join(runErr, err)
+	case sig := <-again:
+		p.log.Warn("second signal: stopping at once; what the lake has not committed stays in the queue and is replayed at the next start", "signal", sig.String())
+		cancel()
+	}
+	select {
+	case err := <-done:
+		return errors.Join(runErr, err, ErrInterrupted)
+	case <-time.After(time.Second):
+		return errors.Join(runErr, ErrInterrupted)
+	}
+}
+
+// ErrInterrupted is Run's error when a second SIGTERM or SIGINT ended the
+// graceful shutdown.
+var ErrInterrupted = errors.New("shutdown interrupted by a second signal")
+
+// logHangups answers each SIGHUP in the log, naming what it reloads: the
+// processing rules (runLoaders reloads them), nothing else.
+func (p *Pipeline) logHangups(hup <-chan os.Signal, done <-chan struct{}) {
+	var files []string
+	if f := p.cfg.Processors.RulesFile; f != "" {
+		files = append(files, f)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.cfg.Processors.RuleSets)) {
+		files = append(files, p.cfg.Processors.RuleSets[name].RulesFile)
+	}
+	for {
+		select {
+		case <-done:
+			return
+		case <-hup:
+			if len(files) == 0 {
+				p.log.Info("SIGHUP: nothing to reload: no processing rules are configured (TLS files are read again when they change on disk; other settings need a restart)")
+				continue
+			}
+			p.log.Info("SIGHUP: reloading the processing rules (other settings need a restart)", "files", files)
+		}
+	}
 }
 
 func receiverConfig(o config.OTLP) otlpreceiver.Config {
