@@ -12,7 +12,7 @@ STAMP     := $(shell date -u +%Y%m%dT%H%M%SZ)
 # footers carry; empty leaves it to the module/VCS version Go stamps.
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: build run ingest-corpus test bench clean
+.PHONY: build run ingest-corpus test race bench clean
 
 build:
 	$(GO) build -ldflags "-X github.com/sluice-dev/sluice/internal/version.override=$(VERSION)" -o $(BIN) ./cmd/sluice
@@ -29,6 +29,12 @@ ingest-corpus: build
 
 test:
 	./scripts/test.sh
+
+# The whole suite under the race detector, the end-to-end tests against a
+# sluice built with it (a process that raced exits 66): about three times as
+# long as make test, so not part of it.
+race:
+	SLUICE_TEST_RACE=1 ./scripts/test.sh
 
 # Every benchmark on one core, with CPU and allocation profiles per package
 # under bench-profiles/<timestamp>-<package>-{cpu,mem}.prof.

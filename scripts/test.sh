@@ -66,8 +66,16 @@ export SLUICE_REQUIRE_ALL=1
 
 echo "== go vet"
 go vet ./...
-echo "== go test"
-go test -count=1 -timeout 30m ./... 2>&1 | tee /tmp/sluice-test.$$.log
+# make race (SLUICE_TEST_RACE=1): every package under the race detector,
+# and the end-to-end tests against a sluice built with it. Several times
+# slower than the plain suite, so not part of make test.
+flags=(-count=1 -timeout 30m)
+if [ "${SLUICE_TEST_RACE:-}" = 1 ]; then
+  flags=(-count=1 -race -timeout 120m)
+  export SLUICE_E2E_RACE=1
+fi
+echo "== go test ${flags[*]}"
+go test "${flags[@]}" ./... 2>&1 | tee /tmp/sluice-test.$$.log
 status=${PIPESTATUS[0]}
 passed=$(grep -c '^ok ' /tmp/sluice-test.$$.log || true)
 failed=$(grep -c '^FAIL' /tmp/sluice-test.$$.log || true)

@@ -36,7 +36,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	build := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
+	args := []string{"build", "-o", sluiceBin}
+	if os.Getenv("SLUICE_E2E_RACE") == "1" {
+		// make race: the binary under test is built with the race
+		// detector, which makes a process that raced exit 66.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/sluice")...)
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
