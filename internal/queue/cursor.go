@@ -107,8 +107,14 @@ func (q *Queue) loadCursors() error {
 			return err
 		}
 		if !ok {
-			q.log.Error("queue: cursor file has no valid slot; the cursor restarts at the durable end", "file", c.path)
-			continue
+			// Both slots damaged (a torn write damages one): where the
+			// exporter was is unknown. The oldest stored record loses
+			// nothing acknowledged (sent again: at least once, within
+			// the exporter's backlog bounds); the durable end would
+			// skip its whole backlog.
+			c.committed = Position(q.first.Load())
+			q.log.Error("queue: cursor file has no valid slot; the cursor restarts at the oldest stored record, so its backlog is sent again",
+				"file", c.path, "position", c.committed)
 		}
 		q.cursors[name] = c
 	}

@@ -171,7 +171,8 @@ func TestCursorMaxAgeDrops(t *testing.T) {
 }
 
 // A torn slot leaves the other one, so the cursor is at most one commit
-// behind; two torn slots restart the cursor at the durable end (logged).
+// behind; two torn slots restart the cursor at the oldest stored record
+// (logged; FuzzCursorFile).
 func TestCursorTornSlot(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Dir: dir, SegmentBytes: 1024, MaxBytes: 1 << 20}

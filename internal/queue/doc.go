@@ -153,7 +153,8 @@
 //     slots written alternately, so a torn write falls back to the
 //     previous commit: a restart resumes at the last commit that returned
 //     or later, never mid-record (delivery through a cursor is at least
-//     once). A cursor's MaxBytes/MaxAge bound moves only that cursor past
+//     once); a file with neither slot valid (not a torn write: damage)
+//     resumes at the oldest stored record, never past anything stored. A cursor's MaxBytes/MaxAge bound moves only that cursor past
 //     whole sealed segments, counted in CursorStats.DroppedBytes and
 //     logged; it never affects the lake, another cursor or appends.
 //  11. One Queue per Dir at a time: Open takes an exclusive flock on

@@ -2,7 +2,11 @@ package queue
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -192,6 +196,97 @@ func FuzzRecycledTail(f *testing.F) {
 		r2.Close()
 		if st := q.Stats(); len(got2) != n+1 || st.Last != end || st.TornBytes != 0 || st.CorruptRecords != 0 {
 			t.Fatalf("reopen: %d records, stats %+v", len(got2), st)
+		}
+	})
+}
+
+// FuzzCursorFile: whatever bytes a cursor file holds, Open succeeds and
+// the cursor resumes at the newest valid slot's position, or, with no
+// valid slot, at the oldest stored record (never past stored data); it
+// then reads and commits on.
+func FuzzCursorFile(f *testing.F) {
+	valid := func(seq, pos uint64) []byte {
+		var s [cursorSlot]byte
+		copy(s[:], "SLQC")
+		binary.LittleEndian.PutUint64(s[4:], seq)
+		binary.LittleEndian.PutUint64(s[12:], pos)
+		binary.LittleEndian.PutUint32(s[28:], crc32.Checksum(s[:28], castagnoli))
+		return s[:]
+	}
+	f.Add([]byte{})
+	f.Add(valid(1, 0))
+	f.Add(append(valid(3, 120), valid(2, 0)...))
+	f.Add(append(valid(1, 0), bytes.Repeat([]byte{0xff}, cursorSlot)...))
+	f.Add(bytes.Repeat([]byte("SLQC"), 40))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		mfs := newMemFS()
+		dir := "/q"
+		opts := Options{Dir: dir, SegmentBytes: 1024, MaxBytes: 1 << 20, MinFreeBytes: -1, fs: mfs, Logger: discardLogger()}
+		q, err := Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ends []Position
+		for i := range 4 {
+			end, err := q.Append(payload(1, i, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, end)
+		}
+		q.Close()
+		cf, err := mfs.OpenFile(filepath.Join(dir, cursorDir, "x"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cf.WriteAt(file, 0); err != nil {
+			t.Fatal(err)
+		}
+		cf.Close()
+		// What the file says: the valid slot of the highest seq.
+		var want Position
+		found := false
+		var seq uint64
+		for i := 0; i+cursorSlot <= min(len(file), 2*cursorSlot); i += cursorSlot {
+			s := file[i : i+cursorSlot]
+			if string(s[:4]) == "SLQC" && binary.LittleEndian.Uint32(s[28:]) == crc32.Checksum(s[:28], castagnoli) {
+				if n := binary.LittleEndian.Uint64(s[4:]); !found || n > seq {
+					seq, want, found = n, Position(binary.LittleEndian.Uint64(s[12:])), true
+				}
+			}
+		}
+		q, err = Open(opts)
+		if err != nil {
+			t.Fatalf("Open with a cursor file of %d bytes: %v", len(file), err)
+		}
+		defer q.Close()
+		c, err := q.OpenCursor("x", CursorOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			want = q.Stats().First
+		}
+		if got := c.Committed(); got != want {
+			t.Fatalf("cursor at %d, want %d (valid slot found: %v)", got, want, found)
+		}
+		// It reads on without error from there (a position inside a
+		// record resynchronizes; past the end waits), and commits.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // read what is there, never wait
+		last := c.Committed()
+		for {
+			_, pos, err := c.Next(ctx)
+			if err != nil {
+				break
+			}
+			last = pos
+		}
+		if !found && last != ends[len(ends)-1] {
+			t.Fatalf("a cursor without a valid slot read up to %d, want every record (to %d)", last, ends[len(ends)-1])
+		}
+		if err := c.Commit(last); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
