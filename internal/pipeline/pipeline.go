@@ -539,7 +539,7 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", p.cfg.Admin.Addr)
 	if err != nil {
-		return fmt.Errorf("admin: listen on %q: %w", p.cfg.Admin.Addr, err)
+		return fmt.Errorf("admin.addr: listen on %q: %w", p.cfg.Admin.Addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
@@ -558,7 +558,12 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The admin server had only a header timeout: an idle keep-alive
+	// connection stayed open for ever. Its requests have no bodies and
+	// its answers are small, except profiles (up to a few minutes).
+	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: adminWriteTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
 	p.addrs.Admin = ln.Addr()
 	p.adminDone = make(chan struct{})
 	go func() {
@@ -569,6 +574,13 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 	}()
 	return nil
 }
+
+// Admin server bounds (variables for tests): a CPU profile of up to
+// adminWriteTimeout - 10s can be taken.
+var (
+	adminIdleTimeout  = 2 * time.Minute
+	adminWriteTimeout = 5 * time.Minute
+)
 
 // unready says why /readyz answers 503, or "" when ready. Each state is
 // read once, so the answer names the state that made it 503.
