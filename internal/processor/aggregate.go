@@ -125,6 +125,7 @@ type aggTarget struct {
 	key        uint64        // the group, before the tenant is mixed in
 	cumulative bool          // the series is a cumulative counter (or a gauge), not a delta sum
 	hist       bool          // the series is an explicit-bucket histogram (output histogram)
+	own        bool          // the series' own (downsample), not interned: its decision counts it
 	labels     labels.Labels // output labels, without __name__
 	prefix     string        // output names: prefix + "_" + output (aggregate)
 	desc       outDesc       // downsample with one output: the input's metric
@@ -640,6 +641,11 @@ func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points in
 		a.groups -= len(b.groups)
 		for _, g := range b.groups {
 			a.hseries -= len(g.hlast)
+			if g.t.cur == g {
+				// The target (held by the series' cached decision) lets
+				// go of the emitted group: an idle series would keep it.
+				g.t.cur = nil
+			}
 		}
 		delete(a.buckets, s)
 		if a.last == b {

@@ -666,6 +666,7 @@ func aggTargetOf(ru *rule, cur labels.Labels, desc *signal.MetricDesc, b *signal
 	if ru.act == actDownsample {
 		// Every series its own group: sharing the target saves nothing,
 		// and the series' decision holds it as long as it is cached.
+		at.own = true
 		return at
 	}
 	return ru.agg.intern(at)
