@@ -70,8 +70,11 @@ each call takes.
 
 Filters --pid, --tid, --comm, --cgroup, --syscalls and --min-duration run in
 the kernel, so what they exclude never reaches sluice. --path-prefix and
---path-glob run first thing in user space. Opens, closes and dups always reach sluice (they
-keep the fd -> path table right) and are dropped there when not asked for.
+--path-glob run first thing in user space. Opens, closes, dups and the calls
+that make fds without a path (pipe, socket, accept, eventfd, ...: the newfd
+group, named pipe:[ino], socket:[ino], anon_inode:[eventfd] as /proc shows them)
+always reach sluice (they keep the fd -> path table right) and are dropped
+there when not asked for.
 
 By default a live view fills the terminal: top files, processes or syscalls
 (tab) by a sort key (s), a latency histogram of the selected syscall, a
