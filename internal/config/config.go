@@ -101,7 +101,7 @@ type IOTrace struct {
 	TID         uint32         `yaml:"tid" doc:"Trace only this thread id (kernel filter; its process's other threads still send their opens, closes and dups, so its fds keep their paths); 0 all."`
 	Comm        string         `yaml:"comm" doc:"Trace only tasks with exactly this command name, at most 15 bytes (kernel filter); empty all."`
 	Cgroup      uint64         `yaml:"cgroup" doc:"Trace only this cgroup v2 id (the inode number of its directory; kernel filter); 0 all."`
-	Syscalls    string         `yaml:"syscalls" doc:"Comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta), as sluice trace --syscalls (kernel filter)."`
+	Syscalls    string         `yaml:"syscalls" doc:"Comma-separated syscalls or groups (all, open, read, write, sync, stat, fd, meta, newfd), as sluice trace --syscalls (kernel filter); the newfd calls (pipe, socket, eventfd and the like) are always traced for the fd → path table."`
 	MinDuration Duration       `yaml:"min_duration" doc:"Drop calls shorter than this (kernel filter)."`
 	PathPrefix  string         `yaml:"path_prefix" doc:"Keep only calls on paths under this prefix (first thing in user space)."`
 	PathGlob    string         `yaml:"path_glob" doc:"Keep only calls on paths matching this absolute glob, as sluice trace --path-glob: * ? [..] within a path component, ** any number of components (first thing in user space)."`
