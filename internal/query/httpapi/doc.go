@@ -28,8 +28,11 @@
 //
 // Queries that touch the lake (PromQL, series, labels, metadata and the
 // mounted search API) run in one of MaxConcurrency slots; MaxQueued more
-// wait, and past that a query gets 429 at once. A running query reserves
-// MaxQueryBytes of MaxTotalBytes when admitted (so at most MaxTotalBytes /
+// wait, and past that a query gets 429 at once. Admission is fair
+// between tenants (limiter.acquire): a freed slot goes to the waiting
+// tenant running fewest, and a full queue refuses the newest waiter of
+// the tenant with the most waiting to make room for another tenant. A
+// running query reserves MaxQueryBytes of MaxTotalBytes when admitted (so at most MaxTotalBytes /
 // MaxQueryBytes run at once, and the total bounds the engines' working
 // sets too) and counts its memory in bytes (samples loaded, through
 // prom.Limits.Charge; the result before it is sent; series label sets)

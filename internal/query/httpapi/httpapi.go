@@ -355,7 +355,7 @@ func budgetOf(ctx context.Context) *budget {
 // against query.timeout as parsing, evaluation and encoding do.
 func (h *Handler) limited(f apiFunc) apiFunc {
 	return func(r *http.Request, t string) (any, error) {
-		b, err := h.limits.acquire(r.Context())
+		b, err := h.limits.acquire(r.Context(), t)
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +389,10 @@ func (h *Handler) limitedHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 		defer cancel()
-		b, err := h.limits.acquire(ctx)
+		// An invalid tenant waits as "" and is refused by the search
+		// handler itself.
+		t, _ := h.tenantOf(r)
+		b, err := h.limits.acquire(ctx, t)
 		if err != nil {
 			ae := classify(err)
 			writeJSON(w, statusOf(ae.typ), errorBody(ae.typ, ae.err.Error()))

@@ -8,8 +8,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,9 +77,13 @@ func DerivedTotalBytes() int64 {
 // queries are allowed to hold, the engine's working set included, never
 // passes maxTotal. Charges then come from the query's own reservation.
 type limiter struct {
-	slots       chan struct{} // one per running query: min(concurrency, maxTotal/maxQuery)
+	slots       chan struct{} // one per running query: min(concurrency, maxTotal/maxQuery); sent to under mu only
 	concurrency int
-	waiting     atomic.Int64
+	mu          sync.Mutex
+	waiters     []*waiter      // in arrival order
+	runningOf   map[string]int // running queries by tenant
+	waitingOf   map[string]int // waiters by tenant
+	waiting     atomic.Int64   // len(waiters), read without mu
 	maxQueued   int64
 	held        atomic.Int64 // bytes reserved by running queries (maxQuery each)
 	maxQuery    int64
@@ -95,7 +101,7 @@ func newLimiter(concurrency, maxQueued int, maxQuery, maxTotal int64) *limiter {
 	if n := maxTotal / maxQuery; n < running {
 		running = max(n, 1)
 	}
-	l := &limiter{slots: make(chan struct{}, running), concurrency: concurrency, maxQueued: int64(maxQueued), maxQuery: maxQuery, maxTotal: maxTotal,
+	l := &limiter{slots: make(chan struct{}, running), concurrency: concurrency, runningOf: map[string]int{}, waitingOf: map[string]int{}, maxQueued: int64(maxQueued), maxQuery: maxQuery, maxTotal: maxTotal,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_refused_total",
 			Help: "Queries refused by a query limit, by the setting that refused them (e.g. max_queued, max_query_bytes)."}, []string{"limit"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_query_running",
@@ -129,33 +135,144 @@ func (l *limiter) runningLimit() string {
 // errQueueFull answers 429: the client may retry.
 var errQueueFull = errors.New("too many queries")
 
+// waiter is one query waiting for a slot. dispatchLocked or a fuller
+// queue's eviction decides it once: err nil (granted, the slot taken for
+// it) or errQueueFull (evicted), then closes ready.
+type waiter struct {
+	tenant string
+	ready  chan struct{}
+	err    error
+}
+
 // acquire waits for a slot and the query's reservation until ctx ends. A
 // full wait queue is refused at once, so waiting requests (and their
 // memory) stay bounded.
-func (l *limiter) acquire(ctx context.Context) (*budget, error) {
+//
+// Admission is fair between tenants: a freed slot goes to the waiting
+// tenant with the fewest queries running (the longest waiting of its
+// queries first), and a full queue makes room for a tenant with fewer
+// waiting queries by refusing the newest waiter of the tenant with the
+// most. One tenant flooding the API thus holds back its own queries,
+// not another tenant's; alone, a tenant has every slot and the whole
+// queue.
+func (l *limiter) acquire(ctx context.Context, tenant string) (*budget, error) {
+	l.mu.Lock()
+	if len(l.waiters) == 0 && l.takeLocked(tenant) {
+		l.mu.Unlock()
+		return l.granted(tenant), nil
+	}
+	if len(l.waiters) >= int(l.maxQueued) && !l.evictLocked(tenant) {
+		l.mu.Unlock()
+		l.refused.WithLabelValues("max_queued").Inc()
+		return nil, l.queueFull()
+	}
+	w := &waiter{tenant: tenant, ready: make(chan struct{})}
+	l.waiters = append(l.waiters, w)
+	l.waitingOf[tenant]++
+	l.waiting.Add(1)
+	l.queued.Inc()
+	l.dispatchLocked()
+	l.mu.Unlock()
 	select {
-	case l.slots <- struct{}{}:
-	default:
-		if l.waiting.Add(1) > l.maxQueued {
-			l.waiting.Add(-1)
-			l.refused.WithLabelValues("max_queued").Inc()
-			return nil, &apiError{"too_many_requests", fmt.Errorf("%w: %s and %d waiting (query.max_queued); retry later",
-				errQueueFull, l.runningLimit(), l.maxQueued)}
-		}
-		l.queued.Inc()
+	case <-w.ready:
+	case <-ctx.Done():
+		l.mu.Lock()
 		select {
-		case l.slots <- struct{}{}:
-			l.waiting.Add(-1)
-			l.queued.Dec()
-		case <-ctx.Done():
-			l.waiting.Add(-1)
-			l.queued.Dec()
+		case <-w.ready: // decided meanwhile
+		default:
+			l.removeLocked(w)
+			l.mu.Unlock()
+			return nil, fmt.Errorf("waiting for a query slot (%s): %w", l.runningLimit(), ctx.Err())
+		}
+		l.mu.Unlock()
+		if w.err == nil {
+			// Granted as the wait ended: the slot goes back at once.
+			l.granted(tenant).release()
 			return nil, fmt.Errorf("waiting for a query slot (%s): %w", l.runningLimit(), ctx.Err())
 		}
 	}
+	if w.err != nil {
+		l.refused.WithLabelValues("max_queued").Inc()
+		return nil, w.err
+	}
+	return l.granted(tenant), nil
+}
+
+func (l *limiter) queueFull() error {
+	return &apiError{"too_many_requests", fmt.Errorf("%w: %s and %d waiting (query.max_queued); retry later",
+		errQueueFull, l.runningLimit(), l.maxQueued)}
+}
+
+// granted reserves the query's budget for a slot taken for tenant.
+func (l *limiter) granted(tenant string) *budget {
 	l.held.Add(l.maxQuery)
 	l.inflight.Inc()
-	return &budget{l: l}, nil
+	return &budget{l: l, tenant: tenant}
+}
+
+// takeLocked takes a free slot for tenant, if there is one. Every slot
+// is taken under l.mu, and every release dispatches under it after
+// freeing its slot, so no waiter is left waiting beside a free slot.
+func (l *limiter) takeLocked(tenant string) bool {
+	select {
+	case l.slots <- struct{}{}:
+		l.runningOf[tenant]++
+		return true
+	default:
+		return false
+	}
+}
+
+// dispatchLocked gives free slots to waiters: each to the tenant with
+// the fewest running queries, its longest waiting query first.
+func (l *limiter) dispatchLocked() {
+	for len(l.waiters) > 0 {
+		best := 0
+		for i, w := range l.waiters {
+			if l.runningOf[w.tenant] < l.runningOf[l.waiters[best].tenant] {
+				best = i
+			}
+		}
+		w := l.waiters[best]
+		if !l.takeLocked(w.tenant) {
+			return
+		}
+		l.removeLocked(w)
+		close(w.ready)
+	}
+}
+
+// evictLocked makes room in a full queue for tenant: it refuses the
+// newest waiter of the tenant with the most waiting, if that is more
+// than tenant's own plus one.
+func (l *limiter) evictLocked(tenant string) bool {
+	victim := -1
+	for i := len(l.waiters) - 1; i >= 0; i-- {
+		t := l.waiters[i].tenant
+		if l.waitingOf[t] > l.waitingOf[tenant]+1 && (victim < 0 || l.waitingOf[t] > l.waitingOf[l.waiters[victim].tenant]) {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return false
+	}
+	w := l.waiters[victim]
+	l.removeLocked(w)
+	w.err = l.queueFull()
+	close(w.ready)
+	return true
+}
+
+// removeLocked takes w out of the queue.
+func (l *limiter) removeLocked(w *waiter) {
+	if i := slices.Index(l.waiters, w); i >= 0 {
+		l.waiters = slices.Delete(l.waiters, i, i+1)
+	}
+	if l.waitingOf[w.tenant]--; l.waitingOf[w.tenant] <= 0 {
+		delete(l.waitingOf, w.tenant)
+	}
+	l.waiting.Add(-1)
+	l.queued.Dec()
 }
 
 // budget is one query's reservation of the memory budget. Charges come
@@ -163,6 +280,7 @@ func (l *limiter) acquire(ctx context.Context) (*budget, error) {
 // atomics keep it safe should a querier ever select concurrently.
 type budget struct {
 	l        *limiter
+	tenant   string
 	used     atomic.Int64
 	released atomic.Bool
 }
@@ -189,9 +307,16 @@ func (b *budget) release() {
 		return
 	}
 	b.used.Store(0)
-	b.l.held.Add(-b.l.maxQuery)
-	b.l.inflight.Dec()
-	<-b.l.slots
+	l := b.l
+	l.held.Add(-l.maxQuery)
+	l.inflight.Dec()
+	l.mu.Lock()
+	<-l.slots
+	if l.runningOf[b.tenant]--; l.runningOf[b.tenant] <= 0 {
+		delete(l.runningOf, b.tenant)
+	}
+	l.dispatchLocked()
+	l.mu.Unlock()
 }
 
 func byteString(n int64) string {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,18 +42,18 @@ func TestQueryDepth(t *testing.T) {
 func TestLimiterQueue(t *testing.T) {
 	l := newLimiter(2, 1, 100, 200)
 	ctx := context.Background()
-	a, err := l.acquire(ctx)
+	a, err := l.acquire(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.acquire(ctx)
+	b, err := l.acquire(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The third waits in the queue; the fourth is refused at once.
 	got := make(chan error, 1)
 	go func() {
-		c, err := l.acquire(ctx)
+		c, err := l.acquire(ctx, "acme")
 		if err == nil {
 			c.release()
 		}
@@ -61,7 +62,7 @@ func TestLimiterQueue(t *testing.T) {
 	for l.waiting.Load() != 1 {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := l.acquire(ctx); !errors.Is(err, errQueueFull) || !strings.Contains(err.Error(), "query.max_queued") {
+	if _, err := l.acquire(ctx, "acme"); !errors.Is(err, errQueueFull) || !strings.Contains(err.Error(), "query.max_queued") {
 		t.Fatalf("full queue: %v", err)
 	}
 	a.release()
@@ -69,10 +70,10 @@ func TestLimiterQueue(t *testing.T) {
 		t.Fatalf("queued query: %v", err)
 	}
 	// A wait that outlives its deadline fails with the deadline.
-	c, _ := l.acquire(ctx)
+	c, _ := l.acquire(ctx, "acme")
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := l.acquire(tctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "query.max_concurrency") {
+	if _, err := l.acquire(tctx, "acme"); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "query.max_concurrency") {
 		t.Fatalf("timed-out wait: %v", err)
 	}
 	// Each running query has reserved its whole budget from the total.
@@ -132,7 +133,7 @@ func TestQueryLengthAndDepth(t *testing.T) {
 func TestConcurrencyLimit(t *testing.T) {
 	base, h := serverWith(t, func(c *Config) { c.MaxConcurrency = 1; c.MaxQueued = 1 })
 	// Hold the only slot, as a long query would.
-	slot, err := h.limits.acquire(context.Background())
+	slot, err := h.limits.acquire(context.Background(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestConcurrencyLimit(t *testing.T) {
 		t.Errorf("queued query: %d", queuedCode)
 	}
 	// Waiting counts against the timeout parameter.
-	slot, _ = h.limits.acquire(context.Background())
+	slot, _ = h.limits.acquire(context.Background(), "acme")
 	st := time.Now()
 	code, r = get(t, base, "acme", "/api/v1/query", vals("query", "1", "timeout", "200ms"))
 	slot.release()
@@ -187,7 +188,7 @@ func TestMemoryBudget(t *testing.T) {
 	// Another query holds the whole total: this one waits for it, within
 	// its timeout, rather than running past the total.
 	base3, h3 := serverWith(t, func(c *Config) { c.MaxQueryBytes = 1 << 20; c.MaxTotalBytes = 1 << 20; c.MaxConcurrency = 4 })
-	other, _ := h3.limits.acquire(context.Background())
+	other, _ := h3.limits.acquire(context.Background(), "acme")
 	code, r = get(t, base3, "acme", "/api/v1/query_range", withTimeout(rangeQ, "200ms"))
 	if code != 503 || r.ErrorType != "timeout" || !strings.Contains(r.Error, "query.max_total_bytes") {
 		t.Errorf("total budget: %d %s %q", code, r.ErrorType, r.Error)
@@ -248,11 +249,11 @@ func TestTotalBytesIsACeiling(t *testing.T) {
 		}
 		// Two heavy queries run (each holds its reservation, as one the
 		// engine is still evaluating does).
-		a, err := l.acquire(context.Background())
+		a, err := l.acquire(context.Background(), "acme")
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := l.acquire(context.Background())
+		b, err := l.acquire(context.Background(), "acme")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +311,7 @@ func TestTotalBytesIsACeiling(t *testing.T) {
 			if code := <-done; code != 200 {
 				t.Errorf("third query after a release: %d", code)
 			}
-			a, _ = l.acquire(context.Background())
+			a, _ = l.acquire(context.Background(), "acme")
 		}
 		a.release()
 		b.release()
@@ -376,5 +377,78 @@ func TestTotalBytesIsACeiling(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// One tenant flooding the API holds back its own queries, not another
+// tenant's: a freed slot goes to the tenant with the fewest running, and
+// a full queue refuses the flooding tenant's newest waiter to make room.
+// Before, tenant B got 429 at once and then waited behind all of A's.
+func TestLimiterFairBetweenTenants(t *testing.T) {
+	l := newLimiter(2, 4, 100, 1000)
+	ctx := context.Background()
+	a1, _ := l.acquire(ctx, "a")
+	a2, _ := l.acquire(ctx, "a")
+	type got struct {
+		name string
+		b    *budget
+		err  error
+	}
+	order := make(chan got, 8)
+	wait := func(name, tenant string) {
+		go func() {
+			b, err := l.acquire(ctx, tenant)
+			order <- got{name, b, err}
+		}()
+	}
+	queued := func(n int64) {
+		for l.waiting.Load() != n {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i, name := range []string{"a3", "a4", "a5", "a6"} {
+		wait(name, "a")
+		queued(int64(i + 1))
+	}
+	// The queue is full of a's: b takes the place of a's newest.
+	wait("b1", "b")
+	if g := <-order; g.name != "a6" || !errors.Is(g.err, errQueueFull) {
+		t.Fatalf("full queue, b arrives: %s %v, want a6 refused", g.name, g.err)
+	}
+	queued(4)
+	// A slot frees: b, running nothing, goes before a's older waiters.
+	a1.release()
+	g := <-order
+	if g.name != "b1" || g.err != nil {
+		t.Fatalf("first freed slot went to %s (%v), want b1", g.name, g.err)
+	}
+	// a alone refuses no one of its own: a full queue of one tenant
+	// refuses the newcomer.
+	wait("a7", "a")
+	queued(4)
+	if _, err := l.acquire(ctx, "a"); !errors.Is(err, errQueueFull) {
+		t.Fatalf("a's fifth waiter: %v", err)
+	}
+	// Then a's waiters run in arrival order as slots free, one a slot.
+	var names []string
+	free := []*budget{g.b, a2}
+	for range 4 {
+		free[0].release()
+		free = free[1:]
+		g := <-order
+		if g.err != nil {
+			t.Fatalf("%s: %v", g.name, g.err)
+		}
+		names = append(names, g.name)
+		free = append(free, g.b)
+	}
+	for _, b := range free {
+		b.release()
+	}
+	if !slices.Equal(names, []string{"a3", "a4", "a5", "a7"}) {
+		t.Errorf("a's waiters ran in order %v", names)
+	}
+	if l.held.Load() != 0 || len(l.slots) != 0 || l.waiting.Load() != 0 || len(l.runningOf) != 0 || len(l.waitingOf) != 0 {
+		t.Fatalf("after all: held %d, slots %d, waiting %d, running %v, waiting %v", l.held.Load(), len(l.slots), l.waiting.Load(), l.runningOf, l.waitingOf)
 	}
 }
