@@ -116,6 +116,13 @@ func (q *Queue) loadCursors() error {
 			q.log.Error("queue: cursor file has no valid slot; the cursor restarts at the oldest stored record, so its backlog is sent again",
 				"file", c.path, "position", c.committed)
 		}
+		if end := Position(q.synced.Load()); c.committed > end {
+			// Past everything stored (segments deleted or restored from
+			// an older copy): waiting for the queue to reach it would
+			// skip what is appended until then.
+			q.log.Error("queue: cursor is past the end of the queue; it resumes at the end", "file", c.path, "position", c.committed, "end", end)
+			c.committed = end
+		}
 		q.cursors[name] = c
 	}
 	return nil

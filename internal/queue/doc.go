@@ -154,7 +154,10 @@
 //     previous commit: a restart resumes at the last commit that returned
 //     or later, never mid-record (delivery through a cursor is at least
 //     once); a file with neither slot valid (not a torn write: damage)
-//     resumes at the oldest stored record, never past anything stored. A cursor's MaxBytes/MaxAge bound moves only that cursor past
+//     resumes at the oldest stored record, never past anything stored; one
+//     past the durable end (segments deleted, or Dir restored from an
+//     older copy) resumes at the end, not at a position appends would take
+//     a while to reach. A cursor's MaxBytes/MaxAge bound moves only that cursor past
 //     whole sealed segments, counted in CursorStats.DroppedBytes and
 //     logged; it never affects the lake, another cursor or appends.
 //  11. One Queue per Dir at a time: Open takes an exclusive flock on

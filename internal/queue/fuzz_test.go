@@ -218,6 +218,7 @@ func FuzzCursorFile(f *testing.F) {
 	f.Add(append(valid(3, 120), valid(2, 0)...))
 	f.Add(append(valid(1, 0), bytes.Repeat([]byte{0xff}, cursorSlot)...))
 	f.Add(bytes.Repeat([]byte("SLQC"), 40))
+	f.Add(append(valid(5, 1<<40), valid(4, 0)...)) // past the end of the queue
 	f.Fuzz(func(t *testing.T, file []byte) {
 		mfs := newMemFS()
 		dir := "/q"
@@ -267,6 +268,7 @@ func FuzzCursorFile(f *testing.F) {
 		if !found {
 			want = q.Stats().First
 		}
+		want = min(want, q.Stats().Last)
 		if got := c.Committed(); got != want {
 			t.Fatalf("cursor at %d, want %d (valid slot found: %v)", got, want, found)
 		}
