@@ -233,3 +233,19 @@ func TestTimeoutAndBodyErrorsSayWhat(t *testing.T) {
 		t.Errorf("a body past the limit: %d %+v", code, r)
 	}
 }
+
+// query.max_series counts a series once per match[] that selects it (the
+// work done): the message says so, since the answer itself may list far
+// fewer series than the limit.
+func TestMaxSeriesCountsEachMatchSet(t *testing.T) {
+	base := server(t, prom.Limits{MaxSeries: 3})
+	p := vals("match[]", "test_queue_depth", "match[]", `{__name__="test_queue_depth"}`, "match[]", `test_queue_depth{job!=""}`)
+	if code, r := get(t, base, "acme", "/api/v1/series", p); code != 200 || strings.Count(string(r.Data), "test_queue_depth") != 1 {
+		t.Fatalf("three match[] of one series: %d %s", code, r.Data)
+	}
+	p.Add("match[]", `test_queue_depth{job=~".+"}`)
+	code, r := get(t, base, "acme", "/api/v1/series", p)
+	if code != 422 || r.ErrorType != "cost_limit" || !strings.Contains(r.Error, "query.max_series), counted over all its selectors and match[] sets") {
+		t.Fatalf("four match[] of one series, max_series 3: %d %+v", code, r)
+	}
+}

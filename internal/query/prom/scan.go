@@ -602,7 +602,7 @@ func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string)
 	sc.q.series++
 	sc.q.a.Stats.Series.Add(1)
 	if lim := sc.q.lim.MaxSeries; lim > 0 && sc.q.series > lim {
-		return nil, fmt.Errorf("%w: the query would select more than %d series (query.max_series); add label matchers", ErrLimit, lim)
+		return nil, fmt.Errorf("%w: the query would select more than %d series (query.max_series), counted over all its selectors and match[] sets (a series each selects counts for each); add label matchers or send fewer selectors", ErrLimit, lim)
 	}
 	s := &series{lbls: l}
 	if sc.ru != nil {
