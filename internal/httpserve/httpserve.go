@@ -13,6 +13,10 @@ import (
 	"net/http"
 )
 
+// MaxHeaderBytes bounds the request headers of a server Serve runs when
+// it sets no bound of its own; larger ones get 431.
+const MaxHeaderBytes = 64 << 10
+
 // Server is srv serving ln.
 type Server struct {
 	srv  *http.Server
@@ -22,9 +26,15 @@ type Server struct {
 }
 
 // Serve serves ln with srv in a goroutine (TLS when srv.TLSConfig is set,
-// its certificates taken from it). name prefixes errors and logs ("query
+// its certificates taken from it; MaxHeaderBytes when srv sets none). name prefixes errors and logs ("query
 // API"); a serve error other than a shutdown is logged on log.
 func Serve(srv *http.Server, ln net.Listener, name string, log *slog.Logger) *Server {
+	if srv.MaxHeaderBytes == 0 {
+		// net/http's default takes 1 MiB of headers per request; no
+		// client of a query or remote-write API needs more than a token,
+		// a tenant and a few tracing headers.
+		srv.MaxHeaderBytes = MaxHeaderBytes
+	}
 	s := &Server{srv: srv, ln: ln, name: name, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)

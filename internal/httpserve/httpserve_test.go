@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -35,5 +36,37 @@ func TestServeShutdown(t *testing.T) {
 	if c, err := net.Dial("tcp", s.Addr().String()); err == nil {
 		c.Close()
 		t.Fatal("still accepting after Shutdown")
+	}
+}
+
+// TestServeBoundsHeaders: a server that sets no header bound gets
+// MaxHeaderBytes (net/http's default took 1 MiB), one that sets its own
+// keeps it.
+func TestServeBoundsHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		own, header int
+		want        int
+	}{
+		{0, 32 << 10, http.StatusOK},
+		{0, 1 << 20, http.StatusRequestHeaderFieldsTooLarge},
+		{2 << 20, 1 << 20, http.StatusOK},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{MaxHeaderBytes: tc.own, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
+		s := Serve(srv, ln, "test", slog.New(slog.DiscardHandler))
+		req, _ := http.NewRequest(http.MethodGet, "http://"+s.Addr().String(), nil)
+		req.Header.Set("X-Big", strings.Repeat("a", tc.header))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("own bound %d, %d-byte header: %d, want %d", tc.own, tc.header, resp.StatusCode, tc.want)
+		}
+		s.Shutdown(context.Background())
 	}
 }

@@ -66,6 +66,9 @@ func (r *Receiver) newGRPCServer() *grpc.Server {
 		// Streams are not processing slots (those are taken after the
 		// message is in); this bounds goroutines per connection.
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		// Metadata as bounded as OTLP/HTTP's headers: gRPC's default
+		// takes 16 MiB per stream, 100 streams a connection.
+		grpc.MaxHeaderListSize(maxHeaderBytes),
 		// The TLS handshake and HTTP/2 preface must come quickly; a
 		// connection that opens and says nothing is closed.
 		grpc.ConnectionTimeout(min(r.cfg.ReadTimeout, maxHandshake)),
