@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -165,7 +166,7 @@ PROBLEM) and exits 2, as 'sluice run' does with a config it refuses. The run fla
 			if err := cfg.Validate(); err != nil {
 				return printProblems(c.ErrOrStderr(), f.config, err)
 			}
-			if err := pipeline.ValidateRules(&cfg); err != nil {
+			if err := errors.Join(pipeline.ValidateIOTrace(&cfg), pipeline.ValidateRules(&cfg)); err != nil {
 				return printProblems(c.ErrOrStderr(), f.config, err)
 			}
 			if print {

@@ -542,6 +542,12 @@ func TestRunValidate(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, bad+":2: queue.full_policy") || !strings.Contains(r.stderr, bad+":4: log.format") {
 		t.Errorf("invalid values: exit %d\n%s", r.code, r.stderr)
 	}
+	// The tracer's filters are checked as sluice run checks them at start.
+	os.WriteFile(bad, []byte("receivers:\n  iotrace:\n    enabled: true\n    syscalls: read,bogus\n"), 0o644)
+	r = run(t, "validate", "--config", bad)
+	if r.code != 2 || !strings.Contains(r.stderr, `receivers.iotrace.syscalls: unknown syscall "bogus"`) {
+		t.Errorf("unknown syscall: exit %d\n%s", r.code, r.stderr)
+	}
 	if r := run(t, "validate"); r.code != 2 {
 		t.Errorf("validate without --config: exit %d, want 2", r.code)
 	}

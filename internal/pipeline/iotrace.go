@@ -64,6 +64,16 @@ func ioOptions(c config.IOTrace) (tracer.Options, error) {
 	return o, nil
 }
 
+// ValidateIOTrace checks receivers.iotrace's filters as sluice run would
+// at start (sluice validate); nil when tracing is off.
+func ValidateIOTrace(cfg *config.Config) error {
+	if !cfg.Receivers.IOTrace.Enabled {
+		return nil
+	}
+	_, err := ioOptions(cfg.Receivers.IOTrace)
+	return err
+}
+
 // startIOTrace opens the tracer (failing Start with the tracer's words when
 // this machine cannot trace) and starts reading it.
 func (p *Pipeline) startIOTrace() error {
