@@ -160,6 +160,7 @@ type aggregator struct {
 	needSeries   bool              // count_series
 	needUniq     bool              // unique_samples
 	needStd      bool              // stddev, stdvar
+	needExtra    bool              // any of the three: the group has a groupExtra
 	histOut      bool              // output histogram: takes explicit-bucket histogram points
 	scalarOut    bool              // an output other than histogram: takes gauge and sum points
 	hseries      int               // histogram series with a last point in all open buckets
@@ -192,14 +193,11 @@ type aggGroup struct {
 	max    float64
 	last   float64
 	lastT  int64
-	inc    float64              // increase: reset-aware deltas in the interval
-	first  float64              // total, increase: first values of new series (past the warm-up)
-	rate   float64              // rate_sum: sum over series of their current inc/dt
-	rateN  int                  // rate_avg: the series in rate
-	mean   float64              // stddev, stdvar: running mean and sum of squared
-	m2     float64              // deviations (Welford)
-	series map[uint64]struct{}  // count_series
-	uniq   map[float64]struct{} // unique_samples
+	inc    float64     // increase: reset-aware deltas in the interval
+	first  float64     // total, increase: first values of new series (past the warm-up)
+	rate   float64     // rate_sum: sum over series of their current inc/dt
+	rateN  int         // rate_avg: the series in rate
+	extra  *groupExtra // stddev, stdvar, count_series, unique_samples: few rules ask
 	values []float64
 	hist   map[int32]uint64
 	total  *aggTotal
@@ -212,6 +210,14 @@ type aggGroup struct {
 	hcount  uint64
 	hsum    float64
 	hlast   map[uint64]*histLast
+}
+
+// groupExtra is a group's state for the outputs few rules ask for, apart
+// so that the group the common outputs update stays small.
+type groupExtra struct {
+	mean, m2 float64              // stddev, stdvar: running mean and sum of squared deviations (Welford)
+	series   map[uint64]struct{}  // count_series
+	uniq     map[float64]struct{} // unique_samples
 }
 
 // histLast is a cumulative histogram series' last point of an interval.
@@ -313,6 +319,7 @@ func newAggregator(spec aggSpec, outs []aggOutput) *aggregator {
 		case outHistogramBucket:
 			a.needH = true
 		}
+		a.needExtra = a.needSeries || a.needUniq || a.needStd
 		if o.kind == outHistogram {
 			a.histOut = true
 		} else {
@@ -399,27 +406,8 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 			gr.values[k] = v
 		}
 	}
-	if a.needStd {
-		// Welford's update: numerically stable where sum of squares is not.
-		d := v - gr.mean
-		gr.mean += d / float64(gr.count)
-		gr.m2 += d * (v - gr.mean)
-	}
-	if a.needSeries {
-		if gr.series == nil {
-			gr.series = map[uint64]struct{}{}
-		}
-		if _, ok := gr.series[id]; !ok && a.roomForDistinct() {
-			gr.series[id] = struct{}{}
-		}
-	}
-	if a.needUniq {
-		if gr.uniq == nil {
-			gr.uniq = map[float64]struct{}{}
-		}
-		if _, ok := gr.uniq[v]; !ok && a.roomForDistinct() {
-			gr.uniq[v] = struct{}{}
-		}
+	if a.needExtra {
+		a.addExtra(gr, id, v)
 	}
 	if a.needH {
 		if gr.hist == nil {
@@ -433,6 +421,38 @@ func (a *aggregator) add(g uint64, tenant string, at *aggTarget, id uint64, t in
 		a.counter(g, gr, cs, start, id, t, v, cumulative)
 	}
 	return true
+}
+
+// addExtra folds value v of input series id into the state of stddev,
+// stdvar, count_series and unique_samples. a.mu must be held.
+func (a *aggregator) addExtra(gr *aggGroup, id uint64, v float64) {
+	x := gr.extra
+	if x == nil {
+		x = &groupExtra{}
+		gr.extra = x
+	}
+	if a.needStd {
+		// Welford's update: numerically stable where sum of squares is not.
+		d := v - x.mean
+		x.mean += d / float64(gr.count)
+		x.m2 += d * (v - x.mean)
+	}
+	if a.needSeries {
+		if x.series == nil {
+			x.series = map[uint64]struct{}{}
+		}
+		if _, ok := x.series[id]; !ok && a.roomForDistinct() {
+			x.series[id] = struct{}{}
+		}
+	}
+	if a.needUniq {
+		if x.uniq == nil {
+			x.uniq = map[float64]struct{}{}
+		}
+		if _, ok := x.uniq[v]; !ok && a.roomForDistinct() {
+			x.uniq[v] = struct{}{}
+		}
+	}
 }
 
 // roomForDistinct reports whether one more series id or value may be
@@ -629,7 +649,9 @@ func (a *aggregator) flush(now int64, out *signal.Metrics, emit Emit) (points in
 					g.total.v += g.inc
 					g.total.first += g.first
 				}
-				a.distinct -= len(g.series) + len(g.uniq)
+				if g.extra != nil {
+					a.distinct -= len(g.extra.series) + len(g.extra.uniq)
+				}
 			}
 			points += out.Len()
 			if out.Len() > 0 {
@@ -780,13 +802,13 @@ func (a *aggregator) value(kind uint8, g *aggGroup, iv int64) float64 {
 	case outRateAvg:
 		return g.rate / float64(g.rateN)
 	case outCountSeries:
-		return float64(len(g.series))
+		return float64(len(g.extra.series))
 	case outUniqueSamples:
-		return float64(len(g.uniq))
+		return float64(len(g.extra.uniq))
 	case outStdvar:
-		return g.m2 / float64(g.count)
+		return g.extra.m2 / float64(g.count)
 	case outStddev:
-		return math.Sqrt(g.m2 / float64(g.count))
+		return math.Sqrt(g.extra.m2 / float64(g.count))
 	}
 	return math.NaN()
 }
