@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,7 +73,13 @@ shutdown_timeout: 60s
 		t.Fatal(err)
 	}
 	waitLog(t, s, "a second SIGTERM or SIGINT stops at once")
-	time.Sleep(100 * time.Millisecond)
+	// During the drain the process is alive (healthz) and not ready.
+	if code, body := getBody(t, "http://"+s.admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Errorf("readyz while draining: %d %q, want 503 saying shutting down", code, body)
+	}
+	if code, _ := getBody(t, "http://"+s.admin+"/healthz"); code != http.StatusOK {
+		t.Errorf("healthz while draining: %d, want 200", code)
+	}
 	select {
 	case <-s.exited:
 		t.Fatalf("the final checkpoint of %d records took under 100ms; nothing left to interrupt:\n%s", g.ackedCount(), s.stderr)
@@ -116,4 +123,15 @@ func waitLog(t *testing.T, s *server, text string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -62,6 +62,8 @@ type Pipeline struct {
 	m   *metrics
 
 	ready atomic.Bool
+	// stopping is set when Shutdown begins, so that /readyz says why.
+	stopping atomic.Bool
 	// lakeStatus is the lake loop for /readyz, which starts before it.
 	lakeStatus atomic.Pointer[lakeLoop]
 	fatal      chan error // the lake loop ended on its own
@@ -446,6 +448,7 @@ func (p *Pipeline) Shutdown(ctx context.Context) error {
 }
 
 func (p *Pipeline) shutdown(ctx context.Context) error {
+	p.stopping.Store(true)
 	p.ready.Store(false)
 	if p.rulesStop != nil {
 		p.rulesStop()
@@ -596,8 +599,11 @@ func (p *Pipeline) unready() string {
 			return msg
 		}
 	}
+	if p.stopping.Load() {
+		return "shutting down: receivers stopped, committing the queue to the lake"
+	}
 	if !p.ready.Load() {
-		return "not ready"
+		return "not ready: starting"
 	}
 	return ""
 }
@@ -712,6 +718,7 @@ func Run(ctx context.Context, cfg config.Config, set Settings, started func(*Pip
 	var runErr error
 	select {
 	case <-ctx.Done():
+		p.stopping.Store(true) // /readyz says so from the log line on
 		p.log.Info("shutting down (a second SIGTERM or SIGINT stops at once)", "timeout", cfg.ShutdownTimeout.D())
 	case runErr = <-p.fatal:
 		p.log.Error("shutting down after a fatal error", "err", runErr)
