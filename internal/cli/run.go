@@ -115,7 +115,7 @@ Without --config the embedded defaults apply; every key is in docs/config.md.`,
 			if err := cfg.Validate(); err != nil {
 				return printProblems(errOut, src, err)
 			}
-			if err := pipeline.ValidateRules(&cfg); err != nil {
+			if err := errors.Join(pipeline.ValidateIOTrace(&cfg), pipeline.ValidateRules(&cfg)); err != nil {
 				return printProblems(errOut, src, err)
 			}
 			log := pipeline.NewLogger(cfg.Log, errOut)

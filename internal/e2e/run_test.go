@@ -548,6 +548,10 @@ func TestRunValidate(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `receivers.iotrace.syscalls: unknown syscall "bogus"`) {
 		t.Errorf("unknown syscall: exit %d\n%s", r.code, r.stderr)
 	}
+	if r := run(t, "run", "--config", bad); r.code != 2 || !strings.Contains(r.stderr, `receivers.iotrace.syscalls: unknown syscall "bogus"`) {
+		t.Errorf("run with an unknown syscall: exit %d\n%s", r.code, r.stderr)
+	}
+	os.WriteFile(bad, []byte("queue:\n  full_policy: maybe\n"), 0o644)
 	if r := run(t, "validate"); r.code != 2 {
 		t.Errorf("validate without --config: exit %d, want 2", r.code)
 	}
