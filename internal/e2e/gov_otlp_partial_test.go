@@ -69,7 +69,7 @@ func TestGovOTLPInvalidHistogramPartialSuccess(t *testing.T) {
 	}
 	for series, want := range map[string]float64{
 		`sluice_pipeline_rejected_records_total{reason="invalid",signal="metrics",tenant="default"}`: 2,
-		`sluice_pipeline_histogram_count_mismatch_points_total{signal="metrics",tenant="default"}`:   1,
+		`sluice_pipeline_bucket_count_mismatch_points_total{signal="metrics",tenant="default"}`:      1,
 		`sluice_pipeline_received_records_total{signal="metrics",tenant="default"}`:                  5,
 		`sluice_pipeline_accepted_records_total{signal="metrics",tenant="default"}`:                  3,
 	} {

@@ -76,7 +76,7 @@ func newMetrics() *metrics {
 			Help: "Requests rejected as undecodable (400 / InvalidArgument); their records are not counted anywhere else."}, st),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_rejected_records_total",
 			Help: "Decoded records refused: reason=backpressure (queue full, 429), disk (free space below queue.min_free_bytes, 429), error (queue failure, 503), timestamp (OTLP data points past lake.max_future_skew, answered as a partial success) or invalid (OTLP histogram points of a shape OTLP forbids, answered as a partial success)."}, []string{"signal", "tenant", "reason"}),
-		histMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_histogram_count_mismatch_points_total",
+		histMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_bucket_count_mismatch_points_total",
 			Help: "OTLP histogram data points stored although their count disagrees with their buckets (explicit: count other than the bucket sum; exponential: count below the buckets and zero_count); the sender gets a partial-success warning."}, []string{"signal", "tenant"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_pipeline_limited_requests_total",
 			Help: "Requests refused (400 / InvalidArgument) for a limit: limit=max_attributes_per_record, max_attributes_per_request, timestamp (a time of 2^63 ns or more, or a data point past lake.max_future_skew), histogram (a histogram point of a shape OTLP forbids) or max_tenants (a new tenant past receivers.otlp.max_tenants)."}, []string{"signal", "limit"}),
