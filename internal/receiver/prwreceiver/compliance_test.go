@@ -358,7 +358,7 @@ func TestRemoteWrite2RefusedAnswersCountZero(t *testing.T) {
 	}{
 		{"too large", nil, 10, 413, nil},
 		{"decoded too large", nil, 8 << 10, 413, bomb},
-		{"backpressure", otlpreceiver.Backpressure(2*time.Second, nil), 0, 429, nil},
+		{"backpressure", otlpreceiver.Backpressure(2*time.Second, nil), 0, 503, nil},
 		{"consumer failed", io.ErrUnexpectedEOF, 0, 503, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

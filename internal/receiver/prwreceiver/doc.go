@@ -45,8 +45,9 @@
 // Answers: 204 on success; 400 naming the problem for a malformed message
 // or invalid series (a partial write keeps its good series and still
 // answers 400); 413 past max_request_bytes; 415 for an unsupported type or
-// encoding; 429 with Retry-After under backpressure (queue full or low on
-// disk); 503 with Retry-After for other failures. Every 2.0 answer past
+// encoding; 503 with Retry-After under backpressure (queue full or low on
+// disk: not 429, which Prometheus's sender drops by default) and for other
+// failures. Every 2.0 answer past
 // content negotiation carries
 // X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written: what
 // was written, a partial write's good series on its 400, 0 for a request

@@ -452,9 +452,16 @@ func notRefused(samples, histograms int, refused int64) (int, int) {
 var zeroHeader = []string{"0"}
 
 // consumeFailed answers a Consumer error as the OTLP receiver does
-// (otlpreceiver.HTTPStatus) and logs a failure that is the server's own.
+// (otlpreceiver.HTTPStatus), except that backpressure (the queue or the
+// disk full) is a 503, not a 429: Prometheus's sender drops a batch
+// answered 429 unless retry_on_http_429 is set (it is off by default, in
+// 2.x and 3.x alike) and retries every 5xx, honouring Retry-After. It
+// logs a failure that is the server's own.
 func (h *Handler) consumeFailed(w http.ResponseWriter, err error) int {
 	code, retry := otlpreceiver.HTTPStatus(err)
+	if code == http.StatusTooManyRequests {
+		return fail(w, http.StatusServiceUnavailable, retry, "%v", err)
+	}
 	if code == http.StatusServiceUnavailable && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		h.cfg.Logger.Warn("remote write: consumer failed", "err", err)
 	}

@@ -265,7 +265,10 @@ func TestBackpressureAndFailures(t *testing.T) {
 		code int
 		ra   string
 	}{
-		{otlpreceiver.Backpressure(3*time.Second, nil), 429, "3"},
+		// 503, not 429: Prometheus drops a batch answered 429 unless
+		// retry_on_http_429 is set (off by default), and retries 5xx
+		// after Retry-After (storage/remote/client.go, Client.Store).
+		{otlpreceiver.Backpressure(3*time.Second, nil), 503, "3"},
 		{otlpreceiver.ErrInvalid, 400, ""},
 		{io.ErrUnexpectedEOF, 503, "1"},
 	} {
