@@ -124,6 +124,7 @@ type PrometheusRemoteWrite struct {
 	Listen                string   `yaml:"listen" doc:"host:port of a listener of its own serving only POST /api/v1/write, with the query address's TLS (query.tls) and tokens (query.auth, write scope); empty: remote write on query.addr only. Port 0 picks a free port (printed at start as prw=)."`
 	MaxRequestBytes       ByteSize `yaml:"max_request_bytes" doc:"Largest request body, snappy-compressed and decoded; larger requests get 413. Its OTLP form (about the same size) must fit in one queue segment, else the request gets 400."`
 	MaxConcurrentRequests int      `yaml:"max_concurrent_requests" doc:"Requests read and processed at once; others wait for a slot (memory is bounded by about 3 × max_request_bytes per slot)."`
+	MaxConnections        int      `yaml:"max_connections" doc:"Connections open at once on listen (remote write's own listener; on query.addr query.max_connections applies). One more is closed as soon as it is accepted and counted in sluice_http_connections_refused_total{server=\"remote write\"}. A Prometheus opens up to its queue_config.max_shards connections."`
 	MaxMetadataFamilies   int      `yaml:"max_metadata_families" doc:"Metric families per tenant whose metadata (type, help, unit), sent without series as Prometheus sends it, the catalog keeps for /api/v1/metadata; entries of further families are dropped and counted (sluice_prw_metadata_families_total{result=\"refused\"}). 0: no limit."`
 }
 
@@ -281,6 +282,7 @@ type Query struct {
 	LookbackDelta  Duration  `yaml:"lookback_delta" doc:"How far back an instant vector selector looks for a sample (Prometheus's --query.lookback-delta)."`
 	Rollups        bool      `yaml:"rollups" doc:"Let range queries read gauges and sums from metrics_rollup: per hour, the coarsest tier no wider than the step whose rollup reflects the hour's current raw rows, serving each window's last value at its time; histograms, summaries, instant queries and hours without a fresh tier read raw points."`
 	MaxConcurrency int       `yaml:"max_concurrency" derived:"GOMAXPROCS, at least 2" doc:"Queries (PromQL, series, labels, metadata, logs and traces search) evaluated at once; more wait in a queue (Prometheus's --query.max-concurrency). 0 means GOMAXPROCS, at least 2."`
+	MaxConnections int       `yaml:"max_connections" doc:"Connections open at once on query.addr (queries, and remote write when it is served there). One more is closed as soon as it is accepted and counted in sluice_http_connections_refused_total{server=\"query API\"}, so that clients cannot take the file descriptors the queue and the lake writer need. Keep it well below the process's open-file limit (ulimit -n)."`
 	MaxQueued      int       `yaml:"max_queued" doc:"Queries that may wait for a slot; past it a query gets 429 (errorType too_many_requests, Retry-After: 1) at once. Waiting counts against query.timeout. 0: none wait."`
 	MaxQueryBytes  ByteSize  `yaml:"max_query_bytes" derived:"max_total_bytes / max_concurrency" doc:"Memory budget of one query: samples loaded from the lake, the engine's samples in memory (its sample limit is this / 32 bytes, or max_samples if lower) and the result; more fail with 422 (errorType cost_limit) naming this key. 0 means max_total_bytes / max_concurrency."`
 	MaxTotalBytes  ByteSize  `yaml:"max_total_bytes" derived:"1/4 of GOMEMLIMIT, else of the cgroup memory limit, else of physical memory" doc:"Memory ceiling of all running queries together: each running query reserves its whole max_query_bytes from it when admitted (its lake reads and answer are charged to that reservation), so at most max_total_bytes / max_query_bytes queries run at once; one that cannot reserve waits in the max_queued queue within its timeout (503 timeout naming this key) or gets 429 when the queue is full. 0 means a quarter of GOMEMLIMIT, else of the cgroup memory limit, else of physical memory."`
@@ -464,6 +466,9 @@ func validateQuery(v *validator, c *Config) {
 	}
 	if q.MaxConcurrency < 0 {
 		v.add("query.max_concurrency", "must not be negative, got %d", q.MaxConcurrency)
+	}
+	if q.MaxConnections <= 0 {
+		v.add("query.max_connections", "must be positive, got %d", q.MaxConnections)
 	}
 	if q.MaxQueued < 0 {
 		v.add("query.max_queued", "must not be negative, got %d", q.MaxQueued)

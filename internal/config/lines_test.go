@@ -93,8 +93,8 @@ func TestMergeKeys(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown key x-common") {
 		t.Fatalf("a top-level anchor holder is still an unknown key: %v", err)
 	}
-	c, err = Parse([]byte("receivers:\n  otlp: &o {max_connections: 7}\n  prometheus_remote_write: {<<: *o}\n"), env(nil))
-	if err == nil || !strings.Contains(err.Error(), "unknown key receivers.prometheus_remote_write.max_connections") {
+	c, err = Parse([]byte("receivers:\n  otlp: &o {max_tenants: 7}\n  prometheus_remote_write: {<<: *o}\n"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "unknown key receivers.prometheus_remote_write.max_tenants") {
 		t.Fatalf("merged keys are not checked: %v", err)
 	}
 	c, err = Parse([]byte("query: &q {max_series: 7}\nstats: {}\nupkeep: {compaction: {<<: {enabled: false}}}\n"), env(nil))

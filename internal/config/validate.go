@@ -54,6 +54,9 @@ func (c *Config) Validate() error {
 		if pw.MaxConcurrentRequests <= 0 {
 			v.add(r+"max_concurrent_requests", "must be positive")
 		}
+		if pw.MaxConnections <= 0 {
+			v.add(r+"max_connections", "must be positive")
+		}
 		if pw.MaxMetadataFamilies < 0 {
 			v.add(r+"max_metadata_families", "must not be negative (0: no limit)")
 		}

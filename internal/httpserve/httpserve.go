@@ -26,9 +26,16 @@ type Server struct {
 }
 
 // Serve serves ln with srv in a goroutine (TLS when srv.TLSConfig is set,
-// its certificates taken from it; MaxHeaderBytes when srv sets none). name prefixes errors and logs ("query
-// API"); a serve error other than a shutdown is logged on log.
-func Serve(srv *http.Server, ln net.Listener, name string, log *slog.Logger) *Server {
+// its certificates taken from it; MaxHeaderBytes when srv sets none),
+// keeping at most maxConns connections open (Limit; 0:
+// DefaultMaxConnections), counted by name in the metrics RegisterMetrics
+// registers. name prefixes errors and logs ("query API"); a serve error
+// other than a shutdown is logged on log.
+func Serve(srv *http.Server, ln net.Listener, name string, maxConns int, log *slog.Logger) *Server {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConnections
+	}
+	ln = Limit(ln, maxConns, connsRefused.WithLabelValues(name), connsOpen.WithLabelValues(name))
 	if srv.MaxHeaderBytes == 0 {
 		// net/http's default takes 1 MiB of headers per request; no
 		// client of a query or remote-write API needs more than a token,

@@ -1,6 +1,7 @@
 package httpserve
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -8,6 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestServeShutdown: the server answers on its listener until Shutdown,
@@ -18,7 +22,7 @@ func TestServeShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
-	s := Serve(srv, ln, "test", slog.New(slog.DiscardHandler))
+	s := Serve(srv, ln, "test", 0, slog.New(slog.DiscardHandler))
 	resp, err := http.Get("http://" + s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +60,7 @@ func TestServeBoundsHeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := &http.Server{MaxHeaderBytes: tc.own, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
-		s := Serve(srv, ln, "test", slog.New(slog.DiscardHandler))
+		s := Serve(srv, ln, "test", 0, slog.New(slog.DiscardHandler))
 		req, _ := http.NewRequest(http.MethodGet, "http://"+s.Addr().String(), nil)
 		req.Header.Set("X-Big", strings.Repeat("a", tc.header))
 		resp, err := http.DefaultClient.Do(req)
@@ -68,5 +72,99 @@ func TestServeBoundsHeaders(t *testing.T) {
 			t.Errorf("own bound %d, %d-byte header: %d, want %d", tc.own, tc.header, resp.StatusCode, tc.want)
 		}
 		s.Shutdown(context.Background())
+	}
+}
+
+// TestServeBoundsConnections: past maxConns open connections one more is
+// closed at once and counted, the open ones are still served, and a
+// connection is taken again once one closes.
+func TestServeBoundsConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterMetrics(reg); err != nil {
+		t.Fatalf("registering twice: %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
+	const name = "bounded test"
+	s := Serve(srv, ln, name, 3, slog.New(slog.DiscardHandler))
+	defer s.Shutdown(context.Background())
+	addr := s.Addr().String()
+	get := func(c net.Conn) error {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	var open []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := get(c); err != nil {
+			t.Fatalf("connection within the bound: %v", err)
+		}
+		open = append(open, c)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if err := get(extra); err == nil {
+		t.Fatal("a fourth connection was served past max connections 3")
+	}
+	// value is the sample of metric for this server in reg.
+	value := func(metric string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == metric && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == name {
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no %s{server=%q}", metric, name)
+		return 0
+	}
+	if got := value("sluice_http_connections_refused_total"); got != 1 {
+		t.Errorf("refused connections %v, want 1", got)
+	}
+	if got := value("sluice_http_connections_open"); got != 3 {
+		t.Errorf("open connections %v, want 3", got)
+	}
+	if err := get(open[0]); err != nil {
+		t.Errorf("an open connection is no longer served: %v", err)
+	}
+	open[0].Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = get(c)
+		c.Close()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection taken after one closed: %v", err)
+		}
 	}
 }

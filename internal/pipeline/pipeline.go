@@ -397,7 +397,8 @@ func (p *Pipeline) startRemoteWrite(ctx context.Context, lakeOn bool) error {
 	listen := func(addr, area string) (net.Addr, error) {
 		srv, err := prwreceiver.Listen(ctx, prwreceiver.ListenConfig{Addr: addr, Tokens: hc.Tokens, TLS: hc.TLS,
 			TenantHeader: hc.TenantHeader, DefaultTenant: hc.DefaultTenant, Area: area,
-			Logger: p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.rw)
+			MaxConnections: p.cfg.Receivers.PrometheusRemoteWrite.MaxConnections,
+			Logger:         p.log.With("component", "prometheus_remote_write"), Registerer: p.reg}, p.rw)
 		if err != nil {
 			return nil, err
 		}

@@ -60,6 +60,9 @@ type Config struct {
 	// that a query gets 429 at once. A negative MaxQueued means none wait.
 	MaxConcurrency int
 	MaxQueued      int
+	// MaxConnections bounds the connections open at once on the
+	// listener (query.max_connections); 0: httpserve's default.
+	MaxConnections int
 	// MaxQueryBytes and MaxTotalBytes are the memory budget of one query
 	// and of all running queries (query.max_query_bytes,
 	// query.max_total_bytes); 0 means derived: DerivedTotalBytes, and the

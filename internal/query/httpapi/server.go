@@ -40,6 +40,7 @@ func FromConfig(c config.Config) Config {
 		SearchOptions:  search.FromConfig(c, nil, nil),
 		MaxConcurrency: c.Query.MaxConcurrency,
 		MaxQueued:      c.Query.MaxQueued,
+		MaxConnections: c.Query.MaxConnections,
 		MaxQueryBytes:  int64(c.Query.MaxQueryBytes),
 		MaxTotalBytes:  int64(c.Query.MaxTotalBytes),
 		MaxQueryLength: int(c.Query.MaxQueryLength),
@@ -97,6 +98,10 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		return nil, err
 	}
 	authn.RegisterTLSMetrics(reg)
+	if err := httpserve.RegisterMetrics(reg); err != nil {
+		closeSearch(cfg.Search)
+		return nil, fmt.Errorf("query API: register metrics: %w", err)
+	}
 	tlsConf, err := authn.ServerTLS(cfg.TLS)
 	if err != nil {
 		closeSearch(cfg.Search)
@@ -119,7 +124,7 @@ func Start(ctx context.Context, addr string, cfg Config, cat *catalog.Catalog, s
 		"mtls", tlsConf != nil && tlsConf.ClientCAs != nil, "tokens", len(cfg.Tokens),
 		"max_concurrency", h.cfg.MaxConcurrency, "max_queued", h.cfg.MaxQueued,
 		"max_query_bytes", h.cfg.MaxQueryBytes, "max_total_bytes", h.cfg.MaxTotalBytes)
-	return &Server{Server: httpserve.Serve(srv, ln, "query API", log), search: cfg.Search}, nil
+	return &Server{Server: httpserve.Serve(srv, ln, "query API", h.cfg.MaxConnections, log), search: cfg.Search}, nil
 }
 
 // Shutdown stops accepting requests and waits for those in flight until

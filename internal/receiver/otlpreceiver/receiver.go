@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-dev/sluice/internal/httpserve"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/stats"
@@ -220,8 +221,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 }
 
 func (r *Receiver) limit(ln net.Listener, t transportID) net.Listener {
-	return &limitListener{Listener: ln, max: int64(r.cfg.MaxConnections),
-		refused: r.metrics.connsRefused[t], gauge: r.metrics.connsOpen[t]}
+	return httpserve.Limit(ln, r.cfg.MaxConnections, r.metrics.connsRefused[t], r.metrics.connsOpen[t])
 }
 
 // GRPCAddr is the bound gRPC address, nil before Start or when disabled.

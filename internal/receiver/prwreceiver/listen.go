@@ -27,9 +27,13 @@ type ListenConfig struct {
 	TenantHeader  string
 	DefaultTenant string
 	// Area names the auth failures counter, sluice_<area>_auth_failures_total.
-	Area       string
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Area string
+	// MaxConnections bounds the connections open at once on Addr
+	// (receivers.prometheus_remote_write.max_connections); 0:
+	// httpserve's default.
+	MaxConnections int
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // Server serves only POST /api/v1/write (Path) behind an authn guard.
@@ -46,6 +50,9 @@ func Listen(ctx context.Context, cfg ListenConfig, h *Handler) (*Server, error) 
 	failures := authn.NewFailureCounter(cfg.Area)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(failures); err != nil {
+			return nil, fmt.Errorf("prwreceiver: register metrics: %w", err)
+		}
+		if err := httpserve.RegisterMetrics(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("prwreceiver: register metrics: %w", err)
 		}
 	}
@@ -85,5 +92,5 @@ func Listen(ctx context.Context, cfg ListenConfig, h *Handler) (*Server, error) 
 		TLSConfig: tlsConf,
 	}
 	cfg.Logger.Info("remote write listening", "addr", ln.Addr().String(), "tls", tlsConf != nil, "tokens", len(cfg.Tokens))
-	return &Server{httpserve.Serve(srv, ln, "remote write", cfg.Logger)}, nil
+	return &Server{httpserve.Serve(srv, ln, "remote write", cfg.MaxConnections, cfg.Logger)}, nil
 }
