@@ -28,6 +28,92 @@ func (s *failingMoves) Rename(src, dst string) error {
 	return s.LocalStore.Rename(src, dst)
 }
 
+// movesLake is a local lake and its SQLite catalog, for ApplyMoves' tests.
+type movesLake struct {
+	t     *testing.T
+	ctx   context.Context
+	root  string
+	cat   *catalog.Catalog
+	local *lake.LocalStore
+}
+
+func newMovesLake(t *testing.T) *movesLake {
+	ctx := context.Background()
+	root := t.TempDir()
+	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return &movesLake{t: t, ctx: ctx, root: root, cat: cat, local: lake.NewLocalStore(root)}
+}
+
+// put writes a file at p.
+func (l *movesLake) put(p string) {
+	l.t.Helper()
+	full := filepath.Join(l.root, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *movesLake) exists(p string) bool {
+	_, err := os.Stat(filepath.Join(l.root, filepath.FromSlash(p)))
+	return err == nil
+}
+
+// segment is a segment named name in hour h of 2024-05-01.
+func (l *movesLake) segment(h int, name string) catalog.Segment {
+	start := time.Date(2024, 5, 1, h, 0, 0, 0, time.UTC).UnixNano()
+	return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: h,
+		Path:    catalog.PartitionDir("logs", "t", "2024-05-01", h) + "/" + name + ".parquet",
+		MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
+}
+
+// add writes and catalogues the segments named names in hour h.
+func (l *movesLake) add(h int, names ...string) []catalog.Segment {
+	l.t.Helper()
+	var segs []catalog.Segment
+	for _, n := range names {
+		s := l.segment(h, n)
+		l.put(s.Path)
+		segs = append(segs, s)
+	}
+	if err := l.cat.AddSegments(l.ctx, segs...); err != nil {
+		l.t.Fatal(err)
+	}
+	return segs
+}
+
+// swap replaces hour h's live segments with out, staged, and journals the
+// moves, as a compaction killed right after its catalog commit leaves them.
+func (l *movesLake) swap(h int, out catalog.Segment) {
+	l.t.Helper()
+	s := l.segment(h, "")
+	live, err := l.cat.List(l.ctx, catalog.Filter{Table: "logs", Tenant: "t", From: s.MinTime, To: s.MaxTime})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var ids []int64
+	for _, s := range live {
+		ids = append(ids, s.ID)
+	}
+	l.put(catalog.StagingPath(out.Path))
+	key := "compact/" + catalog.PartitionDir("logs", "t", "2024-05-01", h)
+	if ok, err := l.cat.TryLease(l.ctx, key, "me", time.Minute); err != nil || !ok {
+		l.t.Fatalf("lease: %v %v", ok, err)
+	}
+	if err := l.cat.AddIntent(l.ctx, key, "me", out.Path); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := l.cat.ReplaceIntents(l.ctx, key, "me", ids, []catalog.Segment{out}); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
 // TestApplyMovesKeepsInputsUntilOutputsArrive: when a swap's output
 // cannot be moved into the Hive tree (S3 refusing the copy), its inputs
 // stay in the tree too, so a glob over the tree still counts every row
@@ -35,28 +121,8 @@ func (s *failingMoves) Rename(src, dst string) error {
 // ApplyMoves does them all, in order. A swap whose outputs did arrive
 // moves its inputs out as before.
 func TestApplyMovesKeepsInputsUntilOutputsArrive(t *testing.T) {
-	ctx := context.Background()
-	root := t.TempDir()
-	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	local := lake.NewLocalStore(root)
-	put := func(p string) {
-		t.Helper()
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exists := func(p string) bool {
-		_, err := os.Stat(filepath.Join(root, filepath.FromSlash(p)))
-		return err == nil
-	}
+	l := newMovesLake(t)
+	ctx, cat, local, exists := l.ctx, l.cat, l.local, l.exists
 	// Two partitions, each with two inputs compacted into one staged output.
 	type swap struct {
 		in  []catalog.Segment
@@ -64,34 +130,9 @@ func TestApplyMovesKeepsInputsUntilOutputsArrive(t *testing.T) {
 	}
 	var swaps []swap
 	for h := range 2 {
-		dir := catalog.PartitionDir("logs", "t", "2024-05-01", h)
-		mk := func(name string) catalog.Segment {
-			start := time.Date(2024, 5, 1, h, 0, 0, 0, time.UTC).UnixNano()
-			return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: h,
-				Path: dir + "/" + name + ".parquet", MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
-		}
-		a, b, out := mk("a"), mk("b"), mk("out")
-		put(a.Path)
-		put(b.Path)
-		put(catalog.StagingPath(out.Path))
-		if err := cat.AddSegments(ctx, a, b); err != nil {
-			t.Fatal(err)
-		}
-		live, err := cat.List(ctx, catalog.Filter{Table: "logs", Tenant: "t", From: a.MinTime, To: a.MaxTime})
-		if err != nil || len(live) != 2 {
-			t.Fatalf("list: %v %v", live, err)
-		}
-		key := "compact/" + dir
-		if ok, err := cat.TryLease(ctx, key, "me", time.Minute); err != nil || !ok {
-			t.Fatalf("lease: %v %v", ok, err)
-		}
-		if err := cat.AddIntent(ctx, key, "me", out.Path); err != nil {
-			t.Fatal(err)
-		}
-		if err := cat.ReplaceIntents(ctx, key, "me", []int64{live[0].ID, live[1].ID}, []catalog.Segment{out}); err != nil {
-			t.Fatal(err)
-		}
-		swaps = append(swaps, swap{[]catalog.Segment{a, b}, out})
+		in, out := l.add(h, "a", "b"), l.segment(h, "out")
+		l.swap(h, out)
+		swaps = append(swaps, swap{in, out})
 	}
 
 	// S3 refuses to copy the first partition's output into place.
@@ -147,90 +188,38 @@ func TestApplyMovesKeepsInputsUntilOutputsArrive(t *testing.T) {
 // the file neither staged nor in place, and that is no loss: no warning.
 // A live segment's file missing from both places is one, and is warned of.
 func TestApplyMovesWarnsOnlyForMissingLiveFiles(t *testing.T) {
-	ctx := context.Background()
-	root := t.TempDir()
-	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	local := lake.NewLocalStore(root)
-	put := func(p string) {
-		t.Helper()
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := catalog.PartitionDir("logs", "t", "2024-05-01", 3)
-	start := time.Date(2024, 5, 1, 3, 0, 0, 0, time.UTC).UnixNano()
-	mk := func(name string) catalog.Segment {
-		return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: 3,
-			Path: dir + "/" + name + ".parquet", MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
-	}
-	key := "compact/" + dir
-	if ok, err := cat.TryLease(ctx, key, "me", time.Minute); err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
-	// swap replaces the live segments with out, staged, and journals its
-	// moves, as a compaction killed right after its commit leaves them.
-	swap := func(out catalog.Segment) {
-		t.Helper()
-		live, err := cat.List(ctx, catalog.Filter{Table: "logs", Tenant: "t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []int64
-		for _, s := range live {
-			ids = append(ids, s.ID)
-		}
-		put(catalog.StagingPath(out.Path))
-		if err := cat.AddIntent(ctx, key, "me", out.Path); err != nil {
-			t.Fatal(err)
-		}
-		if err := cat.ReplaceIntents(ctx, key, "me", ids, []catalog.Segment{out}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a, b := mk("a"), mk("b")
-	put(a.Path)
-	put(b.Path)
-	if err := cat.AddSegments(ctx, a, b); err != nil {
-		t.Fatal(err)
-	}
-	out1, out2 := mk("out1"), mk("out2")
-	swap(out1) // killed before its moves
-	swap(out2) // replaces out1, still staged
+	l := newMovesLake(t)
+	l.add(3, "a", "b")
+	out1, out2 := l.segment(3, "out1"), l.segment(3, "out2")
+	l.swap(3, out1) // killed before its moves
+	l.swap(3, out2) // replaces out1, still staged
 	// out2's run finishes its own swap: out1 goes from _staging/ to the
 	// trash; then the sweeper, with no grace, deletes it there.
-	lake.FinishSwap(ctx, cat, local, []catalog.Segment{out1}, []catalog.Segment{out2}, nil)
-	if err := os.Remove(filepath.Join(root, filepath.FromSlash(catalog.TrashPath(out1.Path)))); err != nil {
+	lake.FinishSwap(l.ctx, l.cat, l.local, []catalog.Segment{out1}, []catalog.Segment{out2}, nil)
+	if err := os.Remove(filepath.Join(l.root, filepath.FromSlash(catalog.TrashPath(out1.Path)))); err != nil {
 		t.Fatal(err)
 	}
 
 	var logged strings.Builder
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	if _, err := lake.ApplyMoves(ctx, cat, local, nil, log); err != nil {
+	if _, err := lake.ApplyMoves(l.ctx, l.cat, l.local, nil, log); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(logged.String(), "neither staged nor in place") {
 		t.Errorf("warned of a replaced file the sweeper deleted:\n%s", logged.String())
 	}
-	if pending, err := cat.Moves(ctx); err != nil || len(pending) != 0 {
+	if pending, err := l.cat.Moves(l.ctx); err != nil || len(pending) != 0 {
 		t.Errorf("moves left: %+v, %v", pending, err)
 	}
 
 	// A live segment whose staged file is gone before its move: warned of.
-	out3 := mk("out3")
-	swap(out3)
-	if err := os.Remove(filepath.Join(root, filepath.FromSlash(catalog.StagingPath(out3.Path)))); err != nil {
+	out3 := l.segment(3, "out3")
+	l.swap(3, out3)
+	if err := os.Remove(filepath.Join(l.root, filepath.FromSlash(catalog.StagingPath(out3.Path)))); err != nil {
 		t.Fatal(err)
 	}
 	logged.Reset()
-	if _, err := lake.ApplyMoves(ctx, cat, local, nil, log); err != nil {
+	if _, err := lake.ApplyMoves(l.ctx, l.cat, l.local, nil, log); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logged.String(), "neither staged nor in place") || !strings.Contains(logged.String(), out3.Path) {
@@ -243,68 +232,26 @@ func TestApplyMovesWarnsOnlyForMissingLiveFiles(t *testing.T) {
 // tries three moves, not every pending one, and leaves them all pending;
 // once the store answers, the next run does them all.
 func TestApplyMovesStopsWhileTheStoreIsDown(t *testing.T) {
-	ctx := context.Background()
-	root := t.TempDir()
-	cat, err := catalog.Open(ctx, "sqlite:"+filepath.Join(root, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	local := lake.NewLocalStore(root)
-	put := func(p string) {
-		t.Helper()
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(p), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := newMovesLake(t)
 	// Ten partitions, each swapped (two inputs for one staged output) by
 	// a run killed before its moves: 30 moves pending.
 	for h := range 10 {
-		dir := catalog.PartitionDir("logs", "t", "2024-05-01", h)
-		start := time.Date(2024, 5, 1, h, 0, 0, 0, time.UTC).UnixNano()
-		mk := func(name string) catalog.Segment {
-			return catalog.Segment{Table: "logs", Tenant: "t", Day: "2024-05-01", Hour: h,
-				Path: dir + "/" + name + ".parquet", MinTime: start, MaxTime: start + 1, Rows: 10, Bytes: 100, SchemaHash: "x"}
-		}
-		a, b, out := mk("a"), mk("b"), mk("out")
-		put(a.Path)
-		put(b.Path)
-		put(catalog.StagingPath(out.Path))
-		if err := cat.AddSegments(ctx, a, b); err != nil {
-			t.Fatal(err)
-		}
-		live, err := cat.List(ctx, catalog.Filter{Table: "logs", Tenant: "t", From: start, To: start + 1})
-		if err != nil || len(live) != 2 {
-			t.Fatalf("list: %v %v", live, err)
-		}
-		key := "compact/" + dir
-		if ok, err := cat.TryLease(ctx, key, "me", time.Minute); err != nil || !ok {
-			t.Fatalf("lease: %v %v", ok, err)
-		}
-		if err := cat.AddIntent(ctx, key, "me", out.Path); err != nil {
-			t.Fatal(err)
-		}
-		if err := cat.ReplaceIntents(ctx, key, "me", []int64{live[0].ID, live[1].ID}, []catalog.Segment{out}); err != nil {
-			t.Fatal(err)
-		}
+		l.add(h, "a", "b")
+		l.swap(h, l.segment(h, "out"))
 	}
 	tried := 0
-	down := &failingMoves{local, func(string) bool { tried++; return true }}
-	n, err := lake.ApplyMoves(ctx, cat, down, nil, nil)
+	down := &failingMoves{l.local, func(string) bool { tried++; return true }}
+	n, err := lake.ApplyMoves(l.ctx, l.cat, down, nil, nil)
 	if n != 0 || err == nil || !strings.Contains(err.Error(), "left pending") {
 		t.Fatalf("ApplyMoves against a dead store: %d, %v; want 0 and an error saying moves are left pending", n, err)
 	}
 	if tried != 3 {
 		t.Errorf("ApplyMoves tried %d moves against a dead store, want 3", tried)
 	}
-	if pending, err := cat.Moves(ctx); err != nil || len(pending) != 30 {
+	if pending, err := l.cat.Moves(l.ctx); err != nil || len(pending) != 30 {
 		t.Fatalf("pending moves: %d, %v; want all 30", len(pending), err)
 	}
-	if n, err := lake.ApplyMoves(ctx, cat, local, nil, nil); err != nil || n != 30 {
+	if n, err := lake.ApplyMoves(l.ctx, l.cat, l.local, nil, nil); err != nil || n != 30 {
 		t.Fatalf("ApplyMoves once the store answers: %d, %v; want all 30", n, err)
 	}
 }
