@@ -155,6 +155,42 @@ func (a lakeState) sameContent(t *testing.T, b lakeState, when string) {
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// killCompact starts cmd, a `sluice compact` run, and kills it with
+// SIGKILL: once it says it is pausing (atPause: run with
+// --debug-pause-before-replace or -after-replace), else after after. It
+// returns once the process is gone.
+func killCompact(t *testing.T, cmd *exec.Cmd, trial int, atPause bool, after time.Duration) {
+	t.Helper()
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	if atPause {
+		deadline := time.After(time.Minute)
+		for !strings.Contains(out.String(), "pausing") {
+			select {
+			case <-exited:
+				t.Fatalf("trial %d: compact exited before pausing:\n%s", trial, out)
+			case <-deadline:
+				t.Fatalf("trial %d: compact did not pause:\n%s", trial, out)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	} else {
+		time.Sleep(after)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); errors.Is(err, os.ErrProcessDone) {
+		// The run finished before the kill: still, the content must hold.
+		t.Logf("trial %d: compact finished before the kill after %v", trial, after)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+}
+
 // TestCompactKill9 ingests the corpus as many small files, kills
 // 'sluice compact' with SIGKILL at several moments (between writing its
 // outputs and swapping them in, between the swap and its file moves, and
@@ -198,37 +234,7 @@ func TestCompactKill9(t *testing.T) {
 		if atPause {
 			args = append(args, "--debug-pause-"+pause+"-replace", "1m")
 		}
-		cmd := exec.Command(sluiceBin, args...)
-		stderr := &lockedBuffer{}
-		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		deadline := time.After(time.Minute)
-		if atPause {
-		wait:
-			for !strings.Contains(stderr.String(), "pausing") {
-				select {
-				case <-exited:
-					t.Fatalf("trial %d: compact exited before pausing:\n%s", trial, stderr)
-				case <-deadline:
-					t.Fatalf("trial %d: compact did not pause:\n%s", trial, stderr)
-				case <-time.After(5 * time.Millisecond):
-					continue wait
-				}
-			}
-		} else {
-			time.Sleep(after)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); errors.Is(err, os.ErrProcessDone) {
-			// The run finished before the kill: still, the content must hold.
-			t.Logf("trial %d: compact finished before the kill after %v", trial, after)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		<-exited
+		killCompact(t, exec.Command(sluiceBin, args...), trial, atPause, after)
 		now := readLakeState(t, lake)
 		before.sameContent(t, now, "after kill -9 in trial "+strconv.Itoa(trial))
 		if atPause {

@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,34 +49,7 @@ func TestLakeAuditCompactKill9S3Postgres(t *testing.T) {
 		if pause != "" {
 			args = append(args, "--debug-pause-"+pause+"-replace", "1m")
 		}
-		cmd := l.command(args...)
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		if pause != "" {
-			deadline := time.After(time.Minute)
-			for !strings.Contains(out.String(), "pausing") {
-				select {
-				case <-exited:
-					t.Fatalf("trial %d: compact exited before pausing:\n%s", trial, out)
-				case <-deadline:
-					t.Fatalf("trial %d: compact did not pause:\n%s", trial, out)
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		} else {
-			time.Sleep(after)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); errors.Is(err, os.ErrProcessDone) {
-			t.Logf("trial %d: compact finished before the kill after %v", trial, after)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		<-exited
+		killCompact(t, l.command(args...), trial, pause != "", after)
 		l.check(t, "after kill -9 in trial "+strconv.Itoa(trial), want, false)
 		time.Sleep(1100 * time.Millisecond) // the killed run's leases expire
 	}
