@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,6 +76,24 @@ func printProblems(w io.Writer, src string, err error) error {
 	return errConfig
 }
 
+// loadChecked loads the config as sluice run does and makes every check
+// sluice run makes before it starts (config.Validate, then
+// pipeline.Validate); problems are printed, naming src, and the error is
+// errConfig.
+func (f *runFlags) loadChecked(c *cobra.Command, src string) (config.Config, error) {
+	cfg, err := f.load(c)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err == nil {
+		err = pipeline.Validate(&cfg)
+	}
+	if err != nil {
+		return cfg, printProblems(c.ErrOrStderr(), src, err)
+	}
+	return cfg, nil
+}
+
 func newRunCmd() *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
@@ -108,15 +125,9 @@ Without --config the embedded defaults apply; every key is in docs/config.md.`,
 			if src == "" {
 				src = "defaults"
 			}
-			cfg, err := f.load(c)
+			cfg, err := f.loadChecked(c, src)
 			if err != nil {
-				return printProblems(errOut, src, err)
-			}
-			if err := cfg.Validate(); err != nil {
-				return printProblems(errOut, src, err)
-			}
-			if err := errors.Join(pipeline.ValidateIOTrace(&cfg), pipeline.ValidateRules(&cfg)); err != nil {
-				return printProblems(errOut, src, err)
+				return err
 			}
 			log := pipeline.NewLogger(cfg.Log, errOut)
 			return pipeline.Run(c.Context(), cfg, pipeline.Settings{Logger: log}, func(p *pipeline.Pipeline) {
@@ -159,15 +170,9 @@ PROBLEM) and exits 2, as 'sluice run' does with a config it refuses. The run fla
 			if f.config == "" {
 				return usageError{fmt.Errorf("validate needs --config FILE (see '%s --help')", c.CommandPath())}
 			}
-			cfg, err := f.load(c)
+			cfg, err := f.loadChecked(c, f.config)
 			if err != nil {
-				return printProblems(c.ErrOrStderr(), f.config, err)
-			}
-			if err := cfg.Validate(); err != nil {
-				return printProblems(c.ErrOrStderr(), f.config, err)
-			}
-			if err := errors.Join(pipeline.ValidateIOTrace(&cfg), pipeline.ValidateRules(&cfg)); err != nil {
-				return printProblems(c.ErrOrStderr(), f.config, err)
+				return err
 			}
 			if print {
 				fmt.Fprint(c.OutOrStdout(), cfg.Redacted().YAML())

@@ -64,9 +64,9 @@ func ioOptions(c config.IOTrace) (tracer.Options, error) {
 	return o, nil
 }
 
-// ValidateIOTrace checks receivers.iotrace's filters as sluice run would
-// at start (sluice validate); nil when tracing is off.
-func ValidateIOTrace(cfg *config.Config) error {
+// validateIOTrace checks receivers.iotrace's filters as sluice run would
+// at start; nil when tracing is off.
+func validateIOTrace(cfg *config.Config) error {
 	if !cfg.Receivers.IOTrace.Enabled {
 		return nil
 	}

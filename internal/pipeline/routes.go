@@ -373,9 +373,16 @@ func runLogsChain(chain []*ruleSet, b *signal.Logs, s *processor.Scratch) (chang
 	return changed, kept
 }
 
-// ValidateRules loads processors.rules_file and every rule set's file as
-// sluice run would, with the checks the routes make (sluice validate).
-func ValidateRules(cfg *config.Config) error {
+// Validate makes the checks sluice run makes at start beyond
+// config.Validate, without starting anything (sluice validate, and sluice
+// run before it starts): receivers.iotrace's filters, and
+// processors.rules_file and every rule set's file, loaded as sluice run
+// would with the checks the routes make.
+func Validate(cfg *config.Config) error {
+	return errors.Join(validateIOTrace(cfg), validateRules(cfg))
+}
+
+func validateRules(cfg *config.Config) error {
 	var errs []error
 	if path := cfg.Processors.RulesFile; path != "" {
 		if _, err := processor.Load(path, nil); err != nil {

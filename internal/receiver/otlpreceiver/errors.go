@@ -75,7 +75,8 @@ func classify(err error) (errorClass, time.Duration) {
 // HTTPStatus is the HTTP answer to a consumer error, as this receiver
 // gives it: 429 with the retry hint for backpressure, 400 for ErrInvalid,
 // 503 with DefaultRetryAfter for anything else. Other receivers (remote
-// write) answer with it so that every edge classifies errors alike.
+// write) answer with it so that every edge classifies errors alike; remote
+// write turns the 429 into a 503, which Prometheus's sender retries.
 func HTTPStatus(err error) (status int, retryAfter time.Duration) {
 	class, retry := classify(err)
 	switch class {
