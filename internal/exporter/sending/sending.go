@@ -278,12 +278,14 @@ func (e *Endpoint) DropTooLarge(err error, what string) {
 
 func (e *Endpoint) do(ctx context.Context, attempt func(context.Context) Outcome, splits bool) error {
 	for n := 0; ; n++ {
-		if err := e.waitBreaker(ctx); err != nil {
+		probe, err := e.waitBreaker(ctx)
+		if err != nil {
 			return err
 		}
 		select {
 		case e.sem <- struct{}{}:
 		case <-ctx.Done():
+			e.Breaker.abandon(probe)
 			return ctx.Err()
 		}
 		o := attempt(ctx)
@@ -294,6 +296,10 @@ func (e *Endpoint) do(ctx context.Context, attempt func(context.Context) Outcome
 			return nil
 		}
 		if ctx.Err() != nil {
+			// Given up, not answered: neither a success nor a failure,
+			// but a half-open probe must be handed back, or the breaker
+			// waits for its answer for ever.
+			e.Breaker.abandon(probe)
 			return ctx.Err()
 		}
 		e.Stats.Failed.Add(1)
@@ -363,14 +369,16 @@ func (e *Endpoint) logRefusal(o Outcome) {
 		"endpoint", e.Name, "status", o.Status, "answer", o.Err, "refusals", n)
 }
 
-func (e *Endpoint) waitBreaker(ctx context.Context) error {
+// waitBreaker waits until the breaker lets a request go; probe reports
+// that it goes as the half-open breaker's one probe.
+func (e *Endpoint) waitBreaker(ctx context.Context) (probe bool, err error) {
 	for {
-		wait, ok := e.Breaker.Allow(time.Now())
+		wait, ok, probe := e.Breaker.allow(time.Now())
 		if ok {
-			return nil
+			return probe, nil
 		}
 		if err := e.sleep(ctx, wait); err != nil {
-			return err
+			return false, err
 		}
 	}
 }
@@ -415,26 +423,48 @@ func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 }
 
 // Allow reports whether a request may go now; if not, how long to wait.
+// A request let through a half-open breaker is its one probe: its
+// caller reports the answer (Success or Failure).
 func (b *Breaker) Allow(now time.Time) (wait time.Duration, ok bool) {
+	wait, ok, _ = b.allow(now)
+	return wait, ok
+}
+
+// allow is Allow, and reports whether the request let through is the
+// half-open breaker's probe.
+func (b *Breaker) allow(now time.Time) (wait time.Duration, ok, probe bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
 	case Closed:
-		return 0, true
+		return 0, true, false
 	case Open:
 		if d := b.openedAt.Add(b.cooldown).Sub(now); d > 0 {
-			return d, false
+			return d, false, false
 		}
 		b.state = HalfOpen
 		b.probing = true
-		return 0, true
+		return 0, true, true
 	default: // half-open: one probe at a time
 		if b.probing {
-			return min(b.cooldown, 50*time.Millisecond), false
+			return min(b.cooldown, 50*time.Millisecond), false, false
 		}
 		b.probing = true
-		return 0, true
+		return 0, true, true
 	}
+}
+
+// abandon hands back a probe (allow's probe true) whose caller gave up
+// before the endpoint answered: the next request probes instead.
+func (b *Breaker) abandon(probe bool) {
+	if !probe {
+		return
+	}
+	b.mu.Lock()
+	if b.state == HalfOpen {
+		b.probing = false
+	}
+	b.mu.Unlock()
 }
 
 // Success records a request the endpoint answered; it reports whether

@@ -357,3 +357,51 @@ func TestDoSplitTooLarge(t *testing.T) {
 		t.Fatalf("Do: err %v, calls %d, dropped %d; want a refusal after 1 call, dropped", err, calls.Load(), e.Stats.Dropped.Load())
 	}
 }
+
+// A half-open probe whose caller gives up (its context ends while the
+// probe waits for a slot or is being sent) hands the probe back: the next
+// caller probes and closes the breaker. It used to stay half-open with a
+// probe nobody would report, and every later Do waited for ever.
+func TestBreakerProbeAbandonedByCancel(t *testing.T) {
+	for _, where := range []string{"during the attempt", "waiting for a slot"} {
+		t.Run(where, func(t *testing.T) {
+			e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond, BreakerFailures: 1, BreakerCooldown: time.Millisecond, Concurrency: 1})
+			e.Breaker.Failure() // open
+			time.Sleep(2 * time.Millisecond)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			switch where {
+			case "during the attempt":
+				err := e.Do(ctx, func(context.Context) Outcome {
+					cancel() // the caller gives up while the probe is out
+					return Outcome{Err: context.Canceled}
+				})
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("Do: %v", err)
+				}
+			case "waiting for a slot":
+				e.sem <- struct{}{} // every slot taken
+				go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+				if err := e.Do(ctx, func(context.Context) Outcome { return Outcome{Status: 200} }); !errors.Is(err, context.Canceled) {
+					t.Fatalf("Do: %v", err)
+				}
+				<-e.sem
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- e.Do(context.Background(), func(context.Context) Outcome { return Outcome{Status: 200} })
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("Do still waiting 5 s after an abandoned probe; breaker %v", e.Breaker.State())
+			}
+			if e.Breaker.State() != Closed {
+				t.Fatalf("breaker %v after a successful probe", e.Breaker.State())
+			}
+		})
+	}
+}
