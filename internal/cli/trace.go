@@ -85,7 +85,8 @@ is printed when it ends.
 --headless prints a summary every --interval: top syscalls, processes and
 files by --sort (ops, bytes, time, p99, errors) with p50/p99 latency, and
 the lost-record count; the final one ends with each top syscall's latency
-histogram. A headless --pid trace ends when that process exits; --duration
+histogram. A headless --pid trace ends when that process exits, a --tid
+trace when that thread does; --duration
 and --count (traced calls) end any trace. --metrics-addr serves the same counts as Prometheus metrics
 (sluice_iotrace_*) while tracing. Records the kernel could not hand over (a full ring
 buffer: raise --ring-size) are always counted and shown, never hidden.
@@ -124,9 +125,10 @@ Needs root, or CAP_BPF and CAP_PERFMON, on Linux 5.8+ with BTF.`,
 			if f.count < 0 || f.duration < 0 {
 				return usageError{errors.New("--count and --duration cannot be negative")}
 			}
-			// Headless, a --pid trace ends with its process, as strace -p
-			// does; the live view stays open for reading.
-			opts.StopOnExit = f.headless && opts.PID != 0
+			// Headless, a --pid trace ends with its process and a --tid
+			// trace with its thread, as strace -p does; the live view
+			// stays open for reading.
+			opts.StopOnExit = f.headless && (opts.PID != 0 || opts.TID != 0)
 			return runTrace(c.Context(), c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr(), &f, opts, sortKey)
 		},
 	}
@@ -518,7 +520,10 @@ func runTrace(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, f 
 	}
 	close(stopTicker)
 	<-tickerDone
-	if tr.TargetExited() {
+	switch {
+	case tr.TargetExited() && opts.TID != 0:
+		fmt.Fprintf(stderr, "sluice trace: thread %d exited; stopping\n", opts.TID)
+	case tr.TargetExited():
 		fmt.Fprintf(stderr, "sluice trace: process %d exited; stopping\n", opts.PID)
 	}
 	sinkErr := closeSinks()

@@ -128,7 +128,7 @@ func startTraceErr(t *testing.T, args ...string) func() (string, string) {
 // TestTraceHeadlessStops: --count N stops the trace after exactly N calls
 // (the summary and the recording hold those), and a headless --pid trace
 // with neither --count nor --duration stops when its process exits, as
-// strace -p does, saying so.
+// strace -p does, saying so; a --tid trace when its thread does.
 func TestTraceHeadlessStops(t *testing.T) {
 	tracertest.RequireTracing(t, tracer.Check().Err())
 	t.Run("count", func(t *testing.T) {
@@ -162,6 +162,23 @@ func TestTraceHeadlessStops(t *testing.T) {
 			t.Fatal("the trace did not stop when its process exited")
 		}
 		if !strings.Contains(out, ": 28 calls") || !strings.Contains(errText, fmt.Sprintf("process %d exited", child.PID)) {
+			t.Errorf("stdout:\n%s\nstderr:\n%s", out, errText)
+		}
+	})
+	t.Run("thread exit", func(t *testing.T) {
+		dir := t.TempDir()
+		child := tracertest.Start(t, dir, "")
+		wait := startTraceErr(t, "--headless", "--tid", strconv.Itoa(child.TID), "--interval", "1h")
+		child.Go(t)
+		stopped := make(chan struct{})
+		var out, errText string
+		go func() { out, errText = wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the trace did not stop when its thread exited")
+		}
+		if !strings.Contains(out, ": 28 calls") || !strings.Contains(errText, fmt.Sprintf("thread %d exited", child.TID)) {
 			t.Errorf("stdout:\n%s\nstderr:\n%s", out, errText)
 		}
 	})

@@ -54,7 +54,7 @@ type Options struct {
 	RingBytes   int           // ring buffer size: a power of two, at least one page; default 64 MiB
 	TraceSelf   bool          // also trace this process (excluded by default: its own output would feed back)
 	Attach      AttachMode    // default AttachAuto
-	StopOnExit  bool          // with PID: Run returns once that process has exited (as strace -p ends)
+	StopOnExit  bool          // with TID: Run returns once that thread has exited; else with PID, once that process has (as strace -p ends)
 
 	hashPairing bool // tracepoint mode pairs in the thread-id hash even where task storage works (benchmarks)
 

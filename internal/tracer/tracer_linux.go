@@ -3,10 +3,13 @@
 package tracer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -463,22 +466,50 @@ func lockdownMode() string {
 	return ""
 }
 
-// targetExited reports whether the process of a StopOnExit trace has
-// exited: its exit record was decoded or, should the ring have had no room
-// for that record, the process is gone.
+// targetExited reports whether the target of a StopOnExit trace has
+// exited. A thread (TID): it is gone from /proc or a zombie, looked up at
+// each flush (the kernel program sends whole-process exits only). A
+// process (PID): its exit record was decoded or, should the ring have had
+// no room for that record, the process is gone.
 func (t *Tracer) targetExited() bool {
-	if !t.opts.StopOnExit || t.opts.PID == 0 {
+	if !t.opts.StopOnExit {
 		return false
 	}
-	if !t.dec.Exited() && unix.Kill(int(t.opts.PID), 0) != unix.ESRCH {
+	switch {
+	case t.opts.TID != 0:
+		if !threadGone(t.dec.opts.ProcRoot, t.opts.TID) {
+			return false
+		}
+	case t.opts.PID != 0:
+		if !t.dec.Exited() && unix.Kill(int(t.opts.PID), 0) != unix.ESRCH {
+			return false
+		}
+	default:
 		return false
 	}
 	t.exited = true
 	return true
 }
 
-// TargetExited reports whether Run returned because the process of a
-// StopOnExit trace exited.
+// threadGone reports whether thread tid has ended: /proc has no such task,
+// or it is a zombie (a thread group leader that ended before the others
+// stays one until the whole group has).
+func threadGone(procRoot string, tid uint32) bool {
+	b, err := os.ReadFile(procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/stat")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+	}
+	// pid (comm) S ...: the state follows the last ')', as comm may hold one.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	st := b[i+2]
+	return st == 'Z' || st == 'X' || st == 'x'
+}
+
+// TargetExited reports whether Run returned because the process or thread
+// of a StopOnExit trace exited.
 func (t *Tracer) TargetExited() bool { return t.exited }
 
 func (t *Tracer) detach() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -469,5 +470,46 @@ func testFDTableInheritance(t *testing.T, glob bool) {
 	}
 	if len(pids) < 3 {
 		t.Errorf("rows of %d processes, want the workload, the shell and its subshell", len(pids))
+	}
+}
+
+// TestThreadGone: a --tid trace's end is read from /proc. A thread that
+// runs is not gone; once it has ended (a goroutine locked to its thread
+// returns, and the runtime ends that thread) it is, while its process
+// goes on; a tid that never existed is gone.
+func TestThreadGone(t *testing.T) {
+	tids := make(chan int)
+	ends := make(chan struct{})
+	var tid uint32
+	// A goroutine locked to a thread ends that thread when it returns,
+	// unless the thread is the process's main thread (the runtime keeps
+	// that one): while a goroutine holds the main thread, the next one
+	// gets another.
+	for tid == 0 {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			tids <- syscall.Gettid()
+			<-ends
+		}()
+		if got := <-tids; got != os.Getpid() {
+			tid = uint32(got)
+		}
+	}
+	if threadGone("/proc", tid) {
+		t.Fatalf("thread %d reported gone while it runs", tid)
+	}
+	close(ends)
+	deadline := time.Now().Add(10 * time.Second)
+	for !threadGone("/proc", tid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d still not gone 10 s after it ended", tid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if threadGone("/proc", uint32(syscall.Gettid())) {
+		t.Fatal("the test's own thread reported gone")
+	}
+	if !threadGone("/proc", 1<<22+1) { // above pid_max's largest value
+		t.Fatal("a tid that never existed is not gone")
 	}
 }
