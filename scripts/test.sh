@@ -75,10 +75,30 @@ if [ "${SLUICE_TEST_RACE:-}" = 1 ]; then
   export SLUICE_E2E_RACE=1
 fi
 echo "== go test ${flags[*]}"
-go test "${flags[@]}" ./... 2>&1 | tee /tmp/sluice-test.$$.log
-status=${PIPESTATUS[0]}
-passed=$(grep -c '^ok ' /tmp/sluice-test.$$.log || true)
-failed=$(grep -c '^FAIL' /tmp/sluice-test.$$.log || true)
-rm -f /tmp/sluice-test.$$.log
+log=$(mktemp /tmp/sluice-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+# set -e would end the script at a failing go test; its status is kept instead.
+status=0
+go test "${flags[@]}" ./... 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
+passed=$(grep -c '^ok ' "$log" || true)
+failed=$(grep -c '^FAIL	' "$log" || true)
+if [ "$status" != 0 ]; then
+  # A CI log shows its tail, and a package that hung ends in thousands of
+  # lines of goroutine dump: repeat what failed at the end. For a hang that
+  # is the binary's "panic: test timed out" header and the tests that were
+  # running, each with how long it had run.
+  echo "== failures"
+  # For a failed test, its --- FAIL line and the first lines it logged.
+  awk 'BEGIN { said = 99 }
+    /^panic: /                          { print; next }
+    /^[ \t]*running tests:$/            { run = 1; print; next }
+    run && /^[ \t]+[^ \t].* \([0-9.hms]+\)$/ { print; next }
+                                        { run = 0 }
+    /^[ \t]*--- FAIL: /                 { print; said = 0; next }
+    /^FAIL[ \t]/                        { print; said = 99; next }
+    /^[ \t]/ && said < 8                { print; said++; next }
+                                        { said = 99 }
+  ' "$log"
+fi
 echo "packages: $passed passed, $failed failed"
 exit "$status"
