@@ -3,11 +3,13 @@ package httpserve
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +77,8 @@ func TestServeBoundsHeaders(t *testing.T) {
 	}
 }
 
+var boundedRuns atomic.Int64
+
 // TestServeBoundsConnections: past maxConns open connections one more is
 // closed at once and counted, the open ones are still served, and a
 // connection is taken again once one closes.
@@ -91,7 +95,9 @@ func TestServeBoundsConnections(t *testing.T) {
 		t.Fatalf("registering twice: %v", err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
-	const name = "bounded test"
+	// The metrics are the process's: a name of its own per run keeps a
+	// run's counts apart from an earlier run's (go test -count).
+	name := fmt.Sprintf("bounded test %d", boundedRuns.Add(1))
 	s := Serve(srv, ln, name, 3, slog.New(slog.DiscardHandler))
 	defer s.Shutdown(context.Background())
 	addr := s.Addr().String()
