@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // captureSender keeps the records of every Send.
@@ -75,7 +76,7 @@ func TestRunnerKeepsEveryRecordField(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := waittest.Recv(t, done, "Run to end once cancelled"); err != nil {
 		t.Fatal(err)
 	}
 	cs.mu.Lock()
@@ -118,7 +119,7 @@ func TestRunnerCommitsTrailingSkippedRecords(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := waittest.Recv(t, done, "Run to end once cancelled"); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -232,7 +233,7 @@ func TestRunnerWindow(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := waittest.Recv(t, done, "Run to end once cancelled"); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/queue"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func corpusLogs(t *testing.T) [][]byte {
@@ -139,7 +140,7 @@ func TestHTTPExporterDeliversThroughRetries(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			cancel()
-			if err := <-done; err != nil {
+			if err := waittest.Recv(t, done, "Run to end once cancelled"); err != nil {
 				t.Fatal(err)
 			}
 			if got.Load() != int64(want) || !tenants["t1"] {
@@ -188,7 +189,7 @@ func TestGRPCRetryInfoHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.Send(context.Background(), []exporter.Record{{Kind: signal.KindLogs, Body: corpusLogs(t)[0]}}); err != nil {
+	if err := e.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindLogs, Body: corpusLogs(t)[0]}}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -245,7 +246,7 @@ func TestPartialSuccessCounted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Send(context.Background(), []exporter.Record{{Kind: signal.KindLogs, Body: corpusLogs(t)[0]}}); err != nil {
+		if err := e.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindLogs, Body: corpusLogs(t)[0]}}); err != nil {
 			t.Fatal(err)
 		}
 		e.Close()

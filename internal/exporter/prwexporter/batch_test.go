@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // TestSendManyRecordsKeepsLabels: one Send of many records (two tenants
@@ -55,7 +55,7 @@ func TestSendManyRecordsKeepsLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(st.lines)

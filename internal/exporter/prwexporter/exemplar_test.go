@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 var (
@@ -143,7 +143,7 @@ func TestConvertedExemplarsAndStartTimestamps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		if dropped, bad, _ := exp.Stats(); dropped != 0 || bad != 0 {
@@ -224,7 +224,7 @@ func TestConvertedCustomBucketsExemplarsStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range stores {
@@ -306,7 +306,7 @@ func TestPassThroughFallbackNativeAndMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		got := byName(s.got)
@@ -361,7 +361,7 @@ func TestConvertedExemplarLabelsTrimmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}); err != nil {
 		t.Fatal(err)
 	}
 	got := byName(st.got)

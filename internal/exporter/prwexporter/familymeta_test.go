@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func v1Record(t *testing.T, tenant string, req *prompb.WriteRequest) exporter.Record {
@@ -42,7 +42,7 @@ func series(name string, extra ...prompb.Label) prompb.TimeSeries {
 // name itself or without _total, _bucket, _sum, _count), per tenant.
 func TestMetadataSentApartReachesV2Series(t *testing.T) {
 	store, exp := v2ReferenceExporter(t)
-	ctx := context.Background()
+	ctx := waittest.Context(t)
 	if err := exp.Send(ctx, []exporter.Record{v1Record(t, "acme", promMetadata())}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestShardMetadataOnlyToEveryEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), []exporter.Record{v1Record(t, "acme", promMetadata())}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{v1Record(t, "acme", promMetadata())}); err != nil {
 		t.Fatal(err)
 	}
 	for k, cs := range css {

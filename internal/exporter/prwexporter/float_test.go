@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // floatHistograms are what recording rules over native histograms send:
@@ -71,7 +71,7 @@ func TestConvertedFloatHistograms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
+			if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
 				t.Fatal(err)
 			}
 			got := byName(s.got)

@@ -2,7 +2,6 @@ package prwexporter
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // laneReceiver is a remote-write 1.0 endpoint answering each request
@@ -283,7 +283,7 @@ func testLanesConcurrentInOrder(t *testing.T, v uint8) {
 	r.probe.Store(&probe)
 	start := time.Now()
 	for _, b := range batches {
-		if err := exp.Send(context.Background(), b); err != nil {
+		if err := exp.Send(waittest.Context(t), b); err != nil {
 			t.Fatal(err)
 		}
 		if n := exp.Endpoints()[0].InFlight(); n != 0 {
@@ -315,7 +315,7 @@ func testLanesConcurrentInOrder(t *testing.T, v uint8) {
 	exp1 := laneExporterV(t, r1.srv.URL, 1, v)
 	start = time.Now()
 	for _, b := range batches {
-		if err := exp1.Send(context.Background(), b); err != nil {
+		if err := exp1.Send(waittest.Context(t), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,7 +342,7 @@ func TestLaneRetriedAlone(t *testing.T) {
 			r.failTimes.Store(1)
 			exp := laneExporterV(t, r.srv.URL, 4, v)
 			for _, b := range batches {
-				if err := exp.Send(context.Background(), b); err != nil {
+				if err := exp.Send(waittest.Context(t), b); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -371,7 +371,7 @@ func TestLaneRefusedAlone(t *testing.T) {
 			r.failSeries, r.failStatus = seriesKey([]prompb.Label{{Name: "__name__", Value: "lane_test"}, {Name: "s", Value: "7"}}), 400
 			r.failTimes.Store(-1)
 			exp := laneExporterV(t, r.srv.URL, 4, v)
-			if err := exp.Send(context.Background(), batches[0]); err != nil {
+			if err := exp.Send(waittest.Context(t), batches[0]); err != nil {
 				t.Fatal(err)
 			}
 			passedThrough(t, exp)
@@ -404,7 +404,7 @@ func TestLanesFallbackOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range batches {
-		if err := exp.Send(context.Background(), b); err != nil {
+		if err := exp.Send(waittest.Context(t), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -437,7 +437,7 @@ func TestLanesCutBatchTime(t *testing.T) {
 		r := newLaneReceiver(t, 200*time.Millisecond, barrier)
 		exp := laneExporter(t, r.srv.URL, conc)
 		start := time.Now()
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		took[i], reqs[i] = time.Since(start), r.requests.Load()
@@ -477,7 +477,7 @@ func TestLanesPassThroughV1Bytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	passedThrough(t, exp)
@@ -640,7 +640,7 @@ func TestLanesPassThroughV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	passedThrough(t, exp)
@@ -761,7 +761,7 @@ func TestLanesShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		passedThrough(t, exp)
@@ -856,7 +856,7 @@ func TestLanesDamagedRecordDroppedWhole(t *testing.T) {
 			r := newLaneReceiver(t, 0, 0)
 			r.v2 = v == 2
 			exp := laneExporterV(t, r.srv.URL, 2, v)
-			if err := exp.Send(context.Background(), recs); err != nil {
+			if err := exp.Send(waittest.Context(t), recs); err != nil {
 				t.Fatal(err)
 			}
 			passedThrough(t, exp)

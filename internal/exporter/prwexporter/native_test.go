@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // appended is one sample or histogram the reference handler received,
@@ -247,7 +247,7 @@ func TestConvertedV2NativeHistogramsAndMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		if dropped, bad, _ := exp.Stats(); dropped != wantDropped || bad != 0 {
@@ -384,7 +384,7 @@ func TestShardV2RemoteWriteKeepsHistogramsAndMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	got := byName(append(append([]appended(nil), s1.got...), s2.got...))
@@ -452,7 +452,7 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	got := byName(st.got)
@@ -479,7 +479,7 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp1.Send(context.Background(), recs); err != nil {
+	if err := exp1.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	got1 := byName(old.got)
@@ -496,7 +496,7 @@ func TestConvertedV2NativeHistogramEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp1.Send(context.Background(), recs); err != nil {
+	if err := exp1.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	got1 = byName(old.got)

@@ -2,7 +2,6 @@ package prwexporter
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -24,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // captureServer is a remote-write endpoint on 127.0.0.1:0 that keeps every
@@ -126,7 +126,7 @@ func TestPassThroughV1ByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	if len(cs.bodies) != 1 {
@@ -175,7 +175,7 @@ func TestPassThroughTenantsAndOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(tenants) != "[acme other acme]" {
@@ -222,7 +222,7 @@ func testPassThroughV2(t *testing.T, counted int) {
 	}
 	recs := []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, bodies[0]), RemoteWrite: 2, Series: counted},
 		{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, bodies[1]), RemoteWrite: 2, Series: counted}}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	wantReqs := 2
@@ -330,7 +330,7 @@ func TestPassThroughShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		at := map[string]int{}
@@ -442,7 +442,7 @@ func TestPassThroughV2ReferenceHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	store, exp := v2ReferenceExporter(t)
-	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(store.bodies) != 1 || !bytes.Equal(store.bodies[0], body) {
@@ -515,7 +515,7 @@ func largeRecordAsReceived(t *testing.T, small []exporter.Record, medium, big []
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	if len(cs.bodies) != 3 {
@@ -595,7 +595,7 @@ func TestPassThroughV2MergeShifts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	if len(cs.bodies) != 2 {
@@ -633,7 +633,7 @@ func TestPassThroughNoMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	samples, floats := 0, 0
@@ -682,7 +682,7 @@ func TestPassThroughNoMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, counted := range []int{0, 5} {
-		if err := exp2.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2, Series: counted}}); err != nil {
+		if err := exp2.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: snappy.Encode(nil, body), RemoteWrite: 2, Series: counted}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -23,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // testMetrics: a gauge and a monotonic counter over 3 series each, and a
@@ -150,7 +150,7 @@ func TestRemoteWriteIntoPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := testMetrics(t, end, n)
-	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "default", Body: body}}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "default", Body: body}}); err != nil {
 		t.Fatal(err)
 	}
 	if ep := exp.Endpoints()[0]; ep.Stats.Dropped.Load() != 0 || ep.Stats.Sent.Load() == 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // receiver is a remote-write endpoint that records which series it got.
@@ -95,7 +96,7 @@ func TestShardingThreeReceivers(t *testing.T) {
 		body := instanceMetrics(t, end, 2, fmt.Sprintf("i-%d", i))
 		recs = append(recs, exporter.Record{Kind: signal.KindMetrics, Tenant: "t", Body: body})
 	}
-	if err := exp.Send(context.Background(), recs[:10]); err != nil {
+	if err := exp.Send(waittest.Context(t), recs[:10]); err != nil {
 		t.Fatal(err)
 	}
 	total := 0
@@ -119,7 +120,7 @@ func TestShardingThreeReceivers(t *testing.T) {
 	// One endpoint dies: its breaker opens while the batch waits for it.
 	recv[1].down.Store(true)
 	done := make(chan error)
-	go func() { done <- exp.Send(context.Background(), recs[10:]) }()
+	go func() { done <- exp.Send(waittest.Context(t), recs[10:]) }()
 	ep := exp.Endpoints()[1]
 	deadline := time.Now().Add(5 * time.Second)
 	for ep.Breaker.State() != sending.Open && time.Now().Before(deadline) {
@@ -134,7 +135,7 @@ func TestShardingThreeReceivers(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	recv[1].down.Store(false)
-	if err := <-done; err != nil {
+	if err := waittest.Recv(t, done, "the Send once the dead endpoint was back"); err != nil {
 		t.Fatal(err)
 	}
 	if ep.Breaker.State() != sending.Closed || ep.Breaker.Opened() == 0 {
@@ -192,9 +193,17 @@ func TestShardOnlyEndpoint(t *testing.T) {
 			dead := 2
 			recv[dead].down.Store(true)
 			for i, exp := range exps {
-				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				// The dead endpoint's Send is given 300 ms to fail in;
+				// a live one's must succeed with the dead one still down,
+				// and a loaded machine may take longer than 300 ms over
+				// a real send.
+				ctx := waittest.Context(t)
+				if i == dead {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+					defer cancel()
+				}
 				err := exp.Send(ctx, batch)
-				cancel()
 				if i == dead && err == nil {
 					t.Fatal("the dead endpoint's exporter returned nil")
 				}
@@ -203,7 +212,7 @@ func TestShardOnlyEndpoint(t *testing.T) {
 				}
 			}
 			recv[dead].down.Store(false)
-			if err := exps[dead].Send(context.Background(), batch); err != nil {
+			if err := exps[dead].Send(waittest.Context(t), batch); err != nil {
 				t.Fatal(err)
 			}
 			ring := sending.NewRing(urls)

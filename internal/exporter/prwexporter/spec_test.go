@@ -2,7 +2,6 @@ package prwexporter
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -27,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // specRequest is one request a specReceiver got, as sent.
@@ -425,7 +425,7 @@ func TestSpecRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := exp.Send(context.Background(), otlpRecs); err != nil {
+			if err := exp.Send(waittest.Context(t), otlpRecs); err != nil {
 				t.Fatal(err)
 			}
 			reqs := sr.requests()
@@ -512,7 +512,7 @@ func TestSpecHeadersNotOverridden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "acme", Body: testMetrics(t, at, 1)}}); err != nil {
+		if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "acme", Body: testMetrics(t, at, 1)}}); err != nil {
 			t.Fatal(err)
 		}
 		reqs := sr.requests()
@@ -529,7 +529,7 @@ func TestSpecHeadersNotOverridden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "acme", Body: testMetrics(t, at, 1)}}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "acme", Body: testMetrics(t, at, 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := sr.requests()[0].header.Get("User-Agent"); got != "acme-relay/2.1" {
@@ -573,7 +573,7 @@ func TestSpecSeriesInTimeOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		n := 0
@@ -595,7 +595,7 @@ func TestSpecSeriesInTimeOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	r := promQuery(t, addr, `backwards[1m]`, end)
@@ -638,7 +638,7 @@ func TestSpecWrittenHeaders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := exp.Send(context.Background(), recs); err != nil {
+			if err := exp.Send(waittest.Context(t), recs); err != nil {
 				t.Fatal(err)
 			}
 			reqs := sr.requests()
@@ -717,7 +717,7 @@ func TestSpecAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := exp.Send(context.Background(), recs); err != nil {
+				if err := exp.Send(waittest.Context(t), recs); err != nil {
 					t.Fatal(err)
 				}
 				reqs := sr.requests()
@@ -769,7 +769,7 @@ func TestSpecNoEmptyRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		var v1 int
@@ -797,7 +797,7 @@ func TestSpecV2IntoPrometheus2(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Time{end.Add(-10 * time.Second), end} {
-		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: testMetrics(t, at, 3)}}); err != nil {
+		if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: testMetrics(t, at, 3)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -839,7 +839,7 @@ func TestSpecPointWithoutTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), recs); err != nil {
+	if err := exp.Send(waittest.Context(t), recs); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range sr.requests() {
@@ -860,7 +860,7 @@ func TestSpecPointWithoutTime(t *testing.T) {
 	ok.CopyTo(first.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty())
 	first.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).SetTimestamp(pcommon.NewTimestampFromTime(end.Add(-time.Second)))
 	for _, b := range [][]byte{otlpBody(t, first), recs[0].Body} {
-		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}); err != nil {
+		if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: b}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -944,7 +944,7 @@ func TestSpecOTLPNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: otlpBody(t, md)}}); err != nil {
+			if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: otlpBody(t, md)}}); err != nil {
 				t.Fatal(err)
 			}
 			var names []string
@@ -994,7 +994,7 @@ func TestSpecV2ExemplarsOnASample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.Send(context.Background(), []exporter.Record{v1Record(t, "t", req)}); err != nil {
+	if err := exp.Send(waittest.Context(t), []exporter.Record{v1Record(t, "t", req)}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -1037,7 +1037,7 @@ func TestSpecRedirects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := exp.Send(context.Background(), recs); err != nil {
+			if err := exp.Send(waittest.Context(t), recs); err != nil {
 				t.Fatal(err)
 			}
 			ep := exp.Endpoints()[0]

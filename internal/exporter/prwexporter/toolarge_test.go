@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // sizeLimitReceiver answers 413 to a request of more than maxSeries
@@ -113,7 +113,7 @@ func TestTooLargeSplit(t *testing.T) {
 				if c.rec == c.exp {
 					passed.Store(exp.passThrough(&batch[0]))
 				}
-				if err := exp.Send(context.Background(), batch); err != nil {
+				if err := exp.Send(waittest.Context(t), batch); err != nil {
 					t.Fatalf("Send: %v", err)
 				}
 			}
@@ -172,7 +172,7 @@ func TestTooLargeSeriesSplitBySamples(t *testing.T) {
 			if c.rec == 2 {
 				rec = v2RecordOf(t, &wr)
 			}
-			if err := exp.Send(context.Background(), []exporter.Record{rec}); err != nil {
+			if err := exp.Send(waittest.Context(t), []exporter.Record{rec}); err != nil {
 				t.Fatal(err)
 			}
 			st := &exp.Endpoints()[0].Stats

@@ -1,7 +1,6 @@
 package prwexporter
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/exporter"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // refStore is a writeStorage for the reference handler: it decodes either
@@ -93,7 +93,7 @@ func TestRemoteWrite2AndFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Send(context.Background(), recs); err != nil {
+		if err := exp.Send(waittest.Context(t), recs); err != nil {
 			t.Fatal(err)
 		}
 		sort.Strings(st.lines)
@@ -151,7 +151,7 @@ func TestRemoteWrite2NoWrittenHeadersFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := exp.Send(context.Background(), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body}}); err != nil {
+		if err := exp.Send(waittest.Context(t), []exporter.Record{{Kind: signal.KindMetrics, Tenant: "t", Body: body}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // post sends one request with the real HTTP client and maps the answer.
@@ -43,13 +45,13 @@ func TestDoRemoteWriteRule(t *testing.T) {
 	}))
 	defer srv.Close()
 	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, BreakerFailures: 10})
-	if err := e.Do(context.Background(), post(srv.URL)); err != nil {
+	if err := e.Do(waittest.Context(t), post(srv.URL)); err != nil {
 		t.Fatalf("503, 429, 500 then 204 must end sent: %v", err)
 	}
 	if calls.Load() != 4 || e.Stats.Retried.Load() != 3 || e.Stats.Sent.Load() != 1 {
 		t.Fatalf("calls %d retried %d sent %d", calls.Load(), e.Stats.Retried.Load(), e.Stats.Sent.Load())
 	}
-	err := e.Do(context.Background(), post(srv.URL))
+	err := e.Do(waittest.Context(t), post(srv.URL))
 	if !errors.Is(err, ErrRejected) || calls.Load() != 5 || e.Stats.Dropped.Load() != 1 {
 		t.Fatalf("400 must be dropped after one attempt: err %v calls %d", err, calls.Load())
 	}
@@ -68,7 +70,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	defer srv.Close()
 	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 	start := time.Now()
-	if err := e.Do(context.Background(), post(srv.URL)); err != nil {
+	if err := e.Do(waittest.Context(t), post(srv.URL)); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < time.Second {
@@ -137,7 +139,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	}
 	down.Store(false)
 	start := time.Now()
-	if err := e.Do(context.Background(), post(srv.URL)); err != nil {
+	if err := e.Do(waittest.Context(t), post(srv.URL)); err != nil {
 		t.Fatal(err)
 	}
 	if e.Breaker.State() != Closed || time.Since(start) < 50*time.Millisecond {
@@ -165,7 +167,7 @@ func TestConcurrencyPerEndpoint(t *testing.T) {
 	done := make(chan struct{})
 	for range 8 {
 		go func() {
-			e.Do(context.Background(), func(context.Context) Outcome {
+			e.Do(waittest.Context(t), func(context.Context) Outcome {
 				n := inflight.Add(1)
 				for {
 					p := peak.Load()
@@ -181,7 +183,7 @@ func TestConcurrencyPerEndpoint(t *testing.T) {
 		}()
 	}
 	for range 8 {
-		<-done
+		waittest.Recv(t, done, "the 8 concurrent Do calls")
 	}
 	if peak.Load() != 2 {
 		t.Fatalf("peak in flight %d, limit 2", peak.Load())
@@ -259,7 +261,7 @@ func TestRefusalsAndBreakerLogged(t *testing.T) {
 	e := NewEndpoint(srv.URL, Policy{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond,
 		BreakerFailures: 3, BreakerCooldown: time.Millisecond, Logger: log})
 	for range 5 {
-		if err := e.Do(context.Background(), send); !errors.Is(err, ErrRejected) {
+		if err := e.Do(waittest.Context(t), send); !errors.Is(err, ErrRejected) {
 			t.Fatalf("401: %v", err)
 		}
 	}
@@ -344,7 +346,7 @@ func TestDoSplitTooLarge(t *testing.T) {
 	defer srv.Close()
 	var log bytes.Buffer
 	e := NewEndpoint("a", Policy{InitialBackoff: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))})
-	err := e.DoSplit(context.Background(), post(srv.URL))
+	err := e.DoSplit(waittest.Context(t), post(srv.URL))
 	if !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrRejected) || calls.Load() != 1 || e.Stats.Dropped.Load() != 0 || e.Stats.Retried.Load() != 0 {
 		t.Fatalf("DoSplit: err %v, calls %d, dropped %d, retried %d; want ErrTooLarge after 1 call, nothing dropped", err, calls.Load(), e.Stats.Dropped.Load(), e.Stats.Retried.Load())
 	}
@@ -352,7 +354,7 @@ func TestDoSplitTooLarge(t *testing.T) {
 	if e.Stats.Dropped.Load() != 1 || !strings.Contains(log.String(), `up{job=\"x\"}`) {
 		t.Fatalf("DropTooLarge: dropped %d, log %q", e.Stats.Dropped.Load(), log.String())
 	}
-	err = e.Do(context.Background(), post(srv.URL))
+	err = e.Do(waittest.Context(t), post(srv.URL))
 	if !errors.Is(err, ErrRejected) || errors.Is(err, ErrTooLarge) || calls.Load() != 2 || e.Stats.Dropped.Load() != 2 {
 		t.Fatalf("Do: err %v, calls %d, dropped %d; want a refusal after 1 call, dropped", err, calls.Load(), e.Stats.Dropped.Load())
 	}
@@ -389,7 +391,7 @@ func TestBreakerProbeAbandonedByCancel(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- e.Do(context.Background(), func(context.Context) Outcome { return Outcome{Status: 200} })
+				done <- e.Do(waittest.Context(t), func(context.Context) Outcome { return Outcome{Status: 200} })
 			}()
 			select {
 			case err := <-done:
