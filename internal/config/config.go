@@ -60,7 +60,7 @@ type Processors struct {
 	RulesFile      string             `yaml:"rules_file" doc:"YAML rules file (docs/rules.md) every pipeline runs first, once per request; empty: no rules. Checked by sluice validate; a sluice run that cannot load it does not start."`
 	RuleSets       map[string]RuleSet `yaml:"rule_sets" doc:"Named rule sets, {name: {rules_file: FILE}}, that pipelines.<p>.processors lists in the order a pipeline runs them (after rules_file). Each set is reloaded on its own; its rules are named <set>/<rule> in counters and statistics, and its limit and aggregate state is its own (docs/rules.md#rules-per-pipeline)."`
 	ReloadInterval Duration           `yaml:"reload_interval" doc:"How often sluice run checks the rules file for changes (SIGHUP reloads at once); 0 only on SIGHUP. An invalid new file keeps the old rules (logged, counted in sluice_processor_reload_failures_total)."`
-	MaxRuleEffects int                `yaml:"max_rule_effects" doc:"(rule, tenant, metric name) entries of what each metric rule dropped or changed, shown on /api/v1/status/sluice and in sluice top's rules tab (about 150 bytes each plus the names); past it new entries are not made and their points are counted in sluice_processor_rule_effects_overflow_points_total (docs/stats.md)."`
+	MaxRuleEffects int                `yaml:"max_rule_effects" doc:"(rule, tenant, metric name) entries of what each metric rule dropped or changed (and the points each limit found over its limit), shown on /api/v1/status/sluice and in sluice top's rules tab (about 150 bytes each plus the names); past it new entries are not made and their points are counted in sluice_processor_rule_effects_overflow_points_total (docs/stats.md)."`
 }
 
 // RuleSet is one named rule set (processors.rule_sets.<name>).

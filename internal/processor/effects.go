@@ -20,10 +20,12 @@ const DefaultMaxRuleEffects = 10_000
 // histogram or summary), since start-up: points dropped and points
 // changed, counted as sluice_processor_rule_dropped_total and
 // sluice_processor_rule_changed_total count them (a shadow rule's: what it
-// would have done).
+// would have done), and for a limit rule the points of series over its
+// limit whatever its exceed_action (sluice_processor_limit_exceeded_total),
+// so that a limit that only reports names the metrics over it.
 type RuleEffect struct {
-	Rule, Tenant, Metric string
-	Dropped, Changed     uint64
+	Rule, Tenant, Metric       string
+	Dropped, Changed, Exceeded uint64
 }
 
 // effects is the bounded table of RuleEffect, kept in Metrics across
@@ -37,7 +39,7 @@ type effects struct {
 }
 
 // effCount is one (descriptor, rule) cell of a batch's scratch counts.
-type effCount struct{ dropped, changed uint32 }
+type effCount struct{ dropped, changed, exceeded uint32 }
 
 // SetMaxRuleEffects bounds the effects table to n entries (n <= 0: the
 // default); entries already in it are kept.
@@ -78,16 +80,26 @@ func (s *Scratch) effectsSized(nDesc, nRules int) {
 // effect counts one point of descriptor desc that rule dropped (changed
 // false) or changed.
 func (s *Scratch) effect(rule uint8, desc uint32, changed bool) {
-	i := int(desc)*len(s.rules.metrics) + int(rule)
-	c := &s.eff[i]
-	if *c == (effCount{}) {
-		s.effTouched = append(s.effTouched, int32(i))
-	}
+	c := s.effCell(rule, desc)
 	if changed {
 		c.changed++
 	} else {
 		c.dropped++
 	}
+}
+
+// exceeded counts one point of descriptor desc whose series is over limit
+// rule's limit.
+func (s *Scratch) exceeded(rule uint8, desc uint32) { s.effCell(rule, desc).exceeded++ }
+
+// effCell is the batch's (descriptor, rule) cell, noted as touched.
+func (s *Scratch) effCell(rule uint8, desc uint32) *effCount {
+	i := int(desc)*len(s.rules.metrics) + int(rule)
+	c := &s.eff[i]
+	if *c == (effCount{}) {
+		s.effTouched = append(s.effTouched, int32(i))
+	}
+	return c
 }
 
 // flushEffects adds the batch's counts to the table, under one lock, and
@@ -132,6 +144,7 @@ func (s *Scratch) flushEffects(b *signal.Metrics, rs []rule) {
 		}
 		r.Dropped += uint64(c.dropped)
 		r.Changed += uint64(c.changed)
+		r.Exceeded += uint64(c.exceeded)
 	}
 	e.mu.Unlock()
 	s.effTouched = s.effTouched[:0]

@@ -144,3 +144,50 @@ func TestRuleEffectsBound(t *testing.T) {
 		t.Fatalf("sluice_processor_rule_effects_overflow_points_total = %v, want 8", v)
 	}
 }
+
+// TestRuleEffectsNameMetricsOverALimit: a limit that only reports (and
+// one that refuses) names the metrics whose series are over it, with the
+// points counted as sluice_processor_limit_exceeded_total counts them: a
+// report-only limit drops and changes nothing, so without this nothing
+// said which metric went over.
+func TestRuleEffectsNameMetricsOverALimit(t *testing.T) {
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse([]byte(`
+metrics:
+  - name: watch
+    action: limit
+    per: metric
+    max_series: 2
+    exceed_action: report
+  - name: cap-req
+    match: 'req_seconds'
+    action: limit
+    per: metric
+    max_series: 3
+`), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Scratch
+	s.Tenant = "acme"
+	// 8 points each of req_seconds and other_ratio over 4 users: 4 series
+	// each. watch admits 2 per metric: the points of the other 2 (4 of 8)
+	// are over it. cap-req admits 3 of req_seconds': 2 points over.
+	if _, kept := r.ProcessMetrics(twoMetrics(t, 8), &s); kept != 14 {
+		t.Fatalf("kept %d points, want 14", kept)
+	}
+	want := []RuleEffect{
+		{Rule: "cap-req", Tenant: "acme", Metric: "req_seconds", Dropped: 2, Exceeded: 2},
+		{Rule: "watch", Tenant: "acme", Metric: "other_ratio", Exceeded: 4},
+		{Rule: "watch", Tenant: "acme", Metric: "req_seconds", Exceeded: 4},
+	}
+	if got := sortedEffects(m, ""); !slices.Equal(got, want) {
+		t.Fatalf("effects:\n got %+v\nwant %+v", got, want)
+	}
+	if n := counterValue(m.exceeded.WithLabelValues("watch")); n != 8 {
+		t.Fatalf("sluice_processor_limit_exceeded_total{rule=watch} = %v, want 8", n)
+	}
+}

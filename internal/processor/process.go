@@ -291,6 +291,7 @@ func (s *Scratch) replay(d *decision, b *signal.Metrics, i int) (*decision, bool
 				break
 			}
 			c[3]++
+			s.exceeded(e.rule, desc)
 			switch {
 			case ru.exceed == exReport:
 			case ru.exceed == exStrip:

@@ -115,13 +115,16 @@ type RuleMetric struct {
 	Metric  string `json:"metric"`
 	Dropped uint64 `json:"dropped"`
 	Changed uint64 `json:"changed"`
+	// Exceeded: a limit rule's points of series over its limit, whatever
+	// its exceed_action (0 for other rules).
+	Exceeded uint64 `json:"exceeded"`
 }
 
 // RuleEffect is one entry of the processor's bounded table of rule effects
 // per (rule, tenant, metric) (processors.max_rule_effects).
 type RuleEffect struct {
-	Rule, Tenant, Metric string
-	Dropped, Changed     uint64
+	Rule, Tenant, Metric       string
+	Dropped, Changed, Exceeded uint64
 }
 
 // CollectStatus builds the status document from the process's metrics
@@ -319,14 +322,15 @@ func value(m *dto.Metric) float64 {
 }
 
 // addRuleMetrics puts the top limit entries of effects, by dropped plus
-// changed points, into each rule's row.
+// changed points (then points over a limit: a limit that only reports
+// drops and changes nothing), into each rule's row.
 func addRuleMetrics(rules map[string]*RuleRow, effects []RuleEffect, limit int) {
 	slices.SortFunc(effects, func(a, b RuleEffect) int {
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), cmp.Compare(b.Dropped+b.Changed, a.Dropped+a.Changed),
-			strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric))
+			cmp.Compare(b.Exceeded, a.Exceeded), strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric))
 	})
 	for _, e := range effects {
-		if e.Dropped+e.Changed == 0 {
+		if e.Dropped+e.Changed+e.Exceeded == 0 {
 			continue
 		}
 		r := rules[e.Rule]
@@ -335,7 +339,7 @@ func addRuleMetrics(rules map[string]*RuleRow, effects []RuleEffect, limit int) 
 			rules[r.Rule] = r
 		}
 		if len(r.Metrics) < limit {
-			r.Metrics = append(r.Metrics, RuleMetric{Tenant: e.Tenant, Metric: e.Metric, Dropped: e.Dropped, Changed: e.Changed})
+			r.Metrics = append(r.Metrics, RuleMetric{Tenant: e.Tenant, Metric: e.Metric, Dropped: e.Dropped, Changed: e.Changed, Exceeded: e.Exceeded})
 		}
 	}
 }

@@ -97,8 +97,9 @@ func TestCollectStatus(t *testing.T) {
 }
 
 // TestCollectStatusRuleMetrics: each rule's row carries its top (tenant,
-// metric) entries by dropped plus changed points, at most limit, and a
-// tenant's view only that tenant's.
+// metric) entries by dropped plus changed points, then by points over a
+// limit (a report-only limit's entries have only those), at most limit,
+// and a tenant's view only that tenant's.
 func TestCollectStatusRuleMetrics(t *testing.T) {
 	reg := statusRegistry(t)
 	var asked []string
@@ -109,6 +110,8 @@ func TestCollectStatusRuleMetrics(t *testing.T) {
 			{Rule: "r1", Tenant: "acme", Metric: "b_total", Dropped: 5, Changed: 1},
 			{Rule: "r1", Tenant: "globex", Metric: "a_total", Dropped: 4},
 			{Rule: "r2", Tenant: "acme", Metric: "c_seconds", Changed: 7},
+			{Rule: "r3", Tenant: "acme", Metric: "d_total", Exceeded: 9},
+			{Rule: "r3", Tenant: "acme", Metric: "e_total", Exceeded: 12},
 		}
 		var out []RuleEffect
 		for _, e := range all {
@@ -124,14 +127,15 @@ func TestCollectStatusRuleMetrics(t *testing.T) {
 	}
 	js, _ := json.Marshal(st.Rules)
 	want := `[{"rule":"r1","effects":{"dropped":11,"limit_exceeded":5},"metrics":[` +
-		`{"tenant":"acme","metric":"b_total","dropped":5,"changed":1},{"tenant":"globex","metric":"a_total","dropped":4,"changed":0}]},` +
-		`{"rule":"r2","effects":{},"metrics":[{"tenant":"acme","metric":"c_seconds","dropped":0,"changed":7}]}]`
+		`{"tenant":"acme","metric":"b_total","dropped":5,"changed":1,"exceeded":0},{"tenant":"globex","metric":"a_total","dropped":4,"changed":0,"exceeded":0}]},` +
+		`{"rule":"r2","effects":{},"metrics":[{"tenant":"acme","metric":"c_seconds","dropped":0,"changed":7,"exceeded":0}]},` +
+		`{"rule":"r3","effects":{},"metrics":[{"tenant":"acme","metric":"e_total","dropped":0,"changed":0,"exceeded":12},{"tenant":"acme","metric":"d_total","dropped":0,"changed":0,"exceeded":9}]}]`
 	if string(js) != want {
 		t.Fatalf("rules\n got %s\nwant %s", js, want)
 	}
 	st, _ = CollectStatus(reg, nil, effects, "acme", 10, time.Unix(2000, 0))
 	js, _ = json.Marshal(st.Rules[0].Metrics)
-	if want := `[{"tenant":"acme","metric":"b_total","dropped":5,"changed":1},{"tenant":"acme","metric":"a_total","dropped":3,"changed":0}]`; string(js) != want {
+	if want := `[{"tenant":"acme","metric":"b_total","dropped":5,"changed":1,"exceeded":0},{"tenant":"acme","metric":"a_total","dropped":3,"changed":0,"exceeded":0}]`; string(js) != want {
 		t.Fatalf("acme's r1 metrics %s, want %s", js, want)
 	}
 	if len(asked) != 2 || asked[0] != "" || asked[1] != "acme" {

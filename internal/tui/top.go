@@ -523,7 +523,7 @@ func (m *TopModel) renderRules(b *strings.Builder) {
 // renderRuleMetrics lists the (tenant, metric) rule r dropped or changed
 // most points of, as the server ranked them.
 func (m *TopModel) renderRuleMetrics(b *strings.Builder, r, prev stats.RuleRow) {
-	m.header(b, "%-40s %-16s %12s %12s %10s %10s", clip("METRICS OF "+r.Rule, 40), "TENANT", "DROPPED", "CHANGED", "DROPPED/S", "CHANGED/S")
+	m.header(b, "%-40s %-16s %12s %12s %12s %10s %10s", clip("METRICS OF "+r.Rule, 40), "TENANT", "DROPPED", "CHANGED", "OVER LIMIT", "DROPPED/S", "CHANGED/S")
 	type key struct{ tenant, metric string }
 	before := map[key]stats.RuleMetric{}
 	for _, e := range prev.Metrics {
@@ -533,7 +533,7 @@ func (m *TopModel) renderRuleMetrics(b *strings.Builder, r, prev stats.RuleRow) 
 		// A (tenant, metric) not in the previous document's top list has
 		// no rate: its count then is not known.
 		p, seen := before[key{e.Tenant, e.Metric}]
-		fmt.Fprintf(b, "  %-38s %-16s %12d %12d %10s %10s\n", clip(e.Metric, 38), clip(e.Tenant, 16), e.Dropped, e.Changed,
+		fmt.Fprintf(b, "  %-38s %-16s %12d %12d %12d %10s %10s\n", clip(e.Metric, 38), clip(e.Tenant, 16), e.Dropped, e.Changed, e.Exceeded,
 			m.rateIf(seen, e.Dropped, p.Dropped), m.rateIf(seen, e.Changed, p.Changed))
 	}
 }

@@ -192,7 +192,7 @@ func TestTopRuleRates(t *testing.T) {
 	out := ansi.Strip(m.Render())
 	for _, want := range []string{
 		"strict/no-debug                        30          600          630       50.0        2.0", // (600-100)/10 s, (30-10)/10 s
-		"  debug_total                            acme                      480            0       40.0          0",
+		"  debug_total                            acme                      480            0            0       40.0          0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rules tab lacks %q:\n%s", want, out)
