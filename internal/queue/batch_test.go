@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // TestBatchedWriteCrash checks the group commit's batched write: appenders
@@ -65,7 +67,7 @@ func TestBatchedWriteCrash(t *testing.T) {
 	endA, err := Position(0), error(nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { endA, err = q.Append(recA) })
-	<-firstSync
+	waittest.Recv(t, firstSync, "the first append's fsync")
 	ends := make([]Position, waiting)
 	errs := make([]error, waiting)
 	for i := range waiting {
@@ -94,7 +96,7 @@ func TestBatchedWriteCrash(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
-	wg.Wait()
+	waittest.Wait(t, &wg, "the appenders once the fsync was released")
 	if err != nil {
 		t.Fatalf("first append: %v", err)
 	}
@@ -200,7 +202,7 @@ func TestCloseWritesBufferedRecords(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { ends[0], errs[0] = q.Append(recs[0]) })
-	<-firstSync
+	waittest.Recv(t, firstSync, "the first append's fsync")
 	for i := 1; i < n; i++ {
 		wg.Go(func() { ends[i], errs[i] = q.Append(recs[i]) })
 	}
@@ -226,8 +228,8 @@ func TestCloseWritesBufferedRecords(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
-	wg.Wait()
-	if err := <-closed; err != nil {
+	waittest.Wait(t, &wg, "the appenders once the fsync was released")
+	if err := waittest.Recv(t, closed, "Close once the fsync was released"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	for i, e := range errs {

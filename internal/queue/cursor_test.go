@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // drainCursor reads what the cursor can read now, returning the record seqs.
@@ -68,7 +70,7 @@ func TestCursorHoldsSegmentsAndResumes(t *testing.T) {
 	q2 := q.NewReader(0)
 	var mid Position
 	for i := 0; i < 50; i++ {
-		_, mid, _ = q2.Next(context.Background())
+		_, mid, _ = q2.Next(waittest.Context(t))
 	}
 	q2.Close()
 	if err := c.Commit(mid); err != nil {
@@ -180,8 +182,8 @@ func TestCursorTornSlot(t *testing.T) {
 	c, _ := q.OpenCursor("x", CursorOptions{})
 	appendN(t, q, 0, 3, 100)
 	r := q.NewReader(0)
-	_, p1, _ := r.Next(context.Background())
-	_, p2, _ := r.Next(context.Background())
+	_, p1, _ := r.Next(waittest.Context(t))
+	_, p2, _ := r.Next(waittest.Context(t))
 	r.Close()
 	c.Commit(p1)
 	c.Commit(p2)
@@ -229,7 +231,7 @@ func TestCursorCrashChild(t *testing.T) {
 		}
 	}()
 	for {
-		p, pos, err := c.Next(context.Background())
+		p, pos, err := c.Next(waittest.Context(t))
 		if err != nil {
 			os.Exit(5)
 		}
@@ -327,7 +329,7 @@ func TestCursorFrom(t *testing.T) {
 	old.Rewind()
 	var at Position
 	for range 4 {
-		_, pos, err := old.Next(context.Background())
+		_, pos, err := old.Next(waittest.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}

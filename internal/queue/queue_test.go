@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -169,7 +171,7 @@ func TestGroupCommitDelayOnlyUnderConcurrency(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the concurrent appenders")
 	fsyncs := q.Stats().Fsyncs - start
 	t.Logf("%d appends, %d fsyncs", writers*each, fsyncs)
 	// Each delayed round lets every other writer join: about one fsync
@@ -196,7 +198,7 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the concurrent appenders")
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
@@ -598,7 +600,7 @@ func TestDropOldest(t *testing.T) {
 	if _, err := q.Append(payload(7, 0, 100)); err != nil {
 		t.Fatal(err)
 	}
-	if p, _, err := r.Next(context.Background()); err != nil || binary.LittleEndian.Uint64(p[8:]) != 0 {
+	if p, _, err := r.Next(waittest.Context(t)); err != nil || binary.LittleEndian.Uint64(p[8:]) != 0 {
 		t.Fatalf("first record: %v", err)
 	}
 	const n = 200
@@ -616,7 +618,7 @@ func TestDropOldest(t *testing.T) {
 	}
 	var seqs []uint64
 	for r.Position() < st.Last {
-		p, _, err := r.Next(context.Background())
+		p, _, err := r.Next(waittest.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -645,7 +647,7 @@ func TestReaderBlocksThenWakes(t *testing.T) {
 	next := func() chan result {
 		ch := make(chan result, 1)
 		go func() {
-			p, _, err := r.Next(context.Background())
+			p, _, err := r.Next(waittest.Context(t))
 			ch <- result{bytes.Clone(p), err}
 		}()
 		return ch
