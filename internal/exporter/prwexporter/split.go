@@ -53,6 +53,10 @@ type splitter struct {
 	v2    bool
 	nl    int // lanes per endpoint
 	shard bool
+	// only: with shard, the one endpoint whose parts are filled (the
+	// exporter of one endpoint, Config.Only); the others' series are
+	// hashed and skipped, not copied or rewritten. -1: every endpoint's.
+	only  int
 	ring  *sending.Ring
 	parts []splitPart
 	meta  []byte // 1.0: the non-series fields, for lane 0 of every endpoint
@@ -106,8 +110,11 @@ func newSplitter(nl int, shard bool, ring *sending.Ring, neps int) *splitter {
 	if shard {
 		n *= neps
 	}
-	return &splitter{nl: nl, shard: shard, ring: ring, parts: make([]splitPart, n), marks: make([]splitMark, n)}
+	return &splitter{nl: nl, shard: shard, only: -1, ring: ring, parts: make([]splitPart, n), marks: make([]splitMark, n)}
 }
+
+// skips reports whether part b is another exporter's (only).
+func (s *splitter) skips(b int) bool { return s.only >= 0 && s.shard && b/s.nl != s.only }
 
 // reset empties the parts for a group of records of version 2 (v2) or 1.
 func (s *splitter) reset(v2 bool) {
@@ -198,7 +205,11 @@ func (s *splitter) addV1(body []byte) error {
 		if !ok {
 			return errBadRecord
 		}
-		p := &s.parts[s.partOf(h)]
+		b := s.partOf(h)
+		if s.skips(b) {
+			continue
+		}
+		p := &s.parts[b]
 		p.body = append(p.body, field...)
 		p.series++
 	}
@@ -400,7 +411,11 @@ func (s *splitter) addV2(body []byte) error {
 		if !ok {
 			return errBadRecord
 		}
-		p := &s.parts[s.partOf(h)]
+		pb := s.partOf(h)
+		if s.skips(pb) {
+			continue
+		}
+		p := &s.parts[pb]
 		if len(p.body) == 0 {
 			p.body = append(p.body, 4<<3|byte(protowire.BytesType), 0) // symbols[0] = ""
 			p.nsym = 1
@@ -714,6 +729,7 @@ func (s *splitter) finish() {
 func (e *Exporter) sendSplitRecs(ctx context.Context, tenant string, recs []exporter.Record) error {
 	if e.split == nil {
 		e.split = newSplitter(e.lanes(), e.sharding(), e.ring, len(e.eps))
+		e.split.only = e.only
 	}
 	sp := e.split
 	for i := 0; i < len(recs); {

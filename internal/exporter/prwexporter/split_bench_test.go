@@ -9,12 +9,13 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
+	"github.com/sluice-dev/sluice/internal/exporter/sending"
 	"github.com/sluice-dev/sluice/internal/prw"
 )
 
 // benchRecordV1 is a 1.0 request of n series of 8 labels, one sample
 // each (the relay benchmark's 1500:8 shape).
-func benchRecordV1(b *testing.B, n, off int) []byte {
+func benchRecordV1(b testing.TB, n, off int) []byte {
 	var wr prompb.WriteRequest
 	for s := range n {
 		ls := []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("bench_metric_%d", s%20)}}
@@ -32,7 +33,7 @@ func benchRecordV1(b *testing.B, n, off int) []byte {
 
 // benchRecordV2 is benchRecordV1 as a 2.0 request, metadata on every
 // series.
-func benchRecordV2(b *testing.B, n, off int) []byte {
+func benchRecordV2(b testing.TB, n, off int) []byte {
 	raw, err := snappy.Decode(nil, benchRecordV1(b, n, off))
 	if err != nil {
 		b.Fatal(err)
@@ -111,5 +112,50 @@ func benchSplit(b *testing.B, bodies [][]byte, v2 bool) {
 			// On a shared machine wall time overstates the cost.
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*4*1500), "cpu-ns/sample")
 		})
+	}
+}
+
+// BenchmarkSplitShardOnly is one endpoint's exporter of a shard over 3
+// endpoints (Config.Only, as the pipeline runs one per endpoint, each
+// reading every record): only=0 fills its own parts and skips the
+// others' series after hashing them; only=-1 fills every endpoint's parts,
+// as it did before. Per sample of the records, one endpoint's share sent.
+func BenchmarkSplitShardOnly(b *testing.B) {
+	for _, v2 := range []bool{false, true} {
+		var bodies [][]byte
+		for r := range 4 {
+			if v2 {
+				bodies = append(bodies, benchRecordV2(b, 1500, r*1500))
+			} else {
+				bodies = append(bodies, benchRecordV1(b, 1500, r*1500))
+			}
+		}
+		ring := sending.NewRing([]string{"http://a:9090/api/v1/write", "http://b:9090/api/v1/write", "http://c:9090/api/v1/write"})
+		for _, only := range []int{-1, 0} {
+			b.Run(fmt.Sprintf("v2=%v/only=%d", v2, only), func(b *testing.B) {
+				s := newSplitter(1, true, ring, 3)
+				s.only = only
+				var unsnap []byte
+				b.ReportAllocs()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					s.reset(v2)
+					for _, body := range bodies {
+						var err error
+						if unsnap, err = prw.Unsnappy(unsnap, body); err != nil {
+							b.Fatal(err)
+						}
+						if err := s.add(unsnap); err != nil {
+							b.Fatal(err)
+						}
+					}
+					s.finish()
+					// The exporter encodes and sends endpoint 0's part only.
+					s.parts[0].payload = s2.EncodeSnappy(s.parts[0].payload[:0], s.parts[0].body)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*4*1500), "ns/sample")
+				b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*4*1500), "cpu-ns/sample")
+			})
+		}
 	}
 }
