@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func TestGRPCExportEachSignal(t *testing.T) {
@@ -26,7 +28,7 @@ func TestGRPCExportEachSignal(t *testing.T) {
 				if comp != "" {
 					opts = append(opts, grpc.UseCompressor(comp))
 				}
-				rejected, msg, err := p.export(context.Background(), cc, opts...)
+				rejected, msg, err := p.export(waittest.Context(t), cc, opts...)
 				if err != nil {
 					t.Fatalf("export: %v", err)
 				}
@@ -58,7 +60,7 @@ func TestGRPCPartialSuccess(t *testing.T) {
 			if comp != "" {
 				opts = append(opts, grpc.UseCompressor(comp))
 			}
-			rejected, msg, err := p.export(context.Background(), cc, opts...)
+			rejected, msg, err := p.export(waittest.Context(t), cc, opts...)
 			if err != nil {
 				t.Fatalf("%v %q: export: %v", p.kind, comp, err)
 			}
@@ -86,7 +88,7 @@ func TestGRPCConsumerErrors(t *testing.T) {
 			rec := &recorder{respond: func(*Request) (Result, error) { return Result{}, tc.err }}
 			r, _ := startReceiver(t, testConfig(), rec)
 			p := samplePayloads(t, 3)[0]
-			_, _, err := p.export(context.Background(), grpcConn(t, r))
+			_, _, err := p.export(waittest.Context(t), grpcConn(t, r))
 			st := status.Convert(err)
 			if st.Code() != tc.code {
 				t.Fatalf("code = %v (%v), want %v", st.Code(), err, tc.code)
@@ -156,7 +158,7 @@ func TestGRPCTenant(t *testing.T) {
 	if got := rec.last(t).Tenant; got != "team-a" {
 		t.Fatalf("tenant = %q, want team-a", got)
 	}
-	if _, _, err := p.export(context.Background(), cc); err != nil {
+	if _, _, err := p.export(waittest.Context(t), cc); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.last(t).Tenant; got != "default" {
@@ -194,7 +196,7 @@ func TestGRPCTooLarge(t *testing.T) {
 		if comp != "" {
 			opts = append(opts, grpc.UseCompressor(comp))
 		}
-		if _, _, err := p.export(context.Background(), cc, opts...); status.Code(err) != codes.ResourceExhausted {
+		if _, _, err := p.export(waittest.Context(t), cc, opts...); status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("compression %q: %v, want ResourceExhausted", comp, err)
 		}
 	}
@@ -226,16 +228,16 @@ func TestGRPCConcurrencyLimit(t *testing.T) {
 	cc := grpcConn(t, r)
 	p := samplePayloads(t, 2)[0]
 	done := make(chan error, 1)
-	go func() { _, _, err := p.export(context.Background(), cc); done <- err }()
-	<-entered
+	go func() { _, _, err := p.export(waittest.Context(t), cc); done <- err }()
+	waittest.Recv(t, entered, "the first request to reach the consumer")
 	// A second connection: on the first, MaxConcurrentStreams makes the
 	// client wait for a stream instead.
-	_, _, err := p.export(context.Background(), grpcConn(t, r))
+	_, _, err := p.export(waittest.Context(t), grpcConn(t, r))
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || retryDelay(st) <= 0 {
 		t.Fatalf("second request: %v, want ResourceExhausted with RetryInfo", err)
 	}
 	close(unblock)
-	if err := <-done; err != nil {
+	if err := waittest.Recv(t, done, "the first request"); err != nil {
 		t.Fatalf("first request: %v", err)
 	}
 }
@@ -243,7 +245,7 @@ func TestGRPCConcurrencyLimit(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	r, reg := startReceiver(t, testConfig(), &recorder{})
 	p := samplePayloads(t, 10)[1]
-	if _, _, err := p.export(context.Background(), grpcConn(t, r)); err != nil {
+	if _, _, err := p.export(waittest.Context(t), grpcConn(t, r)); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"transport": "grpc", "signal": "metrics", "tenant": "default", "outcome": "accepted"}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func TestHTTPExportEachSignal(t *testing.T) {
@@ -349,13 +350,13 @@ func TestHTTPConcurrencyLimit(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	<-entered
+	waittest.Recv(t, entered, "the first request to reach the consumer")
 	resp, _ := post(t, nil, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("second request: status %d Retry-After %q, want 429 with a hint", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	close(unblock)
-	if got := <-done; got != 200 {
+	if got := waittest.Recv(t, done, "the first request"); got != 200 {
 		t.Fatalf("first request: status %d", got)
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // testCert is a certificate and its key, signed by ca (self-signed when ca
@@ -107,7 +109,7 @@ func TestTLS(t *testing.T) {
 	p := samplePayloads(t, 4)[0]
 
 	cc := grpcConn(t, r, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))
-	if _, _, err := p.export(context.Background(), cc); err != nil {
+	if _, _, err := p.export(waittest.Context(t), cc); err != nil {
 		t.Fatalf("grpc over tls: %v", err)
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS, ForceAttemptHTTP2: true}}
@@ -139,11 +141,11 @@ func TestMutualTLS(t *testing.T) {
 	p := samplePayloads(t, 4)[1]
 
 	anon := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	if _, _, err := p.export(context.Background(), grpcConn(t, r, grpc.WithTransportCredentials(credentials.NewTLS(anon)))); status.Code(err) != codes.Unavailable {
+	if _, _, err := p.export(waittest.Context(t), grpcConn(t, r, grpc.WithTransportCredentials(credentials.NewTLS(anon)))); status.Code(err) != codes.Unavailable {
 		t.Fatalf("grpc without client cert: %v, want a failed handshake", err)
 	}
 	withCert := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{client.tlsCert(t)}}
-	if _, _, err := p.export(context.Background(), grpcConn(t, r, grpc.WithTransportCredentials(credentials.NewTLS(withCert)))); err != nil {
+	if _, _, err := p.export(waittest.Context(t), grpcConn(t, r, grpc.WithTransportCredentials(credentials.NewTLS(withCert)))); err != nil {
 		t.Fatalf("grpc with client cert: %v", err)
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: withCert}}
@@ -172,7 +174,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 			result := make(chan error, 1)
 			if transport == TransportGRPC {
 				cc := grpcConn(t, r)
-				go func() { _, _, err := p.export(context.Background(), cc); result <- err }()
+				go func() { _, _, err := p.export(waittest.Context(t), cc); result <- err }()
 			} else {
 				url := httpURL(r, p.path)
 				go func() {
@@ -186,7 +188,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 					result <- err
 				}()
 			}
-			<-entered
+			waittest.Recv(t, entered, "the request to reach the consumer")
 
 			shutdown := make(chan error, 1)
 			go func() {
@@ -200,10 +202,10 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			close(unblock)
-			if err := <-result; err != nil {
+			if err := waittest.Recv(t, result, "the in-flight request"); err != nil {
 				t.Fatalf("in-flight request failed: %v", err)
 			}
-			if err := <-shutdown; err != nil {
+			if err := waittest.Recv(t, shutdown, "Shutdown"); err != nil {
 				t.Fatalf("Shutdown: %v", err)
 			}
 			if err := r.Shutdown(context.Background()); err != nil {
@@ -247,7 +249,7 @@ func TestShutdownDeadline(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	<-entered
+	waittest.Recv(t, entered, "the request to reach the consumer")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := r.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {

@@ -2,13 +2,14 @@ package otlpreceiver
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // TestMaxRecordsPerRequest: a request with more records than the limit is
@@ -46,7 +47,7 @@ func TestMaxRecordsPerRequest(t *testing.T) {
 					t.Errorf("%s %s: %d %v %q, want 400 with %q", p.path, ct, resp.StatusCode, code, msg, want)
 				}
 			}
-			_, _, err := p.export(context.Background(), cc)
+			_, _, err := p.export(waittest.Context(t), cc)
 			if want == "" && err != nil {
 				t.Errorf("grpc %s %d records: %v", p.path, n, err)
 			}

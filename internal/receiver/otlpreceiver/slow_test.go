@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // raiseNoFile lifts the soft RLIMIT_NOFILE to the hard one and fails the
@@ -152,7 +154,7 @@ func TestSlowClientsCannotStarveFastOnes(t *testing.T) {
 		}
 		lat = append(lat, time.Since(start))
 		start = time.Now()
-		if _, _, err := p.export(context.Background(), fastCC); err != nil {
+		if _, _, err := p.export(waittest.Context(t), fastCC); err != nil {
 			failures++
 			t.Errorf("fast gRPC request: %v", err)
 		}
@@ -352,7 +354,7 @@ func TestMaxConnections(t *testing.T) {
 	if resp, _ := post(t, nil, httpURL(r, p.path), "application/x-protobuf", "", p.proto, nil); resp.StatusCode != 200 {
 		t.Fatalf("http after the held connections closed: %d", resp.StatusCode)
 	}
-	if _, _, err := p.export(context.Background(), grpcConn(t, r)); err != nil {
+	if _, _, err := p.export(waittest.Context(t), grpcConn(t, r)); err != nil {
 		t.Fatalf("grpc after the held connections closed: %v", err)
 	}
 }
