@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/stats"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // TestHandoffAuditModel (audit20): the handoff driven by random sequences
@@ -267,7 +268,7 @@ func TestHandoffAuditStalledLoop(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the handoff's users")
 	if h.drops.Load() == 0 {
 		t.Fatal("nothing dropped: the bound was never reached")
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/receiver/otlpreceiver"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/stats"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // TestHandoff: an entry is taken only at its exact position and only for
@@ -453,9 +454,9 @@ func TestLakeLoopHandoffConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the consumers")
 	close(stop)
-	if err := <-loopDone; err != nil {
+	if err := waittest.Recv(t, loopDone, "the lake loop once stopped"); err != nil {
 		t.Fatal(err)
 	}
 	close(errs)

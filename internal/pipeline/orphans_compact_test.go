@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/compact"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // A start-up orphan sweep must not delete the written but not yet
@@ -94,7 +95,7 @@ func TestSweepOrphansSparesRunningCompaction(t *testing.T) {
 		})
 		done <- runResult{res, err}
 	}()
-	<-paused
+	waittest.Recv(t, paused, "the compaction to reach its replace")
 	// A rollup in flight: its output, announced by an intent under the
 	// rollup lease, lies in a metrics_rollup partition whose compaction
 	// lease is free.
@@ -136,7 +137,7 @@ func TestSweepOrphansSparesRunningCompaction(t *testing.T) {
 		}
 	}
 	close(resume)
-	r := <-done
+	r := waittest.Recv(t, done, "the compaction once resumed")
 	if r.err != nil || r.res.Skipped || len(r.res.Outputs) != len(outputs) {
 		t.Fatalf("compaction after the sweep: %+v, %v", r.res, r.err)
 	}

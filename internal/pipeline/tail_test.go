@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // tailSeqs reads the seq attribute of every row of the logs segments segs
@@ -125,7 +126,7 @@ func testTailBoundary(t *testing.T, flush, run time.Duration, merges bool) {
 			}
 		}()
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the readers")
 	if t.Failed() {
 		return
 	}
