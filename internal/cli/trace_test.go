@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/tracer"
 	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func TestMain(m *testing.M) {
@@ -116,8 +117,8 @@ func startTraceErr(t *testing.T, args ...string) func() (string, string) {
 	drained := make(chan struct{})
 	go func() { _, _ = io.Copy(&stderr, pr); close(drained) }()
 	return func() (string, string) {
-		code := <-done
-		<-drained
+		code := waittest.Recv(t, done, "sluice trace to exit")
+		waittest.Recv(t, drained, "sluice trace's stderr to close")
 		if code != 0 {
 			t.Fatalf("sluice trace exited %d: %s", code, stderr.String())
 		}
@@ -328,7 +329,10 @@ func TestTraceHeadlessShowsLost(t *testing.T) {
 	tracertest.RequireTracing(t, tracer.Check().Err())
 	dir := t.TempDir()
 	child := tracertest.Start(t, dir, "flood")
-	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--ring-size", "4KiB", "--duration", "3s", "--interval", "1h")
+	// The trace ends when the flood's process does (no --duration): a
+	// fixed duration ended it before the flood on a loaded machine, and
+	// the stats made after it were neither shown nor lost.
+	wait := startTrace(t, "--headless", "--pid", strconv.Itoa(child.PID), "--ring-size", "4KiB", "--interval", "1h")
 	child.Go(t)
 	out := wait()
 	m := regexp.MustCompile(`total [^:]*: (\d+) calls .*, lost (\d+),`).FindStringSubmatch(out)
