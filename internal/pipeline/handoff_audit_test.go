@@ -337,7 +337,7 @@ func TestLakeLoopHandoffStalledAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 		recv = append(recv[:0], body...)
-		sc := new(prw.Scanner)
+		sc := &prw.Scanner{LabelKeys: true} // as the receiver scans
 		if !sc.ScanV1(recv) {
 			t.Fatalf("scan refused request %d", r)
 		}

@@ -426,7 +426,7 @@ func TestLakeLoopHandoffConcurrent(t *testing.T) {
 				// As the receiver: decode into its buffer, scan there (the
 				// statistics read the labels from it after the append).
 				recv = append(recv[:0], body...)
-				sc := new(prw.Scanner)
+				sc := &prw.Scanner{LabelKeys: true} // as the receiver scans
 				if !sc.ScanV1(recv) {
 					errs <- fmt.Errorf("scan refused request %d", seq)
 					return

@@ -33,7 +33,7 @@ func scannedRequest(t *testing.T, body []byte) (*otlpreceiver.Request, *prw.Scan
 // scannedRequestV is scannedRequest for remote write version v.
 func scannedRequestV(t *testing.T, v uint8, body []byte) (*otlpreceiver.Request, *prw.Scanner) {
 	t.Helper()
-	sc := new(prw.Scanner)
+	sc := &prw.Scanner{LabelKeys: true} // as the receiver scans
 	if v == 1 && !sc.ScanV1(body) || v == 2 && !sc.ScanV2(body) {
 		t.Fatal("the scan refused a plain request")
 	}

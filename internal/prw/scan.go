@@ -34,11 +34,20 @@ type Scanner struct {
 	// Names are the distinct metric names of the request, aliasing body.
 	Names [][]byte
 	// Per sample: its name (index in Names), its series id (as
-	// signal.Metrics.ComputeSeriesIDs computes it for the decoded point)
-	// and its time in nanoseconds.
+	// signal.Metrics.ComputeSeriesIDs computes it for the decoded point;
+	// with LabelKeys its series' LabelsKey instead) and its time in
+	// nanoseconds.
 	Name []uint32
 	ID   []uint64
 	Time []int64
+	// LabelKeys makes ID hold each series' LabelsKey (labelskey.go), all
+	// the live statistics need, instead of its lake series id: one hash of
+	// the series' label fields instead of one per label value and a mix
+	// per label. The scan then also takes only labels in canonical
+	// encoding (minimal varints), which the key assumes; others go to the
+	// decoder. Set it before a scan; the lake's own scans (PlainAppender)
+	// need the ids and leave it unset.
+	LabelKeys bool
 	// Attrs is the attribute count the decoded batch would hold (labels
 	// other than __name__ over all series; in 2.0 with metadata an upper
 	// bound, ScanV2); MaxAttrs the most of one series. The consumer checks
@@ -76,6 +85,7 @@ type Scanner struct {
 	symHash []uint64 // xxhash per symbol, 0 until computed
 	symName []uint32 // per symbol: index in Names + 1, 0 until looked up
 	prevRef []uint32 // label name references of the previous series
+	fields  []byte   // a series' label fields in canonical encoding (LabelKeys)
 	meta    bool     // a series had metadata
 }
 
@@ -202,9 +212,9 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 			}
 		}
 		n, v, le := labelAt(b, i)
-		if le < 0 {
+		if le < 0 || s.LabelKeys && le-i != labelFieldLen(len(n), len(v)) {
 			s.vals = vals
-			return false
+			return false // malformed, or a varint longer than it needs (the key hashes the bytes)
 		}
 		var kh uint64
 		if same && k < len(s.prev) && sameName(s.prev[k].name, n) {
@@ -236,13 +246,24 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 	s.vals = vals
 	var sum uint64
 	nAttrs := 0
-	for _, v := range vals {
-		if v.start >= 0 {
-			if v.start == v.end {
-				return false // an empty value: the decoder drops the label
+	if s.LabelKeys {
+		for _, v := range vals {
+			if v.start >= 0 {
+				if v.start == v.end {
+					return false // an empty value: the decoder drops the label
+				}
+				nAttrs++
 			}
-			sum += signal.SeriesPair(v.nameHash, signal.ValueString, hashValue(b[v.start:v.end]))
-			nAttrs++
+		}
+	} else {
+		for _, v := range vals {
+			if v.start >= 0 {
+				if v.start == v.end {
+					return false
+				}
+				sum += signal.SeriesPair(v.nameHash, signal.ValueString, hashValue(b[v.start:v.end]))
+				nAttrs++
+			}
 		}
 	}
 	// ASCII over the label fields (tags and lengths included) means every
@@ -258,7 +279,12 @@ func (s *Scanner) seriesV1(b []byte, i int) bool {
 	}
 	lab := [2]int32{int32(labStart), int32(i)}
 	ni, nh := s.nameIndex(name)
-	id := signal.SeriesID(nh, seriesResHash, sum)
+	var id uint64
+	if s.LabelKeys {
+		id = LabelsKey(b[labStart:i])
+	} else {
+		id = signal.SeriesID(nh, seriesResHash, sum)
+	}
 	samples := 0
 	for i < e {
 		if b[i] != 2<<3|wtLen { // histograms, exemplars, labels after samples, unknown fields

@@ -95,6 +95,7 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 	k, nAttrs := 0, 0
 	same := true // the name references so far are those of the previous series
 	var prev []byte
+	fields := s.fields[:0]
 	for p := ls; p < le; {
 		nr, p1 := refAt(b[:le], p)
 		if p1 < 0 || p1 >= le {
@@ -125,8 +126,13 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 			if len(s.sym[vr]) == 0 {
 				return false // an empty value: the decoder drops the label
 			}
-			sum += signal.SeriesPair(s.hashSym(uint32(nr)), signal.ValueString, s.hashSym(uint32(vr)))
+			if !s.LabelKeys {
+				sum += signal.SeriesPair(s.hashSym(uint32(nr)), signal.ValueString, s.hashSym(uint32(vr)))
+			}
 			nAttrs++
+		}
+		if s.LabelKeys {
+			fields = AppendLabelField(fields, n, s.sym[vr])
 		}
 		prev = n
 		k++
@@ -139,7 +145,13 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 	}
 	lab := [2]int32{int32(ls), int32(le)}
 	ni, nh := s.symNameIndex(uint32(nameRef))
-	id := signal.SeriesID(nh, seriesResHash, sum)
+	var id uint64
+	if s.LabelKeys {
+		s.fields = fields
+		id = LabelsKey(fields)
+	} else {
+		id = signal.SeriesID(nh, seriesResHash, sum)
+	}
 	samples := 0
 	meta, created := false, false
 	// The start timestamps the decoder ignores (startOf): a sample's own,

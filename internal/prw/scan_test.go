@@ -103,7 +103,122 @@ func checkScanAgreesV(t *testing.T, v int, body []byte) bool {
 		t.Fatalf("scan max attributes %d, batch %d", s.MaxAttrs, maxAttrs)
 	}
 	checkNameHashes(t, &s)
+	checkLabelKeys(t, v, body, &s, &m)
 	return true
+}
+
+// checkLabelKeys: with LabelKeys the scan takes the request s took (for
+// 1.0 unless its bytes are not the encoders' canonical ones) with the same
+// samples, names and times, and its ids are the label-set keys of the
+// decoded series (m), computed here from the decoded labels.
+func checkLabelKeys(t *testing.T, v int, body []byte, s *Scanner, m *signal.Metrics) {
+	t.Helper()
+	k := Scanner{LabelKeys: true}
+	var ok bool
+	if v == 1 {
+		ok = k.ScanV1(body)
+	} else {
+		ok = k.ScanV2(body)
+	}
+	if !ok {
+		if v == 2 || canonicalV1(body) {
+			t.Fatal("with LabelKeys the scan refused a plain request")
+		}
+		return
+	}
+	if !slices.Equal(k.Name, s.Name) || !slices.Equal(k.Time, s.Time) || k.Attrs != s.Attrs || k.MaxAttrs != s.MaxAttrs || k.Series != s.Series {
+		t.Fatal("with LabelKeys the scan found other samples")
+	}
+	for i := range m.Len() {
+		if got, want := k.ID[i], decodedLabelsKey(m, i); got != want {
+			t.Fatalf("sample %d: label-set key %x, of the decoded labels %x", i, got, want)
+		}
+	}
+}
+
+// canonicalV1 reports whether body is what prompb marshals of itself.
+func canonicalV1(body []byte) bool {
+	var req prompb.WriteRequest
+	if req.Unmarshal(body) != nil {
+		return false
+	}
+	b, err := req.Marshal()
+	return err == nil && bytes.Equal(b, body)
+}
+
+// decodedLabelsKey is the LabelsKey of point i's labels: __name__ (its
+// metric name) and its attributes, sorted by name.
+func decodedLabelsKey(m *signal.Metrics, i int) uint64 {
+	type kv struct{ k, v string }
+	ls := []kv{{"__name__", m.String(m.Descs[m.Desc[i]].Name)}}
+	for a := m.Attr[i].Start; a < m.Attr[i].End; a++ {
+		ls = append(ls, kv{m.Keys.Name(m.Attrs.Key[a]), m.AttrString(int(a))})
+	}
+	slices.SortFunc(ls, func(x, y kv) int { return strings.Compare(x.k, y.k) })
+	var f []byte
+	for _, l := range ls {
+		f = protowire.AppendTag(f, 1, protowire.BytesType)
+		f = protowire.AppendVarint(f, uint64(protowire.SizeTag(1)*2+protowire.SizeBytes(len(l.k))+protowire.SizeBytes(len(l.v))))
+		f = protowire.AppendTag(f, 1, protowire.BytesType)
+		f = protowire.AppendString(f, l.k)
+		f = protowire.AppendTag(f, 2, protowire.BytesType)
+		f = protowire.AppendString(f, l.v)
+	}
+	return LabelsKey(f)
+}
+
+// TestScanLabelKeysOverlongVarint: a label whose lengths are written with
+// more varint bytes than they need is valid protobuf, taken by the plain
+// scan and the decoder, but its bytes are not the canonical ones the
+// label-set key hashes: with LabelKeys the scan leaves it to the decoder.
+func TestScanLabelKeysOverlongVarint(t *testing.T) {
+	label := func(name, value string, overlong bool) []byte {
+		var l []byte
+		l = protowire.AppendTag(l, 1, protowire.BytesType)
+		if overlong {
+			l = append(l, byte(len(name))|0x80, 0) // the same length in two bytes
+			l = append(l, name...)
+		} else {
+			l = protowire.AppendString(l, name)
+		}
+		l = protowire.AppendTag(l, 2, protowire.BytesType)
+		l = protowire.AppendString(l, value)
+		f := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendBytes(f, l)
+	}
+	for _, overlong := range []bool{false, true} {
+		var ts []byte
+		ts = append(ts, label("__name__", "up", false)...)
+		ts = append(ts, label("job", "api", overlong)...)
+		smp := protowire.AppendTag(nil, 1, protowire.Fixed64Type)
+		smp = protowire.AppendFixed64(smp, math.Float64bits(1))
+		smp = protowire.AppendTag(smp, 2, protowire.VarintType)
+		smp = protowire.AppendVarint(smp, t0ms)
+		ts = protowire.AppendTag(ts, 2, protowire.BytesType)
+		ts = protowire.AppendBytes(ts, smp)
+		body := protowire.AppendTag(nil, 1, protowire.BytesType)
+		body = protowire.AppendBytes(body, ts)
+		if !checkScanAgrees(t, body) {
+			t.Fatalf("overlong %v: the plain scan refused the request", overlong)
+		}
+		k := Scanner{LabelKeys: true}
+		if got := k.ScanV1(body); got == overlong {
+			t.Fatalf("overlong %v: LabelKeys scan took it: %v", overlong, got)
+		}
+	}
+}
+
+// TestLabelKeysSameAcrossVersions: a series has one label-set key whether
+// it came in 1.0 or 2.0, as the statistics count it once either way.
+func TestLabelKeysSameAcrossVersions(t *testing.T) {
+	b1, b2 := benchBodies(50, 6)
+	k1, k2 := Scanner{LabelKeys: true}, Scanner{LabelKeys: true}
+	if !k1.ScanV1(b1) || !k2.ScanV2(b2) {
+		t.Fatal("refused")
+	}
+	if len(k1.ID) == 0 || !slices.Equal(k1.ID, k2.ID) {
+		t.Fatalf("1.0 keys %x\n2.0 keys %x", k1.ID, k2.ID)
+	}
 }
 
 // checkNameHashes: the name hashes the statistics take are those of Names.

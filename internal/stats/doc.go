@@ -10,9 +10,14 @@
 // processing rules ran and the queue accepted it, so the statistics count
 // exactly what is stored and forwarded. A remote-write request queued
 // without a batch (package prw's Scanner) is counted by ObserveSeries from
-// its samples' names, series ids and times, exactly as Observe counts the
-// decoded batch (TestObserveSeriesMatchesObserve): the same table, so a
-// series counts once whichever path carried it.
+// its samples' names, label-set keys and times, exactly as Observe counts
+// the decoded batch (TestObserveSeriesMatchesObserve): the same table, so a
+// series counts once whichever path carried it. A remote-write series is
+// keyed by prw.LabelsKey, not by its series id, on both paths: the scan
+// hashes a series' label bytes once instead of computing the lake's id
+// (a hash per label value and a mix per label); Observe writes the labels
+// of a decoded remote-write point out and hashes them (rwKey), once per
+// series while rwKeySlots remembers it.
 //
 // # Windows
 //
@@ -26,8 +31,8 @@
 // # Invariants
 //
 //  1. Exact, in bounded memory: a series is one 8-byte word (48 bits of a
-//     64-bit hash of tenant, series id, unit and type, and its window; see
-//     seriesKey) and a 4-byte bucket count aside, no strings kept per
+//     64-bit hash of tenant, series id (remote write: label-set key), unit
+//     and type, and its window; see seriesKey) and a 4-byte bucket count aside, no strings kept per
 //     series. Counts are exact up to Config.MaxSeries active series (a
 //     48-bit collision is the only error); past it new series are not
 //     tracked and sluice_stats_series_overflow_total counts their points.

@@ -2,11 +2,14 @@ package stats
 
 import (
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/sluice-dev/sluice/internal/promname"
+	"github.com/sluice-dev/sluice/internal/prw"
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/unsafex"
 )
@@ -16,11 +19,12 @@ import (
 type Label struct{ Name, Value []byte }
 
 // Series is a request's float samples as a receiver that built no batch
-// found them (remote write relayed as received, package prw's Scanner):
-// each is a gauge sample with no unit, as the remote-write decoder maps
-// it, named Names[Name[i]], of series ID[i] (the id the decoded point
-// would have) at Time[i] (ns). ObserveSeries counts it exactly as Observe
-// counts the decoded batch.
+// found them (remote write relayed as received, package prw's Scanner
+// with LabelKeys): each is a gauge sample with no unit, as the
+// remote-write decoder maps it, named Names[Name[i]], of the series whose
+// label set has key ID[i] (prw.LabelsKey) at Time[i] (ns). ObserveSeries
+// counts it exactly as Observe counts the decoded batch, which keys
+// remote-write series by prw.LabelsKey too (rwKey).
 type Series struct {
 	Names [][]byte
 	// NameHash, when not nil, is xxhash.Sum64 of each Names entry, as the
@@ -194,3 +198,86 @@ func (s *Stats) labelKey(name []byte) string {
 	s.labelKeys[key] = key
 	return key
 }
+
+// rwLast is the point rwKey keyed last in the batch Observe counts (reset
+// per call): the next point of the same series (its descriptor, resource
+// and attribute set alike) has its key.
+type rwLast struct {
+	desc     uint32
+	res      uint32
+	attr     signal.Range
+	key      uint64
+	computed bool
+}
+
+// rwKey is the key of point i of a remote-write batch b: the prw.LabelsKey
+// of its labels (its metric name as __name__ and its attributes), which
+// ObserveSeries gets from the scan for the same series, so that a series
+// counts once whether its request was scanned or decoded. A point no
+// remote-write request makes (its resource has attributes, or an attribute
+// is not a string: an OTLP batch under the remote-write scope name) keeps
+// its series id, id.
+func (s *Stats) rwKey(b *signal.Metrics, i int, id uint64) uint64 {
+	c := &b.Common
+	r := b.Attr[i]
+	l := &s.lastKey
+	if l.computed && l.desc == b.Desc[i] && l.res == b.Resource[i] && l.attr == r {
+		return l.key
+	}
+	if b.Resources[b.Resource[i]].Attrs.Len() > 0 {
+		return id
+	}
+	if s.rwKeys == nil {
+		s.rwKeys = make([]rwKeySlot, rwKeySlots)
+	}
+	slot := &s.rwKeys[id&(rwKeySlots-1)]
+	if slot.id == id && slot.key != 0 {
+		*l = rwLast{desc: b.Desc[i], res: b.Resource[i], attr: r, key: slot.key, computed: true}
+		return slot.key
+	}
+	ord := s.ord[:0]
+	sorted := true
+	for a := r.Start; a < r.End; a++ {
+		if c.Attrs.Type[a] != signal.ValueString {
+			s.ord = ord
+			return id
+		}
+		if len(ord) > 0 && c.Keys.Name(c.Attrs.Key[ord[len(ord)-1]]) >= c.Keys.Name(c.Attrs.Key[a]) {
+			sorted = false
+		}
+		ord = append(ord, a)
+	}
+	if !sorted { // the decoder sorts them; an OTLP batch may not
+		slices.SortStableFunc(ord, func(x, y uint32) int {
+			return strings.Compare(c.Keys.Name(c.Attrs.Key[x]), c.Keys.Name(c.Attrs.Key[y]))
+		})
+	}
+	s.ord = ord
+	name := b.Bytes(b.Descs[b.Desc[i]].Name)
+	f := s.fields[:0]
+	named := false
+	for _, a := range ord {
+		k := c.Keys.Name(c.Attrs.Key[a])
+		if !named && k > labels.MetricName {
+			f, named = prw.AppendLabelField(f, labels.MetricName, unsafex.String(name)), true
+		}
+		f = prw.AppendLabelField(f, k, c.AttrString(int(a)))
+	}
+	if !named {
+		f = prw.AppendLabelField(f, labels.MetricName, unsafex.String(name))
+	}
+	s.fields = f
+	*l = rwLast{desc: b.Desc[i], res: b.Resource[i], attr: r, key: prw.LabelsKey(f), computed: true}
+	*slot = rwKeySlot{id: id, key: l.key}
+	return l.key
+}
+
+// rwKeySlots is the size of rwKey's memo (16 bytes a slot: 2 MiB, made on
+// the first decoded remote-write batch): a series is written out and
+// hashed once, then found by its series id, which is trusted as its
+// identity as the lake trusts it (signal.SeriesID covers the name, the
+// resource and every attribute with its type). A slot another series
+// takes is computed again when its series comes back.
+const rwKeySlots = 1 << 17
+
+type rwKeySlot struct{ id, key uint64 }

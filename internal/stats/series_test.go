@@ -56,7 +56,7 @@ func observeBoth(t *testing.T, a, b *Stats, tenant string, body []byte) {
 		t.Fatal(err)
 	}
 	a.Observe(tenant, &m, len(body))
-	var sc prw.Scanner
+	sc := prw.Scanner{LabelKeys: true}
 	if !sc.ScanV1(body) {
 		t.Fatal("the scan refused a plain request")
 	}
@@ -111,7 +111,7 @@ func TestObserveSeriesMatchesObserve(t *testing.T) {
 			if round%2 == 0 {
 				mixed.Observe(tenant, &m, len(body))
 			} else {
-				var sc prw.Scanner
+				sc := prw.Scanner{LabelKeys: true}
 				sc.ScanV1(body)
 				var ll []prw.Label
 				mixed.ObserveSeries(tenant, &Series{Names: sc.Names, Name: sc.Name, ID: sc.ID, Time: sc.Time, Labels: func(i int, dst []Label) []Label {
@@ -137,7 +137,7 @@ func TestObserveSeriesMatchesObserve(t *testing.T) {
 func TestObserveSeriesAllocatesNothingForKnownSeries(t *testing.T) {
 	s, c := newTest(t, Config{})
 	body := rwBody(t, 1500, 0, c.t.UnixMilli())
-	var sc prw.Scanner
+	sc := prw.Scanner{LabelKeys: true}
 	if !sc.ScanV1(body) {
 		t.Fatal("refused")
 	}

@@ -211,6 +211,11 @@ type Stats struct {
 	sl   []Label
 	// ObserveSeries's label names (series.go), under mu.
 	labelKeys map[string]string
+	// rwKey's scratch and its last point's key (series.go), under mu.
+	ord     []uint32
+	fields  []byte
+	lastKey rwLast
+	rwKeys  []rwKeySlot
 }
 
 type lbl struct {
@@ -268,6 +273,7 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 	ep := uint64(s.epoch) & epochMask
 	t := s.tenant(tenant)
 	s.resolve(t, b)
+	s.lastKey = rwLast{}
 
 	minT, maxT := int64(math.MaxInt64), int64(math.MinInt64)
 	var total int64
@@ -281,7 +287,11 @@ func (s *Stats) Observe(tenant string, b *signal.Metrics, recordBytes int) {
 		minT, maxT = min(minT, ts), max(maxT, ts)
 		nb, k := s.countSamples(b, i, d.kind, &s.ds[di])
 		total += k
-		key := seriesKey(mix(b.SeriesID[i] ^ d.fold))
+		id := b.SeriesID[i]
+		if d.rw {
+			id = s.rwKey(b, i, id)
+		}
+		key := seriesKey(mix(id ^ d.fold))
 		p, w := s.find(key)
 		if w != 0 {
 			if w&epochMask == ep {

@@ -25,8 +25,10 @@
 // (labels sorted and valid, float samples only, 2.0 metadata and start
 // timestamps included: what Prometheus and vmagent send in steady state;
 // a 2.0 answer's headers count its samples) goes to the consumer as Request.Scanned, with its point
-// and attribute counts and, per sample, the metric name, series id and
-// time the live statistics count; no batch is built. Anything else
+// and attribute counts and, per sample, the metric name, label-set key
+// (prw.LabelsKey, Scanner.LabelKeys: one hash of the series' label bytes,
+// not the lake's series id, which the lake loop computes from the body it
+// is handed) and time the live statistics count; no batch is built. Anything else
 // (histograms, exemplars, metadata, unsorted labels, invalid series, a
 // malformed message) is decoded as below, so every answer is the one the
 // decoder gives (TestScanAnswersAsTheDecoder).

@@ -190,6 +190,9 @@ func New(cfg Config, c otlpreceiver.Consumer) (*Handler, error) {
 	h.pool.New = func() any {
 		x := new(exchange)
 		x.scanned.Series.Labels = x.seriesLabels
+		// The scan's ids go to the live statistics only (the lake loop
+		// scans the body it is handed itself): label-set keys suffice.
+		x.scan.LabelKeys = true
 		return x
 	}
 	if cfg.Registerer != nil {

@@ -76,8 +76,8 @@ func (r *recorder) Consume(_ context.Context, req *otlpreceiver.Request) (otlpre
 			panic("the body and the scan differ")
 		}
 		for i := range m.Len() {
-			if req.Scanned.Series.ID[i] != m.SeriesID[i] {
-				panic("the scan's series ids differ from the batch's")
+			if req.Scanned.Series.ID[i] != labelsKey(&m, i) {
+				panic("the scan's label-set keys differ from the batch's labels'")
 			}
 		}
 		r.scanned++
@@ -386,4 +386,24 @@ func TestNotRefused(t *testing.T) {
 			t.Errorf("notRefused(%d, %d, %d) = %d, %d; want %d, %d", c.s, c.h, c.refused, ws, wh, c.ws, c.wh)
 		}
 	}
+}
+
+// labelsKey is the prw.LabelsKey of point i of a decoded remote-write
+// batch: its labels (attributes, sorted by name, and its name as
+// __name__) in canonical encoding.
+func labelsKey(m *signal.Metrics, i int) uint64 {
+	name := m.String(m.Descs[m.Desc[i]].Name)
+	var f []byte
+	named := false
+	for a := m.Attr[i].Start; a < m.Attr[i].End; a++ {
+		k := m.Keys.Name(m.Attrs.Key[a])
+		if !named && k > "__name__" {
+			f, named = prw.AppendLabelField(f, "__name__", name), true
+		}
+		f = prw.AppendLabelField(f, k, m.AttrString(int(a)))
+	}
+	if !named {
+		f = prw.AppendLabelField(f, "__name__", name)
+	}
+	return prw.LabelsKey(f)
 }

@@ -1,0 +1,51 @@
+package prw
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+)
+
+// The live statistics (package stats) count a remote-write series by a key
+// of its label set, not by its lake series id (signal.SeriesID): the id
+// costs a hash of every label value and a mix per label, a sixth of the
+// relay's CPU, and the statistics need only an identity. LabelsKey is a
+// 64-bit maphash, seeded per process, of the series' labels (__name__
+// included) as remote write 1.0 writes them in protobuf's canonical
+// encoding: per label a TimeSeries field 1 holding a Label with field 1
+// (name) then field 2 (value), every length a minimal varint, the labels
+// sorted by name, unique, none with an empty value. ScanV1 takes only
+// that encoding, so with Scanner.LabelKeys it hashes a series' label
+// fields as the request holds them, in one call; ScanV2 and the
+// statistics' decoded batches write those bytes (AppendLabelField) and
+// hash them, so a series has one key whichever path or protocol version
+// carried it. As with IDMemo's keys, the key is trusted as the series'
+// identity: two label sets share one with probability about 2^-64, and
+// without the seed a client cannot aim at a collision.
+
+var labelsSeed = maphash.MakeSeed()
+
+// LabelsKey is the key of a label set from its label fields in canonical
+// encoding (see above).
+func LabelsKey(fields []byte) uint64 { return maphash.Bytes(labelsSeed, fields) }
+
+// AppendLabelField appends label name=value as a TimeSeries' Label field
+// in canonical encoding (field 1: tag, length, then the Label message's
+// name and value fields) to dst.
+func AppendLabelField[T string | []byte](dst []byte, name, value T) []byte {
+	inner := 2 + varintLen(uint64(len(name))) + len(name) + varintLen(uint64(len(value))) + len(value)
+	dst = append(dst, 1<<3|wtLen)
+	dst = binary.AppendUvarint(dst, uint64(inner))
+	dst = append(dst, 1<<3|wtLen)
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = append(dst, 2<<3|wtLen)
+	dst = binary.AppendUvarint(dst, uint64(len(value)))
+	return append(dst, value...)
+}
+
+// labelFieldLen is the length of a label's field in canonical encoding:
+// a field whose bytes are longer has an overlong varint.
+func labelFieldLen(name, value int) int {
+	inner := 2 + varintLen(uint64(name)) + name + varintLen(uint64(value)) + value
+	return 1 + varintLen(uint64(inner)) + inner
+}
