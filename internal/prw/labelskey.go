@@ -32,6 +32,13 @@ func LabelsKey(fields []byte) uint64 { return maphash.Bytes(labelsSeed, fields) 
 // in canonical encoding (field 1: tag, length, then the Label message's
 // name and value fields) to dst.
 func AppendLabelField[T string | []byte](dst []byte, name, value T) []byte {
+	if inner := 4 + len(name) + len(value); inner < 0x80 {
+		// The usual label: every length one byte.
+		dst = append(dst, 1<<3|wtLen, byte(inner), 1<<3|wtLen, byte(len(name)))
+		dst = append(dst, name...)
+		dst = append(dst, 2<<3|wtLen, byte(len(value)))
+		return append(dst, value...)
+	}
 	inner := 2 + varintLen(uint64(len(name))) + len(name) + varintLen(uint64(len(value))) + len(value)
 	dst = append(dst, 1<<3|wtLen)
 	dst = binary.AppendUvarint(dst, uint64(inner))
