@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // seqCounts counts the records of tenant in a lake by their "seq".
@@ -152,7 +153,7 @@ func TestForwardKilledDownstream(t *testing.T) {
 	retried := metricValue(t, up.admin, fmt.Sprintf(`sluice_exporter_retried_requests_total{endpoint="http://%s",exporter="otlp/down"}`, downHTTP))
 	// Graceful stop commits the downstream lake.
 	down.cmd.Process.Signal(os.Interrupt)
-	<-down.exited
+	waittest.Recv(t, down.exited, "the downstream sluice to stop on SIGINT")
 
 	got := seqCounts(t, downLake, "relay")
 	missing, dups := 0, 0

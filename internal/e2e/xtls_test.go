@@ -133,7 +133,7 @@ shutdown_timeout: %s
 	// Graceful stop commits the downstream lake: every record arrived
 	// once per delivering exporter (at least once).
 	down.cmd.Process.Signal(os.Interrupt)
-	<-down.exited
+	down.wait(t, time.Minute)
 	got := seqCounts(t, downLake, "default")
 	for seq := range int64(reqs * per) {
 		if got[seq] < 3 {
