@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // t0 is a whole minute.
@@ -364,9 +365,9 @@ func TestAggregateReloadUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	wg.Wait()
+	waittest.Wait(t, &wg, "the feeding workers")
 	close(stop)
-	<-done
+	waittest.Recv(t, done, "the reloader once stopped")
 	if _, err := m.Flush(t0.Add(10*time.Minute), emit); err != nil {
 		t.Fatal(err)
 	}

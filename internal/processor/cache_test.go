@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 const sharedRules = `
@@ -50,7 +52,7 @@ func TestConcurrentRequestsShareDecisions(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the concurrent requests")
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)

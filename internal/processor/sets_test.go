@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -91,7 +92,7 @@ func TestLimitConcurrentExact(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the concurrent limiters")
 	if len(kept) != 500 {
 		t.Fatalf("%d distinct series kept by 4 concurrent writers under a tenant limit of 500", len(kept))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // gauges decodes an OTLP/JSON request of service svc with one gauge
@@ -329,7 +330,7 @@ func TestConcurrent(t *testing.T) {
 		}
 	}()
 	for range 5 {
-		<-done
+		waittest.Recv(t, done, "the observers and readers")
 	}
 	sum := s.Summary("", 10)
 	if len(sum.Tenants) != 2 || sum.Tenants[0].Series != 100 || sum.Tenants[1].Series != 100 || sum.Tenants[0].Samples != 10000 {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 var hour3 = time.Date(2024, 5, 1, 3, 0, 0, 0, time.UTC)
@@ -384,7 +386,7 @@ func TestTwoHandlesConcurrentWrites(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the writers on both handles")
 		close(errs)
 		for err := range errs {
 			t.Error(err)
@@ -457,7 +459,7 @@ func TestLeases(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the concurrent lease takers")
 		if winners != 1 {
 			t.Fatalf("%d lease winners, want 1", winners)
 		}

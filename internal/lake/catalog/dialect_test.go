@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // TestMain stops the PostgreSQL server pgtest may have started.
@@ -126,7 +127,7 @@ func TestConcurrentOpen(t *testing.T) {
 				c.Close()
 			})
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the concurrent Opens")
 		c := tg.open(t)
 		var n int
 		if err := c.db.QueryRow(`SELECT COUNT(*) FROM schema_version`).Scan(&n); err != nil || n != 1 {
@@ -174,7 +175,7 @@ func TestConcurrentReplaceOneWins(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the concurrent Replaces")
 		if won != 1 {
 			t.Fatalf("%d Replaces committed, want 1", won)
 		}
@@ -211,7 +212,7 @@ func TestConcurrentQueueCommitOneWins(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the concurrent queue commits")
 		if won != 1 {
 			t.Fatalf("%d commits won, want 1", won)
 		}

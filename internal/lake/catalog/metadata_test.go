@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func TestFamilyMetadata(t *testing.T) {
@@ -68,7 +70,7 @@ func TestFamilyMetadata(t *testing.T) {
 				errs <- err
 			}()
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the concurrent metadata writers")
 		close(errs)
 		for err := range errs {
 			if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 const childEnv = "SLUICE_CATALOG_TEST_CHILD" // "<dsn>|<writer name>"
@@ -42,7 +44,7 @@ func TestCrossProcessWrites(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		wg.Wait()
+		waittest.Wait(t, &wg, "the concurrent writers")
 		if n := len(mustList(t, c, Filter{})); n != (children+1)*childBatches {
 			t.Fatalf("%d segments, want %d", n, (children+1)*childBatches)
 		}

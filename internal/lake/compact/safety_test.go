@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // fileRows renders every row of a lake file by column name, independent of
@@ -558,7 +559,7 @@ func testConcurrent(t *testing.T, dsn string) {
 	wg.Add(2)
 	go func() { defer wg.Done(); run("a", cat1, jobs1) }()
 	go func() { defer wg.Done(); slices.Reverse(jobs2); run("b", cat2, jobs2) }()
-	wg.Wait()
+	waittest.Wait(t, &wg, "the two compactors")
 	if overlaps.Load() > 0 {
 		t.Fatalf("%d overlapping runs", overlaps.Load())
 	}

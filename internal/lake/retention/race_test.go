@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/compact"
 	"github.com/sluice-dev/sluice/internal/otlp"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -188,7 +189,7 @@ func TestRetentionRacesCompaction(t *testing.T) {
 				rres, rerr = Apply(ctx, c2, parts[i], Options{Owner: "retention"})
 			})
 			close(cstart)
-			wg.Wait()
+			waittest.Wait(t, &wg, "retention and compaction")
 			if rerr != nil {
 				t.Fatalf("round %d: retention: %v", r, rerr)
 			}

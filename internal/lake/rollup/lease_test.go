@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/compact"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 // rollupFiles lists every file of the metrics_rollup table on disk.
@@ -85,7 +86,7 @@ func TestRunRenewsLease(t *testing.T) {
 		Progress: func(_, _, _ int64) { once.Do(func() { time.Sleep(3 * ttl) }) },
 	})
 	close(stop)
-	wg.Wait()
+	waittest.Wait(t, &wg, "the rollup run")
 	if err != nil || res.Skipped || len(res.Outputs) != 3 {
 		t.Fatalf("slow run: %+v, %v", res, err)
 	}

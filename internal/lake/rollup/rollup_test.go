@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/compact"
 	"github.com/sluice-dev/sluice/internal/signal"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -156,7 +157,7 @@ func TestConcurrentRuns(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	wg.Wait()
+	waittest.Wait(t, &wg, "the concurrent rollup runs")
 	hours := map[string]bool{}
 	for _, s := range liveSegs(t, e.cat, lake.TableMetrics) {
 		hours[catalog.PartitionDir("", s.Tenant, s.Day, s.Hour)] = true
