@@ -662,6 +662,9 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 	)
 
 	// Series, label names and values.
+	manySets := []string{`diffapi_http_requests_total{code="500"}`, `diffapi_http_requests_total{code=~"2.."}`, `diffapi_queue_depth`,
+		`diffapi_temperature_celsius`, `diffapi_request_duration_seconds_bucket{le=~"0.5|\\+Inf"}`, `{__name__=~"diffapi_odd|diffapi_build_info"}`,
+		`diffapi_nonexistent`, `{__name__=~"diffapi_queue_.+", queue!="dead"}`}
 	for _, c := range []diffCall{
 		{"/api/v1/series", url.Values{"match[]": {`diffapi_http_requests_total{code="500"}`}}, false},
 		{"/api/v1/series", url.Values{"match[]": {`diffapi_build_info`, `{__name__=~"diffapi_odd|instance:.*"}`}}, true},
@@ -684,6 +687,15 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 		{"/api/v1/label/nosuchlabel/values", nil, false},
 		{"/api/v1/label/le/values", url.Values{"match[]": {`diffapi_request_duration_seconds_bucket`, `{le="+Inf"}`}}, false},
 		{"/api/v1/labels", url.Values{"match[]": {`{`}}, false},
+		// Many match[] sets, as Grafana sends for a dashboard's panels:
+		// overlapping, of several metrics, one matching nothing (sluice
+		// reads them in one scan).
+		{"/api/v1/labels", url.Values{"match[]": manySets, "start": {rfc(-1)}, "end": {at(200)}}, true},
+		{"/api/v1/label/job/values", url.Values{"match[]": manySets}, false},
+		{"/api/v1/label/__name__/values", url.Values{"match[]": append([]string{`{job="api"}`}, manySets...), "start": {rfc(-1)}, "end": {at(200)}}, false},
+		{"/api/v1/label/le/values", url.Values{"match[]": manySets}, false},
+		{"/api/v1/label/code/values", url.Values{"match[]": manySets, "start": {rfc(30)}, "end": {rfc(90)}}, false},
+		{"/api/v1/series", url.Values{"match[]": manySets, "start": {rfc(30)}, "end": {rfc(90)}}, true},
 		{"/api/v1/series", url.Values{"match[]": {`diffapi_odd`, `diffapi_build_info`, `{__name__=~"instance:.+"}`}}, true},
 		{"/api/v1/series", url.Values{"match[]": {`diffapi_odd`, `diffapi_build_info`}, "limit": {"9"}}, true},
 		{"/api/v1/series", url.Values{"match[]": {`diffapi_odd`}, "limit": {"7"}}, false},

@@ -627,11 +627,17 @@ func (h *Handler) queryContext(r *http.Request) (context.Context, context.Cancel
 // queryable reads tenant t's lake, charging loaded samples to the
 // request's memory budget.
 func (h *Handler) queryable(ctx context.Context, t string) storage.Queryable {
+	return h.cfg.Adapter.Queryable(t, h.limitsOf(ctx))
+}
+
+// limitsOf is the lake limits of a query, charging loaded samples to the
+// request's memory budget.
+func (h *Handler) limitsOf(ctx context.Context) prom.Limits {
 	lim := h.cfg.Limits
 	if b := budgetOf(ctx); b != nil {
 		lim.Charge = b.charge
 	}
-	return h.cfg.Adapter.Queryable(t, lim)
+	return lim
 }
 
 // checkExpr refuses a PromQL expression or selector longer or deeper than
@@ -862,39 +868,20 @@ func (h *Handler) series(r *http.Request, t string) (any, error) {
 		return nil, err
 	}
 	defer m.close()
-	seen := map[uint64][]labels.Labels{}
-	var all []labels.Labels
-	hints := &storage.SelectHints{Start: m.mint, End: m.maxt, Func: "series"}
-	for _, ms := range m.sets {
-		ss := m.q.Select(m.ctx, true, hints, ms...)
-		for ss.Next() {
-			l := ss.At().Labels()
-			h := l.Hash()
-			dup := false
-			for _, o := range seen[h] {
-				if labels.Equal(o, l) {
-					dup = true
-				}
+	// One scan for all match[] sets: their union, in label order (as
+	// Prometheus merges them), so that a limit keeps the same series.
+	all, err := m.q.SeriesOf(m.ctx, m.sets)
+	if err != nil {
+		return nil, err
+	}
+	if b := budgetOf(m.ctx); b != nil {
+		for _, l := range all {
+			// A label map and its JSON: about three times the strings.
+			if err := b.charge(3 * int64(l.ByteSize()+64)); err != nil {
+				return nil, err
 			}
-			if dup {
-				continue
-			}
-			seen[h] = append(seen[h], l)
-			all = append(all, l)
-			if b := budgetOf(m.ctx); b != nil {
-				// A label map and its JSON: about three times the strings.
-				if err := b.charge(3 * int64(l.ByteSize()+64)); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := ss.Err(); err != nil {
-			return nil, err
 		}
 	}
-	// In label order over all match[] sets, as Prometheus merges them, so
-	// that a limit keeps the same series.
-	slices.SortFunc(all, labels.Compare)
 	all, truncated := truncate(all, m.limit)
 	out := make([]map[string]string, len(all))
 	for i, l := range all {
@@ -926,7 +913,7 @@ type metaQuery struct {
 	mint, maxt int64
 	limit      int
 	ctx        context.Context
-	q          storage.Querier
+	q          *prom.Querier
 	cancel     context.CancelFunc
 }
 
@@ -955,18 +942,12 @@ func (h *Handler) openMeta(r *http.Request, t string, needMatch bool) (*metaQuer
 	if m.ctx, m.cancel, err = h.queryContext(r); err != nil {
 		return nil, err
 	}
-	if m.q, err = h.queryable(m.ctx, t).Querier(m.mint, m.maxt); err != nil {
-		m.cancel()
-		return nil, err
-	}
+	m.q = h.cfg.Adapter.Querier(t, h.limitsOf(m.ctx), m.mint, m.maxt)
 	return m, nil
 }
 
 func (h *Handler) labelNames(r *http.Request, t string) (any, error) {
-	return h.labelQuery(r, t, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error) {
-		v, _, err := q.LabelNames(ctx, nil, ms...)
-		return v, err
-	})
+	return h.labelQuery(r, t, func(m *metaQuery) ([]string, error) { return m.q.LabelNamesOf(m.ctx, m.sets) })
 }
 
 func (h *Handler) labelValues(r *http.Request, t string) (any, error) {
@@ -977,33 +958,21 @@ func (h *Handler) labelValues(r *http.Request, t string) (any, error) {
 	if !model.UTF8Validation.IsValidLabelName(name) {
 		return nil, badData("invalid label name: %q", name)
 	}
-	return h.labelQuery(r, t, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error) {
-		v, _, err := q.LabelValues(ctx, name, nil, ms...)
-		return v, err
-	})
+	return h.labelQuery(r, t, func(m *metaQuery) ([]string, error) { return m.q.LabelValuesOf(m.ctx, name, m.sets) })
 }
 
-func (h *Handler) labelQuery(r *http.Request, t string, f func(context.Context, storage.Querier, []*labels.Matcher) ([]string, error)) (any, error) {
+// labelQuery answers labels or label values: f reads the names or values
+// (sorted) of the union of the request's match[] sets in one scan.
+func (h *Handler) labelQuery(r *http.Request, t string, f func(*metaQuery) ([]string, error)) (any, error) {
 	m, err := h.openMeta(r, t, false)
 	if err != nil {
 		return nil, err
 	}
 	defer m.close()
-	set := map[string]struct{}{}
-	for _, ms := range m.sets {
-		vs, err := f(m.ctx, m.q, ms)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range vs {
-			set[v] = struct{}{}
-		}
+	out, err := f(m)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]string, 0, len(set))
-	for v := range set {
-		out = append(out, v)
-	}
-	slices.Sort(out)
 	out, truncated := truncate(out, m.limit)
 	return listResult{out, truncated}, nil
 }

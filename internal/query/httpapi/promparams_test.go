@@ -234,18 +234,24 @@ func TestTimeoutAndBodyErrorsSayWhat(t *testing.T) {
 	}
 }
 
-// query.max_series counts a series once per match[] that selects it (the
-// work done): the message says so, since the answer itself may list far
-// fewer series than the limit.
-func TestMaxSeriesCountsEachMatchSet(t *testing.T) {
-	base := server(t, prom.Limits{MaxSeries: 3})
-	p := vals("match[]", "test_queue_depth", "match[]", `{__name__="test_queue_depth"}`, "match[]", `test_queue_depth{job!=""}`)
-	if code, r := get(t, base, "acme", "/api/v1/series", p); code != 200 || strings.Count(string(r.Data), "test_queue_depth") != 1 {
-		t.Fatalf("three match[] of one series: %d %s", code, r.Data)
+// The match[] sets of one series, labels or label values request are
+// read in one scan of the lake: query.max_series counts a series that
+// several sets select once, and still stops a request whose union is
+// over the limit.
+func TestMaxSeriesCountsMatchSetsOnce(t *testing.T) {
+	base := server(t, prom.Limits{MaxSeries: 1})
+	p := vals("match[]", "test_queue_depth", "match[]", `{__name__="test_queue_depth"}`, "match[]", `test_queue_depth{job!=""}`, "match[]", `test_queue_depth{job=~".+"}`)
+	for _, path := range []string{"/api/v1/series", "/api/v1/labels", "/api/v1/label/job/values"} {
+		if code, r := get(t, base, "acme", path, p); code != 200 {
+			t.Fatalf("%s, four match[] of one series, max_series 1: %d %+v", path, code, r)
+		}
 	}
-	p.Add("match[]", `test_queue_depth{job=~".+"}`)
-	code, r := get(t, base, "acme", "/api/v1/series", p)
-	if code != 422 || r.ErrorType != "cost_limit" || !strings.Contains(r.Error, "query.max_series), counted over all its selectors and match[] sets") {
-		t.Fatalf("four match[] of one series, max_series 3: %d %+v", code, r)
+	if code, r := get(t, base, "acme", "/api/v1/series", p); strings.Count(string(r.Data), "test_queue_depth") != 1 {
+		t.Fatalf("four match[] of one series: %d %s", code, r.Data)
+	}
+	p.Add("match[]", "test_requests_total")
+	code, r := get(t, base, "acme", "/api/v1/labels", p)
+	if code != 422 || r.ErrorType != "cost_limit" || !strings.Contains(r.Error, "query.max_series), counted over all its selectors") {
+		t.Fatalf("two series over five match[], max_series 1: %d %+v", code, r)
 	}
 }

@@ -43,7 +43,7 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 	for _, ms := range sets {
 		// Series and their label sets first (cached by series_id), so the
 		// exemplar rows below resolve their labels without label columns.
-		ss, err := q.selectSeries(ctx, mint, maxt, true, nil, ms)
+		ss, err := q.selectSeries(ctx, mint, maxt, true, nil, [][]*labels.Matcher{ms})
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +80,7 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 				for _, r := range rg.runs {
 					var outs []output
 					buckets := false
-					for _, o := range matchingOutputs(r.desc, nameMs, nil) {
+					for _, o := range matchingOutputs(r.desc, [][]*labels.Matcher{nameMs}, nil) {
 						switch o.part {
 						case partValue, partHistogram:
 							outs = append(outs, o)

@@ -145,8 +145,15 @@ func NewAdapter(o Options) (*Adapter, error) {
 // limits apply to each query separately (one Querier per query).
 func (a *Adapter) Queryable(tenant string, lim Limits) storage.Queryable {
 	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
-		return &Querier{a: a, tenant: tenant, lim: lim, mint: mint, maxt: maxt}, nil
+		return a.Querier(tenant, lim, mint, maxt), nil
 	})
+}
+
+// Querier returns a Querier of the tenant's metrics over [mint, maxt]
+// (ms): what Queryable hands the engine, with the methods for several
+// match[] sets (SeriesOf, LabelNamesOf, LabelValuesOf) besides.
+func (a *Adapter) Querier(tenant string, lim Limits, mint, maxt int64) *Querier {
+	return &Querier{a: a, tenant: tenant, lim: lim, mint: mint, maxt: maxt}
 }
 
 // Querier reads one tenant's series for one query. Its limits count over
@@ -176,7 +183,7 @@ func (q *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		mint, maxt = hints.Start, hints.End
 		labelsOnly = hints.Func == "series"
 	}
-	ss, err := q.selectSeries(ctx, mint, maxt, labelsOnly, hints, ms)
+	ss, err := q.selectSeries(ctx, mint, maxt, labelsOnly, hints, [][]*labels.Matcher{ms})
 	if err != nil {
 		return storage.ErrSeriesSet(storageErr(err))
 	}
@@ -197,26 +204,58 @@ func storageErr(err error) error {
 
 // LabelNames returns the label names of the matching series.
 func (q *Querier) LabelNames(ctx context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, ms)
+	v, err := q.LabelNamesOf(ctx, [][]*labels.Matcher{ms})
+	return v, nil, err
+}
+
+// LabelValues returns the values of label name on the matching series.
+func (q *Querier) LabelValues(ctx context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	v, err := q.LabelValuesOf(ctx, name, [][]*labels.Matcher{ms})
+	return v, nil, err
+}
+
+// SeriesOf returns the label sets of the series with a point in the
+// querier's range that any of sets selects (the match[] sets of
+// /api/v1/series), sorted, each once. One scan of the lake serves every
+// set: a file is read when some set may select from it, a metric's rows
+// when some set's __name__ matchers take the metric.
+func (q *Querier) SeriesOf(ctx context.Context, sets [][]*labels.Matcher) ([]labels.Labels, error) {
+	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, sets)
 	if err != nil {
-		return nil, nil, storageErr(err)
+		return nil, storageErr(err)
+	}
+	out := make([]labels.Labels, len(ss))
+	for i, s := range ss {
+		out[i] = s.lbls
+	}
+	return out, nil
+}
+
+// LabelNamesOf returns the label names of the series any of sets selects,
+// sorted, in one scan (SeriesOf).
+func (q *Querier) LabelNamesOf(ctx context.Context, sets [][]*labels.Matcher) ([]string, error) {
+	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, sets)
+	if err != nil {
+		return nil, storageErr(err)
 	}
 	set := map[string]struct{}{}
 	for _, s := range ss {
 		s.lbls.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
 	}
-	return sortedKeys(set), nil, nil
+	return sortedKeys(set), nil
 }
 
-// LabelValues returns the values of label name on the matching series.
-func (q *Querier) LabelValues(ctx context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	if name == labels.MetricName && len(ms) == 0 {
+// LabelValuesOf returns the values of label name on the series any of
+// sets selects, sorted, in one scan (SeriesOf). __name__ with a set that
+// selects everything is answered from the file indexes alone.
+func (q *Querier) LabelValuesOf(ctx context.Context, name string, sets [][]*labels.Matcher) ([]string, error) {
+	if name == labels.MetricName && slices.ContainsFunc(sets, func(ms []*labels.Matcher) bool { return len(ms) == 0 }) {
 		names, err := q.metricNames(ctx)
-		return names, nil, storageErr(err)
+		return names, storageErr(err)
 	}
-	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, ms)
+	ss, err := q.selectSeries(ctx, q.mint, q.maxt, true, nil, sets)
 	if err != nil {
-		return nil, nil, storageErr(err)
+		return nil, storageErr(err)
 	}
 	set := map[string]struct{}{}
 	for _, s := range ss {
@@ -224,7 +263,7 @@ func (q *Querier) LabelValues(ctx context.Context, name string, _ *storage.Label
 			set[v] = struct{}{}
 		}
 	}
-	return sortedKeys(set), nil, nil
+	return sortedKeys(set), nil
 }
 
 func sortedKeys(m map[string]struct{}) []string {
@@ -256,7 +295,7 @@ func (q *Querier) metricNames(ctx context.Context) ([]string, error) {
 // maxt] (ms) and calls fn with each opened file and its index. With
 // indexOnly, files whose index is cached are not opened (fn gets nil).
 func (q *Querier) eachFile(ctx context.Context, mint, maxt int64, fn func(*parquet.File, *fileIndex) error, indexOnly bool, ms ...*labels.Matcher) error {
-	tasks, err := q.plan(ctx, mint, maxt, ms, nil)
+	tasks, err := q.plan(ctx, mint, maxt, [][]*labels.Matcher{ms}, nil)
 	if err != nil {
 		return err
 	}
@@ -313,26 +352,26 @@ func (h hourKey) start() (int64, bool) {
 // that is fresh for the hour (computed from the hour's current raw rows)
 // instead of the hour's raw segments. Hours without such a tier read raw
 // segments; hours whose raw data is gone (retention) read their rollups.
-// The hours served from rollups are recorded in ru.hours.
-func (q *Querier) plan(ctx context.Context, mint, maxt int64, ms []*labels.Matcher, ru *rollupUse) ([]fileTask, error) {
+// The hours served from rollups are recorded in ru.hours. With several
+// matcher sets (a union), a segment is read when any set may select from
+// it.
+func (q *Querier) plan(ctx context.Context, mint, maxt int64, sets [][]*labels.Matcher, ru *rollupUse) ([]fileTask, error) {
 	f := catalog.Filter{Table: lake.TableMetrics, Tenant: q.tenant, From: msToNs(mint), To: msToNs(maxt) + 999_999}
-	service, name := "", ""
-	for _, m := range ms {
-		// service_name="x" prunes segments that record their services
-		// and lack x; __name__="y" those whose recorded OTLP metric names
-		// cannot map to y.
-		if m.Type != labels.MatchEqual || m.Value == "" {
-			continue
-		}
-		switch m.Name {
-		case labelServiceName:
-			service = m.Value
-		case labels.MetricName:
-			name = m.Value
-		}
+	prunes := make([]segmentPrune, len(sets))
+	for i, ms := range sets {
+		prunes[i] = pruneOf(ms)
 	}
 	skip := func(seg catalog.Segment) bool {
-		return lacks(seg.Services, service) || !mayHoldMetric(seg.MetricNames, name)
+		for _, p := range prunes {
+			if !p.skips(seg) {
+				return false
+			}
+		}
+		return true
+	}
+	service := ""
+	if len(prunes) > 0 && !slices.ContainsFunc(prunes, func(p segmentPrune) bool { return p.service != prunes[0].service }) {
+		service = prunes[0].service // the catalog filters by one service
 	}
 	if ru == nil {
 		f.Service = service // else every raw segment counts for freshness
@@ -401,6 +440,32 @@ func (q *Querier) plan(ctx context.Context, mint, maxt int64, ms []*labels.Match
 		}
 	}
 	return tasks, nil
+}
+
+// segmentPrune is what a matcher set tells of the segments it may select
+// from: service_name="x" excludes segments that record their services and
+// lack x; __name__="y" those whose recorded OTLP metric names cannot map
+// to y.
+type segmentPrune struct{ service, name string }
+
+func pruneOf(ms []*labels.Matcher) segmentPrune {
+	var p segmentPrune
+	for _, m := range ms {
+		if m.Type != labels.MatchEqual || m.Value == "" {
+			continue
+		}
+		switch m.Name {
+		case labelServiceName:
+			p.service = m.Value
+		case labels.MetricName:
+			p.name = m.Value
+		}
+	}
+	return p
+}
+
+func (p segmentPrune) skips(seg catalog.Segment) bool {
+	return lacks(seg.Services, p.service) || !mayHoldMetric(seg.MetricNames, p.name)
 }
 
 // lacks reports whether a segment's recorded services exclude service
@@ -503,14 +568,16 @@ func msToNs(ms int64) int64 {
 // exactly (rollupUse) reads them for the hours they cover; series whose
 // data does not allow the exact answer are read again from raw points
 // (seriesRollup.bad), and when what it selects does not (errInexact),
-// the whole selector is.
-func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly bool, hints *storage.SelectHints, ms []*labels.Matcher) ([]*series, error) {
-	if mint > maxt {
+// the whole selector is. Several matcher sets select their union (a
+// series any set matches) in one scan; only labels-only selects have
+// more than one.
+func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly bool, hints *storage.SelectHints, sets [][]*labels.Matcher) ([]*series, error) {
+	if mint > maxt || len(sets) == 0 {
 		return nil, nil
 	}
 	if ru := q.rollupUse(ctx, hints, labelsOnly); ru != nil {
 		series, samples := q.series, q.samples
-		out, err := q.scanTasks(ctx, mint, maxt, labelsOnly, ms, ru, nil)
+		out, err := q.scanTasks(ctx, mint, maxt, labelsOnly, sets, ru, nil)
 		if !errors.Is(err, errInexact) {
 			return out, err
 		}
@@ -519,22 +586,24 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 		q.a.Stats.RollupFallbacks.Add(1)
 		q.a.rollupFallbacks.Inc()
 	}
-	return q.scanTasks(ctx, mint, maxt, labelsOnly, ms, nil, nil)
+	return q.scanTasks(ctx, mint, maxt, labelsOnly, sets, nil, nil)
 }
 
 // scanTasks plans and reads one selector: raw points only when ru is
 // nil (of the lake series in only, when not nil), else per hour a rollup
 // tier or raw points (plan).
-func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bool, ms []*labels.Matcher, ru *rollupUse, only map[uint64]bool) ([]*series, error) {
-	var nameMs []*labels.Matcher
-	for _, m := range ms {
-		if m.Name == labels.MetricName {
-			nameMs = append(nameMs, m)
+func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bool, sets [][]*labels.Matcher, ru *rollupUse, only map[uint64]bool) ([]*series, error) {
+	nameSets := make([][]*labels.Matcher, len(sets))
+	for i, ms := range sets {
+		for _, m := range ms {
+			if m.Name == labels.MetricName {
+				nameSets[i] = append(nameSets[i], m)
+			}
 		}
 	}
-	sc := &scan{q: q, ms: ms, labelsOnly: labelsOnly, mint: msToNs(mint), maxt: msToNs(maxt) + 999_999,
+	sc := &scan{q: q, sets: sets, labelsOnly: labelsOnly, mint: msToNs(mint), maxt: msToNs(maxt) + 999_999,
 		byHash: map[uint64][]*series{}, bySID: map[sidKey]*series{}, only: only}
-	tasks, err := q.plan(ctx, mint, maxt, ms, ru)
+	tasks, err := q.plan(ctx, mint, maxt, sets, ru)
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +621,7 @@ func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bo
 			}
 			counted := false
 			for _, r := range rg.runs {
-				outs := matchingOutputs(r.desc, nameMs, sc.outs[:0])
+				outs := matchingOutputs(r.desc, nameSets, sc.outs[:0])
 				if len(outs) == 0 {
 					continue
 				}
@@ -619,7 +688,7 @@ func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bo
 		}
 		out = good
 		if len(bad) > 0 {
-			raw, err := q.scanTasks(ctx, mint, maxt, labelsOnly, ms, nil, bad)
+			raw, err := q.scanTasks(ctx, mint, maxt, labelsOnly, sets, nil, bad)
 			if err != nil {
 				return nil, err
 			}
@@ -630,20 +699,25 @@ func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bo
 	return out, nil
 }
 
-func matchingOutputs(d *metricDesc, nameMs []*labels.Matcher, dst []output) []output {
+// matchingOutputs appends the outputs of d whose name some set of
+// __name__ matchers takes.
+func matchingOutputs(d *metricDesc, nameSets [][]*labels.Matcher, dst []output) []output {
 	for _, o := range d.outputs {
-		ok := true
-		for _, m := range nameMs {
-			if !m.Matches(o.name) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if slices.ContainsFunc(nameSets, func(ms []*labels.Matcher) bool { return matchesAll(ms, o.name) }) {
 			dst = append(dst, o)
 		}
 	}
 	return dst
+}
+
+// matchesAll says whether v meets every matcher of ms (of one label).
+func matchesAll(ms []*labels.Matcher, v string) bool {
+	for _, m := range ms {
+		if !m.Matches(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // labelCache holds the label set (without __name__) of lake series by

@@ -21,7 +21,7 @@ import (
 // built so far.
 type scan struct {
 	q          *Querier
-	ms         []*labels.Matcher
+	sets       [][]*labels.Matcher // a series is selected when it meets every matcher of some set
 	labelsOnly bool
 	delta      bool            // the current run holds delta points (metricDesc.cumulative)
 	ru         *rollupUse      // non-nil while the selector reads rollups for some hours
@@ -588,10 +588,8 @@ func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string)
 	}
 	sc.sb.Sort()
 	l := sc.sb.Labels()
-	for _, m := range sc.ms {
-		if !m.Matches(l.Get(m.Name)) {
-			return nil, nil
-		}
+	if !slices.ContainsFunc(sc.sets, func(ms []*labels.Matcher) bool { return selects(ms, l) }) {
+		return nil, nil
 	}
 	h := l.Hash()
 	for _, s := range sc.byHash[h] {
@@ -602,7 +600,7 @@ func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string)
 	sc.q.series++
 	sc.q.a.Stats.Series.Add(1)
 	if lim := sc.q.lim.MaxSeries; lim > 0 && sc.q.series > lim {
-		return nil, fmt.Errorf("%w: the query would select more than %d series (query.max_series), counted over all its selectors and match[] sets (a series each selects counts for each); add label matchers or send fewer selectors", ErrLimit, lim)
+		return nil, fmt.Errorf("%w: the query would select more than %d series (query.max_series), counted over all its selectors (a series two of them select counts twice; the match[] sets of one series or labels request count it once); add label matchers or send fewer selectors", ErrLimit, lim)
 	}
 	s := &series{lbls: l}
 	if sc.ru != nil {
@@ -611,6 +609,16 @@ func (sc *scan) seriesFor(attrs labels.Labels, name, extraName, extraVal string)
 	sc.byHash[h] = append(sc.byHash[h], s)
 	sc.all = append(sc.all, s)
 	return s, nil
+}
+
+// selects says whether the label set meets every matcher of ms.
+func selects(ms []*labels.Matcher, l labels.Labels) bool {
+	for _, m := range ms {
+		if !m.Matches(l.Get(m.Name)) {
+			return false
+		}
+	}
+	return true
 }
 
 // series is one Prometheus series: its samples in time order once
