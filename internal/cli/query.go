@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/httpserve"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/s3store"
@@ -28,6 +30,7 @@ func newQueryServerCmd() *cobra.Command {
 		lf         lakeFlags
 		s3f        s3Flags
 		addr, file string
+		adminAddr  string
 	)
 	c := &cobra.Command{
 		Use:   "query-server [--lake DIR] [--addr HOST:PORT] [--config FILE]",
@@ -44,10 +47,17 @@ With --config, the query section (limits, timeout, auth tokens, TLS),
 receivers.otlp.tenant_header and default_tenant, lake.root, lake.s3 and
 catalog.dsn of that file apply; flags override them. Without query.auth.tokens
 the API answers anyone who reaches --addr. The name mapping from OTLP, the
-authentication and the limits are in docs/query.md.`,
+authentication and the limits are in docs/query.md.
+
+--admin-addr serves /metrics (the query API's requests, durations, admission
+queue, refused connections and lake reads, as 'sluice run' exposes them),
+/healthz and /readyz on their own address, without authentication, as the
+admin server of 'sluice run' does. admin.addr of --config is not used: it is
+the address of the 'sluice run' this server usually runs beside.`,
 		Example: `  sluice query-server --lake ./data
   sluice query-server --lake ./data --addr 0.0.0.0:9090 --config sluice.yaml
-  sluice query-server --lake ./state --catalog postgres://sluice@db/sluice --s3-bucket lake`,
+  sluice query-server --lake ./state --catalog postgres://sluice@db/sluice --s3-bucket lake
+  sluice query-server --lake ./data --addr :9091 --admin-addr :9465`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
@@ -94,20 +104,37 @@ authentication and the limits are in docs/query.md.`,
 			log := pipeline.NewLogger(cfg.Log, errOut)
 			hc := httpapi.FromConfig(cfg)
 			hc.StatusFromLake = true // no live statistics here: count the lake's recent series
-			srv, err := httpapi.Start(ctx, cfg.Query.Addr, hc, cat, store, log, prometheus.NewRegistry())
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			srv, err := httpapi.Start(ctx, cfg.Query.Addr, hc, cat, store, log, reg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "sluice query-server: listening query=%s lake=%s\n", srv.Addr(), cfg.Lake.Root)
+			shutdown := func(s interface{ Shutdown(context.Context) error }) error {
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return s.Shutdown(sctx)
+			}
+			admin := ""
+			if adminAddr != "" {
+				// The admin server of sluice run, over this process's registry.
+				as, err := httpserve.StartAdmin(ctx, "--admin-addr", adminAddr, httpserve.Admin{Registry: reg, Pprof: cfg.Admin.Pprof}, log)
+				if err != nil {
+					_ = shutdown(srv)
+					return err
+				}
+				defer shutdown(as)
+				admin = " admin=" + as.Addr().String()
+			}
+			fmt.Fprintf(c.OutOrStdout(), "sluice query-server: listening query=%s%s lake=%s\n", srv.Addr(), admin, cfg.Lake.Root)
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
+			return shutdown(srv)
 		},
 	}
 	lf.register(c)
 	s3f.register(c)
 	c.Flags().StringVar(&addr, "addr", "", "listen address (query.addr; default "+defaultQueryAddr+"); port 0 picks a free port")
+	c.Flags().StringVar(&adminAddr, "admin-addr", "", "serve /metrics, /healthz and /readyz on this address (off by default); port 0 picks a free port")
 	c.Flags().StringVar(&file, "config", "", "YAML config file: query limits, tenant header, lake and catalog (docs/config.md)")
 	return c
 }

@@ -38,11 +38,18 @@ func promtool(t *testing.T) string {
 	return p
 }
 
-var queryLine = regexp.MustCompile(`listening query=(\S+)`)
+var queryLine = regexp.MustCompile(`listening (query=.*)`)
 
 // startQueryServer runs `sluice query-server` on a free port and returns
 // its address.
 func startQueryServer(t *testing.T, args ...string) string {
+	t.Helper()
+	return startQueryServerAddrs(t, args...)["query"]
+}
+
+// startQueryServerAddrs runs `sluice query-server` on a free port and
+// returns the key=value fields of its listening line (query, admin, lake).
+func startQueryServerAddrs(t *testing.T, args ...string) map[string]string {
 	t.Helper()
 	cmd := exec.Command(sluiceBin, append([]string{"query-server", "--addr", "127.0.0.1:0"}, args...)...)
 	stderr := &lockedBuffer{}
@@ -76,14 +83,20 @@ func startQueryServer(t *testing.T, args ...string) string {
 		io.Copy(io.Discard, stdout)
 	}()
 	select {
-	case a := <-lines:
-		return a
+	case l := <-lines:
+		fields := map[string]string{}
+		for _, f := range strings.Fields(l) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				fields[k] = v
+			}
+		}
+		return fields
 	case <-exited:
 		t.Fatalf("query-server exited before listening:\n%s", stderr)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("query-server did not print its address:\n%s", stderr)
 	}
-	return ""
+	return nil
 }
 
 // promSeries is one series of a promtool -o json answer or of prom_check.py.

@@ -1,7 +1,7 @@
 // Package httpserve runs an http.Server on a listener the caller bound,
 // over TLS when the server has a TLSConfig, and shuts it down: the one
-// serve-and-stop sequence of sluice's own HTTP servers (the query API and
-// remote write's own listener).
+// serve-and-stop sequence of sluice's own HTTP servers (the query API,
+// remote write's own listener and the admin server, admin.go).
 package httpserve
 
 import (

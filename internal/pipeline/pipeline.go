@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	ossignal "os/signal"
 	"path/filepath"
@@ -21,10 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/httpserve"
 	"github.com/sluice-dev/sluice/internal/lake"
 	"github.com/sluice-dev/sluice/internal/lake/catalog"
 	"github.com/sluice-dev/sluice/internal/lake/s3store"
@@ -78,7 +76,7 @@ type Pipeline struct {
 	recv  *otlpreceiver.Receiver
 	rw    *prwreceiver.Handler  // remote write; nil when disabled
 	rwSrv []*prwreceiver.Server // remote write's own listener, and query.addr when the lake is off
-	admin *http.Server
+	admin *httpserve.Server
 	addrs Addrs
 	io    *ioSource  // the I/O tracer source (receivers.iotrace); nil when off
 	iom   *ioMetrics // its counters, registered whether or not it runs
@@ -87,7 +85,6 @@ type Pipeline struct {
 	query  *httpapi.Server   // the query API; nil when query.addr is empty
 	stats  *stats.Stats      // live series statistics (docs/stats.md); nil when stats.enabled is false
 
-	adminDone    chan struct{}
 	rulesStop    context.CancelFunc // stops the rules reloader; nil when none
 	rulesMetrics *processor.Metrics // the rules' counters and effects; nil without rules
 	shutdownOnce sync.Once
@@ -527,7 +524,6 @@ func (p *Pipeline) shutdown(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = p.admin.Shutdown(actx)
 		cancel()
-		<-p.adminDone
 	}
 	err := errors.Join(errs...)
 	if p.q.Load() != nil {
@@ -540,42 +536,13 @@ func (p *Pipeline) startAdmin(ctx context.Context) error {
 	if p.cfg.Admin.Addr == "" {
 		return nil
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", p.cfg.Admin.Addr)
+	srv, err := httpserve.StartAdmin(ctx, "admin.addr", p.cfg.Admin.Addr, httpserve.Admin{Registry: p.reg, Unready: p.unready,
+		Pprof: p.cfg.Admin.Pprof, IdleTimeout: adminIdleTimeout, WriteTimeout: adminWriteTimeout}, p.log)
 	if err != nil {
-		return fmt.Errorf("admin.addr: listen on %q: %w", p.cfg.Admin.Addr, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if msg := p.unready(); msg != "" {
-			http.Error(w, msg, http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
-	if p.cfg.Admin.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	}
-	// The admin server had only a header timeout: an idle keep-alive
-	// connection stayed open for ever. Its requests have no bodies and
-	// its answers are small, except profiles (up to a few minutes).
-	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-		WriteTimeout: adminWriteTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
-	p.addrs.Admin = ln.Addr()
-	p.adminDone = make(chan struct{})
-	go func() {
-		defer close(p.adminDone)
-		if err := p.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			p.log.Error("admin server stopped", "err", err)
-		}
-	}()
+	p.admin = srv
+	p.addrs.Admin = srv.Addr()
 	return nil
 }
 

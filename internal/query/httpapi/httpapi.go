@@ -125,6 +125,7 @@ type Handler struct {
 	guarded  http.Handler // mux behind the authn.Guard
 	routes   []Route
 	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 	limits   *limiter
 	// engineSamplesFromBytes: the engine's MaxSamples came from
 	// MaxQueryBytes rather than MaxSamples (for the error message).
@@ -212,10 +213,15 @@ func New(cfg Config) (*Handler, error) {
 		mux:                    http.NewServeMux(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_query_requests_total",
 			Help: "Query API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
+		// From the handler's start to the answer written (queueing for a
+		// slot included), like prometheus_http_request_duration_seconds.
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_query_request_duration_seconds",
+			Help:    "Time to answer a query API request, by endpoint (waiting for a query slot included).",
+			Buckets: []float64{0.005, 0.025, 0.1, 0.25, 1, 2.5, 10, 30, 120}}, []string{"endpoint"}),
 	}
 	failures := authn.NewFailureCounter("query")
 	if cfg.Registerer != nil {
-		for _, c := range append([]prometheus.Collector{h.requests, failures}, h.limits.collectors()...) {
+		for _, c := range append([]prometheus.Collector{h.requests, h.duration, failures}, h.limits.collectors()...) {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 			}
@@ -407,8 +413,11 @@ func (h *Handler) limitedHandler(next http.Handler) http.Handler {
 }
 
 func (h *Handler) handle(pattern, name string, f apiFunc) {
+	took := h.duration.WithLabelValues(name)
 	h.route(Route{Pattern: pattern, Scope: authn.Read}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		code, abort := h.serve(w, r, f)
+		took.Observe(time.Since(start).Seconds())
 		h.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
 		if abort {
 			// The status line is out: only a broken connection tells the
