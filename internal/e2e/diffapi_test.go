@@ -380,6 +380,55 @@ func diffNormalise(t *testing.T, c diffCall, a diffAnswer) (head string, data an
 	return head, v
 }
 
+// diffStats compares the "stats" of two query answers: every timing and
+// sample count Prometheus gives is there (Prometheus 3's engine adds
+// some), timings are seconds (non-negative numbers), and a range query's
+// samples per step are at the same steps. The counts themselves may
+// differ where the engines' windows do (docs/query.md).
+func diffStats(prom, sluice []byte) string {
+	type st struct {
+		Timings map[string]float64 `json:"timings"`
+		Samples map[string]any     `json:"samples"`
+	}
+	var p, s struct {
+		Data struct {
+			Stats *st `json:"stats"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(prom, &p); err != nil {
+		return err.Error()
+	}
+	if err := json.Unmarshal(sluice, &s); err != nil {
+		return err.Error()
+	}
+	if p.Data.Stats == nil || s.Data.Stats == nil {
+		return fmt.Sprintf("present in prometheus: %t, in sluice: %t", p.Data.Stats != nil, s.Data.Stats != nil)
+	}
+	for k := range p.Data.Stats.Timings {
+		if v, ok := s.Data.Stats.Timings[k]; !ok || v < 0 {
+			return fmt.Sprintf("timings.%s is %v", k, v)
+		}
+	}
+	for k, pv := range p.Data.Stats.Samples {
+		sv, ok := s.Data.Stats.Samples[k]
+		if !ok {
+			return "no samples." + k
+		}
+		if ps, ok := pv.([]any); ok {
+			ss, _ := sv.([]any)
+			if len(ps) != len(ss) {
+				return fmt.Sprintf("samples.%s has %d steps, prometheus %d", k, len(ss), len(ps))
+			}
+			for i := range ps {
+				if ps[i].([]any)[0] != ss[i].([]any)[0] {
+					return fmt.Sprintf("samples.%s step %d at %v, prometheus %v", k, i, ss[i].([]any)[0], ps[i].([]any)[0])
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // diffSameValues compares normalised data: sample values as numbers
 // (relative 1e-9: Prometheus 3's engine sums with Kahan compensation,
 // 2.42's did not), everything else exactly.
@@ -709,6 +758,14 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 		{"/api/v1/series", url.Values{"match[]": {`diffapi_odd`}, "start": {at(100)}, "end": {at(50)}}, true},
 		{"/api/v1/query_exemplars", url.Values{"query": {`diffapi_odd`}, "start": {at(100)}, "end": {at(50)}}, false},
 		{"/api/v1/status/flags", nil, false},
+		{"/api/v1/status/config", nil, false},
+		// Statistics as Grafana asks for them (stats=all) and other values.
+		{"/api/v1/query", url.Values{"query": {`sum(diffapi_queue_depth)`}, "time": {mid}, "stats": {"all"}}, false},
+		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth`}, "time": {mid}, "stats": {"true"}}, true},
+		{"/api/v1/query", url.Values{"query": {`1`}, "time": {mid}, "stats": {"x"}}, false},
+		{"/api/v1/query_range", url.Values{"query": {`max by (job) (diffapi_temperature_celsius)`}, "start": {start}, "end": {end}, "step": {"10m"}, "stats": {"all"}}, true},
+		{"/api/v1/query_range", url.Values{"query": {`diffapi_queue_depth`}, "start": {start}, "end": {end}, "step": {"15m"}, "stats": {"true"}}, false},
+		{"/api/v1/query_range", url.Values{"query": {`sum(`}, "start": {start}, "end": {end}, "step": {"15m"}, "stats": {"all"}}, false},
 		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth{queue="dead"}`}, "time": {t0.Add(77*time.Minute + 31123456789).UTC().Format(time.RFC3339Nano)}}, false},
 		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth{queue="dead"}`}, "time": {strconv.FormatFloat(float64(t0.Unix()+4651), 'e', -1, 64)}}, true},
 		{"/api/v1/query", url.Values{"query": {`diffapi_queue_depth{queue="dead"}`}, "time": {mid}, "timeout": {"30s"}}, true},
@@ -749,6 +806,12 @@ func TestDiffAPIAgainstPrometheus(t *testing.T) {
 				}
 			}
 			continue
+		}
+		if c.form.Has("stats") && strings.Contains(ph, "success") {
+			if d := diffStats(pa.body, sa.body); d != "" {
+				diffs++
+				t.Errorf("%s: stats: %s\nprometheus %.600s\nsluice     %.600s", c, d, pa.body, sa.body)
+			}
 		}
 		if c.path == "/api/v1/status/buildinfo" || c.path == "/api/v1/status/runtimeinfo" {
 			// Versions and processes differ by nature; Prometheus's

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/jsonutil"
+	promstats "github.com/prometheus/prometheus/util/stats"
 
 	"github.com/sluice-dev/sluice/internal/jsonw"
 	"github.com/sluice-dev/sluice/internal/query/prom"
@@ -27,6 +29,9 @@ type promResult struct {
 	// query is the expression's text: annotations name their position in
 	// it ("(1:6)"), as Prometheus's answer does.
 	query string
+	// stats, when the request asked for them, follow the result, as in
+	// Prometheus's answer.
+	stats promstats.QueryStats
 	close func()
 }
 
@@ -183,6 +188,14 @@ func writeResult(ctx context.Context, w http.ResponseWriter, p *promResult) erro
 		b = append(b, ']')
 	default:
 		b = append(b, "null"...)
+	}
+	if p.stats != nil {
+		js, err := json.Marshal(p.stats)
+		if err != nil {
+			return err
+		}
+		b = append(b, `,"stats":`...)
+		b = append(b, js...)
 	}
 	b = append(b, '}')
 	if len(p.warnings) > 0 {

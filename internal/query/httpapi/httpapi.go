@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+	promstats "github.com/prometheus/prometheus/util/stats"
 
 	"github.com/sluice-dev/sluice/internal/authn"
 	"github.com/sluice-dev/sluice/internal/lake"
@@ -203,6 +205,8 @@ func New(cfg Config) (*Handler, error) {
 		engine: promql.NewEngine(promql.EngineOpts{
 			Logger: cfg.Logger, MaxSamples: engineSamples, Timeout: cfg.Timeout,
 			LookbackDelta: cfg.LookbackDelta, EnableAtModifier: true, EnableNegativeOffset: true,
+			// Counted only for a query that asks (stats=all, queryOpts).
+			EnablePerStepStats: true,
 			// A subquery without a step (x[20m:]) steps by this; the engine
 			// dereferences it unset, a panic that broke the connection.
 			NoStepSubqueryIntervalFn: func(int64) int64 { return DefaultSubqueryStep.Milliseconds() },
@@ -612,20 +616,47 @@ func (h *Handler) requestContext(r *http.Request) (ctx context.Context, cancel c
 
 // queryOpts are the engine options a query request asks for, as
 // Prometheus reads them: lookback_delta replaces the server's lookback
-// (query.lookback_delta) for this query; 0 or none keeps it.
+// (query.lookback_delta) for this query; 0 or none keeps it. stats=all
+// also counts the samples of each step (statsOf).
 func queryOpts(r *http.Request) (promql.QueryOpts, error) {
+	perStep := r.Form.Get("stats") == statsAll
 	v := r.Form.Get("lookback_delta")
-	if v == "" {
+	if v == "" && !perStep {
 		return nil, nil
 	}
-	d, err := parseDuration(v)
-	if err != nil {
-		return nil, badData("invalid parameter \"lookback_delta\": %v", err)
+	var d time.Duration
+	if v != "" {
+		var err error
+		if d, err = parseDuration(v); err != nil {
+			return nil, badData("invalid parameter \"lookback_delta\": %v", err)
+		}
+		if d < 0 {
+			return nil, badData("invalid parameter \"lookback_delta\": %s is negative", v)
+		}
 	}
-	if d < 0 {
-		return nil, badData("invalid parameter \"lookback_delta\": %s is negative", v)
+	return promql.NewPrometheusQueryOpts(perStep, d, nil), nil
+}
+
+// The values of the stats parameter Prometheus 3 knows: any non-empty
+// one asks for the query's statistics, "all" adds the samples per step.
+const (
+	statsTrue = "true"
+	statsAll  = "all"
+)
+
+// statsOf is the "stats" of a query answer as Prometheus renders it
+// (util/stats of the engine: timings, samples), or nil when the request
+// has no stats parameter; a value other than "true" or "all" gets
+// Prometheus 3's deprecation warning.
+func statsOf(r *http.Request, qry promql.Query, ws annotations.Annotations) (promstats.QueryStats, annotations.Annotations) {
+	v := r.Form.Get("stats")
+	if v == "" {
+		return nil, ws
 	}
-	return promql.NewPrometheusQueryOpts(false, d, nil), nil
+	if v != statsTrue && v != statsAll {
+		ws = ws.Add(fmt.Errorf("value %q for parameter \"stats\" is deprecated and will be rejected in the next major release, use %q or %q", v, statsTrue, statsAll))
+	}
+	return promstats.NewQueryStats(qry.Stats()), ws
 }
 
 // queryContext is the request's context (serve set its deadline).
@@ -692,7 +723,7 @@ func (h *Handler) query(r *http.Request, t string) (any, error) {
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return h.exec(ctx, qry, qs, limit)
+	return h.exec(r, ctx, qry, qs, limit)
 }
 
 func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
@@ -747,7 +778,7 @@ func (h *Handler) queryRange(r *http.Request, t string) (any, error) {
 	if err != nil {
 		return nil, badData("invalid parameter \"query\": %v", err)
 	}
-	return h.exec(ctx, qry, qs, limit)
+	return h.exec(r, ctx, qry, qs, limit)
 }
 
 // formatQuery answers the expression pretty-printed, as Prometheus's
@@ -767,7 +798,7 @@ func (h *Handler) formatQuery(r *http.Request, _ string) (any, error) {
 
 // exec runs the query; a limit above 0 keeps that many series of a
 // vector or matrix, with Prometheus 3's warning when it cuts.
-func (h *Handler) exec(ctx context.Context, qry promql.Query, qs string, limit int) (any, error) {
+func (h *Handler) exec(r *http.Request, ctx context.Context, qry promql.Query, qs string, limit int) (any, error) {
 	// The statement lets the adapter see when selectors are evaluated,
 	// which it needs to read rollups (prom.WithStatement).
 	res := qry.Exec(prom.WithStatement(ctx, qry.Statement()))
@@ -800,7 +831,8 @@ func (h *Handler) exec(ctx context.Context, qry promql.Query, qs string, limit i
 	if cut {
 		res.Warnings = res.Warnings.Add(errTruncated)
 	}
-	return &promResult{value: res.Value, warnings: res.Warnings, query: qs, close: qry.Close}, nil
+	st, ws := statsOf(r, qry, res.Warnings)
+	return &promResult{value: res.Value, warnings: ws, stats: st, query: qs, close: qry.Close}, nil
 }
 
 func (h *Handler) matcherSets(r *http.Request, required bool) ([][]*labels.Matcher, error) {

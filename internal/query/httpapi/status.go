@@ -31,6 +31,7 @@ const (
 func (h *Handler) statusRoutes() {
 	h.handle("/api/v1/status/runtimeinfo", "status_runtimeinfo", serveRuntimeInfo)
 	h.handle("/api/v1/status/flags", "status_flags", func(*http.Request, string) (any, error) { return h.flags(), nil })
+	h.handle("/api/v1/status/config", "status_config", func(*http.Request, string) (any, error) { return map[string]string{"yaml": promConfig}, nil })
 	h.handle("/api/v1/status/tsdb", "status_tsdb", func(r *http.Request, t string) (any, error) {
 		limit, err := statusLimit(r)
 		if err != nil {
@@ -101,6 +102,16 @@ func serveRuntimeInfo(*http.Request, string) (any, error) {
 		GOMAXPROCS: runtime.GOMAXPROCS(0), GOMEMLIMIT: debug.SetMemoryLimit(-1),
 		GOGC: os.Getenv("GOGC"), GODEBUG: os.Getenv("GODEBUG")}, nil
 }
+
+// promConfig answers /api/v1/status/config: the Prometheus configuration
+// that stands for sluice's, as Prometheus prints a file with an empty
+// global section (so a client that parses it as a Prometheus config
+// can). sluice scrapes nothing and evaluates no rules: scrape_interval
+// and scrape_timeout are Prometheus's defaults; evaluation_interval is the
+// step of a subquery that names none, the one place it applies here. The
+// query settings are under Prometheus's names in /api/v1/status/flags.
+var promConfig = "global:\n  scrape_interval: 1m\n  scrape_timeout: 10s\n  evaluation_interval: " +
+	model.Duration(DefaultSubqueryStep).String() + "\n"
 
 // flags answers /api/v1/status/flags: Prometheus's command-line flags
 // that sluice's query settings stand for, under Prometheus's names and
