@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/tracer/tracertest"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func TestMain(m *testing.M) {
@@ -39,7 +40,7 @@ func collect(tb testing.TB, tr *Tracer, stop func()) *signal.IOEvents {
 	}()
 	stop()
 	cancel()
-	if err := <-done; err != nil {
+	if err := waittest.Recv(tb, done, "the tracer's Run to end once cancelled"); err != nil {
 		tb.Fatal(err)
 	}
 	return all
