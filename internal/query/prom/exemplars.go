@@ -40,144 +40,138 @@ func (a *Adapter) Exemplars(ctx context.Context, tenant string, lim Limits, mint
 	}
 	selected := map[string]*found{} // by series labels
 	var out []*found
-	for _, ms := range sets {
-		// Series and their label sets first (cached by series_id), so the
-		// exemplar rows below resolve their labels without label columns.
-		ss, err := q.selectSeries(ctx, mint, maxt, true, nil, [][]*labels.Matcher{ms})
-		if err != nil {
-			return nil, err
+	// Series and their label sets first (cached by series_id), so the
+	// exemplar rows below resolve their labels without label columns: one
+	// scan for the union of the sets, as series and labels read them.
+	ss, err := q.selectSeries(ctx, mint, maxt, true, nil, sets)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ss {
+		if k := s.lbls.String(); selected[k] == nil {
+			f := &found{lbls: s.lbls, seen: map[exemplarKey]bool{}}
+			selected[k] = f
+			out = append(out, f)
 		}
-		for _, s := range ss {
-			if k := s.lbls.String(); selected[k] == nil {
-				f := &found{lbls: s.lbls, seen: map[exemplarKey]bool{}}
-				selected[k] = f
-				out = append(out, f)
-			}
+	}
+	if len(ss) == 0 {
+		return []exemplar.QueryResult{}, nil
+	}
+	nameSets := nameMatchers(sets)
+	err = q.eachFile(ctx, mint, maxt, func(pf *parquet.File, idx *fileIndex) error {
+		exCol := -1
+		if leaf, ok := pf.Schema().Lookup(format.ColExemplars); ok {
+			exCol = leaf.ColumnIndex
 		}
-		if len(ss) == 0 {
-			continue
+		if exCol < 0 || idx.cols.ts < 0 || idx.cols.seriesID < 0 || idx.rollup {
+			return nil
 		}
-		var nameMs []*labels.Matcher
-		for _, m := range ms {
-			if m.Name == labels.MetricName {
-				nameMs = append(nameMs, m)
+		minNs, maxNs := msToNs(mint), msToNs(maxt)
+		for g, rg := range idx.rgs {
+			if rg.minT > maxNs || rg.maxT < minNs {
+				continue
 			}
-		}
-		err = q.eachFile(ctx, mint, maxt, func(pf *parquet.File, idx *fileIndex) error {
-			exCol := -1
-			if leaf, ok := pf.Schema().Lookup(format.ColExemplars); ok {
-				exCol = leaf.ColumnIndex
-			}
-			if exCol < 0 || idx.cols.ts < 0 || idx.cols.seriesID < 0 || idx.rollup {
-				return nil
-			}
-			minNs, maxNs := msToNs(mint), msToNs(maxt)
-			for g, rg := range idx.rgs {
-				if rg.minT > maxNs || rg.maxT < minNs {
+			ccs := pf.RowGroups()[g].ColumnChunks()
+			for _, r := range rg.runs {
+				var outs []output
+				buckets := false
+				for _, o := range matchingOutputs(r.desc, nameSets, nil) {
+					switch o.part {
+					case partValue, partHistogram:
+						outs = append(outs, o)
+					case partBucket:
+						outs = append(outs, o)
+						buckets = true
+					}
+				}
+				if len(outs) == 0 {
 					continue
 				}
-				ccs := pf.RowGroups()[g].ColumnChunks()
-				for _, r := range rg.runs {
-					var outs []output
-					buckets := false
-					for _, o := range matchingOutputs(r.desc, [][]*labels.Matcher{nameMs}, nil) {
-						switch o.part {
-						case partValue, partHistogram:
-							outs = append(outs, o)
-						case partBucket:
-							outs = append(outs, o)
-							buckets = true
-						}
+				rows := make([]int64, 0, r.end-r.start)
+				for i := r.start; i < r.end; i++ {
+					rows = append(rows, i)
+				}
+				n := len(rows)
+				js := make([][]byte, n)
+				if err := format.ReadValuesAt(ccs[exCol], r.start, r.end, rows, func(i int, v parquet.Value) {
+					if !v.IsNull() && len(v.ByteArray()) > 2 {
+						js[i] = slices.Clone(v.ByteArray())
 					}
-					if len(outs) == 0 {
-						continue
+				}); err != nil {
+					return fmt.Errorf("row group %d: exemplars: %w", g, err)
+				}
+				var with []int64
+				for i := range js {
+					if js[i] != nil {
+						with = append(with, rows[i])
 					}
-					rows := make([]int64, 0, r.end-r.start)
-					for i := r.start; i < r.end; i++ {
-						rows = append(rows, i)
+				}
+				if len(with) == 0 {
+					continue
+				}
+				ids := make([]uint64, len(with))
+				if err := format.ReadValuesAt(ccs[idx.cols.seriesID], r.start, r.end, with, func(i int, v parquet.Value) {
+					ids[i] = uint64(v.Int64())
+				}); err != nil {
+					return fmt.Errorf("row group %d: series_id: %w", g, err)
+				}
+				// A classic histogram's exemplars go to the _bucket series
+				// of their value's bucket: its bounds are read for them.
+				var bnd []float64
+				var bndOff []int32
+				if buckets {
+					if idx.cols.bounds < 0 {
+						return fmt.Errorf("row group %d: no %s column", g, format.ColExplicitBounds)
 					}
-					n := len(rows)
-					js := make([][]byte, n)
-					if err := format.ReadValuesAt(ccs[exCol], r.start, r.end, rows, func(i int, v parquet.Value) {
-						if !v.IsNull() && len(v.ByteArray()) > 2 {
-							js[i] = slices.Clone(v.ByteArray())
-						}
-					}); err != nil {
-						return fmt.Errorf("row group %d: exemplars: %w", g, err)
+					bndOff = make([]int32, r.end-r.start+1)
+					var err error
+					if bnd, err = format.ReadListF64(ccs[idx.cols.bounds], r.start, r.end, nil, bndOff); err != nil {
+						return fmt.Errorf("row group %d: %s: %w", g, format.ColExplicitBounds, err)
 					}
-					var with []int64
-					for i := range js {
-						if js[i] != nil {
-							with = append(with, rows[i])
-						}
+				}
+				add := func(lbls labels.Labels, e exemplar.Exemplar) {
+					f := selected[lbls.String()]
+					if f == nil {
+						return
 					}
-					if len(with) == 0 {
-						continue
+					key := exemplarKey{ts: e.Ts, v: e.Value, l: e.Labels.String()}
+					if !f.seen[key] {
+						f.seen[key] = true
+						f.ex = append(f.ex, e)
 					}
-					ids := make([]uint64, len(with))
-					if err := format.ReadValuesAt(ccs[idx.cols.seriesID], r.start, r.end, with, func(i int, v parquet.Value) {
-						ids[i] = uint64(v.Int64())
-					}); err != nil {
-						return fmt.Errorf("row group %d: series_id: %w", g, err)
+				}
+				for k, row := range with {
+					attrs, ok := q.a.labels.get(q.tenant, ids[k], r.desc.rw)
+					if !ok {
+						continue // not a selected series (or evicted from the bounded cache)
 					}
-					// A classic histogram's exemplars go to the _bucket series
-					// of their value's bucket: its bounds are read for them.
-					var bnd []float64
-					var bndOff []int32
-					if buckets {
-						if idx.cols.bounds < 0 {
-							return fmt.Errorf("row group %d: no %s column", g, format.ColExplicitBounds)
-						}
-						bndOff = make([]int32, r.end-r.start+1)
-						var err error
-						if bnd, err = format.ReadListF64(ccs[idx.cols.bounds], r.start, r.end, nil, bndOff); err != nil {
-							return fmt.Errorf("row group %d: %s: %w", g, format.ColExplicitBounds, err)
-						}
+					exs, err := parseExemplars(js[row-r.start], mint, maxt)
+					if err != nil {
+						return fmt.Errorf("row group %d row %d: exemplars: %w", g, row, err)
 					}
-					add := func(lbls labels.Labels, e exemplar.Exemplar) {
-						f := selected[lbls.String()]
-						if f == nil {
-							return
-						}
-						key := exemplarKey{ts: e.Ts, v: e.Value, l: e.Labels.String()}
-						if !f.seen[key] {
-							f.seen[key] = true
-							f.ex = append(f.ex, e)
-						}
-					}
-					for k, row := range with {
-						attrs, ok := q.a.labels.get(q.tenant, ids[k], r.desc.rw)
-						if !ok {
-							continue // not a selected series (or evicted from the bounded cache)
-						}
-						exs, err := parseExemplars(js[row-r.start], mint, maxt)
-						if err != nil {
-							return fmt.Errorf("row group %d row %d: exemplars: %w", g, row, err)
-						}
-						for _, o := range outs {
-							b := labels.NewBuilder(attrs)
-							b.Set(labels.MetricName, o.name)
-							if o.part != partBucket {
-								l := b.Labels()
-								for _, e := range exs {
-									add(l, e)
-								}
-								continue
-							}
+					for _, o := range outs {
+						b := labels.NewBuilder(attrs)
+						b.Set(labels.MetricName, o.name)
+						if o.part != partBucket {
+							l := b.Labels()
 							for _, e := range exs {
-								i := row - r.start
-								b.Set(labelLe, formatFloat(bucketBound(bnd[bndOff[i]:bndOff[i+1]], e.Value)))
-								add(b.Labels(), e)
+								add(l, e)
 							}
+							continue
+						}
+						for _, e := range exs {
+							i := row - r.start
+							b.Set(labelLe, formatFloat(bucketBound(bnd[bndOff[i]:bndOff[i+1]], e.Value)))
+							add(b.Labels(), e)
 						}
 					}
 				}
 			}
-			return nil
-		}, false, ms...)
-		if err != nil {
-			return nil, err
 		}
+		return nil
+	}, false, sets...)
+	if err != nil {
+		return nil, err
 	}
 	res := make([]exemplar.QueryResult, 0, len(out))
 	for _, f := range out {

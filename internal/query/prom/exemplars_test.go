@@ -59,13 +59,17 @@ func TestHistogramExemplars(t *testing.T) {
 	l.WriteBatches(t, "acme", &m)
 
 	ad := adapterOf(t, l)
-	get := func(sel string) string {
+	get := func(sels ...string) string {
 		t.Helper()
-		ms, err := parserMatchers(sel)
-		if err != nil {
-			t.Fatal(err)
+		var sets [][]*labels.Matcher
+		for _, sel := range sels {
+			ms, err := parserMatchers(sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sets = append(sets, ms)
 		}
-		res, err := ad.Exemplars(context.Background(), "acme", Limits{}, synthStart.Add(-time.Minute).UnixMilli(), synthStart.Add(time.Minute).UnixMilli(), [][]*labels.Matcher{ms})
+		res, err := ad.Exemplars(context.Background(), "acme", Limits{}, synthStart.Add(-time.Minute).UnixMilli(), synthStart.Add(time.Minute).UnixMilli(), sets)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,6 +94,19 @@ func TestHistogramExemplars(t *testing.T) {
 		if got := get(sel); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", sel, got, want)
 		}
+	}
+	// Several sets: their union, each exemplar once, read in one pass
+	// over the files (no more files than one set selecting everything).
+	files := ad.Stats.Files.Load()
+	get(`{__name__=~".+"}`)
+	all := ad.Stats.Files.Load() - files
+	files = ad.Stats.Files.Load()
+	want := "exp_latency_seconds{le=}:3/e1 req_latency_seconds_bucket{le=1}:0.7/c1 rw_latency{le=}:1.5/f1"
+	if got := get(`req_latency_seconds_bucket{le="1"}`, `rw_latency`, `exp_latency_seconds`, `req_latency_seconds_bucket{le=~"1|5"}`, `nothing_here`); got != want {
+		t.Errorf("five sets:\n got %s\nwant %s", got, want)
+	}
+	if n := ad.Stats.Files.Load() - files; n > all {
+		t.Errorf("five sets opened %d files, one set selecting everything %d", n, all)
 	}
 }
 

@@ -292,10 +292,14 @@ func (q *Querier) metricNames(ctx context.Context) ([]string, error) {
 }
 
 // eachFile lists the tenant's live metrics segments overlapping [mint,
-// maxt] (ms) and calls fn with each opened file and its index. With
-// indexOnly, files whose index is cached are not opened (fn gets nil).
-func (q *Querier) eachFile(ctx context.Context, mint, maxt int64, fn func(*parquet.File, *fileIndex) error, indexOnly bool, ms ...*labels.Matcher) error {
-	tasks, err := q.plan(ctx, mint, maxt, [][]*labels.Matcher{ms}, nil)
+// maxt] (ms) that some matcher set may select from (every one without
+// sets) and calls fn with each opened file and its index. With indexOnly,
+// files whose index is cached are not opened (fn gets nil).
+func (q *Querier) eachFile(ctx context.Context, mint, maxt int64, fn func(*parquet.File, *fileIndex) error, indexOnly bool, sets ...[]*labels.Matcher) error {
+	if len(sets) == 0 {
+		sets = [][]*labels.Matcher{nil}
+	}
+	tasks, err := q.plan(ctx, mint, maxt, sets, nil)
 	if err != nil {
 		return err
 	}
@@ -593,14 +597,7 @@ func (q *Querier) selectSeries(ctx context.Context, mint, maxt int64, labelsOnly
 // nil (of the lake series in only, when not nil), else per hour a rollup
 // tier or raw points (plan).
 func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bool, sets [][]*labels.Matcher, ru *rollupUse, only map[uint64]bool) ([]*series, error) {
-	nameSets := make([][]*labels.Matcher, len(sets))
-	for i, ms := range sets {
-		for _, m := range ms {
-			if m.Name == labels.MetricName {
-				nameSets[i] = append(nameSets[i], m)
-			}
-		}
-	}
+	nameSets := nameMatchers(sets)
 	sc := &scan{q: q, sets: sets, labelsOnly: labelsOnly, mint: msToNs(mint), maxt: msToNs(maxt) + 999_999,
 		byHash: map[uint64][]*series{}, bySID: map[sidKey]*series{}, only: only}
 	tasks, err := q.plan(ctx, mint, maxt, sets, ru)
@@ -697,6 +694,19 @@ func (q *Querier) scanTasks(ctx context.Context, mint, maxt int64, labelsOnly bo
 	}
 	slices.SortFunc(out, func(a, b *series) int { return labels.Compare(a.lbls, b.lbls) })
 	return out, nil
+}
+
+// nameMatchers returns the __name__ matchers of each set.
+func nameMatchers(sets [][]*labels.Matcher) [][]*labels.Matcher {
+	out := make([][]*labels.Matcher, len(sets))
+	for i, ms := range sets {
+		for _, m := range ms {
+			if m.Name == labels.MetricName {
+				out[i] = append(out[i], m)
+			}
+		}
+	}
+	return out
 }
 
 // matchingOutputs appends the outputs of d whose name some set of
