@@ -3,6 +3,7 @@ package prw
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 
 	"github.com/sluice-dev/sluice/internal/signal"
 	"github.com/sluice-dev/sluice/internal/unsafex"
@@ -256,7 +257,7 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	for i := from; i < e; {
 		// The usual sample, {0x09 value, 0x10 timestamp} and nothing
 		// else, without the field loops (plainSample).
-		if v, ts, se := plainSample(b, i); se > 0 {
+		if v, ts, se := plainSample(d.b, i, e); se > 0 {
 			if tn, ok := timeNs(ts, d.MaxTime); ok {
 				d.bufSample(tn, 0, v)
 				i = se
@@ -397,25 +398,46 @@ func (d *Decoder) scanSamplesV1(s, e int) bool {
 	return true
 }
 
-// plainSample reads a Sample field at b[i:] written as every encoder
+// plainSample reads a Sample field at b[i:e] written as every encoder
 // writes it: 0x12, a one-byte length, 0x09 and the value's 8 bytes, 0x10
 // and the timestamp's varint, nothing else. It returns the value's bits,
 // the timestamp and the index after the field; 0 when the field is
-// anything else (sampleV1 reads it then).
-func plainSample(b []byte, i int) (uint64, int64, int) {
-	if i < 0 || len(b)-i < 13 {
+// anything else (sampleV1 reads it then). b may go on past e (the arena):
+// a timestamp of up to 8 bytes (times to 2^56 ms) is read from one word,
+// not a byte at a time, when b has a word there.
+func plainSample(b []byte, i, e int) (uint64, int64, int) {
+	if i < 0 || e-i < 13 || e > len(b) {
 		return 0, 0, 0
 	}
 	q := b[i : i+13]
 	l := int(q[1])
-	if q[0] != 2<<3|wtLen || q[2] != 1<<3|wtI64 || q[11] != 2<<3|wtVarint || l < 11 || l > 20 || len(b)-i-2 < l {
+	if q[0] != 2<<3|wtLen || q[2] != 1<<3|wtI64 || q[11] != 2<<3|wtVarint || l < 11 || l > 20 || e-i-2 < l {
 		return 0, 0, 0
+	}
+	if n := l - 10; n <= 8 && len(b)-i >= 20 {
+		// The varint's bytes have their top bit set but the last, which
+		// must be the field's last byte.
+		w := binary.LittleEndian.Uint64(b[i+12:])
+		if bits.TrailingZeros64(^w&0x8080808080808080) != 8*n-1 {
+			return 0, 0, 0
+		}
+		return binary.LittleEndian.Uint64(q[3:]), int64(varint8(w & (^uint64(0) >> (64 - 8*uint(n))))), i + 2 + l
 	}
 	ts, j := uvarint(b[:i+2+l], i+12)
 	if j != i+2+l {
 		return 0, 0, 0
 	}
 	return binary.LittleEndian.Uint64(q[3:]), int64(ts), j
+}
+
+// varint8 is the value of the varint whose bytes are w's, the last with
+// its top bit clear and the bytes after it zero: the 7-bit groups
+// gathered in three steps.
+func varint8(w uint64) uint64 {
+	w &= 0x7f7f7f7f7f7f7f7f
+	w = w&0x007f007f007f007f | w>>1&0x3f803f803f803f80
+	w = w&0x00003fff00003fff | w>>2&0x0fffc0000fffc000
+	return w&0x000000000fffffff | w>>4&0x00fffffff0000000
 }
 
 // sampleV1 decodes a Sample {1: double value, 2: int64 timestamp}.

@@ -2,6 +2,7 @@ package prw
 
 import (
 	"math"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/internal/signal"
@@ -27,6 +28,9 @@ func (d *Decoder) DecodeV2(dst *signal.Metrics, body []byte) (Stats, error) {
 	for i := base; i < len(b); {
 		// The usual symbols, 0x22 and a one-byte length, without tag().
 		if b[i] == 4<<3|wtLen {
+			// Room for the symbols of the next bytes, at most 4,096 at
+			// a time: symbolRun stops when it is full, and is called again.
+			syms = slices.Grow(syms, min((len(b)-i)/2, 4096))
 			if e, more := symbolRun(b, i, syms); e > i {
 				if symStart < 0 {
 					symStart = i
@@ -243,17 +247,21 @@ func (d *Decoder) refs(dst *[]label, b []byte, j, wt int, odd *bool, pend *uint6
 }
 
 // symbolRun appends the symbols at b[i:] written as 0x22, a one-byte
-// length and the bytes, and returns the index after the last; a leaf.
+// length and the bytes to syms, as many as its capacity has room for, and
+// returns the index after the last: a leaf loop without appends (a
+// request of per-series values has about as many symbols as labels).
 func symbolRun(b []byte, i int, syms []signal.Str) (int, []signal.Str) {
-	for i+1 < len(b) && b[i] == 4<<3|wtLen && b[i+1] < 0x80 {
+	out := syms[len(syms):cap(syms)]
+	k := 0
+	for ; k < len(out) && i+1 < len(b) && b[i] == 4<<3|wtLen && b[i+1] < 0x80; k++ {
 		e := i + 2 + int(b[i+1])
 		if e > len(b) {
 			break
 		}
-		syms = append(syms, signal.MakeStr(i+2, e-i-2))
+		out[k] = signal.MakeStr(i+2, e-i-2)
 		i = e
 	}
-	return i, syms
+	return i, syms[:len(syms)+k]
 }
 
 // refPairs appends the label pairs of the packed references at b[s:] to
@@ -345,7 +353,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 			if num == 2 {
 				samples++
 				if plain {
-					if v, ts, se := plainSample(b, i); se > 0 {
+					if v, ts, se := plainSample(d.b, i, e); se > 0 {
 						if tn, ok := timeNs(ts, d.MaxTime); ok {
 							d.bufSample(tn, 0, v)
 							j = se
@@ -489,7 +497,7 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	for i := from; i < e; {
 		// The usual sample: {0x09 value, 0x10 timestamp} and nothing else
 		// (plainSample; a start timestamp takes the general loop).
-		if v, ts, se := plainSample(b, i); se > 0 {
+		if v, ts, se := plainSample(d.b, i, e); se > 0 {
 			if tn, ok := timeNs(ts, d.MaxTime); ok {
 				d.bufSample(tn, startOf(createdNs, tn, &ignored), v)
 				i = se
