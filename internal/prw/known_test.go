@@ -3,6 +3,7 @@ package prw
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -63,6 +64,15 @@ func TestFamilyMemo(t *testing.T) {
 		"abcdefgh0_12345678", "abcdefgh1_12345678", "abcdefgh22345678x", // 17-18 bytes: same first and last words
 		"abcdefgh0_12345678", "metric_8", "metric_16_bytes_", "m7chars", "abcdefgh1_12345678",
 		"metric_16_bytes_", "metric_8", "abcdefgh0_12345678",
+	}
+	// More names than the table's slots, each twice, in two orders: sets
+	// that hold two names, names displaced and looked up again.
+	var many []string
+	for i := range 3 << famMemoBits {
+		many = append(many, fmt.Sprintf("metric_%d_total", i))
+	}
+	for i := range many {
+		names = append(names, many[i], many[(i*7)%len(many)])
 	}
 	for round, rot := range []int{0, 3} {
 		req := &prompb.WriteRequest{}
