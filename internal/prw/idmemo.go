@@ -278,12 +278,7 @@ func (ib *idBlock) fill(b []byte, i int) {
 		if s < 0 {
 			break
 		}
-		// The leading Label fields with one-byte lengths: the decode
-		// uses the key only when its labels are exactly these bytes.
-		j := s
-		for j+1 < e && b[j] == 1<<3|wtLen && b[j+1] < 0x80 {
-			j += 2 + int(b[j+1])
-		}
+		j := labelsEnd(b, s, e)
 		ib.start[n], ib.lab[n], ib.key[n] = s, j, 0
 		if j > s && j <= e {
 			ib.key[n] = idKey(b[s:j])
@@ -294,6 +289,32 @@ func (ib *idBlock) fill(b []byte, i int) {
 	ib.n, ib.at = n, 0
 	ib.touch()
 }
+
+// labelsEnd returns where the leading Label fields of the TimeSeries
+// b[s:e] end, as the key of a series hashes them: the decode uses the key
+// only when its labels are exactly b[s:end] (seriesV1), so a guess that is
+// wrong costs the memo's help, never a wrong id. The usual series ends
+// with one sample (value and a timestamp of 6 bytes, times from 1971 to
+// 2109): its labels end where that sample starts, found without walking
+// the labels, whose lengths make a chain of dependent loads. Else the
+// leading Label fields with one-byte lengths are walked.
+func labelsEnd(b []byte, s, e int) int {
+	if t := e - plainSampleLen; t > s && e <= len(b) {
+		q := (*[plainSampleLen]byte)(b[t:e])
+		if q[0] == 2<<3|wtLen && q[1] == plainSampleLen-2 && q[2] == 1<<3|wtI64 && q[11] == 2<<3|wtVarint {
+			return t
+		}
+	}
+	j := s
+	for j+1 < e && b[j] == 1<<3|wtLen && b[j+1] < 0x80 {
+		j += 2 + int(b[j+1])
+	}
+	return j
+}
+
+// plainSampleLen is the length of a Sample field of a value and a
+// timestamp of 6 bytes (plainSample).
+const plainSampleLen = 2 + 9 + 1 + 6
 
 // touch loads the buckets of the block's keys in one loop of independent
 // loads.
