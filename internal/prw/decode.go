@@ -356,12 +356,12 @@ func (d *Decoder) checkLabels(checkUTF8, sameNames bool) (int, string) {
 			}
 			xo, yo := x.Off(), y.Off()
 			if n >= 8 && n <= 16 {
-				if binary.LittleEndian.Uint64(b[xo:]) == binary.LittleEndian.Uint64(b[yo:]) &&
-					binary.LittleEndian.Uint64(b[xo+n-8:]) == binary.LittleEndian.Uint64(b[yo+n-8:]) {
+				if binary.LittleEndian.Uint64(b[xo:xo+8]) == binary.LittleEndian.Uint64(b[yo:yo+8]) &&
+					binary.LittleEndian.Uint64(b[xo+n-8:xo+n]) == binary.LittleEndian.Uint64(b[yo+n-8:yo+n]) {
 					continue
 				}
 			} else if n < 8 && xo+8 <= len(b) && yo+8 <= len(b) {
-				if (binary.LittleEndian.Uint64(b[xo:])^binary.LittleEndian.Uint64(b[yo:]))&(^uint64(0)>>(64-8*uint(n))) == 0 {
+				if (binary.LittleEndian.Uint64(b[xo:xo+8])^binary.LittleEndian.Uint64(b[yo:yo+8]))&(^uint64(0)>>(64-8*uint(n))) == 0 {
 					continue
 				}
 			} else if bytes.Equal(b[xo:xo+n], b[yo:yo+n]) {
@@ -586,8 +586,8 @@ func (d *Decoder) attrRun(ls []label, pk []keyCache, keys []signal.KeyID, types 
 			eq := l.ref != 0 && l.ref == e.vref
 			if n := x.Len(); !eq && n == y.Len() {
 				if xo, yo := x.Off(), y.Off(); n >= 8 && n <= 16 {
-					eq = binary.LittleEndian.Uint64(b[xo:]) == binary.LittleEndian.Uint64(b[yo:]) &&
-						binary.LittleEndian.Uint64(b[xo+n-8:]) == binary.LittleEndian.Uint64(b[yo+n-8:])
+					eq = binary.LittleEndian.Uint64(b[xo:xo+8]) == binary.LittleEndian.Uint64(b[yo:yo+8]) &&
+						binary.LittleEndian.Uint64(b[xo+n-8:xo+n]) == binary.LittleEndian.Uint64(b[yo+n-8:yo+n])
 				} else {
 					eq = d.eqStr(x, y)
 				}
@@ -635,10 +635,10 @@ func (d *Decoder) eqStr(x, y signal.Str) bool {
 		return true
 	case n < 8 && xo+8 <= len(b) && yo+8 <= len(b):
 		mask := ^uint64(0) >> (64 - 8*uint(n))
-		return (binary.LittleEndian.Uint64(b[xo:])^binary.LittleEndian.Uint64(b[yo:]))&mask == 0
+		return (binary.LittleEndian.Uint64(b[xo:xo+8])^binary.LittleEndian.Uint64(b[yo:yo+8]))&mask == 0
 	case n >= 8 && n <= 16:
-		return binary.LittleEndian.Uint64(b[xo:]) == binary.LittleEndian.Uint64(b[yo:]) &&
-			binary.LittleEndian.Uint64(b[xo+n-8:]) == binary.LittleEndian.Uint64(b[yo+n-8:])
+		return binary.LittleEndian.Uint64(b[xo:xo+8]) == binary.LittleEndian.Uint64(b[yo:yo+8]) &&
+			binary.LittleEndian.Uint64(b[xo+n-8:xo+n]) == binary.LittleEndian.Uint64(b[yo+n-8:yo+n])
 	}
 	return bytes.Equal(b[xo:xo+n], b[yo:yo+n])
 }
@@ -655,7 +655,7 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 	// map lookup hashes the whole name and probes, several times the
 	// instructions, and the names of a request's series alternate.
 	if n, o := name.Len(), name.Off(); ref == 0 && n >= 8 && o+n <= len(d.b) {
-		w0, w1 := binary.LittleEndian.Uint64(d.b[o:]), binary.LittleEndian.Uint64(d.b[o+n-8:])
+		w0, w1 := binary.LittleEndian.Uint64(d.b[o:o+8]), binary.LittleEndian.Uint64(d.b[o+n-8:o+n])
 		// Two ways a set: 50 names in 256 sets of one slot lost a fifth
 		// of their lookups to collisions, to the map.
 		set := (*[2]famSlot)(d.famMemo[((w0^bits.RotateLeft64(w1, 29)^uint64(n))*famMemoMul)>>(64-famMemoBits)*2:])

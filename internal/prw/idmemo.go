@@ -112,9 +112,9 @@ func symbolKey(b []byte, o, n int) uint64 {
 	case n > 16:
 		return maphash.Bytes(idMemoSeed, b[o:o+n])
 	case n >= 8:
-		w0, w1 = binary.LittleEndian.Uint64(b[o:]), binary.LittleEndian.Uint64(b[o+n-8:])
+		w0, w1 = binary.LittleEndian.Uint64(b[o:o+8]), binary.LittleEndian.Uint64(b[o+n-8:o+n])
 	case o+8 <= len(b):
-		w0 = binary.LittleEndian.Uint64(b[o:]) & (^uint64(0) >> (64 - 8*uint(n)))
+		w0 = binary.LittleEndian.Uint64(b[o:o+8]) & (^uint64(0) >> (64 - 8*uint(n)))
 	default: // at the arena's end: no word to load past it
 		var t [8]byte
 		copy(t[:], b[o:o+n])
@@ -133,7 +133,7 @@ func symbolKeys(dst []uint64, b []byte, syms []signal.Str) []uint64 {
 	k0, k1 := memoK[0], memoK[1]
 	for i, sym := range syms {
 		if o, n := sym.Off(), sym.Len(); n >= 8 && n <= 16 && o+n <= len(b) {
-			dst[i] = mum(binary.LittleEndian.Uint64(b[o:])^k0, binary.LittleEndian.Uint64(b[o+n-8:])^k1) ^ uint64(n)
+			dst[i] = mum(binary.LittleEndian.Uint64(b[o:o+8])^k0, binary.LittleEndian.Uint64(b[o+n-8:o+n])^k1) ^ uint64(n)
 		} else {
 			dst[i] = symbolKey(b, o, n)
 		}
@@ -300,7 +300,7 @@ func (ib *idBlock) fill(b []byte, i int) {
 // leading Label fields with one-byte lengths are walked.
 func labelsEnd(b []byte, s, e int) int {
 	if t := e - plainSampleLen; t > s && e <= len(b) {
-		q := (*[plainSampleLen]byte)(b[t:e])
+		q := (*[plainSampleLen]byte)(b[t : t+plainSampleLen])
 		if q[0] == 2<<3|wtLen && q[1] == plainSampleLen-2 && q[2] == 1<<3|wtI64 && q[11] == 2<<3|wtVarint {
 			return t
 		}

@@ -55,7 +55,7 @@ func knownLabelsV1(b []byte, i, e int, kn []knownName, ls []label) (int, int) {
 		if i < 0 || len(b)-i < knownWindow {
 			break
 		}
-		q := (*[knownWindow]byte)(b[i:])
+		q := (*[knownWindow]byte)(b[i : i+knownWindow])
 		p := &kn[k]
 		fl := p.fixed
 		if q[0] != 1<<3|wtLen || fl == 0 ||

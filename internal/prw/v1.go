@@ -417,7 +417,7 @@ func plainSample(b []byte, i, e int) (uint64, int64, int) {
 	if n := l - 10; n <= 8 && len(b)-i >= 20 {
 		// The varint's bytes have their top bit set but the last, which
 		// must be the field's last byte.
-		w := binary.LittleEndian.Uint64(b[i+12:])
+		w := binary.LittleEndian.Uint64(b[i+12 : i+20])
 		if bits.TrailingZeros64(^w&0x8080808080808080) != 8*n-1 {
 			return 0, 0, 0
 		}
