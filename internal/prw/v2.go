@@ -326,7 +326,31 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 	// Then the second loop is not needed.
 	plain := true
 	d.resetSamples()
-	for i := s; i < e; {
+	fields := s // where the field loop starts
+	if preEnd > 0 {
+		// The usual series, read without the field loop: the references
+		// preV2 read, one plain sample in range, and its metadata (which
+		// most encoders write, even empty), nothing else.
+		if v, ts, se := plainSample(d.b, preEnd, e); se > 0 {
+			if tn, ok := timeNs(ts, d.MaxTime); ok {
+				var typ, help, unit uint64
+				end, meta := se, false
+				if se < e && b[se] == 5<<3|wtLen {
+					if ms, me := lenField(b, se+1); ms >= 0 && readMetadataV2(b, ms, me, &typ, &help, &unit) {
+						end, meta = me, true
+					}
+				}
+				if end == e {
+					pr := d.ids.pre[k]
+					d.labels = append(d.labels, d.preLabels[pr[0]:pr[1]]...)
+					d.bufSample(tn, 0, v)
+					labelFields, samples, fields = 1, 1, e
+					hasMeta, metaType, helpRef, unitRef = meta, typ, help, unit
+				}
+			}
+		}
+	}
+	for i := fields; i < e; {
 		// tag(), inline for a one-byte tag: a call a field costs more
 		// than it does.
 		num, wt, j := int(b[i]>>3), int(b[i]&7), i+1
@@ -387,31 +411,8 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 				return false
 			}
 			hasMeta = true
-			for x := ms; x < me; {
-				n2, w2, x2 := tag(b[:me], x)
-				if x2 < 0 {
-					return false
-				}
-				if n2 == 1 || n2 == 3 || n2 == 4 {
-					if w2 != wtVarint {
-						return false
-					}
-					var v uint64
-					if v, x2 = uvarint(b[:me], x2); x2 < 0 {
-						return false
-					}
-					switch n2 {
-					case 1:
-						metaType = v
-					case 3:
-						helpRef = v
-					case 4:
-						unitRef = v
-					}
-				} else if x2 = skip(b[:me], x2, w2); x2 < 0 {
-					return false
-				}
-				x = x2
+			if !readMetadataV2(b, ms, me, &metaType, &helpRef, &unitRef) {
+				return false
 			}
 			j = me
 		case num == 6 && wt == wtVarint:
@@ -637,6 +638,40 @@ func (d *Decoder) seriesV2(s, e, k int) bool {
 		key := d.str(name)
 		d.metadataFor(key, metaType, d.str(d.symbols[helpRef]), d.str(d.symbols[unitRef]))
 		d.metaAt[nameRef-1] = uint32(len(d.m.Descs)) + 1
+	}
+	return true
+}
+
+// readMetadataV2 reads a Metadata message b[s:e] {1: type, 3: help_ref,
+// 4: unit_ref}, setting those it holds (a later message merges into an
+// earlier one, as protobuf's); false when it is malformed.
+func readMetadataV2(b []byte, s, e int, typ, help, unit *uint64) bool {
+	b = b[:e]
+	for x := s; x < e; {
+		n, w, x2 := tag(b, x)
+		if x2 < 0 {
+			return false
+		}
+		if n == 1 || n == 3 || n == 4 {
+			if w != wtVarint {
+				return false
+			}
+			var v uint64
+			if v, x2 = uvarint(b, x2); x2 < 0 {
+				return false
+			}
+			switch n {
+			case 1:
+				*typ = v
+			case 3:
+				*help = v
+			case 4:
+				*unit = v
+			}
+		} else if x2 = skip(b, x2, w); x2 < 0 {
+			return false
+		}
+		x = x2
 	}
 	return true
 }
