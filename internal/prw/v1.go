@@ -146,6 +146,18 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	if i > s {
 		labStart, labEnd = s, i
 	}
+	// The usual series: its labels, then one plain sample in range that
+	// ends it: held now, and neither loop below reads it.
+	held := false
+	if i < e {
+		if v, ts, se := plainSample(d.b, i, e); se == e {
+			if tn, ok := timeNs(ts, d.MaxTime); ok {
+				d.resetSamples()
+				d.bufSample(tn, 0, v)
+				samples, held, i = 1, true, e
+			}
+		}
+	}
 	for i < e {
 		num, wt, j := tag(b, i)
 		if j < 0 {
@@ -246,13 +258,18 @@ func (d *Decoder) seriesV1(s, e int) bool {
 	exTime := int64(math.MinInt64) // the series' latest exemplar
 	msgStart := len(d.m.Msgs)
 	n0 := d.m.Len()
-	d.resetSamples()
 	// The second pass appends samples, histograms and exemplars: when the
 	// labels are the series' first fields and contiguous (as every
 	// encoder writes them), it starts past them instead of skipping each.
 	from := s
-	if contig && labStart == s {
+	switch {
+	case held:
+		from = e
+	case contig && labStart == s:
 		from = labEnd
+	}
+	if !held {
+		d.resetSamples()
 	}
 	for i := from; i < e; {
 		// The usual sample, {0x09 value, 0x10 timestamp} and nothing
