@@ -45,7 +45,15 @@ func tag(b []byte, i int) (int, int, int) {
 
 // lenField reads a length prefix at b[i:] and returns the field's [start, end).
 func lenField(b []byte, i int) (int, int) {
-	n, j := uvarint(b, i)
+	var n uint64
+	var j int
+	if i+1 < len(b) && b[i] >= 0x80 && b[i+1] < 0x80 {
+		// Two bytes (128 to 16,383: a 1.0 series of several labels)
+		// without uvarint's loop.
+		n, j = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
+	} else {
+		n, j = uvarint(b, i)
+	}
 	if j < 0 || n > uint64(len(b)-j) {
 		return -1, -1
 	}
