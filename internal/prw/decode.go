@@ -656,8 +656,8 @@ func (d *Decoder) family(name signal.Str, ref uint32) uint32 {
 	// instructions, and the names of a request's series alternate.
 	if n, o := name.Len(), name.Off(); ref == 0 && n >= 8 && o+n <= len(d.b) {
 		w0, w1 := binary.LittleEndian.Uint64(d.b[o:o+8]), binary.LittleEndian.Uint64(d.b[o+n-8:o+n])
-		// Two ways a set: 50 names in 256 sets of one slot lost a fifth
-		// of their lookups to collisions, to the map.
+		// Two ways a set: 50 names in 256 sets of one slot lost about a
+		// quarter of their lookups to collisions, to the map.
 		set := (*[2]famSlot)(d.famMemo[((w0^bits.RotateLeft64(w1, 29)^uint64(n))*famMemoMul)>>(64-famMemoBits)*2:])
 		for k := range set {
 			if sl := &set[k]; sl.call == d.call && sl.w0 == w0 && sl.w1 == w1 && sl.name.Len() == n &&
