@@ -132,7 +132,7 @@ func (s *Scanner) seriesV2(b []byte, i int) bool {
 			nAttrs++
 		}
 		if s.LabelKeys {
-			fields = AppendLabelField(fields, n, s.sym[vr])
+			fields = appendLabelFieldShort(fields, n, s.sym[vr])
 		}
 		prev = n
 		k++

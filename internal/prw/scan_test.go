@@ -670,3 +670,28 @@ func TestScanKnownLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendLabelFieldShort: the word-copying append writes what
+// AppendLabelField writes, for names and values of every length around
+// its 16-byte words, with and without 16 bytes of capacity after them,
+// onto buffers with and without room.
+func TestAppendLabelFieldShort(t *testing.T) {
+	src := []byte(strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789", 4))
+	for nl := 0; nl <= 20; nl++ {
+		for vl := 0; vl <= 20; vl++ {
+			for _, capped := range []bool{false, true} {
+				name, value := src[3:3+nl], src[40:40+vl]
+				if capped {
+					name, value = slices.Clip(name), slices.Clip(value)
+				}
+				for _, pre := range [][]byte{nil, []byte("xyz"), make([]byte, 5, 44)} {
+					want := AppendLabelField(slices.Clone(pre), name, value)
+					got := appendLabelFieldShort(slices.Clone(pre), name, value)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("name %d, value %d bytes, capped %v, after %d: %x, want %x", nl, vl, capped, len(pre), got, want)
+					}
+				}
+			}
+		}
+	}
+}
