@@ -221,10 +221,11 @@ func TestRunStatusTSDBAndTop(t *testing.T) {
 	if effects["MATCHED"] != "120" || effects["DROPPED"] != "120" || effects["CHANGED"] != "0" {
 		t.Errorf("rules section: %v, want matched 120, dropped 120 (2 services × 3 routes × 20 points), changed 0:\n%s", effects, r.stdout)
 	}
-	// ... and its per-metric line: every one of them, of tenant acme.
-	if !regexp.MustCompile(`(?m)^METRICS OF would-drop-depth +TENANT +DROPPED +CHANGED +DROPPED/S +CHANGED/S$`).MatchString(r.stdout) ||
-		!regexp.MustCompile(`(?m)^  test_queue_depth +acme +120 +0 +\S+ +\S+$`).MatchString(r.stdout) {
-		t.Errorf("rules section lacks would-drop-depth's line for acme's test_queue_depth (dropped 120, changed 0):\n%s", r.stdout)
+	// ... and its per-metric line: every one of them, of tenant acme (a
+	// drop rule has no limit: none over it).
+	if !regexp.MustCompile(`(?m)^METRICS OF would-drop-depth +TENANT +DROPPED +CHANGED +OVER LIMIT +DROPPED/S +CHANGED/S$`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^  test_queue_depth +acme +120 +0 +0 +\S+ +\S+$`).MatchString(r.stdout) {
+		t.Errorf("rules section lacks would-drop-depth's line for acme's test_queue_depth (dropped 120, changed 0, over limit 0):\n%s", r.stdout)
 	}
 	if r := run(t, "top", "--once", "--url", "http://"+freePort(t)); r.code == 0 || !strings.Contains(r.stderr, "/api/v1/status/sluice") {
 		t.Errorf("top against nothing: exit %d %s", r.code, r.stderr)
