@@ -149,40 +149,31 @@ func TestTraceHeadlessStops(t *testing.T) {
 			}
 		}
 	})
-	t.Run("exit", func(t *testing.T) {
-		dir := t.TempDir()
-		child := tracertest.Start(t, dir, "")
-		wait := startTraceErr(t, "--headless", "--pid", strconv.Itoa(child.PID), "--interval", "1h")
-		child.Go(t)
-		stopped := make(chan struct{})
-		var out, errText string
-		go func() { out, errText = wait(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the trace did not stop when its process exited")
-		}
-		if !strings.Contains(out, ": 28 calls") || !strings.Contains(errText, fmt.Sprintf("process %d exited", child.PID)) {
-			t.Errorf("stdout:\n%s\nstderr:\n%s", out, errText)
-		}
-	})
-	t.Run("thread exit", func(t *testing.T) {
-		dir := t.TempDir()
-		child := tracertest.Start(t, dir, "")
-		wait := startTraceErr(t, "--headless", "--tid", strconv.Itoa(child.TID), "--interval", "1h")
-		child.Go(t)
-		stopped := make(chan struct{})
-		var out, errText string
-		go func() { out, errText = wait(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the trace did not stop when its thread exited")
-		}
-		if !strings.Contains(out, ": 28 calls") || !strings.Contains(errText, fmt.Sprintf("thread %d exited", child.TID)) {
-			t.Errorf("stdout:\n%s\nstderr:\n%s", out, errText)
-		}
-	})
+	// --pid ends with the process, --tid with the thread (the workload's
+	// main thread, which ends with it).
+	for _, target := range []string{"process", "thread"} {
+		t.Run(target+" exit", func(t *testing.T) {
+			dir := t.TempDir()
+			child := tracertest.Start(t, dir, "")
+			flag, id := "--pid", child.PID
+			if target == "thread" {
+				flag, id = "--tid", child.TID
+			}
+			wait := startTraceErr(t, "--headless", flag, strconv.Itoa(id), "--interval", "1h")
+			child.Go(t)
+			stopped := make(chan struct{})
+			var out, errText string
+			go func() { out, errText = wait(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the trace did not stop when its %s exited", target)
+			}
+			if !strings.Contains(out, ": 28 calls") || !strings.Contains(errText, fmt.Sprintf("%s %d exited", target, id)) {
+				t.Errorf("stdout:\n%s\nstderr:\n%s", out, errText)
+			}
+		})
+	}
 }
 
 // TestTraceHeadless traces the known workload headless and finds its
