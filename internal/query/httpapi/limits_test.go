@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 
 	"github.com/sluice-dev/sluice/internal/query/prom"
+	"github.com/sluice-dev/sluice/internal/waittest"
 )
 
 func TestQueryDepth(t *testing.T) {
@@ -66,7 +67,7 @@ func TestLimiterQueue(t *testing.T) {
 		t.Fatalf("full queue: %v", err)
 	}
 	a.release()
-	if err := <-got; err != nil {
+	if err := waittest.Recv(t, got, "the queued query's acquire"); err != nil {
 		t.Fatalf("queued query: %v", err)
 	}
 	// A wait that outlives its deadline fails with the deadline.
@@ -297,7 +298,7 @@ func TestTotalBytesIsACeiling(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			cancel()
-			<-gone
+			waittest.Recv(t, gone, "the cancelled query's request")
 			for l.waiting.Load() != 1 {
 				time.Sleep(time.Millisecond)
 			}
@@ -369,7 +370,7 @@ func TestTotalBytesIsACeiling(t *testing.T) {
 			cancel()
 		}
 		cancel()
-		<-gone
+		waittest.Recv(t, gone, "the cancelled query's request")
 		deadline := time.Now().Add(5 * time.Second)
 		for l.held.Load() != 0 || len(l.slots) != 0 || l.waiting.Load() != 0 {
 			if time.Now().After(deadline) {
