@@ -240,6 +240,9 @@ func Start(tb testing.TB, dir, mode string) *Child {
 	return c
 }
 
+// Stderr is what the child (and what it ran) wrote to stderr so far.
+func (c *Child) Stderr() string { return c.stderr.String() }
+
 // Go lets the child run its workload and waits for it to exit.
 func (c *Child) Go(tb testing.TB) {
 	tb.Helper()
