@@ -422,16 +422,10 @@ func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 	return &Breaker{threshold: threshold, cooldown: cooldown}
 }
 
-// Allow reports whether a request may go now; if not, how long to wait.
-// A request let through a half-open breaker is its one probe: its
-// caller reports the answer (Success or Failure).
-func (b *Breaker) Allow(now time.Time) (wait time.Duration, ok bool) {
-	wait, ok, _ = b.allow(now)
-	return wait, ok
-}
-
-// allow is Allow, and reports whether the request let through is the
-// half-open breaker's probe.
+// allow reports whether a request may go now; if not, how long to wait.
+// A request let through a half-open breaker is its one probe (probe
+// true): its caller reports the answer (Success or Failure), or hands the
+// probe back (abandon).
 func (b *Breaker) allow(now time.Time) (wait time.Duration, ok, probe bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -149,10 +149,10 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	b := NewBreaker(1, time.Millisecond)
 	b.Failure()
 	time.Sleep(2 * time.Millisecond)
-	if _, ok := b.Allow(time.Now()); !ok || b.State() != HalfOpen {
+	if _, ok, probe := b.allow(time.Now()); !ok || !probe || b.State() != HalfOpen {
 		t.Fatal("no probe after the cooldown")
 	}
-	if _, ok := b.Allow(time.Now()); ok {
+	if _, ok, _ := b.allow(time.Now()); ok {
 		t.Fatal("two probes at once in half-open")
 	}
 	b.Failure()
