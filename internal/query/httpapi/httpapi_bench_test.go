@@ -27,16 +27,7 @@ func BenchmarkQueryRangeHTTP(b *testing.B) {
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	l.Write(b, "default", 0, promtest.Synth{Start: t0, Interval: 15 * time.Second, Points: 240, Services: svcs, Routes: routes,
 		CounterStep: 1, Bounds: []float64{1}, HistStep: []int{1, 1}}.JSON())
-	a, err := prom.NewAdapter(prom.Options{Catalog: l.Catalog, Store: l.Store})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := New(Config{Adapter: a})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, _ := benchServer(b, l)
 	for name, q := range map[string]string{"raw": "test_requests_total", "sum": "sum(rate(test_requests_total[5m]))"} {
 		b.Run(name, func(b *testing.B) {
 			u := srv.URL + "/api/v1/query_range?" + url.Values{"query": {q}, "start": {fmt.Sprint(t0.Unix())},
@@ -77,16 +68,7 @@ func BenchmarkLabelsMatchSets(b *testing.B) {
 		l.Write(b, "default", 0, promtest.Synth{Start: t0.Add(time.Duration(h) * time.Hour), Interval: 15 * time.Second, Points: 240,
 			Services: svcs, Routes: routes, CounterStep: 1, Bounds: []float64{0.05, 0.1, 0.25, 0.5, 1}, HistStep: []int{3, 5, 4, 2, 1, 1}}.JSON())
 	}
-	a, err := prom.NewAdapter(prom.Options{Catalog: l.Catalog, Store: l.Store})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := New(Config{Adapter: a})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, a := benchServer(b, l)
 	metrics := []string{"test_requests_total", "test_queue_depth", "test_latency_seconds_bucket", "test_latency_seconds_count"}
 	for _, path := range []string{"/api/v1/labels", "/api/v1/label/http_route/values"} {
 		for _, shape := range []string{"same", "mixed"} {
@@ -123,4 +105,20 @@ func BenchmarkLabelsMatchSets(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchServer serves the query API over l's lake, default options, until
+// the benchmark ends; a is its adapter (for its read counters).
+func benchServer(b *testing.B, l *promtest.Lake) (srv *httptest.Server, a *prom.Adapter) {
+	a, err := prom.NewAdapter(prom.Options{Catalog: l.Catalog, Store: l.Store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := New(Config{Adapter: a})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv = httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	return srv, a
 }
